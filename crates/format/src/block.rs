@@ -1,0 +1,164 @@
+//! The 64-byte header of every data block (FORMAT.md 4.2).
+
+use crate::codec::{Dec, Enc};
+use crate::{FormatError, Result, READ_VERSION, WRITE_VERSION};
+
+/// Magic at the start of every data block.
+pub const BLOCK_MAGIC: &[u8; 4] = b"TLBK";
+/// Length of the block header.
+pub const BLOCK_HEADER_LEN: usize = 64;
+/// `first_record` value of a block in which no record starts.
+pub const NO_RECORD: u32 = u32::MAX;
+
+/// The header fields of a data block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Volume the block was written to.
+    pub volume: [u8; 16],
+    /// Logical block number where the block was written.
+    pub lbn: u64,
+    /// Job the block belongs to.
+    pub job_tag: u64,
+    /// Stream the payload belongs to.
+    pub stream: u16,
+    /// Number of payload bytes after the header.
+    pub payload_len: u32,
+    /// Stream offset of the first payload byte.
+    pub stream_offset: u64,
+    /// Payload offset of the first record starting here, or [`NO_RECORD`].
+    pub first_record: u32,
+}
+
+impl BlockHeader {
+    /// Writes the header into `block[..64]` and the CRC over the whole block.
+    /// `block` is the full block (header, payload and padding).
+    pub fn seal(&self, block: &mut [u8]) {
+        let mut h = Vec::with_capacity(BLOCK_HEADER_LEN);
+        let mut e = Enc(&mut h);
+        e.raw(BLOCK_MAGIC);
+        e.u8(WRITE_VERSION as u8);
+        e.u8(1);
+        e.u16(BLOCK_HEADER_LEN as u16);
+        e.raw(&self.volume);
+        e.u64(self.lbn);
+        e.u64(self.job_tag);
+        e.u16(self.stream);
+        e.u16(0);
+        e.u32(self.payload_len);
+        e.u64(self.stream_offset);
+        e.u32(self.first_record);
+        block[..60].copy_from_slice(&h);
+        let crc = block_crc(block);
+        block[60..64].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Decodes and checks a whole block: magic, version, CRC and payload length.
+    pub fn open(block: &[u8]) -> Result<Self> {
+        if block.len() < BLOCK_HEADER_LEN {
+            return Err(FormatError::Truncated("block"));
+        }
+        if &block[..4] != BLOCK_MAGIC {
+            return Err(FormatError::BadMagic("block"));
+        }
+        let stored = u32::from_le_bytes([block[60], block[61], block[62], block[63]]);
+        let computed = block_crc(block);
+        if stored != computed {
+            return Err(FormatError::BadCrc {
+                what: "block",
+                stored,
+                computed,
+            });
+        }
+        let mut d = Dec::new(&block[4..60], "block header");
+        let _write_version = d.u8()?;
+        let read_version = d.u8()?;
+        if u16::from(read_version) > READ_VERSION {
+            return Err(FormatError::UnsupportedVersion {
+                what: "block",
+                version: read_version.into(),
+            });
+        }
+        let header_len = d.u16()?;
+        if header_len as usize != BLOCK_HEADER_LEN {
+            return Err(FormatError::Invalid(format!(
+                "block header length {header_len} is not {BLOCK_HEADER_LEN}"
+            )));
+        }
+        let volume = d.array()?;
+        let lbn = d.u64()?;
+        let job_tag = d.u64()?;
+        let stream = d.u16()?;
+        d.reserved(2)?;
+        let payload_len = d.u32()?;
+        let stream_offset = d.u64()?;
+        let first_record = d.u32()?;
+        if payload_len as usize > block.len() - BLOCK_HEADER_LEN {
+            return Err(FormatError::Invalid(format!(
+                "block payload length {payload_len} exceeds the block"
+            )));
+        }
+        if first_record != NO_RECORD && first_record >= payload_len {
+            return Err(FormatError::Invalid(format!(
+                "block first record offset {first_record} is outside its payload"
+            )));
+        }
+        Ok(BlockHeader {
+            volume,
+            lbn,
+            job_tag,
+            stream,
+            payload_len,
+            stream_offset,
+            first_record,
+        })
+    }
+
+    /// The payload of a block opened with [`BlockHeader::open`].
+    pub fn payload<'a>(&self, block: &'a [u8]) -> &'a [u8] {
+        &block[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + self.payload_len as usize]
+    }
+}
+
+fn block_crc(block: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&block[..60]);
+    crc32c::crc32c_append(c, &block[64..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn header() -> impl Strategy<Value = BlockHeader> {
+        (any::<[u8; 16]>(), any::<u64>(), any::<u64>(), any::<u16>(), 0u32..4000, any::<u64>(), any::<u32>())
+            .prop_map(|(volume, lbn, job_tag, stream, payload_len, stream_offset, fr)| BlockHeader {
+                volume, lbn, job_tag, stream, payload_len, stream_offset,
+                first_record: if payload_len == 0 { NO_RECORD } else { fr % payload_len },
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(h in header(), fill in any::<u8>()) {
+            let mut b = vec![0u8; 4096];
+            for x in &mut b[64..64 + h.payload_len as usize] { *x = fill; }
+            h.seal(&mut b);
+            let o = BlockHeader::open(&b).unwrap();
+            prop_assert_eq!(o, h);
+            prop_assert_eq!(o.payload(&b).len(), h.payload_len as usize);
+        }
+
+        #[test]
+        fn any_flip_is_caught(h in header(), pos in 0usize..4096, bit in 0u8..8) {
+            let mut b = vec![0u8; 4096];
+            h.seal(&mut b);
+            b[pos] ^= 1 << bit;
+            prop_assert!(BlockHeader::open(&b).is_err());
+        }
+
+        #[test]
+        fn never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = BlockHeader::open(&b);
+        }
+    }
+}

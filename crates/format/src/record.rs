@@ -1,0 +1,775 @@
+//! Stream records and their bodies (FORMAT.md 5).
+
+use crate::codec::{Dec, Enc};
+use crate::{FormatError, Result};
+
+/// Length of a record header.
+pub const RECORD_HEADER_LEN: usize = 16;
+
+/// The kind of a stream record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum Kind {
+    /// Start of a job on its first volume.
+    JobStart = 1,
+    /// Start of a job's segment on a later volume.
+    Continuation = 2,
+    /// Metadata of one file system object.
+    Entry = 3,
+    /// A regular file's stored bytes.
+    Data = 4,
+    /// Checksum and status after a file's data.
+    FileEnd = 5,
+    /// End of a data stream.
+    StreamEnd = 6,
+    /// A chunk of the job index.
+    Index = 7,
+    /// End of the job.
+    JobEnd = 8,
+}
+
+impl Kind {
+    fn from_u16(v: u16) -> Result<Self> {
+        Ok(match v {
+            1 => Kind::JobStart,
+            2 => Kind::Continuation,
+            3 => Kind::Entry,
+            4 => Kind::Data,
+            5 => Kind::FileEnd,
+            6 => Kind::StreamEnd,
+            7 => Kind::Index,
+            8 => Kind::JobEnd,
+            _ => return Err(FormatError::Invalid(format!("unknown record kind {v}"))),
+        })
+    }
+}
+
+/// The 16-byte header before every record body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// What the body is.
+    pub kind: Kind,
+    /// Length of the body in bytes.
+    pub len: u64,
+}
+
+impl RecordHeader {
+    /// Encodes the header.
+    pub fn encode(&self) -> [u8; RECORD_HEADER_LEN] {
+        let mut v = Vec::with_capacity(RECORD_HEADER_LEN);
+        let mut e = Enc(&mut v);
+        e.u16(self.kind as u16);
+        e.u16(0);
+        e.u32(0);
+        e.u64(self.len);
+        let mut a = [0u8; RECORD_HEADER_LEN];
+        a.copy_from_slice(&v);
+        a
+    }
+
+    /// Decodes a header.
+    pub fn decode(buf: &[u8; RECORD_HEADER_LEN]) -> Result<Self> {
+        let mut d = Dec::new(buf, "record header");
+        let kind = Kind::from_u16(d.u16()?)?;
+        d.reserved(6)?;
+        let len = d.u64()?;
+        Ok(RecordHeader { kind, len })
+    }
+}
+
+/// Seconds and nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    /// Seconds since 1970-01-01T00:00:00Z (negative before).
+    pub secs: i64,
+    /// Nanoseconds, 0..999,999,999.
+    pub nanos: u32,
+}
+
+impl Timestamp {
+    fn enc(&self, e: &mut Enc) {
+        e.i64(self.secs);
+        e.u32(self.nanos);
+    }
+    fn dec(d: &mut Dec) -> Result<Self> {
+        let secs = d.i64()?;
+        let nanos = d.u32()?;
+        if nanos >= 1_000_000_000 {
+            return Err(FormatError::Invalid(format!("nanoseconds {nanos} out of range")));
+        }
+        Ok(Timestamp { secs, nanos })
+    }
+    /// The time as nanoseconds since the epoch (saturating).
+    pub fn as_nanos(&self) -> i64 {
+        self.secs
+            .saturating_mul(1_000_000_000)
+            .saturating_add(self.nanos as i64)
+    }
+    /// The inverse of [`Timestamp::as_nanos`].
+    pub fn from_nanos(ns: i64) -> Self {
+        Timestamp {
+            secs: ns.div_euclid(1_000_000_000),
+            nanos: ns.rem_euclid(1_000_000_000) as u32,
+        }
+    }
+    /// The current time.
+    pub fn now() -> Self {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp {
+            secs: d.as_secs() as i64,
+            nanos: d.subsec_nanos(),
+        }
+    }
+}
+
+/// The type of a file system object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum EntryType {
+    /// A regular file, followed by its data.
+    Regular = 1,
+    /// A directory.
+    Directory = 2,
+    /// A symbolic link; the target is in `link`.
+    Symlink = 3,
+    /// Another name of an earlier regular file; its path is in `link`.
+    HardLink = 4,
+    /// A named pipe.
+    Fifo = 5,
+    /// A character device.
+    CharDevice = 6,
+    /// A block device.
+    BlockDevice = 7,
+    /// A Unix socket (restored as nothing; recorded for completeness).
+    Socket = 8,
+}
+
+impl EntryType {
+    /// Decodes the type byte.
+    pub fn from_u8(v: u8) -> Result<Self> {
+        Ok(match v {
+            1 => EntryType::Regular,
+            2 => EntryType::Directory,
+            3 => EntryType::Symlink,
+            4 => EntryType::HardLink,
+            5 => EntryType::Fifo,
+            6 => EntryType::CharDevice,
+            7 => EntryType::BlockDevice,
+            8 => EntryType::Socket,
+            _ => return Err(FormatError::Invalid(format!("unknown entry type {v}"))),
+        })
+    }
+    /// The name used in listings and JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EntryType::Regular => "file",
+            EntryType::Directory => "dir",
+            EntryType::Symlink => "symlink",
+            EntryType::HardLink => "hardlink",
+            EntryType::Fifo => "fifo",
+            EntryType::CharDevice => "chardev",
+            EntryType::BlockDevice => "blockdev",
+            EntryType::Socket => "socket",
+        }
+    }
+}
+
+/// Metadata of one file system object (FORMAT.md 5.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Object type.
+    pub kind: EntryType,
+    /// Permission, set-id and sticky bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Logical size of a regular file.
+    pub size: u64,
+    /// Modification time.
+    pub mtime: Timestamp,
+    /// Access time.
+    pub atime: Timestamp,
+    /// Device number of a device node.
+    pub rdev: u64,
+    /// Path relative to the job's namespace root.
+    pub path: Vec<u8>,
+    /// Symlink target, or the first path of a hard-link set.
+    pub link: Vec<u8>,
+    /// Owner's name, when known.
+    pub user: Vec<u8>,
+    /// Group's name, when known.
+    pub group: Vec<u8>,
+    /// Extended attributes, name and value.
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Data extents (offset, length) of a sparse file; `None` for a dense file.
+    pub sparse: Option<Vec<(u64, u64)>>,
+}
+
+impl Entry {
+    /// Bytes of a regular file stored in its `Data` record.
+    pub fn stored_len(&self) -> u64 {
+        if self.kind != EntryType::Regular {
+            return 0;
+        }
+        match &self.sparse {
+            Some(ext) => ext.iter().map(|e| e.1).sum(),
+            None => self.size,
+        }
+    }
+
+    /// Encodes the body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(96 + self.path.len() + self.link.len());
+        let mut e = Enc(&mut v);
+        e.u8(self.kind as u8);
+        e.u8(u8::from(self.sparse.is_some()));
+        e.u16(0);
+        e.u32(self.mode);
+        e.u32(self.uid);
+        e.u32(self.gid);
+        e.u64(self.size);
+        self.mtime.enc(&mut e);
+        self.atime.enc(&mut e);
+        e.u64(self.rdev);
+        e.bytes32(&self.path);
+        e.bytes32(&self.link);
+        e.bytes16(&self.user);
+        e.bytes16(&self.group);
+        e.u32(self.xattrs.len() as u32);
+        for (n, val) in &self.xattrs {
+            e.bytes16(n);
+            e.bytes32(val);
+        }
+        let ext = self.sparse.as_deref().unwrap_or(&[]);
+        e.u32(ext.len() as u32);
+        for (o, l) in ext {
+            e.u64(*o);
+            e.u64(*l);
+        }
+        v
+    }
+
+    /// Decodes a body and checks that the path is safe.
+    pub fn decode(buf: &[u8]) -> Result<Self> {
+        let mut d = Dec::new(buf, "entry record");
+        let kind = EntryType::from_u8(d.u8()?)?;
+        let flags = d.u8()?;
+        if flags & !1 != 0 {
+            return Err(FormatError::Invalid(format!("entry has unknown flags {flags:#x}")));
+        }
+        d.reserved(2)?;
+        let mode = d.u32()?;
+        let uid = d.u32()?;
+        let gid = d.u32()?;
+        let size = d.u64()?;
+        let mtime = Timestamp::dec(&mut d)?;
+        let atime = Timestamp::dec(&mut d)?;
+        let rdev = d.u64()?;
+        let path = d.bytes32()?;
+        crate::check_relative_path(&path)?;
+        let link = d.bytes32()?;
+        let user = d.bytes16()?;
+        let group = d.bytes16()?;
+        let n = d.u32()? as usize;
+        let n = d.count(n, 6)?;
+        let mut xattrs = Vec::with_capacity(n);
+        for _ in 0..n {
+            xattrs.push((d.bytes16()?, d.bytes32()?));
+        }
+        let n = d.u32()? as usize;
+        let n = d.count(n, 16)?;
+        let mut ext = Vec::with_capacity(n);
+        for _ in 0..n {
+            ext.push((d.u64()?, d.u64()?));
+        }
+        let sparse = if flags & 1 != 0 { Some(ext) } else { None };
+        if let Some(ext) = &sparse {
+            let mut end = 0u64;
+            for &(o, l) in ext {
+                let e = o.checked_add(l);
+                if o < end || e.is_none_or(|e| e > size) {
+                    return Err(FormatError::Invalid(
+                        "entry has overlapping or out-of-range sparse extents".into(),
+                    ));
+                }
+                end = o + l;
+            }
+        }
+        if kind == EntryType::HardLink {
+            crate::check_relative_path(&link)?;
+        }
+        Ok(Entry {
+            kind,
+            mode,
+            uid,
+            gid,
+            size,
+            mtime,
+            atime,
+            rdev,
+            path,
+            link,
+            user,
+            group,
+            xattrs,
+            sparse,
+        })
+    }
+}
+
+/// Outcome of reading a file during backup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FileStatus {
+    /// The data is the file's.
+    Ok = 0,
+    /// The file shrank while read; the rest is zeros.
+    Shrank = 1,
+    /// The file grew while read; the excess is not stored.
+    Grew = 2,
+    /// A read failed; the rest is zeros.
+    ReadError = 3,
+}
+
+/// The record after a file's data (FORMAT.md 5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileEnd {
+    /// CRC32C of the stored bytes.
+    pub crc: u32,
+    /// How reading went.
+    pub status: FileStatus,
+}
+
+impl FileEnd {
+    /// Encodes the body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(8);
+        let mut e = Enc(&mut v);
+        e.u32(self.crc);
+        e.u8(self.status as u8);
+        e.raw(&[0; 3]);
+        v
+    }
+    /// Decodes a body.
+    pub fn decode(buf: &[u8]) -> Result<Self> {
+        let mut d = Dec::new(buf, "file end record");
+        let crc = d.u32()?;
+        let status = match d.u8()? {
+            0 => FileStatus::Ok,
+            1 => FileStatus::Shrank,
+            2 => FileStatus::Grew,
+            3 => FileStatus::ReadError,
+            s => return Err(FormatError::Invalid(format!("unknown file status {s}"))),
+        };
+        d.reserved(3)?;
+        Ok(FileEnd { crc, status })
+    }
+}
+
+/// The record at the end of a data stream (FORMAT.md 5.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamEnd {
+    /// Entries in the stream.
+    pub entries: u64,
+    /// Stored data bytes in the stream.
+    pub bytes: u64,
+}
+
+impl StreamEnd {
+    /// Encodes the body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(16);
+        let mut e = Enc(&mut v);
+        e.u64(self.entries);
+        e.u64(self.bytes);
+        v
+    }
+    /// Decodes a body.
+    pub fn decode(buf: &[u8]) -> Result<Self> {
+        let mut d = Dec::new(buf, "stream end record");
+        Ok(StreamEnd {
+            entries: d.u64()?,
+            bytes: d.u64()?,
+        })
+    }
+}
+
+/// One stream of a job, as listed in its start record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Stream id (1..).
+    pub id: u16,
+    /// Stream name.
+    pub name: String,
+    /// Source path on the backed-up host.
+    pub source: Vec<u8>,
+}
+
+/// `JobStart` and `Continuation` bodies (FORMAT.md 5.1, 5.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStart {
+    /// Random identity of the job.
+    pub job_tag: u64,
+    /// When the job started.
+    pub started: Timestamp,
+    /// The job's block size.
+    pub block_size: u32,
+    /// Which volume of the job this is, from 0.
+    pub volume_seq: u32,
+    /// Job name.
+    pub name: String,
+    /// Host the job ran on.
+    pub host: String,
+    /// The job's data streams.
+    pub streams: Vec<StreamInfo>,
+}
+
+impl JobStart {
+    /// Encodes the body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut e = Enc(&mut v);
+        e.u64(self.job_tag);
+        self.started.enc(&mut e);
+        e.u32(self.block_size);
+        e.u32(self.volume_seq);
+        e.bytes16(self.name.as_bytes());
+        e.bytes16(self.host.as_bytes());
+        e.u16(self.streams.len() as u16);
+        for s in &self.streams {
+            e.u16(s.id);
+            e.bytes16(s.name.as_bytes());
+            e.bytes32(&s.source);
+        }
+        v
+    }
+    /// Decodes a body.
+    pub fn decode(buf: &[u8]) -> Result<Self> {
+        let mut d = Dec::new(buf, "job start record");
+        let job_tag = d.u64()?;
+        let started = Timestamp::dec(&mut d)?;
+        let block_size = d.u32()?;
+        let volume_seq = d.u32()?;
+        let name = d.string16()?;
+        let host = d.string16()?;
+        let n = d.u16()? as usize;
+        let n = d.count(n, 8)?;
+        let mut streams = Vec::with_capacity(n);
+        for _ in 0..n {
+            streams.push(StreamInfo {
+                id: d.u16()?,
+                name: d.string16()?,
+                source: d.bytes32()?,
+            });
+        }
+        Ok(JobStart {
+            job_tag,
+            started,
+            block_size,
+            volume_seq,
+            name,
+            host,
+            streams,
+        })
+    }
+}
+
+/// A position on the volumes of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pos {
+    /// Volume sequence within the job.
+    pub volume_seq: u32,
+    /// Logical block number on that volume.
+    pub lbn: u64,
+    /// Offset within the block's payload.
+    pub offset: u32,
+}
+
+/// One entry of the job index (FORMAT.md 5.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Stream holding the entry.
+    pub stream: u16,
+    /// Object type.
+    pub kind: EntryType,
+    /// Logical size.
+    pub size: u64,
+    /// Modification time.
+    pub mtime: Timestamp,
+    /// Permission bits.
+    pub mode: u32,
+    /// Where the `Entry` record starts.
+    pub start: Pos,
+    /// The block with the entry's last byte (offset unused, zero).
+    pub end: Pos,
+    /// CRC32C of the stored bytes.
+    pub crc: u32,
+    /// Path in the job namespace.
+    pub path: Vec<u8>,
+}
+
+impl IndexEntry {
+    /// Appends the encoding to `v`.
+    pub fn encode_into(&self, v: &mut Vec<u8>) {
+        let mut e = Enc(v);
+        e.u16(self.stream);
+        e.u8(self.kind as u8);
+        e.u8(0);
+        e.u64(self.size);
+        self.mtime.enc(&mut e);
+        e.u32(self.mode);
+        e.u32(self.start.volume_seq);
+        e.u64(self.start.lbn);
+        e.u32(self.start.offset);
+        e.u32(self.end.volume_seq);
+        e.u64(self.end.lbn);
+        e.u32(self.crc);
+        e.bytes32(&self.path);
+    }
+
+    /// Encodes an `Index` record body from entries.
+    pub fn encode_chunk(entries: &[IndexEntry]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(entries.len() * 80);
+        Enc(&mut v).u32(entries.len() as u32);
+        for e in entries {
+            e.encode_into(&mut v);
+        }
+        v
+    }
+
+    /// Decodes an `Index` record body.
+    pub fn decode_chunk(buf: &[u8]) -> Result<Vec<IndexEntry>> {
+        let mut d = Dec::new(buf, "index record");
+        let n = d.u32()? as usize;
+        let n = d.count(n, 68)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let stream = d.u16()?;
+            let kind = EntryType::from_u8(d.u8()?)?;
+            d.reserved(1)?;
+            let size = d.u64()?;
+            let mtime = Timestamp::dec(&mut d)?;
+            let mode = d.u32()?;
+            let start = Pos {
+                volume_seq: d.u32()?,
+                lbn: d.u64()?,
+                offset: d.u32()?,
+            };
+            let end = Pos {
+                volume_seq: d.u32()?,
+                lbn: d.u64()?,
+                offset: 0,
+            };
+            let crc = d.u32()?;
+            let path = d.bytes32()?;
+            crate::check_relative_path(&path)?;
+            out.push(IndexEntry {
+                stream,
+                kind,
+                size,
+                mtime,
+                mode,
+                start,
+                end,
+                crc,
+                path,
+            });
+        }
+        if d.remaining() != 0 {
+            return Err(FormatError::Invalid("index record has trailing bytes".into()));
+        }
+        Ok(out)
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum JobStatus {
+    /// Everything was backed up.
+    Ok = 0,
+    /// Some source objects could not be read.
+    Partial = 1,
+}
+
+/// The last record of a job (FORMAT.md 5.7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    /// The job.
+    pub job_tag: u64,
+    /// When it ended.
+    pub ended: Timestamp,
+    /// How it ended.
+    pub status: JobStatus,
+    /// Entries in all streams.
+    pub entries: u64,
+    /// Stored bytes in all streams.
+    pub bytes: u64,
+    /// Where the first `Index` record starts.
+    pub index_start: Pos,
+    /// Volume UUIDs in sequence order.
+    pub volumes: Vec<[u8; 16]>,
+}
+
+impl JobEnd {
+    /// Encodes the body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut e = Enc(&mut v);
+        e.u64(self.job_tag);
+        self.ended.enc(&mut e);
+        e.u8(self.status as u8);
+        e.raw(&[0; 3]);
+        e.u64(self.entries);
+        e.u64(self.bytes);
+        e.u32(self.index_start.volume_seq);
+        e.u64(self.index_start.lbn);
+        e.u32(self.index_start.offset);
+        e.u32(self.volumes.len() as u32);
+        for u in &self.volumes {
+            e.raw(u);
+        }
+        v
+    }
+    /// Decodes a body.
+    pub fn decode(buf: &[u8]) -> Result<Self> {
+        let mut d = Dec::new(buf, "job end record");
+        let job_tag = d.u64()?;
+        let ended = Timestamp::dec(&mut d)?;
+        let status = match d.u8()? {
+            0 => JobStatus::Ok,
+            1 => JobStatus::Partial,
+            s => return Err(FormatError::Invalid(format!("unknown job status {s}"))),
+        };
+        d.reserved(3)?;
+        let entries = d.u64()?;
+        let bytes = d.u64()?;
+        let index_start = Pos {
+            volume_seq: d.u32()?,
+            lbn: d.u64()?,
+            offset: d.u32()?,
+        };
+        let n = d.u32()? as usize;
+        let n = d.count(n, 16)?;
+        let mut volumes = Vec::with_capacity(n);
+        for _ in 0..n {
+            volumes.push(d.array()?);
+        }
+        Ok(JobEnd {
+            job_tag,
+            ended,
+            status,
+            entries,
+            bytes,
+            index_start,
+            volumes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    fn ts() -> impl Strategy<Value = Timestamp> {
+        (any::<i64>(), 0u32..1_000_000_000).prop_map(|(secs, nanos)| Timestamp { secs, nanos })
+    }
+    fn rel_path() -> impl Strategy<Value = Vec<u8>> {
+        vec(vec(any::<u8>().prop_filter("no slash/nul", |b| *b != b'/' && *b != 0), 1..12)
+                .prop_filter("not dot", |c| c != b"." && c != b".."), 1..5)
+            .prop_map(|cs| cs.join(&b'/'))
+    }
+    fn etype() -> impl Strategy<Value = EntryType> {
+        (1u8..=8).prop_map(|v| EntryType::from_u8(v).unwrap())
+    }
+    fn entry() -> impl Strategy<Value = Entry> {
+        ((etype(), any::<u32>(), any::<u32>(), any::<u32>(), 0u64..1 << 40, ts(), ts(), any::<u64>()),
+         (rel_path(), rel_path(), vec(any::<u8>(), 0..20), vec(any::<u8>(), 0..20),
+         vec((vec(any::<u8>(), 1..20), vec(any::<u8>(), 0..50)), 0..4), any::<bool>()))
+            .prop_map(|((kind, mode, uid, gid, size, mtime, atime, rdev), (path, link, user, group, xattrs, sp))| {
+                let sparse = sp.then(|| vec![(0, size / 4), (size / 2, size / 4)]);
+                Entry { kind, mode, uid, gid, size, mtime, atime, rdev, path, link, user, group, xattrs, sparse }
+            })
+    }
+    fn pos() -> impl Strategy<Value = Pos> {
+        (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(volume_seq, lbn, offset)| Pos { volume_seq, lbn, offset })
+    }
+
+    proptest! {
+        #[test]
+        fn entry_round_trip(e in entry()) {
+            prop_assert_eq!(Entry::decode(&e.encode()).unwrap(), e);
+        }
+
+        #[test]
+        fn header_round_trip(k in 1u16..=8, len in any::<u64>()) {
+            let h = RecordHeader { kind: Kind::from_u16(k).unwrap(), len };
+            prop_assert_eq!(RecordHeader::decode(&h.encode()).unwrap(), h);
+        }
+
+        #[test]
+        fn file_end_round_trip(crc in any::<u32>(), s in 0u8..4) {
+            let status = [FileStatus::Ok, FileStatus::Shrank, FileStatus::Grew, FileStatus::ReadError][s as usize];
+            let f = FileEnd { crc, status };
+            prop_assert_eq!(FileEnd::decode(&f.encode()).unwrap(), f);
+        }
+
+        #[test]
+        fn stream_end_round_trip(entries in any::<u64>(), bytes in any::<u64>()) {
+            let s = StreamEnd { entries, bytes };
+            prop_assert_eq!(StreamEnd::decode(&s.encode()).unwrap(), s);
+        }
+
+        #[test]
+        fn job_start_round_trip(job_tag in any::<u64>(), started in ts(), block_size in any::<u32>(),
+                                volume_seq in any::<u32>(), name in ".{0,20}", host in ".{0,20}",
+                                streams in vec((1u16.., "[a-z]{1,8}", vec(any::<u8>(), 0..30)), 0..5)) {
+            let j = JobStart { job_tag, started, block_size, volume_seq, name, host,
+                streams: streams.into_iter().map(|(id, name, source)| StreamInfo { id, name, source }).collect() };
+            prop_assert_eq!(JobStart::decode(&j.encode()).unwrap(), j);
+        }
+
+        #[test]
+        fn index_round_trip(items in vec((any::<u16>(), etype(), any::<u64>(), ts(), any::<u32>(), pos(), pos(), any::<u32>(), rel_path()), 0..20)) {
+            let es: Vec<IndexEntry> = items.into_iter().map(|(stream, kind, size, mtime, mode, start, mut end, crc, path)| {
+                end.offset = 0;
+                IndexEntry { stream, kind, size, mtime, mode, start, end, crc, path }
+            }).collect();
+            prop_assert_eq!(IndexEntry::decode_chunk(&IndexEntry::encode_chunk(&es)).unwrap(), es);
+        }
+
+        #[test]
+        fn job_end_round_trip(job_tag in any::<u64>(), ended in ts(), partial in any::<bool>(), entries in any::<u64>(),
+                              bytes in any::<u64>(), index_start in pos(), volumes in vec(any::<[u8;16]>(), 0..5)) {
+            let j = JobEnd { job_tag, ended, status: if partial { JobStatus::Partial } else { JobStatus::Ok },
+                             entries, bytes, index_start, volumes };
+            prop_assert_eq!(JobEnd::decode(&j.encode()).unwrap(), j);
+        }
+
+        #[test]
+        fn decoders_never_panic(b in vec(any::<u8>(), 0..300)) {
+            let _ = Entry::decode(&b);
+            let _ = JobStart::decode(&b);
+            let _ = JobEnd::decode(&b);
+            let _ = IndexEntry::decode_chunk(&b);
+            let _ = FileEnd::decode(&b);
+            let _ = StreamEnd::decode(&b);
+        }
+    }
+
+    #[test]
+    fn hostile_paths_are_refused() {
+        for p in [&b"/etc/passwd"[..], b"../x", b"a/../../x"] {
+            let e = Entry { kind: EntryType::Regular, mode: 0o644, uid: 0, gid: 0, size: 0,
+                mtime: Timestamp::default(), atime: Timestamp::default(), rdev: 0, path: p.to_vec(),
+                link: vec![], user: vec![], group: vec![], xattrs: vec![], sparse: None };
+            assert!(Entry::decode(&e.encode()).is_err());
+        }
+    }
+}
