@@ -1,1 +1,187 @@
-//! placeholder
+//! Tape drives and media changers behind two small traits, and the file-backed
+//! virtual library that is tapeloom's embedded default.
+//!
+//! A drive behaves like a tape: it writes sequentially, a write ends the data there,
+//! filemarks and end of data are things a read runs into, and early warning near the
+//! end of a cartridge is a value returned by a successful write, not an error.
+#![deny(missing_docs)]
+
+pub mod conformance;
+mod virtual_drive;
+mod virtual_library;
+
+pub use virtual_drive::{VirtualDrive, VirtualTape};
+pub use virtual_library::{LibraryConfig, VirtualLibrary};
+
+/// What a read found at the current position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// A block of this many bytes was read into the buffer.
+    Block(usize),
+    /// A filemark was passed; the position is after it.
+    Filemark,
+    /// There is nothing more on the tape; the position is unchanged.
+    EndOfData,
+}
+
+/// How a write went, when it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Written, with room to spare.
+    Written,
+    /// Written, but the tape is in its early-warning zone: finish up and change
+    /// cartridges. A few more blocks and filemarks still fit.
+    EarlyWarning,
+}
+
+/// Errors from drives and changers.
+#[derive(Debug)]
+pub enum DeviceError {
+    /// No cartridge in the drive.
+    NoMedium,
+    /// The cartridge is full; the block was not written.
+    EndOfMedium,
+    /// The cartridge is write protected; nothing was written.
+    WriteProtected,
+    /// The block on tape is larger than the read buffer; the position moved past it.
+    BlockTooLarge {
+        /// Size of the block on tape.
+        actual: usize,
+    },
+    /// A locate or space went past end of data.
+    BeyondEndOfData {
+        /// The position asked for.
+        lbn: u64,
+    },
+    /// A changer request that cannot be carried out, with the reason.
+    Changer(String),
+    /// Stored state that makes no sense.
+    Corrupt(String),
+    /// An operating system error, with what was being done.
+    Io(String, std::io::Error),
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceError::NoMedium => f.write_str("no cartridge in the drive"),
+            DeviceError::EndOfMedium => f.write_str("end of medium: the cartridge is full"),
+            DeviceError::WriteProtected => f.write_str("the cartridge is write protected"),
+            DeviceError::BlockTooLarge { actual } => {
+                write!(f, "block of {actual} bytes is larger than the read buffer")
+            }
+            DeviceError::BeyondEndOfData { lbn } => {
+                write!(f, "logical block {lbn} is beyond end of data")
+            }
+            DeviceError::Changer(m) | DeviceError::Corrupt(m) => f.write_str(m),
+            DeviceError::Io(what, e) => write!(f, "{what}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DeviceError {}
+
+/// Result of device operations.
+pub type Result<T> = std::result::Result<T, DeviceError>;
+
+pub(crate) fn io<T>(what: impl FnOnce() -> String, r: std::io::Result<T>) -> Result<T> {
+    r.map_err(|e| DeviceError::Io(what(), e))
+}
+
+/// A sequential-access tape drive.
+///
+/// Positions are logical block numbers (LBN): every block and every filemark takes one,
+/// counted from the beginning of tape.
+pub trait TapeDrive: Send {
+    /// A short description of the drive, for logs and status.
+    fn describe(&self) -> String;
+    /// Whether a cartridge is loaded and ready.
+    fn has_medium(&self) -> bool;
+    /// Whether the loaded cartridge refuses writes.
+    fn write_protected(&self) -> Result<bool>;
+    /// Moves to the beginning of tape.
+    fn rewind(&mut self) -> Result<()>;
+    /// The current logical block number.
+    fn position(&mut self) -> Result<u64>;
+    /// Moves to a logical block number at or before end of data.
+    fn locate(&mut self, lbn: u64) -> Result<()>;
+    /// Moves to end of data, where the next write appends.
+    fn space_to_eod(&mut self) -> Result<()>;
+    /// Reads the block at the current position into `buf`.
+    fn read_block(&mut self, buf: &mut [u8]) -> Result<ReadOutcome>;
+    /// Writes one block at the current position. Everything after it is lost, as on
+    /// tape. Fails with [`DeviceError::EndOfMedium`] when the block does not fit.
+    fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome>;
+    /// Writes `count` filemarks. `immediate` returns before the drive's buffer is on
+    /// tape; without it the call is also a flush (all data written so far is durable).
+    fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<WriteOutcome>;
+    /// Bytes written to the loaded cartridge and its capacity, where known.
+    fn usage(&mut self) -> Result<(u64, u64)>;
+}
+
+/// One drive as the changer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriveElement {
+    /// Drive index, from 0.
+    pub index: usize,
+    /// Barcode of the loaded cartridge.
+    pub loaded: Option<String>,
+    /// Slot the loaded cartridge came from.
+    pub from_slot: Option<usize>,
+}
+
+/// One storage slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotElement {
+    /// Slot address, from 0.
+    pub address: usize,
+    /// Barcode of the cartridge in it.
+    pub barcode: Option<String>,
+}
+
+/// What is where in a library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inventory {
+    /// The drives.
+    pub drives: Vec<DriveElement>,
+    /// The storage slots.
+    pub slots: Vec<SlotElement>,
+}
+
+impl Inventory {
+    /// The slot holding `barcode`, if it is in a slot.
+    pub fn slot_of(&self, barcode: &str) -> Option<usize> {
+        self.slots
+            .iter()
+            .find(|s| s.barcode.as_deref() == Some(barcode))
+            .map(|s| s.address)
+    }
+    /// The drive holding `barcode`, if it is in a drive.
+    pub fn drive_of(&self, barcode: &str) -> Option<usize> {
+        self.drives
+            .iter()
+            .find(|d| d.loaded.as_deref() == Some(barcode))
+            .map(|d| d.index)
+    }
+    /// Every barcode in the library.
+    pub fn barcodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.barcode.clone())
+            .chain(self.drives.iter().filter_map(|d| d.loaded.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// A media changer (robot) that moves cartridges between slots and drives.
+pub trait Changer {
+    /// What is where.
+    fn inventory(&mut self) -> Result<Inventory>;
+    /// Moves the cartridge in `slot` into `drive` and loads it.
+    fn load(&mut self, slot: usize, drive: usize) -> Result<()>;
+    /// Unloads `drive` and puts its cartridge into `slot`, or back where it came from.
+    fn unload(&mut self, drive: usize, slot: Option<usize>) -> Result<()>;
+}

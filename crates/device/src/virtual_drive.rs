@@ -1,0 +1,339 @@
+//! A tape drive backed by two files per cartridge (FORMAT.md 8).
+//!
+//! `BARCODE.data` holds the bytes of every block, one after another; `BARCODE.idx`
+//! holds 16 bytes per logical object (data offset, length, kind). A block is written to
+//! the data file before its index entry, so a crash can only leave data past the last
+//! indexed block, which [`VirtualTape::open`] discards.
+
+use crate::{io, DeviceError, ReadOutcome, Result, TapeDrive, WriteOutcome};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+const IDX_LEN: u64 = 16;
+const KIND_BLOCK: u32 = 0;
+const KIND_FILEMARK: u32 = 1;
+
+#[derive(Debug, Clone, Copy)]
+struct Object {
+    offset: u64,
+    len: u32,
+    kind: u32,
+}
+
+/// One virtual cartridge, open.
+pub struct VirtualTape {
+    name: String,
+    data: File,
+    idx: File,
+    objects: Vec<Object>,
+    pos: usize,
+    capacity: u64,
+    early_warning: u64,
+    write_protected: bool,
+}
+
+impl VirtualTape {
+    /// The two files of cartridge `barcode` in `dir`.
+    pub fn paths(dir: &Path, barcode: &str) -> (PathBuf, PathBuf) {
+        (
+            dir.join(format!("{barcode}.data")),
+            dir.join(format!("{barcode}.idx")),
+        )
+    }
+
+    /// Opens (creating when missing) cartridge `barcode` in `dir`. `early_warning` is
+    /// the size of the early-warning zone before `capacity`.
+    pub fn open(
+        dir: &Path,
+        barcode: &str,
+        capacity: u64,
+        early_warning: u64,
+        write_protected: bool,
+    ) -> Result<Self> {
+        let (dp, ip) = Self::paths(dir, barcode);
+        let open = |p: &Path| {
+            io(
+                || format!("open cartridge file {}", p.display()),
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(p),
+            )
+        };
+        let data = open(&dp)?;
+        let idx = open(&ip)?;
+        let what = || format!("read cartridge index {}", ip.display());
+        let idx_len = io(what, idx.metadata())?.len();
+        let count = idx_len / IDX_LEN;
+        let mut raw = vec![0u8; (count * IDX_LEN) as usize];
+        io(what, idx.read_exact_at(&mut raw, 0))?;
+        let data_len = io(what, data.metadata())?.len();
+        let mut objects = Vec::with_capacity(count as usize);
+        let mut end = 0u64;
+        for c in raw.chunks_exact(IDX_LEN as usize) {
+            let o = Object {
+                offset: u64::from_le_bytes(c[0..8].try_into().unwrap_or_default()),
+                len: u32::from_le_bytes(c[8..12].try_into().unwrap_or_default()),
+                kind: u32::from_le_bytes(c[12..16].try_into().unwrap_or_default()),
+            };
+            if o.offset != end || o.kind > KIND_FILEMARK || o.offset + o.len as u64 > data_len {
+                // A torn write or damage: everything from here on is not on the tape.
+                break;
+            }
+            end += o.len as u64;
+            objects.push(o);
+        }
+        let tape = VirtualTape {
+            name: barcode.to_string(),
+            data,
+            idx,
+            objects,
+            pos: 0,
+            capacity,
+            early_warning,
+            write_protected,
+        };
+        tape.truncate_files()?;
+        Ok(tape)
+    }
+
+    fn end_offset(&self) -> u64 {
+        self.objects
+            .last()
+            .map(|o| o.offset + o.len as u64)
+            .unwrap_or(0)
+    }
+
+    fn truncate_files(&self) -> Result<()> {
+        let what = || format!("truncate cartridge {}", self.name);
+        io(what, self.data.set_len(self.end_offset()))?;
+        io(what, self.idx.set_len(self.objects.len() as u64 * IDX_LEN))
+    }
+
+    fn append(&mut self, kind: u32, data: &[u8]) -> Result<()> {
+        if self.write_protected {
+            return Err(DeviceError::WriteProtected);
+        }
+        if self.pos < self.objects.len() {
+            self.objects.truncate(self.pos);
+            self.truncate_files()?;
+        }
+        let offset = self.end_offset();
+        let what = || format!("write cartridge {}", self.name);
+        io(what, self.data.write_all_at(data, offset))?;
+        let o = Object {
+            offset,
+            len: data.len() as u32,
+            kind,
+        };
+        let mut e = [0u8; IDX_LEN as usize];
+        e[0..8].copy_from_slice(&o.offset.to_le_bytes());
+        e[8..12].copy_from_slice(&o.len.to_le_bytes());
+        e[12..16].copy_from_slice(&o.kind.to_le_bytes());
+        io(
+            what,
+            self.idx
+                .write_all_at(&e, self.objects.len() as u64 * IDX_LEN),
+        )?;
+        self.objects.push(o);
+        self.pos = self.objects.len();
+        Ok(())
+    }
+
+    fn outcome(&self) -> WriteOutcome {
+        if self.end_offset() >= self.capacity.saturating_sub(self.early_warning) {
+            WriteOutcome::EarlyWarning
+        } else {
+            WriteOutcome::Written
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        let what = || format!("sync cartridge {}", self.name);
+        io(what, self.data.sync_data())?;
+        io(what, self.idx.sync_data())
+    }
+}
+
+/// A drive of the virtual library, or a stand-alone one for tests.
+pub struct VirtualDrive {
+    name: String,
+    tape: Option<VirtualTape>,
+}
+
+impl VirtualDrive {
+    /// A drive with `tape` loaded (or empty).
+    pub fn new(name: impl Into<String>, tape: Option<VirtualTape>) -> Self {
+        VirtualDrive {
+            name: name.into(),
+            tape,
+        }
+    }
+
+    /// Takes the cartridge out, leaving the drive empty.
+    pub fn eject(&mut self) -> Option<VirtualTape> {
+        self.tape.take()
+    }
+
+    fn tape(&mut self) -> Result<&mut VirtualTape> {
+        self.tape.as_mut().ok_or(DeviceError::NoMedium)
+    }
+}
+
+impl TapeDrive for VirtualDrive {
+    fn describe(&self) -> String {
+        match &self.tape {
+            Some(t) => format!("virtual drive {} with {}", self.name, t.name),
+            None => format!("virtual drive {} (empty)", self.name),
+        }
+    }
+
+    fn has_medium(&self) -> bool {
+        self.tape.is_some()
+    }
+
+    fn write_protected(&self) -> Result<bool> {
+        Ok(self.tape.as_ref().ok_or(DeviceError::NoMedium)?.write_protected)
+    }
+
+    fn rewind(&mut self) -> Result<()> {
+        self.tape()?.pos = 0;
+        Ok(())
+    }
+
+    fn position(&mut self) -> Result<u64> {
+        Ok(self.tape()?.pos as u64)
+    }
+
+    fn locate(&mut self, lbn: u64) -> Result<()> {
+        let t = self.tape()?;
+        if lbn > t.objects.len() as u64 {
+            t.pos = t.objects.len();
+            return Err(DeviceError::BeyondEndOfData { lbn });
+        }
+        t.pos = lbn as usize;
+        Ok(())
+    }
+
+    fn space_to_eod(&mut self) -> Result<()> {
+        let t = self.tape()?;
+        t.pos = t.objects.len();
+        Ok(())
+    }
+
+    fn read_block(&mut self, buf: &mut [u8]) -> Result<ReadOutcome> {
+        let t = self.tape()?;
+        let Some(o) = t.objects.get(t.pos).copied() else {
+            return Ok(ReadOutcome::EndOfData);
+        };
+        t.pos += 1;
+        if o.kind == KIND_FILEMARK {
+            return Ok(ReadOutcome::Filemark);
+        }
+        let len = o.len as usize;
+        if len > buf.len() {
+            return Err(DeviceError::BlockTooLarge { actual: len });
+        }
+        let name = t.name.clone();
+        io(
+            || format!("read cartridge {name}"),
+            t.data.read_exact_at(&mut buf[..len], o.offset),
+        )?;
+        Ok(ReadOutcome::Block(len))
+    }
+
+    fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome> {
+        let t = self.tape()?;
+        if t.write_protected {
+            return Err(DeviceError::WriteProtected);
+        }
+        let start = t
+            .objects
+            .get(t.pos)
+            .map(|o| o.offset)
+            .unwrap_or_else(|| t.end_offset());
+        if start + data.len() as u64 > t.capacity {
+            return Err(DeviceError::EndOfMedium);
+        }
+        t.append(KIND_BLOCK, data)?;
+        Ok(t.outcome())
+    }
+
+    fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<WriteOutcome> {
+        let t = self.tape()?;
+        for _ in 0..count {
+            t.append(KIND_FILEMARK, &[])?;
+        }
+        if !immediate {
+            t.sync()?;
+        }
+        Ok(t.outcome())
+    }
+
+    fn usage(&mut self) -> Result<(u64, u64)> {
+        let t = self.tape()?;
+        Ok((t.end_offset(), t.capacity))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drive(dir: &Path, capacity: u64, ew: u64) -> VirtualDrive {
+        VirtualDrive::new(
+            "t",
+            Some(VirtualTape::open(dir, "T1", capacity, ew, false).unwrap()),
+        )
+    }
+
+    #[test]
+    fn conformance() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = std::cell::Cell::new(0);
+        crate::conformance::run_all(&mut |capacity, ew| {
+            n.set(n.get() + 1);
+            let d = dir.path().join(n.get().to_string());
+            std::fs::create_dir(&d).unwrap();
+            Box::new(drive(&d, capacity, ew))
+        });
+    }
+
+    #[test]
+    fn survives_reopen_and_torn_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = drive(dir.path(), 1 << 20, 1 << 10);
+        d.write_block(&[1; 100]).unwrap();
+        d.write_filemarks(1, false).unwrap();
+        d.write_block(&[2; 50]).unwrap();
+        drop(d);
+        // A torn write: bytes in the data file with no index entry, and half an entry.
+        let (dp, ip) = VirtualTape::paths(dir.path(), "T1");
+        let f = OpenOptions::new().append(true).open(&dp).unwrap();
+        f.write_all_at(&[9; 77], 150).unwrap();
+        let f = OpenOptions::new().append(true).open(&ip).unwrap();
+        f.write_all_at(&[1; 7], 48).unwrap();
+        let mut d = drive(dir.path(), 1 << 20, 1 << 10);
+        d.space_to_eod().unwrap();
+        assert_eq!(d.position().unwrap(), 3);
+        assert_eq!(d.usage().unwrap().0, 150);
+        d.locate(2).unwrap();
+        let mut buf = vec![0; 200];
+        assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::Block(50));
+        assert_eq!(std::fs::metadata(&dp).unwrap().len(), 150);
+    }
+
+    #[test]
+    fn write_protect() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = VirtualDrive::new(
+            "t",
+            Some(VirtualTape::open(dir.path(), "T1", 1 << 20, 1024, true).unwrap()),
+        );
+        assert!(matches!(d.write_block(&[0; 10]), Err(DeviceError::WriteProtected)));
+        assert!(d.write_protected().unwrap());
+    }
+}

@@ -1,0 +1,337 @@
+//! The virtual tape library: slots, drives and cartridges as files under one folder.
+//!
+//! `library.json` holds the layout and what is where; `tapes/` holds the cartridges
+//! (see [`crate::VirtualTape`]). Cartridges are sparse: one that was never written
+//! takes no space.
+
+use crate::{
+    io, Changer, DeviceError, DriveElement, Inventory, Result, SlotElement, VirtualDrive,
+    VirtualTape,
+};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The layout of a virtual library.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LibraryConfig {
+    /// Number of drives.
+    pub drives: usize,
+    /// Number of storage slots, all holding a cartridge when the library is made.
+    pub slots: usize,
+    /// Logical capacity of each cartridge in bytes.
+    pub capacity: u64,
+}
+
+impl LibraryConfig {
+    /// The early-warning zone for this capacity: 1/16 of it, at least 1 MiB and at
+    /// most 16 GiB, so that a job can always finish its block and filemark.
+    pub fn early_warning(&self) -> u64 {
+        (self.capacity / 16).clamp(1 << 20, 16 << 30)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Loaded {
+    barcode: String,
+    from_slot: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct State {
+    version: u32,
+    config: LibraryConfig,
+    slots: Vec<Option<String>>,
+    drives: Vec<Option<Loaded>>,
+    #[serde(default)]
+    write_protected: Vec<String>,
+}
+
+/// A virtual library, open.
+pub struct VirtualLibrary {
+    dir: PathBuf,
+    state: State,
+}
+
+/// The barcode of the `i`-th cartridge (from 1) of a virtual library.
+pub fn barcode(i: usize) -> String {
+    format!("TL{i:04}L9")
+}
+
+impl VirtualLibrary {
+    fn state_path(dir: &Path) -> PathBuf {
+        dir.join("library.json")
+    }
+
+    fn tapes(dir: &Path) -> PathBuf {
+        dir.join("tapes")
+    }
+
+    /// Whether a library exists in `dir`.
+    pub fn exists(dir: &Path) -> bool {
+        Self::state_path(dir).exists()
+    }
+
+    /// Makes a new library in `dir`. Refuses when a library there holds data.
+    pub fn create(dir: &Path, config: LibraryConfig) -> Result<Self> {
+        if config.drives == 0 || config.slots == 0 || config.slots > 9999 {
+            return Err(DeviceError::Changer(
+                "a library needs at least 1 drive and 1 to 9999 slots".into(),
+            ));
+        }
+        if config.capacity < 4 << 20 {
+            return Err(DeviceError::Changer(
+                "cartridge capacity must be at least 4 MiB".into(),
+            ));
+        }
+        if Self::exists(dir) {
+            let old = Self::open(dir)?;
+            let used: Vec<String> = old
+                .all_barcodes()
+                .into_iter()
+                .filter(|b| old.cartridge_bytes(b) > 0)
+                .collect();
+            if !used.is_empty() {
+                return Err(DeviceError::Changer(format!(
+                    "the library in {} holds data on {}; refusing to replace it",
+                    dir.display(),
+                    used.join(", ")
+                )));
+            }
+            for b in old.all_barcodes() {
+                let (d, i) = VirtualTape::paths(&Self::tapes(dir), &b);
+                let _ = std::fs::remove_file(d);
+                let _ = std::fs::remove_file(i);
+            }
+        }
+        let t = Self::tapes(dir);
+        io(
+            || format!("create library folder {}", t.display()),
+            std::fs::create_dir_all(&t),
+        )?;
+        let state = State {
+            version: 1,
+            slots: (1..=config.slots).map(|i| Some(barcode(i))).collect(),
+            drives: vec![None; config.drives],
+            config,
+            write_protected: Vec::new(),
+        };
+        let lib = VirtualLibrary {
+            dir: dir.to_path_buf(),
+            state,
+        };
+        lib.save()?;
+        Ok(lib)
+    }
+
+    /// Opens the library in `dir`.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let p = Self::state_path(dir);
+        let text = io(
+            || format!("read library state {}", p.display()),
+            std::fs::read_to_string(&p),
+        )?;
+        let state: State = serde_json::from_str(&text).map_err(|e| {
+            DeviceError::Corrupt(format!("library state {} is damaged: {e}", p.display()))
+        })?;
+        if state.slots.len() != state.config.slots || state.drives.len() != state.config.drives
+        {
+            return Err(DeviceError::Corrupt(format!(
+                "library state {} does not match its layout",
+                p.display()
+            )));
+        }
+        Ok(VirtualLibrary {
+            dir: dir.to_path_buf(),
+            state,
+        })
+    }
+
+    fn save(&self) -> Result<()> {
+        let p = Self::state_path(&self.dir);
+        let tmp = p.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(&self.state)
+            .map_err(|e| DeviceError::Corrupt(format!("encode library state: {e}")))?;
+        io(
+            || format!("write library state {}", tmp.display()),
+            std::fs::write(&tmp, text),
+        )?;
+        io(
+            || format!("replace library state {}", p.display()),
+            std::fs::rename(&tmp, &p),
+        )
+    }
+
+    /// The layout.
+    pub fn config(&self) -> &LibraryConfig {
+        &self.state.config
+    }
+
+    /// Every cartridge barcode, sorted.
+    pub fn all_barcodes(&self) -> Vec<String> {
+        self.inventory_now().barcodes()
+    }
+
+    /// Bytes written on a cartridge.
+    pub fn cartridge_bytes(&self, barcode: &str) -> u64 {
+        let (d, _) = VirtualTape::paths(&Self::tapes(&self.dir), barcode);
+        std::fs::metadata(d).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether a cartridge is write protected.
+    pub fn is_write_protected(&self, barcode: &str) -> bool {
+        self.state.write_protected.iter().any(|b| b == barcode)
+    }
+
+    /// Sets or clears a cartridge's write-protect tab. Takes effect at its next load.
+    pub fn set_write_protected(&mut self, barcode: &str, on: bool) -> Result<()> {
+        self.state.write_protected.retain(|b| b != barcode);
+        if on {
+            self.state.write_protected.push(barcode.to_string());
+        }
+        self.save()
+    }
+
+    /// Opens drive `index` with whatever cartridge is in it.
+    pub fn open_drive(&self, index: usize) -> Result<VirtualDrive> {
+        let slot = self.state.drives.get(index).ok_or_else(|| {
+            DeviceError::Changer(format!("the library has no drive {index}"))
+        })?;
+        let tape = match slot {
+            Some(l) => Some(VirtualTape::open(
+                &Self::tapes(&self.dir),
+                &l.barcode,
+                self.state.config.capacity,
+                self.state.config.early_warning(),
+                self.is_write_protected(&l.barcode),
+            )?),
+            None => None,
+        };
+        Ok(VirtualDrive::new(format!("{index}"), tape))
+    }
+
+    fn inventory_now(&self) -> Inventory {
+        Inventory {
+            drives: self
+                .state
+                .drives
+                .iter()
+                .enumerate()
+                .map(|(index, l)| DriveElement {
+                    index,
+                    loaded: l.as_ref().map(|l| l.barcode.clone()),
+                    from_slot: l.as_ref().map(|l| l.from_slot),
+                })
+                .collect(),
+            slots: self
+                .state
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(address, b)| SlotElement {
+                    address,
+                    barcode: b.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Changer for VirtualLibrary {
+    fn inventory(&mut self) -> Result<Inventory> {
+        Ok(self.inventory_now())
+    }
+
+    fn load(&mut self, slot: usize, drive: usize) -> Result<()> {
+        let n_slots = self.state.slots.len();
+        let n_drives = self.state.drives.len();
+        let Some(Some(barcode)) = self.state.slots.get(slot).cloned() else {
+            return Err(DeviceError::Changer(if slot >= n_slots {
+                format!("the library has no slot {slot}")
+            } else {
+                format!("slot {slot} is empty")
+            }));
+        };
+        match self.state.drives.get(drive) {
+            None => {
+                return Err(DeviceError::Changer(format!(
+                    "the library has no drive {drive} (it has {n_drives})"
+                )))
+            }
+            Some(Some(l)) => {
+                return Err(DeviceError::Changer(format!(
+                    "drive {drive} already holds {}",
+                    l.barcode
+                )))
+            }
+            Some(None) => {}
+        }
+        self.state.slots[slot] = None;
+        self.state.drives[drive] = Some(Loaded {
+            barcode,
+            from_slot: slot,
+        });
+        self.save()
+    }
+
+    fn unload(&mut self, drive: usize, slot: Option<usize>) -> Result<()> {
+        let Some(Some(l)) = self.state.drives.get(drive).cloned() else {
+            return Err(DeviceError::Changer(format!("drive {drive} is empty")));
+        };
+        let to = slot.unwrap_or(l.from_slot);
+        match self.state.slots.get(to) {
+            Some(None) => {}
+            Some(Some(b)) => {
+                return Err(DeviceError::Changer(format!("slot {to} already holds {b}")))
+            }
+            None => return Err(DeviceError::Changer(format!("the library has no slot {to}"))),
+        }
+        self.state.slots[to] = Some(l.barcode);
+        self.state.drives[drive] = None;
+        self.save()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TapeDrive;
+
+    #[test]
+    fn create_load_unload_and_refuse_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = LibraryConfig {
+            drives: 2,
+            slots: 4,
+            capacity: 64 << 20,
+        };
+        let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
+        let inv = lib.inventory().unwrap();
+        assert_eq!(inv.barcodes(), vec!["TL0001L9", "TL0002L9", "TL0003L9", "TL0004L9"]);
+        lib.load(2, 1).unwrap();
+        assert!(lib.load(2, 0).is_err(), "empty slot");
+        assert!(lib.load(0, 1).is_err(), "full drive");
+        let mut d = lib.open_drive(1).unwrap();
+        d.write_block(&[1; 1000]).unwrap();
+        drop(d);
+        let mut lib = VirtualLibrary::open(dir.path()).unwrap();
+        let inv = lib.inventory().unwrap();
+        assert_eq!(inv.drive_of("TL0003L9"), Some(1));
+        lib.unload(1, None).unwrap();
+        assert_eq!(lib.inventory().unwrap().slot_of("TL0003L9"), Some(2));
+        assert_eq!(lib.cartridge_bytes("TL0003L9"), 1000);
+        assert!(VirtualLibrary::create(dir.path(), cfg).is_err());
+    }
+
+    #[test]
+    fn empty_library_can_be_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = |slots| LibraryConfig {
+            drives: 1,
+            slots,
+            capacity: 64 << 20,
+        };
+        VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
+        let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
+        assert_eq!(lib.all_barcodes().len(), 5);
+    }
+}
