@@ -1,1 +1,710 @@
-//! placeholder
+//! The tapeloom catalog: what every job wrote and where, in one SQLite file.
+//!
+//! The schema is versioned with `PRAGMA user_version` and migrated forward on open.
+//! The database runs in WAL mode and every change is a transaction, so a crash loses
+//! at most the rows of the job in flight; that job is marked `failed` by
+//! [`Catalog::recover_interrupted`].
+#![deny(missing_docs)]
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+/// A catalog error, with what was being done.
+#[derive(Debug)]
+pub struct CatalogError(String);
+
+impl std::fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CatalogError {}
+
+impl From<rusqlite::Error> for CatalogError {
+    fn from(e: rusqlite::Error) -> Self {
+        CatalogError(format!("catalog: {e}"))
+    }
+}
+
+/// Result of catalog operations.
+pub type Result<T> = std::result::Result<T, CatalogError>;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "
+    CREATE TABLE volumes (
+        id INTEGER PRIMARY KEY,
+        barcode TEXT NOT NULL UNIQUE,
+        uuid BLOB NOT NULL,
+        pool TEXT NOT NULL,
+        block_size INTEGER NOT NULL,
+        labelled_ns INTEGER NOT NULL,
+        status TEXT NOT NULL
+    );
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        tag INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        started_ns INTEGER NOT NULL,
+        ended_ns INTEGER,
+        status TEXT NOT NULL,
+        files INTEGER NOT NULL DEFAULT 0,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        seconds REAL NOT NULL DEFAULT 0,
+        block_size INTEGER NOT NULL
+    );
+    CREATE TABLE job_volumes (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        seq INTEGER NOT NULL,
+        volume_id INTEGER NOT NULL REFERENCES volumes(id),
+        first_lbn INTEGER NOT NULL,
+        last_lbn INTEGER,
+        PRIMARY KEY (job_id, seq)
+    );
+    CREATE TABLE streams (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        stream INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        source BLOB NOT NULL,
+        PRIMARY KEY (job_id, stream)
+    );
+    CREATE TABLE job_errors (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        path BLOB NOT NULL,
+        reason TEXT NOT NULL
+    );
+    CREATE TABLE files (
+        job_id INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        stream INTEGER NOT NULL,
+        type INTEGER NOT NULL,
+        mode INTEGER NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        start_seq INTEGER NOT NULL,
+        start_lbn INTEGER NOT NULL,
+        start_off INTEGER NOT NULL,
+        end_seq INTEGER NOT NULL,
+        end_lbn INTEGER NOT NULL,
+        crc INTEGER NOT NULL,
+        link BLOB NOT NULL,
+        PRIMARY KEY (job_id, path)
+    ) WITHOUT ROWID;
+    ",
+];
+
+/// A volume (cartridge) tapeloom has labelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    /// Catalog id.
+    pub id: i64,
+    /// Library barcode.
+    pub barcode: String,
+    /// UUID written in its label.
+    pub uuid: [u8; 16],
+    /// Pool.
+    pub pool: String,
+    /// Block size it was labelled with.
+    pub block_size: u32,
+    /// `append` while it has room, `full` after early warning.
+    pub status: String,
+}
+
+/// A job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Catalog id, the number users type.
+    pub id: i64,
+    /// The random tag written on tape.
+    pub tag: u64,
+    /// Name.
+    pub name: String,
+    /// Start, nanoseconds since the epoch.
+    pub started_ns: i64,
+    /// End, when it ended.
+    pub ended_ns: Option<i64>,
+    /// `running`, `ok`, `partial` or `failed`.
+    pub status: String,
+    /// Entries written.
+    pub files: u64,
+    /// Data bytes stored.
+    pub bytes: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Block size.
+    pub block_size: u32,
+}
+
+/// One volume of a job, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobVolume {
+    /// Sequence within the job, from 0.
+    pub seq: u32,
+    /// The volume.
+    pub volume: Volume,
+    /// First block of the job's segment.
+    pub first_lbn: u64,
+    /// Last block of the segment (before its filemark), once known.
+    pub last_lbn: Option<u64>,
+}
+
+/// One stream of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    /// Stream id.
+    pub stream: u16,
+    /// Name.
+    pub name: String,
+    /// Source path.
+    pub source: Vec<u8>,
+}
+
+/// One file system object of a job and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRow {
+    /// Path in the job namespace (raw bytes).
+    pub path: Vec<u8>,
+    /// Stream id.
+    pub stream: u16,
+    /// Entry type code (FORMAT.md 5.3).
+    pub kind: u8,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Logical size.
+    pub size: u64,
+    /// Modification time in nanoseconds.
+    pub mtime_ns: i64,
+    /// Volume sequence where the entry starts.
+    pub start_seq: u32,
+    /// Block where the entry starts.
+    pub start_lbn: u64,
+    /// Payload offset where the entry starts.
+    pub start_off: u32,
+    /// Volume sequence of the entry's last block.
+    pub end_seq: u32,
+    /// The entry's last block.
+    pub end_lbn: u64,
+    /// CRC32C of the stored bytes.
+    pub crc: u32,
+    /// Symlink or hard-link target.
+    pub link: Vec<u8>,
+}
+
+/// The catalog database.
+pub struct Catalog {
+    conn: Connection,
+}
+
+/// Upper bound of the key range of paths under `prefix/`: the same bytes with the
+/// trailing `/` replaced by `0`, the next byte value.
+fn prefix_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = prefix.to_vec();
+    lo.push(b'/');
+    let mut hi = prefix.to_vec();
+    hi.push(b'/' + 1);
+    (lo, hi)
+}
+
+const FILE_COLS: &str = "path, stream, type, mode, uid, gid, size, mtime_ns, start_seq, start_lbn, \
+                         start_off, end_seq, end_lbn, crc, link";
+
+fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
+    Ok(FileRow {
+        path: r.get(0)?,
+        stream: r.get(1)?,
+        kind: r.get(2)?,
+        mode: r.get(3)?,
+        uid: r.get(4)?,
+        gid: r.get(5)?,
+        size: r.get::<_, i64>(6)? as u64,
+        mtime_ns: r.get(7)?,
+        start_seq: r.get(8)?,
+        start_lbn: r.get::<_, i64>(9)? as u64,
+        start_off: r.get(10)?,
+        end_seq: r.get(11)?,
+        end_lbn: r.get::<_, i64>(12)? as u64,
+        crc: r.get(13)?,
+        link: r.get(14)?,
+    })
+}
+
+fn volume_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Volume> {
+    let uuid: Vec<u8> = r.get(at + 2)?;
+    let mut u = [0u8; 16];
+    if uuid.len() == 16 {
+        u.copy_from_slice(&uuid);
+    }
+    Ok(Volume {
+        id: r.get(at)?,
+        barcode: r.get(at + 1)?,
+        uuid: u,
+        pool: r.get(at + 3)?,
+        block_size: r.get(at + 4)?,
+        status: r.get(at + 5)?,
+    })
+}
+
+const VOLUME_COLS: &str = "v.id, v.barcode, v.uuid, v.pool, v.block_size, v.status";
+
+fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+    Ok(Job {
+        id: r.get(0)?,
+        tag: r.get::<_, i64>(1)? as u64,
+        name: r.get(2)?,
+        started_ns: r.get(3)?,
+        ended_ns: r.get(4)?,
+        status: r.get(5)?,
+        files: r.get::<_, i64>(6)? as u64,
+        bytes: r.get::<_, i64>(7)? as u64,
+        seconds: r.get(8)?,
+        block_size: r.get(9)?,
+    })
+}
+
+const JOB_COLS: &str = "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size";
+
+impl Catalog {
+    /// Opens (creating when missing) the catalog at `path` and migrates its schema.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = Connection::open(path)
+            .map_err(|e| CatalogError(format!("open catalog {}: {e}", path.display())))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let mut c = Catalog { conn };
+        c.migrate()?;
+        Ok(c)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let version: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version as usize > MIGRATIONS.len() {
+            return Err(CatalogError(format!(
+                "the catalog has schema version {version}; this tapeloom knows up to {}",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// The schema version.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    /// Marks jobs left `running` by a process that died as `failed`. Call only while
+    /// holding the home's lock, so that no job is really running.
+    pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
+        let mut st = self.conn.prepare("SELECT id FROM jobs WHERE status = 'running'")?;
+        let ids: Vec<i64> = st
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        self.conn
+            .execute("UPDATE jobs SET status = 'failed' WHERE status = 'running'", [])?;
+        Ok(ids)
+    }
+
+    /// Records a newly labelled volume.
+    pub fn add_volume(
+        &self,
+        barcode: &str,
+        uuid: [u8; 16],
+        pool: &str,
+        block_size: u32,
+        labelled_ns: i64,
+    ) -> Result<Volume> {
+        self.conn.execute(
+            "INSERT INTO volumes (barcode, uuid, pool, block_size, labelled_ns, status) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'append')",
+            params![barcode, &uuid[..], pool, block_size, labelled_ns],
+        )?;
+        self.volume_by_barcode(barcode)?
+            .ok_or_else(|| CatalogError(format!("volume {barcode} vanished after insert")))
+    }
+
+    /// A volume by barcode.
+    pub fn volume_by_barcode(&self, barcode: &str) -> Result<Option<Volume>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {VOLUME_COLS} FROM volumes v WHERE v.barcode = ?1"),
+                [barcode],
+                |r| volume_row(r, 0),
+            )
+            .optional()?)
+    }
+
+    /// Every volume.
+    pub fn volumes(&self) -> Result<Vec<Volume>> {
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {VOLUME_COLS} FROM volumes v ORDER BY v.barcode"))?;
+        let v = st
+            .query_map([], |r| volume_row(r, 0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// Sets a volume's status (`append` or `full`).
+    pub fn set_volume_status(&self, id: i64, status: &str) -> Result<()> {
+        self.conn
+            .execute("UPDATE volumes SET status = ?2 WHERE id = ?1", params![id, status])?;
+        Ok(())
+    }
+
+    /// Number of jobs with a segment on a volume.
+    pub fn jobs_on_volume(&self, id: i64) -> Result<u64> {
+        Ok(self.conn.query_row(
+            "SELECT COUNT(DISTINCT job_id) FROM job_volumes WHERE volume_id = ?1",
+            [id],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
+    /// Starts a job and returns its id.
+    pub fn begin_job(
+        &self,
+        tag: u64,
+        name: &str,
+        started_ns: i64,
+        block_size: u32,
+        streams: &[Stream],
+    ) -> Result<i64> {
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, 'running', ?4)",
+            params![tag as i64, name, started_ns, block_size],
+        )?;
+        let id = tx.last_insert_rowid();
+        for s in streams {
+            tx.execute(
+                "INSERT INTO streams (job_id, stream, name, source) VALUES (?1, ?2, ?3, ?4)",
+                params![id, s.stream, s.name, s.source],
+            )?;
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Records that segment `seq` of job `job` starts at `first_lbn` of volume `volume`.
+    pub fn add_job_volume(&self, job: i64, seq: u32, volume: i64, first_lbn: u64) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO job_volumes (job_id, seq, volume_id, first_lbn) VALUES (?1, ?2, ?3, ?4)",
+            params![job, seq, volume, first_lbn as i64],
+        )?;
+        Ok(())
+    }
+
+    /// Records the last block of segment `seq` of job `job`.
+    pub fn end_job_volume(&self, job: i64, seq: u32, last_lbn: u64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE job_volumes SET last_lbn = ?3 WHERE job_id = ?1 AND seq = ?2",
+            params![job, seq, last_lbn as i64],
+        )?;
+        Ok(())
+    }
+
+    /// Records files, in one transaction.
+    pub fn add_files(&self, job: i64, rows: &[FileRow]) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        {
+            let mut st = tx.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO files (job_id, {FILE_COLS}) VALUES \
+                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+            ))?;
+            for f in rows {
+                st.execute(params![
+                    job,
+                    f.path,
+                    f.stream,
+                    f.kind,
+                    f.mode,
+                    f.uid,
+                    f.gid,
+                    f.size as i64,
+                    f.mtime_ns,
+                    f.start_seq,
+                    f.start_lbn as i64,
+                    f.start_off,
+                    f.end_seq,
+                    f.end_lbn as i64,
+                    f.crc,
+                    f.link
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records a source object that could not be backed up.
+    pub fn add_error(&self, job: i64, path: &[u8], reason: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO job_errors (job_id, path, reason) VALUES (?1, ?2, ?3)",
+            params![job, path, reason],
+        )?;
+        Ok(())
+    }
+
+    /// The errors of a job.
+    pub fn errors(&self, job: i64) -> Result<Vec<(Vec<u8>, String)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT path, reason FROM job_errors WHERE job_id = ?1 ORDER BY rowid")?;
+        let v = st
+            .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// Ends a job.
+    pub fn finish_job(
+        &self,
+        job: i64,
+        status: &str,
+        files: u64,
+        bytes: u64,
+        seconds: f64,
+        ended_ns: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE jobs SET status = ?2, files = ?3, bytes = ?4, seconds = ?5, ended_ns = ?6 WHERE id = ?1",
+            params![job, status, files as i64, bytes as i64, seconds, ended_ns],
+        )?;
+        Ok(())
+    }
+
+    /// Every job, oldest first.
+    pub fn jobs(&self) -> Result<Vec<Job>> {
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {JOB_COLS} FROM jobs ORDER BY id"))?;
+        let v = st
+            .query_map([], job_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// One job.
+    pub fn job(&self, id: i64) -> Result<Option<Job>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
+                [id],
+                job_row,
+            )
+            .optional()?)
+    }
+
+    /// The volumes of a job, in sequence order.
+    pub fn job_volumes(&self, job: i64) -> Result<Vec<JobVolume>> {
+        let mut st = self.conn.prepare(&format!(
+            "SELECT jv.seq, jv.first_lbn, jv.last_lbn, {VOLUME_COLS} FROM job_volumes jv \
+             JOIN volumes v ON v.id = jv.volume_id WHERE jv.job_id = ?1 ORDER BY jv.seq"
+        ))?;
+        let v = st
+            .query_map([job], |r| {
+                Ok(JobVolume {
+                    seq: r.get(0)?,
+                    first_lbn: r.get::<_, i64>(1)? as u64,
+                    last_lbn: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
+                    volume: volume_row(r, 3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// The streams of a job.
+    pub fn streams(&self, job: i64) -> Result<Vec<Stream>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream")?;
+        let v = st
+            .query_map([job], |r| {
+                Ok(Stream {
+                    stream: r.get(0)?,
+                    name: r.get(1)?,
+                    source: r.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// Calls `f` for every file of `job` at or under `prefix` (all files when `None`
+    /// or `.`), in path order. Uses the primary key: instant for any job size.
+    pub fn for_each_file(
+        &self,
+        job: i64,
+        prefix: Option<&[u8]>,
+        mut f: impl FnMut(FileRow) -> Result<()>,
+    ) -> Result<()> {
+        let prefix = prefix.filter(|p| !p.is_empty() && *p != b".");
+        match prefix {
+            None => {
+                let mut st = self.conn.prepare_cached(&format!(
+                    "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 ORDER BY path"
+                ))?;
+                let mut rows = st.query([job])?;
+                while let Some(r) = rows.next()? {
+                    f(file_row(r)?)?;
+                }
+            }
+            Some(p) => {
+                let (lo, hi) = prefix_range(p);
+                let mut st = self.conn.prepare_cached(&format!(
+                    "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND \
+                     (path = ?2 OR (path >= ?3 AND path < ?4)) ORDER BY path"
+                ))?;
+                let mut rows = st.query(params![job, p, lo, hi])?;
+                while let Some(r) = rows.next()? {
+                    f(file_row(r)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Files of `job` at or under `prefix`, as a vector.
+    pub fn files(&self, job: i64, prefix: Option<&[u8]>) -> Result<Vec<FileRow>> {
+        let mut v = Vec::new();
+        self.for_each_file(job, prefix, |r| {
+            v.push(r);
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    /// One file by exact path.
+    pub fn file(&self, job: i64, path: &[u8]) -> Result<Option<FileRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path = ?2"),
+                params![job, path],
+                file_row,
+            )
+            .optional()?)
+    }
+
+    /// Up to `limit` files of `job` with a path after `after`, in path order: the
+    /// pages of a whole-job scan that holds at most one page in memory.
+    pub fn files_after(&self, job: i64, after: Option<&[u8]>, limit: usize) -> Result<Vec<FileRow>> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path > ?2 ORDER BY path LIMIT ?3"
+        ))?;
+        let v = st
+            .query_map(params![job, after.unwrap_or(b""), limit as i64], file_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// Files of `job` whose bytes include block `lbn` of volume sequence `seq`.
+    pub fn files_in_block(&self, job: i64, seq: u32, lbn: u64) -> Result<Vec<Vec<u8>>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT path FROM files WHERE job_id = ?1 \
+             AND (start_seq < ?2 OR (start_seq = ?2 AND start_lbn <= ?3)) \
+             AND (end_seq > ?2 OR (end_seq = ?2 AND end_lbn >= ?3)) ORDER BY path",
+        )?;
+        let v = st
+            .query_map(params![job, seq, lbn as i64], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(path: &str, lbn: u64) -> FileRow {
+        FileRow {
+            path: path.as_bytes().to_vec(),
+            stream: 1,
+            kind: 1,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            size: 10,
+            mtime_ns: 5,
+            start_seq: 0,
+            start_lbn: lbn,
+            start_off: 0,
+            end_seq: 0,
+            end_lbn: lbn + 1,
+            crc: 7,
+            link: vec![],
+        }
+    }
+
+    #[test]
+    fn jobs_files_and_prefixes() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
+        assert_eq!(c.schema_version().unwrap(), 1);
+        let v = c.add_volume("TL0001L9", [3; 16], "default", 262144, 0).unwrap();
+        let j = c.begin_job(42, "n", 1, 262144, &[]).unwrap();
+        c.add_job_volume(j, 0, v.id, 2).unwrap();
+        c.add_files(
+            j,
+            &[row("a", 2), row("a/b", 3), row("a/b/c", 4), row("a0", 5), row("a.x", 6), row("ab", 7)],
+        )
+        .unwrap();
+        let names = |p: Option<&str>| -> Vec<String> {
+            c.files(j, p.map(|s| s.as_bytes()))
+                .unwrap()
+                .into_iter()
+                .map(|r| String::from_utf8(r.path).unwrap())
+                .collect()
+        };
+        assert_eq!(names(Some("a")), vec!["a", "a/b", "a/b/c"]);
+        assert_eq!(names(Some("a/b")), vec!["a/b", "a/b/c"]);
+        assert_eq!(names(None).len(), 6);
+        assert_eq!(c.files_in_block(j, 0, 4).unwrap().len(), 2);
+        assert_eq!(c.recover_interrupted().unwrap(), vec![j]);
+        assert_eq!(c.job(j).unwrap().unwrap().status, "failed");
+        assert_eq!(c.job_volumes(j).unwrap()[0].volume.barcode, "TL0001L9");
+        assert_eq!(c.jobs_on_volume(v.id).unwrap(), 1);
+    }
+
+    #[test]
+    fn prefix_listing_of_a_million_files_is_indexed() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
+        let j = c.begin_job(1, "big", 0, 262144, &[]).unwrap();
+        let rows: Vec<FileRow> = (0..200_000)
+            .map(|i| row(&format!("d{:03}/f{i:07}", i % 500), i))
+            .collect();
+        c.add_files(j, &rows).unwrap();
+        let plan: String = c
+            .conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT path FROM files WHERE job_id = 1 AND (path = x'00' OR (path >= x'01' AND path < x'02'))",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("PRIMARY KEY") || plan.contains("INDEX"), "{plan}");
+        assert_eq!(c.files(j, Some(b"d007")).unwrap().len(), 400);
+    }
+}
