@@ -212,7 +212,8 @@ fn prefix_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
-const FILE_COLS: &str = "path, stream, type, mode, uid, gid, size, mtime_ns, start_seq, start_lbn, \
+const FILE_COLS: &str =
+    "path, stream, type, mode, uid, gid, size, mtime_ns, start_seq, start_lbn, \
                          start_off, end_seq, end_lbn, crc, link";
 
 fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
@@ -268,7 +269,8 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
-const JOB_COLS: &str = "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size";
+const JOB_COLS: &str =
+    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size";
 
 impl Catalog {
     /// Opens (creating when missing) the catalog at `path` and migrates its schema.
@@ -313,12 +315,16 @@ impl Catalog {
     /// Marks jobs left `running` by a process that died as `failed`. Call only while
     /// holding the home's lock, so that no job is really running.
     pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
-        let mut st = self.conn.prepare("SELECT id FROM jobs WHERE status = 'running'")?;
+        let mut st = self
+            .conn
+            .prepare("SELECT id FROM jobs WHERE status = 'running'")?;
         let ids: Vec<i64> = st
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        self.conn
-            .execute("UPDATE jobs SET status = 'failed' WHERE status = 'running'", [])?;
+        self.conn.execute(
+            "UPDATE jobs SET status = 'failed' WHERE status = 'running'",
+            [],
+        )?;
         Ok(ids)
     }
 
@@ -354,19 +360,29 @@ impl Catalog {
 
     /// Every volume.
     pub fn volumes(&self) -> Result<Vec<Volume>> {
-        let mut st = self
-            .conn
-            .prepare(&format!("SELECT {VOLUME_COLS} FROM volumes v ORDER BY v.barcode"))?;
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {VOLUME_COLS} FROM volumes v ORDER BY v.barcode"
+        ))?;
         let v = st
             .query_map([], |r| volume_row(r, 0))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(v)
     }
 
+    /// Forgets volumes that hold no job (after their library was replaced).
+    pub fn forget_unused_volumes(&self) -> Result<usize> {
+        Ok(self.conn.execute(
+            "DELETE FROM volumes WHERE id NOT IN (SELECT volume_id FROM job_volumes)",
+            [],
+        )?)
+    }
+
     /// Sets a volume's status (`append` or `full`).
     pub fn set_volume_status(&self, id: i64, status: &str) -> Result<()> {
-        self.conn
-            .execute("UPDATE volumes SET status = ?2 WHERE id = ?1", params![id, status])?;
+        self.conn.execute(
+            "UPDATE volumes SET status = ?2 WHERE id = ?1",
+            params![id, status],
+        )?;
         Ok(())
     }
 
@@ -536,9 +552,9 @@ impl Catalog {
 
     /// The streams of a job.
     pub fn streams(&self, job: i64) -> Result<Vec<Stream>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream")?;
+        let mut st = self.conn.prepare(
+            "SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream",
+        )?;
         let v = st
             .query_map([job], |r| {
                 Ok(Stream {
@@ -609,7 +625,12 @@ impl Catalog {
 
     /// Up to `limit` files of `job` with a path after `after`, in path order: the
     /// pages of a whole-job scan that holds at most one page in memory.
-    pub fn files_after(&self, job: i64, after: Option<&[u8]>, limit: usize) -> Result<Vec<FileRow>> {
+    pub fn files_after(
+        &self,
+        job: i64,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<FileRow>> {
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path > ?2 ORDER BY path LIMIT ?3"
         ))?;
@@ -662,12 +683,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
         assert_eq!(c.schema_version().unwrap(), 1);
-        let v = c.add_volume("TL0001L9", [3; 16], "default", 262144, 0).unwrap();
+        let v = c
+            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+            .unwrap();
         let j = c.begin_job(42, "n", 1, 262144, &[]).unwrap();
         c.add_job_volume(j, 0, v.id, 2).unwrap();
         c.add_files(
             j,
-            &[row("a", 2), row("a/b", 3), row("a/b/c", 4), row("a0", 5), row("a.x", 6), row("ab", 7)],
+            &[
+                row("a", 2),
+                row("a/b", 3),
+                row("a/b/c", 4),
+                row("a0", 5),
+                row("a.x", 6),
+                row("ab", 7),
+            ],
         )
         .unwrap();
         let names = |p: Option<&str>| -> Vec<String> {
@@ -704,7 +734,10 @@ mod tests {
                 |r| r.get(3),
             )
             .unwrap();
-        assert!(plan.contains("PRIMARY KEY") || plan.contains("INDEX"), "{plan}");
+        assert!(
+            plan.contains("PRIMARY KEY") || plan.contains("INDEX"),
+            "{plan}"
+        );
         assert_eq!(c.files(j, Some(b"d007")).unwrap().len(), 400);
     }
 }

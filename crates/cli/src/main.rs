@@ -1,1 +1,468 @@
-fn main() {}
+//! The `tapeloom` command: thin over the engine, catalog and device libraries.
+
+mod output;
+mod size;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tapeloom_device::{Changer, LibraryConfig};
+use tapeloom_engine::{
+    backup, display_path, restore, verify, BackupOptions, Home, Progress, RestoreOptions,
+};
+
+/// tapeloom: back up file trees to tape and restore them fast.
+#[derive(Parser)]
+#[command(name = "tapeloom", version, about)]
+struct Cli {
+    /// The home folder (catalog and virtual library). Default: $TAPELOOM_HOME, else
+    /// $XDG_DATA_HOME/tapeloom, else ~/.local/share/tapeloom.
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Print one JSON document on stdout and nothing else there.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Back up files and directories.
+    Backup {
+        /// Files or directories to back up. Each is one stream.
+        #[arg(required = true, value_name = "SOURCE")]
+        sources: Vec<PathBuf>,
+        /// Job name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Block size (64K to 8M, a multiple of 4K).
+        #[arg(long, default_value = "256K", value_parser = size::parse)]
+        block_size: u64,
+        /// Drive to write with.
+        #[arg(long)]
+        drive: Option<usize>,
+    },
+    /// List jobs.
+    Jobs,
+    /// List what a job holds (recursively), under PATH or all of it.
+    Ls {
+        /// Job id.
+        job: i64,
+        /// Path in the job.
+        path: Option<PathBuf>,
+    },
+    /// Restore a job, or some paths of it.
+    Restore {
+        /// Job id.
+        job: i64,
+        /// Where to put the restored tree.
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Paths (files or directories) of the job; all when none.
+        paths: Vec<PathBuf>,
+        /// Drive to read with.
+        #[arg(long)]
+        drive: Option<usize>,
+    },
+    /// Read every block of a job and check its checksums.
+    Verify {
+        /// Job id.
+        job: i64,
+        /// Drive to read with.
+        #[arg(long)]
+        drive: Option<usize>,
+    },
+    /// The tape library.
+    Library {
+        #[command(subcommand)]
+        cmd: LibCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum LibCmd {
+    /// Drives, slots and cartridges.
+    Status,
+    /// Replace the virtual library with a new layout (refused when it holds data).
+    Create {
+        /// Number of drives.
+        #[arg(long, default_value_t = tapeloom_engine::DEFAULT_DRIVES)]
+        drives: usize,
+        /// Number of slots, each with a cartridge.
+        #[arg(long, default_value_t = tapeloom_engine::DEFAULT_SLOTS)]
+        slots: usize,
+        /// Capacity of each cartridge (for example 64M, 1T).
+        #[arg(long, default_value = "1T", value_parser = size::parse)]
+        capacity: u64,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok((value, code)) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                );
+            }
+            std::process::exit(code);
+        }
+        Err(e) => {
+            eprintln!("tapeloom: error: {}", one_line(&e));
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for c in e.chain().skip(1) {
+        let c = c.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+    }
+    s.replace('\n', " ")
+}
+
+fn run(cli: Cli) -> Result<(Value, i32)> {
+    let home_dir = cli
+        .home
+        .clone()
+        .unwrap_or_else(tapeloom_engine::default_home);
+    let home = Home::open(&home_dir)?;
+    let human = !cli.json;
+    match cli.cmd {
+        Cmd::Backup {
+            sources,
+            name,
+            block_size,
+            drive,
+        } => {
+            let opts = BackupOptions {
+                name: name.unwrap_or_default(),
+                block_size: usize::try_from(block_size)?,
+                drive,
+                ..Default::default()
+            };
+            let progress = Arc::new(Progress::default());
+            let bar = output::progress_bar(Arc::clone(&progress));
+            let r = backup(&home, &sources, &opts, progress);
+            if let Some(b) = bar {
+                b.finish();
+            }
+            let r = r?;
+            for (p, why) in &r.errors {
+                eprintln!("tapeloom: warning: {p}: {why}");
+            }
+            if human {
+                println!(
+                    "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
+                    r.job_id,
+                    r.status,
+                    r.files,
+                    output::bytes(r.bytes),
+                    r.seconds,
+                    r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+                    r.volumes.join(", ")
+                );
+            }
+            Ok((
+                json!({
+                    "job_id": r.job_id,
+                    "status": r.status,
+                    "files": r.files,
+                    "bytes": r.bytes,
+                    "seconds": r.seconds,
+                    "mb_per_s": r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+                    "blocks": r.blocks,
+                    "volumes": r.volumes,
+                    "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
+                }),
+                0,
+            ))
+        }
+        Cmd::Jobs => {
+            let mut out = Vec::new();
+            for j in home.catalog.jobs()? {
+                let vols: Vec<String> = home
+                    .catalog
+                    .job_volumes(j.id)?
+                    .into_iter()
+                    .map(|v| v.volume.barcode)
+                    .collect();
+                if human {
+                    println!(
+                        "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}",
+                        j.id,
+                        j.status,
+                        output::time(j.started_ns),
+                        j.files,
+                        output::bytes(j.bytes),
+                        vols.join(","),
+                        j.name
+                    );
+                }
+                out.push(json!({
+                    "job_id": j.id, "name": j.name, "status": j.status,
+                    "started": output::time(j.started_ns),
+                    "ended": j.ended_ns.map(output::time),
+                    "files": j.files, "bytes": j.bytes, "seconds": j.seconds,
+                    "block_size": j.block_size, "volumes": vols,
+                }));
+            }
+            Ok((json!({ "jobs": out }), 0))
+        }
+        Cmd::Ls { job, path } => {
+            let cat = &home.catalog;
+            cat.job(job)?
+                .ok_or_else(|| anyhow!("no job {job} in the catalog"))?;
+            let vols = cat.job_volumes(job)?;
+            let prefix = path.as_ref().map(|p| normalize(p.as_os_str().as_bytes()));
+            let mut entries = Vec::new();
+            let mut count = 0u64;
+            cat.for_each_file(job, prefix.as_deref(), |r| {
+                count += 1;
+                let kind = tapeloom_format::EntryType::from_u8(r.kind)
+                    .map(|k| k.name())
+                    .unwrap_or("?");
+                let barcode = vols
+                    .iter()
+                    .find(|v| v.seq == r.start_seq)
+                    .map(|v| v.volume.barcode.as_str())
+                    .unwrap_or("?");
+                let path = display_path(&r.path);
+                if human {
+                    println!(
+                        "{:<8} {:o} {:>12} {} {}:{} {}",
+                        kind,
+                        r.mode,
+                        r.size,
+                        output::time(r.mtime_ns),
+                        barcode,
+                        r.start_lbn,
+                        path
+                    );
+                } else {
+                    entries.push(json!({
+                        "path": path, "type": kind, "size": r.size, "mode": r.mode,
+                        "mtime": output::time(r.mtime_ns), "mtime_ns": r.mtime_ns,
+                        "volume": barcode, "block": r.start_lbn, "offset": r.start_off,
+                    }));
+                }
+                Ok(())
+            })?;
+            if count == 0 {
+                if let Some(p) = prefix {
+                    bail!("job {job} has no path {}", display_path(&p));
+                }
+            }
+            Ok((json!({ "job_id": job, "entries": entries }), 0))
+        }
+        Cmd::Restore {
+            job,
+            to,
+            paths,
+            drive,
+        } => {
+            let opts = RestoreOptions {
+                to,
+                paths: paths
+                    .iter()
+                    .map(|p| p.as_os_str().as_bytes().to_vec())
+                    .collect(),
+                drive,
+            };
+            let r = restore(&home, job, &opts)?;
+            for (p, why) in &r.errors {
+                eprintln!("tapeloom: {p}: {why}");
+            }
+            let rate = r.bytes as f64 / 1e6 / r.seconds.max(1e-9);
+            if human {
+                println!(
+                    "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}",
+                    r.files,
+                    output::bytes(r.bytes),
+                    r.seconds,
+                    rate,
+                    r.blocks_read,
+                    output::bytes(r.bytes_read_from_tape),
+                    if r.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} could not be restored", r.errors.len())
+                    }
+                );
+            }
+            let code = if r.errors.is_empty() { 0 } else { 1 };
+            if code != 0 {
+                eprintln!(
+                    "tapeloom: error: {} of the job's entries could not be restored",
+                    r.errors.len()
+                );
+            }
+            Ok((
+                json!({
+                    "job_id": job, "files": r.files, "bytes": r.bytes,
+                    "blocks_read": r.blocks_read, "bytes_read_from_tape": r.bytes_read_from_tape,
+                    "locates": r.locates, "seconds": r.seconds, "mb_per_s": rate,
+                    "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
+                }),
+                code,
+            ))
+        }
+        Cmd::Verify { job, drive } => {
+            let r = verify(&home, job, drive)?;
+            if human {
+                println!(
+                    "job {job}: {} — {} blocks checked, {} bad, {} files checked, {} damaged",
+                    if r.ok { "ok" } else { "DAMAGED" },
+                    r.blocks_checked,
+                    r.bad_blocks.len(),
+                    r.files_checked,
+                    r.files_affected.len()
+                );
+                for (b, l) in &r.bad_blocks {
+                    println!("bad block {l} on {b}");
+                }
+                for p in &r.files_affected {
+                    println!("damaged: {p}");
+                }
+            }
+            if !r.ok {
+                eprintln!("tapeloom: error: job {job} failed verification");
+            }
+            Ok((
+                json!({
+                    "job_id": job, "ok": r.ok, "blocks_checked": r.blocks_checked,
+                    "bad_blocks": r.bad_blocks.iter().map(|(b, l)| json!({"volume": b, "block": l})).collect::<Vec<_>>(),
+                    "files_checked": r.files_checked,
+                    "files_affected": r.files_affected,
+                    "files_missing": r.files_missing,
+                    "bytes_read_from_tape": r.bytes_read_from_tape,
+                    "seconds": r.seconds,
+                }),
+                if r.ok { 0 } else { 1 },
+            ))
+        }
+        Cmd::Library { cmd } => match cmd {
+            LibCmd::Status => library_status(&home, human),
+            LibCmd::Create {
+                drives,
+                slots,
+                capacity,
+            } => {
+                let lib = home.create_library(LibraryConfig {
+                    drives,
+                    slots,
+                    capacity,
+                })?;
+                home.catalog.forget_unused_volumes()?;
+                if human {
+                    println!(
+                        "library with {drives} drives and {slots} cartridges of {} in {}",
+                        output::bytes(capacity),
+                        home.library_dir().display()
+                    );
+                }
+                Ok((
+                    json!({"drives": drives, "slots": slots, "capacity": capacity, "barcodes": lib.all_barcodes()}),
+                    0,
+                ))
+            }
+        },
+    }
+}
+
+fn normalize(p: &[u8]) -> Vec<u8> {
+    let mut p = p;
+    while let Some(r) = p.strip_prefix(b"./") {
+        p = r;
+    }
+    while let Some(r) = p.strip_prefix(b"/") {
+        p = r;
+    }
+    while p.len() > 1 && p.ends_with(b"/") {
+        p = &p[..p.len() - 1];
+    }
+    if p.is_empty() {
+        b".".to_vec()
+    } else {
+        p.to_vec()
+    }
+}
+
+fn library_status(home: &Home, human: bool) -> Result<(Value, i32)> {
+    let mut lib = home.library().context("open the library")?;
+    let inv = lib.inventory()?;
+    let cap = lib.config().capacity;
+    let vols = home.catalog.volumes()?;
+    let mut carts = Vec::new();
+    for b in inv.barcodes() {
+        let used = lib.cartridge_bytes(&b);
+        let v = vols.iter().find(|v| v.barcode == b);
+        let state = match v {
+            Some(v) => v.status.clone(),
+            None if used == 0 => "blank".into(),
+            None => "foreign".into(),
+        };
+        let jobs = match v {
+            Some(v) => home.catalog.jobs_on_volume(v.id)?,
+            None => 0,
+        };
+        let location = match (inv.slot_of(&b), inv.drive_of(&b)) {
+            (Some(s), _) => format!("slot {s}"),
+            (_, Some(d)) => format!("drive {d}"),
+            _ => "?".into(),
+        };
+        carts.push(json!({
+            "barcode": b, "location": location, "state": state, "jobs": jobs,
+            "bytes_used": used, "capacity": cap, "write_protected": lib.is_write_protected(&b),
+        }));
+    }
+    if human {
+        println!(
+            "virtual library {}: {} drives, {} slots, cartridges of {}",
+            home.library_dir().display(),
+            inv.drives.len(),
+            inv.slots.len(),
+            output::bytes(cap)
+        );
+        for d in &inv.drives {
+            println!(
+                "drive {}: {}",
+                d.index,
+                d.loaded.as_deref().unwrap_or("empty")
+            );
+        }
+        for c in &carts {
+            println!(
+                "{}  {:<8} {:<8} {:>10} used  {} jobs",
+                c["barcode"].as_str().unwrap_or(""),
+                c["location"].as_str().unwrap_or(""),
+                c["state"].as_str().unwrap_or(""),
+                output::bytes(c["bytes_used"].as_u64().unwrap_or(0)),
+                c["jobs"]
+            );
+        }
+    }
+    Ok((
+        json!({
+            "library": home.library_dir(),
+            "drives": inv.drives.iter().map(|d| json!({"index": d.index, "loaded": d.loaded})).collect::<Vec<_>>(),
+            "slots": inv.slots.iter().map(|s| json!({"address": s.address, "barcode": s.barcode})).collect::<Vec<_>>(),
+            "cartridges": carts,
+            "bytes_used": carts.iter().map(|c| c["bytes_used"].as_u64().unwrap_or(0)).sum::<u64>(),
+        }),
+        0,
+    ))
+}

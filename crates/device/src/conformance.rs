@@ -129,7 +129,9 @@ pub fn early_warning_and_end_of_medium(d: &mut dyn TapeDrive) {
     let mut written = 0u64;
     for i in 0..1000u32 {
         match d.write_block(&block(i as u8, 4096)) {
-            Ok(WriteOutcome::Written) => assert!(warned_at.is_none(), "Written after early warning"),
+            Ok(WriteOutcome::Written) => {
+                assert!(warned_at.is_none(), "Written after early warning")
+            }
             Ok(WriteOutcome::EarlyWarning) => {
                 warned_at.get_or_insert(i);
             }
@@ -139,14 +141,21 @@ pub fn early_warning_and_end_of_medium(d: &mut dyn TapeDrive) {
         written += 1;
     }
     let warned_at = warned_at.expect("no early warning before end of medium") as u64;
-    assert!(warned_at < written, "early warning must come before the end");
+    assert!(
+        warned_at < written,
+        "early warning must come before the end"
+    );
     assert!(written < 1000, "end of medium never came");
     // Filemarks still fit after early warning, and the data written is all there.
     d.write_filemarks(1, false).unwrap();
     d.rewind().unwrap();
     let mut buf = vec![0u8; 8192];
     for i in 0..written {
-        assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::Block(4096), "block {i}");
+        assert_eq!(
+            d.read_block(&mut buf).unwrap(),
+            ReadOutcome::Block(4096),
+            "block {i}"
+        );
     }
     assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::Filemark);
 }

@@ -196,7 +196,11 @@ impl TapeDrive for VirtualDrive {
     }
 
     fn write_protected(&self) -> Result<bool> {
-        Ok(self.tape.as_ref().ok_or(DeviceError::NoMedium)?.write_protected)
+        Ok(self
+            .tape
+            .as_ref()
+            .ok_or(DeviceError::NoMedium)?
+            .write_protected)
     }
 
     fn rewind(&mut self) -> Result<()> {
@@ -333,7 +337,10 @@ mod tests {
             "t",
             Some(VirtualTape::open(dir.path(), "T1", 1 << 20, 1024, true).unwrap()),
         );
-        assert!(matches!(d.write_block(&[0; 10]), Err(DeviceError::WriteProtected)));
+        assert!(matches!(
+            d.write_block(&[0; 10]),
+            Err(DeviceError::WriteProtected)
+        ));
         assert!(d.write_protected().unwrap());
     }
 }

@@ -133,8 +133,7 @@ impl VirtualLibrary {
         let state: State = serde_json::from_str(&text).map_err(|e| {
             DeviceError::Corrupt(format!("library state {} is damaged: {e}", p.display()))
         })?;
-        if state.slots.len() != state.config.slots || state.drives.len() != state.config.drives
-        {
+        if state.slots.len() != state.config.slots || state.drives.len() != state.config.drives {
             return Err(DeviceError::Corrupt(format!(
                 "library state {} does not match its layout",
                 p.display()
@@ -193,9 +192,11 @@ impl VirtualLibrary {
 
     /// Opens drive `index` with whatever cartridge is in it.
     pub fn open_drive(&self, index: usize) -> Result<VirtualDrive> {
-        let slot = self.state.drives.get(index).ok_or_else(|| {
-            DeviceError::Changer(format!("the library has no drive {index}"))
-        })?;
+        let slot = self
+            .state
+            .drives
+            .get(index)
+            .ok_or_else(|| DeviceError::Changer(format!("the library has no drive {index}")))?;
         let tape = match slot {
             Some(l) => Some(VirtualTape::open(
                 &Self::tapes(&self.dir),
@@ -283,7 +284,11 @@ impl Changer for VirtualLibrary {
             Some(Some(b)) => {
                 return Err(DeviceError::Changer(format!("slot {to} already holds {b}")))
             }
-            None => return Err(DeviceError::Changer(format!("the library has no slot {to}"))),
+            None => {
+                return Err(DeviceError::Changer(format!(
+                    "the library has no slot {to}"
+                )))
+            }
         }
         self.state.slots[to] = Some(l.barcode);
         self.state.drives[drive] = None;
@@ -306,7 +311,10 @@ mod tests {
         };
         let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
         let inv = lib.inventory().unwrap();
-        assert_eq!(inv.barcodes(), vec!["TL0001L9", "TL0002L9", "TL0003L9", "TL0004L9"]);
+        assert_eq!(
+            inv.barcodes(),
+            vec!["TL0001L9", "TL0002L9", "TL0003L9", "TL0004L9"]
+        );
         lib.load(2, 1).unwrap();
         assert!(lib.load(2, 0).is_err(), "empty slot");
         assert!(lib.load(0, 1).is_err(), "full drive");

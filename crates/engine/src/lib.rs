@@ -1,1 +1,37 @@
-//! placeholder
+//! The tapeloom engine: backup, restore and verify data paths, and the policy that
+//! chooses, labels and spans volumes.
+//!
+//! Backup is a pipeline of threads: a walker lists the sources in a fixed order,
+//! readers fetch metadata and small files in parallel, the packer (caller's thread)
+//! turns them into records and fixed-size blocks, and one writer thread owns the drive
+//! and the catalog. Restore and verify read a job's blocks in tape order, positioning
+//! by logical block from the catalog.
+#![deny(missing_docs)]
+
+mod backup;
+mod error;
+mod fsmeta;
+mod home;
+mod jobread;
+mod restore;
+mod source;
+mod verify;
+mod volumes;
+
+pub use backup::{backup, BackupOptions, BackupReport, Progress};
+pub use error::{Error, Result};
+pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
+pub use restore::{restore, RestoreOptions, RestoreReport};
+pub use verify::{verify, VerifyReport};
+
+/// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.
+pub fn display_path(p: &[u8]) -> String {
+    let mut s = String::with_capacity(p.len());
+    for chunk in p.utf8_chunks() {
+        s.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    s
+}

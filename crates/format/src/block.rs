@@ -130,11 +130,30 @@ mod tests {
     use proptest::prelude::*;
 
     fn header() -> impl Strategy<Value = BlockHeader> {
-        (any::<[u8; 16]>(), any::<u64>(), any::<u64>(), any::<u16>(), 0u32..4000, any::<u64>(), any::<u32>())
-            .prop_map(|(volume, lbn, job_tag, stream, payload_len, stream_offset, fr)| BlockHeader {
-                volume, lbn, job_tag, stream, payload_len, stream_offset,
-                first_record: if payload_len == 0 { NO_RECORD } else { fr % payload_len },
-            })
+        (
+            any::<[u8; 16]>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u16>(),
+            0u32..4000,
+            any::<u64>(),
+            any::<u32>(),
+        )
+            .prop_map(
+                |(volume, lbn, job_tag, stream, payload_len, stream_offset, fr)| BlockHeader {
+                    volume,
+                    lbn,
+                    job_tag,
+                    stream,
+                    payload_len,
+                    stream_offset,
+                    first_record: if payload_len == 0 {
+                        NO_RECORD
+                    } else {
+                        fr % payload_len
+                    },
+                },
+            )
     }
 
     proptest! {

@@ -83,8 +83,9 @@ impl<'a> Dec<'a> {
         Ok(self.take(n)?.to_vec())
     }
     pub fn string16(&mut self) -> Result<String> {
-        String::from_utf8(self.bytes16()?)
-            .map_err(|_| FormatError::Invalid(format!("{} holds a name that is not UTF-8", self.what)))
+        String::from_utf8(self.bytes16()?).map_err(|_| {
+            FormatError::Invalid(format!("{} holds a name that is not UTF-8", self.what))
+        })
     }
     /// Reserved bytes must be zero.
     pub fn reserved(&mut self, n: usize) -> Result<()> {

@@ -15,8 +15,8 @@ pub use decode::{Event, RecordDecoder};
 pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC};
 pub use pack::{PackedBlock, StreamPacker};
 pub use record::{
-    Entry, EntryType, FileEnd, FileStatus, IndexEntry, JobEnd, JobStart, JobStatus, Kind,
-    Pos, RecordHeader, StreamEnd, StreamInfo, Timestamp, RECORD_HEADER_LEN,
+    Entry, EntryType, FileEnd, FileStatus, IndexEntry, JobEnd, JobStart, JobStatus, Kind, Pos,
+    RecordHeader, StreamEnd, StreamInfo, Timestamp, RECORD_HEADER_LEN,
 };
 
 /// The format version this code writes.
@@ -31,6 +31,8 @@ pub const MAX_BLOCK_SIZE: usize = 8 * 1024 * 1024;
 pub const DEFAULT_BLOCK_SIZE: usize = 256 * 1024;
 /// The stream that carries job start, continuation, index and job end records.
 pub const CONTROL_STREAM: u16 = 0;
+/// The stream id of the stand-alone blocks that hold `Continuation` records.
+pub const CONTINUATION_STREAM: u16 = u16::MAX;
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +136,16 @@ mod tests {
         for ok in [&b"."[..], b"a", b"a/b", b"a b/\xff\n-x"] {
             assert!(check_relative_path(ok).is_ok(), "{ok:?}");
         }
-        for bad in [&b""[..], b"/etc", b"a/../b", b"..", b"a//b", b"a/./b", b"a/", b"a\0b"] {
+        for bad in [
+            &b""[..],
+            b"/etc",
+            b"a/../b",
+            b"..",
+            b"a//b",
+            b"a/./b",
+            b"a/",
+            b"a\0b",
+        ] {
             assert!(check_relative_path(bad).is_err(), "{bad:?}");
         }
     }

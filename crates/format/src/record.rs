@@ -95,7 +95,9 @@ impl Timestamp {
         let secs = d.i64()?;
         let nanos = d.u32()?;
         if nanos >= 1_000_000_000 {
-            return Err(FormatError::Invalid(format!("nanoseconds {nanos} out of range")));
+            return Err(FormatError::Invalid(format!(
+                "nanoseconds {nanos} out of range"
+            )));
         }
         Ok(Timestamp { secs, nanos })
     }
@@ -259,7 +261,9 @@ impl Entry {
         let kind = EntryType::from_u8(d.u8()?)?;
         let flags = d.u8()?;
         if flags & !1 != 0 {
-            return Err(FormatError::Invalid(format!("entry has unknown flags {flags:#x}")));
+            return Err(FormatError::Invalid(format!(
+                "entry has unknown flags {flags:#x}"
+            )));
         }
         d.reserved(2)?;
         let mode = d.u32()?;
@@ -580,7 +584,9 @@ impl IndexEntry {
             });
         }
         if d.remaining() != 0 {
-            return Err(FormatError::Invalid("index record has trailing bytes".into()));
+            return Err(FormatError::Invalid(
+                "index record has trailing bytes".into(),
+            ));
         }
         Ok(out)
     }
@@ -681,24 +687,71 @@ mod tests {
         (any::<i64>(), 0u32..1_000_000_000).prop_map(|(secs, nanos)| Timestamp { secs, nanos })
     }
     fn rel_path() -> impl Strategy<Value = Vec<u8>> {
-        vec(vec(any::<u8>().prop_filter("no slash/nul", |b| *b != b'/' && *b != 0), 1..12)
-                .prop_filter("not dot", |c| c != b"." && c != b".."), 1..5)
-            .prop_map(|cs| cs.join(&b'/'))
+        vec(
+            vec(
+                any::<u8>().prop_filter("no slash/nul", |b| *b != b'/' && *b != 0),
+                1..12,
+            )
+            .prop_filter("not dot", |c| c != b"." && c != b".."),
+            1..5,
+        )
+        .prop_map(|cs| cs.join(&b'/'))
     }
     fn etype() -> impl Strategy<Value = EntryType> {
         (1u8..=8).prop_map(|v| EntryType::from_u8(v).unwrap())
     }
     fn entry() -> impl Strategy<Value = Entry> {
-        ((etype(), any::<u32>(), any::<u32>(), any::<u32>(), 0u64..1 << 40, ts(), ts(), any::<u64>()),
-         (rel_path(), rel_path(), vec(any::<u8>(), 0..20), vec(any::<u8>(), 0..20),
-         vec((vec(any::<u8>(), 1..20), vec(any::<u8>(), 0..50)), 0..4), any::<bool>()))
-            .prop_map(|((kind, mode, uid, gid, size, mtime, atime, rdev), (path, link, user, group, xattrs, sp))| {
-                let sparse = sp.then(|| vec![(0, size / 4), (size / 2, size / 4)]);
-                Entry { kind, mode, uid, gid, size, mtime, atime, rdev, path, link, user, group, xattrs, sparse }
-            })
+        (
+            (
+                etype(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>(),
+                0u64..1 << 40,
+                ts(),
+                ts(),
+                any::<u64>(),
+            ),
+            (
+                rel_path(),
+                rel_path(),
+                vec(any::<u8>(), 0..20),
+                vec(any::<u8>(), 0..20),
+                vec((vec(any::<u8>(), 1..20), vec(any::<u8>(), 0..50)), 0..4),
+                any::<bool>(),
+            ),
+        )
+            .prop_map(
+                |(
+                    (kind, mode, uid, gid, size, mtime, atime, rdev),
+                    (path, link, user, group, xattrs, sp),
+                )| {
+                    let sparse = sp.then(|| vec![(0, size / 4), (size / 2, size / 4)]);
+                    Entry {
+                        kind,
+                        mode,
+                        uid,
+                        gid,
+                        size,
+                        mtime,
+                        atime,
+                        rdev,
+                        path,
+                        link,
+                        user,
+                        group,
+                        xattrs,
+                        sparse,
+                    }
+                },
+            )
     }
     fn pos() -> impl Strategy<Value = Pos> {
-        (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(volume_seq, lbn, offset)| Pos { volume_seq, lbn, offset })
+        (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(volume_seq, lbn, offset)| Pos {
+            volume_seq,
+            lbn,
+            offset,
+        })
     }
 
     proptest! {
@@ -766,9 +819,22 @@ mod tests {
     #[test]
     fn hostile_paths_are_refused() {
         for p in [&b"/etc/passwd"[..], b"../x", b"a/../../x"] {
-            let e = Entry { kind: EntryType::Regular, mode: 0o644, uid: 0, gid: 0, size: 0,
-                mtime: Timestamp::default(), atime: Timestamp::default(), rdev: 0, path: p.to_vec(),
-                link: vec![], user: vec![], group: vec![], xattrs: vec![], sparse: None };
+            let e = Entry {
+                kind: EntryType::Regular,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                size: 0,
+                mtime: Timestamp::default(),
+                atime: Timestamp::default(),
+                rdev: 0,
+                path: p.to_vec(),
+                link: vec![],
+                user: vec![],
+                group: vec![],
+                xattrs: vec![],
+                sparse: None,
+            };
             assert!(Entry::decode(&e.encode()).is_err());
         }
     }

@@ -1,0 +1,93 @@
+//! Human output: sizes, times and the progress bar.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tapeloom_engine::Progress;
+
+/// A size for people: 1.5 GiB.
+pub fn bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// Nanoseconds since the epoch as RFC 3339 UTC with nanoseconds.
+pub fn time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let nanos = ns.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86400);
+    let sod = secs.rem_euclid(86400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+/// A progress bar on stderr, only when stderr is a terminal.
+pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let b = bar.clone();
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while !b.is_finished() {
+            let bytes_done = p.bytes.load(Ordering::Relaxed);
+            let files = p.files.load(Ordering::Relaxed);
+            let rate = bytes_done as f64 / 1e6 / t0.elapsed().as_secs_f64().max(1e-3);
+            b.set_message(format!(
+                "{files} files, {} ({rate:.1} MB/s)",
+                bytes(bytes_done)
+            ));
+            b.tick();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    Some(bar)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times() {
+        assert_eq!(super::time(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            super::time(1_700_000_000_123_456_789),
+            "2023-11-14T22:13:20.123456789Z"
+        );
+        assert_eq!(
+            super::time(-1_000_000_000),
+            "1969-12-31T23:59:59.000000000Z"
+        );
+    }
+}

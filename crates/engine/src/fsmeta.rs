@@ -1,0 +1,252 @@
+//! Putting objects back on the file system, safely under one root, with their metadata.
+
+use crate::error::{io, Error, Result};
+use nix::sys::stat::{utimensat, Mode, SFlag, UtimensatFlags};
+use nix::sys::time::TimeSpec;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use tapeloom_format::{Entry, EntryType};
+
+/// Creates objects under a root and never outside it: tape paths are relative and
+/// clean (checked when decoded), and no parent on the way may be a symlink.
+pub(crate) struct Placer {
+    root: PathBuf,
+    known_dirs: HashSet<Vec<u8>>,
+    as_root: bool,
+    users: HashMap<(Vec<u8>, u32), u32>,
+    groups: HashMap<(Vec<u8>, u32), u32>,
+}
+
+fn dest(root: &Path, rel: &[u8]) -> PathBuf {
+    if rel == b"." {
+        root.to_path_buf()
+    } else {
+        root.join(OsStr::from_bytes(rel))
+    }
+}
+
+fn show(rel: &[u8]) -> String {
+    crate::display_path(rel)
+}
+
+impl Placer {
+    pub fn new(root: &Path) -> Result<Self> {
+        io(std::fs::create_dir_all(root), || {
+            format!("create restore folder {}", root.display())
+        })?;
+        Ok(Placer {
+            root: root.to_path_buf(),
+            known_dirs: HashSet::new(),
+            as_root: nix::unistd::geteuid().is_root(),
+            users: HashMap::new(),
+            groups: HashMap::new(),
+        })
+    }
+
+    pub fn path_of(&self, rel: &[u8]) -> PathBuf {
+        dest(&self.root, rel)
+    }
+
+    /// Makes sure every parent of `rel` is a real directory under the root.
+    fn parents(&mut self, rel: &[u8]) -> Result<()> {
+        let Some(cut) = rel.iter().rposition(|&b| b == b'/') else {
+            return Ok(());
+        };
+        let parent = &rel[..cut];
+        if self.known_dirs.contains(parent) {
+            return Ok(());
+        }
+        let mut at = 0;
+        for comp in parent.split(|&b| b == b'/') {
+            let end = at + comp.len();
+            let sub = &parent[..end];
+            at = end + 1;
+            if self.known_dirs.contains(sub) {
+                continue;
+            }
+            let p = dest(&self.root, sub);
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(Error::Msg(format!(
+                        "refusing to restore {}: {} is a symlink on the way",
+                        show(rel),
+                        show(sub)
+                    )))
+                }
+                Ok(_) => {
+                    return Err(Error::Msg(format!(
+                        "cannot restore {}: {} is not a directory",
+                        show(rel),
+                        show(sub)
+                    )))
+                }
+                Err(_) => io(std::fs::create_dir(&p), || {
+                    format!("create {}", p.display())
+                })?,
+            }
+            self.known_dirs.insert(sub.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Removes what is in the way of a new non-directory at `p`.
+    fn clear(&self, p: &Path, rel: &[u8]) -> Result<()> {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => Err(Error::Msg(format!(
+                "cannot restore {}: a directory is in the way",
+                show(rel)
+            ))),
+            Ok(_) => io(std::fs::remove_file(p), || {
+                format!("replace {}", p.display())
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Creates the object of `e`. Returns the open file of a regular file.
+    pub fn create(&mut self, e: &Entry) -> Result<Option<File>> {
+        let rel = e.path.as_slice();
+        self.parents(rel)?;
+        let p = dest(&self.root, rel);
+        match e.kind {
+            EntryType::Directory => {
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => {
+                        self.clear(&p, rel)?;
+                        io(std::fs::create_dir(&p), || {
+                            format!("create {}", p.display())
+                        })?;
+                    }
+                    Err(_) => io(std::fs::create_dir(&p), || {
+                        format!("create {}", p.display())
+                    })?,
+                }
+                // Owner-writable until its own metadata is set at the end.
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700));
+                self.known_dirs.insert(rel.to_vec());
+                Ok(None)
+            }
+            EntryType::Regular => {
+                self.clear(&p, rel)?;
+                let f = io(
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .custom_flags(nix::libc::O_NOFOLLOW)
+                        .mode(0o600)
+                        .open(&p),
+                    || format!("create {}", p.display()),
+                )?;
+                io(f.set_len(e.size), || format!("size {}", p.display()))?;
+                Ok(Some(f))
+            }
+            EntryType::Symlink => {
+                self.clear(&p, rel)?;
+                io(
+                    std::os::unix::fs::symlink(OsStr::from_bytes(&e.link), &p),
+                    || format!("create symlink {}", p.display()),
+                )?;
+                Ok(None)
+            }
+            EntryType::HardLink => {
+                self.parents(&e.link)?;
+                let target = dest(&self.root, &e.link);
+                match std::fs::symlink_metadata(&target) {
+                    Ok(m) if m.is_file() => {}
+                    _ => {
+                        return Err(Error::Msg(format!(
+                            "cannot restore hard link {}: its target {} was not restored",
+                            show(rel),
+                            show(&e.link)
+                        )))
+                    }
+                }
+                self.clear(&p, rel)?;
+                io(std::fs::hard_link(&target, &p), || {
+                    format!("link {}", p.display())
+                })?;
+                Ok(None)
+            }
+            EntryType::Fifo | EntryType::CharDevice | EntryType::BlockDevice => {
+                self.clear(&p, rel)?;
+                let kind = match e.kind {
+                    EntryType::Fifo => SFlag::S_IFIFO,
+                    EntryType::CharDevice => SFlag::S_IFCHR,
+                    _ => SFlag::S_IFBLK,
+                };
+                nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _)
+                    .map_err(|err| Error::Msg(format!("create {}: {err}", p.display())))?;
+                Ok(None)
+            }
+            EntryType::Socket => Ok(None),
+        }
+    }
+
+    /// Sets owner, mode, extended attributes and times. Directories get theirs after
+    /// their contents (the caller defers them).
+    pub fn finish(&mut self, e: &Entry) -> Result<()> {
+        if e.kind == EntryType::HardLink {
+            return Ok(());
+        }
+        let p = dest(&self.root, &e.path);
+        for (name, value) in &e.xattrs {
+            // Not every file system takes every namespace; the data matters more.
+            let _ = xattr::set(&p, OsStr::from_bytes(name), value);
+        }
+        if self.as_root {
+            let uid = *self
+                .users
+                .entry((e.user.clone(), e.uid))
+                .or_insert_with(|| uid_of(&e.user, e.uid));
+            let gid = *self
+                .groups
+                .entry((e.group.clone(), e.gid))
+                .or_insert_with(|| gid_of(&e.group, e.gid));
+            io(std::os::unix::fs::lchown(&p, Some(uid), Some(gid)), || {
+                format!("chown {}", p.display())
+            })?;
+        }
+        if e.kind != EntryType::Symlink {
+            io(
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(e.mode)),
+                || format!("chmod {}", p.display()),
+            )?;
+        }
+        let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
+        utimensat(
+            None,
+            &p,
+            &ts(e.atime),
+            &ts(e.mtime),
+            UtimensatFlags::NoFollowSymlink,
+        )
+        .map_err(|err| Error::Msg(format!("set times of {}: {err}", p.display())))?;
+        Ok(())
+    }
+}
+
+/// The owner to restore: by name when this host knows the name, else by number, as tar does.
+fn uid_of(name: &[u8], uid: u32) -> u32 {
+    std::str::from_utf8(name)
+        .ok()
+        .filter(|n| !n.is_empty())
+        .and_then(|n| nix::unistd::User::from_name(n).ok().flatten())
+        .map(|u| u.uid.as_raw())
+        .unwrap_or(uid)
+}
+
+/// The group to restore, by name first like the owner.
+fn gid_of(name: &[u8], gid: u32) -> u32 {
+    std::str::from_utf8(name)
+        .ok()
+        .filter(|n| !n.is_empty())
+        .and_then(|n| nix::unistd::Group::from_name(n).ok().flatten())
+        .map(|g| g.gid.as_raw())
+        .unwrap_or(gid)
+}

@@ -1,0 +1,104 @@
+//! The tapeloom home: catalog, library and lock in one folder.
+
+use crate::error::{io, Error, Result};
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use tapeloom_catalog::Catalog;
+use tapeloom_device::{LibraryConfig, VirtualLibrary};
+
+/// Drives of the library made on first use.
+pub const DEFAULT_DRIVES: usize = 2;
+/// Slots of the library made on first use.
+pub const DEFAULT_SLOTS: usize = 16;
+/// Logical capacity of each cartridge of the library made on first use (1 TiB).
+pub const DEFAULT_CAPACITY: u64 = 1 << 40;
+
+/// The home to use when none is given: `$TAPELOOM_HOME`, else the XDG data folder.
+pub fn default_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("TAPELOOM_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h);
+    }
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(x).join("tapeloom");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    PathBuf::from(home).join(".local/share/tapeloom")
+}
+
+/// An open home. Holding it holds the home's lock: one process changes a home at a time.
+pub struct Home {
+    dir: PathBuf,
+    _lock: nix::fcntl::Flock<File>,
+    /// The catalog.
+    pub catalog: Catalog,
+}
+
+impl Home {
+    /// Opens `dir`, creating it with a catalog and the default library on first use,
+    /// and takes its lock (waiting for another tapeloom process to finish).
+    pub fn open(dir: &Path) -> Result<Self> {
+        io(std::fs::create_dir_all(dir), || {
+            format!("create home {}", dir.display())
+        })?;
+        let lock_path = dir.join("lock");
+        let f = io(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path),
+            || format!("open {}", lock_path.display()),
+        )?;
+        let _ = f.as_fd();
+        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| Error::Msg(format!("lock {}: {e}", lock_path.display())))?;
+        let catalog = Catalog::open(&dir.join("catalog.sqlite"))?;
+        catalog.recover_interrupted()?;
+        let home = Home {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            catalog,
+        };
+        if !VirtualLibrary::exists(&home.library_dir()) {
+            VirtualLibrary::create(
+                &home.library_dir(),
+                LibraryConfig {
+                    drives: DEFAULT_DRIVES,
+                    slots: DEFAULT_SLOTS,
+                    capacity: DEFAULT_CAPACITY,
+                },
+            )?;
+        }
+        Ok(home)
+    }
+
+    /// The home folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Folder of the virtual library.
+    pub fn library_dir(&self) -> PathBuf {
+        self.dir.join("library")
+    }
+
+    /// Opens the library.
+    pub fn library(&self) -> Result<VirtualLibrary> {
+        Ok(VirtualLibrary::open(&self.library_dir())?)
+    }
+
+    /// Replaces the library with a new layout. Refused when the catalog knows
+    /// volumes with jobs on them, or when a cartridge holds data.
+    pub fn create_library(&self, config: LibraryConfig) -> Result<VirtualLibrary> {
+        for v in self.catalog.volumes()? {
+            if self.catalog.jobs_on_volume(v.id)? > 0 {
+                return Err(Error::Msg(format!(
+                    "the library holds jobs (volume {} has data); refusing to replace it",
+                    v.barcode
+                )));
+            }
+        }
+        Ok(VirtualLibrary::create(&self.library_dir(), config)?)
+    }
+}

@@ -1,0 +1,299 @@
+//! Reading a job's blocks in tape order across its volumes, and decoding its streams.
+
+use crate::error::{Error, Result};
+use crate::volumes::{mount, read_label, Found};
+use std::collections::HashMap;
+use tapeloom_catalog::JobVolume;
+use tapeloom_device::{DeviceError, ReadOutcome, TapeDrive, VirtualDrive, VirtualLibrary};
+use tapeloom_format::{
+    BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
+};
+
+/// What the next read found.
+pub(crate) enum Got {
+    /// A good block of the job; its bytes are in [`JobReader::block`].
+    Block {
+        seq: u32,
+        lbn: u64,
+        header: BlockHeader,
+    },
+    /// A block that failed its checks.
+    Bad { seq: u32, lbn: u64, why: String },
+    /// The job has no more blocks.
+    End,
+}
+
+/// Reads the blocks of one job, positioning by logical block.
+pub(crate) struct JobReader {
+    lib: VirtualLibrary,
+    prefer_drive: Option<usize>,
+    vols: Vec<JobVolume>,
+    job_tag: u64,
+    cur: Option<(u32, VirtualDrive)>,
+    lbn: u64,
+    buf: Vec<u8>,
+    len: usize,
+    /// Blocks read.
+    pub blocks_read: u64,
+    /// Bytes read from tape.
+    pub bytes_read: u64,
+    /// Locates done.
+    pub locates: u64,
+}
+
+impl JobReader {
+    pub fn new(
+        lib: VirtualLibrary,
+        vols: Vec<JobVolume>,
+        job_tag: u64,
+        block_size: usize,
+        prefer_drive: Option<usize>,
+    ) -> Self {
+        JobReader {
+            lib,
+            prefer_drive,
+            vols,
+            job_tag,
+            cur: None,
+            lbn: 0,
+            buf: vec![0; block_size.max(tapeloom_format::MAX_BLOCK_SIZE)],
+            len: 0,
+            blocks_read: 0,
+            bytes_read: 0,
+            locates: 0,
+        }
+    }
+
+    /// The bytes of the last good block.
+    pub fn block(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn volume(&self, seq: u32) -> Result<&JobVolume> {
+        self.vols
+            .iter()
+            .find(|v| v.seq == seq)
+            .ok_or_else(|| Error::Msg(format!("the job has no volume {seq}")))
+    }
+
+    /// Positions at block `lbn` of the job's volume `seq`.
+    pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
+        if self.cur.as_ref().map(|c| c.0) != Some(seq) {
+            self.cur = None;
+            let v = self.volume(seq)?.clone();
+            let (_, mut drive) = mount(&mut self.lib, &v.volume.barcode, self.prefer_drive)?;
+            match read_label(&mut drive)? {
+                Found::Label(l) if l.uuid == v.volume.uuid => {}
+                _ => {
+                    return Err(Error::Msg(format!(
+                        "cartridge {} does not carry the label of volume {} of this job",
+                        v.volume.barcode, seq
+                    )))
+                }
+            }
+            self.bytes_read += tapeloom_format::LABEL_LEN as u64;
+            self.cur = Some((seq, drive));
+            self.lbn = 1;
+        }
+        if self.lbn != lbn {
+            if let Some((_, d)) = self.cur.as_mut() {
+                d.locate(lbn)?;
+                self.locates += 1;
+            }
+            self.lbn = lbn;
+        }
+        Ok(())
+    }
+
+    /// Where the next read happens: (volume seq, LBN).
+    pub fn at(&self) -> Option<(u32, u64)> {
+        self.cur.as_ref().map(|c| (c.0, self.lbn))
+    }
+
+    fn next_volume(&mut self) -> Result<bool> {
+        let Some((seq, _)) = self.cur.as_ref() else {
+            return Ok(false);
+        };
+        let next = seq + 1;
+        match self.vols.iter().find(|v| v.seq == next) {
+            Some(v) => {
+                let first = v.first_lbn;
+                self.seek(next, first)?;
+                Ok(true)
+            }
+            None => {
+                self.cur = None;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Reads the next block of the job.
+    pub fn next(&mut self) -> Result<Got> {
+        loop {
+            let Some((seq, _)) = self.cur.as_ref() else {
+                return Ok(Got::End);
+            };
+            let seq = *seq;
+            let v = self.volume(seq)?;
+            let uuid = v.volume.uuid;
+            if v.last_lbn.is_some_and(|last| self.lbn > last) {
+                if self.next_volume()? {
+                    continue;
+                }
+                return Ok(Got::End);
+            }
+            let lbn = self.lbn;
+            let Some((_, drive)) = self.cur.as_mut() else {
+                return Ok(Got::End);
+            };
+            match drive.read_block(&mut self.buf) {
+                Ok(ReadOutcome::Block(n)) => {
+                    self.lbn += 1;
+                    self.blocks_read += 1;
+                    self.bytes_read += n as u64;
+                    self.len = n;
+                    match BlockHeader::open(&self.buf[..n]) {
+                        Ok(h) if h.job_tag != self.job_tag => {
+                            // Past the end of an incomplete segment: another job's data.
+                            if self.next_volume()? {
+                                continue;
+                            }
+                            return Ok(Got::End);
+                        }
+                        Ok(h) if h.lbn != lbn || h.volume != uuid => {
+                            return Ok(Got::Bad {
+                                seq,
+                                lbn,
+                                why: format!("block says it is block {} of another place", h.lbn),
+                            })
+                        }
+                        Ok(header) => return Ok(Got::Block { seq, lbn, header }),
+                        Err(e) => {
+                            return Ok(Got::Bad {
+                                seq,
+                                lbn,
+                                why: e.to_string(),
+                            })
+                        }
+                    }
+                }
+                Ok(ReadOutcome::Filemark) | Ok(ReadOutcome::EndOfData) => {
+                    if self.next_volume()? {
+                        continue;
+                    }
+                    return Ok(Got::End);
+                }
+                Err(DeviceError::BlockTooLarge { actual }) => {
+                    self.lbn += 1;
+                    self.blocks_read += 1;
+                    return Ok(Got::Bad {
+                        seq,
+                        lbn,
+                        why: format!("block of {actual} bytes is larger than any tapeloom block"),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Receives the decoded records of a job's streams.
+pub(crate) trait Sink {
+    /// One event of `stream`.
+    fn event(&mut self, stream: u16, ev: Event<'_>, at: (u32, u64)) -> Result<()>;
+    /// Bytes of `stream` were lost or did not decode: whatever record was open is damaged.
+    fn lost(&mut self, stream: u16, why: &str);
+}
+
+#[derive(Default)]
+struct StreamState {
+    dec: RecordDecoder,
+    next: Option<u64>,
+}
+
+/// Feeds blocks of several interleaved streams to their decoders.
+#[derive(Default)]
+pub(crate) struct Streams {
+    map: HashMap<u16, StreamState>,
+}
+
+enum SinkError {
+    Fatal(Error),
+    Format(FormatError),
+}
+
+impl From<FormatError> for SinkError {
+    fn from(e: FormatError) -> Self {
+        SinkError::Format(e)
+    }
+}
+
+impl Streams {
+    /// Feeds one good block. `start` makes decoding begin at that payload offset
+    /// (a record known to start there) instead of where the block says.
+    pub fn feed(
+        &mut self,
+        h: &BlockHeader,
+        payload: &[u8],
+        at: (u32, u64),
+        start: Option<u32>,
+        sink: &mut dyn Sink,
+    ) -> Result<()> {
+        if h.stream == CONTINUATION_STREAM {
+            return Ok(());
+        }
+        let st = self.map.entry(h.stream).or_default();
+        let from = if start.is_none() && st.next == Some(h.stream_offset) {
+            0
+        } else {
+            if st.next.is_some() && !st.dec.at_boundary() {
+                sink.lost(h.stream, "data lost in a bad block");
+            }
+            st.dec.reset();
+            match start {
+                Some(s) => s as usize,
+                None if h.first_record == NO_RECORD => {
+                    st.next = None;
+                    return Ok(());
+                }
+                None => h.first_record as usize,
+            }
+        };
+        st.next = Some(h.stream_offset + h.payload_len as u64);
+        let stream = h.stream;
+        let r = st
+            .dec
+            .feed::<SinkError>(payload.get(from..).unwrap_or(&[]), &mut |ev| {
+                sink.event(stream, ev, at).map_err(SinkError::Fatal)
+            });
+        match r {
+            Ok(()) => Ok(()),
+            Err(SinkError::Fatal(e)) => Err(e),
+            Err(SinkError::Format(e)) => {
+                // A record that does not decode: drop the stream's state and go on at
+                // the next block that starts a record.
+                st.dec.reset();
+                st.next = None;
+                sink.lost(stream, &e.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends decoding: a stream that stopped mid-record lost its tail.
+    pub fn finish(&mut self, sink: &mut dyn Sink) {
+        for (stream, st) in self.map.iter_mut() {
+            if !st.dec.at_boundary() {
+                sink.lost(*stream, "the job's data ends in the middle of this entry");
+                st.dec.reset();
+            }
+        }
+    }
+
+    /// Forgets where every stream was (after a locate).
+    pub fn reset(&mut self) {
+        self.map.clear();
+    }
+}

@@ -1,0 +1,396 @@
+//! Restore: whole jobs, or chosen paths, reading only the blocks that hold them.
+
+use crate::error::{Error, Result};
+use crate::fsmeta::Placer;
+use crate::home::Home;
+use crate::jobread::{Got, JobReader, Sink, Streams};
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::Instant;
+use tapeloom_catalog::FileRow;
+use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
+
+/// How to restore.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Where to put the restored tree.
+    pub to: PathBuf,
+    /// Paths (files or directories) of the job to restore; all when empty.
+    pub paths: Vec<Vec<u8>>,
+    /// Drive to read with, when the user chose one.
+    pub drive: Option<usize>,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreReport {
+    /// Objects restored.
+    pub files: u64,
+    /// File data bytes restored.
+    pub bytes: u64,
+    /// Blocks read from tape.
+    pub blocks_read: u64,
+    /// Bytes read from tape.
+    pub bytes_read_from_tape: u64,
+    /// Locates done.
+    pub locates: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Objects that could not be restored: path and reason.
+    pub errors: Vec<(String, String)>,
+}
+
+/// Blocks between two wanted runs that are read through rather than skipped by locate.
+const READ_THROUGH: u64 = 2;
+
+struct Open {
+    entry: Entry,
+    wanted: bool,
+    file: Option<File>,
+    crc: u32,
+    written: u64,
+    failed: Option<String>,
+}
+
+struct Restorer {
+    placer: Placer,
+    want: Option<HashSet<Vec<u8>>>,
+    open: std::collections::HashMap<u16, Open>,
+    dirs: Vec<Entry>,
+    report: RestoreReport,
+}
+
+impl Restorer {
+    fn wanted(&self, path: &[u8]) -> bool {
+        self.want.as_ref().is_none_or(|w| w.contains(path))
+    }
+
+    fn fail(&mut self, path: &[u8], why: String) {
+        self.report.errors.push((crate::display_path(path), why));
+    }
+
+    fn close(&mut self, stream: u16, end: Option<FileEnd>) {
+        let Some(mut o) = self.open.remove(&stream) else {
+            return;
+        };
+        if !o.wanted {
+            return;
+        }
+        if o.failed.is_none() {
+            match end {
+                Some(fe) if fe.crc != o.crc => {
+                    o.failed = Some(format!(
+                        "checksum mismatch (tape says {:08x}, data gives {:08x})",
+                        fe.crc, o.crc
+                    ))
+                }
+                None if o.entry.kind == EntryType::Regular => {
+                    o.failed = Some("its data ends early".into())
+                }
+                _ => {}
+            }
+        }
+        drop(o.file.take());
+        match o.failed {
+            Some(why) => {
+                let p = self.placer.path_of(&o.entry.path);
+                if o.entry.kind == EntryType::Regular {
+                    let _ = std::fs::remove_file(p);
+                }
+                self.fail(&o.entry.path, why);
+            }
+            None => {
+                if let Err(e) = self.placer.finish(&o.entry) {
+                    self.fail(&o.entry.path, e.to_string());
+                    return;
+                }
+                self.report.files += 1;
+                self.report.bytes += o.written;
+            }
+        }
+    }
+
+    fn entry(&mut self, stream: u16, e: Entry) {
+        if self.open.contains_key(&stream) {
+            self.lost(stream, "the entry after it began before its data ended");
+        }
+        let wanted = self.wanted(&e.path);
+        let mut o = Open {
+            entry: e,
+            wanted,
+            file: None,
+            crc: 0,
+            written: 0,
+            failed: None,
+        };
+        if wanted {
+            match self.placer.create(&o.entry) {
+                Ok(f) => o.file = f,
+                Err(err) => o.failed = Some(err.to_string()),
+            }
+        }
+        if o.entry.kind == EntryType::Regular {
+            self.open.insert(stream, o);
+        } else if wanted {
+            if let Some(why) = o.failed {
+                self.fail(&o.entry.path, why);
+            } else if o.entry.kind == EntryType::Directory {
+                self.report.files += 1;
+                self.dirs.push(o.entry);
+            } else {
+                match self.placer.finish(&o.entry) {
+                    Ok(()) => self.report.files += 1,
+                    Err(err) => self.fail(&o.entry.path, err.to_string()),
+                }
+            }
+        }
+    }
+
+    fn data(&mut self, stream: u16, chunk: &[u8]) {
+        let Some(o) = self.open.get_mut(&stream) else {
+            return;
+        };
+        if !o.wanted || o.failed.is_some() {
+            return;
+        }
+        o.crc = crc32c::crc32c_append(o.crc, chunk);
+        let Some(f) = o.file.as_ref() else { return };
+        // Map stored bytes to file offsets: dense files in order, sparse ones by extent.
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let (off, room) = match &o.entry.sparse {
+                None => (o.written, u64::MAX),
+                Some(ext) => {
+                    let mut skip = o.written;
+                    let mut found = None;
+                    for &(eo, el) in ext {
+                        if skip < el {
+                            found = Some((eo + skip, el - skip));
+                            break;
+                        }
+                        skip -= el;
+                    }
+                    match found {
+                        Some(x) => x,
+                        None => {
+                            o.failed = Some("more data than its extents hold".into());
+                            return;
+                        }
+                    }
+                }
+            };
+            let n = (rest.len() as u64).min(room) as usize;
+            if let Err(e) = f.write_all_at(&rest[..n], off) {
+                o.failed = Some(format!("write failed: {e}"));
+                return;
+            }
+            o.written += n as u64;
+            rest = &rest[n..];
+        }
+    }
+
+    fn finish_dirs(&mut self) {
+        // Deepest first, so setting a parent's mtime comes after its children changed it.
+        let mut dirs = std::mem::take(&mut self.dirs);
+        dirs.sort_by_key(|d| {
+            std::cmp::Reverse(
+                d.path.iter().filter(|&&b| b == b'/').count() + usize::from(d.path != b"."),
+            )
+        });
+        for d in dirs {
+            if let Err(e) = self.placer.finish(&d) {
+                self.fail(&d.path, e.to_string());
+            }
+        }
+    }
+}
+
+impl Sink for Restorer {
+    fn event(&mut self, stream: u16, ev: Event<'_>, _at: (u32, u64)) -> Result<()> {
+        match ev {
+            Event::Record {
+                kind: Kind::Entry,
+                body,
+            } => match Entry::decode(body) {
+                Ok(e) => self.entry(stream, e),
+                Err(err) => {
+                    self.lost(stream, &err.to_string());
+                    self.fail(b"?", format!("an entry on tape is refused: {err}"));
+                }
+            },
+            Event::Record {
+                kind: Kind::FileEnd,
+                body,
+            } => {
+                let fe = FileEnd::decode(body).ok();
+                self.close(stream, fe);
+            }
+            Event::Data(chunk) => self.data(stream, chunk),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn lost(&mut self, stream: u16, why: &str) {
+        if let Some(o) = self.open.get_mut(&stream) {
+            if o.failed.is_none() {
+                o.failed = Some(why.to_string());
+            }
+            self.close(stream, None);
+        }
+    }
+}
+
+/// Restores job `job_id` (or the chosen paths of it) under `opts.to`.
+pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<RestoreReport> {
+    let t0 = Instant::now();
+    let cat = &home.catalog;
+    let job = cat
+        .job(job_id)?
+        .ok_or_else(|| Error::Msg(format!("no job {job_id} in the catalog")))?;
+    let vols = cat.job_volumes(job_id)?;
+    if vols.is_empty() {
+        return Err(Error::Msg(format!("job {job_id} wrote nothing to tape")));
+    }
+    // What to read: every file under each chosen path, plus hard-link targets.
+    let mut rows: Vec<FileRow> = Vec::new();
+    let want = if opts.paths.is_empty() {
+        None
+    } else {
+        let mut set = HashSet::new();
+        for p in &opts.paths {
+            let p = normalize(p);
+            let before = rows.len();
+            cat.for_each_file(job_id, Some(&p), |r| {
+                rows.push(r);
+                Ok(())
+            })?;
+            if rows.len() == before {
+                return Err(Error::Msg(format!(
+                    "job {job_id} has no path {}",
+                    crate::display_path(&p)
+                )));
+            }
+        }
+        let mut extra = Vec::new();
+        for r in &rows {
+            set.insert(r.path.clone());
+            if r.kind == EntryType::HardLink as u8 {
+                if let Some(t) = cat.file(job_id, &r.link)? {
+                    extra.push(t);
+                }
+            }
+        }
+        for t in extra {
+            if set.insert(t.path.clone()) {
+                rows.push(t);
+            }
+        }
+        Some(set)
+    };
+    let mut rs = Restorer {
+        placer: Placer::new(&opts.to)?,
+        want,
+        open: Default::default(),
+        dirs: Vec::new(),
+        report: RestoreReport::default(),
+    };
+    let mut reader = JobReader::new(
+        home.library()?,
+        vols.clone(),
+        job.tag,
+        job.block_size as usize,
+        opts.drive,
+    );
+    let mut streams = Streams::default();
+    // Runs of blocks to read: the whole job, or from each wanted entry's start to
+    // its end, merged when they touch.
+    let runs: Vec<((u32, u64, u32), (u32, u64))> = if rs.want.is_none() {
+        vec![(
+            (vols[0].seq, vols[0].first_lbn, u32::MAX),
+            (u32::MAX, u64::MAX),
+        )]
+    } else {
+        rows.sort_by_key(|r| (r.start_seq, r.start_lbn, r.start_off));
+        let mut runs: Vec<((u32, u64, u32), (u32, u64))> = Vec::new();
+        for r in &rows {
+            let s = (r.start_seq, r.start_lbn, r.start_off);
+            let e = (r.end_seq, r.end_lbn);
+            match runs.last_mut() {
+                Some((_, end)) if r.start_seq == end.0 && r.start_lbn <= end.1 + READ_THROUGH => {
+                    *end = (*end).max(e);
+                }
+                Some((_, end)) if (r.start_seq, r.start_lbn) <= *end => *end = (*end).max(e),
+                _ => runs.push((s, e)),
+            }
+        }
+        runs
+    };
+    for (start, end) in runs {
+        let mut first = start.2 != u32::MAX;
+        let need_seek = match reader.at() {
+            Some(at) => at > (start.0, start.1) || at < (start.0, start.1),
+            None => true,
+        };
+        if need_seek {
+            reader.seek(start.0, start.1)?;
+            streams.reset();
+        }
+        loop {
+            if reader.at().is_none_or(|at| at > end) {
+                break;
+            }
+            match reader.next()? {
+                Got::End => break,
+                Got::Bad { seq, lbn, why } => {
+                    for p in cat.files_in_block(job_id, seq, lbn)? {
+                        if rs.wanted(&p) {
+                            rs.fail(&p, format!("block {lbn} of volume {seq} is bad: {why}"));
+                        }
+                    }
+                    first = false;
+                }
+                Got::Block { seq, lbn, header } => {
+                    let block = reader.block();
+                    let payload = header.payload(block);
+                    let s = if first { Some(start.2) } else { None };
+                    first = false;
+                    streams.feed(&header, payload, (seq, lbn), s, &mut rs)?;
+                }
+            }
+        }
+    }
+    streams.finish(&mut rs);
+    rs.finish_dirs();
+    let mut report = rs.report;
+    // A file named for a bad block may also have failed its checksum: name it once.
+    let mut seen = HashSet::new();
+    report.errors.retain(|e| seen.insert(e.0.clone()));
+    report.blocks_read = reader.blocks_read;
+    report.bytes_read_from_tape = reader.bytes_read;
+    report.locates = reader.locates;
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A path as the user typed it, in job-namespace form: no leading `./` or `/`, no
+/// trailing `/`.
+fn normalize(p: &[u8]) -> Vec<u8> {
+    let mut p = p;
+    while let Some(r) = p.strip_prefix(b"./") {
+        p = r;
+    }
+    while let Some(r) = p.strip_prefix(b"/") {
+        p = r;
+    }
+    while p.len() > 1 && p.ends_with(b"/") {
+        p = &p[..p.len() - 1];
+    }
+    if p.is_empty() {
+        b".".to_vec()
+    } else {
+        p.to_vec()
+    }
+}

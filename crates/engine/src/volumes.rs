@@ -1,0 +1,365 @@
+//! Volume policy: which cartridge a job writes to, labelling blank ones, mounting
+//! through the changer, and spanning to the next cartridge at early warning.
+
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use tapeloom_catalog::{Catalog, Volume};
+use tapeloom_device::{
+    Changer, DeviceError, ReadOutcome, TapeDrive, VirtualDrive, VirtualLibrary, WriteOutcome,
+};
+use tapeloom_format::{
+    JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
+    CONTROL_STREAM, LABEL_LEN,
+};
+
+/// What is at the beginning of a cartridge.
+pub(crate) enum Found {
+    /// Nothing: a blank cartridge.
+    Blank,
+    /// A tapeloom label.
+    Label(VolumeLabel),
+    /// Something else.
+    Foreign(String),
+}
+
+/// Reads the label of the cartridge in `drive`.
+pub(crate) fn read_label(drive: &mut dyn TapeDrive) -> Result<Found> {
+    drive.rewind()?;
+    let mut buf = vec![0u8; 64 * 1024];
+    Ok(match drive.read_block(&mut buf) {
+        Ok(ReadOutcome::EndOfData) => Found::Blank,
+        Ok(ReadOutcome::Filemark) => Found::Foreign("it starts with a filemark".into()),
+        Ok(ReadOutcome::Block(n)) if n == LABEL_LEN => match VolumeLabel::decode(&buf[..n]) {
+            Ok(l) => Found::Label(l),
+            Err(e) => Found::Foreign(format!("its first block is not a tapeloom label ({e})")),
+        },
+        Ok(ReadOutcome::Block(n)) => Found::Foreign(format!(
+            "its first block ({n} bytes) is not a tapeloom label"
+        )),
+        Err(DeviceError::BlockTooLarge { actual }) => Found::Foreign(format!(
+            "its first block ({actual} bytes) is not a tapeloom label"
+        )),
+        Err(e) => return Err(e.into()),
+    })
+}
+
+/// Puts `barcode` into a drive (moving whatever is in the way) and opens it.
+/// Uses `prefer` when given, else the drive already holding it, else an empty drive.
+pub(crate) fn mount(
+    lib: &mut VirtualLibrary,
+    barcode: &str,
+    prefer: Option<usize>,
+) -> Result<(usize, VirtualDrive)> {
+    let inv = lib.inventory()?;
+    let holder = inv.drive_of(barcode);
+    let drive = match (prefer, holder) {
+        (Some(p), _) => p,
+        (None, Some(h)) => h,
+        (None, None) => inv
+            .drives
+            .iter()
+            .find(|d| d.loaded.is_none())
+            .map(|d| d.index)
+            .unwrap_or(0),
+    };
+    if drive >= inv.drives.len() {
+        return Err(Error::Msg(format!(
+            "the library has no drive {drive} (it has {})",
+            inv.drives.len()
+        )));
+    }
+    if holder == Some(drive) {
+        return Ok((drive, lib.open_drive(drive)?));
+    }
+    if let Some(h) = holder {
+        lib.unload(h, None)?;
+    }
+    if inv.drives[drive].loaded.is_some() {
+        lib.unload(drive, None)?;
+    }
+    let slot = lib
+        .inventory()?
+        .slot_of(barcode)
+        .ok_or_else(|| Error::Msg(format!("cartridge {barcode} is not in the library")))?;
+    lib.load(slot, drive)?;
+    Ok((drive, lib.open_drive(drive)?))
+}
+
+/// Writes a job's blocks to one drive, spanning cartridges as they fill.
+pub(crate) struct VolumeWriter<'c> {
+    cat: &'c Catalog,
+    lib: VirtualLibrary,
+    prefer_drive: Option<usize>,
+    drive: Option<VirtualDrive>,
+    job_id: i64,
+    start: JobStart,
+    pool: String,
+    seq: u32,
+    volume: Option<Volume>,
+    lbn: u64,
+    need_switch: bool,
+    used: Vec<String>,
+    /// Volumes the job wrote to, in order.
+    pub volumes: Vec<Volume>,
+    ctl: StreamPacker,
+    ctl_pos: HashMap<u64, (u32, u64)>,
+    /// Blocks written (all streams).
+    pub blocks: u64,
+}
+
+impl<'c> VolumeWriter<'c> {
+    /// Mounts the first volume and writes the job start record.
+    pub fn begin(
+        cat: &'c Catalog,
+        lib: VirtualLibrary,
+        prefer_drive: Option<usize>,
+        job_id: i64,
+        start: JobStart,
+    ) -> Result<Self> {
+        let ctl = StreamPacker::new(CONTROL_STREAM, start.job_tag, start.block_size as usize);
+        let mut w = VolumeWriter {
+            cat,
+            lib,
+            prefer_drive,
+            drive: None,
+            job_id,
+            start,
+            pool: "default".into(),
+            seq: 0,
+            volume: None,
+            lbn: 0,
+            need_switch: false,
+            used: Vec::new(),
+            volumes: Vec::new(),
+            ctl,
+            ctl_pos: HashMap::new(),
+            blocks: 0,
+        };
+        w.mount_next()?;
+        let body = w.start.encode();
+        w.ctl.record(Kind::JobStart, &body);
+        w.ctl.finish_block();
+        w.flush_ctl()?;
+        Ok(w)
+    }
+
+    /// Chooses the next volume: an appendable one of the pool, else a blank cartridge.
+    fn choose(&mut self) -> Result<String> {
+        let inv = self.lib.inventory()?;
+        let in_library = inv.barcodes();
+        let known: HashMap<String, Volume> = self
+            .cat
+            .volumes()?
+            .into_iter()
+            .map(|v| (v.barcode.clone(), v))
+            .collect();
+        let usable = |b: &String| !self.used.contains(b) && !self.lib.is_write_protected(b);
+        // Prefer what is already in a drive, to save a load.
+        let mut order: Vec<&String> = in_library.iter().collect();
+        order.sort_by_key(|b| inv.drive_of(b).is_none());
+        for b in &order {
+            if let Some(v) = known.get(*b) {
+                if v.status == "append" && v.pool == self.pool && usable(b) {
+                    return Ok((*b).clone());
+                }
+            }
+        }
+        for b in &order {
+            if !known.contains_key(*b) && usable(b) && self.lib.cartridge_bytes(b) == 0 {
+                return Ok((*b).clone());
+            }
+        }
+        Err(Error::Msg(format!(
+            "no writable cartridge left in the library for pool {} (all are full, foreign or write protected)",
+            self.pool
+        )))
+    }
+
+    fn mount_next(&mut self) -> Result<()> {
+        loop {
+            let barcode = self.choose()?;
+            self.used.push(barcode.clone());
+            self.drive = None;
+            let (_, mut drive) = mount(&mut self.lib, &barcode, self.prefer_drive)?;
+            let volume = match (read_label(&mut drive)?, self.cat.volume_by_barcode(&barcode)?) {
+                (Found::Blank, None) => {
+                    let label = VolumeLabel {
+                        uuid: random_uuid(),
+                        barcode: barcode.clone(),
+                        pool: self.pool.clone(),
+                        created: Timestamp::now(),
+                        block_size: self.start.block_size,
+                    };
+                    drive.rewind()?;
+                    drive.write_block(&label.encode())?;
+                    drive.write_filemarks(1, false)?;
+                    self.cat.add_volume(
+                        &barcode,
+                        label.uuid,
+                        &label.pool,
+                        label.block_size,
+                        label.created.as_nanos(),
+                    )?
+                }
+                (Found::Label(l), Some(v)) if l.uuid == v.uuid => v,
+                (Found::Label(_), Some(_)) => {
+                    return Err(Error::Msg(format!(
+                        "cartridge {barcode} carries a label that does not match the catalog; refusing to write to it"
+                    )))
+                }
+                (found, _) => {
+                    let why = match found {
+                        Found::Foreign(w) => w,
+                        _ => "the catalog does not know it".into(),
+                    };
+                    return Err(Error::Msg(format!(
+                        "cartridge {barcode} holds data tapeloom did not write ({why}); refusing to write to it"
+                    )));
+                }
+            };
+            drive.space_to_eod()?;
+            self.lbn = drive.position()?;
+            if drive.write_protected()? {
+                continue;
+            }
+            self.cat
+                .add_job_volume(self.job_id, self.seq, volume.id, self.lbn)?;
+            self.volumes.push(volume.clone());
+            self.volume = Some(volume);
+            self.drive = Some(drive);
+            return Ok(());
+        }
+    }
+
+    fn end_segment(&mut self, flush: bool) -> Result<()> {
+        let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
+        drive.write_filemarks(1, !flush)?;
+        self.cat
+            .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
+        self.lbn += 1;
+        Ok(())
+    }
+
+    fn switch(&mut self) -> Result<()> {
+        self.end_segment(true)?;
+        if let Some(v) = &self.volume {
+            self.cat.set_volume_status(v.id, "full")?;
+        }
+        self.seq += 1;
+        self.need_switch = false;
+        self.mount_next()?;
+        let mut cont = self.start.clone();
+        cont.volume_seq = self.seq;
+        let mut p = StreamPacker::new(
+            CONTINUATION_STREAM,
+            self.start.job_tag,
+            self.start.block_size as usize,
+        );
+        p.record(Kind::Continuation, &cont.encode());
+        p.finish_block();
+        for mut b in p.ready.drain(..) {
+            self.write_raw(&mut b)?;
+        }
+        Ok(())
+    }
+
+    fn write_raw(&mut self, b: &mut PackedBlock) -> Result<(u32, u64)> {
+        let uuid = self.volume.as_ref().map(|v| v.uuid).unwrap_or_default();
+        let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
+        b.seal(uuid, self.lbn);
+        match drive.write_block(&b.buf)? {
+            WriteOutcome::Written => {}
+            WriteOutcome::EarlyWarning => self.need_switch = true,
+        }
+        self.lbn += 1;
+        self.blocks += 1;
+        Ok((self.seq, self.lbn - 1))
+    }
+
+    /// Writes one block, changing cartridges first when the last one is full.
+    /// Returns where it landed: (volume sequence, LBN).
+    pub fn write(&mut self, b: &mut PackedBlock) -> Result<(u32, u64)> {
+        let mut retried = false;
+        loop {
+            if self.need_switch {
+                self.switch()?;
+            }
+            match self.write_raw(b) {
+                Err(Error::Device(DeviceError::EndOfMedium)) if !retried => {
+                    retried = true;
+                    self.need_switch = true;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn flush_ctl(&mut self) -> Result<()> {
+        let ready: Vec<PackedBlock> = self.ctl.ready.drain(..).collect();
+        for mut b in ready {
+            let at = self.write(&mut b)?;
+            self.ctl_pos.insert(b.seq, at);
+        }
+        Ok(())
+    }
+
+    /// Appends an index chunk to the control stream; returns where it starts once
+    /// its block is written (block seq, offset).
+    pub fn index_chunk(&mut self, body: &[u8]) -> Result<(u64, u32)> {
+        let at = self.ctl.record(Kind::Index, body);
+        self.flush_ctl()?;
+        Ok(at)
+    }
+
+    /// Where control block `seq` landed.
+    pub fn ctl_position(&mut self, at: (u64, u32)) -> Result<Pos> {
+        self.ctl.finish_block();
+        self.flush_ctl()?;
+        let (volume_seq, lbn) = *self
+            .ctl_pos
+            .get(&at.0)
+            .ok_or_else(|| Error::Msg("control block position lost".into()))?;
+        Ok(Pos {
+            volume_seq,
+            lbn,
+            offset: at.1,
+        })
+    }
+
+    /// Writes the job end record in a block of its own and ends the segment with a
+    /// flushing filemark.
+    pub fn end(&mut self, job_end: &[u8]) -> Result<()> {
+        self.ctl.finish_block();
+        self.ctl.record(Kind::JobEnd, job_end);
+        self.ctl.finish_block();
+        self.flush_ctl()?;
+        self.end_segment(true)?;
+        if self.need_switch {
+            if let Some(v) = &self.volume {
+                self.cat.set_volume_status(v.id, "full")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Volume UUIDs so far, in order.
+    pub fn uuids(&self) -> Vec<[u8; 16]> {
+        self.volumes.iter().map(|v| v.uuid).collect()
+    }
+}
+
+/// 16 random bytes from the kernel, for volume UUIDs and job tags.
+pub(crate) fn random_uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut u))
+        .is_err()
+    {
+        // No urandom: time and process id are unique enough for a label.
+        let t = Timestamp::now().as_nanos() as u128 ^ ((std::process::id() as u128) << 64);
+        u = t.to_le_bytes();
+    }
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
