@@ -11,7 +11,7 @@ use crate::source::{self, Content, Fetched, Item};
 use crate::volumes::{random_uuid, VolumeWriter};
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -215,10 +215,13 @@ pub fn backup(
         .zip(abs_sources.iter().zip(roots))
         .map(|(s, (a, r))| (s.id, a.clone(), r))
         .collect();
+    let skip: Vec<(u64, u64)> = std::fs::metadata(home.dir())
+        .map(|m| vec![(m.dev(), m.ino())])
+        .unwrap_or_default();
     let packer = std::thread::spawn(move || -> Result<(u64, u64)> {
         let mut totals = (0, 0);
         for (id, abs, root) in work {
-            let fetched = source::start(vec![(abs.clone(), root.clone())], readers);
+            let fetched = source::start(vec![(abs.clone(), root.clone())], readers, skip.clone());
             let host = HostPath { abs, root };
             let (e, b) = pack_stream(id, tag, block_size, fetched, &tx, &back_rx, &host)?;
             totals.0 += e;

@@ -6,6 +6,7 @@ use nix::sys::time::TimeSpec;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -16,9 +17,100 @@ use tapeloom_format::{Entry, EntryType};
 pub(crate) struct Placer {
     root: PathBuf,
     known_dirs: HashSet<Vec<u8>>,
+    owners: Owners,
+}
+
+/// Maps the owner names and numbers on tape to this host's, with a cache; `None`
+/// when not running as root (ownership is then left as it is, as tar does).
+pub(crate) struct Owners {
     as_root: bool,
     users: HashMap<(Vec<u8>, u32), u32>,
     groups: HashMap<(Vec<u8>, u32), u32>,
+}
+
+impl Owners {
+    pub fn new() -> Self {
+        Owners {
+            as_root: nix::unistd::geteuid().is_root(),
+            users: HashMap::new(),
+            groups: HashMap::new(),
+        }
+    }
+
+    fn of(&mut self, e: &Entry) -> Option<(u32, u32)> {
+        if !self.as_root {
+            return None;
+        }
+        let uid = *self
+            .users
+            .entry((e.user.clone(), e.uid))
+            .or_insert_with(|| uid_of(&e.user, e.uid));
+        let gid = *self
+            .groups
+            .entry((e.group.clone(), e.gid))
+            .or_insert_with(|| gid_of(&e.group, e.gid));
+        Some((uid, gid))
+    }
+}
+
+/// Creates regular file `p` for entry `e`, replacing a non-directory in the way, never
+/// following a symlink.
+pub(crate) fn create_file(p: &Path, e: &Entry) -> Result<File> {
+    let open = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(p)
+    };
+    let f = match open() {
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            clear(p, &e.path)?;
+            open()
+        }
+        r => r,
+    };
+    let f = io(f, || format!("create {}", p.display()))?;
+    if e.sparse.is_some() {
+        io(f.set_len(e.size), || format!("size {}", p.display()))?;
+    }
+    Ok(f)
+}
+
+/// Removes what is in the way of a new non-directory at `p`.
+fn clear(p: &Path, rel: &[u8]) -> Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => Err(Error::Msg(format!(
+            "cannot restore {}: a directory is in the way",
+            show(rel)
+        ))),
+        Ok(_) => io(std::fs::remove_file(p), || {
+            format!("replace {}", p.display())
+        }),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Sets the metadata of a regular file through its open descriptor, which saves the
+/// path lookups that dominate small-file restores.
+pub(crate) fn finish_file(f: &File, p: &Path, e: &Entry, owners: &mut Owners) -> Result<()> {
+    for (name, value) in &e.xattrs {
+        let _ = xattr::FileExt::set_xattr(f, OsStr::from_bytes(name), value);
+    }
+    if let Some((uid, gid)) = owners.of(e) {
+        io(std::os::unix::fs::fchown(f, Some(uid), Some(gid)), || {
+            format!("chown {}", p.display())
+        })?;
+    }
+    io(
+        f.set_permissions(std::fs::Permissions::from_mode(e.mode)),
+        || format!("chmod {}", p.display()),
+    )?;
+    let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
+    nix::sys::stat::futimens(f.as_raw_fd(), &ts(e.atime), &ts(e.mtime))
+        .map_err(|err| Error::Msg(format!("set times of {}: {err}", p.display())))?;
+    Ok(())
 }
 
 fn dest(root: &Path, rel: &[u8]) -> PathBuf {
@@ -41,9 +133,7 @@ impl Placer {
         Ok(Placer {
             root: root.to_path_buf(),
             known_dirs: HashSet::new(),
-            as_root: nix::unistd::geteuid().is_root(),
-            users: HashMap::new(),
-            groups: HashMap::new(),
+            owners: Owners::new(),
         })
     }
 
@@ -52,7 +142,7 @@ impl Placer {
     }
 
     /// Makes sure every parent of `rel` is a real directory under the root.
-    fn parents(&mut self, rel: &[u8]) -> Result<()> {
+    pub fn parents(&mut self, rel: &[u8]) -> Result<()> {
         let Some(cut) = rel.iter().rposition(|&b| b == b'/') else {
             return Ok(());
         };
@@ -94,20 +184,6 @@ impl Placer {
         Ok(())
     }
 
-    /// Removes what is in the way of a new non-directory at `p`.
-    fn clear(&self, p: &Path, rel: &[u8]) -> Result<()> {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => Err(Error::Msg(format!(
-                "cannot restore {}: a directory is in the way",
-                show(rel)
-            ))),
-            Ok(_) => io(std::fs::remove_file(p), || {
-                format!("replace {}", p.display())
-            }),
-            Err(_) => Ok(()),
-        }
-    }
-
     /// Creates the object of `e`. Returns the open file of a regular file.
     pub fn create(&mut self, e: &Entry) -> Result<Option<File>> {
         let rel = e.path.as_slice();
@@ -118,7 +194,7 @@ impl Placer {
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.is_dir() => {}
                     Ok(_) => {
-                        self.clear(&p, rel)?;
+                        clear(&p, rel)?;
                         io(std::fs::create_dir(&p), || {
                             format!("create {}", p.display())
                         })?;
@@ -132,22 +208,9 @@ impl Placer {
                 self.known_dirs.insert(rel.to_vec());
                 Ok(None)
             }
-            EntryType::Regular => {
-                self.clear(&p, rel)?;
-                let f = io(
-                    OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .custom_flags(nix::libc::O_NOFOLLOW)
-                        .mode(0o600)
-                        .open(&p),
-                    || format!("create {}", p.display()),
-                )?;
-                io(f.set_len(e.size), || format!("size {}", p.display()))?;
-                Ok(Some(f))
-            }
+            EntryType::Regular => create_file(&p, e).map(Some),
             EntryType::Symlink => {
-                self.clear(&p, rel)?;
+                clear(&p, rel)?;
                 io(
                     std::os::unix::fs::symlink(OsStr::from_bytes(&e.link), &p),
                     || format!("create symlink {}", p.display()),
@@ -167,14 +230,14 @@ impl Placer {
                         )))
                     }
                 }
-                self.clear(&p, rel)?;
+                clear(&p, rel)?;
                 io(std::fs::hard_link(&target, &p), || {
                     format!("link {}", p.display())
                 })?;
                 Ok(None)
             }
             EntryType::Fifo | EntryType::CharDevice | EntryType::BlockDevice => {
-                self.clear(&p, rel)?;
+                clear(&p, rel)?;
                 let kind = match e.kind {
                     EntryType::Fifo => SFlag::S_IFIFO,
                     EntryType::CharDevice => SFlag::S_IFCHR,
@@ -188,6 +251,12 @@ impl Placer {
         }
     }
 
+    /// Sets a regular file's metadata through its descriptor.
+    pub fn finish_file(&mut self, f: &File, e: &Entry) -> Result<()> {
+        let p = dest(&self.root, &e.path);
+        finish_file(f, &p, e, &mut self.owners)
+    }
+
     /// Sets owner, mode, extended attributes and times. Directories get theirs after
     /// their contents (the caller defers them).
     pub fn finish(&mut self, e: &Entry) -> Result<()> {
@@ -199,15 +268,7 @@ impl Placer {
             // Not every file system takes every namespace; the data matters more.
             let _ = xattr::set(&p, OsStr::from_bytes(name), value);
         }
-        if self.as_root {
-            let uid = *self
-                .users
-                .entry((e.user.clone(), e.uid))
-                .or_insert_with(|| uid_of(&e.user, e.uid));
-            let gid = *self
-                .groups
-                .entry((e.group.clone(), e.gid))
-                .or_insert_with(|| gid_of(&e.group, e.gid));
+        if let Some((uid, gid)) = self.owners.of(e) {
             io(std::os::unix::fs::lchown(&p, Some(uid), Some(gid)), || {
                 format!("chown {}", p.display())
             })?;

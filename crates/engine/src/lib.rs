@@ -17,6 +17,7 @@ mod restore;
 mod source;
 mod verify;
 mod volumes;
+mod writers;
 
 pub use backup::{backup, BackupOptions, BackupReport, Progress};
 pub use error::{Error, Result};

@@ -4,12 +4,13 @@ use crate::error::{Error, Result};
 use crate::fsmeta::Placer;
 use crate::home::Home;
 use crate::jobread::{Got, JobReader, Sink, Streams};
+use crate::writers::{Writers, SMALL};
 use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
-use tapeloom_catalog::FileRow;
+use tapeloom_catalog::{FileRow, JobVolume};
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
 
 /// How to restore.
@@ -42,6 +43,9 @@ pub struct RestoreReport {
     pub errors: Vec<(String, String)>,
 }
 
+/// Threads writing small files.
+const WRITERS: usize = 3;
+
 /// Blocks between two wanted runs that are read through rather than skipped by locate.
 const READ_THROUGH: u64 = 2;
 
@@ -49,6 +53,8 @@ struct Open {
     entry: Entry,
     wanted: bool,
     file: Option<File>,
+    /// A small file's data, gathered for the writers.
+    buf: Option<Vec<u8>>,
     crc: u32,
     written: u64,
     failed: Option<String>,
@@ -60,6 +66,8 @@ struct Restorer {
     open: std::collections::HashMap<u16, Open>,
     dirs: Vec<Entry>,
     report: RestoreReport,
+    /// Small-file writers; taken when the reading is done.
+    writers: Option<Writers>,
 }
 
 impl Restorer {
@@ -92,7 +100,20 @@ impl Restorer {
                 _ => {}
             }
         }
-        drop(o.file.take());
+        if o.failed.is_none() {
+            if let Some(data) = o.buf.take() {
+                let p = self.placer.path_of(&o.entry.path);
+                let sent = match &self.writers {
+                    Some(w) => w.submit(p, o.entry.clone(), data),
+                    None => Err("the writers are closed".into()),
+                };
+                if let Err(e) = sent {
+                    self.fail(&o.entry.path, e);
+                }
+                return;
+            }
+        }
+        let file = o.file.take();
         match o.failed {
             Some(why) => {
                 let p = self.placer.path_of(&o.entry.path);
@@ -102,12 +123,16 @@ impl Restorer {
                 self.fail(&o.entry.path, why);
             }
             None => {
-                if let Err(e) = self.placer.finish(&o.entry) {
+                let done = match &file {
+                    Some(f) => self.placer.finish_file(f, &o.entry),
+                    None => self.placer.finish(&o.entry),
+                };
+                if let Err(e) = done {
                     self.fail(&o.entry.path, e.to_string());
                     return;
                 }
                 self.report.files += 1;
-                self.report.bytes += o.written;
+                self.report.bytes += o.entry.size;
             }
         }
     }
@@ -121,11 +146,25 @@ impl Restorer {
             entry: e,
             wanted,
             file: None,
+            buf: None,
             crc: 0,
             written: 0,
             failed: None,
         };
-        if wanted {
+        let small =
+            o.entry.kind == EntryType::Regular && o.entry.sparse.is_none() && o.entry.size <= SMALL;
+        if wanted && small {
+            match self.placer.parents(&o.entry.path) {
+                Ok(()) => o.buf = Some(Vec::with_capacity(o.entry.size as usize)),
+                Err(err) => o.failed = Some(err.to_string()),
+            }
+        } else if wanted {
+            if o.entry.kind == EntryType::HardLink {
+                // Its target may still be with the writers.
+                if let Some(w) = &self.writers {
+                    w.wait();
+                }
+            }
             match self.placer.create(&o.entry) {
                 Ok(f) => o.file = f,
                 Err(err) => o.failed = Some(err.to_string()),
@@ -156,6 +195,14 @@ impl Restorer {
             return;
         }
         o.crc = crc32c::crc32c_append(o.crc, chunk);
+        if let Some(buf) = o.buf.as_mut() {
+            if buf.len() as u64 + chunk.len() as u64 > o.entry.size {
+                o.failed = Some("more data than its size".into());
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+            return;
+        }
         let Some(f) = o.file.as_ref() else { return };
         // Map stored bytes to file offsets: dense files in order, sparse ones by extent.
         let mut rest = chunk;
@@ -296,6 +343,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         open: Default::default(),
         dirs: Vec::new(),
         report: RestoreReport::default(),
+        writers: Some(Writers::new(WRITERS)),
     };
     let mut reader = JobReader::new(
         home.library()?,
@@ -305,41 +353,14 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         opts.drive,
     );
     let mut streams = Streams::default();
-    // Runs of blocks to read: the whole job, or from each wanted entry's start to
-    // its end, merged when they touch.
-    let runs: Vec<((u32, u64, u32), (u32, u64))> = if rs.want.is_none() {
-        vec![(
-            (vols[0].seq, vols[0].first_lbn, u32::MAX),
-            (u32::MAX, u64::MAX),
-        )]
-    } else {
-        rows.sort_by_key(|r| (r.start_seq, r.start_lbn, r.start_off));
-        let mut runs: Vec<((u32, u64, u32), (u32, u64))> = Vec::new();
-        for r in &rows {
-            let s = (r.start_seq, r.start_lbn, r.start_off);
-            let e = (r.end_seq, r.end_lbn);
-            match runs.last_mut() {
-                Some((_, end)) if r.start_seq == end.0 && r.start_lbn <= end.1 + READ_THROUGH => {
-                    *end = (*end).max(e);
-                }
-                Some((_, end)) if (r.start_seq, r.start_lbn) <= *end => *end = (*end).max(e),
-                _ => runs.push((s, e)),
-            }
-        }
-        runs
-    };
-    for (start, end) in runs {
-        let mut first = start.2 != u32::MAX;
-        let need_seek = match reader.at() {
-            Some(at) => at > (start.0, start.1) || at < (start.0, start.1),
-            None => true,
-        };
-        if need_seek {
-            reader.seek(start.0, start.1)?;
+    for run in plan_runs(&vols, &mut rows, rs.want.is_none()) {
+        let mut first = run.offset.is_some();
+        if reader.at() != Some(run.start) {
+            reader.seek(run.start.0, run.start.1)?;
             streams.reset();
         }
         loop {
-            if reader.at().is_none_or(|at| at > end) {
+            if reader.at().is_none_or(|at| at > run.end) {
                 break;
             }
             match reader.next()? {
@@ -355,14 +376,20 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
                 Got::Block { seq, lbn, header } => {
                     let block = reader.block();
                     let payload = header.payload(block);
-                    let s = if first { Some(start.2) } else { None };
+                    let start = if first { run.offset } else { None };
                     first = false;
-                    streams.feed(&header, payload, (seq, lbn), s, &mut rs)?;
+                    streams.feed(&header, payload, (seq, lbn), start, &mut rs)?;
                 }
             }
         }
     }
     streams.finish(&mut rs);
+    if let Some(w) = rs.writers.take() {
+        let (files, bytes, errors) = w.finish();
+        rs.report.files += files;
+        rs.report.bytes += bytes;
+        rs.report.errors.extend(errors);
+    }
     rs.finish_dirs();
     let mut report = rs.report;
     // A file named for a bad block may also have failed its checksum: name it once.
@@ -373,6 +400,49 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     report.locates = reader.locates;
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// A stretch of a job's blocks to read in one go.
+struct Run {
+    /// (volume seq, LBN) of the first block.
+    start: (u32, u64),
+    /// Payload offset in the first block where a wanted entry starts; `None` reads
+    /// from where the blocks say records start.
+    offset: Option<u32>,
+    /// (volume seq, LBN) of the last block; reading stops after it.
+    end: (u32, u64),
+}
+
+/// The whole job as one run, or each wanted entry from its start to its end in tape
+/// order, merged when they touch or lie within [`READ_THROUGH`] blocks.
+fn plan_runs(vols: &[JobVolume], rows: &mut [FileRow], whole: bool) -> Vec<Run> {
+    if whole {
+        return vec![Run {
+            start: (vols[0].seq, vols[0].first_lbn),
+            offset: None,
+            end: (u32::MAX, u64::MAX),
+        }];
+    }
+    rows.sort_by_key(|r| (r.start_seq, r.start_lbn, r.start_off));
+    let mut runs: Vec<Run> = Vec::new();
+    for r in rows.iter() {
+        let start = (r.start_seq, r.start_lbn);
+        let end = (r.end_seq, r.end_lbn);
+        match runs.last_mut() {
+            Some(last)
+                if start <= last.end
+                    || (start.0 == last.end.0 && start.1 <= last.end.1 + READ_THROUGH) =>
+            {
+                last.end = last.end.max(end);
+            }
+            _ => runs.push(Run {
+                start,
+                offset: Some(r.start_off),
+                end,
+            }),
+        }
+    }
+    runs
 }
 
 /// A path as the user typed it, in job-namespace form: no leading `./` or `/`, no

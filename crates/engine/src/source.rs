@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -55,8 +55,13 @@ struct Work {
 }
 
 /// Starts walking `sources` (each with the namespace prefix its entries get) with
-/// `readers` threads. Returns the ordered results.
-pub fn start(sources: Vec<(PathBuf, Vec<u8>)>, readers: usize) -> Receiver<Receiver<Fetched>> {
+/// `readers` threads, leaving out the directories in `skip` (device, inode): the
+/// tapeloom home, so a backup never reads its own tapes. Returns the ordered results.
+pub fn start(
+    sources: Vec<(PathBuf, Vec<u8>)>,
+    readers: usize,
+    skip: Vec<(u64, u64)>,
+) -> Receiver<Receiver<Fetched>> {
     let (order_tx, order_rx) = sync_channel::<Receiver<Fetched>>(WINDOW);
     let (work_tx, work_rx) = sync_channel::<Work>(WINDOW);
     let work_rx = Arc::new(Mutex::new(work_rx));
@@ -81,6 +86,7 @@ pub fn start(sources: Vec<(PathBuf, Vec<u8>)>, readers: usize) -> Receiver<Recei
         let mut walker = Walker {
             order: order_tx,
             work: work_tx,
+            skip,
         };
         for (abs, rel) in sources {
             if walker.walk(abs, rel).is_err() {
@@ -94,6 +100,7 @@ pub fn start(sources: Vec<(PathBuf, Vec<u8>)>, readers: usize) -> Receiver<Recei
 struct Walker {
     order: SyncSender<Receiver<Fetched>>,
     work: SyncSender<Work>,
+    skip: Vec<(u64, u64)>,
 }
 
 /// The packer stopped listening.
@@ -121,6 +128,7 @@ impl Walker {
     /// Depth first, a directory before its contents, names in byte order.
     fn walk(&mut self, abs: PathBuf, rel: Vec<u8>) -> Result<(), Gone> {
         let is_dir = match std::fs::symlink_metadata(&abs) {
+            Ok(m) if m.is_dir() && self.skip.contains(&(m.dev(), m.ino())) => return Ok(()),
             Ok(m) => m.is_dir(),
             Err(e) => return self.error(&abs, e.to_string()),
         };
@@ -230,10 +238,37 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
     } else {
         Vec::new()
     };
+    // A regular file is opened once and everything else is read through the
+    // descriptor: path lookups are most of the cost of a small file.
+    let file = if kind == EntryType::Regular {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NOATIME)
+            .open(abs)
+            .or_else(|_| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(nix::libc::O_NOFOLLOW)
+                    .open(abs)
+            }) {
+            Ok(f) => Some(f),
+            Err(e) => return err(abs, e),
+        }
+    } else {
+        None
+    };
     let mut xattrs = Vec::new();
-    if let Ok(list) = xattr::list(abs) {
+    let listed = match &file {
+        Some(f) => xattr::FileExt::list_xattr(f),
+        None => xattr::list(abs),
+    };
+    if let Ok(list) = listed {
         for name in list {
-            if let Ok(Some(v)) = xattr::get(abs, &name) {
+            let v = match &file {
+                Some(f) => xattr::FileExt::get_xattr(f, &name),
+                None => xattr::get(abs, &name),
+            };
+            if let Ok(Some(v)) = v {
                 xattrs.push((name.as_bytes().to_vec(), v));
             }
         }
@@ -269,34 +304,38 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
         sparse: None,
     };
     let ino = (md.dev(), md.ino(), md.nlink());
-    let content = if kind != EntryType::Regular {
-        Content::None
-    } else {
-        let mut f = match File::open(abs) {
-            Ok(f) => f,
-            Err(e) => return err(abs, e),
-        };
-        // The size of the open file is what gets stored.
-        let size = match f.metadata() {
-            Ok(m) => m.size(),
-            Err(e) => return err(abs, e),
-        };
-        entry.size = size;
-        if md.blocks() * 512 < size {
-            entry.sparse = sparse_extents(&f, size);
-        }
-        if size <= SMALL_FILE && entry.sparse.is_none() {
-            let mut buf = Vec::with_capacity(size as usize + 1);
-            match (&mut f).take(size + 1).read_to_end(&mut buf) {
-                Ok(_) => {
-                    // A file that changed size between fstat and read is stored as read.
-                    entry.size = buf.len() as u64;
-                    Content::Bytes(buf)
-                }
-                Err(e) => return err(abs, e),
+    let content = match file {
+        None => Content::None,
+        Some(mut f) => {
+            let size = md.size();
+            if md.blocks() * 512 < size {
+                entry.sparse = sparse_extents(&f, size);
             }
-        } else {
-            Content::File(f)
+            if size <= SMALL_FILE && entry.sparse.is_none() {
+                let mut buf = Vec::with_capacity(size as usize + 1);
+                match (&mut f).take(size + 1).read_to_end(&mut buf) {
+                    Ok(_) => {
+                        // A file that changed size since lstat is stored as read.
+                        entry.size = buf.len() as u64;
+                        Content::Bytes(buf)
+                    }
+                    Err(e) => return err(abs, e),
+                }
+            } else {
+                // The size of the open file is what gets stored.
+                match f.metadata() {
+                    Ok(m) => entry.size = m.size(),
+                    Err(e) => return err(abs, e),
+                }
+                if entry
+                    .sparse
+                    .as_ref()
+                    .is_some_and(|ext| ext.last().is_some_and(|&(o, l)| o + l > entry.size))
+                {
+                    entry.sparse = sparse_extents(&f, entry.size);
+                }
+                Content::File(f)
+            }
         }
     };
     Fetched::Item(Box::new(Item {

@@ -90,7 +90,7 @@ pub type Result<T> = std::result::Result<T, FormatError>;
 
 /// Checks that `size` is a block size a job may use.
 pub fn check_block_size(size: usize) -> Result<()> {
-    if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&size) || size % 4096 != 0 {
+    if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&size) || !size.is_multiple_of(4096) {
         return Err(FormatError::Invalid(format!(
             "block size {size} must be a multiple of 4096 from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE}"
         )));

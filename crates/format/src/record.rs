@@ -549,7 +549,7 @@ impl IndexEntry {
     pub fn decode_chunk(buf: &[u8]) -> Result<Vec<IndexEntry>> {
         let mut d = Dec::new(buf, "index record");
         let n = d.u32()? as usize;
-        let n = d.count(n, 68)?;
+        let n = d.count(n, 64)?;
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let stream = d.u16()?;
