@@ -28,6 +28,25 @@ pub fn run_basic(make: &mut Factory<'_>) {
     locate_and_position(make(1 << 20, 1 << 12).as_mut());
     write_in_the_middle_ends_the_data(make(1 << 20, 1 << 12).as_mut());
     short_buffer(make(1 << 20, 1 << 12).as_mut());
+    unload_and_load(make(1 << 20, 1 << 12).as_mut());
+}
+
+/// An unloaded cartridge is offline until loaded again, then at the beginning.
+pub fn unload_and_load(d: &mut dyn TapeDrive) {
+    d.rewind().unwrap();
+    d.write_block(&block(7, 100)).unwrap();
+    d.unload().unwrap();
+    assert!(!d.has_medium());
+    let mut buf = vec![0u8; 1024];
+    assert!(matches!(d.read_block(&mut buf), Err(DeviceError::NoMedium)));
+    assert!(matches!(
+        d.write_block(&[1; 10]),
+        Err(DeviceError::NoMedium)
+    ));
+    d.load().unwrap();
+    assert!(d.has_medium());
+    assert_eq!(d.position().unwrap(), 0);
+    assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::Block(100));
 }
 
 /// Blocks come back as written, in order, with their lengths.

@@ -97,6 +97,11 @@ pub trait TapeDrive: Send {
     fn describe(&self) -> String;
     /// Whether a cartridge is loaded and ready.
     fn has_medium(&self) -> bool;
+    /// Makes a cartridge that is in the drive ready, at the beginning of tape.
+    fn load(&mut self) -> Result<()>;
+    /// Rewinds and takes the cartridge offline, ready for the changer to take it out.
+    /// Reads and writes fail with [`DeviceError::NoMedium`] until the next load.
+    fn unload(&mut self) -> Result<()>;
     /// Whether the loaded cartridge refuses writes.
     fn write_protected(&self) -> Result<bool>;
     /// Moves to the beginning of tape.

@@ -162,6 +162,7 @@ impl VirtualTape {
 pub struct VirtualDrive {
     name: String,
     tape: Option<VirtualTape>,
+    offline: bool,
 }
 
 impl VirtualDrive {
@@ -170,6 +171,7 @@ impl VirtualDrive {
         VirtualDrive {
             name: name.into(),
             tape,
+            offline: false,
         }
     }
 
@@ -179,6 +181,9 @@ impl VirtualDrive {
     }
 
     fn tape(&mut self) -> Result<&mut VirtualTape> {
+        if self.offline {
+            return Err(DeviceError::NoMedium);
+        }
         self.tape.as_mut().ok_or(DeviceError::NoMedium)
     }
 }
@@ -192,10 +197,28 @@ impl TapeDrive for VirtualDrive {
     }
 
     fn has_medium(&self) -> bool {
-        self.tape.is_some()
+        self.tape.is_some() && !self.offline
+    }
+
+    fn load(&mut self) -> Result<()> {
+        let t = self.tape.as_mut().ok_or(DeviceError::NoMedium)?;
+        t.pos = 0;
+        self.offline = false;
+        Ok(())
+    }
+
+    fn unload(&mut self) -> Result<()> {
+        let t = self.tape()?;
+        t.pos = 0;
+        t.sync()?;
+        self.offline = true;
+        Ok(())
     }
 
     fn write_protected(&self) -> Result<bool> {
+        if self.offline {
+            return Err(DeviceError::NoMedium);
+        }
         Ok(self
             .tape
             .as_ref()

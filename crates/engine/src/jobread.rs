@@ -79,7 +79,9 @@ impl JobReader {
     /// Positions at block `lbn` of the job's volume `seq`.
     pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
-            self.cur = None;
+            if let Some((_, mut d)) = self.cur.take() {
+                d.unload()?;
+            }
             let v = self.volume(seq)?.clone();
             let (_, mut drive) = mount(&mut self.lib, &v.volume.barcode, self.prefer_drive)?;
             match read_label(&mut drive)? {

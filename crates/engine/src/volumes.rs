@@ -245,6 +245,9 @@ impl<'c> VolumeWriter<'c> {
         if let Some(v) = &self.volume {
             self.cat.set_volume_status(v.id, "full")?;
         }
+        if let Some(d) = self.drive.as_mut() {
+            d.unload()?;
+        }
         self.seq += 1;
         self.need_switch = false;
         self.mount_next()?;
