@@ -531,6 +531,18 @@ impl Catalog {
             .optional()?)
     }
 
+    /// A job by the tag written on its tapes.
+    pub fn job_by_tag(&self, tag: u64) -> Result<Option<Job>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {JOB_COLS} FROM jobs WHERE tag = ?1"),
+                [tag as i64],
+                job_row,
+            )
+            .optional()?)
+    }
+
     /// The volumes of a job, in sequence order.
     pub fn job_volumes(&self, job: i64) -> Result<Vec<JobVolume>> {
         let mut st = self.conn.prepare(&format!(

@@ -81,6 +81,18 @@ enum Cmd {
         #[command(subcommand)]
         cmd: LibCmd,
     },
+    /// The catalog.
+    Catalog {
+        #[command(subcommand)]
+        cmd: CatCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum CatCmd {
+    /// Read every labelled cartridge and add the jobs the catalog lacks, from the
+    /// indexes on tape.
+    Rebuild,
 }
 
 #[derive(Subcommand)]
@@ -352,6 +364,30 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     "seconds": r.seconds,
                 }),
                 if r.ok { 0 } else { 1 },
+            ))
+        }
+        Cmd::Catalog {
+            cmd: CatCmd::Rebuild,
+        } => {
+            let r = tapeloom_engine::rebuild(&home)?;
+            if human {
+                println!(
+                    "read {} cartridges: {} jobs added ({} entries), {} already known, {} volumes added, {} bad blocks",
+                    r.volumes_scanned,
+                    r.jobs_added.len(),
+                    r.files_added,
+                    r.jobs_known,
+                    r.volumes_added,
+                    r.bad_blocks
+                );
+            }
+            Ok((
+                json!({
+                    "volumes_scanned": r.volumes_scanned, "volumes_added": r.volumes_added,
+                    "jobs_added": r.jobs_added, "jobs_known": r.jobs_known,
+                    "files_added": r.files_added, "bad_blocks": r.bad_blocks,
+                }),
+                0,
             ))
         }
         Cmd::Library { cmd } => match cmd {

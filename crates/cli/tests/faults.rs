@@ -66,6 +66,16 @@ fn a_large_job_spans_three_cartridges_and_restores() {
         noise(6, 10_000_000),
         "{e} {r}"
     );
+    // The catalog can be rebuilt from the three cartridges alone.
+    for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+        let _ = std::fs::remove_file(home.join(f));
+    }
+    let rb = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(rb["jobs_added"], serde_json::json!([1]), "{rb}");
+    assert_eq!(rb["volumes_scanned"], 3);
+    let again = t.path().join("again");
+    ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
+    assert_same_tree(&src, &again);
     // The library now holds data: it may not be replaced.
     let (code, _, err) = run(
         &home,

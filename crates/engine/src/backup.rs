@@ -366,6 +366,7 @@ fn index_entry(r: &FileRow) -> Result<IndexEntry> {
         },
         crc: r.crc,
         path: r.path.clone(),
+        link: r.link.clone(),
     })
 }
 

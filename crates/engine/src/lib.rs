@@ -13,6 +13,7 @@ mod error;
 mod fsmeta;
 mod home;
 mod jobread;
+mod rebuild;
 mod restore;
 mod source;
 mod verify;
@@ -22,6 +23,7 @@ mod writers;
 pub use backup::{backup, BackupOptions, BackupReport, Progress};
 pub use error::{Error, Result};
 pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
+pub use rebuild::{rebuild, RebuildReport};
 pub use restore::{restore, RestoreOptions, RestoreReport};
 pub use verify::{verify, VerifyReport};
 

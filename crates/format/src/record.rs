@@ -514,6 +514,8 @@ pub struct IndexEntry {
     pub crc: u32,
     /// Path in the job namespace.
     pub path: Vec<u8>,
+    /// Symlink target, or the first path of a hard-link set.
+    pub link: Vec<u8>,
 }
 
 impl IndexEntry {
@@ -533,6 +535,7 @@ impl IndexEntry {
         e.u64(self.end.lbn);
         e.u32(self.crc);
         e.bytes32(&self.path);
+        e.bytes32(&self.link);
     }
 
     /// Encodes an `Index` record body from entries.
@@ -549,7 +552,7 @@ impl IndexEntry {
     pub fn decode_chunk(buf: &[u8]) -> Result<Vec<IndexEntry>> {
         let mut d = Dec::new(buf, "index record");
         let n = d.u32()? as usize;
-        let n = d.count(n, 64)?;
+        let n = d.count(n, 68)?;
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let stream = d.u16()?;
@@ -571,6 +574,7 @@ impl IndexEntry {
             let crc = d.u32()?;
             let path = d.bytes32()?;
             crate::check_relative_path(&path)?;
+            let link = d.bytes32()?;
             out.push(IndexEntry {
                 stream,
                 kind,
@@ -581,6 +585,7 @@ impl IndexEntry {
                 end,
                 crc,
                 path,
+                link,
             });
         }
         if d.remaining() != 0 {
@@ -789,10 +794,10 @@ mod tests {
         }
 
         #[test]
-        fn index_round_trip(items in vec((any::<u16>(), etype(), any::<u64>(), ts(), any::<u32>(), pos(), pos(), any::<u32>(), rel_path()), 0..20)) {
-            let es: Vec<IndexEntry> = items.into_iter().map(|(stream, kind, size, mtime, mode, start, mut end, crc, path)| {
+        fn index_round_trip(items in vec((any::<u16>(), etype(), any::<u64>(), ts(), any::<u32>(), pos(), pos(), any::<u32>(), rel_path(), vec(any::<u8>(), 0..10)), 0..20)) {
+            let es: Vec<IndexEntry> = items.into_iter().map(|(stream, kind, size, mtime, mode, start, mut end, crc, path, link)| {
                 end.offset = 0;
-                IndexEntry { stream, kind, size, mtime, mode, start, end, crc, path }
+                IndexEntry { stream, kind, size, mtime, mode, start, end, crc, path, link }
             }).collect();
             prop_assert_eq!(IndexEntry::decode_chunk(&IndexEntry::encode_chunk(&es)).unwrap(), es);
         }

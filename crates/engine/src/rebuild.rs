@@ -1,0 +1,277 @@
+//! Rebuilding the catalog from tapes alone (FORMAT.md 7).
+//!
+//! Every labelled cartridge in the library is read from end to end. Each segment is
+//! tied to its job by the job tag in its blocks and ordered by the volume sequence of
+//! its `JobStart` or `Continuation` record. Stream 0 of each job, put back together
+//! across its volumes, holds the index (every entry and where it is) and `JobEnd`.
+//! Data streams are not decoded: the index says everything the catalog needs.
+
+use crate::error::{Error, Result};
+use crate::home::Home;
+use crate::volumes::{mount, read_label, Found};
+use std::collections::BTreeMap;
+use tapeloom_catalog::{FileRow, Stream, Volume};
+use tapeloom_device::{Changer, DeviceError, ReadOutcome, TapeDrive};
+use tapeloom_format::{
+    BlockHeader, Event, FormatError, IndexEntry, JobEnd, JobStart, JobStatus, Kind, RecordDecoder,
+    CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
+};
+
+/// What a rebuild found and added.
+#[derive(Debug, Clone, Default)]
+pub struct RebuildReport {
+    /// Cartridges read.
+    pub volumes_scanned: u64,
+    /// Volumes the catalog did not know.
+    pub volumes_added: u64,
+    /// Jobs added to the catalog.
+    pub jobs_added: Vec<i64>,
+    /// Jobs found on tape that the catalog already had.
+    pub jobs_known: u64,
+    /// Entries added.
+    pub files_added: u64,
+    /// Blocks that failed their checks.
+    pub bad_blocks: u64,
+}
+
+struct Segment {
+    volume: Volume,
+    seq: Option<u32>,
+    first_lbn: u64,
+    last_lbn: u64,
+    start: Option<JobStart>,
+    /// Stream 0 payloads: (stream offset, bytes).
+    control: Vec<(u64, Vec<u8>)>,
+}
+
+/// The first record of a block's payload, when it starts at offset 0 and fits.
+fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
+    let head: [u8; RECORD_HEADER_LEN] = payload.get(..RECORD_HEADER_LEN)?.try_into().ok()?;
+    let h = tapeloom_format::RecordHeader::decode(&head).ok()?;
+    if h.kind != kind {
+        return None;
+    }
+    let body = payload.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.len as usize)?;
+    JobStart::decode(body).ok()
+}
+
+/// Reads every labelled cartridge and adds the jobs the catalog does not have.
+pub fn rebuild(home: &Home) -> Result<RebuildReport> {
+    let cat = &home.catalog;
+    let mut lib = home.library()?;
+    let mut report = RebuildReport::default();
+    let mut jobs: BTreeMap<u64, Vec<Segment>> = BTreeMap::new();
+    let mut buf = vec![0u8; MAX_BLOCK_SIZE];
+    for barcode in lib.inventory()?.barcodes() {
+        let (_, mut drive) = mount(&mut lib, &barcode, None)?;
+        let label = match read_label(&mut drive)? {
+            Found::Label(l) => l,
+            _ => continue,
+        };
+        report.volumes_scanned += 1;
+        let volume = match cat.volume_by_barcode(&barcode)? {
+            Some(v) if v.uuid == label.uuid => v,
+            Some(_) => {
+                return Err(Error::Msg(format!(
+                    "cartridge {barcode} carries a label the catalog does not know for it; not rebuilding from it"
+                )))
+            }
+            None => {
+                report.volumes_added += 1;
+                cat.add_volume(
+                    &barcode,
+                    label.uuid,
+                    &label.pool,
+                    label.block_size,
+                    label.created.as_nanos(),
+                )?
+            }
+        };
+        drive.locate(2)?;
+        let mut lbn = 2u64;
+        let mut open: Option<(u64, Segment)> = None;
+        loop {
+            let got = drive.read_block(&mut buf);
+            let this = lbn;
+            lbn += 1;
+            let n = match got {
+                Ok(ReadOutcome::Block(n)) => n,
+                Ok(ReadOutcome::Filemark) | Ok(ReadOutcome::EndOfData) => {
+                    if let Some((tag, seg)) = open.take() {
+                        jobs.entry(tag).or_default().push(seg);
+                    }
+                    if matches!(got, Ok(ReadOutcome::EndOfData)) {
+                        break;
+                    }
+                    continue;
+                }
+                Err(DeviceError::BlockTooLarge { .. }) => {
+                    report.bad_blocks += 1;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let h = match BlockHeader::open(&buf[..n]) {
+                Ok(h) if h.volume == label.uuid && h.lbn == this => h,
+                _ => {
+                    report.bad_blocks += 1;
+                    continue;
+                }
+            };
+            if open.as_ref().is_some_and(|(tag, _)| *tag != h.job_tag) {
+                // An incomplete segment (no filemark) followed by the next job.
+                if let Some((tag, seg)) = open.take() {
+                    jobs.entry(tag).or_default().push(seg);
+                }
+            }
+            let (_, seg) = open.get_or_insert_with(|| {
+                (
+                    h.job_tag,
+                    Segment {
+                        volume: volume.clone(),
+                        seq: None,
+                        first_lbn: this,
+                        last_lbn: this,
+                        start: None,
+                        control: Vec::new(),
+                    },
+                )
+            });
+            seg.last_lbn = this;
+            let payload = h.payload(&buf[..n]);
+            if seg.seq.is_none() {
+                let start = match h.stream {
+                    CONTROL_STREAM if h.stream_offset == 0 => first_record(payload, Kind::JobStart),
+                    CONTINUATION_STREAM => first_record(payload, Kind::Continuation),
+                    _ => None,
+                };
+                if let Some(s) = start {
+                    seg.seq = Some(s.volume_seq);
+                    seg.start = Some(s);
+                }
+            }
+            if h.stream == CONTROL_STREAM {
+                seg.control.push((h.stream_offset, payload.to_vec()));
+            }
+        }
+        drive.unload()?;
+        drop(drive);
+    }
+
+    // Oldest first, so rebuilt job ids keep the order the jobs ran in.
+    let mut jobs: Vec<(u64, Vec<Segment>)> = jobs.into_iter().collect();
+    jobs.sort_by_key(|(_, segs)| {
+        segs.iter()
+            .find_map(|s| s.start.as_ref().map(|j| j.started))
+            .unwrap_or_default()
+    });
+    for (tag, mut segs) in jobs {
+        if cat.job_by_tag(tag)?.is_some() {
+            report.jobs_known += 1;
+            continue;
+        }
+        let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
+            continue;
+        };
+        segs.retain(|s| s.seq.is_some());
+        segs.sort_by_key(|s| s.seq);
+        let (index, end) = decode_control(&segs);
+        let streams: Vec<Stream> = start
+            .streams
+            .iter()
+            .map(|s| Stream {
+                stream: s.id,
+                name: s.name.clone(),
+                source: s.source.clone(),
+            })
+            .collect();
+        let id = cat.begin_job(
+            tag,
+            &start.name,
+            start.started.as_nanos(),
+            start.block_size,
+            &streams,
+        )?;
+        for s in &segs {
+            let seq = s.seq.unwrap_or_default();
+            cat.add_job_volume(id, seq, s.volume.id, s.first_lbn)?;
+            cat.end_job_volume(id, seq, s.last_lbn)?;
+        }
+        let rows: Vec<FileRow> = index
+            .iter()
+            .map(|e| FileRow {
+                path: e.path.clone(),
+                stream: e.stream,
+                kind: e.kind as u8,
+                mode: e.mode,
+                uid: 0,
+                gid: 0,
+                size: e.size,
+                mtime_ns: e.mtime.as_nanos(),
+                start_seq: e.start.volume_seq,
+                start_lbn: e.start.lbn,
+                start_off: e.start.offset,
+                end_seq: e.end.volume_seq,
+                end_lbn: e.end.lbn,
+                crc: e.crc,
+                link: e.link.clone(),
+            })
+            .collect();
+        for chunk in rows.chunks(4096) {
+            cat.add_files(id, chunk)?;
+        }
+        let bytes: u64 = rows
+            .iter()
+            .filter(|r| r.kind == tapeloom_format::EntryType::Regular as u8)
+            .map(|r| r.size)
+            .sum();
+        let (status, ended) = match &end {
+            Some(e) if e.status == JobStatus::Ok => ("ok", e.ended),
+            Some(e) => ("partial", e.ended),
+            None => ("failed", start.started),
+        };
+        let seconds = (ended.as_nanos() - start.started.as_nanos()).max(0) as f64 / 1e9;
+        cat.finish_job(
+            id,
+            status,
+            rows.len() as u64,
+            bytes,
+            seconds,
+            ended.as_nanos(),
+        )?;
+        report.files_added += rows.len() as u64;
+        report.jobs_added.push(id);
+    }
+    Ok(report)
+}
+
+/// Decodes a job's stream 0 across its segments: the index entries and `JobEnd`.
+fn decode_control(segs: &[Segment]) -> (Vec<IndexEntry>, Option<JobEnd>) {
+    let mut dec = RecordDecoder::new();
+    let mut index = Vec::new();
+    let mut end = None;
+    let mut next = 0u64;
+    'outer: for s in segs {
+        for (off, payload) in &s.control {
+            if *off != next {
+                // A gap (bad block): the index cannot be trusted past it.
+                break 'outer;
+            }
+            next = off + payload.len() as u64;
+            let r = dec.feed::<FormatError>(payload, &mut |ev| {
+                if let Event::Record { kind, body } = ev {
+                    match kind {
+                        Kind::Index => index.extend(IndexEntry::decode_chunk(body)?),
+                        Kind::JobEnd => end = Some(JobEnd::decode(body)?),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            });
+            if r.is_err() {
+                break 'outer;
+            }
+        }
+    }
+    (index, end)
+}
