@@ -620,3 +620,35 @@ fn pack_item(
     pk.open_start = None;
     pk.drain()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_names_are_unique() {
+        let names = stream_names(&[
+            PathBuf::from("/a/data"),
+            PathBuf::from("/b/data"),
+            PathBuf::from("/"),
+            PathBuf::from("/c/data"),
+        ]);
+        assert_eq!(names, vec!["data", "data-2", "root", "data-3"]);
+    }
+
+    #[test]
+    fn host_paths_come_back() {
+        let dir = HostPath {
+            abs: PathBuf::from("/srv/x"),
+            root: b".".to_vec(),
+        };
+        assert_eq!(dir.of(b"."), b"/srv/x");
+        assert_eq!(dir.of(b"a/b"), b"/srv/x/a/b");
+        let multi = HostPath {
+            abs: PathBuf::from("/srv/x"),
+            root: b"x-2".to_vec(),
+        };
+        assert_eq!(multi.of(b"x-2/a"), b"/srv/x/a");
+        assert_eq!(multi.of(b"x-2"), b"/srv/x");
+    }
+}

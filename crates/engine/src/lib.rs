@@ -38,3 +38,12 @@ pub fn display_path(p: &[u8]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn paths_display_losslessly() {
+        assert_eq!(super::display_path(b"a/b c"), "a/b c");
+        assert_eq!(super::display_path(b"caf\xe9/x"), "caf\\xe9/x");
+    }
+}

@@ -464,3 +464,73 @@ fn normalize(p: &[u8]) -> Vec<u8> {
         p.to_vec()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tapeloom_catalog::Volume;
+
+    fn row(start: (u32, u64, u32), end: (u32, u64)) -> FileRow {
+        FileRow {
+            path: vec![],
+            stream: 1,
+            kind: 1,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            mtime_ns: 0,
+            start_seq: start.0,
+            start_lbn: start.1,
+            start_off: start.2,
+            end_seq: end.0,
+            end_lbn: end.1,
+            crc: 0,
+            link: vec![],
+        }
+    }
+
+    #[test]
+    fn runs_merge_when_close_and_split_when_far() {
+        let vol = JobVolume {
+            seq: 0,
+            volume: Volume {
+                id: 1,
+                barcode: "TL0001L9".into(),
+                uuid: [0; 16],
+                pool: "default".into(),
+                block_size: 65536,
+                status: "append".into(),
+            },
+            first_lbn: 2,
+            last_lbn: None,
+        };
+        let mut rows = vec![
+            row((0, 100, 5), (0, 101)),
+            row((0, 10, 0), (0, 12)),
+            row((0, 13, 7), (0, 13)),
+            row((1, 3, 0), (1, 4)),
+        ];
+        let runs = plan_runs(std::slice::from_ref(&vol), &mut rows, false);
+        let got: Vec<_> = runs.iter().map(|r| (r.start, r.offset, r.end)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ((0, 10), Some(0), (0, 13)),
+                ((0, 100), Some(5), (0, 101)),
+                ((1, 3), Some(0), (1, 4)),
+            ]
+        );
+        let whole = plan_runs(&[vol], &mut rows, true);
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].start, (0, 2));
+        assert_eq!(whole[0].offset, None);
+    }
+
+    #[test]
+    fn user_paths_are_normalized() {
+        assert_eq!(normalize(b"./a/b/"), b"a/b");
+        assert_eq!(normalize(b"/a"), b"a");
+        assert_eq!(normalize(b"./"), b".");
+    }
+}
