@@ -7,9 +7,13 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+pub mod lto;
+mod null_drive;
 mod virtual_drive;
 mod virtual_library;
 
+pub use lto::{Clock, LtoDrive};
+pub use null_drive::NullDrive;
 pub use virtual_drive::{VirtualDrive, VirtualTape};
 pub use virtual_library::{LibraryConfig, VirtualLibrary};
 
@@ -88,6 +92,53 @@ pub(crate) fn io<T>(what: impl FnOnce() -> String, r: std::io::Result<T>) -> Res
     r.map_err(|e| DeviceError::Io(what(), e))
 }
 
+/// What a drive reports about its work, as real drives do in their log pages.
+/// All counters are 64-bit: a busy drive wraps 32-bit byte counters in under a minute.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DriveStats {
+    /// Bytes the host wrote.
+    pub host_bytes: u64,
+    /// Bytes that went to tape after the drive's compression.
+    pub tape_bytes: u64,
+    /// Bytes the host read.
+    pub host_bytes_read: u64,
+    /// Seconds the tape moved while writing or reading.
+    pub streaming_seconds: f64,
+    /// Seconds the tape stood while a job was under way.
+    pub stopped_seconds: f64,
+    /// Times the tape ran dry and had to stop, back up and restart.
+    pub backhitches: u64,
+    /// The speed steps, MB/s.
+    pub speed_steps_mb_s: Vec<f64>,
+    /// Seconds spent at each speed step.
+    pub seconds_at_step: Vec<f64>,
+    /// Filemarks written.
+    pub filemarks: u64,
+    /// Locates done.
+    pub locates: u64,
+    /// Seconds spent locating.
+    pub locate_seconds: f64,
+    /// Loads.
+    pub loads: u64,
+    /// Unloads.
+    pub unloads: u64,
+    /// Seconds of first-load calibration.
+    pub calibration_seconds: f64,
+    /// Modeled (or measured) seconds since the drive was opened.
+    pub modeled_seconds: f64,
+}
+
+impl DriveStats {
+    /// Host bytes per tape byte.
+    pub fn compression_ratio(&self) -> f64 {
+        if self.tape_bytes == 0 {
+            1.0
+        } else {
+            self.host_bytes as f64 / self.tape_bytes as f64
+        }
+    }
+}
+
 /// A sequential-access tape drive.
 ///
 /// Positions are logical block numbers (LBN): every block and every filemark takes one,
@@ -122,6 +173,10 @@ pub trait TapeDrive: Send {
     fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<WriteOutcome>;
     /// Bytes written to the loaded cartridge and its capacity, where known.
     fn usage(&mut self) -> Result<(u64, u64)>;
+    /// The drive's statistics, for drives that keep them.
+    fn stats(&self) -> Option<DriveStats> {
+        None
+    }
 }
 
 /// One drive as the changer sees it.

@@ -1,0 +1,362 @@
+//! A model of LTO drives, generations 1 to 10, that adds time to any [`TapeDrive`].
+//!
+//! [`LtoDrive`] passes every command to the drive it wraps (the virtual drive, or a
+//! [`crate::NullDrive`] when the data need not be kept) and runs the same command
+//! through [`TapeModel`], which knows how long a real drive would take. With
+//! [`Clock::Virtual`] modeled time is only added up, so a long benchmark runs in
+//! seconds; with [`Clock::Real`] every command returns when a real drive's would, so a
+//! multi-threaded writer feels real backpressure.
+
+mod model;
+mod params;
+
+pub use model::TapeModel;
+pub use params::{generation, generations, LtoParams};
+
+use crate::{DriveStats, ReadOutcome, Result, TapeDrive, WriteOutcome};
+use std::time::{Duration, Instant};
+
+/// How modeled time relates to wall-clock time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// Add up modeled time; never sleep.
+    Virtual,
+    /// Block the caller until the modeled time has passed.
+    Real,
+}
+
+/// How many host bytes the drive's compressor turns into one tape byte, estimated
+/// from the data with LZ4 (a fast LZ77-class compressor, as LTO's SLDC is). Large
+/// blocks are sampled: four 8 KiB slices spread over the block. Data that does not
+/// shrink is stored as it is (ratio 1), as LTO-2 and later drives do.
+pub struct CompressionEstimator {
+    out: Vec<u8>,
+}
+
+impl Default for CompressionEstimator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CompressionEstimator {
+    /// An estimator with its own scratch buffer.
+    pub fn new() -> Self {
+        CompressionEstimator { out: Vec::new() }
+    }
+
+    fn compressed(&mut self, data: &[u8]) -> usize {
+        let need = lz4_flex::block::get_maximum_output_size(data.len());
+        if self.out.len() < need {
+            self.out.resize(need, 0);
+        }
+        lz4_flex::block::compress_into(data, &mut self.out).unwrap_or(data.len())
+    }
+
+    /// The ratio for `data`, between 1 and `max`.
+    pub fn ratio(&mut self, data: &[u8], max: f64) -> f64 {
+        if data.is_empty() {
+            return 1.0;
+        }
+        const SLICE: usize = 8 * 1024;
+        let (raw, packed) = if data.len() <= 4 * SLICE {
+            (data.len(), self.compressed(data))
+        } else {
+            let stride = (data.len() - SLICE) / 3;
+            let mut packed = 0;
+            for i in 0..4 {
+                let at = i * stride;
+                packed += self.compressed(&data[at..at + SLICE]);
+            }
+            (4 * SLICE, packed)
+        };
+        (raw as f64 / packed.max(1) as f64).clamp(1.0, max)
+    }
+}
+
+/// A tape drive with the timing of an LTO generation.
+pub struct LtoDrive<D: TapeDrive> {
+    inner: D,
+    model: TapeModel,
+    clock: Clock,
+    compression: bool,
+    estimator: CompressionEstimator,
+    wall0: Instant,
+    offered: f64,
+    /// Tape offset (native bytes) of each logical block seen, for locates.
+    offsets: Vec<f64>,
+    calibrated: bool,
+}
+
+impl<D: TapeDrive> LtoDrive<D> {
+    /// Wraps `inner`. `calibrated` says whether the cartridge has had its first-load
+    /// calibration (LTO-9 and later).
+    pub fn new(inner: D, params: LtoParams, clock: Clock, compression: bool) -> Self {
+        LtoDrive {
+            inner,
+            model: TapeModel::new(params),
+            clock,
+            compression,
+            estimator: CompressionEstimator::new(),
+            wall0: Instant::now(),
+            offered: 0.0,
+            offsets: Vec::new(),
+            calibrated: true,
+        }
+    }
+
+    /// Marks the cartridge as new: its first load runs the calibration.
+    pub fn new_cartridge(mut self) -> Self {
+        self.calibrated = false;
+        self
+    }
+
+    /// Switches the drive's compression on or off.
+    pub fn set_compression(&mut self, on: bool) {
+        self.compression = on;
+    }
+
+    /// The model, for reports.
+    pub fn model(&self) -> &TapeModel {
+        &self.model
+    }
+
+    /// The drive underneath.
+    pub fn inner(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    /// The next write is offered no earlier than modeled time `t`: how a host slower
+    /// than the drive is modeled.
+    pub fn offer_at(&mut self, t: f64) {
+        self.offered = t;
+    }
+
+    /// Modeled seconds so far.
+    pub fn now(&self) -> f64 {
+        self.model.now
+    }
+
+    fn wait(&self, t: f64) {
+        if self.clock == Clock::Real {
+            let due = self.wall0 + Duration::from_secs_f64(t.max(0.0));
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+    }
+
+    fn offset_of(&self, lbn: u64) -> f64 {
+        match self.offsets.get(lbn as usize) {
+            Some(&o) => o,
+            None => {
+                let n = self.offsets.len().max(1) as f64;
+                let mean = self.model.stats.tape_bytes as f64 / n;
+                lbn as f64 * mean
+            }
+        }
+    }
+
+    fn note_offset(&mut self, lbn: u64, at: f64) {
+        let i = lbn as usize;
+        if i < self.offsets.len() {
+            self.offsets.truncate(i);
+        }
+        if i == self.offsets.len() {
+            self.offsets.push(at);
+        }
+    }
+}
+
+impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
+    fn describe(&self) -> String {
+        format!(
+            "{} model on {}",
+            self.model.params().name,
+            self.inner.describe()
+        )
+    }
+
+    fn has_medium(&self) -> bool {
+        self.inner.has_medium()
+    }
+
+    fn load(&mut self) -> Result<()> {
+        self.inner.load()?;
+        let t = self.model.load(!self.calibrated);
+        self.calibrated = true;
+        self.wait(t);
+        Ok(())
+    }
+
+    fn unload(&mut self) -> Result<()> {
+        self.inner.unload()?;
+        let t = self.model.unload();
+        self.wait(t);
+        Ok(())
+    }
+
+    fn write_protected(&self) -> Result<bool> {
+        self.inner.write_protected()
+    }
+
+    fn rewind(&mut self) -> Result<()> {
+        self.inner.rewind()?;
+        let t = self.model.rewind();
+        self.wait(t);
+        Ok(())
+    }
+
+    fn position(&mut self) -> Result<u64> {
+        self.inner.position()
+    }
+
+    fn locate(&mut self, lbn: u64) -> Result<()> {
+        self.inner.locate(lbn)?;
+        let to = self.offset_of(lbn);
+        let t = self.model.locate(to);
+        self.wait(t);
+        Ok(())
+    }
+
+    fn space_to_eod(&mut self) -> Result<()> {
+        self.inner.space_to_eod()?;
+        let lbn = self.inner.position()?;
+        let to = self.offset_of(lbn);
+        if (to - self.model.tape_pos).abs() > 0.5 {
+            let t = self.model.locate(to);
+            self.wait(t);
+        }
+        Ok(())
+    }
+
+    fn read_block(&mut self, buf: &mut [u8]) -> Result<ReadOutcome> {
+        let r = self.inner.read_block(buf)?;
+        if let ReadOutcome::Block(n) = r {
+            let ratio = if self.compression {
+                self.estimator
+                    .ratio(&buf[..n], self.model.params().max_compression)
+            } else {
+                1.0
+            };
+            let t = self.model.read(n as f64, n as f64 / ratio);
+            self.wait(t);
+        }
+        Ok(r)
+    }
+
+    fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome> {
+        let lbn = self.inner.position()?;
+        let out = self.inner.write_block(data)?;
+        let ratio = if self.compression {
+            self.estimator
+                .ratio(data, self.model.params().max_compression)
+        } else {
+            1.0
+        };
+        let at = self.model.tape_pos + 0.0;
+        self.note_offset(lbn, at);
+        let t = self
+            .model
+            .write(data.len() as f64, data.len() as f64 / ratio, self.offered);
+        self.wait(t);
+        Ok(out)
+    }
+
+    fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<WriteOutcome> {
+        let lbn = self.inner.position()?;
+        let out = self.inner.write_filemarks(count, immediate)?;
+        let mut t = self.model.now;
+        for i in 0..count {
+            self.note_offset(lbn + i as u64, self.model.tape_pos);
+            t = self.model.filemark(immediate);
+        }
+        self.wait(t);
+        Ok(out)
+    }
+
+    fn usage(&mut self) -> Result<(u64, u64)> {
+        self.inner.usage()
+    }
+
+    fn stats(&self) -> Option<DriveStats> {
+        Some(self.model.snapshot())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NullDrive;
+
+    #[test]
+    fn conformance_on_the_virtual_drive() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = std::cell::Cell::new(0);
+        crate::conformance::run_all(&mut |capacity, ew| {
+            n.set(n.get() + 1);
+            let d = dir.path().join(n.get().to_string());
+            std::fs::create_dir(&d).unwrap();
+            let tape = crate::VirtualTape::open(&d, "T1", capacity, ew, false).unwrap();
+            Box::new(LtoDrive::new(
+                crate::VirtualDrive::new("v", Some(tape)),
+                generation("lto3").unwrap(),
+                Clock::Virtual,
+                true,
+            ))
+        });
+    }
+
+    #[test]
+    fn random_data_does_not_compress_and_zeros_do() {
+        let mut e = CompressionEstimator::new();
+        let mut x = 88172645463325252u64;
+        let random: Vec<u8> = (0..262144)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(e.ratio(&random, 4.0), 1.0);
+        assert_eq!(e.ratio(&vec![0u8; 262144], 4.0), 4.0);
+    }
+
+    #[test]
+    fn a_slow_source_makes_backhitches_and_a_fast_one_streams() {
+        let p = generation("lto3").unwrap();
+        let block = 262144.0;
+        for (rate, expect_stops) in [(20e6, true), (40e6, false), (1e12, false)] {
+            let mut m = TapeModel::new(p.clone());
+            let mut offered = 0.0;
+            for _ in 0..8000 {
+                m.write(block, block, offered);
+                offered += block / rate;
+            }
+            m.flush();
+            let s = m.snapshot();
+            // The final flush always stops the tape once.
+            assert_eq!(s.backhitches > 1, expect_stops, "rate {rate}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn null_drive_carries_the_model() {
+        let mut d = LtoDrive::new(
+            NullDrive::new(1 << 40, 1 << 30),
+            generation("lto9").unwrap(),
+            Clock::Virtual,
+            false,
+        );
+        let block = vec![0u8; 262144];
+        for _ in 0..40000 {
+            d.write_block(&block).unwrap();
+        }
+        d.write_filemarks(1, false).unwrap();
+        let s = d.stats().unwrap();
+        let rate = s.host_bytes as f64 / s.modeled_seconds / 1e6;
+        assert!(rate > 380.0 && rate < 410.0, "{rate}");
+    }
+}
