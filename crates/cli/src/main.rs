@@ -1,5 +1,6 @@
 //! The `tapeloom` command: thin over the engine, catalog and device libraries.
 
+mod bench;
 mod output;
 mod size;
 
@@ -81,11 +82,70 @@ enum Cmd {
         #[command(subcommand)]
         cmd: LibCmd,
     },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        cmd: BenchCmd,
+    },
+    /// Drive models.
+    Drive {
+        #[command(subcommand)]
+        cmd: DriveCmd,
+    },
     /// The catalog.
     Catalog {
         #[command(subcommand)]
         cmd: CatCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Stream data from memory to a modeled drive, for each block size.
+    Drive {
+        /// LTO generation to model (lto1 .. lto10).
+        #[arg(long, default_value = "lto9")]
+        model: String,
+        /// Data: random, zero or ratio:R (compresses about R:1).
+        #[arg(long, default_value = "random")]
+        pattern: tapeloom_engine::pattern::Pattern,
+        /// Block sizes (default 1K, 2K, ... 256K).
+        #[arg(long, value_delimiter = ',', value_parser = size::parse)]
+        block_sizes: Vec<u64>,
+        /// The drive's hardware compression.
+        #[arg(long, default_value = "on")]
+        compression: OnOff,
+        /// Data per block size.
+        #[arg(long, default_value = "4G", value_parser = size::parse)]
+        size: u64,
+        /// Feed the drive no faster than this (for example 40MB).
+        #[arg(long, value_parser = size::parse)]
+        source_rate: Option<u64>,
+        /// virtual (add up modeled time) or real (take that long).
+        #[arg(long, default_value = "virtual")]
+        clock: ClockArg,
+        /// Multiply every rate and buffer by this.
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+}
+
+#[derive(Subcommand)]
+enum DriveCmd {
+    /// The LTO generations the model knows, with their parameters.
+    Models,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClockArg {
+    Virtual,
+    Real,
 }
 
 #[derive(Subcommand)]
@@ -147,13 +207,46 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn run(cli: Cli) -> Result<(Value, i32)> {
+    let human = !cli.json;
+    // Commands that need no home.
+    match cli.cmd {
+        Cmd::Bench {
+            cmd:
+                BenchCmd::Drive {
+                    ref model,
+                    pattern,
+                    ref block_sizes,
+                    compression,
+                    size,
+                    source_rate,
+                    clock,
+                    scale,
+                },
+        } => {
+            return bench::drive(
+                human,
+                model.clone(),
+                pattern,
+                block_sizes.clone(),
+                matches!(compression, OnOff::On),
+                size,
+                source_rate,
+                matches!(clock, ClockArg::Real),
+                scale,
+            )
+        }
+        Cmd::Drive {
+            cmd: DriveCmd::Models,
+        } => return bench::models(human),
+        _ => {}
+    }
     let home_dir = cli
         .home
         .clone()
         .unwrap_or_else(tapeloom_engine::default_home);
     let home = Home::open(&home_dir)?;
-    let human = !cli.json;
     match cli.cmd {
+        Cmd::Bench { .. } | Cmd::Drive { .. } => unreachable!("handled above"),
         Cmd::Backup {
             sources,
             name,

@@ -9,10 +9,12 @@
 #![deny(missing_docs)]
 
 mod backup;
+pub mod benchdrive;
 mod error;
 mod fsmeta;
 mod home;
 mod jobread;
+pub mod pattern;
 mod rebuild;
 mod restore;
 mod source;

@@ -1,0 +1,134 @@
+//! `bench drive` and `drive models`.
+
+use anyhow::Result;
+use serde_json::{json, Value};
+use tapeloom_device::lto::{generations, Clock};
+use tapeloom_engine::benchdrive::{bench_drive, DriveBenchOptions};
+use tapeloom_engine::pattern::Pattern;
+
+#[allow(clippy::too_many_arguments)]
+pub fn drive(
+    human: bool,
+    model: String,
+    pattern: Pattern,
+    block_sizes: Vec<u64>,
+    compression: bool,
+    size: u64,
+    source_rate: Option<u64>,
+    real: bool,
+    scale: f64,
+) -> Result<(Value, i32)> {
+    let block_sizes: Vec<usize> = if block_sizes.is_empty() {
+        (0..=8).map(|n| 1024usize << n).collect()
+    } else {
+        block_sizes.into_iter().map(|b| b as usize).collect()
+    };
+    let clock = if real { Clock::Real } else { Clock::Virtual };
+    let opts = DriveBenchOptions {
+        model: model.clone(),
+        clock,
+        scale,
+        pattern,
+        block_sizes,
+        compression,
+        size,
+        source_rate: source_rate.map(|r| r as f64),
+    };
+    let rows = bench_drive(&opts)?;
+    if human {
+        println!(
+            "{model} ({} clock{}), {pattern}, compression {}",
+            if real { "real" } else { "virtual" },
+            if scale != 1.0 {
+                format!(", scale {scale}")
+            } else {
+                String::new()
+            },
+            if compression { "on" } else { "off" }
+        );
+        println!(
+            "{:>10} {:>10} {:>10} {:>6} {:>11} {:>10}",
+            "block", "host MB/s", "tape MB/s", "ratio", "backhitches", "seconds"
+        );
+        for r in &rows {
+            println!(
+                "{:>10} {:>10.1} {:>10.1} {:>6.2} {:>11} {:>10.1}",
+                r.block_size,
+                r.host_mb_per_s,
+                r.tape_mb_per_s,
+                r.compression_ratio,
+                r.backhitches,
+                r.modeled_seconds
+            );
+        }
+    }
+    Ok((
+        json!({
+            "model": model,
+            "clock": if real { "real" } else { "virtual" },
+            "scale": scale,
+            "size": size,
+            "source_rate": source_rate,
+            "rows": rows.iter().map(|r| json!({
+                "pattern": r.pattern, "block_size": r.block_size, "compression": r.compression,
+                "host_mb_per_s": r.host_mb_per_s, "tape_mb_per_s": r.tape_mb_per_s,
+                "compression_ratio": r.compression_ratio, "backhitches": r.backhitches,
+                "modeled_seconds": r.modeled_seconds, "wall_seconds": r.wall_seconds,
+            })).collect::<Vec<_>>(),
+        }),
+        0,
+    ))
+}
+
+pub fn models(human: bool) -> Result<(Value, i32)> {
+    let gens = generations();
+    if human {
+        println!(
+            "{:<6} {:>7} {:>13} {:>6} {:>8} {:>9} {:>8} {:>9} {:>6} {:>6} {:>9}",
+            "model",
+            "native",
+            "speed steps",
+            "buffer",
+            "iface",
+            "capacity",
+            "cmd µs",
+            "backhitch",
+            "tape m",
+            "wraps",
+            "locate m/s"
+        );
+        for g in &gens {
+            println!(
+                "{:<6} {:>7} {:>5}-{:<4}x{:<2} {:>5}M {:>8} {:>8}G {:>8.0} {:>9} {:>6} {:>6} {:>9}",
+                g.name,
+                g.native_mb_s,
+                g.min_mb_s,
+                g.native_mb_s,
+                g.steps,
+                g.buffer_bytes / 1048576.0,
+                g.interface_mb_s,
+                g.capacity_bytes / 1e9,
+                g.command_s * 1e6,
+                g.backhitch_s,
+                g.tape_m,
+                g.wraps,
+                g.locate_m_s
+            );
+        }
+    }
+    Ok((
+        json!({ "models": gens.iter().map(|g| json!({
+            "name": g.name, "native_mb_per_s": g.native_mb_s, "min_speed_mb_per_s": g.min_mb_s,
+            "speed_steps_mb_per_s": g.speed_steps().iter().map(|s| s / 1e6).collect::<Vec<_>>(),
+            "buffer_bytes": g.buffer_bytes, "interface_mb_per_s": g.interface_mb_s,
+            "command_seconds": g.command_s, "capacity_bytes": g.capacity_bytes,
+            "max_compression": g.max_compression, "backhitch_seconds": g.backhitch_s,
+            "restart_fill": g.restart_fill, "filemark_immediate_seconds": g.filemark_immediate_s,
+            "load_seconds": g.load_s, "unload_seconds": g.unload_s,
+            "first_load_calibration_seconds": g.first_load_calibration_s,
+            "tape_m": g.tape_m, "wraps": g.wraps, "locate_m_per_s": g.locate_m_s,
+            "wrap_change_seconds": g.wrap_change_s, "locate_overhead_seconds": g.locate_overhead_s,
+        })).collect::<Vec<_>>() }),
+        0,
+    ))
+}
