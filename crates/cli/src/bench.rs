@@ -3,7 +3,7 @@
 use anyhow::Result;
 use serde_json::{json, Value};
 use tapeloom_device::lto::{generations, Clock};
-use tapeloom_engine::benchdrive::{bench_drive, DriveBenchOptions};
+use tapeloom_engine::benchdrive::{bench_drive, bench_locate, DriveBenchOptions, LocateHow};
 use tapeloom_engine::pattern::Pattern;
 
 #[allow(clippy::too_many_arguments)]
@@ -18,11 +18,7 @@ pub fn drive(
     real: bool,
     scale: f64,
 ) -> Result<(Value, i32)> {
-    let block_sizes: Vec<usize> = if block_sizes.is_empty() {
-        (0..=8).map(|n| 1024usize << n).collect()
-    } else {
-        block_sizes.into_iter().map(|b| b as usize).collect()
-    };
+    let block_sizes = sizes(block_sizes);
     let clock = if real { Clock::Real } else { Clock::Virtual };
     let opts = DriveBenchOptions {
         model: model.clone(),
@@ -35,6 +31,78 @@ pub fn drive(
         source_rate: source_rate.map(|r| r as f64),
     };
     let rows = bench_drive(&opts)?;
+    Ok(report(
+        human,
+        &model,
+        real,
+        scale,
+        pattern,
+        compression,
+        size,
+        source_rate,
+        &rows,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn library_drive(
+    home: &tapeloom_engine::Home,
+    human: bool,
+    drive: usize,
+    pattern: Pattern,
+    block_sizes: Vec<u64>,
+    size: u64,
+    source_rate: Option<u64>,
+) -> Result<(Value, i32)> {
+    let opts = DriveBenchOptions {
+        model: String::new(),
+        clock: Clock::Virtual,
+        scale: 1.0,
+        pattern,
+        block_sizes: sizes(block_sizes),
+        compression: true,
+        size,
+        source_rate: source_rate.map(|r| r as f64),
+    };
+    let (model, rows) = tapeloom_engine::benchdrive::bench_library_drive(home, drive, &opts)?;
+    let (mut v, code) = report(
+        human,
+        &model,
+        false,
+        1.0,
+        pattern,
+        true,
+        size,
+        source_rate,
+        &rows,
+    );
+    v["drive"] = json!(drive);
+    if model == "none" {
+        v["clock"] = json!("wall");
+    }
+    Ok((v, code))
+}
+
+fn sizes(block_sizes: Vec<u64>) -> Vec<usize> {
+    if block_sizes.is_empty() {
+        (0..=8).map(|n| 1024usize << n).collect()
+    } else {
+        block_sizes.into_iter().map(|b| b as usize).collect()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    human: bool,
+    model: &str,
+    real: bool,
+    scale: f64,
+    pattern: Pattern,
+    compression: bool,
+    size: u64,
+    source_rate: Option<u64>,
+    rows: &[tapeloom_engine::benchdrive::DriveBenchRow],
+) -> (Value, i32) {
     if human {
         println!(
             "{model} ({} clock{}), {pattern}, compression {}",
@@ -50,7 +118,7 @@ pub fn drive(
             "{:>10} {:>10} {:>10} {:>6} {:>11} {:>10}",
             "block", "host MB/s", "tape MB/s", "ratio", "backhitches", "seconds"
         );
-        for r in &rows {
+        for r in rows {
             println!(
                 "{:>10} {:>10.1} {:>10.1} {:>6.2} {:>11} {:>10.1}",
                 r.block_size,
@@ -62,7 +130,7 @@ pub fn drive(
             );
         }
     }
-    Ok((
+    (
         json!({
             "model": model,
             "clock": if real { "real" } else { "virtual" },
@@ -77,7 +145,7 @@ pub fn drive(
             })).collect::<Vec<_>>(),
         }),
         0,
-    ))
+    )
 }
 
 pub fn models(human: bool) -> Result<(Value, i32)> {
@@ -129,6 +197,35 @@ pub fn models(human: bool) -> Result<(Value, i32)> {
             "tape_m": g.tape_m, "wraps": g.wraps, "locate_m_per_s": g.locate_m_s,
             "wrap_change_seconds": g.wrap_change_s, "locate_overhead_seconds": g.locate_overhead_s,
         })).collect::<Vec<_>>() }),
+        0,
+    ))
+}
+
+pub fn locate(
+    human: bool,
+    model: &str,
+    from: u64,
+    to: u64,
+    how: LocateHow,
+) -> Result<(Value, i32)> {
+    let r = bench_locate(model, from, to, how)?;
+    let what = match how {
+        LocateHow::Locate => "locate".to_string(),
+        LocateHow::ReadThrough => "read-through".to_string(),
+        LocateHow::SpaceFiles(s) => format!("space over files of {s} bytes"),
+    };
+    if human {
+        println!(
+            "{model}: {what} from {from} to {to}: {:.1} s modeled, equivalent {:.1} MB/s (wrap {} at {:.0} m to wrap {} at {:.0} m)",
+            r.modeled_seconds, r.equivalent_mb_per_s, r.wraps.0, r.metres.0, r.wraps.1, r.metres.1
+        );
+    }
+    Ok((
+        json!({
+            "model": model, "how": what, "from": from, "to": to,
+            "modeled_seconds": r.modeled_seconds, "equivalent_mb_per_s": r.equivalent_mb_per_s,
+            "from_wrap": r.wraps.0, "to_wrap": r.wraps.1, "from_metres": r.metres.0, "to_metres": r.metres.1,
+        }),
         0,
     ))
 }

@@ -127,6 +127,31 @@ enum BenchCmd {
         /// Multiply every rate and buffer by this.
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Run on this drive of the home's library (on a blank cartridge, erased
+        /// afterwards) instead of a fresh modeled drive.
+        #[arg(long, conflicts_with_all = ["clock", "scale"])]
+        drive: Option<usize>,
+    },
+    /// Model positioning between two offsets of the data on a full cartridge.
+    Locate {
+        /// LTO generation to model.
+        #[arg(long, default_value = "lto9")]
+        model: String,
+        /// Start offset (for example 0, 17G).
+        #[arg(long, value_parser = size::parse)]
+        from: u64,
+        /// End offset.
+        #[arg(long, value_parser = size::parse)]
+        to: u64,
+        /// Read all data in between instead of locating.
+        #[arg(long)]
+        read_through: bool,
+        /// Space forward file by file instead of locating.
+        #[arg(long, requires = "file_size")]
+        space_files: bool,
+        /// Size of the files spaced over.
+        #[arg(long, value_parser = size::parse)]
+        file_size: Option<u64>,
     },
 }
 
@@ -170,6 +195,15 @@ enum LibCmd {
         /// Capacity of each cartridge (for example 64M, 1T).
         #[arg(long, default_value = "1T", value_parser = size::parse)]
         capacity: u64,
+        /// Give the drives the timing of an LTO generation (lto1 .. lto10).
+        #[arg(long)]
+        model: Option<String>,
+        /// virtual (add up modeled time) or real (take that long), with --model.
+        #[arg(long, requires = "model")]
+        clock: Option<ClockArg>,
+        /// Multiply the model's rates and buffers by this, with --model.
+        #[arg(long, requires = "model")]
+        scale: Option<f64>,
     },
 }
 
@@ -221,6 +255,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     source_rate,
                     clock,
                     scale,
+                    drive: None,
                 },
         } => {
             return bench::drive(
@@ -238,6 +273,24 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
         Cmd::Drive {
             cmd: DriveCmd::Models,
         } => return bench::models(human),
+        Cmd::Bench {
+            cmd:
+                BenchCmd::Locate {
+                    ref model,
+                    from,
+                    to,
+                    read_through,
+                    space_files,
+                    file_size,
+                },
+        } => {
+            let how = match (read_through, space_files, file_size) {
+                (true, _, _) => tapeloom_engine::benchdrive::LocateHow::ReadThrough,
+                (false, true, Some(s)) => tapeloom_engine::benchdrive::LocateHow::SpaceFiles(s),
+                _ => tapeloom_engine::benchdrive::LocateHow::Locate,
+            };
+            return bench::locate(human, model, from, to, how);
+        }
         _ => {}
     }
     let home_dir = cli
@@ -246,6 +299,17 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
         .unwrap_or_else(tapeloom_engine::default_home);
     let home = Home::open(&home_dir)?;
     match cli.cmd {
+        Cmd::Bench {
+            cmd:
+                BenchCmd::Drive {
+                    pattern,
+                    block_sizes,
+                    size,
+                    source_rate,
+                    drive: Some(drive),
+                    ..
+                },
+        } => bench::library_drive(&home, human, drive, pattern, block_sizes, size, source_rate),
         Cmd::Bench { .. } | Cmd::Drive { .. } => unreachable!("handled above"),
         Cmd::Backup {
             sources,
@@ -489,11 +553,20 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 drives,
                 slots,
                 capacity,
+                model,
+                clock,
+                scale,
             } => {
                 let lib = home.create_library(LibraryConfig {
                     drives,
                     slots,
                     capacity,
+                    model: model.clone(),
+                    clock: clock.map(|c| match c {
+                        ClockArg::Real => "real".to_string(),
+                        ClockArg::Virtual => "virtual".to_string(),
+                    }),
+                    scale,
                 })?;
                 home.catalog.forget_unused_volumes()?;
                 if human {
@@ -504,7 +577,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     );
                 }
                 Ok((
-                    json!({"drives": drives, "slots": slots, "capacity": capacity, "barcodes": lib.all_barcodes()}),
+                    json!({"drives": drives, "slots": slots, "capacity": capacity, "model": model, "clock": lib.config().clock, "scale": lib.config().scale, "barcodes": lib.all_barcodes()}),
                     0,
                 ))
             }

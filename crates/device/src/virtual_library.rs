@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The layout of a virtual library.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LibraryConfig {
     /// Number of drives.
     pub drives: usize,
@@ -20,6 +20,15 @@ pub struct LibraryConfig {
     pub slots: usize,
     /// Logical capacity of each cartridge in bytes.
     pub capacity: u64,
+    /// LTO generation whose timing the drives have (`lto1` .. `lto10`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `virtual` or `real` clock for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// Rates and buffers of the model multiplied by this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
 }
 
 impl LibraryConfig {
@@ -77,6 +86,13 @@ impl VirtualLibrary {
             return Err(DeviceError::Changer(
                 "a library needs at least 1 drive and 1 to 9999 slots".into(),
             ));
+        }
+        if let Some(m) = &config.model {
+            if crate::lto::generation(m).is_none() {
+                return Err(DeviceError::Changer(format!(
+                    "no drive model '{m}' (try lto1 .. lto10)"
+                )));
+            }
         }
         if config.capacity < 4 << 20 {
             return Err(DeviceError::Changer(
@@ -210,6 +226,41 @@ impl VirtualLibrary {
         Ok(VirtualDrive::new(format!("{index}"), tape))
     }
 
+    /// Opens drive `index` as its model says: the plain virtual drive, or the virtual
+    /// drive with an LTO generation's timing.
+    pub fn open_tape_drive(&self, index: usize) -> Result<Box<dyn crate::TapeDrive>> {
+        let d = self.open_drive(index)?;
+        let c = &self.state.config;
+        match &c.model {
+            None => Ok(Box::new(d)),
+            Some(m) => {
+                let mut p = crate::lto::generation(m).ok_or_else(|| {
+                    DeviceError::Corrupt(format!("library names an unknown drive model '{m}'"))
+                })?;
+                if let Some(f) = c.scale.filter(|f| *f > 0.0 && *f != 1.0) {
+                    p = p.scaled(f);
+                }
+                let clock = if c.clock.as_deref() == Some("real") {
+                    crate::lto::Clock::Real
+                } else {
+                    crate::lto::Clock::Virtual
+                };
+                Ok(Box::new(crate::lto::LtoDrive::new(d, p, clock, true)))
+            }
+        }
+    }
+
+    /// Erases a cartridge back to blank (for scratch use by benchmarks).
+    pub fn erase(&mut self, barcode: &str) -> Result<()> {
+        let (d, i) = VirtualTape::paths(&Self::tapes(&self.dir), barcode);
+        for p in [d, i] {
+            if p.exists() {
+                io(|| format!("erase {}", p.display()), std::fs::write(&p, b""))?;
+            }
+        }
+        Ok(())
+    }
+
     fn inventory_now(&self) -> Inventory {
         Inventory {
             drives: self
@@ -308,6 +359,9 @@ mod tests {
             drives: 2,
             slots: 4,
             capacity: 64 << 20,
+            model: None,
+            clock: None,
+            scale: None,
         };
         let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
         let inv = lib.inventory().unwrap();
@@ -337,6 +391,9 @@ mod tests {
             drives: 1,
             slots,
             capacity: 64 << 20,
+            model: None,
+            clock: None,
+            scale: None,
         };
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();

@@ -118,3 +118,176 @@ pub fn bench_drive(opts: &DriveBenchOptions) -> Result<Vec<DriveBenchRow>> {
     }
     Ok(rows)
 }
+
+/// What `bench locate` measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LocateHow {
+    /// High-speed locate to a logical position (the drive's tape directory).
+    Locate,
+    /// Read everything in between.
+    ReadThrough,
+    /// Space forward file by file over files of this size, as `mt fsf` does.
+    SpaceFiles(u64),
+}
+
+/// Result of `bench locate`.
+#[derive(Debug, Clone)]
+pub struct LocateResult {
+    /// Modeled seconds to get from `from` to `to`.
+    pub modeled_seconds: f64,
+    /// Bytes passed per modeled second, MB/s.
+    pub equivalent_mb_per_s: f64,
+    /// Wraps of the start and the end.
+    pub wraps: (u32, u32),
+    /// Metres from the beginning of tape of the start and the end.
+    pub metres: (f64, f64),
+}
+
+/// Models positioning on a full cartridge from byte offset `from` to `to` of its data.
+pub fn bench_locate(model: &str, from: u64, to: u64, how: LocateHow) -> Result<LocateResult> {
+    let params = model_params(model, 1.0)?;
+    if from.max(to) as f64 > params.capacity_bytes {
+        return Err(Error::Msg(format!(
+            "offset {} is beyond the {} GB of an {model} cartridge",
+            from.max(to),
+            params.capacity_bytes / 1e9
+        )));
+    }
+    let m = tapeloom_device::lto::TapeModel::new(params.clone());
+    let (a, b) = (from as f64, to as f64);
+    let span = (b - a).abs();
+    let secs = match how {
+        LocateHow::Locate => m.locate_seconds(a, b),
+        LocateHow::ReadThrough => {
+            if b < a {
+                return Err(Error::Msg("reading through goes forward only".into()));
+            }
+            span / params.native()
+        }
+        LocateHow::SpaceFiles(size) => {
+            if b < a || size == 0 {
+                return Err(Error::Msg(
+                    "spacing over files goes forward, over files of at least 1 byte".into(),
+                ));
+            }
+            // Each SPACE command finds the next filemark by reading the file at
+            // streaming speed, then stops: a command and a backhitch per file.
+            let files = (span / size as f64).ceil();
+            span / params.native() + files * (params.command_s + params.backhitch_s / 4.0)
+        }
+    };
+    let (ma, wa) = m.geometry(a);
+    let (mb, wb) = m.geometry(b);
+    Ok(LocateResult {
+        modeled_seconds: secs,
+        equivalent_mb_per_s: if secs > 0.0 { span / secs / 1e6 } else { 0.0 },
+        wraps: (wa, wb),
+        metres: (ma, mb),
+    })
+}
+
+/// Runs the benchmark on drive `drive` of the home's library, on a blank cartridge
+/// that is erased again afterwards. Rates are modeled when the library has a drive
+/// model, and measured on the wall clock otherwise.
+pub fn bench_library_drive(
+    home: &crate::Home,
+    drive: usize,
+    opts: &DriveBenchOptions,
+) -> Result<(String, Vec<DriveBenchRow>)> {
+    use tapeloom_device::Changer;
+    if opts.source_rate.is_some() {
+        return Err(Error::Msg(
+            "--source-rate works with --model only, not with a library drive".into(),
+        ));
+    }
+    let mut lib = home.library()?;
+    let known: Vec<String> = home
+        .catalog
+        .volumes()?
+        .into_iter()
+        .map(|v| v.barcode)
+        .collect();
+    let barcode = lib
+        .all_barcodes()
+        .into_iter()
+        .find(|b| !known.contains(b) && lib.cartridge_bytes(b) == 0 && !lib.is_write_protected(b))
+        .ok_or_else(|| {
+            Error::Msg("no blank cartridge in the library to run the benchmark on".into())
+        })?;
+    let model = lib.config().model.clone().unwrap_or_else(|| "none".into());
+    let capacity = lib.config().capacity;
+    let pool_len = 64 << 20;
+    let mut pool = vec![0u8; pool_len];
+    fill(opts.pattern, &mut Noise::new(42), &mut pool);
+    let mut rows = Vec::new();
+    let size = opts.size.min(capacity / 10 * 9);
+    let result = (|| -> Result<()> {
+        for &bs in &opts.block_sizes {
+            if bs == 0 || bs > 8 << 20 {
+                return Err(Error::Msg(format!(
+                    "block size {bs} is out of range (1 byte to 8 MiB)"
+                )));
+            }
+            let (_, mut d) = crate::volumes::mount(&mut lib, &barcode, Some(drive))?;
+            d.rewind()?;
+            // Time from the first block on: loading and rewinding are not the rate.
+            let start = d.stats().unwrap_or_default();
+            let wall = std::time::Instant::now();
+            let blocks = size.div_ceil(bs as u64).max(1);
+            let mut at = 0usize;
+            let mut host = 0u64;
+            for _ in 0..blocks {
+                if at + bs > pool_len {
+                    at = 0;
+                }
+                d.write_block(&pool[at..at + bs])?;
+                host += bs as u64;
+                at += bs;
+            }
+            d.write_filemarks(1, false)?;
+            let wall_s = wall.elapsed().as_secs_f64();
+            let row = match d.stats() {
+                Some(s) => {
+                    let secs = (s.modeled_seconds - start.modeled_seconds).max(1e-12);
+                    let host = s.host_bytes - start.host_bytes;
+                    let tape = s.tape_bytes - start.tape_bytes;
+                    DriveBenchRow {
+                        pattern: opts.pattern.to_string(),
+                        block_size: bs,
+                        compression: true,
+                        host_mb_per_s: host as f64 / secs / 1e6,
+                        tape_mb_per_s: tape as f64 / secs / 1e6,
+                        compression_ratio: host as f64 / tape.max(1) as f64,
+                        backhitches: (s.backhitches - start.backhitches).saturating_sub(1),
+                        modeled_seconds: secs,
+                        wall_seconds: wall_s,
+                    }
+                }
+                None => DriveBenchRow {
+                    pattern: opts.pattern.to_string(),
+                    block_size: bs,
+                    compression: false,
+                    host_mb_per_s: host as f64 / wall_s.max(1e-12) / 1e6,
+                    tape_mb_per_s: host as f64 / wall_s.max(1e-12) / 1e6,
+                    compression_ratio: 1.0,
+                    backhitches: 0,
+                    modeled_seconds: wall_s,
+                    wall_seconds: wall_s,
+                },
+            };
+            rows.push(row);
+            drop(d);
+            lib.erase(&barcode)?;
+        }
+        Ok(())
+    })();
+    // Leave the cartridge blank and back in its slot whatever happened.
+    let _ = lib.erase(&barcode);
+    if let Ok(inv) = lib.inventory() {
+        if let Some(d) = inv.drive_of(&barcode) {
+            let _ = lib.unload(d, None);
+        }
+    }
+    result?;
+    Ok((model, rows))
+}

@@ -67,6 +67,9 @@ impl Home {
                     drives: DEFAULT_DRIVES,
                     slots: DEFAULT_SLOTS,
                     capacity: DEFAULT_CAPACITY,
+                    model: None,
+                    clock: None,
+                    scale: None,
                 },
             )?;
         }

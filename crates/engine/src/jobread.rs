@@ -1,10 +1,11 @@
 //! Reading a job's blocks in tape order across its volumes, and decoding its streams.
 
 use crate::error::{Error, Result};
+use crate::volumes::Drive;
 use crate::volumes::{mount, read_label, Found};
 use std::collections::HashMap;
 use tapeloom_catalog::JobVolume;
-use tapeloom_device::{DeviceError, ReadOutcome, TapeDrive, VirtualDrive, VirtualLibrary};
+use tapeloom_device::{DeviceError, ReadOutcome, VirtualLibrary};
 use tapeloom_format::{
     BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
 };
@@ -29,7 +30,7 @@ pub(crate) struct JobReader {
     prefer_drive: Option<usize>,
     vols: Vec<JobVolume>,
     job_tag: u64,
-    cur: Option<(u32, VirtualDrive)>,
+    cur: Option<(u32, Drive)>,
     lbn: u64,
     buf: Vec<u8>,
     len: usize,
@@ -84,7 +85,7 @@ impl JobReader {
             }
             let v = self.volume(seq)?.clone();
             let (_, mut drive) = mount(&mut self.lib, &v.volume.barcode, self.prefer_drive)?;
-            match read_label(&mut drive)? {
+            match read_label(&mut *drive)? {
                 Found::Label(l) if l.uuid == v.volume.uuid => {}
                 _ => {
                     return Err(Error::Msg(format!(

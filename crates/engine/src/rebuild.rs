@@ -11,7 +11,7 @@ use crate::home::Home;
 use crate::volumes::{mount, read_label, Found};
 use std::collections::BTreeMap;
 use tapeloom_catalog::{FileRow, Stream, Volume};
-use tapeloom_device::{Changer, DeviceError, ReadOutcome, TapeDrive};
+use tapeloom_device::{Changer, DeviceError, ReadOutcome};
 use tapeloom_format::{
     BlockHeader, Event, FormatError, IndexEntry, JobEnd, JobStart, JobStatus, Kind, RecordDecoder,
     CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
@@ -64,7 +64,7 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
     let mut buf = vec![0u8; MAX_BLOCK_SIZE];
     for barcode in lib.inventory()?.barcodes() {
         let (_, mut drive) = mount(&mut lib, &barcode, None)?;
-        let label = match read_label(&mut drive)? {
+        let label = match read_label(&mut *drive)? {
             Found::Label(l) => l,
             _ => continue,
         };

@@ -4,9 +4,10 @@
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use tapeloom_catalog::{Catalog, Volume};
-use tapeloom_device::{
-    Changer, DeviceError, ReadOutcome, TapeDrive, VirtualDrive, VirtualLibrary, WriteOutcome,
-};
+use tapeloom_device::{Changer, DeviceError, ReadOutcome, TapeDrive, VirtualLibrary, WriteOutcome};
+
+/// An open drive of the library, with the library's drive model if it has one.
+pub(crate) type Drive = Box<dyn TapeDrive>;
 use tapeloom_format::{
     JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
     CONTROL_STREAM, LABEL_LEN,
@@ -49,7 +50,7 @@ pub(crate) fn mount(
     lib: &mut VirtualLibrary,
     barcode: &str,
     prefer: Option<usize>,
-) -> Result<(usize, VirtualDrive)> {
+) -> Result<(usize, Drive)> {
     let inv = lib.inventory()?;
     let holder = inv.drive_of(barcode);
     let drive = match (prefer, holder) {
@@ -69,7 +70,7 @@ pub(crate) fn mount(
         )));
     }
     if holder == Some(drive) {
-        return Ok((drive, lib.open_drive(drive)?));
+        return Ok((drive, lib.open_tape_drive(drive)?));
     }
     if let Some(h) = holder {
         lib.unload(h, None)?;
@@ -82,7 +83,9 @@ pub(crate) fn mount(
         .slot_of(barcode)
         .ok_or_else(|| Error::Msg(format!("cartridge {barcode} is not in the library")))?;
     lib.load(slot, drive)?;
-    Ok((drive, lib.open_drive(drive)?))
+    let mut d = lib.open_tape_drive(drive)?;
+    d.load()?;
+    Ok((drive, d))
 }
 
 /// Writes a job's blocks to one drive, spanning cartridges as they fill.
@@ -90,7 +93,7 @@ pub(crate) struct VolumeWriter<'c> {
     cat: &'c Catalog,
     lib: VirtualLibrary,
     prefer_drive: Option<usize>,
-    drive: Option<VirtualDrive>,
+    drive: Option<Drive>,
     job_id: i64,
     start: JobStart,
     pool: String,
@@ -181,7 +184,7 @@ impl<'c> VolumeWriter<'c> {
             self.used.push(barcode.clone());
             self.drive = None;
             let (_, mut drive) = mount(&mut self.lib, &barcode, self.prefer_drive)?;
-            let volume = match (read_label(&mut drive)?, self.cat.volume_by_barcode(&barcode)?) {
+            let volume = match (read_label(&mut *drive)?, self.cat.volume_by_barcode(&barcode)?) {
                 (Found::Blank, None) => {
                     let label = VolumeLabel {
                         uuid: random_uuid(),
