@@ -1,0 +1,301 @@
+//! The LTO drive model against the published figures (modeled time, so these are
+//! deterministic, not timed tests).
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn tl(args: &[&str]) -> Value {
+    let out = Command::new(bin())
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    let (code, v, err) = parse(out);
+    assert_eq!(code, 0, "tapeloom {args:?}: {err}");
+    v
+}
+
+fn rate(args: &[&str]) -> f64 {
+    let mut a = vec!["bench", "drive"];
+    a.extend_from_slice(args);
+    tl(&a)["rows"][0]["host_mb_per_s"].as_f64().unwrap()
+}
+
+fn in_range(what: &str, v: f64, lo: f64, hi: f64) {
+    assert!(v >= lo && v <= hi, "{what}: {v:.2} not in {lo}..{hi}");
+}
+
+#[test]
+fn lto2_matches_the_openbench_review() {
+    let random = rate(&["--model", "lto2", "--block-sizes", "128K", "--size", "2G"]);
+    in_range("lto2 random", random, 28.5, 31.0);
+    let patterned = rate(&[
+        "--model",
+        "lto2",
+        "--block-sizes",
+        "128K",
+        "--size",
+        "2G",
+        "--pattern",
+        "ratio:1.86",
+    ]);
+    in_range("lto2 1.86:1", patterned, 52.0, 58.0);
+    let off = rate(&[
+        "--model",
+        "lto2",
+        "--block-sizes",
+        "128K",
+        "--size",
+        "2G",
+        "--compression",
+        "off",
+    ]);
+    assert!(random >= 0.99 * off, "compression on {random} vs off {off}");
+}
+
+#[test]
+fn lto1_block_sizes_and_compression() {
+    let v = tl(&[
+        "bench",
+        "drive",
+        "--model",
+        "lto1",
+        "--block-sizes",
+        "1K,128K,256K",
+        "--size",
+        "1G",
+        "--compression",
+        "off",
+    ]);
+    let r: Vec<f64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host_mb_per_s"].as_f64().unwrap())
+        .collect();
+    in_range("lto1 native 256K", r[2], 14.0, 16.0);
+    assert!(
+        (r[1] - r[2]).abs() / r[2] < 0.05,
+        "128K {} vs 256K {}",
+        r[1],
+        r[2]
+    );
+    assert!(r[0] < r[2] / 2.0, "1K {} vs 256K {}", r[0], r[2]);
+    let c = rate(&[
+        "--model",
+        "lto1",
+        "--block-sizes",
+        "256K",
+        "--size",
+        "1G",
+        "--pattern",
+        "ratio:2",
+    ]);
+    in_range("lto1 2:1", c, 28.0, 31.0);
+}
+
+#[test]
+fn lto3_speed_matching() {
+    in_range(
+        "lto3 native",
+        rate(&[
+            "--model",
+            "lto3",
+            "--block-sizes",
+            "256K",
+            "--compression",
+            "off",
+        ]),
+        76.0,
+        84.0,
+    );
+    in_range(
+        "lto3 2:1",
+        rate(&[
+            "--model",
+            "lto3",
+            "--block-sizes",
+            "256K",
+            "--pattern",
+            "ratio:2",
+        ]),
+        150.0,
+        165.0,
+    );
+    let fed = |r: &str| {
+        tl(&[
+            "bench",
+            "drive",
+            "--model",
+            "lto3",
+            "--block-sizes",
+            "256K",
+            "--source-rate",
+            r,
+        ])["rows"][0]["backhitches"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(fed("40MB"), 0, "fed at 40 MB/s the drive streams");
+    assert!(fed("20MB") > 0, "fed at 20 MB/s (below 27) the drive stops");
+}
+
+#[test]
+fn lto9_virtual_clock_is_fast() {
+    let v = tl(&[
+        "bench",
+        "drive",
+        "--model",
+        "lto9",
+        "--block-sizes",
+        "256K",
+        "--size",
+        "20G",
+    ]);
+    let row = &v["rows"][0];
+    in_range(
+        "lto9 native",
+        row["host_mb_per_s"].as_f64().unwrap(),
+        380.0,
+        410.0,
+    );
+    let modeled = row["modeled_seconds"].as_f64().unwrap();
+    assert!(modeled > 50.0, "{modeled}");
+    // Not a timing assertion on the machine: the virtual clock must not sleep, so the
+    // run cannot take anywhere near the modeled time.
+    assert!(
+        row["wall_seconds"].as_f64().unwrap() < modeled / 10.0,
+        "{row}"
+    );
+}
+
+#[test]
+fn lto1_positioning_matches_nersc() {
+    let loc = tl(&[
+        "bench", "locate", "--model", "lto1", "--from", "0", "--to", "17G",
+    ]);
+    assert!(
+        loc["equivalent_mb_per_s"].as_f64().unwrap() >= 100.0,
+        "{loc}"
+    );
+    let fsf = tl(&[
+        "bench",
+        "locate",
+        "--model",
+        "lto1",
+        "--from",
+        "0",
+        "--to",
+        "10G",
+        "--space-files",
+        "--file-size",
+        "100MB",
+    ]);
+    in_range(
+        "lto1 fsf",
+        fsf["equivalent_mb_per_s"].as_f64().unwrap(),
+        12.0,
+        16.0,
+    );
+    let rt = tl(&[
+        "bench",
+        "locate",
+        "--model",
+        "lto1",
+        "--from",
+        "0",
+        "--to",
+        "1G",
+        "--read-through",
+    ]);
+    in_range(
+        "lto1 read-through",
+        rt["equivalent_mb_per_s"].as_f64().unwrap(),
+        14.0,
+        16.0,
+    );
+}
+
+#[test]
+fn drive_models_lists_ten_generations() {
+    let v = tl(&["drive", "models"]);
+    let names: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["lto1", "lto2", "lto3", "lto4", "lto5", "lto6", "lto7", "lto8", "lto9", "lto10"]
+    );
+    let lto3 = &v["models"][2];
+    assert_eq!(lto3["speed_steps_mb_per_s"][0], 27.0);
+    assert_eq!(lto3["native_mb_per_s"], 80.0);
+}
+
+#[test]
+fn a_library_with_a_model_backs_up_restores_and_benches() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src, out) = (
+        t.path().join("home"),
+        t.path().join("src"),
+        t.path().join("out"),
+    );
+    ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "2",
+            "--slots",
+            "3",
+            "--capacity",
+            "1G",
+            "--model",
+            "lto3",
+        ],
+    );
+    rich_tree(&src);
+    let b = ok(&home, &["backup", src.to_str().unwrap()]);
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&src, &out);
+    let bench = ok(
+        &home,
+        &[
+            "bench",
+            "drive",
+            "--drive",
+            "1",
+            "--block-sizes",
+            "256K",
+            "--size",
+            "256M",
+        ],
+    );
+    assert_eq!(bench["model"], "lto3");
+    assert!(
+        bench["rows"][0]["host_mb_per_s"].as_f64().unwrap() > 50.0,
+        "{bench}"
+    );
+    // The benchmark leaves its scratch cartridge blank again.
+    let st = ok(&home, &["library", "status"]);
+    let blanks = st["cartridges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["state"] == "blank")
+        .count();
+    assert_eq!(blanks, 2, "{st}");
+    let fresh = t.path().join("fresh");
+    let (code, _, err) = run(
+        &fresh,
+        &["library", "create", "--model", "lto99"].map(std::ffi::OsStr::new),
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("lto99"), "{err}");
+}
