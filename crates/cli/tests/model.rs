@@ -299,3 +299,21 @@ fn a_library_with_a_model_backs_up_restores_and_benches() {
     assert_ne!(code, 0);
     assert!(err.contains("lto99"), "{err}");
 }
+
+#[test]
+fn the_calibration_table_matches_what_the_commands_print() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("python3")
+        .arg(root.join("bench/calibrate.py"))
+        .arg("--check")
+        .arg("--tapeloom")
+        .arg(bin())
+        .output()
+        .expect("run python3 bench/calibrate.py");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

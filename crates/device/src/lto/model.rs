@@ -245,7 +245,11 @@ impl TapeModel {
         let wb = self.p.wrap_bytes();
         let wrap = ((pos / wb).floor() as u32).min(self.p.wraps - 1);
         let frac = ((pos - wrap as f64 * wb) / wb).clamp(0.0, 1.0);
-        let along = if wrap.is_multiple_of(2) { frac } else { 1.0 - frac };
+        let along = if wrap.is_multiple_of(2) {
+            frac
+        } else {
+            1.0 - frac
+        };
         (along * self.p.tape_m, wrap)
     }
 
