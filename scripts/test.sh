@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 need_debian=()
 command -v setpriv >/dev/null || need_debian+=(util-linux)
 command -v python3 >/dev/null || need_debian+=(python3)
+command -v zstd >/dev/null || need_debian+=(zstd)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update

@@ -229,3 +229,98 @@ pub fn locate(
         0,
     ))
 }
+
+pub fn gen(
+    human: bool,
+    dir: &std::path::Path,
+    o: &tapeloom_engine::gen::GenOptions,
+) -> Result<(Value, i32)> {
+    let r = tapeloom_engine::gen::generate(dir, o)?;
+    if human {
+        println!(
+            "{}: {} files in {} folders, {} bytes",
+            dir.display(),
+            r.files,
+            r.dirs,
+            r.bytes
+        );
+        for c in &r.classes {
+            println!("{:>12} bytes: {} files", c.size, c.files);
+        }
+    }
+    Ok((
+        json!({
+            "dir": dir, "files": r.files, "bytes": r.bytes, "dirs": r.dirs,
+            "seed": o.seed, "ratio": o.ratio,
+            "classes": r.classes.iter().map(|c| json!({"size": c.size, "files": c.files})).collect::<Vec<_>>(),
+        }),
+        0,
+    ))
+}
+
+pub fn readrate(
+    human: bool,
+    dirs: &[std::path::PathBuf],
+    threads: usize,
+    direct: bool,
+    model: &str,
+) -> Result<(Value, i32)> {
+    let params = tapeloom_engine::benchdrive::model_params(model, 1.0)?;
+    let r = tapeloom_engine::readrate::read_rate(
+        dirs,
+        &tapeloom_engine::readrate::ReadRateOptions {
+            threads_per_source: threads,
+            direct,
+        },
+    )?;
+    let (lowest, native) = (params.min_mb_s, params.native_mb_s);
+    let total = r.total_mb_per_s;
+    // The drive compresses too: judge the host rate against the tape's range at 1:1,
+    // the worst case (incompressible data).
+    let verdict = if total >= native {
+        format!("streams: {total:.1} MB/s keeps {model} at full speed ({native} MB/s)")
+    } else if total >= lowest {
+        format!(
+            "streams: {total:.1} MB/s is within {model}'s speed matching ({lowest}-{native} MB/s); the drive slows to match"
+        )
+    } else {
+        format!(
+            "stalls: {total:.1} MB/s is below {model}'s lowest speed ({lowest} MB/s); the drive will stop and start (add sources, stage to disk, or interleave)"
+        )
+    };
+    if human {
+        for s in &r.streams {
+            println!(
+                "{}: {} files, {} bytes, {:.1} MB/s, {:.0} files/s{}",
+                s.path.display(),
+                s.files,
+                s.bytes,
+                s.mb_per_s,
+                s.files_per_s,
+                if s.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} unreadable", s.errors.len())
+                }
+            );
+        }
+        println!("total {total:.1} MB/s: {verdict}");
+    }
+    Ok((
+        json!({
+            "streams": r.streams.iter().map(|s| json!({
+                "path": s.path, "bytes": s.bytes, "files": s.files, "seconds": s.seconds,
+                "mb_per_s": s.mb_per_s, "files_per_s": s.files_per_s, "direct": s.direct,
+                "errors": s.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "total_bytes": r.total_bytes,
+            "seconds": r.seconds,
+            "total_mb_per_s": total,
+            "model": model,
+            "drive_min_mb_per_s": lowest,
+            "drive_native_mb_per_s": native,
+            "verdict": verdict,
+        }),
+        0,
+    ))
+}

@@ -82,6 +82,56 @@ enum Cmd {
         #[command(subcommand)]
         cmd: LibCmd,
     },
+    /// Make a deterministic test tree (like HPcreatedata): power-of-two size classes
+    /// with equal file counts, data of a chosen compressibility.
+    Gen {
+        /// Folder to create (must be empty or missing).
+        dir: PathBuf,
+        /// Start from a preset: hp-typical (64 KiB-64 MiB, depth 3, breadth 4, 2:1) or
+        /// small-files (4 KiB-64 KiB).
+        #[arg(long)]
+        preset: Option<String>,
+        /// Seed: the same seed gives the same tree, byte for byte.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Levels of folders below DIR.
+        #[arg(long)]
+        depth: Option<u32>,
+        /// Subfolders per folder.
+        #[arg(long)]
+        breadth: Option<u32>,
+        /// Files in each folder.
+        #[arg(long)]
+        files_per_dir: Option<u32>,
+        /// Smallest file size (a power of two).
+        #[arg(long, value_parser = size::parse)]
+        min: Option<u64>,
+        /// Largest file size (a power of two).
+        #[arg(long, value_parser = size::parse)]
+        max: Option<u64>,
+        /// Compressibility of the data (2 = compresses about 2:1; 1 = random).
+        #[arg(long)]
+        ratio: Option<f64>,
+        /// Stop at about this much data (whole rounds of size classes).
+        #[arg(long, value_parser = size::parse)]
+        total: Option<u64>,
+    },
+    /// Read folders in parallel as a backup would (like HPreaddata) and say whether
+    /// they can keep a drive streaming.
+    Readrate {
+        /// Folders, each read as one stream.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Reader threads per folder.
+        #[arg(long, default_value_t = 1)]
+        threads_per_source: usize,
+        /// Bypass the page cache (O_DIRECT) where the file system allows it.
+        #[arg(long)]
+        direct: bool,
+        /// The drive to judge against.
+        #[arg(long, default_value = "lto9")]
+        model: String,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -273,6 +323,38 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
         Cmd::Drive {
             cmd: DriveCmd::Models,
         } => return bench::models(human),
+        Cmd::Gen {
+            ref dir,
+            ref preset,
+            seed,
+            depth,
+            breadth,
+            files_per_dir,
+            min,
+            max,
+            ratio,
+            total,
+        } => {
+            let mut o = match preset {
+                Some(p) => tapeloom_engine::gen::GenOptions::preset(p)?,
+                None => tapeloom_engine::gen::GenOptions::preset("hp-typical")?,
+            };
+            o.seed = seed.unwrap_or(o.seed);
+            o.depth = depth.unwrap_or(o.depth);
+            o.breadth = breadth.unwrap_or(o.breadth);
+            o.files_per_dir = files_per_dir.unwrap_or(o.files_per_dir);
+            o.min = min.unwrap_or(o.min);
+            o.max = max.unwrap_or(o.max);
+            o.ratio = ratio.unwrap_or(o.ratio);
+            o.total = total.or(o.total);
+            return bench::gen(human, dir, &o);
+        }
+        Cmd::Readrate {
+            ref dirs,
+            threads_per_source,
+            direct,
+            ref model,
+        } => return bench::readrate(human, dirs, threads_per_source, direct, model),
         Cmd::Bench {
             cmd:
                 BenchCmd::Locate {
@@ -310,7 +392,9 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     ..
                 },
         } => bench::library_drive(&home, human, drive, pattern, block_sizes, size, source_rate),
-        Cmd::Bench { .. } | Cmd::Drive { .. } => unreachable!("handled above"),
+        Cmd::Bench { .. } | Cmd::Drive { .. } | Cmd::Gen { .. } | Cmd::Readrate { .. } => {
+            unreachable!("handled above")
+        }
         Cmd::Backup {
             sources,
             name,

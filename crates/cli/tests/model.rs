@@ -317,3 +317,137 @@ fn the_calibration_table_matches_what_the_commands_print() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn gen_is_deterministic_with_equal_classes_and_the_asked_ratio() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let args = |d: &std::path::Path| {
+        vec![
+            "gen".to_string(),
+            d.to_str().unwrap().to_string(),
+            "--min".into(),
+            "4K".into(),
+            "--max".into(),
+            "1M".into(),
+            "--ratio".into(),
+            "2".into(),
+            "--seed".into(),
+            "9".into(),
+            "--depth".into(),
+            "2".into(),
+            "--breadth".into(),
+            "3".into(),
+            "--files-per-dir".into(),
+            "9".into(),
+        ]
+    };
+    let ga = tl(&args(&a).iter().map(String::as_str).collect::<Vec<_>>());
+    let gb = tl(&args(&b).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(ga["classes"], gb["classes"]);
+    assert_same_tree(&a, &b);
+    let counts: Vec<u64> = ga["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["files"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 9, "{ga}");
+    assert!(
+        counts.iter().all(|&c| c == counts[0] && c > 0),
+        "{counts:?}"
+    );
+    // The data compresses about 2:1 with zstd -1, file by file.
+    let mut checked = 0;
+    for (rel, p) in tree(&a) {
+        let name = String::from_utf8_lossy(&rel).into_owned();
+        if !name.contains("File262144_") && !name.contains("File1048576_") {
+            continue;
+        }
+        let out = Command::new("zstd")
+            .args(["-1", "-q", "-c"])
+            .arg(&p)
+            .output()
+            .expect("run zstd");
+        assert!(out.status.success());
+        let ratio = std::fs::metadata(&p).unwrap().len() as f64 / out.stdout.len() as f64;
+        assert!((1.8..=2.2).contains(&ratio), "{name}: {ratio:.2}");
+        checked += 1;
+    }
+    assert!(checked >= 4, "checked {checked} files");
+}
+
+#[test]
+fn readrate_reports_streams_and_a_verdict() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    tl(&[
+        "gen",
+        a.to_str().unwrap(),
+        "--preset",
+        "small-files",
+        "--total",
+        "8M",
+    ]);
+    tl(&[
+        "gen",
+        b.to_str().unwrap(),
+        "--preset",
+        "small-files",
+        "--total",
+        "4M",
+        "--seed",
+        "2",
+    ]);
+    let r = tl(&[
+        "readrate",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--model",
+        "lto3",
+        "--threads-per-source",
+        "2",
+    ]);
+    let streams = r["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2);
+    assert!(streams[0]["bytes"].as_u64().unwrap() > streams[1]["bytes"].as_u64().unwrap());
+    assert!(streams[0]["files"].as_u64().unwrap() > 0);
+    assert!(streams[0]["mb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(r["total_mb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(r["verdict"].as_str().unwrap().contains("lto3"), "{r}");
+    assert_eq!(r["drive_min_mb_per_s"], 27.0);
+}
+
+#[test]
+fn the_real_clock_takes_the_modeled_time() {
+    // LTO-3 at a quarter scale streams 20 MB/s: 64 MiB take about three seconds.
+    let v = tl(&[
+        "bench",
+        "drive",
+        "--model",
+        "lto3",
+        "--block-sizes",
+        "256K",
+        "--size",
+        "64M",
+        "--clock",
+        "real",
+        "--scale",
+        "0.25",
+        "--compression",
+        "off",
+    ]);
+    let row = &v["rows"][0];
+    let modeled = row["modeled_seconds"].as_f64().unwrap();
+    in_range(
+        "lto3 at scale 0.25",
+        row["host_mb_per_s"].as_f64().unwrap(),
+        17.0,
+        21.0,
+    );
+    // A lower bound only: the real clock sleeps until the modeled time has passed.
+    assert!(
+        row["wall_seconds"].as_f64().unwrap() >= modeled * 0.95,
+        "{row}"
+    );
+}
