@@ -480,7 +480,9 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             cat.job(job)?
                 .ok_or_else(|| anyhow!("no job {job} in the catalog"))?;
             let vols = cat.job_volumes(job)?;
-            let prefix = path.as_ref().map(|p| normalize(p.as_os_str().as_bytes()));
+            let prefix = path
+                .as_ref()
+                .map(|p| tapeloom_engine::normalize(p.as_os_str().as_bytes()));
             let mut entries = Vec::new();
             let mut count = 0u64;
             cat.for_each_file(job, prefix.as_deref(), |r| {
@@ -666,24 +668,6 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 ))
             }
         },
-    }
-}
-
-fn normalize(p: &[u8]) -> Vec<u8> {
-    let mut p = p;
-    while let Some(r) = p.strip_prefix(b"./") {
-        p = r;
-    }
-    while let Some(r) = p.strip_prefix(b"/") {
-        p = r;
-    }
-    while p.len() > 1 && p.ends_with(b"/") {
-        p = &p[..p.len() - 1];
-    }
-    if p.is_empty() {
-        b".".to_vec()
-    } else {
-        p.to_vec()
     }
 }
 

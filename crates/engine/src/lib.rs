@@ -28,7 +28,7 @@ pub use backup::{backup, BackupOptions, BackupReport, Progress};
 pub use error::{Error, Result};
 pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
 pub use rebuild::{rebuild, RebuildReport};
-pub use restore::{restore, RestoreOptions, RestoreReport};
+pub use restore::{normalize, restore, RestoreOptions, RestoreReport};
 pub use verify::{verify, VerifyReport};
 
 /// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.

@@ -446,8 +446,8 @@ fn plan_runs(vols: &[JobVolume], rows: &mut [FileRow], whole: bool) -> Vec<Run> 
 }
 
 /// A path as the user typed it, in job-namespace form: no leading `./` or `/`, no
-/// trailing `/`.
-fn normalize(p: &[u8]) -> Vec<u8> {
+/// trailing `/`; `.` for the root.
+pub fn normalize(p: &[u8]) -> Vec<u8> {
     let mut p = p;
     while let Some(r) = p.strip_prefix(b"./") {
         p = r;
