@@ -43,6 +43,30 @@ pub(crate) struct JobReader {
 }
 
 impl JobReader {
+    /// A reader for job `job_id` of the home's catalog, with the job's volumes.
+    pub fn open(
+        home: &crate::Home,
+        job_id: i64,
+        prefer_drive: Option<usize>,
+    ) -> Result<(Self, Vec<JobVolume>)> {
+        let cat = &home.catalog;
+        let job = cat
+            .job(job_id)?
+            .ok_or_else(|| Error::Msg(format!("no job {job_id} in the catalog")))?;
+        let vols = cat.job_volumes(job_id)?;
+        if vols.is_empty() {
+            return Err(Error::Msg(format!("job {job_id} wrote nothing to tape")));
+        }
+        let reader = JobReader::new(
+            home.library()?,
+            vols.clone(),
+            job.tag,
+            job.block_size as usize,
+            prefer_drive,
+        );
+        Ok((reader, vols))
+    }
+
     pub fn new(
         lib: VirtualLibrary,
         vols: Vec<JobVolume>,

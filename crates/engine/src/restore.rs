@@ -294,13 +294,7 @@ impl Sink for Restorer {
 pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<RestoreReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
-    let job = cat
-        .job(job_id)?
-        .ok_or_else(|| Error::Msg(format!("no job {job_id} in the catalog")))?;
-    let vols = cat.job_volumes(job_id)?;
-    if vols.is_empty() {
-        return Err(Error::Msg(format!("job {job_id} wrote nothing to tape")));
-    }
+    let (mut reader, vols) = JobReader::open(home, job_id, opts.drive)?;
     // What to read: every file under each chosen path, plus hard-link targets.
     let mut rows: Vec<FileRow> = Vec::new();
     let want = if opts.paths.is_empty() {
@@ -345,13 +339,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         report: RestoreReport::default(),
         writers: Some(Writers::new(WRITERS)),
     };
-    let mut reader = JobReader::new(
-        home.library()?,
-        vols.clone(),
-        job.tag,
-        job.block_size as usize,
-        opts.drive,
-    );
+
     let mut streams = Streams::default();
     for run in plan_runs(&vols, &mut rows, rs.want.is_none()) {
         let mut first = run.offset.is_some();

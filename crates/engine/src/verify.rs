@@ -1,6 +1,6 @@
 //! Verify: read every block of a job, check block CRCs and every file's checksum.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::home::Home;
 use crate::jobread::{Got, JobReader, Sink, Streams};
 use std::collections::{BTreeSet, HashMap};
@@ -94,20 +94,7 @@ impl Sink for Checker {
 pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
-    let job = cat
-        .job(job_id)?
-        .ok_or_else(|| Error::Msg(format!("no job {job_id} in the catalog")))?;
-    let vols = cat.job_volumes(job_id)?;
-    if vols.is_empty() {
-        return Err(Error::Msg(format!("job {job_id} wrote nothing to tape")));
-    }
-    let mut reader = JobReader::new(
-        home.library()?,
-        vols.clone(),
-        job.tag,
-        job.block_size as usize,
-        drive,
-    );
+    let (mut reader, vols) = JobReader::open(home, job_id, drive)?;
     reader.seek(vols[0].seq, vols[0].first_lbn)?;
     let mut streams = Streams::default();
     let mut ck = Checker {
