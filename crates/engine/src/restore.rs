@@ -354,9 +354,14 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
             match reader.next()? {
                 Got::End => break,
                 Got::Bad { seq, lbn, why } => {
+                    let barcode = vols
+                        .iter()
+                        .find(|v| v.seq == seq)
+                        .map(|v| v.volume.barcode.as_str())
+                        .unwrap_or("?");
                     for p in cat.files_in_block(job_id, seq, lbn)? {
                         if rs.wanted(&p) {
-                            rs.fail(&p, format!("block {lbn} of volume {seq} is bad: {why}"));
+                            rs.fail(&p, format!("block {lbn} of {barcode} is bad: {why}"));
                         }
                     }
                     first = false;
