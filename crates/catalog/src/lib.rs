@@ -94,7 +94,34 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job_id, path)
     ) WITHOUT ROWID;
     ",
+    // 2: where each stream's runs of consecutive blocks are (multiplexed jobs).
+    "
+    CREATE TABLE extents (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        stream INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        first_lbn INTEGER NOT NULL,
+        blocks INTEGER NOT NULL,
+        stream_offset INTEGER NOT NULL
+    );
+    CREATE INDEX extents_by_job ON extents (job_id, seq, first_lbn);
+    ",
 ];
+
+/// A run of consecutive blocks of one stream on one volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Stream id.
+    pub stream: u16,
+    /// Volume sequence within the job.
+    pub seq: u32,
+    /// First block.
+    pub first_lbn: u64,
+    /// Number of blocks.
+    pub blocks: u64,
+    /// Stream offset of the first block's payload.
+    pub stream_offset: u64,
+}
 
 /// A volume (cartridge) tapeloom has labelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -471,6 +498,49 @@ impl Catalog {
         Ok(())
     }
 
+    /// Records extents, in one transaction.
+    pub fn add_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO extents (job_id, stream, seq, first_lbn, blocks, stream_offset) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for e in extents {
+                st.execute(params![
+                    job,
+                    e.stream,
+                    e.seq,
+                    e.first_lbn as i64,
+                    e.blocks as i64,
+                    e.stream_offset as i64
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The extents of a job in tape order.
+    pub fn extents(&self, job: i64) -> Result<Vec<Extent>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT stream, seq, first_lbn, blocks, stream_offset FROM extents \
+             WHERE job_id = ?1 ORDER BY seq, first_lbn",
+        )?;
+        let v = st
+            .query_map([job], |r| {
+                Ok(Extent {
+                    stream: r.get(0)?,
+                    seq: r.get(1)?,
+                    first_lbn: r.get::<_, i64>(2)? as u64,
+                    blocks: r.get::<_, i64>(3)? as u64,
+                    stream_offset: r.get::<_, i64>(4)? as u64,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
     /// Records a source object that could not be backed up.
     pub fn add_error(&self, job: i64, path: &[u8], reason: &str) -> Result<()> {
         self.conn.execute(
@@ -694,7 +764,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 1);
+        assert_eq!(c.schema_version().unwrap(), 2);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();
@@ -727,6 +797,24 @@ mod tests {
         assert_eq!(c.job(j).unwrap().unwrap().status, "failed");
         assert_eq!(c.job_volumes(j).unwrap()[0].volume.barcode, "TL0001L9");
         assert_eq!(c.jobs_on_volume(v.id).unwrap(), 1);
+        let ext = [
+            Extent {
+                stream: 2,
+                seq: 0,
+                first_lbn: 9,
+                blocks: 4,
+                stream_offset: 0,
+            },
+            Extent {
+                stream: 1,
+                seq: 0,
+                first_lbn: 2,
+                blocks: 7,
+                stream_offset: 0,
+            },
+        ];
+        c.add_extents(j, &ext).unwrap();
+        assert_eq!(c.extents(j).unwrap(), vec![ext[1], ext[0]]);
     }
 
     #[test]

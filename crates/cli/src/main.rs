@@ -34,9 +34,33 @@ struct Cli {
 enum Cmd {
     /// Back up files and directories.
     Backup {
-        /// Files or directories to back up. Each is one stream.
-        #[arg(required = true, value_name = "SOURCE")]
+        /// Files or directories to back up. Each is one stream, named after its last
+        /// path component.
+        #[arg(value_name = "SOURCE", required_unless_present = "stream")]
         sources: Vec<PathBuf>,
+        /// A stream with a name of your choosing: NAME=PATH (repeatable).
+        #[arg(long, value_name = "NAME=PATH")]
+        stream: Vec<String>,
+        /// Streams interleaved on the drive at once: a number, or auto (add a stream
+        /// whenever the drive is about to run dry).
+        #[arg(long, default_value = "auto")]
+        concurrency: String,
+        /// Most data of one stream written in a row before turning to another.
+        #[arg(long, default_value = "64M", value_parser = size::parse)]
+        extent_size: u64,
+        /// Blocks in the buffer pool between the readers and the drive.
+        #[arg(long, default_value_t = 64)]
+        buffers: usize,
+        /// Pool fill (percent) the writer waits for before it starts, and restarts
+        /// after running dry.
+        #[arg(long, default_value_t = 50.0)]
+        high_water: f64,
+        /// Files each stream reads at once.
+        #[arg(long, default_value_t = 4)]
+        readers_per_stream: usize,
+        /// Most bytes per second each stream reads (for example 8MB).
+        #[arg(long, value_parser = size::parse)]
+        limit_rate: Option<u64>,
         /// Job name.
         #[arg(long)]
         name: Option<String>,
@@ -396,16 +420,47 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             unreachable!("handled above")
         }
         Cmd::Backup {
-            sources,
+            mut sources,
+            stream,
+            concurrency,
+            extent_size,
+            buffers,
+            high_water,
+            readers_per_stream,
+            limit_rate,
             name,
             block_size,
             drive,
         } => {
+            let mut stream_names: Vec<Option<String>> = vec![None; sources.len()];
+            for s in &stream {
+                let (n, p) = s
+                    .split_once('=')
+                    .ok_or_else(|| anyhow!("--stream takes NAME=PATH, not '{s}'"))?;
+                stream_names.push(Some(n.to_string()));
+                sources.push(PathBuf::from(p));
+            }
+            let concurrency = match concurrency.as_str() {
+                "auto" => None,
+                k => Some(k.parse::<usize>().ok().filter(|k| *k > 0).ok_or_else(|| {
+                    anyhow!("--concurrency takes auto or a number from 1, not '{k}'")
+                })?),
+            };
+            if !(0.0..=100.0).contains(&high_water) {
+                bail!("--high-water takes a percentage from 0 to 100");
+            }
+            let block_size = usize::try_from(block_size)?;
             let opts = BackupOptions {
                 name: name.unwrap_or_default(),
-                block_size: usize::try_from(block_size)?,
+                block_size,
                 drive,
-                ..Default::default()
+                concurrency,
+                extent_blocks: (extent_size as usize / block_size).max(1),
+                buffers: buffers.max(2),
+                high_water: high_water / 100.0,
+                readers: readers_per_stream.max(1),
+                limit_rate: limit_rate.map(|r| r as f64),
+                stream_names,
             };
             let progress = Arc::new(Progress::default());
             let bar = output::progress_bar(Arc::clone(&progress));
@@ -439,6 +494,13 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     "mb_per_s": r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
                     "blocks": r.blocks,
                     "volumes": r.volumes,
+                    "extents": r.extents,
+                    "max_concurrency": r.max_concurrency,
+                    "streams": r.streams.iter().map(|s| json!({
+                        "name": s.name, "bytes": s.bytes, "files": s.files, "seconds": s.seconds,
+                        "mb_per_s": s.bytes as f64 / 1e6 / s.seconds.max(1e-9),
+                    })).collect::<Vec<_>>(),
+                    "drives": [output::drive_summary(&r)],
                     "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
                 }),
                 0,

@@ -76,6 +76,39 @@ pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
     Some(bar)
 }
 
+/// The drive line of a backup's JSON: rate, utilization against the drive's maximum
+/// at the data's compressibility (when the drive has a model), waits and backhitches.
+pub fn drive_summary(r: &tapeloom_engine::BackupReport) -> serde_json::Value {
+    let (utilization, backhitches, ratio, modeled) = match &r.drive_stats {
+        Some(s) => {
+            let secs = s.modeled_seconds.max(1e-9);
+            let ratio = s.compression_ratio();
+            let top = s.speed_steps_mb_s.last().copied().unwrap_or(0.0) * ratio;
+            let rate = s.host_bytes as f64 / secs / 1e6;
+            (
+                (top > 0.0).then(|| (rate / top).min(1.0)),
+                Some(s.backhitches),
+                Some(ratio),
+                Some(s.modeled_seconds),
+            )
+        }
+        None => (None, None, None, None),
+    };
+    serde_json::json!({
+        "drive": 0,
+        "bytes": r.bytes,
+        "mb_per_s": r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+        "utilization": utilization,
+        "backhitches": backhitches,
+        "compression_ratio": ratio,
+        "modeled_seconds": modeled,
+        "writer_waits": r.writer_waits,
+        "writer_wait_seconds": r.writer_wait_seconds,
+        "reader_waits": r.reader_waits,
+        "reader_wait_seconds": r.reader_wait_seconds,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -15,6 +15,7 @@ mod fsmeta;
 pub mod gen;
 mod home;
 mod jobread;
+mod mux;
 pub mod pattern;
 pub mod readrate;
 mod rebuild;
@@ -24,7 +25,9 @@ mod verify;
 mod volumes;
 mod writers;
 
-pub use backup::{backup, BackupOptions, BackupReport, Progress};
+pub use backup::{
+    backup, BackupOptions, BackupReport, Progress, StreamReport, DEFAULT_EXTENT_BYTES,
+};
 pub use error::{Error, Result};
 pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
 pub use rebuild::{rebuild, RebuildReport};

@@ -348,6 +348,11 @@ impl<'c> VolumeWriter<'c> {
         Ok(())
     }
 
+    /// The drive's statistics, when it keeps them.
+    pub fn drive_stats(&self) -> Option<tapeloom_device::DriveStats> {
+        self.drive.as_ref().and_then(|d| d.stats())
+    }
+
     /// Volume UUIDs so far, in order.
     pub fn uuids(&self) -> Vec<[u8; 16]> {
         self.volumes.iter().map(|v| v.uuid).collect()
