@@ -92,6 +92,9 @@ enum Cmd {
         /// Drive to read with.
         #[arg(long)]
         drive: Option<usize>,
+        /// Only this stream: its extents are read and the others' skipped.
+        #[arg(long)]
+        stream: Option<String>,
     },
     /// Read every block of a job and check its checksums.
     Verify {
@@ -590,6 +593,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             to,
             paths,
             drive,
+            stream,
         } => {
             let opts = RestoreOptions {
                 to,
@@ -598,6 +602,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     .map(|p| p.as_os_str().as_bytes().to_vec())
                     .collect(),
                 drive,
+                stream,
             };
             let r = restore(&home, job, &opts)?;
             for (p, why) in &r.errors {

@@ -314,8 +314,24 @@ pub fn backup(
     let mut run = 0usize;
     let mut dry = true;
     let mut lanes_done = 0usize;
+    let mut window_start = Instant::now();
+    let mut window_wait = std::time::Duration::ZERO;
     let write_result = (|| -> Result<()> {
         loop {
+            // Adaptive concurrency: when the writer has waited for data a fifth or more
+            // of the last quarter second, the streams in hand cannot keep the drive
+            // busy: weave one more in.
+            let span = window_start.elapsed();
+            if span >= std::time::Duration::from_millis(250) {
+                if fixed.is_none()
+                    && !pending.is_empty()
+                    && window_wait.as_secs_f64() >= 0.2 * span.as_secs_f64()
+                {
+                    target += 1;
+                }
+                window_start = Instant::now();
+                window_wait = std::time::Duration::ZERO;
+            }
             while lanes.len() < target {
                 match pending.pop_front() {
                     Some((id, abs, root)) => lanes.push(start_lane(id, abs, root)),
@@ -330,6 +346,7 @@ pub fn backup(
                 // The pool fills to the high-water mark before the writer starts.
                 let want = (opts.high_water * (lane_cap * lanes.len()) as f64) as usize;
                 let t = Instant::now();
+                let waited_before = shared.queued.load(Ordering::Relaxed) < want;
                 while shared.queued.load(Ordering::Relaxed) < want
                     && t.elapsed() < std::time::Duration::from_secs(2)
                 {
@@ -339,6 +356,10 @@ pub fn backup(
                         break;
                     }
                     shared.wait(seen, std::time::Duration::from_millis(20));
+                }
+                if waited_before {
+                    writer_wait += t.elapsed();
+                    window_wait += t.elapsed();
                 }
                 dry = false;
             }
@@ -358,11 +379,7 @@ pub fn backup(
                         shared.wait(seen, std::time::Duration::from_millis(50));
                         writer_wait += t.elapsed();
                         dry = true;
-                        // Adaptive concurrency: the drive ran dry and another stream
-                        // is waiting, so weave one more in.
-                        if fixed.is_none() && !pending.is_empty() && t.elapsed().as_millis() >= 20 {
-                            target += 1;
-                        }
+                        window_wait += t.elapsed();
                         continue;
                     }
                 }

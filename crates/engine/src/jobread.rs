@@ -258,8 +258,9 @@ impl From<FormatError> for SinkError {
 }
 
 impl Streams {
-    /// Feeds one good block. `start` makes decoding begin at that payload offset
-    /// (a record known to start there) instead of where the block says.
+    /// Feeds one good block. When the stream's decoder is not in step with this block
+    /// (first block seen, or blocks were skipped), decoding begins at `start`, a record
+    /// known to start there, or else where the block says its first record starts.
     pub fn feed(
         &mut self,
         h: &BlockHeader,
@@ -272,7 +273,7 @@ impl Streams {
             return Ok(());
         }
         let st = self.map.entry(h.stream).or_default();
-        let from = if start.is_none() && st.next == Some(h.stream_offset) {
+        let from = if st.next == Some(h.stream_offset) {
             0
         } else {
             if st.next.is_some() && !st.dec.at_boundary() {
@@ -317,10 +318,5 @@ impl Streams {
                 st.dec.reset();
             }
         }
-    }
-
-    /// Forgets where every stream was (after a locate).
-    pub fn reset(&mut self) {
-        self.map.clear();
     }
 }

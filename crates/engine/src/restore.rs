@@ -5,12 +5,13 @@ use crate::fsmeta::Placer;
 use crate::home::Home;
 use crate::jobread::{Got, JobReader, Sink, Streams};
 use crate::writers::{Writers, SMALL};
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
-use tapeloom_catalog::{FileRow, JobVolume};
+use tapeloom_catalog::{Extent, FileRow, JobVolume};
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
 
 /// How to restore.
@@ -22,6 +23,8 @@ pub struct RestoreOptions {
     pub paths: Vec<Vec<u8>>,
     /// Drive to read with, when the user chose one.
     pub drive: Option<usize>,
+    /// Restore only this stream (by name).
+    pub stream: Option<String>,
 }
 
 /// What a restore did.
@@ -297,15 +300,37 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let (mut reader, vols) = JobReader::open(home, job_id, opts.drive)?;
     // What to read: every file under each chosen path, plus hard-link targets.
     let mut rows: Vec<FileRow> = Vec::new();
-    let want = if opts.paths.is_empty() {
+    let only_stream = match &opts.stream {
+        None => None,
+        Some(name) => Some(
+            cat.streams(job_id)?
+                .into_iter()
+                .find(|s| &s.name == name)
+                .map(|s| s.stream)
+                .ok_or_else(|| Error::Msg(format!("job {job_id} has no stream {name}")))?,
+        ),
+    };
+    let want = if opts.paths.is_empty() && only_stream.is_none() {
         None
     } else {
         let mut set = HashSet::new();
+        if opts.paths.is_empty() {
+            if let Some(id) = only_stream {
+                cat.for_each_file(job_id, None, |r| {
+                    if r.stream == id {
+                        rows.push(r);
+                    }
+                    Ok(())
+                })?;
+            }
+        }
         for p in &opts.paths {
             let p = normalize(p);
             let before = rows.len();
             cat.for_each_file(job_id, Some(&p), |r| {
-                rows.push(r);
+                if only_stream.is_none_or(|id| id == r.stream) {
+                    rows.push(r);
+                }
                 Ok(())
             })?;
             if rows.len() == before {
@@ -341,11 +366,11 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     };
 
     let mut streams = Streams::default();
-    for run in plan_runs(&vols, &mut rows, rs.want.is_none()) {
-        let mut first = run.offset.is_some();
+    let extents = cat.extents(job_id)?;
+    let (runs, hints) = plan_runs(&vols, &mut rows, rs.want.is_none(), &extents);
+    for run in runs {
         if reader.at() != Some(run.start) {
             reader.seek(run.start.0, run.start.1)?;
-            streams.reset();
         }
         loop {
             if reader.at().is_none_or(|at| at > run.end) {
@@ -364,14 +389,12 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
                             rs.fail(&p, format!("block {lbn} of {barcode} is bad: {why}"));
                         }
                     }
-                    first = false;
                 }
                 Got::Block { seq, lbn, header } => {
                     let block = reader.block();
                     let payload = header.payload(block);
-                    let start = if first { run.offset } else { None };
-                    first = false;
-                    streams.feed(&header, payload, (seq, lbn), start, &mut rs)?;
+                    let hint = hints.get(&(seq, lbn, header.stream)).copied();
+                    streams.feed(&header, payload, (seq, lbn), hint, &mut rs)?;
                 }
             }
         }
@@ -396,46 +419,80 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
 }
 
 /// A stretch of a job's blocks to read in one go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Run {
     /// (volume seq, LBN) of the first block.
     start: (u32, u64),
-    /// Payload offset in the first block where a wanted entry starts; `None` reads
-    /// from where the blocks say records start.
-    offset: Option<u32>,
     /// (volume seq, LBN) of the last block; reading stops after it.
     end: (u32, u64),
 }
 
-/// The whole job as one run, or each wanted entry from its start to its end in tape
-/// order, merged when they touch or lie within [`READ_THROUGH`] blocks.
-fn plan_runs(vols: &[JobVolume], rows: &mut [FileRow], whole: bool) -> Vec<Run> {
+/// Where wanted entries start: (volume seq, LBN, stream) to payload offset.
+type Hints = HashMap<(u32, u64, u16), u32>;
+
+/// What to read: the whole job as one run; or, for chosen entries, the blocks that
+/// hold them. With an extent map (multiplexed jobs) that is only the wanted
+/// streams' extents within each entry's span, so other streams' data is skipped by
+/// locate; without one, each entry's span. Runs closer than [`READ_THROUGH`] blocks
+/// are merged (reading through a few blocks beats a locate).
+fn plan_runs(
+    vols: &[JobVolume],
+    rows: &mut [FileRow],
+    whole: bool,
+    extents: &[Extent],
+) -> (Vec<Run>, Hints) {
+    let mut hints = Hints::new();
     if whole {
-        return vec![Run {
+        let run = Run {
             start: (vols[0].seq, vols[0].first_lbn),
-            offset: None,
             end: (u32::MAX, u64::MAX),
-        }];
+        };
+        return (vec![run], hints);
     }
     rows.sort_by_key(|r| (r.start_seq, r.start_lbn, r.start_off));
-    let mut runs: Vec<Run> = Vec::new();
+    let mut by_stream: HashMap<u16, Vec<&Extent>> = HashMap::new();
+    for e in extents {
+        by_stream.entry(e.stream).or_default().push(e);
+    }
+    let mut pieces: Vec<Run> = Vec::new();
     for r in rows.iter() {
+        let at = (r.start_seq, r.start_lbn, r.stream);
+        let off = hints.entry(at).or_insert(r.start_off);
+        *off = (*off).min(r.start_off);
         let start = (r.start_seq, r.start_lbn);
         let end = (r.end_seq, r.end_lbn);
-        match runs.last_mut() {
-            Some(last)
-                if start <= last.end
-                    || (start.0 == last.end.0 && start.1 <= last.end.1 + READ_THROUGH) =>
-            {
-                last.end = last.end.max(end);
+        match by_stream.get(&r.stream) {
+            Some(ext) => {
+                // Extents are in tape order: the first that ends at or after `start`.
+                let from = ext.partition_point(|e| (e.seq, e.first_lbn + e.blocks - 1) < start);
+                for e in &ext[from..] {
+                    let (first, last) = ((e.seq, e.first_lbn), (e.seq, e.first_lbn + e.blocks - 1));
+                    if first > end {
+                        break;
+                    }
+                    pieces.push(Run {
+                        start: first.max(start),
+                        end: last.min(end),
+                    });
+                }
             }
-            _ => runs.push(Run {
-                start,
-                offset: Some(r.start_off),
-                end,
-            }),
+            None => pieces.push(Run { start, end }),
         }
     }
-    runs
+    pieces.sort_by_key(|p| (p.start, p.end));
+    let mut runs: Vec<Run> = Vec::new();
+    for p in pieces {
+        match runs.last_mut() {
+            Some(last)
+                if p.start <= last.end
+                    || (p.start.0 == last.end.0 && p.start.1 <= last.end.1 + READ_THROUGH + 1) =>
+            {
+                last.end = last.end.max(p.end);
+            }
+            _ => runs.push(p),
+        }
+    }
+    (runs, hints)
 }
 
 /// A path as the user typed it, in job-namespace form: no leading `./` or `/`, no
@@ -483,9 +540,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn runs_merge_when_close_and_split_when_far() {
-        let vol = JobVolume {
+    fn vol() -> JobVolume {
+        JobVolume {
             seq: 0,
             volume: Volume {
                 id: 1,
@@ -497,27 +553,46 @@ mod tests {
             },
             first_lbn: 2,
             last_lbn: None,
-        };
+        }
+    }
+
+    fn spans(runs: &[Run]) -> Vec<((u32, u64), (u32, u64))> {
+        runs.iter().map(|r| (r.start, r.end)).collect()
+    }
+
+    #[test]
+    fn runs_merge_when_close_and_split_when_far() {
         let mut rows = vec![
             row((0, 100, 5), (0, 101)),
             row((0, 10, 0), (0, 12)),
             row((0, 13, 7), (0, 13)),
             row((1, 3, 0), (1, 4)),
         ];
-        let runs = plan_runs(std::slice::from_ref(&vol), &mut rows, false);
-        let got: Vec<_> = runs.iter().map(|r| (r.start, r.offset, r.end)).collect();
+        let (runs, hints) = plan_runs(std::slice::from_ref(&vol()), &mut rows, false, &[]);
         assert_eq!(
-            got,
-            vec![
-                ((0, 10), Some(0), (0, 13)),
-                ((0, 100), Some(5), (0, 101)),
-                ((1, 3), Some(0), (1, 4)),
-            ]
+            spans(&runs),
+            vec![((0, 10), (0, 13)), ((0, 100), (0, 101)), ((1, 3), (1, 4))]
         );
-        let whole = plan_runs(&[vol], &mut rows, true);
+        assert_eq!(hints.get(&(0, 100, 1)), Some(&5));
+        let (whole, _) = plan_runs(&[vol()], &mut rows, true, &[]);
         assert_eq!(whole.len(), 1);
         assert_eq!(whole[0].start, (0, 2));
-        assert_eq!(whole[0].offset, None);
+    }
+
+    #[test]
+    fn runs_skip_other_streams_extents() {
+        let ext = |stream, first_lbn, blocks| Extent {
+            stream,
+            seq: 0,
+            first_lbn,
+            blocks,
+            stream_offset: 0,
+        };
+        // Stream 1 at 2-11 and 40-49, stream 2 at 12-39 in between.
+        let extents = [ext(1, 2, 10), ext(2, 12, 28), ext(1, 40, 10)];
+        let mut rows = vec![row((0, 8, 100), (0, 44))];
+        let (runs, _) = plan_runs(&[vol()], &mut rows, false, &extents);
+        assert_eq!(spans(&runs), vec![((0, 8), (0, 11)), ((0, 40), (0, 44))]);
     }
 
     #[test]

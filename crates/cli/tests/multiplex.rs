@@ -1,0 +1,140 @@
+//! Several streams woven onto one drive, and restores that skip what they don't need.
+
+mod common;
+use common::*;
+use std::ffi::OsStr;
+
+#[test]
+fn interleaved_streams_restore_whole_by_stream_and_by_path() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let (a, b) = (t.path().join("alpha"), t.path().join("beta"));
+    for i in 0..3 {
+        write(&a.join(format!("a{i}")), &noise(10 + i, 12_000_000));
+        write(&b.join(format!("b{i}")), &noise(20 + i, 12_000_000));
+    }
+    // Rate limits make both streams slower than the writer, so their blocks interleave.
+    let r = ok(
+        &home,
+        &[
+            "backup",
+            "--stream",
+            &format!("first={}", a.display()),
+            b.to_str().unwrap(),
+            "--concurrency",
+            "2",
+            "--limit-rate",
+            "40MB",
+            "--extent-size",
+            "1M",
+        ],
+    );
+    assert_eq!(r["max_concurrency"], 2, "{r}");
+    assert!(
+        r["extents"].as_u64().unwrap() >= 6,
+        "the streams did not interleave: {r}"
+    );
+    let names: Vec<&str> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    // Sources given by position come first, then the named ones.
+    assert_eq!(names, vec!["beta", "first"]);
+    let job = r["job_id"].as_i64().unwrap().to_string();
+    let total = 72_000_000u64;
+
+    let all = t.path().join("all");
+    let w = ok(&home, &["restore", &job, "--to", all.to_str().unwrap()]);
+    assert_eq!(
+        w["locates"], 1,
+        "a whole-job restore reads the tape once: {w}"
+    );
+    assert_same_tree(&a, &all.join("first"));
+    assert_same_tree(&b, &all.join("beta"));
+
+    let one = t.path().join("one");
+    let s = ok(
+        &home,
+        &[
+            "restore",
+            &job,
+            "--to",
+            one.to_str().unwrap(),
+            "--stream",
+            "beta",
+        ],
+    );
+    assert_same_tree(&b, &one.join("beta"));
+    assert!(!one.join("first").exists());
+    let read = s["bytes_read_from_tape"].as_u64().unwrap();
+    assert!(
+        read < total * 6 / 10,
+        "a one-stream restore read {read} of {total} bytes"
+    );
+    assert!(s["locates"].as_u64().unwrap() > 1, "{s}");
+
+    let f = t.path().join("file");
+    let p = ok(
+        &home,
+        &["restore", &job, "--to", f.to_str().unwrap(), "first/a1"],
+    );
+    assert_eq!(
+        std::fs::read(f.join("first/a1")).unwrap(),
+        noise(11, 12_000_000)
+    );
+    let read = p["bytes_read_from_tape"].as_u64().unwrap();
+    assert!(
+        read < 14_000_000,
+        "a 12 MB file cost {read} bytes of reading"
+    );
+
+    assert_eq!(ok(&home, &["verify", &job])["ok"], true);
+}
+
+#[test]
+fn adaptive_concurrency_weaves_slow_streams() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let mut args = vec!["backup".to_string(), "--limit-rate".into(), "20MB".into()];
+    for s in 0..3 {
+        let d = t.path().join(format!("s{s}"));
+        write(&d.join("data"), &noise(30 + s, 6_000_000));
+        args.push(d.to_str().unwrap().to_string());
+    }
+    let r = ok(&home, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    // Each stream alone leaves the writer waiting, so more are woven in.
+    assert!(r["max_concurrency"].as_u64().unwrap() >= 2, "{r}");
+    assert!(r["drives"][0]["writer_waits"].as_u64().unwrap() > 0, "{r}");
+}
+
+#[test]
+fn stream_options_are_checked() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let d = t.path().join("d");
+    write(&d.join("x"), b"x");
+    let dd = format!("x={}", d.display());
+    for args in [
+        vec!["backup", "--stream", dd.as_str(), "--stream", dd.as_str()],
+        vec!["backup", "--stream", "no-equals-sign"],
+        vec!["backup", "--concurrency", "0", d.to_str().unwrap()],
+        vec!["backup", "--high-water", "150", d.to_str().unwrap()],
+    ] {
+        let (code, _, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
+        assert_eq!(code, 1, "{args:?}");
+        assert!(
+            err.starts_with("tapeloom: error: ") && err.trim_end().lines().count() == 1,
+            "{err}"
+        );
+    }
+    let r = ok(&home, &["backup", "--stream", dd.as_str()]);
+    let job = r["job_id"].as_i64().unwrap().to_string();
+    let (code, _, err) = run(
+        &home,
+        &["restore", &job, "--to", "/tmp/never", "--stream", "nope"].map(OsStr::new),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("no stream nope"), "{err}");
+}
