@@ -61,6 +61,10 @@ enum Cmd {
         /// Most bytes per second each stream reads (for example 8MB).
         #[arg(long, value_parser = size::parse)]
         limit_rate: Option<u64>,
+        /// Data between filemarks inside the job (written with the immediate bit, so
+        /// the drive keeps streaming; restores never need them). 0 for none.
+        #[arg(long, default_value = "16G", value_parser = size::parse)]
+        segment_size: u64,
         /// Job name.
         #[arg(long)]
         name: Option<String>,
@@ -431,6 +435,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             high_water,
             readers_per_stream,
             limit_rate,
+            segment_size,
             name,
             block_size,
             drive,
@@ -464,6 +469,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 readers: readers_per_stream.max(1),
                 limit_rate: limit_rate.map(|r| r as f64),
                 stream_names,
+                segment_bytes: segment_size,
             };
             let progress = Arc::new(Progress::default());
             let bar = output::progress_bar(Arc::clone(&progress));
@@ -498,6 +504,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     "blocks": r.blocks,
                     "volumes": r.volumes,
                     "extents": r.extents,
+                    "filemarks": r.filemarks,
                     "max_concurrency": r.max_concurrency,
                     "streams": r.streams.iter().map(|s| json!({
                         "name": s.name, "bytes": s.bytes, "files": s.files, "seconds": s.seconds,

@@ -138,3 +138,64 @@ fn stream_options_are_checked() {
     assert_eq!(code, 1);
     assert!(err.contains("no stream nope"), "{err}");
 }
+
+/// Filemarks on a cartridge, from the virtual cartridge's index (FORMAT.md 8).
+fn filemarks_on(home: &std::path::Path, barcode: &str) -> usize {
+    let idx = std::fs::read(home.join(format!("library/tapes/{barcode}.idx"))).unwrap();
+    idx.chunks_exact(16)
+        .filter(|e| e[12..16] == [1, 0, 0, 0])
+        .count()
+}
+
+#[test]
+fn filemarks_inside_a_job_change_nothing_for_restores() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "1",
+            "--slots",
+            "3",
+            "--capacity",
+            "64M",
+        ],
+    );
+    for i in 0..8 {
+        write(&src.join(format!("f{i}")), &noise(40 + i, 9_000_000));
+    }
+    let b = ok(
+        &home,
+        &["backup", src.to_str().unwrap(), "--segment-size", "2M"],
+    );
+    assert!(b["filemarks"].as_u64().unwrap() >= 30, "{b}");
+    assert_eq!(b["volumes"].as_array().unwrap().len(), 2, "{b}");
+    // Label filemark + segment filemarks + the job's closing filemark.
+    assert!(filemarks_on(&home, "TL0001L9") > 10);
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    assert_eq!(ok(&home, &["verify", &job])["ok"], true);
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&src, &out);
+    let one = t.path().join("one");
+    let r = ok(
+        &home,
+        &["restore", &job, "--to", one.to_str().unwrap(), "f5"],
+    );
+    assert_eq!(std::fs::read(one.join("f5")).unwrap(), noise(45, 9_000_000));
+    assert!(
+        r["bytes_read_from_tape"].as_u64().unwrap() < 10_000_000,
+        "{r}"
+    );
+    for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+        let _ = std::fs::remove_file(home.join(f));
+    }
+    let rb = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(rb["files_added"], 9, "{rb}");
+    let again = t.path().join("again");
+    ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
+    assert_same_tree(&src, &again);
+}

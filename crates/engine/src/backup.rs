@@ -50,7 +50,18 @@ pub struct BackupOptions {
     pub limit_rate: Option<f64>,
     /// Stream names given by the user, by source index.
     pub stream_names: Vec<Option<String>>,
+    /// Bytes between filemarks inside a job (written with the immediate bit); 0 for
+    /// none.
+    pub segment_bytes: u64,
 }
+
+/// Default filemark spacing: 16 GiB, about 40 seconds of an LTO-9 at full speed.
+/// Filemarks written with the immediate bit do not flush the drive, so they cost
+/// nothing in speed; restores position by block and never need them. They are there
+/// for tools that space by filemark (`mt fsf`), as NERSC's tapemarks every gigabyte
+/// were; few and far between, because a drive that gets one without the immediate bit
+/// (an older driver) would stop.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 16 << 30;
 
 /// Default extent: 64 MiB of one stream. At LTO-9 speed that is a sixth of a second
 /// of tape; a restore of one stream skips the others in steps no smaller than this,
@@ -71,6 +82,7 @@ impl Default for BackupOptions {
             high_water: 0.5,
             limit_rate: None,
             stream_names: Vec::new(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
         }
     }
 }
@@ -117,6 +129,8 @@ pub struct BackupReport {
     pub max_concurrency: usize,
     /// Extents written.
     pub extents: u64,
+    /// Filemarks written inside the job's segments.
+    pub filemarks: u64,
     /// The drive's statistics, when it keeps them.
     pub drive_stats: Option<tapeloom_device::DriveStats>,
 }
@@ -259,6 +273,7 @@ pub fn backup(
         streams: streams.clone(),
     };
     let mut w = VolumeWriter::begin(cat, home.library()?, opts.drive, job_id, start)?;
+    w.segment_bytes = opts.segment_bytes;
 
     let block_size = opts.block_size;
     let readers = opts.readers;
@@ -529,6 +544,7 @@ pub fn backup(
         reader_wait_seconds: shared.reader_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
         max_concurrency: max_lanes,
         extents: n_extents,
+        filemarks: w.filemarks,
         drive_stats: w.drive_stats(),
     })
 }

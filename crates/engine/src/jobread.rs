@@ -205,7 +205,23 @@ impl JobReader {
                         }
                     }
                 }
-                Ok(ReadOutcome::Filemark) | Ok(ReadOutcome::EndOfData) => {
+                Ok(ReadOutcome::Filemark) => {
+                    self.lbn += 1;
+                    // A filemark inside the segment (every --segment-size) is passed
+                    // over; the one after the segment's last block ends it.
+                    let inside = self
+                        .volume(seq)?
+                        .last_lbn
+                        .is_none_or(|last| self.lbn <= last);
+                    if inside {
+                        continue;
+                    }
+                    if self.next_volume()? {
+                        continue;
+                    }
+                    return Ok(Got::End);
+                }
+                Ok(ReadOutcome::EndOfData) => {
                     if self.next_volume()? {
                         continue;
                     }

@@ -96,14 +96,14 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             lbn += 1;
             let n = match got {
                 Ok(ReadOutcome::Block(n)) => n,
-                Ok(ReadOutcome::Filemark) | Ok(ReadOutcome::EndOfData) => {
+                // A filemark may lie inside a segment (every --segment-size): the
+                // segment goes on while the blocks after it carry the same job tag.
+                Ok(ReadOutcome::Filemark) => continue,
+                Ok(ReadOutcome::EndOfData) => {
                     if let Some((tag, seg)) = open.take() {
                         jobs.entry(tag).or_default().push(seg);
                     }
-                    if matches!(got, Ok(ReadOutcome::EndOfData)) {
-                        break;
-                    }
-                    continue;
+                    break;
                 }
                 Err(DeviceError::BlockTooLarge { .. }) => {
                     report.bad_blocks += 1;

@@ -108,6 +108,11 @@ pub(crate) struct VolumeWriter<'c> {
     ctl_pos: HashMap<u64, (u32, u64)>,
     /// Blocks written (all streams).
     pub blocks: u64,
+    /// Bytes between two filemarks inside a segment (0: none).
+    pub segment_bytes: u64,
+    since_filemark: u64,
+    /// Filemarks written inside segments.
+    pub filemarks: u64,
 }
 
 impl<'c> VolumeWriter<'c> {
@@ -137,6 +142,9 @@ impl<'c> VolumeWriter<'c> {
             ctl,
             ctl_pos: HashMap::new(),
             blocks: 0,
+            segment_bytes: 0,
+            since_filemark: 0,
+            filemarks: 0,
         };
         w.mount_next()?;
         let body = w.start.encode();
@@ -222,6 +230,7 @@ impl<'c> VolumeWriter<'c> {
             };
             drive.space_to_eod()?;
             self.lbn = drive.position()?;
+            self.since_filemark = 0;
             if drive.write_protected()? {
                 continue;
             }
@@ -279,7 +288,18 @@ impl<'c> VolumeWriter<'c> {
         }
         self.lbn += 1;
         self.blocks += 1;
-        Ok((self.seq, self.lbn - 1))
+        let at = (self.seq, self.lbn - 1);
+        self.since_filemark += b.buf.len() as u64;
+        if self.segment_bytes > 0 && self.since_filemark >= self.segment_bytes && !self.need_switch
+        {
+            // A filemark with the immediate bit: it does not flush the drive's buffer,
+            // so the tape keeps streaming. Restores never count on it.
+            drive.write_filemarks(1, true)?;
+            self.lbn += 1;
+            self.filemarks += 1;
+            self.since_filemark = 0;
+        }
+        Ok(at)
     }
 
     /// Writes one block, changing cartridges first when the last one is full.
