@@ -67,9 +67,7 @@ fn a_large_job_spans_three_cartridges_and_restores() {
         "{e} {r}"
     );
     // The catalog can be rebuilt from the three cartridges alone.
-    for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
-        let _ = std::fs::remove_file(home.join(f));
-    }
+    forget_catalog(&home);
     let rb = ok(&home, &["catalog", "rebuild"]);
     assert_eq!(rb["jobs_added"], serde_json::json!([1]), "{rb}");
     assert_eq!(rb["volumes_scanned"], 3);

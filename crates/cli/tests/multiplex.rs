@@ -190,9 +190,7 @@ fn filemarks_inside_a_job_change_nothing_for_restores() {
         r["bytes_read_from_tape"].as_u64().unwrap() < 10_000_000,
         "{r}"
     );
-    for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
-        let _ = std::fs::remove_file(home.join(f));
-    }
+    forget_catalog(&home);
     let rb = ok(&home, &["catalog", "rebuild"]);
     assert_eq!(rb["files_added"], 9, "{rb}");
     let again = t.path().join("again");

@@ -267,3 +267,10 @@ pub fn assert_same_tree(a: &Path, b: &Path) {
 pub fn ino(p: &Path) -> u64 {
     std::fs::symlink_metadata(p).unwrap().ino()
 }
+
+/// Deletes a home's catalog (and its WAL files), as if it were lost.
+pub fn forget_catalog(home: &Path) {
+    for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+        let _ = std::fs::remove_file(home.join(f));
+    }
+}
