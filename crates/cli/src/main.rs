@@ -71,9 +71,13 @@ enum Cmd {
         /// Block size (64K to 8M, a multiple of 4K).
         #[arg(long, default_value = "256K", value_parser = size::parse)]
         block_size: u64,
-        /// Drive to write with.
-        #[arg(long)]
+        /// Drive to write with (the same as --drives D,).
+        #[arg(long, conflicts_with = "drives")]
         drive: Option<usize>,
+        /// Drives to write with: a number (the first N; 1 lets tapeloom pick the
+        /// drive), all, or a list like 0,2. Streams are balanced across them.
+        #[arg(long, default_value = "1", value_parser = tapeloom_engine::DriveSet::parse)]
+        drives: tapeloom_engine::DriveSet,
     },
     /// List jobs.
     Jobs,
@@ -439,6 +443,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             name,
             block_size,
             drive,
+            drives,
         } => {
             let mut stream_names: Vec<Option<String>> = vec![None; sources.len()];
             for s in &stream {
@@ -461,7 +466,10 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             let opts = BackupOptions {
                 name: name.unwrap_or_default(),
                 block_size,
-                drive,
+                drives: match drive {
+                    Some(d) => tapeloom_engine::DriveSet::List(vec![d]),
+                    None => drives,
+                },
                 concurrency,
                 extent_blocks: (extent_size as usize / block_size).max(1),
                 buffers: buffers.max(2),
@@ -509,8 +517,9 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     "streams": r.streams.iter().map(|s| json!({
                         "name": s.name, "bytes": s.bytes, "files": s.files, "seconds": s.seconds,
                         "mb_per_s": s.bytes as f64 / 1e6 / s.seconds.max(1e-9),
+                        "drive": s.drive.unwrap_or(0),
                     })).collect::<Vec<_>>(),
-                    "drives": [output::drive_summary(&r)],
+                    "drives": r.drives.iter().map(output::drive_summary).collect::<Vec<_>>(),
                     "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
                 }),
                 0,

@@ -78,7 +78,7 @@ pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
 
 /// The drive line of a backup's JSON: rate, utilization against the drive's maximum
 /// at the data's compressibility (when the drive has a model), waits and backhitches.
-pub fn drive_summary(r: &tapeloom_engine::BackupReport) -> serde_json::Value {
+pub fn drive_summary(r: &tapeloom_engine::DriveReport) -> serde_json::Value {
     let (utilization, backhitches, ratio, modeled) = match &r.drive_stats {
         Some(s) => {
             let secs = s.modeled_seconds.max(1e-9);
@@ -95,9 +95,13 @@ pub fn drive_summary(r: &tapeloom_engine::BackupReport) -> serde_json::Value {
         None => (None, None, None, None),
     };
     serde_json::json!({
-        "drive": 0,
+        "drive": r.drive.unwrap_or(0),
         "bytes": r.bytes,
         "mb_per_s": r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+        "volumes": r.volumes,
+        "streams": r.streams,
+        "max_concurrency": r.max_concurrency,
+        "filemarks": r.filemarks,
         "utilization": utilization,
         "backhitches": backhitches,
         "compression_ratio": ratio,

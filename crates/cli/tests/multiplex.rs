@@ -197,3 +197,85 @@ fn filemarks_inside_a_job_change_nothing_for_restores() {
     ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
     assert_same_tree(&src, &again);
 }
+
+#[test]
+fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "2",
+            "--slots",
+            "6",
+            "--capacity",
+            "64M",
+        ],
+    );
+    let mut srcs = Vec::new();
+    for s in 0..4u64 {
+        let d = t.path().join(format!("s{s}"));
+        for i in 0..5 {
+            write(&d.join(format!("f{i}")), &noise(100 * s + i, 10_000_000));
+        }
+        srcs.push(d);
+    }
+    let mut args = vec!["backup", "--drives", "2", "--concurrency", "1"];
+    args.extend(srcs.iter().map(|p| p.to_str().unwrap()));
+    let r = ok(&home, &args);
+    let drives = r["drives"].as_array().unwrap();
+    assert_eq!(drives.len(), 2, "{r}");
+    for d in drives {
+        assert!(
+            d["bytes"].as_u64().unwrap() >= 50_000_000,
+            "idle drive: {r}"
+        );
+        assert_eq!(d["streams"].as_array().unwrap().len(), 2, "{r}");
+    }
+    let vols: Vec<&str> = r["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(vols.len() >= 4, "each drive spans: {r}");
+    let mut seen = vols.clone();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), vols.len(), "a cartridge used twice: {r}");
+    let job = r["job_id"].as_i64().unwrap().to_string();
+
+    assert_eq!(ok(&home, &["verify", &job])["ok"], true);
+    let all = t.path().join("all");
+    ok(&home, &["restore", &job, "--to", all.to_str().unwrap()]);
+    for s in &srcs {
+        assert_same_tree(s, &all.join(s.file_name().unwrap()));
+    }
+    // The catalog comes back from the cartridges of both drives.
+    forget_catalog(&home);
+    let rb = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(rb["files_added"], 24, "{rb}");
+    let one = t.path().join("one");
+    let p = ok(
+        &home,
+        &["restore", "1", "--to", one.to_str().unwrap(), "s3/f4"],
+    );
+    assert!(
+        p["bytes_read_from_tape"].as_u64().unwrap() < 12_000_000,
+        "{p}"
+    );
+    assert_eq!(
+        std::fs::read(one.join("s3/f4")).unwrap(),
+        noise(304, 10_000_000)
+    );
+    // Asking for more drives than the library has is refused.
+    let (code, _, err) = run(
+        &home,
+        &["backup", "--drives", "3", srcs[0].to_str().unwrap()].map(OsStr::new),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("3 drives"), "{err}");
+}

@@ -126,6 +126,10 @@ pub struct DriveStats {
     pub calibration_seconds: f64,
     /// Modeled (or measured) seconds since the drive was opened.
     pub modeled_seconds: f64,
+    /// Fill of the drive's buffer now, 0 to 1.
+    pub buffer_fill: f64,
+    /// The speed step the tape runs at now (MB/s of tape), or 0 when it stands.
+    pub speed_now_mb_s: f64,
 }
 
 impl DriveStats {

@@ -9,16 +9,17 @@
 
 use crate::error::{io, Error, Result};
 use crate::home::Home;
-use crate::mux::{Done, Extents, Lane, Msg, Outlet, Shared, Stopped};
-use crate::source::{self, Content, Fetched, Item};
-use crate::volumes::{random_uuid, VolumeWriter};
+use crate::mux::{Done, Msg, Outlet, Stopped};
+use crate::source::{Content, Fetched, Item};
+use crate::volumes::{random_uuid, Tapes, VolumeWriter};
+use crate::weave::{weave, DriveReport, JobShared, Pending, Woven};
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{FileRow, Stream};
 use tapeloom_format::{
@@ -37,8 +38,8 @@ pub struct BackupOptions {
     pub buffers: usize,
     /// Reader threads per stream fetching metadata and small files.
     pub readers: usize,
-    /// Drive to use, when the user chose one.
-    pub drive: Option<usize>,
+    /// Drives to write with.
+    pub drives: DriveSet,
     /// Streams interleaved at once; `None` chooses as the job goes.
     pub concurrency: Option<usize>,
     /// Most consecutive blocks of one stream before the writer turns to another.
@@ -75,7 +76,7 @@ impl Default for BackupOptions {
             block_size: tapeloom_format::DEFAULT_BLOCK_SIZE,
             buffers: 64,
             readers: 4,
-            drive: None,
+            drives: DriveSet::Count(1),
             concurrency: None,
             extent_blocks: (DEFAULT_EXTENT_BYTES / tapeloom_format::DEFAULT_BLOCK_SIZE as u64)
                 as usize,
@@ -117,22 +118,14 @@ pub struct BackupReport {
     pub blocks: u64,
     /// Per stream: name, data bytes, seconds from the job's start to its end.
     pub streams: Vec<StreamReport>,
-    /// Times the writer found every stream empty.
-    pub writer_waits: u64,
-    /// Seconds the writer spent waiting so.
-    pub writer_wait_seconds: f64,
-    /// Times a stream's packer found the pool full.
-    pub reader_waits: u64,
-    /// Seconds packers spent waiting so.
-    pub reader_wait_seconds: f64,
-    /// Most streams interleaved at once.
+    /// Most streams interleaved at once, all drives together.
     pub max_concurrency: usize,
     /// Extents written.
     pub extents: u64,
     /// Filemarks written inside the job's segments.
     pub filemarks: u64,
-    /// The drive's statistics, when it keeps them.
-    pub drive_stats: Option<tapeloom_device::DriveStats>,
+    /// Per drive: what it wrote, its waits and its statistics.
+    pub drives: Vec<DriveReport>,
 }
 
 /// One stream of a finished backup.
@@ -146,6 +139,8 @@ pub struct StreamReport {
     pub files: u64,
     /// Seconds from the job's start until the stream's last block was written.
     pub seconds: f64,
+    /// The drive that carried it, when the job chose drives.
+    pub drive: Option<usize>,
 }
 
 /// Names streams after the last component of their source, made unique.
@@ -272,221 +267,117 @@ pub fn backup(
         host,
         streams: streams.clone(),
     };
-    let mut w = VolumeWriter::begin(cat, home.library()?, opts.drive, job_id, start)?;
-    w.segment_bytes = opts.segment_bytes;
-
-    let block_size = opts.block_size;
-    let readers = opts.readers;
-    let mut pending: VecDeque<(u16, PathBuf, Vec<u8>)> = streams
-        .iter()
-        .zip(abs_sources.iter().zip(roots))
-        .map(|(s, (a, r))| (s.id, a.clone(), r))
-        .collect();
+    let tapes = Arc::new(Tapes::new(home.library()?));
+    let drives = resolve_drives(&opts.drives, tapes.drives()?)?;
     let skip: Vec<(u64, u64)> = std::fs::metadata(home.dir())
         .map(|m| vec![(m.dev(), m.ino())])
         .unwrap_or_default();
-    let shared = Arc::new(Shared::default());
-    let n_streams = pending.len();
-    let fixed = opts.concurrency.map(|k| k.max(1));
-    let expected = fixed.unwrap_or(n_streams.min(4)).max(1);
-    let lane_cap = (opts.buffers / expected).max(2);
-    let start_lane = |id: u16, abs: PathBuf, root: Vec<u8>| -> Lane {
-        let (tx, rx) = sync_channel::<Msg>(lane_cap);
-        let out = Outlet::new(tx, Arc::clone(&shared), opts.limit_rate);
-        let skip = skip.clone();
-        let thread = std::thread::spawn(move || {
-            let fetched = source::start(vec![(abs.clone(), root.clone())], readers, skip);
-            let host = HostPath { abs, root };
-            pack_stream(id, tag, block_size, fetched, out, &host);
-        });
-        Lane::new(id, rx, thread)
-    };
-    let mut target = fixed.unwrap_or(1);
-    let mut lanes: Vec<Lane> = Vec::new();
-    let mut errors = Vec::new();
-    let mut rows = Vec::new();
-    let mut positions: HashMap<u16, (u64, VecDeque<(u32, u64)>)> = HashMap::new();
-    let mut per_stream: HashMap<u16, StreamReport> = streams
+    let n_streams = streams.len();
+    let pending: VecDeque<Pending> = streams
         .iter()
-        .map(|s| {
-            (
-                s.id,
-                StreamReport {
-                    name: s.name.clone(),
-                    bytes: 0,
-                    files: 0,
-                    seconds: 0.0,
-                },
-            )
+        .zip(abs_sources.iter().zip(roots))
+        .map(|(s, (a, r))| Pending {
+            id: s.id,
+            name: s.name.clone(),
+            abs: a.clone(),
+            root: r,
         })
         .collect();
-    let mut extents = Extents::default();
-    let (mut files, mut bytes) = (0u64, 0u64);
-    let (mut entries, mut stored) = (0u64, 0u64);
-    let (mut writer_waits, mut writer_wait) = (0u64, std::time::Duration::ZERO);
-    let mut max_lanes = 0usize;
-    let mut cur: usize = 0;
-    let mut run = 0usize;
-    let mut dry = true;
-    let mut lanes_done = 0usize;
-    let mut window_start = Instant::now();
-    let mut window_wait = std::time::Duration::ZERO;
-    let write_result = (|| -> Result<()> {
-        loop {
-            // Adaptive concurrency: when the writer has waited for data a fifth or more
-            // of the last quarter second, the streams in hand cannot keep the drive
-            // busy: weave one more in.
-            let span = window_start.elapsed();
-            if span >= std::time::Duration::from_millis(250) {
-                if fixed.is_none()
-                    && !pending.is_empty()
-                    && window_wait.as_secs_f64() >= 0.2 * span.as_secs_f64()
+    let job = JobShared {
+        opts,
+        tag,
+        job_id,
+        skip,
+        pending: Mutex::new(pending),
+        progress,
+        t0,
+        stop: AtomicBool::new(false),
+        expected: n_streams.div_ceil(drives.len()).clamp(1, 4),
+    };
+    // One writer per drive, each with its own catalog connection; the first mounts
+    // its cartridge now and carries the job's own records (start, index, end).
+    let mut writers = Vec::new();
+    for (i, d) in drives.iter().enumerate() {
+        let mut w = VolumeWriter::begin(
+            home.connect()?,
+            Arc::clone(&tapes),
+            *d,
+            job_id,
+            start.clone(),
+            i == 0,
+        )?;
+        w.segment_bytes = opts.segment_bytes;
+        writers.push(w);
+    }
+    let results: Vec<Result<Woven>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = writers
+            .iter_mut()
+            .map(|w| {
+                let job = &job;
+                sc.spawn(move || {
+                    let r = weave(job, w);
+                    if r.is_err() {
+                        job.stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Msg("a drive's writer panicked".into())))
+            })
+            .collect()
+    });
+    // The first error is the cause; the others stopped because of it.
+    let mut woven = Vec::new();
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(x) => woven.push(x),
+            Err(e) => {
+                let stopped =
+                    matches!(&e, Error::Msg(m) if m.starts_with("stopped: another drive"));
+                if first_err.is_none() || (!stopped && first_err.as_ref().is_some_and(|(s, _)| *s))
                 {
-                    target += 1;
+                    first_err = Some((stopped, e));
                 }
-                window_start = Instant::now();
-                window_wait = std::time::Duration::ZERO;
-            }
-            while lanes.len() < target {
-                match pending.pop_front() {
-                    Some((id, abs, root)) => lanes.push(start_lane(id, abs, root)),
-                    None => break,
-                }
-            }
-            max_lanes = max_lanes.max(lanes.len());
-            if lanes.is_empty() {
-                break;
-            }
-            if dry {
-                // The pool fills to the high-water mark before the writer starts.
-                let want = (opts.high_water * (lane_cap * lanes.len()) as f64) as usize;
-                let t = Instant::now();
-                let waited_before = shared.queued.load(Ordering::Relaxed) < want;
-                while shared.queued.load(Ordering::Relaxed) < want
-                    && t.elapsed() < std::time::Duration::from_secs(2)
-                {
-                    let seen = shared.rung();
-                    // A stream that has sent everything cannot fill the pool further.
-                    if shared.finished.load(Ordering::Relaxed) > lanes_done {
-                        break;
-                    }
-                    shared.wait(seen, std::time::Duration::from_millis(20));
-                }
-                if waited_before {
-                    writer_wait += t.elapsed();
-                    window_wait += t.elapsed();
-                }
-                dry = false;
-            }
-            // Stay with the current stream for up to an extent, while it has data.
-            if cur >= lanes.len() || run >= opts.extent_blocks.max(1) || !lanes[cur].ready() {
-                run = 0;
-                let n = lanes.len();
-                match (1..=n).map(|k| (cur + k) % n).find(|&i| lanes[i].ready()) {
-                    Some(i) => cur = i,
-                    None => {
-                        let seen = shared.rung();
-                        if lanes.iter_mut().any(|l| l.ready()) {
-                            continue;
-                        }
-                        writer_waits += 1;
-                        let t = Instant::now();
-                        shared.wait(seen, std::time::Duration::from_millis(50));
-                        writer_wait += t.elapsed();
-                        dry = true;
-                        window_wait += t.elapsed();
-                        continue;
-                    }
-                }
-            }
-            let id = lanes[cur].id;
-            match lanes[cur].take() {
-                Some(Msg::Block {
-                    mut block,
-                    done,
-                    keep_from,
-                }) => {
-                    shared.queued.fetch_sub(1, Ordering::Relaxed);
-                    run += 1;
-                    let at = w.write(&mut block)?;
-                    extents.landed(id, block.header.stream_offset, at.0, at.1);
-                    let (base, map) = positions.entry(id).or_insert((block.seq, VecDeque::new()));
-                    map.push_back(at);
-                    let mut sr = per_stream.get_mut(&id);
-                    for d in done {
-                        let s = map
-                            .get((d.start_block - *base) as usize)
-                            .copied()
-                            .ok_or_else(|| Error::Msg("entry start position lost".into()))?;
-                        let e = map
-                            .get((d.end_block - *base) as usize)
-                            .copied()
-                            .ok_or_else(|| Error::Msg("entry end position lost".into()))?;
-                        let mut row = d.row;
-                        row.start_seq = s.0;
-                        row.start_lbn = s.1;
-                        row.end_seq = e.0;
-                        row.end_lbn = e.1;
-                        files += 1;
-                        if let Some(sr) = sr.as_mut() {
-                            sr.files += 1;
-                        }
-                        if row.kind == EntryType::Regular as u8 {
-                            bytes += row.size;
-                            if let Some(sr) = sr.as_mut() {
-                                sr.bytes += row.size;
-                            }
-                            progress.bytes.fetch_add(row.size, Ordering::Relaxed);
-                        }
-                        progress.files.fetch_add(1, Ordering::Relaxed);
-                        rows.push(row);
-                    }
-                    while *base < keep_from && !map.is_empty() {
-                        map.pop_front();
-                        *base += 1;
-                    }
-                    shared.give(block.buf);
-                    if rows.len() >= 4096 {
-                        cat.add_files(job_id, &rows)?;
-                        rows.clear();
-                    }
-                    if extents.closed.len() >= 1024 {
-                        cat.add_extents(job_id, &extents.closed)?;
-                        extents.closed.clear();
-                    }
-                }
-                Some(Msg::Error(p, why)) => {
-                    cat.add_error(job_id, &p, &why)?;
-                    errors.push((crate::display_path(&p), why));
-                }
-                Some(Msg::End(e, b)) => {
-                    entries += e;
-                    stored += b;
-                    if let Some(sr) = per_stream.get_mut(&id) {
-                        sr.seconds = t0.elapsed().as_secs_f64();
-                    }
-                    let mut lane = lanes.remove(cur);
-                    lane.ended = true;
-                    lanes_done += 1;
-                    if let Some(t) = lane.thread.take() {
-                        t.join()
-                            .map_err(|_| Error::Msg("a packer thread panicked".into()))?;
-                    }
-                    run = 0;
-                }
-                None => {}
             }
         }
-        extents.finish();
-        cat.add_extents(job_id, &extents.closed)?;
-        cat.add_files(job_id, &rows)?;
-        Ok(())
-    })();
-    // Whatever happened, let the packers go: dropping the lanes closes their channels.
-    drop(lanes);
-    write_result?;
+    }
+    if let Some((_, e)) = first_err {
+        return Err(e);
+    }
+    // The other drives end their segments; their data is on tape before the index.
+    for w in writers.iter_mut().skip(1) {
+        w.finish()?;
+    }
+    let (mut files, mut bytes, mut entries, mut stored) = (0u64, 0u64, 0u64, 0u64);
+    let mut errors = Vec::new();
+    let mut per_stream = Vec::new();
+    let mut samples = Vec::new();
+    let mut drive_reports = Vec::new();
+    for x in woven {
+        files += x.report.files;
+        bytes += x.report.bytes;
+        entries += x.entries;
+        stored += x.stored;
+        errors.extend(x.errors);
+        per_stream.extend(x.streams);
+        samples.extend(x.samples);
+        drive_reports.push(x.report);
+    }
     debug_assert_eq!(entries, files);
+    let _ = entries;
     let n_extents = cat.extents(job_id)?.len() as u64;
+    let mut all_volumes: Vec<(u32, tapeloom_catalog::Volume)> = writers
+        .iter()
+        .flat_map(|w| w.volumes.iter().cloned())
+        .collect();
+    all_volumes.sort_by_key(|(seq, _)| *seq);
+    let w = &mut writers[0];
 
     // The index, then the job end record.
     let mut first_at = None;
@@ -518,35 +409,100 @@ pub fn backup(
         entries: files,
         bytes: stored,
         index_start,
-        volumes: w.uuids(),
+        volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
     };
     w.end(&job_end.encode())?;
     let status = if errors.is_empty() { "ok" } else { "partial" };
     let seconds = t0.elapsed().as_secs_f64();
+    cat.add_samples(job_id, "backup", &samples)?;
     cat.finish_job(job_id, status, files, bytes, seconds, ended.as_nanos())?;
+    for (d, w) in drive_reports.iter_mut().zip(&writers) {
+        d.blocks = w.blocks;
+        d.filemarks = w.filemarks;
+        d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();
+        d.drive_stats = w.drive_stats();
+    }
+    per_stream.sort_by_key(|(id, _)| *id);
     Ok(BackupReport {
         job_id,
         status: status.into(),
         files,
         bytes,
         seconds,
-        volumes: w.volumes.iter().map(|v| v.barcode.clone()).collect(),
+        volumes: all_volumes.iter().map(|(_, v)| v.barcode.clone()).collect(),
         errors,
-        blocks: w.blocks,
-        streams: {
-            let mut v: Vec<(u16, StreamReport)> = per_stream.into_iter().collect();
-            v.sort_by_key(|(id, _)| *id);
-            v.into_iter().map(|(_, r)| r).collect()
-        },
-        writer_waits,
-        writer_wait_seconds: writer_wait.as_secs_f64(),
-        reader_waits: shared.reader_waits.load(Ordering::Relaxed),
-        reader_wait_seconds: shared.reader_wait_ns.load(Ordering::Relaxed) as f64 / 1e9,
-        max_concurrency: max_lanes,
+        blocks: drive_reports.iter().map(|d| d.blocks).sum(),
+        streams: per_stream.into_iter().map(|(_, r)| r).collect(),
+        max_concurrency: drive_reports.iter().map(|d| d.max_concurrency).sum(),
         extents: n_extents,
-        filemarks: w.filemarks,
-        drive_stats: w.drive_stats(),
+        filemarks: drive_reports.iter().map(|d| d.filemarks).sum(),
+        drives: drive_reports,
     })
+}
+
+/// Which drives a job uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriveSet {
+    /// This many drives: one lets the volume policy pick it; more take the first N.
+    Count(usize),
+    /// Every drive of the library.
+    All,
+    /// These drives.
+    List(Vec<usize>),
+}
+
+impl DriveSet {
+    /// Parses `N`, `all` or a comma-separated list of drive indexes (`0,2`).
+    pub fn parse(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("--drives takes a number, all, or a list like 0,2; not '{s}'");
+        if s == "all" {
+            return Ok(DriveSet::All);
+        }
+        if s.contains(',') {
+            let v: Vec<usize> = s
+                .split(',')
+                .map(|x| x.trim().parse().map_err(|_| bad()))
+                .collect::<std::result::Result<_, _>>()?;
+            return Ok(DriveSet::List(v));
+        }
+        match s.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(DriveSet::Count(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// The drive of each writer: `None` lets the volume policy choose.
+fn resolve_drives(set: &DriveSet, have: usize) -> Result<Vec<Option<usize>>> {
+    let v: Vec<Option<usize>> = match set {
+        DriveSet::Count(1) => vec![None],
+        DriveSet::Count(n) if *n <= have => (0..*n).map(Some).collect(),
+        DriveSet::Count(n) => {
+            return Err(Error::Msg(format!(
+                "the job asks for {n} drives; the library has {have}"
+            )))
+        }
+        DriveSet::All => (0..have).map(Some).collect(),
+        DriveSet::List(l) => {
+            let mut seen = Vec::new();
+            for d in l {
+                if *d >= have {
+                    return Err(Error::Msg(format!(
+                        "the library has no drive {d} (it has {have})"
+                    )));
+                }
+                if seen.contains(d) {
+                    return Err(Error::Msg(format!("drive {d} is listed twice")));
+                }
+                seen.push(*d);
+            }
+            seen.into_iter().map(Some).collect()
+        }
+    };
+    if v.is_empty() {
+        return Err(Error::Msg("the job has no drive to write with".into()));
+    }
+    Ok(v)
 }
 
 fn index_entry(r: &FileRow) -> Result<IndexEntry> {
@@ -573,9 +529,9 @@ fn index_entry(r: &FileRow) -> Result<IndexEntry> {
 }
 
 /// Turns a path of the job namespace back into the path on this host, for errors.
-struct HostPath {
-    abs: PathBuf,
-    root: Vec<u8>,
+pub(crate) struct HostPath {
+    pub abs: PathBuf,
+    pub root: Vec<u8>,
 }
 
 impl HostPath {
@@ -648,7 +604,7 @@ impl Packer {
     }
 }
 
-fn pack_stream(
+pub(crate) fn pack_stream(
     stream: u16,
     tag: u64,
     block_size: usize,

@@ -26,6 +26,9 @@ pub fn default_home() -> PathBuf {
     PathBuf::from(home).join(".local/share/tapeloom")
 }
 
+/// The catalog's file in the home.
+const CATALOG_FILE: &str = "catalog.sqlite";
+
 /// An open home. Holding it holds the home's lock: one process changes a home at a time.
 pub struct Home {
     dir: PathBuf,
@@ -53,7 +56,7 @@ impl Home {
         let _ = f.as_fd();
         let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
             .map_err(|(_, e)| Error::Msg(format!("lock {}: {e}", lock_path.display())))?;
-        let catalog = Catalog::open(&dir.join("catalog.sqlite"))?;
+        let catalog = Catalog::open(&dir.join(CATALOG_FILE))?;
         catalog.recover_interrupted()?;
         let home = Home {
             dir: dir.to_path_buf(),
@@ -74,6 +77,11 @@ impl Home {
             )?;
         }
         Ok(home)
+    }
+
+    /// Another connection to the catalog, for a thread of its own.
+    pub fn connect(&self) -> Result<Catalog> {
+        Ok(Catalog::open(&self.dir.join(CATALOG_FILE))?)
     }
 
     /// The home folder.

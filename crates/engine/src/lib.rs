@@ -23,16 +23,18 @@ mod restore;
 mod source;
 mod verify;
 mod volumes;
+mod weave;
 mod writers;
 
 pub use backup::{
-    backup, BackupOptions, BackupReport, Progress, StreamReport, DEFAULT_EXTENT_BYTES,
+    backup, BackupOptions, BackupReport, DriveSet, Progress, StreamReport, DEFAULT_EXTENT_BYTES,
 };
 pub use error::{Error, Result};
 pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
 pub use rebuild::{rebuild, RebuildReport};
 pub use restore::{normalize, restore, RestoreOptions, RestoreReport};
 pub use verify::{verify, VerifyReport};
+pub use weave::DriveReport;
 
 /// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.
 pub fn display_path(p: &[u8]) -> String {

@@ -90,16 +90,23 @@ pub(crate) struct Stopped;
 pub(crate) struct Outlet {
     tx: SyncSender<Msg>,
     shared: Arc<Shared>,
+    queued: Arc<AtomicUsize>,
     limit: Option<f64>,
     started: Instant,
     sent: u64,
 }
 
 impl Outlet {
-    pub fn new(tx: SyncSender<Msg>, shared: Arc<Shared>, limit: Option<f64>) -> Self {
+    pub fn new(
+        tx: SyncSender<Msg>,
+        shared: Arc<Shared>,
+        queued: Arc<AtomicUsize>,
+        limit: Option<f64>,
+    ) -> Self {
         Outlet {
             tx,
             shared,
+            queued,
             limit,
             started: Instant::now(),
             sent: 0,
@@ -122,6 +129,7 @@ impl Outlet {
             }
         }
         self.shared.queued.fetch_add(1, Ordering::Relaxed);
+        self.queued.fetch_add(1, Ordering::Relaxed);
         match self.tx.try_send(m) {
             Ok(()) => {}
             Err(TrySendError::Full(m)) => {
@@ -154,6 +162,7 @@ impl Outlet {
 pub(crate) struct Lane {
     pub id: u16,
     rx: Receiver<Msg>,
+    queued: Arc<AtomicUsize>,
     peeked: Option<Msg>,
     /// The packer thread, until the stream ends.
     pub thread: Option<std::thread::JoinHandle<()>>,
@@ -162,10 +171,16 @@ pub(crate) struct Lane {
 }
 
 impl Lane {
-    pub fn new(id: u16, rx: Receiver<Msg>, thread: std::thread::JoinHandle<()>) -> Self {
+    pub fn new(
+        id: u16,
+        rx: Receiver<Msg>,
+        queued: Arc<AtomicUsize>,
+        thread: std::thread::JoinHandle<()>,
+    ) -> Self {
         Lane {
             id,
             rx,
+            queued,
             peeked: None,
             thread: Some(thread),
             ended: false,
@@ -189,7 +204,16 @@ impl Lane {
 
     /// The waiting message.
     pub fn take(&mut self) -> Option<Msg> {
-        self.peeked.take()
+        let m = self.peeked.take();
+        if matches!(m, Some(Msg::Block { .. })) {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        m
+    }
+
+    /// Blocks of this stream waiting in its channel.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 }
 

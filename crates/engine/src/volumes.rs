@@ -3,6 +3,8 @@
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use tapeloom_catalog::{Catalog, Volume};
 use tapeloom_device::{Changer, DeviceError, ReadOutcome, TapeDrive, VirtualLibrary, WriteOutcome};
 
@@ -88,22 +90,52 @@ pub(crate) fn mount(
     Ok((drive, d))
 }
 
+/// What the drives of one job share: the library (its changer moves one cartridge at
+/// a time), the cartridges claimed so far, and the job's volume sequence numbers,
+/// given out in the order cartridges are mounted.
+pub(crate) struct Tapes {
+    lib: Mutex<(VirtualLibrary, Vec<String>)>,
+    next_seq: AtomicU32,
+    pool: String,
+}
+
+impl Tapes {
+    pub fn new(lib: VirtualLibrary) -> Self {
+        Tapes {
+            lib: Mutex::new((lib, Vec::new())),
+            next_seq: AtomicU32::new(0),
+            pool: "default".into(),
+        }
+    }
+
+    /// Drives of the library.
+    pub fn drives(&self) -> Result<usize> {
+        let mut g = self.lock()?;
+        Ok(g.0.inventory()?.drives.len())
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, (VirtualLibrary, Vec<String>)>> {
+        self.lib
+            .lock()
+            .map_err(|_| Error::Msg("another drive's writer failed while using the library".into()))
+    }
+}
+
 /// Writes a job's blocks to one drive, spanning cartridges as they fill.
-pub(crate) struct VolumeWriter<'c> {
-    cat: &'c Catalog,
-    lib: VirtualLibrary,
+pub(crate) struct VolumeWriter {
+    /// This writer's own catalog connection (each drive writes from its own thread).
+    pub cat: Catalog,
+    tapes: Arc<Tapes>,
     prefer_drive: Option<usize>,
     drive: Option<Drive>,
     job_id: i64,
     start: JobStart,
-    pool: String,
     seq: u32,
     volume: Option<Volume>,
     lbn: u64,
     need_switch: bool,
-    used: Vec<String>,
-    /// Volumes the job wrote to, in order.
-    pub volumes: Vec<Volume>,
+    /// Volumes the job wrote to with this drive: (sequence, volume), in order.
+    pub volumes: Vec<(u32, Volume)>,
     ctl: StreamPacker,
     ctl_pos: HashMap<u64, (u32, u64)>,
     /// Blocks written (all streams).
@@ -115,29 +147,30 @@ pub(crate) struct VolumeWriter<'c> {
     pub filemarks: u64,
 }
 
-impl<'c> VolumeWriter<'c> {
-    /// Mounts the first volume and writes the job start record.
+impl VolumeWriter {
+    /// A writer for one drive of the job. The first drive's writer mounts its first
+    /// volume and writes the job start record at once; the others mount theirs when
+    /// they get their first block, and begin it with a continuation record.
     pub fn begin(
-        cat: &'c Catalog,
-        lib: VirtualLibrary,
+        cat: Catalog,
+        tapes: Arc<Tapes>,
         prefer_drive: Option<usize>,
         job_id: i64,
         start: JobStart,
+        first: bool,
     ) -> Result<Self> {
         let ctl = StreamPacker::new(CONTROL_STREAM, start.job_tag, start.block_size as usize);
         let mut w = VolumeWriter {
             cat,
-            lib,
+            tapes,
             prefer_drive,
             drive: None,
             job_id,
             start,
-            pool: "default".into(),
             seq: 0,
             volume: None,
             lbn: 0,
-            need_switch: false,
-            used: Vec::new(),
+            need_switch: !first,
             volumes: Vec::new(),
             ctl,
             ctl_pos: HashMap::new(),
@@ -146,17 +179,20 @@ impl<'c> VolumeWriter<'c> {
             since_filemark: 0,
             filemarks: 0,
         };
-        w.mount_next()?;
-        let body = w.start.encode();
-        w.ctl.record(Kind::JobStart, &body);
-        w.ctl.finish_block();
-        w.flush_ctl()?;
+        if first {
+            w.mount_next()?;
+            let body = w.start.encode();
+            w.ctl.record(Kind::JobStart, &body);
+            w.ctl.finish_block();
+            w.flush_ctl()?;
+        }
         Ok(w)
     }
 
     /// Chooses the next volume: an appendable one of the pool, else a blank cartridge.
-    fn choose(&mut self) -> Result<String> {
-        let inv = self.lib.inventory()?;
+    /// Cartridges other drives of the job claimed are not candidates.
+    fn choose(&self, lib: &mut VirtualLibrary, claimed: &[String]) -> Result<String> {
+        let inv = lib.inventory()?;
         let in_library = inv.barcodes();
         let known: HashMap<String, Volume> = self
             .cat
@@ -164,40 +200,51 @@ impl<'c> VolumeWriter<'c> {
             .into_iter()
             .map(|v| (v.barcode.clone(), v))
             .collect();
-        let usable = |b: &String| !self.used.contains(b) && !self.lib.is_write_protected(b);
-        // Prefer what is already in a drive, to save a load.
+        let usable = |b: &String| !claimed.contains(b) && !lib.is_write_protected(b);
+        // Prefer what is already in this drive, then what is in a slot (a load
+        // either way), then what sits in another drive.
         let mut order: Vec<&String> = in_library.iter().collect();
-        order.sort_by_key(|b| inv.drive_of(b).is_none());
+        order.sort_by_key(|b| match inv.drive_of(b) {
+            Some(d) if self.prefer_drive.is_none_or(|p| p == d) => 0,
+            None => 1,
+            Some(_) => 2,
+        });
+        let pool = &self.tapes.pool;
         for b in &order {
             if let Some(v) = known.get(*b) {
-                if v.status == "append" && v.pool == self.pool && usable(b) {
+                if v.status == "append" && &v.pool == pool && usable(b) {
                     return Ok((*b).clone());
                 }
             }
         }
         for b in &order {
-            if !known.contains_key(*b) && usable(b) && self.lib.cartridge_bytes(b) == 0 {
+            if !known.contains_key(*b) && usable(b) && lib.cartridge_bytes(b) == 0 {
                 return Ok((*b).clone());
             }
         }
         Err(Error::Msg(format!(
-            "no writable cartridge left in the library for pool {} (all are full, foreign or write protected)",
-            self.pool
+            "no writable cartridge left in the library for pool {pool} (all are full, foreign, write protected or in use by this job)"
         )))
     }
 
     fn mount_next(&mut self) -> Result<()> {
         loop {
-            let barcode = self.choose()?;
-            self.used.push(barcode.clone());
-            self.drive = None;
-            let (_, mut drive) = mount(&mut self.lib, &barcode, self.prefer_drive)?;
+            let (barcode, mut drive) = {
+                let tapes = Arc::clone(&self.tapes);
+                let mut g = tapes.lock()?;
+                let (lib, claimed) = &mut *g;
+                let barcode = self.choose(lib, claimed)?;
+                claimed.push(barcode.clone());
+                self.drive = None;
+                let (_, drive) = mount(lib, &barcode, self.prefer_drive)?;
+                (barcode, drive)
+            };
             let volume = match (read_label(&mut *drive)?, self.cat.volume_by_barcode(&barcode)?) {
                 (Found::Blank, None) => {
                     let label = VolumeLabel {
                         uuid: random_uuid(),
                         barcode: barcode.clone(),
-                        pool: self.pool.clone(),
+                        pool: self.tapes.pool.clone(),
                         created: Timestamp::now(),
                         block_size: self.start.block_size,
                     };
@@ -234,9 +281,12 @@ impl<'c> VolumeWriter<'c> {
             if drive.write_protected()? {
                 continue;
             }
+            // Sequence numbers are given out only to volumes the job really uses, so
+            // that they have no gaps.
+            self.seq = self.tapes.next_seq.fetch_add(1, Ordering::SeqCst);
             self.cat
                 .add_job_volume(self.job_id, self.seq, volume.id, self.lbn)?;
-            self.volumes.push(volume.clone());
+            self.volumes.push((self.seq, volume.clone()));
             self.volume = Some(volume);
             self.drive = Some(drive);
             return Ok(());
@@ -253,14 +303,15 @@ impl<'c> VolumeWriter<'c> {
     }
 
     fn switch(&mut self) -> Result<()> {
-        self.end_segment(true)?;
-        if let Some(v) = &self.volume {
-            self.cat.set_volume_status(v.id, "full")?;
+        if self.drive.is_some() {
+            self.end_segment(true)?;
+            if let Some(v) = &self.volume {
+                self.cat.set_volume_status(v.id, "full")?;
+            }
+            if let Some(d) = self.drive.as_mut() {
+                d.unload()?;
+            }
         }
-        if let Some(d) = self.drive.as_mut() {
-            d.unload()?;
-        }
-        self.seq += 1;
         self.need_switch = false;
         self.mount_next()?;
         let mut cont = self.start.clone();
@@ -359,6 +410,15 @@ impl<'c> VolumeWriter<'c> {
         self.ctl.record(Kind::JobEnd, job_end);
         self.ctl.finish_block();
         self.flush_ctl()?;
+        self.finish()
+    }
+
+    /// Ends the segment of a drive that carried data only: a flushing filemark, as
+    /// the job's data must be on tape before the job is called done.
+    pub fn finish(&mut self) -> Result<()> {
+        if self.drive.is_none() {
+            return Ok(());
+        }
         self.end_segment(true)?;
         if self.need_switch {
             if let Some(v) = &self.volume {
@@ -373,9 +433,9 @@ impl<'c> VolumeWriter<'c> {
         self.drive.as_ref().and_then(|d| d.stats())
     }
 
-    /// Volume UUIDs so far, in order.
-    pub fn uuids(&self) -> Vec<[u8; 16]> {
-        self.volumes.iter().map(|v| v.uuid).collect()
+    /// The drive this writer uses, once it has mounted a cartridge.
+    pub fn drive_index(&self) -> Option<usize> {
+        self.prefer_drive
     }
 }
 

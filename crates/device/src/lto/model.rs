@@ -320,6 +320,11 @@ impl TapeModel {
     pub fn snapshot(&self) -> DriveStats {
         let mut s = self.stats.clone();
         s.modeled_seconds = self.now;
+        s.buffer_fill = (self.buf / self.p.buffer_bytes.max(1.0)).clamp(0.0, 1.0);
+        s.speed_now_mb_s = match self.motion {
+            Motion::Stopped => 0.0,
+            _ => self.steps[self.step] / 1e6,
+        };
         s
     }
 }
