@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_device::{Changer, LibraryConfig};
 use tapeloom_engine::{
-    backup, display_path, restore, verify, BackupOptions, Home, Progress, RestoreOptions,
+    backup, display_path, restore, verify, BackupOptions, Home, Progress, RestoreOptions, SkipBy,
 };
 
 /// tapeloom: back up file trees to tape and restore them fast.
@@ -103,6 +103,11 @@ enum Cmd {
         /// Only this stream: its extents are read and the others' skipped.
         #[arg(long)]
         stream: Option<String>,
+        /// How to pass over other data between wanted blocks: auto (the drive model
+        /// decides; without one, locate unless the gap is a few blocks), locate, or
+        /// read (read through).
+        #[arg(long, default_value = "auto", value_parser = ["auto", "locate", "read"])]
+        skip_by: String,
     },
     /// Read every block of a job and check its checksums.
     Verify {
@@ -610,6 +615,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             paths,
             drive,
             stream,
+            skip_by,
         } => {
             let opts = RestoreOptions {
                 to,
@@ -619,6 +625,11 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     .collect(),
                 drive,
                 stream,
+                skip_by: match skip_by.as_str() {
+                    "locate" => SkipBy::Locate,
+                    "read" => SkipBy::Read,
+                    _ => SkipBy::Auto,
+                },
             };
             let r = restore(&home, job, &opts)?;
             for (p, why) in &r.errors {
@@ -652,7 +663,12 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 json!({
                     "job_id": job, "files": r.files, "bytes": r.bytes,
                     "blocks_read": r.blocks_read, "bytes_read_from_tape": r.bytes_read_from_tape,
-                    "locates": r.locates, "seconds": r.seconds, "mb_per_s": rate,
+                    "locates": r.locates, "mounts": r.mounts, "read_through": r.read_through,
+                    "seconds": r.seconds, "mb_per_s": rate,
+                    "modeled_seconds": r.modeled_seconds,
+                    "modeled_mb_per_s": r.modeled_seconds.map(|s| r.bytes as f64 / 1e6 / s.max(1e-9)),
+                    "bound_seconds": r.bound_seconds,
+                    "bound_mb_per_s": r.bound_seconds.map(|s| r.bytes as f64 / 1e6 / s.max(1e-9)),
                     "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
                 }),
                 code,

@@ -279,3 +279,69 @@ fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
     assert_eq!(code, 1);
     assert!(err.contains("3 drives"), "{err}");
 }
+
+#[test]
+fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    ok(
+        &home,
+        &[
+            "library", "create", "--drives", "1", "--slots", "2", "--model", "lto3", "--clock",
+            "virtual", "--scale", "0.25",
+        ],
+    );
+    let mut args = vec![
+        "backup".to_string(),
+        "--concurrency".into(),
+        "3".into(),
+        "--limit-rate".into(),
+        "60MB".into(),
+        "--extent-size".into(),
+        "2M".into(),
+    ];
+    for s in 0..3u64 {
+        let d = t.path().join(format!("s{s}"));
+        for i in 0..3 {
+            write(&d.join(format!("f{i}")), &noise(10 * s + i, 8_000_000));
+        }
+        args.push(d.to_str().unwrap().to_string());
+    }
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let r = ok(&home, &args);
+    assert!(r["extents"].as_u64().unwrap() >= 9, "{r}");
+    let job = r["job_id"].as_i64().unwrap().to_string();
+    let mut modeled = std::collections::HashMap::new();
+    for how in ["auto", "locate", "read"] {
+        let out = t.path().join(how);
+        let x = ok(
+            &home,
+            &[
+                "restore",
+                &job,
+                "--to",
+                out.to_str().unwrap(),
+                "--stream",
+                "s1",
+                "--skip-by",
+                how,
+            ],
+        );
+        assert_same_tree(&t.path().join("s1"), &out.join("s1"));
+        let m = x["modeled_seconds"].as_f64().expect("a modeled drive");
+        let bound = x["bound_seconds"].as_f64().expect("a bound");
+        assert!(bound > 0.0 && bound <= m * 1.0001, "{x}");
+        if how == "auto" {
+            // The model's choice at every gap: within 5 % of the bound.
+            assert!(m <= bound / 0.95, "{x}");
+            assert!(x["bound_mb_per_s"].as_f64().unwrap() > 0.0, "{x}");
+        }
+        if how == "locate" {
+            assert_eq!(x["read_through"], 0, "{x}");
+            assert!(x["locates"].as_u64().unwrap() >= 2, "{x}");
+        }
+        modeled.insert(how, m);
+    }
+    assert!(modeled["auto"] <= modeled["locate"] * 1.0001, "{modeled:?}");
+    assert!(modeled["auto"] <= modeled["read"] * 1.0001, "{modeled:?}");
+}

@@ -181,6 +181,27 @@ pub trait TapeDrive: Send {
     fn stats(&self) -> Option<DriveStats> {
         None
     }
+    /// Where block `lbn` starts, in bytes of data from the beginning of the tape,
+    /// where the drive knows (a real drive keeps a directory of this kind in the
+    /// cartridge memory; it is what makes its locates fast).
+    fn block_offset(&self, _lbn: u64) -> Option<u64> {
+        None
+    }
+    /// Modeled seconds to get from block `from` to block `to` (`to` after `from`) by
+    /// locating and by reading through, for drives with a timing model. Restores use
+    /// it to choose between the two.
+    fn travel_seconds(&self, _from: u64, _to: u64) -> Option<Travel> {
+        None
+    }
+}
+
+/// What getting from one block to a later one costs, in modeled seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Travel {
+    /// By locate.
+    pub locate: f64,
+    /// By reading every block in between.
+    pub read: f64,
 }
 
 /// One drive as the changer sees it.

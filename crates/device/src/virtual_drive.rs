@@ -231,6 +231,14 @@ impl TapeDrive for VirtualDrive {
         Ok(())
     }
 
+    fn block_offset(&self, lbn: u64) -> Option<u64> {
+        let t = self.tape.as_ref()?;
+        match t.objects.get(lbn as usize) {
+            Some(o) => Some(o.offset),
+            None => t.objects.last().map(|o| o.offset + o.len as u64),
+        }
+    }
+
     fn position(&mut self) -> Result<u64> {
         Ok(self.tape()?.pos as u64)
     }

@@ -40,6 +40,12 @@ pub(crate) struct JobReader {
     pub bytes_read: u64,
     /// Locates done.
     pub locates: u64,
+    /// Cartridges mounted.
+    pub mounts: u64,
+    /// Modeled seconds of drives already let go (with a timing model).
+    modeled_done: Option<f64>,
+    /// Modeled seconds no reading plan can avoid: loads, label reads and unloads.
+    pub fixed_seconds: f64,
 }
 
 impl JobReader {
@@ -86,7 +92,39 @@ impl JobReader {
             blocks_read: 0,
             bytes_read: 0,
             locates: 0,
+            mounts: 0,
+            modeled_done: None,
+            fixed_seconds: 0.0,
         }
+    }
+
+    fn modeled_now(&self) -> Option<f64> {
+        self.cur
+            .as_ref()
+            .and_then(|(_, d)| d.stats())
+            .map(|s| s.modeled_seconds)
+    }
+
+    /// Modeled seconds of all the reading so far, when the drives have a model.
+    pub fn modeled_seconds(&self) -> Option<f64> {
+        match (self.modeled_done, self.modeled_now()) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        }
+    }
+
+    /// What getting from the current position to block `lbn` of the same volume
+    /// costs by locate and by reading, when the drive has a model.
+    pub fn travel(&self, lbn: u64) -> Option<tapeloom_device::Travel> {
+        let (_, d) = self.cur.as_ref()?;
+        d.travel_seconds(self.lbn, lbn)
+    }
+
+    /// What reading blocks `from..to` of the current volume costs, when the drive has
+    /// a model.
+    pub fn read_cost(&self, from: u64, to: u64) -> Option<f64> {
+        let (_, d) = self.cur.as_ref()?;
+        d.travel_seconds(from, to).map(|t| t.read)
     }
 
     /// The bytes of the last good block.
@@ -105,7 +143,12 @@ impl JobReader {
     pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
             if let Some((_, mut d)) = self.cur.take() {
+                let before = d.stats().map(|s| s.modeled_seconds);
                 d.unload()?;
+                if let (Some(b), Some(s)) = (before, d.stats()) {
+                    self.fixed_seconds += s.modeled_seconds - b;
+                    *self.modeled_done.get_or_insert(0.0) += s.modeled_seconds;
+                }
             }
             let v = self.volume(seq)?.clone();
             let (_, mut drive) = mount(&mut self.lib, &v.volume.barcode, self.prefer_drive)?;
@@ -119,6 +162,10 @@ impl JobReader {
                 }
             }
             self.bytes_read += tapeloom_format::LABEL_LEN as u64;
+            self.mounts += 1;
+            if let Some(st) = drive.stats() {
+                self.fixed_seconds += st.modeled_seconds;
+            }
             self.cur = Some((seq, drive));
             self.lbn = 1;
         }
@@ -128,6 +175,27 @@ impl JobReader {
                 self.locates += 1;
             }
             self.lbn = lbn;
+        }
+        Ok(())
+    }
+
+    /// Reads forward to block `to` of the current volume without returning what it
+    /// reads: passing over unwanted data by reading, where that beats a locate.
+    pub fn pass(&mut self, to: u64) -> Result<()> {
+        while self.lbn < to {
+            let Some((_, drive)) = self.cur.as_mut() else {
+                return Ok(());
+            };
+            match drive.read_block(&mut self.buf) {
+                Ok(ReadOutcome::Block(n)) => {
+                    self.blocks_read += 1;
+                    self.bytes_read += n as u64;
+                }
+                Ok(ReadOutcome::Filemark) | Err(DeviceError::BlockTooLarge { .. }) => {}
+                Ok(ReadOutcome::EndOfData) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+            self.lbn += 1;
         }
         Ok(())
     }

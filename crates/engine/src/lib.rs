@@ -32,7 +32,7 @@ pub use backup::{
 pub use error::{Error, Result};
 pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
 pub use rebuild::{rebuild, RebuildReport};
-pub use restore::{normalize, restore, RestoreOptions, RestoreReport};
+pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy};
 pub use verify::{verify, VerifyReport};
 pub use weave::DriveReport;
 

@@ -25,6 +25,21 @@ pub struct RestoreOptions {
     pub drive: Option<usize>,
     /// Restore only this stream (by name).
     pub stream: Option<String>,
+    /// How to pass over data that is not wanted between two wanted runs.
+    pub skip_by: SkipBy,
+}
+
+/// How a restore passes over unwanted blocks between two wanted runs of one volume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SkipBy {
+    /// Whichever the drive's model says is faster; without a model, read through
+    /// gaps of a few blocks and locate over longer ones.
+    #[default]
+    Auto,
+    /// Always locate.
+    Locate,
+    /// Always read through.
+    Read,
 }
 
 /// What a restore did.
@@ -40,8 +55,19 @@ pub struct RestoreReport {
     pub bytes_read_from_tape: u64,
     /// Locates done.
     pub locates: u64,
+    /// Cartridges mounted.
+    pub mounts: u64,
+    /// Gaps between wanted runs passed by reading through.
+    pub read_through: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// Modeled seconds of the drives' work, when they have a timing model.
+    pub modeled_seconds: Option<f64>,
+    /// The model's lower bound for the same reads: every wanted block read at full
+    /// speed, every gap passed the cheaper way (locate or read through), plus loads
+    /// and unloads. With no overheads beyond the tape's physics, this is the best any
+    /// restore of these blocks can do on this drive.
+    pub bound_seconds: Option<f64>,
     /// Objects that could not be restored: path and reason.
     pub errors: Vec<(String, String)>,
 }
@@ -368,13 +394,40 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let mut streams = Streams::default();
     let extents = cat.extents(job_id)?;
     let (runs, hints) = plan_runs(&vols, &mut rows, rs.want.is_none(), &extents);
+    let mut bound = 0.0f64;
+    let mut modeled = false;
     for run in runs {
+        if reader.at().is_none_or(|(seq, _)| seq != run.start.0) {
+            // Mount the volume: the reader stands after its label.
+            reader.seek(run.start.0, 1)?;
+        }
+        if let Some((seq, lbn)) = reader.at() {
+            if seq == run.start.0 && lbn < run.start.1 {
+                let travel = reader.travel(run.start.1);
+                if let Some(t) = travel {
+                    bound += t.read.min(t.locate);
+                    modeled = true;
+                }
+                let read = match opts.skip_by {
+                    SkipBy::Read => true,
+                    SkipBy::Locate => false,
+                    SkipBy::Auto => travel.is_some_and(|t| t.read <= t.locate),
+                };
+                if read {
+                    rs.report.read_through += 1;
+                    reader.pass(run.start.1)?;
+                }
+            }
+        }
         if reader.at() != Some(run.start) {
             reader.seek(run.start.0, run.start.1)?;
         }
-        loop {
-            if reader.at().is_none_or(|at| at > run.end) {
+        while let Some(at) = reader.at() {
+            if at > run.end {
                 break;
+            }
+            if let Some(c) = reader.read_cost(at.1, at.1 + 1) {
+                bound += c;
             }
             match reader.next()? {
                 Got::End => break,
@@ -414,6 +467,11 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     report.blocks_read = reader.blocks_read;
     report.bytes_read_from_tape = reader.bytes_read;
     report.locates = reader.locates;
+    report.mounts = reader.mounts;
+    report.modeled_seconds = reader.modeled_seconds();
+    if modeled || report.modeled_seconds.is_some() {
+        report.bound_seconds = Some(bound + reader.fixed_seconds);
+    }
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
 }

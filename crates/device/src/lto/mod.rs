@@ -13,7 +13,7 @@ mod params;
 pub use model::TapeModel;
 pub use params::{generation, generations, LtoParams};
 
-use crate::{DriveStats, ReadOutcome, Result, TapeDrive, WriteOutcome};
+use crate::{DriveStats, ReadOutcome, Result, TapeDrive, Travel, WriteOutcome};
 use std::time::{Duration, Instant};
 
 /// How modeled time relates to wall-clock time.
@@ -83,9 +83,13 @@ pub struct LtoDrive<D: TapeDrive> {
     estimator: CompressionEstimator,
     wall0: Instant,
     offered: f64,
-    /// Tape offset (native bytes) of each logical block seen, for locates.
+    /// Tape offset (native bytes) of each logical block written, for locates.
     offsets: Vec<f64>,
     calibrated: bool,
+    /// Host and tape bytes read so far: the compression seen, for placing blocks
+    /// this drive did not write.
+    read_host: f64,
+    read_tape: f64,
 }
 
 impl<D: TapeDrive> LtoDrive<D> {
@@ -102,6 +106,8 @@ impl<D: TapeDrive> LtoDrive<D> {
             offered: 0.0,
             offsets: Vec::new(),
             calibrated: true,
+            read_host: 0.0,
+            read_tape: 0.0,
         }
     }
 
@@ -147,15 +153,29 @@ impl<D: TapeDrive> LtoDrive<D> {
         }
     }
 
-    fn offset_of(&self, lbn: u64) -> f64 {
-        match self.offsets.get(lbn as usize) {
-            Some(&o) => o,
-            None => {
-                let n = self.offsets.len().max(1) as f64;
-                let mean = self.model.stats.tape_bytes as f64 / n;
-                lbn as f64 * mean
-            }
+    /// Host bytes per tape byte seen so far (1 before anything was read or written).
+    fn ratio_seen(&self) -> f64 {
+        if self.read_tape > 0.0 {
+            self.read_host / self.read_tape
+        } else if self.model.stats.tape_bytes > 0 {
+            self.model.stats.compression_ratio()
+        } else {
+            1.0
         }
+    }
+
+    /// Where block `lbn` lies on tape (native bytes): as written by this drive, else
+    /// from the cartridge's block directory and the compression seen so far.
+    fn offset_of(&self, lbn: u64) -> f64 {
+        if let Some(&o) = self.offsets.get(lbn as usize) {
+            return o;
+        }
+        if let Some(b) = self.inner.block_offset(lbn) {
+            return b as f64 / self.ratio_seen();
+        }
+        let n = self.offsets.len().max(1) as f64;
+        let mean = self.model.stats.tape_bytes as f64 / n;
+        lbn as f64 * mean
     }
 
     fn note_offset(&mut self, lbn: u64, at: f64) {
@@ -240,6 +260,8 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
             } else {
                 1.0
             };
+            self.read_host += n as f64;
+            self.read_tape += n as f64 / ratio;
             let t = self.model.read(n as f64, n as f64 / ratio);
             self.wait(t);
         }
@@ -282,6 +304,26 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
 
     fn stats(&self) -> Option<DriveStats> {
         Some(self.model.snapshot())
+    }
+
+    fn block_offset(&self, lbn: u64) -> Option<u64> {
+        self.inner.block_offset(lbn)
+    }
+
+    fn travel_seconds(&self, from: u64, to: u64) -> Option<Travel> {
+        let (a, b) = (self.offset_of(from), self.offset_of(to));
+        let p = self.model.params();
+        let host = match (self.inner.block_offset(from), self.inner.block_offset(to)) {
+            (Some(x), Some(y)) => y.saturating_sub(x) as f64,
+            _ => (b - a).max(0.0) * self.ratio_seen(),
+        };
+        let blocks = to.saturating_sub(from) as f64;
+        let read = ((b - a).max(0.0) / p.native())
+            .max(blocks * p.command_s + host / (p.interface_mb_s * 1e6));
+        Some(Travel {
+            locate: self.model.locate_seconds(a, b),
+            read,
+        })
     }
 }
 
