@@ -78,6 +78,14 @@ enum Cmd {
         /// drive), all, or a list like 0,2. Streams are balanced across them.
         #[arg(long, default_value = "1", value_parser = tapeloom_engine::DriveSet::parse)]
         drives: tapeloom_engine::DriveSet,
+        /// Software compression: none, zstd (data that does not shrink is stored as it
+        /// is), or auto (the drive's compressor when it has one and it is on, zstd when
+        /// a tape drive's is off, none on a library without a drive model).
+        #[arg(long, default_value = "auto", value_parser = tapeloom_engine::Compress::parse)]
+        compress: tapeloom_engine::Compress,
+        /// The drive's own compression.
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        drive_compression: String,
     },
     /// List jobs.
     Jobs,
@@ -449,6 +457,8 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             block_size,
             drive,
             drives,
+            compress,
+            drive_compression,
         } => {
             let mut stream_names: Vec<Option<String>> = vec![None; sources.len()];
             for s in &stream {
@@ -483,6 +493,8 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 limit_rate: limit_rate.map(|r| r as f64),
                 stream_names,
                 segment_bytes: segment_size,
+                compress,
+                drive_compression: drive_compression == "on",
             };
             let progress = Arc::new(Progress::default());
             let bar = output::progress_bar(Arc::clone(&progress));
@@ -525,6 +537,15 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                         "drive": s.drive.unwrap_or(0),
                     })).collect::<Vec<_>>(),
                     "drives": r.drives.iter().map(output::drive_summary).collect::<Vec<_>>(),
+                    "compression": {
+                        "software": if r.software_compression { "zstd" } else { "none" },
+                        "drive": drive_compression,
+                        "raw_bytes": r.compression_raw_bytes,
+                        "stored_bytes": r.compression_stored_bytes,
+                        "ratio": r.compression_raw_bytes as f64 / r.compression_stored_bytes.max(1) as f64,
+                        "compressed_blocks": r.compressed_blocks.0,
+                        "stored_as_is_blocks": r.compressed_blocks.1,
+                    },
                     "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
                 }),
                 0,

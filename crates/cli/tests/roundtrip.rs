@@ -181,3 +181,57 @@ fn a_backup_never_reads_its_own_home() {
         .collect();
     assert_eq!(paths, vec![".", "data"]);
 }
+
+#[test]
+fn zstd_compression_stores_less_and_restores_identical() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    rich_tree(&src);
+    let text: Vec<u8> = (0..6_000_000u32)
+        .map(|i| b"tape backup streams "[(i % 20) as usize])
+        .collect();
+    write(&src.join("big/text.log"), &text);
+    write(&src.join("big/random.bin"), &noise(5, 4_000_000));
+    let b = ok(
+        &home,
+        &["backup", src.to_str().unwrap(), "--compress", "zstd"],
+    );
+    let c = &b["compression"];
+    assert_eq!(c["software"], "zstd", "{b}");
+    assert!(c["compressed_blocks"].as_u64().unwrap() >= 10, "{b}");
+    // The random file does not shrink: its blocks are stored as they are.
+    assert!(c["stored_as_is_blocks"].as_u64().unwrap() >= 10, "{b}");
+    assert!(c["ratio"].as_f64().unwrap() > 1.5, "{b}");
+    let raw = c["raw_bytes"].as_u64().unwrap();
+    let tape = std::fs::metadata(home.join("library/tapes/TL0001L9.data"))
+        .unwrap()
+        .len();
+    assert!(
+        tape < raw * 7 / 10,
+        "{tape} bytes on tape for {raw} bytes of blocks"
+    );
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    assert_eq!(ok(&home, &["verify", &job])["ok"], true);
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&src, &out);
+    let one = t.path().join("one");
+    ok(
+        &home,
+        &[
+            "restore",
+            &job,
+            "--to",
+            one.to_str().unwrap(),
+            "big/text.log",
+        ],
+    );
+    assert_eq!(std::fs::read(one.join("big/text.log")).unwrap(), text);
+    forget_catalog(&home);
+    assert_eq!(ok(&home, &["catalog", "rebuild"])["jobs_added"][0], 1);
+    assert_eq!(ok(&home, &["verify", "1"])["ok"], true);
+    // auto on a library without a drive model stores data as it is (disk is faster
+    // than zstd on a few cores).
+    let b2 = ok(&home, &["backup", src.to_str().unwrap()]);
+    assert_eq!(b2["compression"]["software"], "none", "{b2}");
+}

@@ -181,6 +181,11 @@ pub trait TapeDrive: Send {
     fn stats(&self) -> Option<DriveStats> {
         None
     }
+    /// Switches the drive's own compression on or off. Returns false when the drive
+    /// has no compressor.
+    fn set_compression(&mut self, _on: bool) -> Result<bool> {
+        Ok(false)
+    }
     /// Where block `lbn` starts, in bytes of data from the beginning of the tape,
     /// where the drive knows (a real drive keeps a directory of this kind in the
     /// cartridge memory; it is what makes its locates fast).

@@ -7,6 +7,7 @@
 //! taking the next stream that has data when the current one has none or its extent
 //! is full. Buffers come back to the packers for reuse.
 
+use crate::compress::{Compress, CompressionCounters, Compressor};
 use crate::error::{io, Error, Result};
 use crate::home::Home;
 use crate::mux::{Done, Msg, Outlet, Stopped};
@@ -54,6 +55,10 @@ pub struct BackupOptions {
     /// Bytes between filemarks inside a job (written with the immediate bit); 0 for
     /// none.
     pub segment_bytes: u64,
+    /// Software compression.
+    pub compress: Compress,
+    /// The drive's own compression.
+    pub drive_compression: bool,
 }
 
 /// Default filemark spacing: 16 GiB, about 40 seconds of an LTO-9 at full speed.
@@ -84,6 +89,8 @@ impl Default for BackupOptions {
             limit_rate: None,
             stream_names: Vec::new(),
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            compress: Compress::Auto,
+            drive_compression: true,
         }
     }
 }
@@ -126,6 +133,14 @@ pub struct BackupReport {
     pub filemarks: u64,
     /// Per drive: what it wrote, its waits and its statistics.
     pub drives: Vec<DriveReport>,
+    /// Whether blocks were compressed in software (zstd).
+    pub software_compression: bool,
+    /// Data block payload bytes, and the bytes stored for them.
+    pub compression_raw_bytes: u64,
+    /// Bytes stored for the data block payloads.
+    pub compression_stored_bytes: u64,
+    /// Blocks stored compressed, and stored as they were.
+    pub compressed_blocks: (u64, u64),
 }
 
 /// One stream of a finished backup.
@@ -267,7 +282,17 @@ pub fn backup(
         host,
         streams: streams.clone(),
     };
-    let tapes = Arc::new(Tapes::new(home.library()?));
+    let lib = home.library()?;
+    // The drive's compressor runs at line rate with no host CPU; software compression
+    // takes over when a tape drive's own is off. A library without a drive model
+    // writes to disk faster than zstd runs on a few cores (see `Compress::Auto`).
+    let software = match opts.compress {
+        Compress::None => false,
+        Compress::Zstd => true,
+        Compress::Auto => lib.config().model.is_some() && !opts.drive_compression,
+    };
+    let tapes = Arc::new(Tapes::new(lib));
+    let counters = Arc::new(CompressionCounters::default());
     let drives = resolve_drives(&opts.drives, tapes.drives()?)?;
     let skip: Vec<(u64, u64)> = std::fs::metadata(home.dir())
         .map(|m| vec![(m.dev(), m.ino())])
@@ -293,6 +318,8 @@ pub fn backup(
         t0,
         stop: AtomicBool::new(false),
         expected: n_streams.div_ceil(drives.len()).clamp(1, 4),
+        software,
+        counters: Arc::clone(&counters),
     };
     // One writer per drive, each with its own catalog connection; the first mounts
     // its cartridge now and carries the job's own records (start, index, end).
@@ -305,6 +332,7 @@ pub fn backup(
             job_id,
             start.clone(),
             i == 0,
+            opts.drive_compression,
         )?;
         w.segment_bytes = opts.segment_bytes;
         writers.push(w);
@@ -437,6 +465,13 @@ pub fn backup(
         extents: n_extents,
         filemarks: drive_reports.iter().map(|d| d.filemarks).sum(),
         drives: drive_reports,
+        software_compression: software,
+        compression_raw_bytes: counters.raw.load(Ordering::Relaxed),
+        compression_stored_bytes: counters.stored.load(Ordering::Relaxed),
+        compressed_blocks: (
+            counters.compressed_blocks.load(Ordering::Relaxed),
+            counters.raw_blocks.load(Ordering::Relaxed),
+        ),
     })
 }
 
@@ -558,6 +593,7 @@ struct Packer {
     p: StreamPacker,
     stream: u16,
     out: Outlet,
+    comp: Option<(Compressor, Arc<CompressionCounters>)>,
     waiting: Vec<Done>,
     open_start: Option<u64>,
 }
@@ -574,7 +610,11 @@ impl Packer {
             }
         }
         let ready: Vec<PackedBlock> = self.p.ready.drain(..).collect();
-        for block in ready {
+        for mut block in ready {
+            let len = block.header.payload_len as usize;
+            if let Some((c, counters)) = self.comp.as_mut() {
+                c.block(&mut block, counters);
+            }
             let (done, wait): (Vec<Done>, Vec<Done>) = std::mem::take(&mut self.waiting)
                 .into_iter()
                 .partition(|d| d.end_block <= block.seq);
@@ -586,7 +626,6 @@ impl Packer {
                 .chain(self.open_start)
                 .min()
                 .unwrap_or(block.seq + 1);
-            let len = block.header.payload_len as usize;
             self.out.block(
                 Msg::Block {
                     block,
@@ -611,11 +650,13 @@ pub(crate) fn pack_stream(
     fetched: Receiver<Receiver<Fetched>>,
     out: Outlet,
     host: &HostPath,
+    comp: Option<(Compressor, Arc<CompressionCounters>)>,
 ) {
     let mut pk = Packer {
         p: StreamPacker::new(stream, tag, block_size),
         stream,
         out,
+        comp,
         waiting: Vec::new(),
         open_start: None,
     };

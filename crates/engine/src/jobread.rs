@@ -34,6 +34,9 @@ pub(crate) struct JobReader {
     lbn: u64,
     buf: Vec<u8>,
     len: usize,
+    /// A compressed block, expanded (header and payload).
+    expanded: Vec<u8>,
+    is_expanded: bool,
     /// Blocks read.
     pub blocks_read: u64,
     /// Bytes read from tape.
@@ -89,6 +92,8 @@ impl JobReader {
             lbn: 0,
             buf: vec![0; block_size.max(tapeloom_format::MAX_BLOCK_SIZE)],
             len: 0,
+            expanded: Vec::new(),
+            is_expanded: false,
             blocks_read: 0,
             bytes_read: 0,
             locates: 0,
@@ -127,9 +132,13 @@ impl JobReader {
         d.travel_seconds(from, to).map(|t| t.read)
     }
 
-    /// The bytes of the last good block.
+    /// The bytes of the last good block (expanded, when it was compressed).
     pub fn block(&self) -> &[u8] {
-        &self.buf[..self.len]
+        if self.is_expanded {
+            &self.expanded
+        } else {
+            &self.buf[..self.len]
+        }
     }
 
     fn volume(&self, seq: u32) -> Result<&JobVolume> {
@@ -248,6 +257,8 @@ impl JobReader {
                     self.blocks_read += 1;
                     self.bytes_read += n as u64;
                     self.len = n;
+                    self.is_expanded = false;
+                    let n_read = n;
                     match BlockHeader::open(&self.buf[..n]) {
                         Ok(h) if h.job_tag != self.job_tag => {
                             // Past the end of an incomplete segment: another job's data.
@@ -262,6 +273,20 @@ impl JobReader {
                                 lbn,
                                 why: format!("block says it is block {} of another place", h.lbn),
                             })
+                        }
+                        Ok(header) if header.compressed => {
+                            let n = header.payload_len as usize;
+                            match crate::compress::expand(
+                                &self.buf[..n_read],
+                                n,
+                                &mut self.expanded,
+                            ) {
+                                Ok(()) => {
+                                    self.is_expanded = true;
+                                    return Ok(Got::Block { seq, lbn, header });
+                                }
+                                Err(why) => return Ok(Got::Bad { seq, lbn, why }),
+                            }
                         }
                         Ok(header) => return Ok(Got::Block { seq, lbn, header }),
                         Err(e) => {

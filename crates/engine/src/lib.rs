@@ -10,6 +10,7 @@
 
 mod backup;
 pub mod benchdrive;
+mod compress;
 mod error;
 mod fsmeta;
 pub mod gen;
@@ -29,6 +30,7 @@ mod writers;
 pub use backup::{
     backup, BackupOptions, BackupReport, DriveSet, Progress, StreamReport, DEFAULT_EXTENT_BYTES,
 };
+pub use compress::Compress;
 pub use error::{Error, Result};
 pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
 pub use rebuild::{rebuild, RebuildReport};

@@ -145,6 +145,8 @@ pub(crate) struct VolumeWriter {
     since_filemark: u64,
     /// Filemarks written inside segments.
     pub filemarks: u64,
+    /// The drive's own compression, set at each mount.
+    pub drive_compression: bool,
 }
 
 impl VolumeWriter {
@@ -158,6 +160,7 @@ impl VolumeWriter {
         job_id: i64,
         start: JobStart,
         first: bool,
+        drive_compression: bool,
     ) -> Result<Self> {
         let ctl = StreamPacker::new(CONTROL_STREAM, start.job_tag, start.block_size as usize);
         let mut w = VolumeWriter {
@@ -178,6 +181,7 @@ impl VolumeWriter {
             segment_bytes: 0,
             since_filemark: 0,
             filemarks: 0,
+            drive_compression,
         };
         if first {
             w.mount_next()?;
@@ -275,6 +279,7 @@ impl VolumeWriter {
                     )));
                 }
             };
+            drive.set_compression(self.drive_compression)?;
             drive.space_to_eod()?;
             self.lbn = drive.position()?;
             self.since_filemark = 0;

@@ -42,6 +42,10 @@ pub(crate) struct JobShared<'a> {
     pub stop: AtomicBool,
     /// Streams each drive expects to hold at once, to size its channels.
     pub expected: usize,
+    /// Whether packers compress their blocks (zstd).
+    pub software: bool,
+    /// What they did.
+    pub counters: Arc<crate::compress::CompressionCounters>,
 }
 
 impl JobShared<'_> {
@@ -159,10 +163,15 @@ pub(crate) fn weave(job: &JobShared<'_>, w: &mut VolumeWriter) -> Result<Woven> 
         );
         let skip = job.skip.clone();
         let Pending { id, abs, root, .. } = p;
+        let comp = if job.software {
+            crate::compress::Compressor::new().map(|c| (c, Arc::clone(&job.counters)))
+        } else {
+            None
+        };
         let thread = std::thread::spawn(move || {
             let fetched = crate::source::start(vec![(abs.clone(), root.clone())], readers, skip);
             let host = crate::backup::HostPath { abs, root };
-            crate::backup::pack_stream(id, tag, block_size, fetched, out, &host);
+            crate::backup::pack_stream(id, tag, block_size, fetched, out, &host, comp);
         });
         Lane::new(id, rx, queued, thread)
     };

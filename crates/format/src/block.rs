@@ -27,23 +27,32 @@ pub struct BlockHeader {
     pub stream_offset: u64,
     /// Payload offset of the first record starting here, or [`NO_RECORD`].
     pub first_record: u32,
+    /// The payload is stored as one zstd frame (format version 2): the block is the
+    /// header and the frame, with no padding, and `payload_len` is the length the
+    /// frame expands to.
+    pub compressed: bool,
 }
+
+/// Flag bit of a block whose payload is a zstd frame.
+const FLAG_ZSTD: u16 = 1;
 
 impl BlockHeader {
     /// Writes the header into `block[..64]` and the CRC over the whole block.
-    /// `block` is the full block (header, payload and padding).
+    /// `block` is the full block (header, payload and padding; or header and zstd
+    /// frame when compressed).
     pub fn seal(&self, block: &mut [u8]) {
         let mut h = Vec::with_capacity(BLOCK_HEADER_LEN);
         let mut e = Enc(&mut h);
         e.raw(BLOCK_MAGIC);
         e.u8(WRITE_VERSION as u8);
-        e.u8(1);
+        // Readers of version 1 would take a zstd frame for records.
+        e.u8(if self.compressed { 2 } else { 1 });
         e.u16(BLOCK_HEADER_LEN as u16);
         e.raw(&self.volume);
         e.u64(self.lbn);
         e.u64(self.job_tag);
         e.u16(self.stream);
-        e.u16(0);
+        e.u16(if self.compressed { FLAG_ZSTD } else { 0 });
         e.u32(self.payload_len);
         e.u64(self.stream_offset);
         e.u32(self.first_record);
@@ -88,11 +97,22 @@ impl BlockHeader {
         let lbn = d.u64()?;
         let job_tag = d.u64()?;
         let stream = d.u16()?;
-        d.reserved(2)?;
+        let flags = d.u16()?;
+        if flags & !FLAG_ZSTD != 0 || (flags != 0 && read_version < 2) {
+            return Err(FormatError::Invalid(format!(
+                "block flags {flags:#06x} are not known"
+            )));
+        }
+        let compressed = flags & FLAG_ZSTD != 0;
         let payload_len = d.u32()?;
         let stream_offset = d.u64()?;
         let first_record = d.u32()?;
-        if payload_len as usize > block.len() - BLOCK_HEADER_LEN {
+        if compressed && payload_len as usize > crate::MAX_BLOCK_SIZE - BLOCK_HEADER_LEN {
+            return Err(FormatError::Invalid(format!(
+                "compressed block payload length {payload_len} exceeds any block"
+            )));
+        }
+        if !compressed && payload_len as usize > block.len() - BLOCK_HEADER_LEN {
             return Err(FormatError::Invalid(format!(
                 "block payload length {payload_len} exceeds the block"
             )));
@@ -110,12 +130,19 @@ impl BlockHeader {
             payload_len,
             stream_offset,
             first_record,
+            compressed,
         })
     }
 
-    /// The payload of a block opened with [`BlockHeader::open`].
+    /// The payload of a block opened with [`BlockHeader::open`]; for a compressed
+    /// block, the zstd frame (which expands to `payload_len` bytes).
     pub fn payload<'a>(&self, block: &'a [u8]) -> &'a [u8] {
-        &block[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + self.payload_len as usize]
+        let end = if self.compressed {
+            block.len()
+        } else {
+            BLOCK_HEADER_LEN + self.payload_len as usize
+        };
+        block.get(BLOCK_HEADER_LEN..end).unwrap_or(&[])
     }
 }
 
@@ -138,20 +165,24 @@ mod tests {
             0u32..4000,
             any::<u64>(),
             any::<u32>(),
+            any::<bool>(),
         )
             .prop_map(
-                |(volume, lbn, job_tag, stream, payload_len, stream_offset, fr)| BlockHeader {
-                    volume,
-                    lbn,
-                    job_tag,
-                    stream,
-                    payload_len,
-                    stream_offset,
-                    first_record: if payload_len == 0 {
-                        NO_RECORD
-                    } else {
-                        fr % payload_len
-                    },
+                |(volume, lbn, job_tag, stream, payload_len, stream_offset, fr, compressed)| {
+                    BlockHeader {
+                        volume,
+                        lbn,
+                        job_tag,
+                        stream,
+                        payload_len,
+                        stream_offset,
+                        first_record: if payload_len == 0 {
+                            NO_RECORD
+                        } else {
+                            fr % payload_len
+                        },
+                        compressed,
+                    }
                 },
             )
     }
@@ -164,7 +195,8 @@ mod tests {
             h.seal(&mut b);
             let o = BlockHeader::open(&b).unwrap();
             prop_assert_eq!(o, h);
-            prop_assert_eq!(o.payload(&b).len(), h.payload_len as usize);
+            let want = if h.compressed { 4096 - 64 } else { h.payload_len as usize };
+            prop_assert_eq!(o.payload(&b).len(), want);
         }
 
         #[test]

@@ -20,9 +20,9 @@ pub use record::{
 };
 
 /// The format version this code writes.
-pub const WRITE_VERSION: u16 = 1;
+pub const WRITE_VERSION: u16 = 2;
 /// The newest format version this code reads.
-pub const READ_VERSION: u16 = 1;
+pub const READ_VERSION: u16 = 2;
 /// The smallest block size a job may use.
 pub const MIN_BLOCK_SIZE: usize = 64 * 1024;
 /// The largest block size a job may use.

@@ -62,7 +62,9 @@ impl StreamPacker {
 
     /// Gives a written block's buffer back for reuse.
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if buf.len() == self.block_size && self.spare.len() < 4 {
+        // A compressed block's buffer was cut short; its capacity is still whole.
+        if buf.capacity() >= self.block_size && self.spare.len() < 4 {
+            buf.resize(self.block_size, 0);
             buf[..BLOCK_HEADER_LEN].fill(0);
             self.spare.push(buf);
         }
@@ -152,6 +154,7 @@ impl StreamPacker {
             payload_len: self.len as u32,
             stream_offset: self.block_offset,
             first_record: self.first_record,
+            compressed: false,
         };
         self.ready.push(PackedBlock {
             buf,

@@ -117,11 +117,6 @@ impl<D: TapeDrive> LtoDrive<D> {
         self
     }
 
-    /// Switches the drive's compression on or off.
-    pub fn set_compression(&mut self, on: bool) {
-        self.compression = on;
-    }
-
     /// The model, for reports.
     pub fn model(&self) -> &TapeModel {
         &self.model
@@ -308,6 +303,11 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
 
     fn block_offset(&self, lbn: u64) -> Option<u64> {
         self.inner.block_offset(lbn)
+    }
+
+    fn set_compression(&mut self, on: bool) -> Result<bool> {
+        self.compression = on;
+        Ok(true)
     }
 
     fn travel_seconds(&self, from: u64, to: u64) -> Option<Travel> {
