@@ -8,6 +8,8 @@ need_debian=()
 command -v setpriv >/dev/null || need_debian+=(util-linux)
 command -v python3 >/dev/null || need_debian+=(python3)
 command -v zstd >/dev/null || need_debian+=(zstd)
+# PNG reports draw their text with DejaVu Sans.
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_debian+=(fonts-dejavu-core)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update

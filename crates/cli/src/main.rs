@@ -2,6 +2,7 @@
 
 mod bench;
 mod output;
+mod report;
 mod size;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -89,6 +90,18 @@ enum Cmd {
     },
     /// List jobs.
     Jobs,
+    /// Draw a job's per-second measurements (throughput per stream and drive, buffer
+    /// fill, speed steps and backhitches) as SVG, PNG, or an HTML page with a summary.
+    Report {
+        /// Job id.
+        job: i64,
+        /// Output file: .svg, .png or .html.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Which run of the job: its backup, or its last restore.
+        #[arg(long, default_value = "backup", value_parser = ["backup", "restore"])]
+        op: String,
+    },
     /// List what a job holds (recursively), under PATH or all of it.
     Ls {
         /// Job id.
@@ -550,6 +563,13 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 }),
                 0,
             ))
+        }
+        Cmd::Report { job, out, op } => {
+            let v = report::report(&home, job, &op, &out)?;
+            if human {
+                println!("{}", out.display());
+            }
+            Ok((v, 0))
         }
         Cmd::Jobs => {
             let mut out = Vec::new();

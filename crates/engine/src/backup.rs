@@ -102,6 +102,9 @@ pub struct Progress {
     pub files: AtomicU64,
     /// Stored data bytes written.
     pub bytes: AtomicU64,
+    /// The latest sample of each stream and drive (`stream:NAME`, `drive:N`): bytes
+    /// so far and, for drives with a model, backhitches so far. Updated every second.
+    pub series: Mutex<std::collections::BTreeMap<String, (u64, Option<u64>)>>,
 }
 
 /// What a backup did.

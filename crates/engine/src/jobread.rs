@@ -110,6 +110,11 @@ impl JobReader {
             .map(|s| s.modeled_seconds)
     }
 
+    /// The current drive's statistics, when it keeps them.
+    pub fn drive_stats(&self) -> Option<tapeloom_device::DriveStats> {
+        self.cur.as_ref().and_then(|(_, d)| d.stats())
+    }
+
     /// Modeled seconds of all the reading so far, when the drives have a model.
     pub fn modeled_seconds(&self) -> Option<f64> {
         match (self.modeled_done, self.modeled_now()) {

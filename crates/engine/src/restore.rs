@@ -11,7 +11,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
-use tapeloom_catalog::{Extent, FileRow, JobVolume};
+use tapeloom_catalog::{Extent, FileRow, JobVolume, Sample};
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
 
 /// How to restore.
@@ -97,6 +97,8 @@ struct Restorer {
     report: RestoreReport,
     /// Small-file writers; taken when the reading is done.
     writers: Option<Writers>,
+    /// Data bytes restored per stream, for the samples.
+    per_stream: HashMap<u16, u64>,
 }
 
 impl Restorer {
@@ -223,6 +225,7 @@ impl Restorer {
         if !o.wanted || o.failed.is_some() {
             return;
         }
+        *self.per_stream.entry(stream).or_default() += chunk.len() as u64;
         o.crc = crc32c::crc32c_append(o.crc, chunk);
         if let Some(buf) = o.buf.as_mut() {
             if buf.len() as u64 + chunk.len() as u64 > o.entry.size {
@@ -389,6 +392,42 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         dirs: Vec::new(),
         report: RestoreReport::default(),
         writers: Some(Writers::new(WRITERS)),
+        per_stream: HashMap::new(),
+    };
+    let names: HashMap<u16, String> = cat
+        .streams(job_id)?
+        .into_iter()
+        .map(|s| (s.stream, s.name))
+        .collect();
+    let mut samples = Vec::new();
+    let mut last_sample = Instant::now();
+    let drive_series = format!("drive:{}", opts.drive.unwrap_or(0));
+    let sample = |reader: &JobReader, rs: &Restorer, out: &mut Vec<Sample>| {
+        let t_ms = t0.elapsed().as_millis() as u64;
+        let st = reader.drive_stats();
+        out.push(Sample {
+            series: drive_series.clone(),
+            t_ms,
+            bytes: reader.bytes_read,
+            pool_fill: 0.0,
+            buffer_fill: st.as_ref().map(|s| s.buffer_fill),
+            backhitches: st.as_ref().map(|s| s.backhitches).unwrap_or(0),
+            speed_mb_s: st.as_ref().map(|s| s.speed_now_mb_s),
+        });
+        for (id, b) in &rs.per_stream {
+            out.push(Sample {
+                series: format!(
+                    "stream:{}",
+                    names.get(id).map(|s| s.as_str()).unwrap_or("?")
+                ),
+                t_ms,
+                bytes: *b,
+                pool_fill: 0.0,
+                buffer_fill: None,
+                backhitches: 0,
+                speed_mb_s: None,
+            });
+        }
     };
 
     let mut streams = Streams::default();
@@ -426,6 +465,10 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
             if at > run.end {
                 break;
             }
+            if last_sample.elapsed().as_secs() >= 1 {
+                last_sample = Instant::now();
+                sample(&reader, &rs, &mut samples);
+            }
             if let Some(c) = reader.read_cost(at.1, at.1 + 1) {
                 bound += c;
             }
@@ -453,6 +496,9 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         }
     }
     streams.finish(&mut rs);
+    sample(&reader, &rs, &mut samples);
+    cat.clear_samples(job_id, "restore")?;
+    cat.add_samples(job_id, "restore", &samples)?;
     if let Some(w) = rs.writers.take() {
         let (files, bytes, errors) = w.finish();
         rs.report.files += files;

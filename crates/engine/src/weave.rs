@@ -110,18 +110,26 @@ impl Sampler {
         self.last.elapsed() >= self.every
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn take(
         &mut self,
-        t0: Instant,
+        job: &JobShared<'_>,
         w: &VolumeWriter,
         written: u64,
         pool_fill: f64,
         streams: &[(String, u64, f64)],
     ) {
         self.last = Instant::now();
-        let t_ms = t0.elapsed().as_millis() as u64;
+        let t_ms = job.t0.elapsed().as_millis() as u64;
         let stats = w.drive_stats();
+        if let Ok(mut live) = job.progress.series.lock() {
+            live.insert(
+                self.drive.clone(),
+                (written, stats.as_ref().map(|s| s.backhitches)),
+            );
+            for (name, bytes, _) in streams {
+                live.insert(format!("stream:{name}"), (*bytes, None));
+            }
+        }
         self.out.push(Sample {
             series: self.drive.clone(),
             t_ms,
@@ -265,7 +273,7 @@ pub(crate) fn weave(job: &JobShared<'_>, w: &mut VolumeWriter) -> Result<Woven> 
                         (n.clone(), b, f)
                     })
                     .collect();
-                sampler.take(job.t0, w, written, fill.min(1.0), &streams);
+                sampler.take(job, w, written, fill.min(1.0), &streams);
             }
             if lanes.is_empty() {
                 break;
@@ -412,7 +420,7 @@ pub(crate) fn weave(job: &JobShared<'_>, w: &mut VolumeWriter) -> Result<Woven> 
         .iter()
         .map(|(id, n)| (n.clone(), stream_written.get(id).copied().unwrap_or(0), 0.0))
         .collect();
-    sampler.take(job.t0, w, written, 0.0, &streams);
+    sampler.take(job, w, written, 0.0, &streams);
     report.seconds = job.t0.elapsed().as_secs_f64();
     report.writer_wait_seconds = writer_wait.as_secs_f64();
     report.reader_waits = shared.reader_waits.load(Ordering::Relaxed);

@@ -1,0 +1,93 @@
+//! `tapeloom report`: a job's per-second samples drawn as plots.
+
+use anyhow::{anyhow, bail, Result};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use tapeloom_engine::Home;
+use tapeloom_report::{render, JobSeries, Sample, Track};
+
+/// Renders job `job`'s samples of operation `op` into `out` (.svg, .png or .html).
+pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
+    let cat = &home.catalog;
+    let j = cat
+        .job(job)?
+        .ok_or_else(|| anyhow!("no job {job} in the catalog"))?;
+    let rows = cat.samples(job, op)?;
+    if rows.is_empty() {
+        bail!("job {job} has no {op} samples (jobs written before tapeloom kept them have none)");
+    }
+    let mut streams: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    let mut drives: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    for r in &rows {
+        let s = Sample {
+            t: r.t_ms as f64 / 1000.0,
+            bytes: r.bytes,
+            pool_fill: r.pool_fill,
+            buffer_fill: r.buffer_fill,
+            backhitches: r.backhitches,
+            speed_mb_s: r.speed_mb_s,
+        };
+        if let Some(name) = r.series.strip_prefix("stream:") {
+            streams.entry(name.to_string()).or_default().push(s);
+        } else {
+            let name = r.series.replace(':', " ");
+            drives.entry(name).or_default().push(s);
+        }
+    }
+    let track = |(name, samples): (String, Vec<Sample>)| Track { name, samples };
+    let last = |v: &Vec<Sample>| v.last().map(|s| (s.bytes, s.backhitches, s.t));
+    let mut summary = vec![
+        ("job".to_string(), format!("{} ({})", j.id, j.name)),
+        ("status".to_string(), j.status.clone()),
+        ("files".to_string(), j.files.to_string()),
+        (
+            "data".to_string(),
+            format!("{:.1} MB in {:.1} s", j.bytes as f64 / 1e6, j.seconds),
+        ),
+        (
+            "rate".to_string(),
+            format!("{:.1} MB/s", j.bytes as f64 / 1e6 / j.seconds.max(1e-9)),
+        ),
+    ];
+    let mut drive_json = Vec::new();
+    for (name, v) in &drives {
+        if let Some((bytes, bh, t)) = last(v) {
+            summary.push((
+                name.clone(),
+                format!(
+                    "{:.1} MB, {:.1} MB/s, {bh} backhitches",
+                    bytes as f64 / 1e6,
+                    bytes as f64 / 1e6 / t.max(1e-9)
+                ),
+            ));
+            drive_json.push(json!({"drive": name, "bytes": bytes, "backhitches": bh}));
+        }
+    }
+    for (name, v) in &streams {
+        if let Some((bytes, _, t)) = last(v) {
+            summary.push((
+                format!("stream {name}"),
+                format!(
+                    "{:.1} MB, {:.1} MB/s",
+                    bytes as f64 / 1e6,
+                    bytes as f64 / 1e6 / t.max(1e-9)
+                ),
+            ));
+        }
+    }
+    let series = JobSeries {
+        title: format!("job {} ({op}: {})", j.id, j.name),
+        summary,
+        streams: streams.into_iter().map(track).collect(),
+        drives: drives.into_iter().map(track).collect(),
+    };
+    render(&series, out).map_err(|e| anyhow!("{e}"))?;
+    Ok(json!({
+        "job_id": job,
+        "op": op,
+        "out": out.display().to_string(),
+        "samples": rows.len(),
+        "drives": drive_json,
+    }))
+}

@@ -1,0 +1,80 @@
+//! Per-second samples stored with jobs, and `tapeloom report`.
+
+mod common;
+use common::*;
+
+#[test]
+fn samples_are_stored_and_drawn_as_svg_png_and_html() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let (a, b) = (t.path().join("alpha"), t.path().join("beta"));
+    for i in 0..3 {
+        write(&a.join(format!("a{i}")), &noise(i, 4_000_000));
+        write(&b.join(format!("b{i}")), &noise(10 + i, 4_000_000));
+    }
+    // 24 MB at 8 MB/s per stream: about a second and a half, so a few samples.
+    let r = ok(
+        &home,
+        &[
+            "backup",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--concurrency",
+            "2",
+            "--limit-rate",
+            "8MB",
+        ],
+    );
+    let job = r["job_id"].as_i64().unwrap().to_string();
+    for ext in ["svg", "png", "html"] {
+        let out = t.path().join(format!("job.{ext}"));
+        let x = ok(&home, &["report", &job, "--out", out.to_str().unwrap()]);
+        assert!(x["samples"].as_u64().unwrap() >= 6, "{x}");
+        let bytes = std::fs::read(&out).unwrap();
+        match ext {
+            "png" => assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n"),
+            _ => {
+                let text = String::from_utf8(bytes).unwrap();
+                assert!(text.contains("<svg"), "{ext}");
+                assert!(text.contains("alpha") && text.contains("beta"), "{ext}");
+            }
+        }
+    }
+    // The last sample of the drive holds every byte the job wrote.
+    let x = ok(
+        &home,
+        &[
+            "report",
+            &job,
+            "--out",
+            t.path().join("j.svg").to_str().unwrap(),
+        ],
+    );
+    assert!(
+        x["drives"][0]["bytes"].as_u64().unwrap() >= 24_000_000,
+        "{x}"
+    );
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    let x = ok(
+        &home,
+        &[
+            "report",
+            &job,
+            "--op",
+            "restore",
+            "--out",
+            t.path().join("r.html").to_str().unwrap(),
+        ],
+    );
+    assert!(
+        x["drives"][0]["bytes"].as_u64().unwrap() >= 24_000_000,
+        "{x}"
+    );
+    let (code, _, err) = run(
+        &home,
+        &["report", &job, "--out", "x.txt"].map(std::ffi::OsStr::new),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains(".svg"), "{err}");
+}

@@ -1,0 +1,482 @@
+//! The figure: a title and three panels over a shared time axis, each with its legend
+//! in a column to the right (see `legend`). One drawing routine serves both backends;
+//! only the SVG and PNG wrappers differ.
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::font::FAMILY;
+use crate::legend::{draw_legend, shorten, Swatch};
+use crate::prepare::Prepared;
+
+const WIDTH: u32 = 1400;
+const HEIGHT: u32 = 1050;
+const LEGEND_WIDTH: u32 = 320;
+
+/// Drives draw thick and dark so they stand out from the streams that feed them.
+const DRIVE_COLORS: [RGBColor; 5] = [
+    RGBColor(0x1a, 0x1a, 0x1a),
+    RGBColor(0x1f, 0x3b, 0x8c),
+    RGBColor(0x6a, 0x1b, 0x9a),
+    RGBColor(0x0b, 0x6e, 0x4f),
+    RGBColor(0x8d, 0x40, 0x04),
+];
+/// Tableau 10 without its red, which is kept for backhitches.
+const STREAM_COLORS: [RGBColor; 9] = [
+    RGBColor(0x4e, 0x79, 0xa7),
+    RGBColor(0xf2, 0x8e, 0x2b),
+    RGBColor(0x59, 0xa1, 0x4f),
+    RGBColor(0xb0, 0x7a, 0xa1),
+    RGBColor(0x76, 0xb7, 0xb2),
+    RGBColor(0xb8, 0x86, 0x0b),
+    RGBColor(0xff, 0x9d, 0xa7),
+    RGBColor(0x9c, 0x75, 0x5f),
+    RGBColor(0x79, 0x70, 0x6e),
+];
+const BACKHITCH: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const NOTE: RGBColor = RGBColor(0x70, 0x70, 0x70);
+
+const DRIVE_WIDTH: u32 = 3;
+const STREAM_WIDTH: u32 = 2;
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The figure as an SVG document.
+pub(crate) fn svg(p: &Prepared) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        figure(&root, p)?;
+        root.present().map_err(fail)?;
+    }
+    Ok(out)
+}
+
+/// The figure as a PNG file's bytes.
+pub(crate) fn png(p: &Prepared) -> Result<Vec<u8>, String> {
+    let mut rgb = vec![0u8; WIDTH as usize * HEIGHT as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+        figure(&root, p)?;
+        root.present().map_err(fail)?;
+    }
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let encode = |e: png::EncodingError| format!("encode the PNG: {e}");
+    let mut writer = encoder.write_header().map_err(encode)?;
+    writer.write_image_data(&rgb).map_err(encode)?;
+    writer.finish().map_err(encode)?;
+    Ok(out)
+}
+
+pub(crate) fn fail<E: std::fmt::Display>(e: E) -> String {
+    format!("draw the figure: {e}")
+}
+
+fn figure<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Prepared) -> Result<(), String> {
+    root.fill(&WHITE).map_err(fail)?;
+    let root = root.margin(8, 4, 4, 8);
+    let body = root.titled(&p.title, bold(26.0)).map_err(fail)?;
+    let (w, h) = body.dim_in_pixel();
+    let (plots, legends) = body.split_horizontally(w.saturating_sub(LEGEND_WIDTH));
+    let first = (h as f64 * 0.38) as i32;
+    let second = (h as f64 * 0.31) as i32;
+    let (p1, rest) = plots.split_vertically(first);
+    let (p2, p3) = rest.split_vertically(second);
+    let (l1, rest) = legends.split_vertically(first);
+    let (l2, l3) = rest.split_vertically(second);
+
+    throughput_panel(&p1, &l1, p)?;
+    fill_panel(&p2, &l2, p)?;
+    speed_panel(&p3, &l3, p)
+}
+
+/// Built with `FontDesc::new`: `FontDesc::style` would keep the regular face's glyphs.
+fn bold(size: f64) -> FontDesc<'static> {
+    FontDesc::new(FontFamily::Name(FAMILY), size, FontStyle::Bold)
+}
+
+fn stream_color(i: usize) -> RGBColor {
+    STREAM_COLORS[i % STREAM_COLORS.len()]
+}
+
+fn drive_color(i: usize) -> RGBColor {
+    DRIVE_COLORS[i % DRIVE_COLORS.len()]
+}
+
+/// A panel's axes; only the bottom panel names the shared time axis.
+fn axes<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    t_end: f64,
+    y_top: f64,
+    y_desc: &str,
+    bottom: bool,
+) -> Result<Chart<'a, DB>, String> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, bold(18.0))
+        .margin_left(8)
+        .margin_right(16)
+        .margin_top(6)
+        .x_label_area_size(if bottom { 46 } else { 26 })
+        .y_label_area_size(78)
+        // A little room left of 0 and below 0, so marks at the start and lines at
+        // zero are not half hidden by the axes.
+        .build_cartesian_2d(-t_end * 0.005..t_end, -y_top * 0.02..y_top)
+        .map_err(fail)?;
+    let x_fmt = |v: &f64| number(*v, t_end);
+    let y_fmt = |v: &f64| number(*v, y_top);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels(14)
+        .y_labels(6)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 15))
+        .bold_line_style(BLACK.mix(0.12))
+        .light_line_style(BLACK.mix(0.04))
+        .y_desc(y_desc);
+    if bottom {
+        mesh.x_desc("time since job start (s)");
+    }
+    mesh.draw().map_err(fail)?;
+    Ok(chart)
+}
+
+/// Tick labels without noise digits: whole numbers once the axis spans 10 or more.
+fn number(v: f64, span: f64) -> String {
+    if v.abs() < span * 1e-9 {
+        "0".to_string()
+    } else if span >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Grey text in the middle of a panel, for what is missing.
+fn note<DB: DrawingBackend>(chart: &Chart<'_, DB>, text: &str) -> Result<(), String> {
+    let (x, y) = (chart.x_range(), chart.y_range());
+    let at = (x.end / 2.0, y.end / 2.0);
+    let style = (FAMILY, 18)
+        .into_font()
+        .color(&NOTE)
+        .pos(Pos::new(HPos::Center, VPos::Center));
+    chart
+        .plotting_area()
+        .draw(&Text::new(text.to_string(), at, style))
+        .map_err(fail)
+}
+
+fn line_series<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    points: &[(f64, f64)],
+    style: ShapeStyle,
+) -> Result<(), String> {
+    match points {
+        [] => {}
+        // A line needs two points; one sample still shows, as a dot.
+        [only] => {
+            let dot = Circle::new(*only, style.stroke_width + 2, style.filled());
+            chart.draw_series([dot]).map_err(fail)?;
+        }
+        _ => {
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), style))
+                .map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+fn throughput_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    legend_area: &DrawingArea<DB, Shift>,
+    p: &Prepared,
+) -> Result<(), String> {
+    let mut chart = axes(
+        area,
+        "Throughput",
+        p.t_end,
+        p.throughput_top,
+        "throughput (MB/s)",
+        false,
+    )?;
+    let mut legend = Vec::new();
+    for (i, line) in p.drives.iter().enumerate() {
+        legend.push((
+            Swatch::Line(drive_color(i), DRIVE_WIDTH),
+            format!("drive {}", shorten(&line.name)),
+        ));
+    }
+    for (i, line) in p.streams.iter().enumerate() {
+        let style = stream_color(i).stroke_width(STREAM_WIDTH);
+        line_series(&mut chart, &line.throughput, style)?;
+        legend.push((
+            Swatch::Line(stream_color(i), STREAM_WIDTH),
+            format!("stream {}", shorten(&line.name)),
+        ));
+    }
+    // Drives on top: their line is the sum the streams add up to.
+    for (i, line) in p.drives.iter().enumerate() {
+        line_series(
+            &mut chart,
+            &line.throughput,
+            drive_color(i).stroke_width(DRIVE_WIDTH),
+        )?;
+    }
+    let all = || p.streams.iter().chain(p.drives.iter());
+    if !p.any_samples {
+        note(&chart, "no samples recorded for this job")?;
+    } else if all().all(|l| l.throughput.is_empty()) {
+        note(
+            &chart,
+            "throughput needs at least two samples per stream or drive",
+        )?;
+    }
+    draw_legend(legend_area, &legend)
+}
+
+fn fill_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    legend_area: &DrawingArea<DB, Shift>,
+    p: &Prepared,
+) -> Result<(), String> {
+    let mut chart = axes(area, "Buffer fill", p.t_end, 105.0, "fill (%)", false)?;
+    let mut legend = Vec::new();
+    for (i, line) in p.streams.iter().enumerate() {
+        let style = stream_color(i).mix(0.9).stroke_width(STREAM_WIDTH);
+        line_series(&mut chart, &line.pool_fill, style)?;
+    }
+    for (i, line) in p.drives.iter().enumerate() {
+        let color = drive_color(i);
+        line_series(&mut chart, &line.pool_fill, color.stroke_width(DRIVE_WIDTH))?;
+        legend.push((
+            Swatch::Line(color, DRIVE_WIDTH),
+            format!("drive {}: pool fill", shorten(&line.name)),
+        ));
+        if line.buffer_fill.is_empty() {
+            continue;
+        }
+        let style = color.stroke_width(DRIVE_WIDTH);
+        if line.buffer_fill.len() == 1 {
+            line_series(&mut chart, &line.buffer_fill, style)?;
+        } else {
+            let points = line.buffer_fill.iter().copied();
+            chart
+                .draw_series(DashedLineSeries::new(points, 9, 5, style))
+                .map_err(fail)?;
+        }
+        legend.push((
+            Swatch::Dashed(color, DRIVE_WIDTH),
+            format!("drive {}: drive buffer", shorten(&line.name)),
+        ));
+    }
+    for (i, line) in p.streams.iter().enumerate() {
+        legend.push((
+            Swatch::Line(stream_color(i), STREAM_WIDTH),
+            format!("stream {}: pool share", shorten(&line.name)),
+        ));
+    }
+    draw_legend(legend_area, &legend)
+}
+
+/// What the bottom panel's y axis shows.
+#[derive(Clone, Copy, PartialEq)]
+enum Bottom {
+    /// Speed steps in MB/s; backhitches are marked on their drive's step.
+    Speed,
+    /// No drive has a speed model: each drive's cumulative backhitch count, so the
+    /// drives stay apart and the axis still means something.
+    Count,
+}
+
+fn speed_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    legend_area: &DrawingArea<DB, Shift>,
+    p: &Prepared,
+) -> Result<(), String> {
+    let any_speed = p.drives.iter().any(|l| !l.speed.is_empty());
+    let any_backhitch = p.drives.iter().any(|l| l.backhitch_total > 0);
+    let mode = if !any_speed && any_backhitch {
+        Bottom::Count
+    } else {
+        Bottom::Speed
+    };
+    let mut chart = match mode {
+        Bottom::Speed => axes(
+            area,
+            "Drive speed step and backhitches",
+            p.t_end,
+            p.speed_top,
+            "speed step (MB/s)",
+            true,
+        )?,
+        Bottom::Count => axes(
+            area,
+            "Drive backhitches (no speed model)",
+            p.t_end,
+            p.backhitch_top,
+            "backhitches so far",
+            true,
+        )?,
+    };
+    let mut legend = Vec::new();
+    let lines: Vec<Vec<(f64, f64)>> = p
+        .drives
+        .iter()
+        .map(|line| match mode {
+            Bottom::Speed => line.speed.clone(),
+            Bottom::Count => line.backhitch_staircase(),
+        })
+        .collect();
+    let what = match mode {
+        Bottom::Speed => "speed step",
+        Bottom::Count => "backhitches",
+    };
+    for (i, (line, points)) in p.drives.iter().zip(&lines).enumerate() {
+        if !points.is_empty() {
+            legend.push((
+                Swatch::Line(drive_color(i), DRIVE_WIDTH),
+                format!("drive {}: {what}", shorten(&line.name)),
+            ));
+        }
+    }
+    // Marks go over a speed step, which they sit on; under a count line, which they
+    // follow densely and would otherwise hide which drive is which.
+    if mode == Bottom::Speed {
+        drive_lines(&mut chart, &lines)?;
+    }
+    // Rules across the panel line a backhitch up with the panels above; past a few
+    // dozen they only tint the panel. Dense marks get smaller crosses.
+    let marks: usize = p.drives.iter().map(|l| l.backhitches.len()).sum();
+    let plot_width = chart.plotting_area().dim_in_pixel().0 as usize;
+    let style = MarkStyle {
+        rules: marks <= MAX_RULES,
+        cross: if marks * 14 <= plot_width { 6 } else { 3 },
+    };
+    let y_top = chart.y_range().end;
+    let mut labels = Vec::new();
+    for (i, line) in p.drives.iter().enumerate() {
+        let baseline = y_top * (0.06 + 0.07 * (i % 8) as f64);
+        let y_of = |t: f64, count: u64| match mode {
+            Bottom::Speed => line.speed_at(t).unwrap_or(baseline),
+            Bottom::Count => count as f64,
+        };
+        backhitch_marks(&mut chart, &line.backhitches, y_of, style, &mut labels)?;
+    }
+    if mode == Bottom::Count {
+        drive_lines(&mut chart, &lines)?;
+    }
+    for line in &p.drives {
+        let text = match line.backhitch_total {
+            0 => format!("drive {}: no backhitches", shorten(&line.name)),
+            1 => format!("drive {}: 1 backhitch", shorten(&line.name)),
+            n => format!("drive {}: {n} backhitches", shorten(&line.name)),
+        };
+        let swatch = match line.backhitch_total {
+            0 => Swatch::Blank,
+            _ => Swatch::Cross(BACKHITCH),
+        };
+        legend.push((swatch, text));
+    }
+    if any_backhitch {
+        legend.push((
+            Swatch::Blank,
+            "(number at a mark: count so far)".to_string(),
+        ));
+    }
+    if p.drives.is_empty() {
+        note(&chart, "no drives in this job")?;
+    } else if p.any_samples && !any_speed && !any_backhitch {
+        note(
+            &chart,
+            "no speed steps (no drive timing model) and no backhitches",
+        )?;
+    }
+    draw_legend(legend_area, &legend)
+}
+
+fn drive_lines<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    lines: &[Vec<(f64, f64)>],
+) -> Result<(), String> {
+    for (i, points) in lines.iter().enumerate() {
+        line_series(chart, points, drive_color(i).stroke_width(DRIVE_WIDTH))?;
+    }
+    Ok(())
+}
+
+/// More backhitch marks than this in one panel get no rules.
+const MAX_RULES: usize = 80;
+
+#[derive(Clone, Copy)]
+struct MarkStyle {
+    /// A faint rule across the panel at each mark.
+    rules: bool,
+    /// Half the size of the cross, in pixels.
+    cross: i32,
+}
+
+/// A label's box in pixels: x from, x to, y from, y to.
+type LabelBox = (i32, i32, i32, i32);
+
+/// A red cross at each backhitch mark, at the height `y_of` gives, with the count so
+/// far above it. A count whose box would overlap one in `labels` (from any drive) is
+/// left out; the cross still shows.
+fn backhitch_marks<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    backhitches: &[(f64, u64)],
+    y_of: impl Fn(f64, u64) -> f64,
+    style: MarkStyle,
+    labels: &mut Vec<LabelBox>,
+) -> Result<(), String> {
+    if backhitches.is_empty() {
+        return Ok(());
+    }
+    let y_top = chart.y_range().end;
+    if style.rules {
+        let rule = BACKHITCH.mix(0.22).stroke_width(1);
+        chart
+            .draw_series(
+                backhitches
+                    .iter()
+                    .map(|&(t, _)| PathElement::new(vec![(t, 0.0), (t, y_top)], rule)),
+            )
+            .map_err(fail)?;
+    }
+    let label_style = (FAMILY, 13)
+        .into_font()
+        .color(&BACKHITCH)
+        .pos(Pos::new(HPos::Center, VPos::Bottom));
+    let lift = style.cross + 3;
+    let mut marks = Vec::with_capacity(backhitches.len());
+    for &(t, count) in backhitches {
+        let y = y_of(t, count);
+        let text = count.to_string();
+        let half_width = 4 * text.len() as i32 + 3;
+        let (x_px, y_px) = chart.backend_coord(&(t, y));
+        let bottom = y_px - lift;
+        let label_box = (x_px - half_width, x_px + half_width, bottom - 14, bottom);
+        let overlaps = |b: &LabelBox| {
+            b.0 < label_box.1 && label_box.0 < b.1 && b.2 < label_box.3 && label_box.2 < b.3
+        };
+        let label = if labels.iter().any(overlaps) {
+            String::new()
+        } else {
+            labels.push(label_box);
+            text
+        };
+        marks.push(
+            EmptyElement::at((t, y))
+                + Cross::new((0, 0), style.cross, BACKHITCH.stroke_width(2))
+                + Text::new(label, (0, -lift), label_style.clone()),
+        );
+    }
+    chart.draw_series(marks).map_err(fail)?;
+    Ok(())
+}
