@@ -539,6 +539,8 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     "bytes": r.bytes,
                     "seconds": r.seconds,
                     "mb_per_s": r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+                    "data_seconds": r.data_seconds,
+                    "data_mb_per_s": r.bytes as f64 / 1e6 / r.data_seconds.max(1e-9),
                     "blocks": r.blocks,
                     "volumes": r.volumes,
                     "extents": r.extents,

@@ -106,16 +106,17 @@ pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
 
 /// The drive line of a backup's JSON: rate, utilization against the drive's maximum
 /// at the data's compressibility (when the drive has a model), waits and backhitches.
+/// Utilization counts the time the tape moved or stood during the job, not loads.
 pub fn drive_summary(r: &tapeloom_engine::DriveReport) -> serde_json::Value {
     let (utilization, backhitches, ratio, modeled) = match &r.drive_stats {
         Some(s) => {
-            let secs = s.modeled_seconds.max(1e-9);
+            let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
             let ratio = s.compression_ratio();
             let top = s.speed_steps_mb_s.last().copied().unwrap_or(0.0) * ratio;
             let rate = s.host_bytes as f64 / secs / 1e6;
             (
                 (top > 0.0).then(|| (rate / top).min(1.0)),
-                Some(s.backhitches),
+                Some(r.backhitches.unwrap_or(s.backhitches)),
                 Some(ratio),
                 Some(s.modeled_seconds),
             )

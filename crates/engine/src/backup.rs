@@ -120,6 +120,10 @@ pub struct BackupReport {
     pub bytes: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// Seconds from the moment the first cartridge was mounted and positioned until
+    /// the last data block was written: the job less loads, label reads, positioning,
+    /// the index and the final flush.
+    pub data_seconds: f64,
     /// Barcodes written, in order.
     pub volumes: Vec<String>,
     /// Source objects that could not be backed up: path and reason.
@@ -340,6 +344,8 @@ pub fn backup(
         w.segment_bytes = opts.segment_bytes;
         writers.push(w);
     }
+    // Data flows from here on: the first cartridge is mounted and positioned.
+    let t_data = Instant::now();
     let results: Vec<Result<Woven>> = std::thread::scope(|sc| {
         let handles: Vec<_> = writers
             .iter_mut()
@@ -362,6 +368,7 @@ pub fn backup(
             })
             .collect()
     });
+    let data_seconds = t_data.elapsed().as_secs_f64();
     // The first error is the cause; the others stopped because of it.
     let mut woven = Vec::new();
     let mut first_err = None;
@@ -382,6 +389,12 @@ pub fn backup(
         return Err(e);
     }
     // The other drives end their segments; their data is on tape before the index.
+    // Backhitches while data streamed: the flush that ends each drive's segment stops
+    // the tape by design and is not counted.
+    let mut streaming_hitches: Vec<Option<u64>> = writers
+        .iter()
+        .map(|w| w.drive_stats().map(|s| s.backhitches))
+        .collect();
     for w in writers.iter_mut().skip(1) {
         w.finish()?;
     }
@@ -442,12 +455,18 @@ pub fn backup(
         index_start,
         volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
     };
+    streaming_hitches[0] = w.drive_stats().map(|s| s.backhitches);
     w.end(&job_end.encode())?;
     let status = if errors.is_empty() { "ok" } else { "partial" };
     let seconds = t0.elapsed().as_secs_f64();
     cat.add_samples(job_id, "backup", &samples)?;
     cat.finish_job(job_id, status, files, bytes, seconds, ended.as_nanos())?;
-    for (d, w) in drive_reports.iter_mut().zip(&writers) {
+    for ((d, w), h) in drive_reports
+        .iter_mut()
+        .zip(&writers)
+        .zip(streaming_hitches)
+    {
+        d.backhitches = h;
         d.blocks = w.blocks;
         d.filemarks = w.filemarks;
         d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();
@@ -460,6 +479,7 @@ pub fn backup(
         files,
         bytes,
         seconds,
+        data_seconds,
         volumes: all_volumes.iter().map(|(_, v)| v.barcode.clone()).collect(),
         errors,
         blocks: drive_reports.iter().map(|d| d.blocks).sum(),

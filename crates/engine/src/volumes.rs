@@ -254,7 +254,9 @@ impl VolumeWriter {
                     };
                     drive.rewind()?;
                     drive.write_block(&label.encode())?;
-                    drive.write_filemarks(1, false)?;
+                    // With the immediate bit: the drive keeps streaming into the job's
+                    // first blocks; the flush at the job's end makes the label durable.
+                    drive.write_filemarks(1, true)?;
                     self.cat.add_volume(
                         &barcode,
                         label.uuid,

@@ -85,6 +85,9 @@ pub struct DriveReport {
     pub seconds: f64,
     /// The drive's statistics, when it keeps them.
     pub drive_stats: Option<tapeloom_device::DriveStats>,
+    /// Backhitches while the job's data streamed, when the drive counts them: all but
+    /// the stop of the flush that ends the job (which `drive_stats` includes).
+    pub backhitches: Option<u64>,
 }
 
 /// What one drive's writer hands back.

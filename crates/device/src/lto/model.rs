@@ -170,7 +170,9 @@ impl TapeModel {
         let t0 = self.now.max(offered);
         self.advance(t0);
         self.advance(t0 + self.p.command_s + host / (self.p.interface_mb_s * 1e6));
+        let mut held = false;
         while self.buf + tape > self.p.buffer_bytes {
+            held = true;
             if self.motion == Motion::Stopped {
                 self.start();
             }
@@ -198,6 +200,11 @@ impl TapeModel {
         if self.motion == Motion::Streaming && self.buf > self.high_mark() {
             // Filling up: speed up to just above the host's rate.
             self.step = self.step.max(self.step_above_rate());
+            if held {
+                // The host had to wait for room: its rate as measured is the tape's,
+                // not what it could give. One step faster.
+                self.step = (self.step + 1).min(self.steps.len() - 1);
+            }
         }
         if self.motion == Motion::Stopped
             && self.buf >= self.p.restart_fill * self.p.buffer_bytes
