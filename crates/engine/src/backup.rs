@@ -328,19 +328,43 @@ pub fn backup(
         software,
         counters: Arc::clone(&counters),
     };
-    // One writer per drive, each with its own catalog connection; the first mounts
-    // its cartridge now and carries the job's own records (start, index, end).
+    // One writer per drive, each with its own catalog connection. The first carries
+    // the job start; every drive that will get a stream mounts its cartridge now, all
+    // at once (a load takes a drive a quarter of a minute, and a drive still loading
+    // when the data starts would get no streams).
+    let mut conns = Vec::new();
+    for _ in &drives {
+        conns.push(home.connect()?);
+    }
+    let used = n_streams.clamp(1, drives.len());
+    let begun: Vec<Result<VolumeWriter>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = drives
+            .iter()
+            .zip(conns)
+            .enumerate()
+            .map(|(i, (d, cat))| {
+                let (tapes, start) = (Arc::clone(&tapes), start.clone());
+                let compression = opts.drive_compression;
+                sc.spawn(move || {
+                    let mut w =
+                        VolumeWriter::begin(cat, tapes, *d, job_id, start, i == 0, compression)?;
+                    if i < used {
+                        w.prepare()?;
+                    }
+                    Ok(w)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Msg("a drive's mount panicked".into())))
+            })
+            .collect()
+    });
     let mut writers = Vec::new();
-    for (i, d) in drives.iter().enumerate() {
-        let mut w = VolumeWriter::begin(
-            home.connect()?,
-            Arc::clone(&tapes),
-            *d,
-            job_id,
-            start.clone(),
-            i == 0,
-            opts.drive_compression,
-        )?;
+    for w in begun {
+        let mut w = w?;
         w.segment_bytes = opts.segment_bytes;
         writers.push(w);
     }

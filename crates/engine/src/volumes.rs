@@ -46,13 +46,29 @@ pub(crate) fn read_label(drive: &mut dyn TapeDrive) -> Result<Found> {
     })
 }
 
-/// Puts `barcode` into a drive (moving whatever is in the way) and opens it.
-/// Uses `prefer` when given, else the drive already holding it, else an empty drive.
+/// Puts `barcode` into a drive (moving whatever is in the way), opens it and loads
+/// it. Uses `prefer` when given, else the drive already holding it, else an empty
+/// drive.
 pub(crate) fn mount(
     lib: &mut VirtualLibrary,
     barcode: &str,
     prefer: Option<usize>,
 ) -> Result<(usize, Drive)> {
+    let (i, mut d, moved) = place(lib, barcode, prefer)?;
+    if moved {
+        d.load()?;
+    }
+    Ok((i, d))
+}
+
+/// The changer's part of [`mount`]: the cartridge in a drive, the drive open. Says
+/// whether the cartridge was moved (and so still needs the drive's load, which can
+/// take a while and needs no changer).
+fn place(
+    lib: &mut VirtualLibrary,
+    barcode: &str,
+    prefer: Option<usize>,
+) -> Result<(usize, Drive, bool)> {
     let inv = lib.inventory()?;
     let holder = inv.drive_of(barcode);
     let drive = match (prefer, holder) {
@@ -72,7 +88,7 @@ pub(crate) fn mount(
         )));
     }
     if holder == Some(drive) {
-        return Ok((drive, lib.open_tape_drive(drive)?));
+        return Ok((drive, lib.open_tape_drive(drive)?, false));
     }
     if let Some(h) = holder {
         lib.unload(h, None)?;
@@ -85,9 +101,7 @@ pub(crate) fn mount(
         .slot_of(barcode)
         .ok_or_else(|| Error::Msg(format!("cartridge {barcode} is not in the library")))?;
     lib.load(slot, drive)?;
-    let mut d = lib.open_tape_drive(drive)?;
-    d.load()?;
-    Ok((drive, d))
+    Ok((drive, lib.open_tape_drive(drive)?, true))
 }
 
 /// What the drives of one job share: the library (its changer moves one cartridge at
@@ -103,7 +117,8 @@ impl Tapes {
     pub fn new(lib: VirtualLibrary) -> Self {
         Tapes {
             lib: Mutex::new((lib, Vec::new())),
-            next_seq: AtomicU32::new(0),
+            // 0 is the first drive's first volume, the one with the job start.
+            next_seq: AtomicU32::new(1),
             pool: "default".into(),
         }
     }
@@ -147,6 +162,8 @@ pub(crate) struct VolumeWriter {
     pub filemarks: u64,
     /// The drive's own compression, set at each mount.
     pub drive_compression: bool,
+    /// This writer carries the job's own records (start, index, end).
+    first: bool,
 }
 
 impl VolumeWriter {
@@ -182,6 +199,7 @@ impl VolumeWriter {
             since_filemark: 0,
             filemarks: 0,
             drive_compression,
+            first,
         };
         if first {
             w.mount_next()?;
@@ -240,11 +258,19 @@ impl VolumeWriter {
                 let barcode = self.choose(lib, claimed)?;
                 claimed.push(barcode.clone());
                 self.drive = None;
-                let (_, drive) = mount(lib, &barcode, self.prefer_drive)?;
+                let (_, mut drive, moved) = place(lib, &barcode, self.prefer_drive)?;
+                drop(g);
+                // Threading the tape happens in the drive, while the changer serves
+                // the job's other drives.
+                if moved {
+                    drive.load()?;
+                }
                 (barcode, drive)
             };
+            let mut fresh = false;
             let volume = match (read_label(&mut *drive)?, self.cat.volume_by_barcode(&barcode)?) {
                 (Found::Blank, None) => {
+                    fresh = true;
                     let label = VolumeLabel {
                         uuid: random_uuid(),
                         barcode: barcode.clone(),
@@ -282,7 +308,11 @@ impl VolumeWriter {
                 }
             };
             drive.set_compression(self.drive_compression)?;
-            drive.space_to_eod()?;
+            if !fresh {
+                // A labelled cartridge: append after what it holds. (A fresh one is
+                // already there, and a locate would stop the tape.)
+                drive.space_to_eod()?;
+            }
             self.lbn = drive.position()?;
             self.since_filemark = 0;
             if drive.write_protected()? {
@@ -290,7 +320,11 @@ impl VolumeWriter {
             }
             // Sequence numbers are given out only to volumes the job really uses, so
             // that they have no gaps.
-            self.seq = self.tapes.next_seq.fetch_add(1, Ordering::SeqCst);
+            self.seq = if self.first && self.volumes.is_empty() {
+                0
+            } else {
+                self.tapes.next_seq.fetch_add(1, Ordering::SeqCst)
+            };
             self.cat
                 .add_job_volume(self.job_id, self.seq, volume.id, self.lbn)?;
             self.volumes.push((self.seq, volume.clone()));
@@ -306,6 +340,15 @@ impl VolumeWriter {
         self.cat
             .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
         self.lbn += 1;
+        Ok(())
+    }
+
+    /// Mounts this writer's first cartridge now, if it has none yet (a drive other
+    /// than the first mounts when its first block comes, unless asked here).
+    pub fn prepare(&mut self) -> Result<()> {
+        if self.drive.is_none() && self.need_switch {
+            self.switch()?;
+        }
         Ok(())
     }
 
