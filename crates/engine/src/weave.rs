@@ -226,11 +226,11 @@ pub(crate) fn weave(job: &JobShared<'_>, w: &mut VolumeWriter) -> Result<Woven> 
                 ));
             }
             // Adaptive concurrency: when the writer has waited for data a fifth or more
-            // of the last quarter second, the streams in hand cannot keep the drive
+            // of the last tenth of a second, the streams in hand cannot keep the drive
             // busy: weave one more in. A drive that never waits is saturated and takes
             // no more.
             let span = window_start.elapsed();
-            if span >= Duration::from_millis(250) {
+            if span >= Duration::from_millis(100) {
                 if fixed.is_none() && window_wait.as_secs_f64() >= 0.2 * span.as_secs_f64() {
                     target = target.max(lanes.len()) + 1;
                 }

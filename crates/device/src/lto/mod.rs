@@ -274,6 +274,11 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
         };
         let at = self.model.tape_pos + 0.0;
         self.note_offset(lbn, at);
+        if self.clock == Clock::Real {
+            // The block arrives now: a host slower than the tape lets the buffer
+            // drain in the meantime, as on a real drive.
+            self.offered = self.offered.max(self.wall0.elapsed().as_secs_f64());
+        }
         let t = self
             .model
             .write(data.len() as f64, data.len() as f64 / ratio, self.offered);
