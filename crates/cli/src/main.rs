@@ -712,6 +712,17 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     "modeled_mb_per_s": r.modeled_seconds.map(|s| r.bytes as f64 / 1e6 / s.max(1e-9)),
                     "bound_seconds": r.bound_seconds,
                     "bound_mb_per_s": r.bound_seconds.map(|s| r.bytes as f64 / 1e6 / s.max(1e-9)),
+                    "streams": r.streams.iter().map(|(n, b)| json!({
+                        "name": n, "bytes": b, "mb_per_s": *b as f64 / 1e6 / r.seconds.max(1e-9),
+                    })).collect::<Vec<_>>(),
+                    "drives": [{
+                        "drive": opts.drive.unwrap_or(0),
+                        "bytes": r.bytes_read_from_tape,
+                        "mb_per_s": r.bytes_read_from_tape as f64 / 1e6 / r.seconds.max(1e-9),
+                        "backhitches": r.drive_stats.as_ref().map(|s| s.backhitches),
+                        "compression_ratio": r.drive_stats.as_ref().map(|s| s.compression_ratio()),
+                        "modeled_seconds": r.modeled_seconds,
+                    }],
                     "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
                 }),
                 code,

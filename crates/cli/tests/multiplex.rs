@@ -328,6 +328,12 @@ fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
             ],
         );
         assert_same_tree(&t.path().join("s1"), &out.join("s1"));
+        assert_eq!(x["streams"][0]["name"], "s1", "{x}");
+        assert_eq!(x["streams"][0]["bytes"], 24_000_000, "{x}");
+        assert!(
+            x["drives"][0]["bytes"].as_u64().unwrap() > 24_000_000,
+            "{x}"
+        );
         let m = x["modeled_seconds"].as_f64().expect("a modeled drive");
         let bound = x["bound_seconds"].as_f64().expect("a bound");
         assert!(bound > 0.0 && bound <= m * 1.0001, "{x}");

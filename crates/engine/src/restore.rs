@@ -63,6 +63,10 @@ pub struct RestoreReport {
     pub seconds: f64,
     /// Modeled seconds of the drives' work, when they have a timing model.
     pub modeled_seconds: Option<f64>,
+    /// Data bytes restored per stream, by name.
+    pub streams: Vec<(String, u64)>,
+    /// The last drive's statistics, when it keeps them.
+    pub drive_stats: Option<tapeloom_device::DriveStats>,
     /// The model's lower bound for the same reads: every wanted block read at full
     /// speed, every gap passed the cheaper way (locate or read through), plus loads
     /// and unloads. With no overheads beyond the tape's physics, this is the best any
@@ -506,6 +510,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         rs.report.errors.extend(errors);
     }
     rs.finish_dirs();
+    let per_stream = std::mem::take(&mut rs.per_stream);
     let mut report = rs.report;
     // A file named for a bad block may also have failed its checksum: name it once.
     let mut seen = HashSet::new();
@@ -514,6 +519,13 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     report.bytes_read_from_tape = reader.bytes_read;
     report.locates = reader.locates;
     report.mounts = reader.mounts;
+    report.drive_stats = reader.drive_stats();
+    let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
+    per.sort();
+    report.streams = per
+        .into_iter()
+        .map(|(id, b)| (names.get(&id).cloned().unwrap_or_default(), b))
+        .collect();
     report.modeled_seconds = reader.modeled_seconds();
     if modeled || report.modeled_seconds.is_some() {
         report.bound_seconds = Some(bound + reader.fixed_seconds);
