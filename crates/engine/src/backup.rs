@@ -355,12 +355,7 @@ pub fn backup(
                 })
             })
             .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Msg("a drive's mount panicked".into())))
-            })
-            .collect()
+        join_all(hs, "mount")
     });
     let mut writers = Vec::new();
     for w in begun {
@@ -384,13 +379,7 @@ pub fn backup(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Msg("a drive's writer panicked".into())))
-            })
-            .collect()
+        join_all(handles, "writer")
     });
     let data_seconds = t_data.elapsed().as_secs_f64();
     // The first error is the cause; the others stopped because of it.
@@ -520,6 +509,19 @@ pub fn backup(
             counters.raw_blocks.load(Ordering::Relaxed),
         ),
     })
+}
+
+/// Waits for one scoped thread per drive; a panic becomes that drive's error.
+fn join_all<T>(
+    hs: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>,
+    what: &str,
+) -> Vec<Result<T>> {
+    hs.into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(Error::Msg(format!("a drive's {what} panicked"))))
+        })
+        .collect()
 }
 
 /// Which drives a job uses.

@@ -1,11 +1,12 @@
 //! The tapeloom engine: backup, restore and verify data paths, and the policy that
 //! chooses, labels and spans volumes.
 //!
-//! Backup is a pipeline of threads: a walker lists the sources in a fixed order,
-//! readers fetch metadata and small files in parallel, the packer (caller's thread)
-//! turns them into records and fixed-size blocks, and one writer thread owns the drive
-//! and the catalog. Restore and verify read a job's blocks in tape order, positioning
-//! by logical block from the catalog.
+//! Backup is a pipeline of threads: per stream, a walker lists the source in a fixed
+//! order, readers fetch metadata and small files in parallel, and a packer turns them
+//! into records and blocks (compressing them when asked); per drive, one writer thread
+//! owns the drive and its own catalog connection and weaves the streams it holds.
+//! Restore and verify read a job's blocks in tape order, positioning by logical block
+//! from the catalog.
 #![deny(missing_docs)]
 
 mod backup;
