@@ -9,6 +9,7 @@
 pub mod conformance;
 pub mod lto;
 mod null_drive;
+pub mod scsi;
 mod virtual_drive;
 mod virtual_library;
 
@@ -61,6 +62,9 @@ pub enum DeviceError {
     Changer(String),
     /// Stored state that makes no sense.
     Corrupt(String),
+    /// A SCSI command failed: the message names the command and, where the device
+    /// gave sense data, the sense key and ASC/ASCQ with its text.
+    Scsi(String),
     /// An operating system error, with what was being done.
     Io(String, std::io::Error),
 }
@@ -77,7 +81,7 @@ impl std::fmt::Display for DeviceError {
             DeviceError::BeyondEndOfData { lbn } => {
                 write!(f, "logical block {lbn} is beyond end of data")
             }
-            DeviceError::Changer(m) | DeviceError::Corrupt(m) => f.write_str(m),
+            DeviceError::Changer(m) | DeviceError::Corrupt(m) | DeviceError::Scsi(m) => f.write_str(m),
             DeviceError::Io(what, e) => write!(f, "{what}: {e}"),
         }
     }
