@@ -10,6 +10,11 @@ command -v python3 >/dev/null || need_debian+=(python3)
 command -v zstd >/dev/null || need_debian+=(zstd)
 # PNG reports draw their text with DejaVu Sans.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_debian+=(fonts-dejavu-core)
+# The SCSI tests run against tgt's emulated tape drives and changer over iSCSI
+# (libiscsi, loaded at run time).
+[ -x /usr/sbin/tgtd ] || need_debian+=(tgt)
+ldconfig -p 2>/dev/null | grep 'libiscsi\.so\.7' >/dev/null || need_debian+=(libiscsi7)
+command -v iscsi-inq >/dev/null || need_debian+=(libiscsi-bin)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update

@@ -438,6 +438,36 @@ impl Catalog {
         )?)
     }
 
+    /// Forgets a volume and every job with a segment on it (the cartridge was
+    /// overwritten). Returns the ids of the jobs forgotten.
+    pub fn forget_volume(&mut self, id: i64) -> Result<Vec<i64>> {
+        let tx = self.conn.transaction()?;
+        let jobs: Vec<i64> = {
+            let mut st =
+                tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
+            let v = st
+                .query_map([id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            v
+        };
+        for j in &jobs {
+            for table in [
+                "files",
+                "extents",
+                "samples",
+                "streams",
+                "job_errors",
+                "job_volumes",
+            ] {
+                tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [j])?;
+            }
+            tx.execute("DELETE FROM jobs WHERE id = ?1", [j])?;
+        }
+        tx.execute("DELETE FROM volumes WHERE id = ?1", [id])?;
+        tx.commit()?;
+        Ok(jobs)
+    }
+
     /// Sets a volume's status (`append` or `full`).
     pub fn set_volume_status(&self, id: i64, status: &str) -> Result<()> {
         self.conn.execute(

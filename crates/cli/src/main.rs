@@ -1,6 +1,7 @@
 //! The `tapeloom` command: thin over the engine, catalog and device libraries.
 
 mod bench;
+mod library;
 mod output;
 mod report;
 mod size;
@@ -11,7 +12,7 @@ use serde_json::{json, Value};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tapeloom_device::{Changer, LibraryConfig};
+use tapeloom_device::LibraryConfig;
 use tapeloom_engine::{
     backup, display_path, restore, verify, BackupOptions, Home, Progress, RestoreOptions, SkipBy,
 };
@@ -137,6 +138,12 @@ enum Cmd {
         /// Drive to read with.
         #[arg(long)]
         drive: Option<usize>,
+    },
+    /// SCSI tape drives and media changers: this machine's /dev/sg devices and the
+    /// iSCSI logical units named.
+    Devices {
+        /// iSCSI logical units to probe (iscsi://HOST:PORT/TARGET/LUN).
+        urls: Vec<String>,
     },
     /// The tape library.
     Library {
@@ -295,6 +302,74 @@ enum CatCmd {
 enum LibCmd {
     /// Drives, slots and cartridges.
     Status,
+    /// Use a SCSI media changer and its tape drives as the library (DEV is /dev/sgN or
+    /// iscsi://HOST:PORT/TARGET/LUN). Refused while the current library holds jobs.
+    Attach {
+        /// The media changer.
+        #[arg(long, value_name = "DEV")]
+        changer: String,
+        /// A tape drive, in the order of the changer's drive elements (repeat).
+        #[arg(long = "drive", value_name = "DEV", required = true)]
+        drives: Vec<String>,
+        /// Attach even though the current library holds jobs.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Go back to the home's virtual library. Refused while the SCSI library holds jobs.
+    Detach {
+        /// Detach even though the library holds jobs.
+        #[arg(long)]
+        force: bool,
+    },
+    /// What is in each drive and slot.
+    Inventory {
+        /// Have the changer scan its slots and barcodes again first.
+        #[arg(long)]
+        rescan: bool,
+    },
+    /// Put a cartridge into a drive and load it.
+    Load {
+        /// The cartridge's barcode.
+        barcode: String,
+        /// The drive (default: an empty one).
+        #[arg(long)]
+        drive: Option<usize>,
+    },
+    /// Unload a drive (default: every drive) and put its cartridge back in a slot.
+    Unload {
+        /// The drive.
+        #[arg(long)]
+        drive: Option<usize>,
+    },
+    /// Move a cartridge (from a drive or a slot) into an empty slot.
+    Move {
+        /// The cartridge's barcode.
+        barcode: String,
+        /// The slot's address, as `library inventory` lists it.
+        slot: usize,
+    },
+    /// Write tapeloom volume labels. A cartridge with data tapeloom did not write, or
+    /// with jobs in the catalog, is overwritten only with --force.
+    Label {
+        /// The cartridges' barcodes.
+        #[arg(required = true)]
+        barcodes: Vec<String>,
+        /// The pool the volumes belong to.
+        #[arg(long, default_value = "default")]
+        pool: String,
+        /// Overwrite foreign data, or a volume and its jobs.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Mount/dismount stress test: a random cartridge into a random drive and back.
+    Exercise {
+        /// Cycles to run.
+        #[arg(long, default_value_t = 10)]
+        cycles: u32,
+        /// Seed of the random choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Replace the virtual library with a new layout (refused when it holds data).
     Create {
         /// Number of drives.
@@ -384,6 +459,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
         Cmd::Drive {
             cmd: DriveCmd::Models,
         } => return bench::models(human),
+        Cmd::Devices { ref urls } => return library::devices(urls, human),
         Cmd::Gen {
             ref dir,
             ref preset,
@@ -453,7 +529,11 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     ..
                 },
         } => bench::library_drive(&home, human, drive, pattern, block_sizes, size, source_rate),
-        Cmd::Bench { .. } | Cmd::Drive { .. } | Cmd::Gen { .. } | Cmd::Readrate { .. } => {
+        Cmd::Bench { .. }
+        | Cmd::Drive { .. }
+        | Cmd::Gen { .. }
+        | Cmd::Readrate { .. }
+        | Cmd::Devices { .. } => {
             unreachable!("handled above")
         }
         Cmd::Backup {
@@ -788,6 +868,32 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
         }
         Cmd::Library { cmd } => match cmd {
             LibCmd::Status => library_status(&home, human),
+            LibCmd::Attach {
+                changer,
+                drives,
+                force,
+            } => library::attach(&home, &changer, &drives, force, human),
+            LibCmd::Detach { force } => {
+                let lib = home.virtual_library()?;
+                home.detach(force)?;
+                if human {
+                    println!("using the virtual library {}", home.library_dir().display());
+                }
+                Ok((
+                    json!({"library": home.library_dir(), "barcodes": lib.all_barcodes()}),
+                    0,
+                ))
+            }
+            LibCmd::Inventory { rescan } => library::inventory(&home, rescan, human),
+            LibCmd::Load { barcode, drive } => library::load(&home, &barcode, drive, human),
+            LibCmd::Unload { drive } => library::unload(&home, drive, human),
+            LibCmd::Move { barcode, slot } => library::move_cartridge(&home, &barcode, slot, human),
+            LibCmd::Label {
+                barcodes,
+                pool,
+                force,
+            } => library::label(&home, &barcodes, &pool, force, human),
+            LibCmd::Exercise { cycles, seed } => library::exercise(&home, cycles, seed, human),
             LibCmd::Create {
                 drives,
                 slots,
@@ -827,16 +933,17 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
 fn library_status(home: &Home, human: bool) -> Result<(Value, i32)> {
     let mut lib = home.library().context("open the library")?;
     let inv = lib.inventory()?;
-    let cap = lib.config().capacity;
+    let cap = lib.capacity();
     let vols = home.catalog.volumes()?;
     let mut carts = Vec::new();
     for b in inv.barcodes() {
         let used = lib.cartridge_bytes(&b);
         let v = vols.iter().find(|v| v.barcode == b);
-        let state = match v {
-            Some(v) => v.status.clone(),
-            None if used == 0 => "blank".into(),
-            None => "foreign".into(),
+        let state = match (v, used) {
+            (Some(v), _) => v.status.clone(),
+            (None, Some(0)) => "blank".into(),
+            (None, Some(_)) => "foreign".into(),
+            (None, None) => "unknown".into(),
         };
         let jobs = match v {
             Some(v) => home.catalog.jobs_on_volume(v.id)?,
@@ -852,19 +959,29 @@ fn library_status(home: &Home, human: bool) -> Result<(Value, i32)> {
             "bytes_used": used, "capacity": cap, "write_protected": lib.is_write_protected(&b),
         }));
     }
+    let mut drives = Vec::new();
+    for d in &inv.drives {
+        let alerts = lib.drive_alerts(d.index).ok().flatten();
+        drives.push(json!({"index": d.index, "device": lib.drive_device(d.index), "loaded": d.loaded, "tape_alerts": alerts}));
+    }
     if human {
         println!(
-            "virtual library {}: {} drives, {} slots, cartridges of {}",
-            home.library_dir().display(),
+            "{}: {} drives, {} slots{}",
+            lib.describe(),
             inv.drives.len(),
             inv.slots.len(),
-            output::bytes(cap)
+            cap.map(|c| format!(", cartridges of {}", output::bytes(c)))
+                .unwrap_or_default()
         );
-        for d in &inv.drives {
+        for (d, j) in inv.drives.iter().zip(&drives) {
             println!(
-                "drive {}: {}",
+                "drive {}: {}{}",
                 d.index,
-                d.loaded.as_deref().unwrap_or("empty")
+                d.loaded.as_deref().unwrap_or("empty"),
+                match j["tape_alerts"].as_array() {
+                    Some(a) if !a.is_empty() => format!("  TapeAlert: {a:?}"),
+                    _ => String::new(),
+                }
             );
         }
         for c in &carts {
@@ -873,15 +990,18 @@ fn library_status(home: &Home, human: bool) -> Result<(Value, i32)> {
                 c["barcode"].as_str().unwrap_or(""),
                 c["location"].as_str().unwrap_or(""),
                 c["state"].as_str().unwrap_or(""),
-                output::bytes(c["bytes_used"].as_u64().unwrap_or(0)),
+                c["bytes_used"]
+                    .as_u64()
+                    .map(output::bytes)
+                    .unwrap_or_else(|| "?".into()),
                 c["jobs"]
             );
         }
     }
     Ok((
         json!({
-            "library": home.library_dir(),
-            "drives": inv.drives.iter().map(|d| json!({"index": d.index, "loaded": d.loaded})).collect::<Vec<_>>(),
+            "library": lib.describe(),
+            "drives": drives,
             "slots": inv.slots.iter().map(|s| json!({"address": s.address, "barcode": s.barcode})).collect::<Vec<_>>(),
             "cartridges": carts,
             "bytes_used": carts.iter().map(|c| c["bytes_used"].as_u64().unwrap_or(0)).sum::<u64>(),

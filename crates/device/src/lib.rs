@@ -81,7 +81,9 @@ impl std::fmt::Display for DeviceError {
             DeviceError::BeyondEndOfData { lbn } => {
                 write!(f, "logical block {lbn} is beyond end of data")
             }
-            DeviceError::Changer(m) | DeviceError::Corrupt(m) | DeviceError::Scsi(m) => f.write_str(m),
+            DeviceError::Changer(m) | DeviceError::Corrupt(m) | DeviceError::Scsi(m) => {
+                f.write_str(m)
+            }
             DeviceError::Io(what, e) => write!(f, "{what}: {e}"),
         }
     }
@@ -278,4 +280,58 @@ pub trait Changer {
     fn load(&mut self, slot: usize, drive: usize) -> Result<()>;
     /// Unloads `drive` and puts its cartridge into `slot`, or back where it came from.
     fn unload(&mut self, drive: usize, slot: Option<usize>) -> Result<()>;
+    /// Moves the cartridge in slot `from` to the empty slot `to`.
+    fn transfer(&mut self, from: usize, to: usize) -> Result<()>;
+}
+
+/// A library: a changer and its drives, virtual or of real devices. Everything
+/// tapeloom does with cartridges goes through this.
+pub trait TapeLibrary: Changer + Send {
+    /// What the library is, for status lines ("virtual library in ...", "SCSI
+    /// library iscsi://...").
+    fn describe(&self) -> String;
+    /// Opens drive `index` with whatever cartridge is in it. Each call opens the
+    /// device anew (a drive is used from one thread).
+    fn open_tape_drive(&self, index: usize) -> Result<Box<dyn TapeDrive>>;
+    /// Whether the library knows a cartridge is write protected without loading it.
+    fn is_write_protected(&self, _barcode: &str) -> bool {
+        false
+    }
+    /// Bytes written on a cartridge, where the library knows without loading it.
+    fn cartridge_bytes(&self, _barcode: &str) -> Option<u64> {
+        None
+    }
+    /// Capacity of a cartridge, where known without loading it.
+    fn capacity(&self) -> Option<u64> {
+        None
+    }
+    /// The drive model of a virtual library's drives, if it has one.
+    fn model(&self) -> Option<String> {
+        None
+    }
+    /// Whether the drives are tape drives with a compressor of their own (a
+    /// modeled or a real drive), as opposed to plain virtual drives.
+    fn drives_compress(&self) -> bool {
+        self.model().is_some()
+    }
+    /// The device of drive `index`, for listings.
+    fn drive_device(&self, index: usize) -> String {
+        format!("drive {index}")
+    }
+    /// Has the changer scan its slots and barcodes again, where it can.
+    fn rescan(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The TapeAlert flags set on drive `index`, where the drive reports them.
+    fn drive_alerts(&self, _index: usize) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
+    /// Makes a cartridge blank again, for scratch use by benchmarks, where the
+    /// library can.
+    fn erase(&mut self, barcode: &str) -> Result<()> {
+        Err(DeviceError::Changer(format!(
+            "{}: cannot erase cartridge {barcode}",
+            self.describe()
+        )))
+    }
 }

@@ -251,7 +251,7 @@ impl VirtualLibrary {
     }
 
     /// Erases a cartridge back to blank (for scratch use by benchmarks).
-    pub fn erase(&mut self, barcode: &str) -> Result<()> {
+    pub fn erase_cartridge(&mut self, barcode: &str) -> Result<()> {
         let (d, i) = VirtualTape::paths(&Self::tapes(&self.dir), barcode);
         for p in [d, i] {
             if p.exists() {
@@ -285,6 +285,30 @@ impl VirtualLibrary {
                 })
                 .collect(),
         }
+    }
+}
+
+impl crate::TapeLibrary for VirtualLibrary {
+    fn describe(&self) -> String {
+        format!("virtual library {}", self.dir.display())
+    }
+    fn open_tape_drive(&self, index: usize) -> Result<Box<dyn crate::TapeDrive>> {
+        VirtualLibrary::open_tape_drive(self, index)
+    }
+    fn is_write_protected(&self, barcode: &str) -> bool {
+        VirtualLibrary::is_write_protected(self, barcode)
+    }
+    fn cartridge_bytes(&self, barcode: &str) -> Option<u64> {
+        Some(VirtualLibrary::cartridge_bytes(self, barcode))
+    }
+    fn capacity(&self) -> Option<u64> {
+        Some(self.state.config.capacity)
+    }
+    fn model(&self) -> Option<String> {
+        self.state.config.model.clone()
+    }
+    fn erase(&mut self, barcode: &str) -> Result<()> {
+        self.erase_cartridge(barcode)
     }
 }
 
@@ -343,6 +367,26 @@ impl Changer for VirtualLibrary {
         }
         self.state.slots[to] = Some(l.barcode);
         self.state.drives[drive] = None;
+        self.save()
+    }
+
+    fn transfer(&mut self, from: usize, to: usize) -> Result<()> {
+        let n = self.state.slots.len();
+        if from >= n || to >= n {
+            return Err(DeviceError::Changer(format!(
+                "the library has no slot {} (it has {n})",
+                from.max(to)
+            )));
+        }
+        let Some(b) = self.state.slots[from].clone() else {
+            return Err(DeviceError::Changer(format!("slot {from} is empty")));
+        };
+        if let Some(o) = &self.state.slots[to] {
+            return Err(DeviceError::Changer(format!("slot {to} already holds {o}")));
+        }
+        self.state.slots[to] = Some(b);
+        self.state.slots[from] = None;
+        // A cartridge that moved has no home slot but its new one.
         self.save()
     }
 }

@@ -296,7 +296,7 @@ pub fn backup(
     let software = match opts.compress {
         Compress::None => false,
         Compress::Zstd => true,
-        Compress::Auto => lib.config().model.is_some() && !opts.drive_compression,
+        Compress::Auto => lib.drives_compress() && !opts.drive_compression,
     };
     let tapes = Arc::new(Tapes::new(lib));
     let counters = Arc::new(CompressionCounters::default());

@@ -194,7 +194,6 @@ pub fn bench_library_drive(
     drive: usize,
     opts: &DriveBenchOptions,
 ) -> Result<(String, Vec<DriveBenchRow>)> {
-    use tapeloom_device::Changer;
     if opts.source_rate.is_some() {
         return Err(Error::Msg(
             "--source-rate works with --model only, not with a library drive".into(),
@@ -207,15 +206,35 @@ pub fn bench_library_drive(
         .into_iter()
         .map(|v| v.barcode)
         .collect();
-    let barcode = lib
-        .all_barcodes()
-        .into_iter()
-        .find(|b| !known.contains(b) && lib.cartridge_bytes(b) == 0 && !lib.is_write_protected(b))
-        .ok_or_else(|| {
-            Error::Msg("no blank cartridge in the library to run the benchmark on".into())
-        })?;
-    let model = lib.config().model.clone().unwrap_or_else(|| "none".into());
-    let capacity = lib.config().capacity;
+    // A blank cartridge: where the library cannot tell without loading (real
+    // devices), the label block says.
+    let mut barcode = None;
+    for b in lib.inventory()?.barcodes() {
+        if known.contains(&b) || lib.is_write_protected(&b) {
+            continue;
+        }
+        match lib.cartridge_bytes(&b) {
+            Some(0) => {}
+            Some(_) => continue,
+            None => {
+                let (_, mut d) = crate::volumes::mount(&mut lib, &b, Some(drive))?;
+                let blank = matches!(
+                    crate::volumes::read_label(&mut *d)?,
+                    crate::volumes::Found::Blank
+                );
+                if !blank {
+                    continue;
+                }
+            }
+        }
+        barcode = Some(b);
+        break;
+    }
+    let barcode = barcode.ok_or_else(|| {
+        Error::Msg("no blank cartridge in the library to run the benchmark on".into())
+    })?;
+    let model = lib.model().unwrap_or_else(|| "none".into());
+    let capacity = lib.capacity().unwrap_or(u64::MAX);
     let pool_len = 64 << 20;
     let mut pool = vec![0u8; pool_len];
     fill(opts.pattern, &mut Noise::new(42), &mut pool);

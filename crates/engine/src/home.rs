@@ -5,7 +5,11 @@ use std::fs::File;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use tapeloom_catalog::Catalog;
-use tapeloom_device::{LibraryConfig, VirtualLibrary};
+pub use tapeloom_device::scsi::ScsiLibraryConfig;
+use tapeloom_device::{LibraryConfig, TapeLibrary, VirtualLibrary};
+
+/// An open library of the home: the virtual one, or real devices attached to it.
+pub type Library = Box<dyn TapeLibrary>;
 
 /// Drives of the library made on first use.
 pub const DEFAULT_DRIVES: usize = 2;
@@ -28,6 +32,9 @@ pub fn default_home() -> PathBuf {
 
 /// The catalog's file in the home.
 const CATALOG_FILE: &str = "catalog.sqlite";
+
+/// The file naming the SCSI devices attached to the home.
+const DEVICES_FILE: &str = "devices.json";
 
 /// An open home. Holding it holds the home's lock: one process changes a home at a time.
 pub struct Home {
@@ -94,22 +101,99 @@ impl Home {
         self.dir.join("library")
     }
 
-    /// Opens the library.
-    pub fn library(&self) -> Result<VirtualLibrary> {
+    /// Opens the home's library: the SCSI devices attached to it, else the virtual
+    /// library.
+    pub fn library(&self) -> Result<Library> {
+        if let Some(cfg) = self.attached()? {
+            return Ok(Box::new(tapeloom_device::scsi::ScsiLibrary::open(&cfg)?));
+        }
+        Ok(Box::new(self.virtual_library()?))
+    }
+
+    /// Opens the virtual library.
+    pub fn virtual_library(&self) -> Result<VirtualLibrary> {
         Ok(VirtualLibrary::open(&self.library_dir())?)
+    }
+
+    /// The file recording the devices attached to the home.
+    pub fn devices_file(&self) -> PathBuf {
+        self.dir.join(DEVICES_FILE)
+    }
+
+    /// The SCSI library attached to the home, if one is.
+    pub fn attached(&self) -> Result<Option<ScsiLibraryConfig>> {
+        let p = self.devices_file();
+        let text = match std::fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::Msg(format!("read {}: {e}", p.display()))),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| Error::Msg(format!("{} is damaged: {e}", p.display())))
+    }
+
+    /// Refuses when the catalog knows volumes with jobs on them (unless `force`).
+    fn check_no_jobs(&self, what: &str, force: bool) -> Result<()> {
+        if force {
+            return Ok(());
+        }
+        for v in self.catalog.volumes()? {
+            if self.catalog.jobs_on_volume(v.id)? > 0 {
+                return Err(Error::Msg(format!(
+                    "the library holds jobs (volume {} has data); refusing to {what} (--force to do it anyway)",
+                    v.barcode
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Attaches a library of SCSI devices to the home, in place of the current
+    /// library. Refused while the current library holds jobs, unless `force`.
+    pub fn attach(&self, cfg: &ScsiLibraryConfig, force: bool) -> Result<()> {
+        self.check_no_jobs("attach another library", force)?;
+        let p = self.devices_file();
+        let text = serde_json::to_string_pretty(cfg)
+            .map_err(|e| Error::Msg(format!("encode {}: {e}", p.display())))?;
+        let tmp = p.with_extension("json.tmp");
+        io(std::fs::write(&tmp, text), || {
+            format!("write {}", tmp.display())
+        })?;
+        io(std::fs::rename(&tmp, &p), || {
+            format!("write {}", p.display())
+        })?;
+        Ok(())
+    }
+
+    /// Goes back to the virtual library. Refused while the SCSI library holds jobs,
+    /// unless `force`.
+    pub fn detach(&self, force: bool) -> Result<()> {
+        if self.attached()?.is_none() {
+            return Ok(());
+        }
+        self.check_no_jobs("detach the library", force)?;
+        io(std::fs::remove_file(self.devices_file()), || {
+            format!("remove {}", self.devices_file().display())
+        })?;
+        self.catalog.forget_unused_volumes()?;
+        Ok(())
     }
 
     /// Replaces the library with a new layout. Refused when the catalog knows
     /// volumes with jobs on them, or when a cartridge holds data.
     pub fn create_library(&self, config: LibraryConfig) -> Result<VirtualLibrary> {
-        for v in self.catalog.volumes()? {
-            if self.catalog.jobs_on_volume(v.id)? > 0 {
+        self.check_no_jobs("replace it", false)?;
+        let lib = VirtualLibrary::create(&self.library_dir(), config)?;
+        match std::fs::remove_file(self.devices_file()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::Msg(format!(
-                    "the library holds jobs (volume {} has data); refusing to replace it",
-                    v.barcode
-                )));
+                    "detach {}: {e}",
+                    self.devices_file().display()
+                )))
             }
+            _ => {}
         }
-        Ok(VirtualLibrary::create(&self.library_dir(), config)?)
+        Ok(lib)
     }
 }

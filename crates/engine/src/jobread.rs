@@ -1,11 +1,12 @@
 //! Reading a job's blocks in tape order across its volumes, and decoding its streams.
 
 use crate::error::{Error, Result};
+use crate::home::Library;
 use crate::volumes::Drive;
 use crate::volumes::{mount, read_label, Found};
 use std::collections::HashMap;
 use tapeloom_catalog::JobVolume;
-use tapeloom_device::{DeviceError, ReadOutcome, VirtualLibrary};
+use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
     BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
 };
@@ -26,7 +27,7 @@ pub(crate) enum Got {
 
 /// Reads the blocks of one job, positioning by logical block.
 pub(crate) struct JobReader {
-    lib: VirtualLibrary,
+    lib: Library,
     prefer_drive: Option<usize>,
     vols: Vec<JobVolume>,
     job_tag: u64,
@@ -77,7 +78,7 @@ impl JobReader {
     }
 
     pub fn new(
-        lib: VirtualLibrary,
+        lib: Library,
         vols: Vec<JobVolume>,
         job_tag: u64,
         block_size: usize,

@@ -33,10 +33,13 @@ pub use backup::{
 };
 pub use compress::Compress;
 pub use error::{Error, Result};
-pub use home::{default_home, Home, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS};
+pub use home::{
+    default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
+};
 pub use rebuild::{rebuild, RebuildReport};
 pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy};
 pub use verify::{verify, VerifyReport};
+pub use volumes::{label, load_cartridge, unload_drives, Labelled};
 pub use weave::DriveReport;
 
 /// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.

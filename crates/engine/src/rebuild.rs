@@ -11,7 +11,7 @@ use crate::home::Home;
 use crate::volumes::{mount, read_label, Found};
 use std::collections::BTreeMap;
 use tapeloom_catalog::{FileRow, Stream, Volume};
-use tapeloom_device::{Changer, DeviceError, ReadOutcome};
+use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
     BlockHeader, Event, FormatError, IndexEntry, JobEnd, JobStart, JobStatus, Kind, RecordDecoder,
     CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,

@@ -2,11 +2,12 @@
 //! through the changer, and spanning to the next cartridge at early warning.
 
 use crate::error::{Error, Result};
+use crate::home::Library;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tapeloom_catalog::{Catalog, Volume};
-use tapeloom_device::{Changer, DeviceError, ReadOutcome, TapeDrive, VirtualLibrary, WriteOutcome};
+use tapeloom_device::{DeviceError, ReadOutcome, TapeDrive, WriteOutcome};
 
 /// An open drive of the library, with the library's drive model if it has one.
 pub(crate) type Drive = Box<dyn TapeDrive>;
@@ -50,7 +51,7 @@ pub(crate) fn read_label(drive: &mut dyn TapeDrive) -> Result<Found> {
 /// it. Uses `prefer` when given, else the drive already holding it, else an empty
 /// drive.
 pub(crate) fn mount(
-    lib: &mut VirtualLibrary,
+    lib: &mut Library,
     barcode: &str,
     prefer: Option<usize>,
 ) -> Result<(usize, Drive)> {
@@ -64,11 +65,7 @@ pub(crate) fn mount(
 /// The changer's part of [`mount`]: the cartridge in a drive, the drive open. Says
 /// whether the cartridge was moved (and so still needs the drive's load, which can
 /// take a while and needs no changer).
-fn place(
-    lib: &mut VirtualLibrary,
-    barcode: &str,
-    prefer: Option<usize>,
-) -> Result<(usize, Drive, bool)> {
+fn place(lib: &mut Library, barcode: &str, prefer: Option<usize>) -> Result<(usize, Drive, bool)> {
     let inv = lib.inventory()?;
     let holder = inv.drive_of(barcode);
     let drive = match (prefer, holder) {
@@ -88,7 +85,10 @@ fn place(
         )));
     }
     if holder == Some(drive) {
-        return Ok((drive, lib.open_tape_drive(drive)?, false));
+        // In the drive already; a drive that ejected it still needs a load.
+        let d = lib.open_tape_drive(drive)?;
+        let ready = d.has_medium();
+        return Ok((drive, d, !ready));
     }
     if let Some(h) = holder {
         lib.unload(h, None)?;
@@ -104,17 +104,143 @@ fn place(
     Ok((drive, lib.open_tape_drive(drive)?, true))
 }
 
+/// Puts `barcode` back into a slot if it is in a drive.
+pub(crate) fn put_back(lib: &mut Library, barcode: &str) -> Result<()> {
+    if let Some(d) = lib.inventory()?.drive_of(barcode) {
+        lib.unload(d, None)?;
+    }
+    Ok(())
+}
+
+/// Puts `barcode` into a drive (`drive`, else the one holding it, else an empty one)
+/// and loads it. Returns the drive.
+pub fn load_cartridge(home: &crate::Home, barcode: &str, drive: Option<usize>) -> Result<usize> {
+    let mut lib = home.library()?;
+    let (d, _) = mount(&mut lib, barcode, drive)?;
+    Ok(d)
+}
+
+/// Unloads `drive` (else every drive holding a cartridge) and puts the cartridges
+/// back into slots. Returns (drive, barcode) of each cartridge moved.
+pub fn unload_drives(home: &crate::Home, drive: Option<usize>) -> Result<Vec<(usize, String)>> {
+    let mut lib = home.library()?;
+    let inv = lib.inventory()?;
+    let mut moved = Vec::new();
+    for d in &inv.drives {
+        if drive.is_some_and(|x| x != d.index) {
+            continue;
+        }
+        if let Some(b) = &d.loaded {
+            lib.unload(d.index, None)?;
+            moved.push((d.index, b.clone()));
+        }
+    }
+    if let Some(x) = drive {
+        if x >= inv.drives.len() {
+            return Err(Error::Msg(format!(
+                "the library has no drive {x} (it has {})",
+                inv.drives.len()
+            )));
+        }
+    }
+    Ok(moved)
+}
+
+/// What `label` did to a cartridge.
+#[derive(Debug, Clone)]
+pub struct Labelled {
+    /// The cartridge.
+    pub barcode: String,
+    /// What was on it before: `blank`, `foreign`, or `tapeloom` (a label).
+    pub was: String,
+    /// Jobs of the catalog that were on it and are forgotten now.
+    pub jobs_forgotten: Vec<i64>,
+}
+
+/// Writes a new tapeloom label on `barcode` for `pool`. A cartridge that holds data
+/// tapeloom did not write, or a volume with jobs in the catalog, is written over
+/// only with `force` (its jobs are then forgotten).
+pub fn label(
+    home: &crate::Home,
+    barcode: &str,
+    pool: &str,
+    block_size: u32,
+    force: bool,
+) -> Result<Labelled> {
+    let mut lib = home.library()?;
+    let (_, mut drive) = mount(&mut lib, barcode, None)?;
+    let found = read_label(&mut *drive)?;
+    let known = home.catalog.volume_by_barcode(barcode)?;
+    let jobs = match &known {
+        Some(v) => home.catalog.jobs_on_volume(v.id)?,
+        None => 0,
+    };
+    let was = match &found {
+        Found::Blank => "blank",
+        Found::Label(_) => "tapeloom",
+        Found::Foreign(_) => "foreign",
+    };
+    if !force {
+        match (&found, jobs) {
+            (Found::Foreign(why), _) => {
+                return Err(Error::Msg(format!(
+                    "cartridge {barcode} holds data tapeloom did not write ({why}); refusing to label it (--force to overwrite)"
+                )))
+            }
+            (_, n) if n > 0 => {
+                return Err(Error::Msg(format!(
+                    "cartridge {barcode} holds {n} jobs of the catalog; refusing to label it (--force to overwrite and forget them)"
+                )))
+            }
+            (Found::Label(l), _) if known.is_none() => {
+                return Err(Error::Msg(format!(
+                    "cartridge {barcode} carries a tapeloom label ({}) the catalog does not know; refusing to label it (--force to overwrite; `catalog rebuild` reads it)",
+                    l.pool
+                )))
+            }
+            _ => {}
+        }
+    }
+    if drive.write_protected()? {
+        return Err(Error::Msg(format!(
+            "cartridge {barcode} is write protected"
+        )));
+    }
+    let mut jobs_forgotten = Vec::new();
+    let mut cat = home.connect()?;
+    if let Some(v) = known {
+        jobs_forgotten = cat.forget_volume(v.id)?;
+    }
+    let l = VolumeLabel {
+        uuid: random_uuid(),
+        barcode: barcode.to_string(),
+        pool: pool.to_string(),
+        created: Timestamp::now(),
+        block_size,
+    };
+    drive.rewind()?;
+    drive.write_block(&l.encode())?;
+    // Without the immediate bit: the label is on tape when this returns.
+    drive.write_filemarks(1, false)?;
+    cat.add_volume(barcode, l.uuid, &l.pool, l.block_size, l.created.as_nanos())?;
+    Ok(Labelled {
+        barcode: barcode.to_string(),
+        was: was.to_string(),
+        jobs_forgotten,
+    })
+}
+
 /// What the drives of one job share: the library (its changer moves one cartridge at
 /// a time), the cartridges claimed so far, and the job's volume sequence numbers,
 /// given out in the order cartridges are mounted.
 pub(crate) struct Tapes {
-    lib: Mutex<(VirtualLibrary, Vec<String>)>,
+    lib: Mutex<(Library, Vec<String>)>,
     next_seq: AtomicU32,
     pool: String,
 }
 
 impl Tapes {
-    pub fn new(lib: VirtualLibrary) -> Self {
+    pub fn new(lib: Library) -> Self {
         Tapes {
             lib: Mutex::new((lib, Vec::new())),
             // 0 is the first drive's first volume, the one with the job start.
@@ -129,7 +255,7 @@ impl Tapes {
         Ok(g.0.inventory()?.drives.len())
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, (VirtualLibrary, Vec<String>)>> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, (Library, Vec<String>)>> {
         self.lib
             .lock()
             .map_err(|_| Error::Msg("another drive's writer failed while using the library".into()))
@@ -213,7 +339,7 @@ impl VolumeWriter {
 
     /// Chooses the next volume: an appendable one of the pool, else a blank cartridge.
     /// Cartridges other drives of the job claimed are not candidates.
-    fn choose(&self, lib: &mut VirtualLibrary, claimed: &[String]) -> Result<String> {
+    fn choose(&self, lib: &mut Library, claimed: &[String]) -> Result<String> {
         let inv = lib.inventory()?;
         let in_library = inv.barcodes();
         let known: HashMap<String, Volume> = self
@@ -240,7 +366,7 @@ impl VolumeWriter {
             }
         }
         for b in &order {
-            if !known.contains_key(*b) && usable(b) && lib.cartridge_bytes(b) == 0 {
+            if !known.contains_key(*b) && usable(b) && lib.cartridge_bytes(b).unwrap_or(0) == 0 {
                 return Ok((*b).clone());
             }
         }
@@ -298,13 +424,18 @@ impl VolumeWriter {
                     )))
                 }
                 (found, _) => {
+                    // Never written over: leave it, note it, and try the next one.
                     let why = match found {
                         Found::Foreign(w) => w,
-                        _ => "the catalog does not know it".into(),
+                        _ => "a tapeloom label the catalog does not know".into(),
                     };
-                    return Err(Error::Msg(format!(
-                        "cartridge {barcode} holds data tapeloom did not write ({why}); refusing to write to it"
-                    )));
+                    eprintln!(
+                        "tapeloom: cartridge {barcode} holds data tapeloom did not write ({why}); not writing to it"
+                    );
+                    drive.unload()?;
+                    drop(drive);
+                    put_back(&mut self.tapes.lock()?.0, &barcode)?;
+                    continue;
                 }
             };
             drive.set_compression(self.drive_compression)?;

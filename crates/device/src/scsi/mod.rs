@@ -7,11 +7,14 @@
 
 pub mod cdb;
 mod iscsi;
+mod library;
 pub mod sense;
 mod sg;
 pub mod smc;
 pub mod ssc;
 pub mod tgt;
+
+pub use library::{ScsiLibrary, ScsiLibraryConfig};
 
 use crate::{DeviceError, Result};
 use std::time::Duration;
@@ -69,5 +72,107 @@ pub fn open_transport(dev: &str) -> Result<Box<dyn ScsiTransport>> {
         Err(DeviceError::Scsi(format!(
             "{dev}: not a device address (use /dev/sgN or iscsi://HOST:PORT/TARGET/LUN)"
         )))
+    }
+}
+
+/// Timeout of quick commands (inquiry, mode sense, element status).
+pub(crate) const SHORT: Duration = Duration::from_secs(60);
+/// Timeout of reads, writes and filemarks (a drive may retry a block for minutes).
+pub(crate) const MEDIUM: Duration = Duration::from_secs(900);
+/// Timeout of commands that move the tape far or the robot: rewind, locate, space,
+/// load, unload, move medium, initialize element status.
+pub(crate) const LONG: Duration = Duration::from_secs(3600);
+
+/// A command's result as the drivers use it.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    /// The status byte.
+    pub status: u8,
+    /// Decoded sense, for CHECK CONDITION.
+    pub sense: Option<sense::Sense>,
+    /// The transport's residual.
+    pub residual: usize,
+}
+
+impl Reply {
+    /// GOOD status.
+    pub fn good(&self) -> bool {
+        self.status == STATUS_GOOD
+    }
+    /// The sense key, or `None` when the command did not end in CHECK CONDITION
+    /// with readable sense.
+    pub fn key(&self) -> Option<u8> {
+        self.sense.as_ref().map(|s| s.key)
+    }
+}
+
+/// Executes `cdb` and decodes the sense. A UNIT ATTENTION (a medium change, a reset)
+/// and a BUSY device are retried a few times, since they report what happened
+/// before the command, not a failure of it. Transport failures are errors; a CHECK
+/// CONDITION is returned for the caller to judge.
+pub(crate) fn exec(
+    t: &mut dyn ScsiTransport,
+    cdb: &[u8],
+    mut data: DataDir<'_>,
+    timeout: Duration,
+) -> Result<Reply> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let d = match &mut data {
+            DataDir::None => DataDir::None,
+            DataDir::In(b) => DataDir::In(b),
+            DataDir::Out(b) => DataDir::Out(b),
+        };
+        let out = t.execute(cdb, d, timeout)?;
+        let sense = if out.status == STATUS_CHECK_CONDITION {
+            sense::parse(&out.sense)
+        } else {
+            None
+        };
+        let retry = match (out.status, &sense) {
+            (STATUS_BUSY, _) => true,
+            (STATUS_CHECK_CONDITION, Some(s)) => s.key == sense::UNIT_ATTENTION,
+            _ => false,
+        };
+        if retry && tries < 5 {
+            if out.status == STATUS_BUSY {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            continue;
+        }
+        return Ok(Reply {
+            status: out.status,
+            sense,
+            residual: out.residual,
+        });
+    }
+}
+
+/// The error for a command that failed: names the device, the command and what the
+/// device said.
+pub(crate) fn failed(dev: &str, command: &str, r: &Reply) -> DeviceError {
+    let why = match (&r.sense, r.status) {
+        (Some(s), _) => s.to_string(),
+        (None, STATUS_CHECK_CONDITION) => "CHECK CONDITION without sense data".to_string(),
+        (None, STATUS_RESERVATION_CONFLICT) => "reservation conflict".to_string(),
+        (None, s) => format!("status {s:#04x}"),
+    };
+    DeviceError::Scsi(format!("{dev}: {command} failed: {why}"))
+}
+
+/// Executes a command that must succeed. RECOVERED ERROR counts as success.
+pub(crate) fn must(
+    t: &mut dyn ScsiTransport,
+    command: &str,
+    cdb: &[u8],
+    data: DataDir<'_>,
+    timeout: Duration,
+) -> Result<Reply> {
+    let r = exec(t, cdb, data, timeout)?;
+    if r.good() || r.key() == Some(sense::RECOVERED_ERROR) {
+        Ok(r)
+    } else {
+        Err(failed(&t.address(), command, &r))
     }
 }

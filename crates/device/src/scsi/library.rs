@@ -1,0 +1,253 @@
+//! A library of SCSI devices: one media changer and its tape drives, each reached
+//! over SG_IO or iSCSI.
+
+use super::smc::ScsiChanger;
+use super::ssc::ScsiDrive;
+use crate::{Changer, DeviceError, DriveElement, Inventory, Result, SlotElement, TapeDrive};
+use serde::{Deserialize, Serialize};
+
+/// The devices of a SCSI library, as recorded in a tapeloom home.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ScsiLibraryConfig {
+    /// The media changer: `/dev/sgN` or `iscsi://HOST:PORT/TARGET/LUN`.
+    pub changer: String,
+    /// The tape drives, in the order of the changer's data transfer elements (drive
+    /// 0 is the element with the lowest address), unless the changer names its
+    /// drives by serial number, in which case the order given here is kept and each
+    /// drive is matched to its element.
+    pub drives: Vec<String>,
+}
+
+/// A SCSI library, open: the changer is open; drives are opened on demand.
+pub struct ScsiLibrary {
+    cfg: ScsiLibraryConfig,
+    changer: ScsiChanger,
+    /// Data transfer element address of each drive of `cfg.drives`.
+    drive_elements: Vec<u16>,
+}
+
+impl ScsiLibrary {
+    /// Opens the changer and maps its drive elements to the configured drives.
+    pub fn open(cfg: &ScsiLibraryConfig) -> Result<Self> {
+        if cfg.drives.is_empty() {
+            return Err(DeviceError::Changer(
+                "a SCSI library needs at least one drive".into(),
+            ));
+        }
+        let mut changer = ScsiChanger::open(&cfg.changer)?;
+        let status = changer.status()?;
+        let mut elements: Vec<(u16, Option<String>)> = status
+            .drives
+            .iter()
+            .map(|e| (e.address, e.device_id.clone()))
+            .collect();
+        elements.sort_by_key(|e| e.0);
+        if elements.len() < cfg.drives.len() {
+            return Err(DeviceError::Changer(format!(
+                "the changer {} has {} drive elements, but {} drives are attached",
+                cfg.changer,
+                elements.len(),
+                cfg.drives.len()
+            )));
+        }
+        // Match by serial number where the changer reports identifiers, else by order.
+        let mut drive_elements = Vec::new();
+        let by_id = elements.iter().any(|e| e.1.is_some());
+        for (i, dev) in cfg.drives.iter().enumerate() {
+            let mut addr = elements[i].0;
+            if by_id {
+                if let Ok(serial) = ScsiDrive::serial_of(dev) {
+                    if let Some(e) = elements.iter().find(|e| {
+                        e.1.as_deref()
+                            .is_some_and(|id| id.trim_end().ends_with(serial.trim()))
+                    }) {
+                        addr = e.0;
+                    }
+                }
+            }
+            drive_elements.push(addr);
+        }
+        Ok(ScsiLibrary {
+            cfg: cfg.clone(),
+            changer,
+            drive_elements,
+        })
+    }
+
+    /// The configuration this library was opened with.
+    pub fn config(&self) -> &ScsiLibraryConfig {
+        &self.cfg
+    }
+
+    /// The changer.
+    pub fn changer(&mut self) -> &mut ScsiChanger {
+        &mut self.changer
+    }
+
+    /// The data transfer element address of drive `index`.
+    pub fn drive_element(&self, index: usize) -> Result<u16> {
+        self.drive_elements.get(index).copied().ok_or_else(|| {
+            DeviceError::Changer(format!(
+                "the library has no drive {index} (it has {})",
+                self.drive_elements.len()
+            ))
+        })
+    }
+
+    /// Moves a cartridge between two element addresses (slots, drives, import/export).
+    pub fn move_medium(&mut self, from: u16, to: u16) -> Result<()> {
+        self.changer.move_medium(from, to)
+    }
+}
+
+impl Changer for ScsiLibrary {
+    fn inventory(&mut self) -> Result<Inventory> {
+        let st = self.changer.status()?;
+        let mut drives = Vec::new();
+        for (index, addr) in self.drive_elements.iter().enumerate() {
+            let e = st.drives.iter().find(|e| e.address == *addr);
+            drives.push(DriveElement {
+                index,
+                loaded: e.and_then(|e| {
+                    if e.full {
+                        Some(e.barcode.clone().unwrap_or_default())
+                    } else {
+                        None
+                    }
+                }),
+                from_slot: e.and_then(|e| e.source).map(usize::from),
+            });
+        }
+        let slots = st
+            .storage
+            .iter()
+            .map(|e| SlotElement {
+                address: usize::from(e.address),
+                barcode: if e.full {
+                    Some(e.barcode.clone().unwrap_or_default())
+                } else {
+                    None
+                },
+            })
+            .collect();
+        Ok(Inventory { drives, slots })
+    }
+
+    fn load(&mut self, slot: usize, drive: usize) -> Result<()> {
+        let to = self.drive_element(drive)?;
+        let from = self.slot_address(slot)?;
+        self.changer.move_medium(from, to)
+    }
+
+    fn transfer(&mut self, from: usize, to: usize) -> Result<()> {
+        let (from, to) = (self.slot_address(from)?, self.slot_address(to)?);
+        self.changer.move_medium(from, to)
+    }
+
+    fn unload(&mut self, drive: usize, slot: Option<usize>) -> Result<()> {
+        let from = self.drive_element(drive)?;
+        let st = self.changer.status()?;
+        let e = st
+            .drives
+            .iter()
+            .find(|e| e.address == from)
+            .ok_or_else(|| DeviceError::Changer(format!("drive {drive} is not in the changer")))?;
+        if !e.full {
+            return Err(DeviceError::Changer(format!("drive {drive} is empty")));
+        }
+        let to = match slot {
+            Some(s) => self.slot_address(s)?,
+            None => match e
+                .source
+                .filter(|s| st.storage.iter().any(|x| x.address == *s && !x.full))
+            {
+                Some(s) => s,
+                None => st
+                    .storage
+                    .iter()
+                    .find(|x| !x.full)
+                    .map(|x| x.address)
+                    .ok_or_else(|| {
+                        DeviceError::Changer("no empty slot to put the cartridge in".into())
+                    })?,
+            },
+        };
+        // The drive ejects the cartridge (rewinding it) before the robot takes it.
+        let mut d = ScsiDrive::open(&self.cfg.drives[drive])?;
+        d.eject()?;
+        drop(d);
+        self.changer.move_medium(from, to)
+    }
+}
+
+impl ScsiLibrary {
+    fn slot_address(&self, slot: usize) -> Result<u16> {
+        u16::try_from(slot)
+            .map_err(|_| DeviceError::Changer(format!("no slot {slot} in the library")))
+    }
+}
+
+impl crate::TapeLibrary for ScsiLibrary {
+    fn drive_device(&self, index: usize) -> String {
+        self.cfg.drives.get(index).cloned().unwrap_or_default()
+    }
+
+    fn rescan(&mut self) -> Result<()> {
+        self.changer.initialize()
+    }
+
+    fn drive_alerts(&self, index: usize) -> Result<Option<Vec<String>>> {
+        let dev = self.drive_device(index);
+        let mut d = ScsiDrive::open(&dev)?;
+        Ok(d.tape_alerts()?.map(|v| {
+            v.into_iter()
+                .map(|(c, n)| format!("{c:02X}h {n}"))
+                .collect()
+        }))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "SCSI library {} with {} drives",
+            self.cfg.changer,
+            self.cfg.drives.len()
+        )
+    }
+
+    fn open_tape_drive(&self, index: usize) -> Result<Box<dyn TapeDrive>> {
+        let dev = self.cfg.drives.get(index).ok_or_else(|| {
+            DeviceError::Changer(format!(
+                "the library has no drive {index} (it has {})",
+                self.cfg.drives.len()
+            ))
+        })?;
+        Ok(Box::new(ScsiDrive::open(dev)?))
+    }
+
+    fn drives_compress(&self) -> bool {
+        true
+    }
+
+    fn erase(&mut self, barcode: &str) -> Result<()> {
+        let inv = self.inventory()?;
+        let drive = match inv.drive_of(barcode) {
+            Some(d) => d,
+            None => {
+                let slot = inv.slot_of(barcode).ok_or_else(|| {
+                    DeviceError::Changer(format!("cartridge {barcode} is not in the library"))
+                })?;
+                let d = inv
+                    .drives
+                    .iter()
+                    .find(|d| d.loaded.is_none())
+                    .map(|d| d.index)
+                    .ok_or_else(|| DeviceError::Changer("no empty drive to erase in".into()))?;
+                self.load(slot, d)?;
+                d
+            }
+        };
+        let mut d = ScsiDrive::open(&self.cfg.drives[drive])?;
+        d.load()?;
+        d.erase_from_beginning()
+    }
+}

@@ -1,0 +1,131 @@
+//! The SSC drive and SMC changer drivers against tgt's emulated devices over iSCSI:
+//! the conformance suite every drive passes, early warning, and the changer.
+
+use tapeloom_device::conformance;
+use tapeloom_device::scsi::ssc::ScsiDrive;
+use tapeloom_device::scsi::tgt::{TgtLibrary, TgtOptions};
+use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::{Changer, ReadOutcome, TapeDrive, TapeLibrary, WriteOutcome};
+
+fn start(dir: &std::path::Path, drives: usize, tapes: usize, tape_mb: u64) -> TgtLibrary {
+    if let Err(e) = TgtLibrary::available() {
+        panic!("these tests need tgt: {e}");
+    }
+    TgtLibrary::start(&TgtOptions {
+        drives,
+        tapes,
+        tape_mb,
+        barcode_prefix: "TLD".into(),
+        dir: dir.join("vtl"),
+    })
+    .expect("start tgtd")
+}
+
+fn library(tgt: &TgtLibrary) -> ScsiLibrary {
+    ScsiLibrary::open(&ScsiLibraryConfig {
+        changer: tgt.changer_url.clone(),
+        drives: tgt.drive_urls.clone(),
+    })
+    .unwrap()
+}
+
+#[test]
+fn tgt_drive_passes_the_conformance_suite() {
+    let t = tempfile::tempdir().unwrap();
+    let tgt = start(t.path(), 1, 7, 8);
+    let mut lib = library(&tgt);
+    let mut next = 0;
+    let mut make = |_cap: u64, _ew: u64| -> Box<dyn TapeDrive> {
+        // A fresh cartridge for every check, moved in by the changer.
+        let inv = lib.inventory().unwrap();
+        if inv.drives[0].loaded.is_some() {
+            lib.unload(0, None).unwrap();
+        }
+        let b = &tgt.barcodes[next];
+        next += 1;
+        let slot = lib.inventory().unwrap().slot_of(b).unwrap();
+        lib.load(slot, 0).unwrap();
+        let mut d = lib.open_tape_drive(0).unwrap();
+        d.load().unwrap();
+        d
+    };
+    conformance::run_basic(&mut make);
+}
+
+#[test]
+fn tgt_drive_reports_early_warning_past_capacity_and_keeps_positions() {
+    let t = tempfile::tempdir().unwrap();
+    let tgt = start(t.path(), 1, 1, 1);
+    let mut lib = library(&tgt);
+    let slot = lib.inventory().unwrap().slot_of(&tgt.barcodes[0]).unwrap();
+    lib.load(slot, 0).unwrap();
+    let mut d = ScsiDrive::open(&tgt.drive_urls[0]).unwrap();
+    d.load().unwrap();
+    assert!(d.quirks().no_locate, "tgt is known by its INQUIRY data");
+    let block = vec![0x5a; 64 * 1024];
+    let mut warned = None;
+    for i in 0..40u64 {
+        if d.write_block(&block).unwrap() == WriteOutcome::EarlyWarning {
+            warned = Some(i);
+            break;
+        }
+    }
+    let w = warned.expect("no early warning writing 2.5 MB on a 1 MB cartridge");
+    assert!(
+        w >= 10,
+        "early warning after {w} blocks of a 1 MB cartridge"
+    );
+    // A filemark still goes on, and positions count blocks and filemarks.
+    d.write_filemarks(1, true).unwrap();
+    assert_eq!(d.position().unwrap(), w + 2);
+    d.locate(3).unwrap();
+    assert_eq!(d.position().unwrap(), 3);
+    let mut buf = vec![0u8; 128 * 1024];
+    assert_eq!(
+        d.read_block(&mut buf).unwrap(),
+        ReadOutcome::Block(64 * 1024)
+    );
+    d.locate(w + 1).unwrap();
+    assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::Filemark);
+    assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::EndOfData);
+    let r = d.locate(w + 5);
+    assert!(
+        matches!(r, Err(tapeloom_device::DeviceError::BeyondEndOfData { .. })),
+        "{r:?}"
+    );
+    d.space_to_eod().unwrap();
+    assert_eq!(d.position().unwrap(), w + 2);
+}
+
+#[test]
+fn tgt_changer_lists_barcodes_and_moves_cartridges() {
+    let t = tempfile::tempdir().unwrap();
+    let tgt = start(t.path(), 2, 3, 8);
+    let mut lib = library(&tgt);
+    let inv = lib.inventory().unwrap();
+    assert_eq!(inv.drives.len(), 2);
+    assert!(inv.drives.iter().all(|d| d.loaded.is_none()));
+    assert_eq!(inv.barcodes(), tgt.barcodes);
+    let b = &tgt.barcodes[1];
+    let slot = inv.slot_of(b).unwrap();
+    lib.load(slot, 1).unwrap();
+    let inv = lib.inventory().unwrap();
+    assert_eq!(inv.drive_of(b), Some(1));
+    assert_eq!(inv.drives[1].from_slot, Some(slot));
+    assert!(inv.slot_of(b).is_none());
+    // Moving into a full drive is refused with the changer's reason.
+    let other = inv.slot_of(&tgt.barcodes[0]).unwrap();
+    let e = lib.load(other, 1).unwrap_err().to_string();
+    assert!(e.contains("MOVE MEDIUM"), "{e}");
+    lib.unload(1, None).unwrap();
+    let inv = lib.inventory().unwrap();
+    assert_eq!(inv.slot_of(b), Some(slot), "back to the slot it came from");
+    // Slot to slot needs an empty slot: make one by loading a cartridge.
+    lib.load(other, 0).unwrap();
+    lib.transfer(slot, other).unwrap();
+    let inv = lib.inventory().unwrap();
+    assert_eq!(inv.slot_of(b), Some(other));
+    lib.unload(0, Some(slot)).unwrap();
+    assert_eq!(lib.inventory().unwrap().barcodes(), tgt.barcodes);
+    assert!(lib.describe().contains(&tgt.changer_url));
+}
