@@ -296,16 +296,33 @@ pub fn bench_library_drive(
             };
             rows.push(row);
             drop(d);
-            lib.erase(&barcode)?;
+            // A virtual cartridge gives its space back at once; a real one is
+            // written over from the beginning by the next block size.
+            if lib.cartridge_bytes(&barcode).is_some() {
+                lib.erase(&barcode)?;
+            }
         }
         Ok(())
     })();
-    // Leave the cartridge blank and back in its slot whatever happened.
-    let _ = lib.erase(&barcode);
+    // Leave the cartridge blank and back in its slot whatever happened. A drive
+    // that cannot erase (tgt has no ERASE) gets a fresh tapeloom label instead, so
+    // the cartridge is not left holding foreign data.
+    let erased = lib.erase(&barcode).is_ok();
     if let Ok(inv) = lib.inventory() {
         if let Some(d) = inv.drive_of(&barcode) {
             let _ = lib.unload(d, None);
         }
+    }
+    if !erased {
+        drop(lib);
+        crate::volumes::label(
+            home,
+            &barcode,
+            "default",
+            tapeloom_format::DEFAULT_BLOCK_SIZE as u32,
+            true,
+        )?;
+        crate::volumes::unload_drives(home, None)?;
     }
     result?;
     Ok((model, rows))
