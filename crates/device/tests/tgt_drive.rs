@@ -62,6 +62,10 @@ fn tgt_drive_reports_early_warning_past_capacity_and_keeps_positions() {
     let mut d = ScsiDrive::open(&tgt.drive_urls[0]).unwrap();
     d.load().unwrap();
     assert!(d.quirks().no_locate, "tgt is known by its INQUIRY data");
+    // tgt's block limit is 1 MiB: a larger block is refused before it is sent.
+    let e = d.write_block(&vec![0u8; 2 << 20]).unwrap_err().to_string();
+    assert!(e.contains("READ BLOCK LIMITS"), "{e}");
+    assert_eq!(d.position().unwrap(), 0);
     let block = vec![0x5a; 64 * 1024];
     let mut warned = None;
     for i in 0..40u64 {

@@ -88,6 +88,8 @@ pub struct ScsiDrive {
     pos: Option<u64>,
     medium: bool,
     write_protected: bool,
+    /// The largest block the drive takes (READ BLOCK LIMITS), where it says.
+    max_block: Option<u32>,
     /// Bytes written to the loaded cartridge since it was loaded (for usage()).
     written: u64,
     stats: DriveStats,
@@ -126,6 +128,7 @@ impl ScsiDrive {
             pos: None,
             medium: false,
             write_protected: false,
+            max_block: None,
             written: 0,
             stats: DriveStats::default(),
             opened: Instant::now(),
@@ -203,8 +206,22 @@ impl ScsiDrive {
         must(&mut *self.t, command, cdb, DataDir::None, timeout)
     }
 
-    /// After a cartridge became ready: variable-block mode, write protection.
+    /// After a cartridge became ready: block limits, variable-block mode, write
+    /// protection.
     fn after_ready(&mut self) -> Result<()> {
+        let mut limits = [0u8; 6];
+        let r = exec(
+            &mut *self.t,
+            &cdb::read_block_limits(),
+            DataDir::In(&mut limits),
+            SHORT,
+        )?;
+        if r.good() {
+            self.max_block = cdb::parse_block_limits(&limits)
+                .ok()
+                .map(|l| l.max)
+                .filter(|m| *m > 0);
+        }
         let mut buf = vec![0u8; 255];
         let r = exec(
             &mut *self.t,
@@ -679,6 +696,13 @@ impl TapeDrive for ScsiDrive {
 
     fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome> {
         self.ensure_medium()?;
+        if let Some(max) = self.max_block.filter(|m| data.len() > *m as usize) {
+            return Err(DeviceError::Scsi(format!(
+                "{}: a block of {} bytes is larger than the drive's largest ({max} bytes, READ BLOCK LIMITS); use a smaller --block-size",
+                self.dev,
+                data.len()
+            )));
+        }
         if data.len() > MAX_TRANSFER {
             return Err(DeviceError::Scsi(format!(
                 "{}: a block of {} bytes is larger than WRITE(6) can carry",
