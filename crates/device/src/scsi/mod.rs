@@ -176,3 +176,17 @@ pub(crate) fn must(
         Err(failed(&t.address(), command, &r))
     }
 }
+
+/// INQUIRY, standard data (peripheral type, vendor, product, revision).
+pub(crate) fn inquiry(t: &mut dyn ScsiTransport, dev: &str) -> Result<cdb::InquiryData> {
+    let mut buf = vec![0u8; 96];
+    let r = must(
+        t,
+        "INQUIRY",
+        &cdb::inquiry(None, 96),
+        DataDir::In(&mut buf),
+        SHORT,
+    )?;
+    let got = buf.len().saturating_sub(r.residual).max(36).min(buf.len());
+    cdb::parse_inquiry(&buf[..got]).map_err(|e| DeviceError::Scsi(format!("{dev}: INQUIRY: {e}")))
+}

@@ -37,17 +37,7 @@ impl ScsiChanger {
         let mut t = open_transport(dev)?;
         // The first command after a connection usually reports a unit attention.
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
-        let mut buf = vec![0u8; 96];
-        let r = must(
-            &mut *t,
-            "INQUIRY",
-            &cdb::inquiry(None, 96),
-            DataDir::In(&mut buf),
-            SHORT,
-        )?;
-        let got = buf.len().saturating_sub(r.residual).max(36).min(buf.len());
-        let inquiry = cdb::parse_inquiry(&buf[..got])
-            .map_err(|e| DeviceError::Scsi(format!("{dev}: INQUIRY: {e}")))?;
+        let inquiry = super::inquiry(&mut *t, dev)?;
         if inquiry.peripheral_type != 0x08 {
             return Err(DeviceError::Scsi(format!(
                 "{dev} is not a media changer ({} {}, peripheral device type {:#04x})",

@@ -107,7 +107,7 @@ impl ScsiDrive {
     pub fn open(dev: &str) -> Result<Self> {
         let mut t = open_transport(dev)?;
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
-        let inquiry = inquiry(&mut *t, dev)?;
+        let inquiry = super::inquiry(&mut *t, dev)?;
         if inquiry.peripheral_type != 0x01 {
             return Err(DeviceError::Scsi(format!(
                 "{dev} is not a tape drive ({} {}, peripheral device type {:#04x})",
@@ -436,19 +436,6 @@ impl ScsiDrive {
             SHORT,
         );
     }
-}
-
-fn inquiry(t: &mut dyn ScsiTransport, dev: &str) -> Result<InquiryData> {
-    let mut buf = vec![0u8; 96];
-    let r = must(
-        t,
-        "INQUIRY",
-        &cdb::inquiry(None, 96),
-        DataDir::In(&mut buf),
-        SHORT,
-    )?;
-    let got = buf.len().saturating_sub(r.residual).max(36).min(buf.len());
-    cdb::parse_inquiry(&buf[..got]).map_err(|e| DeviceError::Scsi(format!("{dev}: INQUIRY: {e}")))
 }
 
 fn serial(t: &mut dyn ScsiTransport) -> Option<String> {
