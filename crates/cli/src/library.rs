@@ -88,7 +88,24 @@ pub fn inventory(home: &Home, rescan: bool, human: bool) -> Result<(Value, i32)>
             );
         }
     }
-    Ok((json!({"drives": drives, "slots": slots}), 0))
+    let mail: Vec<Value> = inv
+        .import_export
+        .iter()
+        .map(|s| json!({"address": s.address, "barcode": s.barcode}))
+        .collect();
+    if human {
+        for s in &inv.import_export {
+            println!(
+                "mail slot {:>4}: {}",
+                s.address,
+                s.barcode.as_deref().unwrap_or("empty")
+            );
+        }
+    }
+    Ok((
+        json!({"drives": drives, "slots": slots, "import_export": mail}),
+        0,
+    ))
 }
 
 /// `library load`.
@@ -123,7 +140,7 @@ pub fn move_cartridge(home: &Home, barcode: &str, to: usize, human: bool) -> Res
     let inv = lib.inventory()?;
     if let Some(d) = inv.drive_of(barcode) {
         lib.unload(d, Some(to))?;
-    } else if let Some(s) = inv.slot_of(barcode) {
+    } else if let Some(s) = inv.slot_of(barcode).or(inv.mail_slot_of(barcode)) {
         if s != to {
             lib.transfer(s, to)?;
         }

@@ -341,11 +341,12 @@ enum LibCmd {
         #[arg(long)]
         drive: Option<usize>,
     },
-    /// Move a cartridge (from a drive or a slot) into an empty slot.
+    /// Move a cartridge (from a drive, a slot or a mail slot) into an empty slot or
+    /// mail slot (import/export element: that takes it out of the library).
     Move {
         /// The cartridge's barcode.
         barcode: String,
-        /// The slot's address, as `library inventory` lists it.
+        /// The slot's or mail slot's address, as `library inventory` lists it.
         slot: usize,
     },
     /// Write tapeloom volume labels. A cartridge with data tapeloom did not write, or

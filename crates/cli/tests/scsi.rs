@@ -221,6 +221,35 @@ fn load_unload_move_and_exercise() {
     assert_eq!(u["unloaded"][0]["barcode"], tgt.barcodes[0].as_str(), "{u}");
     let inv = ok(&home, &["library", "inventory"]);
 
+    // Out through the mail slot and back in.
+    let mail = inv["import_export"][0]["address"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let back = inv["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["barcode"] == tgt.barcodes[1].as_str())
+        .unwrap()["address"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    ok(&home, &["library", "move", &tgt.barcodes[1], &mail]);
+    let out = ok(&home, &["library", "inventory"]);
+    assert_eq!(
+        out["import_export"][0]["barcode"],
+        tgt.barcodes[1].as_str(),
+        "{out}"
+    );
+    assert!(
+        !out["slots"].to_string().contains(&tgt.barcodes[1]),
+        "{out}"
+    );
+    ok(&home, &["library", "move", &tgt.barcodes[1], &back]);
+    let inv = ok(&home, &["library", "inventory"]);
+    assert!(inv["import_export"][0]["barcode"].is_null(), "{inv}");
+
     let e = ok(&home, &["library", "exercise", "--cycles", "4"]);
     assert_eq!(e["cycles"], 4);
     assert_eq!(e["failures"], 0, "{e}");

@@ -242,6 +242,8 @@ pub struct Inventory {
     pub drives: Vec<DriveElement>,
     /// The storage slots.
     pub slots: Vec<SlotElement>,
+    /// Import/export elements (mail slots), where the library has them.
+    pub import_export: Vec<SlotElement>,
 }
 
 impl Inventory {
@@ -259,7 +261,15 @@ impl Inventory {
             .find(|d| d.loaded.as_deref() == Some(barcode))
             .map(|d| d.index)
     }
-    /// Every barcode in the library.
+    /// The import/export element holding `barcode`, if it is in one.
+    pub fn mail_slot_of(&self, barcode: &str) -> Option<usize> {
+        self.import_export
+            .iter()
+            .find(|s| s.barcode.as_deref() == Some(barcode))
+            .map(|s| s.address)
+    }
+    /// Every barcode in the library (slots and drives; not the mail slots, which
+    /// are outside it).
     pub fn barcodes(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .slots

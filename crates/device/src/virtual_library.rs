@@ -284,6 +284,7 @@ impl VirtualLibrary {
                     barcode: b.clone(),
                 })
                 .collect(),
+            import_export: Vec::new(),
         }
     }
 }

@@ -130,7 +130,23 @@ impl Changer for ScsiLibrary {
                 },
             })
             .collect();
-        Ok(Inventory { drives, slots })
+        let import_export = st
+            .import_export
+            .iter()
+            .map(|e| SlotElement {
+                address: usize::from(e.address),
+                barcode: if e.full {
+                    Some(e.barcode.clone().unwrap_or_default())
+                } else {
+                    None
+                },
+            })
+            .collect();
+        Ok(Inventory {
+            drives,
+            slots,
+            import_export,
+        })
     }
 
     fn load(&mut self, slot: usize, drive: usize) -> Result<()> {

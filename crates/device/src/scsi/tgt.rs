@@ -5,7 +5,8 @@
 //! `tgt`) as a child process listening on 127.0.0.1 and sets it up the way tgt's
 //! README.vtl script does: SSC tape drives on LUNs 1..=N, an SMC changer on LUN N+1
 //! whose data transfer elements 1..=N are those drives, one medium transport element
-//! at address N+1 and storage elements from N+2 on, holding the tapes. Tape images
+//! at address N+1, storage elements from N+2 on, holding the tapes, and one
+//! import/export element (mail slot) after them. Tape images
 //! are files in the library directory named by their barcodes. It needs root (tgtd
 //! keeps its control socket in /var/run/tgtd).
 //!
@@ -659,6 +660,15 @@ impl TgtLibrary {
                 ),
             )?;
         }
+        // One import/export element (a mail slot) after the storage elements.
+        let mail = first_slot + tapes;
+        run(
+            self,
+            lu_update(
+                &changer,
+                &format!("element_type=3,start_address={mail},quantity=1"),
+            ),
+        )?;
         self.tgtadm(&[
             "--lld", "iscsi", "--op", "bind", "--mode", "target", "--tid", TID, "-I", "ALL",
         ])
