@@ -1,6 +1,7 @@
 //! A library of SCSI devices: one media changer and its tape drives, each reached
 //! over SG_IO or iSCSI.
 
+use super::cdb::Element;
 use super::smc::ScsiChanger;
 use super::ssc::ScsiDrive;
 use crate::{Changer, DeviceError, DriveElement, Inventory, Result, SlotElement, TapeDrive};
@@ -100,6 +101,11 @@ impl ScsiLibrary {
     }
 }
 
+/// The barcode of the cartridge an element holds (empty when it has no label).
+fn held(e: &Element) -> Option<String> {
+    e.full.then(|| e.barcode.clone().unwrap_or_default())
+}
+
 impl Changer for ScsiLibrary {
     fn inventory(&mut self) -> Result<Inventory> {
         let st = self.changer.status()?;
@@ -108,44 +114,22 @@ impl Changer for ScsiLibrary {
             let e = st.drives.iter().find(|e| e.address == *addr);
             drives.push(DriveElement {
                 index,
-                loaded: e.and_then(|e| {
-                    if e.full {
-                        Some(e.barcode.clone().unwrap_or_default())
-                    } else {
-                        None
-                    }
-                }),
+                loaded: e.and_then(held),
                 from_slot: e.and_then(|e| e.source).map(usize::from),
             });
         }
-        let slots = st
-            .storage
-            .iter()
-            .map(|e| SlotElement {
-                address: usize::from(e.address),
-                barcode: if e.full {
-                    Some(e.barcode.clone().unwrap_or_default())
-                } else {
-                    None
-                },
-            })
-            .collect();
-        let import_export = st
-            .import_export
-            .iter()
-            .map(|e| SlotElement {
-                address: usize::from(e.address),
-                barcode: if e.full {
-                    Some(e.barcode.clone().unwrap_or_default())
-                } else {
-                    None
-                },
-            })
-            .collect();
+        let slots = |v: &[Element]| -> Vec<SlotElement> {
+            v.iter()
+                .map(|e| SlotElement {
+                    address: usize::from(e.address),
+                    barcode: held(e),
+                })
+                .collect()
+        };
         Ok(Inventory {
             drives,
-            slots,
-            import_export,
+            slots: slots(&st.storage),
+            import_export: slots(&st.import_export),
         })
     }
 

@@ -273,28 +273,23 @@ impl ScsiDrive {
         if !self.can_read_position {
             return Ok(None);
         }
-        let mut buf = [0u8; 32];
-        let r = exec(
-            &mut *self.t,
-            &cdb::read_position_long(),
-            DataDir::In(&mut buf),
-            SHORT,
-        )?;
-        if r.good() {
-            if let Ok(p) = cdb::parse_read_position_long(&buf) {
-                return Ok(Some(p.lbn));
-            }
-        }
-        let mut buf = [0u8; 20];
-        let r = exec(
-            &mut *self.t,
-            &cdb::read_position_short(),
-            DataDir::In(&mut buf),
-            SHORT,
-        )?;
-        if r.good() {
-            if let Ok(p) = cdb::parse_read_position_short(&buf) {
-                return Ok(Some(p.lbn));
+        // The long form first (64-bit positions), then the short one.
+        type Parse = fn(&[u8]) -> std::result::Result<cdb::Position, String>;
+        let forms: [([u8; 10], usize, Parse); 2] = [
+            (cdb::read_position_long(), 32, cdb::parse_read_position_long),
+            (
+                cdb::read_position_short(),
+                20,
+                cdb::parse_read_position_short,
+            ),
+        ];
+        for (command, len, parse) in forms {
+            let mut buf = [0u8; 32];
+            let r = exec(&mut *self.t, &command, DataDir::In(&mut buf[..len]), SHORT)?;
+            if r.good() {
+                if let Ok(p) = parse(&buf[..len]) {
+                    return Ok(Some(p.lbn));
+                }
             }
         }
         self.can_read_position = false;
