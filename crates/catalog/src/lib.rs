@@ -121,6 +121,17 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job_id, op, series, t_ms)
     ) WITHOUT ROWID;
     ",
+    // 4: what the drives said about each cartridge at the end of a job's mount.
+    "
+    CREATE TABLE drive_health (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        op TEXT NOT NULL,
+        drive INTEGER NOT NULL,
+        barcode TEXT NOT NULL,
+        health TEXT NOT NULL
+    );
+    CREATE INDEX drive_health_by_job ON drive_health (job_id, op);
+    ",
 ];
 
 /// One measurement of one stream or drive during a job.
@@ -455,6 +466,7 @@ impl Catalog {
                 "files",
                 "extents",
                 "samples",
+                "drive_health",
                 "streams",
                 "job_errors",
                 "job_volumes",
@@ -659,6 +671,46 @@ impl Catalog {
                     speed_mb_s: r.get(6)?,
                 })
             })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(v)
+    }
+
+    /// Records what drive `drive` said about cartridge `barcode` at the end of its
+    /// mount in a job's operation (`health` is JSON, as the engine writes it).
+    pub fn add_drive_health(
+        &self,
+        job: i64,
+        op: &str,
+        drive: i64,
+        barcode: &str,
+        health: &str,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO drive_health (job_id, op, drive, barcode, health) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![job, op, drive, barcode, health],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets what the drives said in a job's operation (before a new restore's).
+    pub fn clear_drive_health(&self, job: i64, op: &str) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM drive_health WHERE job_id = ?1 AND op = ?2",
+            params![job, op],
+        )?;
+        Ok(())
+    }
+
+    /// What the drives said in a job's operation: (drive, barcode, health JSON), in
+    /// the order of the mounts.
+    pub fn drive_health(&self, job: i64, op: &str) -> Result<Vec<(i64, String, String)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT drive, barcode, health FROM drive_health \
+             WHERE job_id = ?1 AND op = ?2 ORDER BY rowid",
+        )?;
+        let v = st
+            .query_map(params![job, op], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(v)
     }
@@ -911,10 +963,35 @@ mod tests {
     }
 
     #[test]
+    fn drive_health_is_kept_per_mount_and_forgotten_with_its_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Catalog::open(&dir.path().join("c.db")).unwrap();
+        let v = c
+            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+            .unwrap();
+        let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        c.add_job_volume(job, 0, v.id, 0).unwrap();
+        c.add_drive_health(job, "backup", 1, "TL0001L9", "{\"a\":1}")
+            .unwrap();
+        c.add_drive_health(job, "backup", 0, "TL0002L9", "{}")
+            .unwrap();
+        assert_eq!(
+            c.drive_health(job, "backup").unwrap(),
+            vec![
+                (1, "TL0001L9".to_string(), "{\"a\":1}".to_string()),
+                (0, "TL0002L9".to_string(), "{}".to_string())
+            ]
+        );
+        assert!(c.drive_health(job, "restore").unwrap().is_empty());
+        assert_eq!(c.forget_volume(v.id).unwrap(), vec![job]);
+        assert!(c.drive_health(job, "backup").unwrap().is_empty());
+    }
+
+    #[test]
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 3);
+        assert_eq!(c.schema_version().unwrap(), 4);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

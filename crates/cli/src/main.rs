@@ -803,6 +803,8 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                         "backhitches": r.drive_stats.as_ref().map(|s| s.backhitches),
                         "compression_ratio": r.drive_stats.as_ref().map(|s| s.compression_ratio()),
                         "modeled_seconds": r.modeled_seconds,
+                        "tape_alerts": output::tape_alerts(&r.health),
+                        "cartridges": output::cartridges(&r.health),
                     }],
                     "errors": r.errors.iter().map(|(p, w)| json!({"path": p, "reason": w})).collect::<Vec<_>>(),
                 }),
@@ -962,8 +964,11 @@ fn library_status(home: &Home, human: bool) -> Result<(Value, i32)> {
     }
     let mut drives = Vec::new();
     for d in &inv.drives {
-        let alerts = lib.drive_alerts(d.index).ok().flatten();
-        drives.push(json!({"index": d.index, "device": lib.drive_device(d.index), "loaded": d.loaded, "tape_alerts": alerts}));
+        let h = lib.drive_health(d.index).unwrap_or_default();
+        drives.push(json!({
+            "index": d.index, "device": lib.drive_device(d.index), "loaded": d.loaded,
+            "tape_alerts": h.tape_alerts, "volume_statistics": h.volume_statistics,
+        }));
     }
     if human {
         println!(

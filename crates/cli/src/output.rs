@@ -139,7 +139,41 @@ pub fn drive_summary(r: &tapeloom_engine::DriveReport) -> serde_json::Value {
         "writer_wait_seconds": r.writer_wait_seconds,
         "reader_waits": r.reader_waits,
         "reader_wait_seconds": r.reader_wait_seconds,
+        "drive_compression": r.drive_compressed,
+        "tape_alerts": tape_alerts(&r.health),
+        "cartridges": cartridges(&r.health),
     })
+}
+
+/// What a drive said about each cartridge at the end of its mount.
+pub fn cartridges(health: &[(String, tapeloom_device::DriveHealth)]) -> serde_json::Value {
+    health
+        .iter()
+        .map(|(barcode, h)| {
+            serde_json::json!({
+                "barcode": barcode,
+                "tape_alerts": h.tape_alerts,
+                "volume_statistics": h.volume_statistics,
+            })
+        })
+        .collect()
+}
+
+/// The TapeAlert flags a drive raised during a job, over all its mounts, each once;
+/// null when the drive has no TapeAlert page.
+pub fn tape_alerts(health: &[(String, tapeloom_device::DriveHealth)]) -> Option<Vec<String>> {
+    let mut all: Option<Vec<String>> = None;
+    for (_, h) in health {
+        if let Some(flags) = &h.tape_alerts {
+            let all = all.get_or_insert_with(Vec::new);
+            for f in flags {
+                if !all.contains(f) {
+                    all.push(f.clone());
+                }
+            }
+        }
+    }
+    all
 }
 
 #[cfg(test)]

@@ -76,6 +76,18 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
             ));
         }
     }
+    let mut health_json = Vec::new();
+    for (drive, barcode, text) in cat.drive_health(job, op)? {
+        let h: tapeloom_device::DriveHealth = serde_json::from_str(&text)
+            .map_err(|e| anyhow!("job {job}: drive health of {barcode} unreadable: {e}"))?;
+        summary.push((format!("drive {drive} on {barcode}"), health_line(&h)));
+        health_json.push(json!({
+            "drive": drive,
+            "barcode": barcode,
+            "tape_alerts": h.tape_alerts,
+            "volume_statistics": h.volume_statistics,
+        }));
+    }
     let series = JobSeries {
         title: format!("job {} ({op}: {})", j.id, j.name),
         summary,
@@ -89,5 +101,43 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
         "out": out.display().to_string(),
         "samples": rows.len(),
         "drives": drive_json,
+        "cartridges": health_json,
     }))
+}
+
+/// One line of a report's summary on what a drive said about a cartridge: its
+/// TapeAlert flags and the main volume statistics.
+fn health_line(h: &tapeloom_device::DriveHealth) -> String {
+    let mut parts = vec![match &h.tape_alerts {
+        None => "no TapeAlert page".to_string(),
+        Some(f) if f.is_empty() => "TapeAlert: none".to_string(),
+        Some(f) => format!("TapeAlert: {}", f.join(", ")),
+    }];
+    match &h.volume_statistics {
+        None => parts.push("no volume statistics".into()),
+        Some(v) => {
+            if let (Some(w), Some(r)) = (v.last_mount_mb_written, v.last_mount_mb_read) {
+                parts.push(format!("this mount {w} MB written, {r} MB read"));
+            }
+            if let (Some(u), Some(c)) = (v.used_native_capacity_mb, v.native_capacity_mb) {
+                parts.push(format!("{u} of {c} MB used"));
+            }
+            for (what, n) in [
+                ("recovered write errors", v.recovered_write_errors),
+                ("unrecovered write errors", v.unrecovered_write_errors),
+                ("recovered read errors", v.recovered_read_errors),
+                ("unrecovered read errors", v.unrecovered_read_errors),
+                ("mounts", v.mounts),
+                ("middle-of-tape passes", v.middle_of_medium_passes),
+            ] {
+                if let Some(n) = n {
+                    parts.push(format!("{n} {what}"));
+                }
+            }
+            if v.write_protected == Some(true) {
+                parts.push("write protected".into());
+            }
+        }
+    }
+    parts.join("; ")
 }

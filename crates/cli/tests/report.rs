@@ -54,8 +54,31 @@ fn samples_are_stored_and_drawn_as_svg_png_and_html() {
         x["drives"][0]["bytes"].as_u64().unwrap() >= 24_000_000,
         "{x}"
     );
+    // What the drive said about the cartridge at the end of the mount: no TapeAlert
+    // flag, and this mount's megabytes.
+    let d = &r["drives"][0];
+    assert_eq!(d["tape_alerts"], serde_json::json!([]), "{d}");
+    let cart = &d["cartridges"][0];
+    assert_eq!(cart["barcode"], d["volumes"][0], "{d}");
+    let written = cart["volume_statistics"]["last_mount_mb_written"]
+        .as_u64()
+        .unwrap();
+    assert!((24..=26).contains(&written), "{d}");
+    assert_eq!(
+        x["cartridges"][0]["volume_statistics"],
+        cart["volume_statistics"]
+    );
+    let html = std::fs::read_to_string(t.path().join("job.html")).unwrap();
+    assert!(
+        html.contains("TapeAlert: none; this mount"),
+        "report lacks drive health"
+    );
     let out = t.path().join("out");
-    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    let rr = ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    let read = rr["drives"][0]["cartridges"][0]["volume_statistics"]["last_mount_mb_read"]
+        .as_u64()
+        .unwrap();
+    assert!((24..=26).contains(&read), "{rr}");
     let x = ok(
         &home,
         &[

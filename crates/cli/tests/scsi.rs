@@ -78,6 +78,19 @@ fn backup_spans_cartridges_through_the_changer_and_restores_identical() {
     let b = ok(&home, &["backup", src.to_str().unwrap()]);
     let vols = b["volumes"].as_array().unwrap();
     assert!(vols.len() >= 3, "the job should span three cartridges: {b}");
+    // tgt has no LOG SENSE: no TapeAlert page, no volume statistics, but each
+    // cartridge's mount is listed.
+    let mut listed = Vec::new();
+    for d in b["drives"].as_array().unwrap() {
+        assert!(d["tape_alerts"].is_null(), "{d}");
+        for c in d["cartridges"].as_array().unwrap() {
+            // Nor a compressor: its Data Compression page has DCC clear.
+            assert_eq!(d["drive_compression"], false, "{d}");
+            assert!(c["volume_statistics"].is_null(), "{c}");
+            listed.push(c["barcode"].clone());
+        }
+    }
+    assert_eq!(listed.len(), vols.len(), "{b}");
     let job = b["job_id"].as_i64().unwrap().to_string();
 
     let v = ok(&home, &["verify", &job]);

@@ -149,6 +149,83 @@ impl DriveStats {
     }
 }
 
+/// What a drive says about itself and the cartridge in it, where it can: the
+/// TapeAlert flags (log page 2Eh) and the cartridge's volume statistics (log page
+/// 17h) of a SCSI drive. Read at the end of each mount, for job reports.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DriveHealth {
+    /// TapeAlert flags set, as "14h Clean now"; `None` when the drive has no
+    /// TapeAlert page.
+    pub tape_alerts: Option<Vec<String>>,
+    /// The cartridge's statistics; `None` when the drive does not report them.
+    pub volume_statistics: Option<VolumeStatistics>,
+}
+
+/// The Volume Statistics log page (17h, SSC-4; LTO-5 and later): counters that the
+/// drive keeps in the cartridge memory, so they follow the cartridge from drive to
+/// drive. Each is `None` when the drive leaves it out.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeStatistics {
+    /// Times the cartridge was mounted (0001h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mounts: Option<u64>,
+    /// Data sets written over the cartridge's life (0002h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub datasets_written: Option<u64>,
+    /// Write errors the drive recovered from by rewriting (0003h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub recovered_write_errors: Option<u64>,
+    /// Write errors it could not recover from (0004h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unrecovered_write_errors: Option<u64>,
+    /// Data sets read over the cartridge's life (0007h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub datasets_read: Option<u64>,
+    /// Read errors recovered (0008h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub recovered_read_errors: Option<u64>,
+    /// Read errors not recovered (0009h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unrecovered_read_errors: Option<u64>,
+    /// Megabytes (10^6 bytes) written during the last mount (000Eh).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_mount_mb_written: Option<u64>,
+    /// Megabytes read during the last mount (000Fh).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_mount_mb_read: Option<u64>,
+    /// Megabytes written over the cartridge's life (0010h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub lifetime_mb_written: Option<u64>,
+    /// Megabytes read over the cartridge's life (0011h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub lifetime_mb_read: Option<u64>,
+    /// The drive's compression ratio for writes since the last load (0012h, which
+    /// drives report multiplied by 100).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_load_write_compression_ratio: Option<f64>,
+    /// Native capacity, megabytes (0016h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub native_capacity_mb: Option<u64>,
+    /// Native capacity used, megabytes (0017h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub used_native_capacity_mb: Option<u64>,
+    /// The cartridge's serial number from its memory (0040h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub volume_serial: Option<String>,
+    /// Write protected (0080h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub write_protected: Option<bool>,
+    /// A WORM cartridge (0081h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub worm: Option<bool>,
+    /// Passes over the beginning of the medium (0101h).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub beginning_of_medium_passes: Option<u64>,
+    /// Passes over the middle of the medium (0102h): the wear figure.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub middle_of_medium_passes: Option<u64>,
+}
+
 /// A sequential-access tape drive.
 ///
 /// Positions are logical block numbers (LBN): every block and every filemark takes one,
@@ -203,6 +280,11 @@ pub trait TapeDrive: Send {
     /// it to choose between the two.
     fn travel_seconds(&self, _from: u64, _to: u64) -> Option<Travel> {
         None
+    }
+    /// TapeAlert flags and the cartridge's volume statistics, where the drive
+    /// reports them. Never fails a job: what cannot be read is `None`.
+    fn health(&mut self) -> DriveHealth {
+        DriveHealth::default()
     }
 }
 
@@ -332,9 +414,10 @@ pub trait TapeLibrary: Changer + Send {
     fn rescan(&mut self) -> Result<()> {
         Ok(())
     }
-    /// The TapeAlert flags set on drive `index`, where the drive reports them.
-    fn drive_alerts(&self, _index: usize) -> Result<Option<Vec<String>>> {
-        Ok(None)
+    /// What drive `index` says about itself and its cartridge (TapeAlert flags,
+    /// volume statistics), where it reports them.
+    fn drive_health(&self, _index: usize) -> Result<DriveHealth> {
+        Ok(DriveHealth::default())
     }
     /// Makes a cartridge blank again, for scratch use by benchmarks, where the
     /// library can.

@@ -5,7 +5,9 @@
 //! the data file before its index entry, so a crash can only leave data past the last
 //! indexed block, which [`VirtualTape::open`] discards.
 
-use crate::{io, DeviceError, ReadOutcome, Result, TapeDrive, WriteOutcome};
+use crate::{
+    io, DeviceError, DriveHealth, ReadOutcome, Result, TapeDrive, VolumeStatistics, WriteOutcome,
+};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -163,6 +165,11 @@ pub struct VirtualDrive {
     name: String,
     tape: Option<VirtualTape>,
     offline: bool,
+    /// Bytes written and read since the last load, for the volume statistics.
+    mount_written: u64,
+    mount_read: u64,
+    /// A write was refused because the cartridge is write protected (TapeAlert 09h).
+    refused_write: bool,
 }
 
 impl VirtualDrive {
@@ -172,6 +179,9 @@ impl VirtualDrive {
             name: name.into(),
             tape,
             offline: false,
+            mount_written: 0,
+            mount_read: 0,
+            refused_write: false,
         }
     }
 
@@ -204,6 +214,9 @@ impl TapeDrive for VirtualDrive {
         let t = self.tape.as_mut().ok_or(DeviceError::NoMedium)?;
         t.pos = 0;
         self.offline = false;
+        self.mount_written = 0;
+        self.mount_read = 0;
+        self.refused_write = false;
         Ok(())
     }
 
@@ -277,12 +290,14 @@ impl TapeDrive for VirtualDrive {
             || format!("read cartridge {name}"),
             t.data.read_exact_at(&mut buf[..len], o.offset),
         )?;
+        self.mount_read += len as u64;
         Ok(ReadOutcome::Block(len))
     }
 
     fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome> {
         let t = self.tape()?;
         if t.write_protected {
+            self.refused_write = true;
             return Err(DeviceError::WriteProtected);
         }
         let start = t
@@ -294,7 +309,9 @@ impl TapeDrive for VirtualDrive {
             return Err(DeviceError::EndOfMedium);
         }
         t.append(KIND_BLOCK, data)?;
-        Ok(t.outcome())
+        let outcome = t.outcome();
+        self.mount_written += data.len() as u64;
+        Ok(outcome)
     }
 
     fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<WriteOutcome> {
@@ -311,6 +328,32 @@ impl TapeDrive for VirtualDrive {
     fn usage(&mut self) -> Result<(u64, u64)> {
         let t = self.tape()?;
         Ok((t.end_offset(), t.capacity))
+    }
+
+    /// What a drive with the log pages would say: no TapeAlert flag but Write
+    /// protect (09h, a write was refused), and the statistics the cartridge file
+    /// gives (this mount's megabytes, capacity, use, write protection).
+    fn health(&mut self) -> DriveHealth {
+        let Ok(t) = self.tape() else {
+            return DriveHealth::default();
+        };
+        let (used, capacity, protected) = (t.end_offset(), t.capacity, t.write_protected);
+        let alerts = if self.refused_write {
+            vec!["09h Write protect".to_string()]
+        } else {
+            Vec::new()
+        };
+        DriveHealth {
+            tape_alerts: Some(alerts),
+            volume_statistics: Some(VolumeStatistics {
+                last_mount_mb_written: Some(self.mount_written / 1_000_000),
+                last_mount_mb_read: Some(self.mount_read / 1_000_000),
+                native_capacity_mb: Some(capacity / 1_000_000),
+                used_native_capacity_mb: Some(used / 1_000_000),
+                write_protected: Some(protected),
+                ..Default::default()
+            }),
+        }
     }
 }
 
@@ -373,5 +416,37 @@ mod tests {
             Err(DeviceError::WriteProtected)
         ));
         assert!(d.write_protected().unwrap());
+        // The refused write raises TapeAlert 09h until the next load.
+        let h = d.health();
+        assert_eq!(h.tape_alerts, Some(vec!["09h Write protect".to_string()]));
+        assert_eq!(h.volume_statistics.unwrap().write_protected, Some(true));
+        d.load().unwrap();
+        assert_eq!(d.health().tape_alerts, Some(vec![]));
+    }
+
+    #[test]
+    fn health_counts_this_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = drive(dir.path(), 10_000_000, 1 << 10);
+        for _ in 0..3 {
+            d.write_block(&[7; 1_000_000]).unwrap();
+        }
+        d.rewind().unwrap();
+        let mut buf = vec![0; 1 << 20];
+        d.read_block(&mut buf).unwrap();
+        let v = d.health().volume_statistics.unwrap();
+        assert_eq!(v.last_mount_mb_written, Some(3));
+        assert_eq!(v.last_mount_mb_read, Some(1));
+        assert_eq!(v.used_native_capacity_mb, Some(3));
+        assert_eq!(v.native_capacity_mb, Some(10));
+        d.unload().unwrap();
+        assert_eq!(d.health(), DriveHealth::default());
+        d.load().unwrap();
+        let v = d.health().volume_statistics.unwrap();
+        assert_eq!(
+            (v.last_mount_mb_written, v.last_mount_mb_read),
+            (Some(0), Some(0))
+        );
+        assert_eq!(v.used_native_capacity_mb, Some(3));
     }
 }

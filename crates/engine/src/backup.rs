@@ -484,6 +484,18 @@ pub fn backup(
         d.filemarks = w.filemarks;
         d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();
         d.drive_stats = w.drive_stats();
+        d.health = w.health.clone();
+        d.drive_compressed = w.drive_compressed;
+        let drive = d.drive.unwrap_or(0);
+        for (barcode, h) in &w.health {
+            cat.add_drive_health(
+                job_id,
+                "backup",
+                drive as i64,
+                barcode,
+                &serde_json::to_string(h).map_err(|e| Error::Msg(e.to_string()))?,
+            )?;
+        }
     }
     per_stream.sort_by_key(|(id, _)| *id);
     Ok(BackupReport {

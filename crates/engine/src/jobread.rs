@@ -50,6 +50,7 @@ pub(crate) struct JobReader {
     modeled_done: Option<f64>,
     /// Modeled seconds no reading plan can avoid: loads, label reads and unloads.
     pub fixed_seconds: f64,
+    health: Vec<(String, tapeloom_device::DriveHealth)>,
 }
 
 impl JobReader {
@@ -101,6 +102,7 @@ impl JobReader {
             mounts: 0,
             modeled_done: None,
             fixed_seconds: 0.0,
+            health: Vec::new(),
         }
     }
 
@@ -109,6 +111,18 @@ impl JobReader {
             .as_ref()
             .and_then(|(_, d)| d.stats())
             .map(|s| s.modeled_seconds)
+    }
+
+    /// What the drives said about each cartridge read, at the end of its mount (the
+    /// cartridge mounted now included).
+    pub fn take_health(&mut self) -> Vec<(String, tapeloom_device::DriveHealth)> {
+        if let Some((seq, d)) = self.cur.as_mut() {
+            let h = d.health();
+            if let Some(v) = self.vols.iter().find(|v| v.seq == *seq) {
+                self.health.push((v.volume.barcode.clone(), h));
+            }
+        }
+        std::mem::take(&mut self.health)
     }
 
     /// The current drive's statistics, when it keeps them.
@@ -157,7 +171,10 @@ impl JobReader {
     /// Positions at block `lbn` of the job's volume `seq`.
     pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
-            if let Some((_, mut d)) = self.cur.take() {
+            if let Some((old, mut d)) = self.cur.take() {
+                if let Ok(v) = self.volume(old) {
+                    self.health.push((v.volume.barcode.clone(), d.health()));
+                }
                 let before = d.stats().map(|s| s.modeled_seconds);
                 d.unload()?;
                 if let (Some(b), Some(s)) = (before, d.stats()) {
@@ -232,7 +249,12 @@ impl JobReader {
                 Ok(true)
             }
             None => {
-                self.cur = None;
+                if let Some((seq, mut d)) = self.cur.take() {
+                    let h = d.health();
+                    if let Ok(v) = self.volume(seq) {
+                        self.health.push((v.volume.barcode.clone(), h));
+                    }
+                }
                 Ok(false)
             }
         }

@@ -74,6 +74,8 @@ pub struct RestoreReport {
     pub bound_seconds: Option<f64>,
     /// Objects that could not be restored: path and reason.
     pub errors: Vec<(String, String)>,
+    /// What the drive said about each cartridge at the end of its mount.
+    pub health: Vec<(String, tapeloom_device::DriveHealth)>,
 }
 
 /// Threads writing small files.
@@ -503,6 +505,18 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     sample(&reader, &rs, &mut samples);
     cat.clear_samples(job_id, "restore")?;
     cat.add_samples(job_id, "restore", &samples)?;
+    let health = reader.take_health();
+    cat.clear_drive_health(job_id, "restore")?;
+    for (barcode, h) in &health {
+        let text = serde_json::to_string(h).map_err(|e| Error::Msg(e.to_string()))?;
+        cat.add_drive_health(
+            job_id,
+            "restore",
+            opts.drive.unwrap_or(0) as i64,
+            barcode,
+            &text,
+        )?;
+    }
     if let Some(w) = rs.writers.take() {
         let (files, bytes, errors) = w.finish();
         rs.report.files += files;
@@ -520,6 +534,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     report.locates = reader.locates;
     report.mounts = reader.mounts;
     report.drive_stats = reader.drive_stats();
+    report.health = health;
     let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
     per.sort();
     report.streams = per

@@ -290,6 +290,12 @@ pub(crate) struct VolumeWriter {
     pub drive_compression: bool,
     /// This writer carries the job's own records (start, index, end).
     first: bool,
+    /// What the drive said about each cartridge at the end of its mount: barcode,
+    /// TapeAlert flags and volume statistics.
+    pub health: Vec<(String, tapeloom_device::DriveHealth)>,
+    /// Whether the drive's own compressor ran at the last mount (false: the drive
+    /// has none, or it was switched off).
+    pub drive_compressed: Option<bool>,
 }
 
 impl VolumeWriter {
@@ -326,6 +332,8 @@ impl VolumeWriter {
             filemarks: 0,
             drive_compression,
             first,
+            health: Vec::new(),
+            drive_compressed: None,
         };
         if first {
             w.mount_next()?;
@@ -438,7 +446,8 @@ impl VolumeWriter {
                     continue;
                 }
             };
-            drive.set_compression(self.drive_compression)?;
+            let on = drive.set_compression(self.drive_compression)?;
+            self.drive_compressed = Some(on && self.drive_compression);
             if !fresh {
                 // A labelled cartridge: append after what it holds. (A fresh one is
                 // already there, and a locate would stop the tape.)
@@ -489,6 +498,7 @@ impl VolumeWriter {
             if let Some(v) = &self.volume {
                 self.cat.set_volume_status(v.id, "full")?;
             }
+            self.note_health();
             if let Some(d) = self.drive.as_mut() {
                 d.unload()?;
             }
@@ -606,7 +616,15 @@ impl VolumeWriter {
                 self.cat.set_volume_status(v.id, "full")?;
             }
         }
+        self.note_health();
         Ok(())
+    }
+
+    /// Asks the drive how the mount went (after the flush, before the unload).
+    fn note_health(&mut self) {
+        if let (Some(d), Some(v)) = (self.drive.as_mut(), &self.volume) {
+            self.health.push((v.barcode.clone(), d.health()));
+        }
     }
 
     /// The drive's statistics, when it keeps them.

@@ -88,6 +88,10 @@ pub struct DriveReport {
     /// Backhitches while the job's data streamed, when the drive counts them: all but
     /// the stop of the flush that ends the job (which `drive_stats` includes).
     pub backhitches: Option<u64>,
+    /// What the drive said about each cartridge at the end of its mount.
+    pub health: Vec<(String, tapeloom_device::DriveHealth)>,
+    /// Whether the drive's own compressor ran (at the last mount).
+    pub drive_compressed: Option<bool>,
 }
 
 /// What one drive's writer hands back.

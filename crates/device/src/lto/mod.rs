@@ -13,7 +13,7 @@ mod params;
 pub use model::TapeModel;
 pub use params::{generation, generations, LtoParams};
 
-use crate::{DriveStats, ReadOutcome, Result, TapeDrive, Travel, WriteOutcome};
+use crate::{DriveHealth, DriveStats, ReadOutcome, Result, TapeDrive, Travel, WriteOutcome};
 use std::time::{Duration, Instant};
 
 /// How modeled time relates to wall-clock time.
@@ -304,6 +304,20 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
 
     fn stats(&self) -> Option<DriveStats> {
         Some(self.model.snapshot())
+    }
+
+    /// The cartridge's health as the drive under the model reports it, with the
+    /// compression the model saw since this drive was opened.
+    fn health(&mut self) -> DriveHealth {
+        let mut h = self.inner.health();
+        let s = self.model.snapshot();
+        if let Some(v) = h.volume_statistics.as_mut() {
+            if s.tape_bytes > 0 {
+                v.last_load_write_compression_ratio =
+                    Some((s.compression_ratio() * 100.0).round() / 100.0);
+            }
+        }
+        h
     }
 
     fn block_offset(&self, lbn: u64) -> Option<u64> {

@@ -196,14 +196,10 @@ impl crate::TapeLibrary for ScsiLibrary {
         self.changer.initialize()
     }
 
-    fn drive_alerts(&self, index: usize) -> Result<Option<Vec<String>>> {
+    fn drive_health(&self, index: usize) -> Result<crate::DriveHealth> {
         let dev = self.drive_device(index);
         let mut d = ScsiDrive::open(&dev)?;
-        Ok(d.tape_alerts()?.map(|v| {
-            v.into_iter()
-                .map(|(c, n)| format!("{c:02X}h {n}"))
-                .collect()
-        }))
+        Ok(crate::TapeDrive::health(&mut d))
     }
 
     fn describe(&self) -> String {

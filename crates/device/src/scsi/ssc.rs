@@ -178,6 +178,11 @@ impl ScsiDrive {
         Ok(self.log_page(0x2e)?.map(|p| cdb::tapealert_flags(&p)))
     }
 
+    /// The cartridge's Volume Statistics log page (17h), where the drive has it.
+    pub fn volume_statistics(&mut self) -> Result<Option<crate::VolumeStatistics>> {
+        Ok(self.log_page(0x17)?.map(|p| cdb::volume_statistics(&p)))
+    }
+
     fn log_page(&mut self, page: u8) -> Result<Option<Vec<cdb::LogParam>>> {
         if self.quirks.no_log_sense {
             return Ok(None);
@@ -740,6 +745,23 @@ impl TapeDrive for ScsiDrive {
         let mut s = self.stats.clone();
         s.modeled_seconds = self.opened.elapsed().as_secs_f64();
         Some(s)
+    }
+
+    fn health(&mut self) -> crate::DriveHealth {
+        let tape_alerts = self.tape_alerts().ok().flatten().map(|v| {
+            v.into_iter()
+                .map(|(c, n)| format!("{c:02X}h {n}"))
+                .collect()
+        });
+        let volume_statistics = if self.medium {
+            self.volume_statistics().ok().flatten()
+        } else {
+            None
+        };
+        crate::DriveHealth {
+            tape_alerts,
+            volume_statistics,
+        }
     }
 
     fn set_compression(&mut self, on: bool) -> Result<bool> {
