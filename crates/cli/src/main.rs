@@ -57,8 +57,10 @@ enum Cmd {
         /// after running dry.
         #[arg(long, default_value_t = 50.0)]
         high_water: f64,
-        /// Files each stream reads at once.
-        #[arg(long, default_value_t = 4)]
+        /// Files each stream reads at once. Small files are latency-bound: 16 reads in
+        /// flight keep a disk's (or an array's) queue busy when they are not cached,
+        /// and cost a thread and at most one small file of memory each.
+        #[arg(long, default_value_t = 16)]
         readers_per_stream: usize,
         /// Most bytes per second each stream reads (for example 8MB).
         #[arg(long, value_parser = size::parse)]
