@@ -116,13 +116,19 @@ impl JobReader {
     /// What the drives said about each cartridge read, at the end of its mount (the
     /// cartridge mounted now included).
     pub fn take_health(&mut self) -> Vec<(String, tapeloom_device::DriveHealth)> {
-        if let Some((seq, d)) = self.cur.as_mut() {
-            let h = d.health();
-            if let Some(v) = self.vols.iter().find(|v| v.seq == *seq) {
-                self.health.push((v.volume.barcode.clone(), h));
-            }
+        if let Some((seq, mut d)) = self.cur.take() {
+            self.note_health(seq, &mut *d);
+            self.cur = Some((seq, d));
         }
         std::mem::take(&mut self.health)
+    }
+
+    /// Notes what the drive holding volume `seq` says about it.
+    fn note_health(&mut self, seq: u32, d: &mut dyn tapeloom_device::TapeDrive) {
+        let h = d.health();
+        if let Some(v) = self.vols.iter().find(|v| v.seq == seq) {
+            self.health.push((v.volume.barcode.clone(), h));
+        }
     }
 
     /// The current drive's statistics, when it keeps them.
@@ -172,9 +178,7 @@ impl JobReader {
     pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
             if let Some((old, mut d)) = self.cur.take() {
-                if let Ok(v) = self.volume(old) {
-                    self.health.push((v.volume.barcode.clone(), d.health()));
-                }
+                self.note_health(old, &mut *d);
                 let before = d.stats().map(|s| s.modeled_seconds);
                 d.unload()?;
                 if let (Some(b), Some(s)) = (before, d.stats()) {
@@ -250,10 +254,7 @@ impl JobReader {
             }
             None => {
                 if let Some((seq, mut d)) = self.cur.take() {
-                    let h = d.health();
-                    if let Ok(v) = self.volume(seq) {
-                        self.health.push((v.volume.barcode.clone(), h));
-                    }
+                    self.note_health(seq, &mut *d);
                 }
                 Ok(false)
             }
