@@ -183,6 +183,23 @@ impl ScsiDrive {
         Ok(self.log_page(0x17)?.map(|p| cdb::volume_statistics(&p)))
     }
 
+    /// MODE SENSE(6) of `page` (3Fh: all), parsed; `None` when the drive refuses it
+    /// or its answer does not parse.
+    fn mode_sense(&mut self, page: u8, dbd: bool) -> Result<Option<cdb::ModeData>> {
+        let mut buf = vec![0u8; 255];
+        let r = exec(
+            &mut *self.t,
+            &cdb::mode_sense6(page, dbd, 255),
+            DataDir::In(&mut buf),
+            SHORT,
+        )?;
+        Ok(if r.good() {
+            cdb::parse_mode_sense6(&buf).ok()
+        } else {
+            None
+        })
+    }
+
     fn log_page(&mut self, page: u8) -> Result<Option<Vec<cdb::LogParam>>> {
         if self.quirks.no_log_sense {
             return Ok(None);
@@ -227,18 +244,7 @@ impl ScsiDrive {
                 .map(|l| l.max)
                 .filter(|m| *m > 0);
         }
-        let mut buf = vec![0u8; 255];
-        let r = exec(
-            &mut *self.t,
-            &cdb::mode_sense6(0x3f, false, 255),
-            DataDir::In(&mut buf),
-            SHORT,
-        )?;
-        let mode = if r.good() {
-            cdb::parse_mode_sense6(&buf).ok()
-        } else {
-            None
-        };
+        let mode = self.mode_sense(0x3f, false)?;
         self.write_protected = mode.as_ref().is_some_and(|m| m.write_protected);
         let block_len = mode
             .as_ref()
@@ -769,17 +775,7 @@ impl TapeDrive for ScsiDrive {
         if self.quirks.no_mode_select_page {
             return Ok(false);
         }
-        let mut buf = vec![0u8; 255];
-        let r = exec(
-            &mut *self.t,
-            &cdb::mode_sense6(0x0f, true, 255),
-            DataDir::In(&mut buf),
-            SHORT,
-        )?;
-        if !r.good() {
-            return Ok(false);
-        }
-        let Ok(mode) = cdb::parse_mode_sense6(&buf) else {
+        let Some(mode) = self.mode_sense(0x0f, true)? else {
             return Ok(false);
         };
         let Some(page) = cdb::find_mode_page(&mode.pages, 0x0f) else {
