@@ -16,9 +16,10 @@ Rates are in MB/s with MB = 10^6 bytes, as tapeloom parses `8MB` (`8M` is 8 MiB)
   twodrives   Eight 8 MB/s streams with --drives 1, then --drives 2 on a 2-drive
               library. Pass: time ratio <= 0.55, each drive wrote, no backhitches.
   restore1    One stream of weave4's job restored with --stream, against (a) the same
-              stream backed up alone and restored, and (b) --skip-by read (reading
-              through the other streams). Pass: rate >= 0.95 x bound_mb_per_s and
-              faster than reading through.
+              stream backed up alone and restored, (b) --skip-by read (reading
+              through the other streams) and (c) --skip-by locate (locating over
+              them). Pass: rate >= 0.95 x bound_mb_per_s and faster than reading
+              through.
   restoreall  weave4's whole job restored: the tree equals the sources and the tape is
               read once. Pass: both.
   memory      Peak RSS of one large backup (--mem-size, default library without a
@@ -277,8 +278,14 @@ def restore1(b):
         res["read_through"] = restore_stream(b, home, job["job_id"], name, "--skip-by", "read")
     except Fail as e:
         res["read_through"] = {"error": str(e)}
+    log("restore1: locate over the other streams")
+    try:
+        res["locate_always"] = restore_stream(b, home, job["job_id"], name, "--skip-by", "locate")
+    except Fail as e:
+        res["locate_always"] = {"error": str(e)}
     bound, thru = eng["bound_mb_per_s"], res["read_through"].get("mb_per_s")
     res["vs_bound"] = round(eng["mb_per_s"] / bound, 3) if bound else None
+    res["vs_read_through"] = round(eng["mb_per_s"] / thru, 3) if thru else None
     res["pass"] = bool(bound and thru and eng["mb_per_s"] >= 0.95 * bound and eng["mb_per_s"] > thru)
     return res
 

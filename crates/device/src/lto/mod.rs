@@ -404,6 +404,27 @@ mod tests {
     }
 
     #[test]
+    fn a_block_larger_than_a_scaled_down_buffer_does_not_hang() {
+        // LTO-3 at scale 0.001 has a 131 KiB buffer: a 256 KiB block once made the
+        // model wait forever for room.
+        let p = generation("lto3").unwrap().scaled(0.001);
+        let block = 262144.0;
+        assert!(p.buffer_bytes < block);
+        let mut m = TapeModel::new(p.clone());
+        for _ in 0..64 {
+            m.write(block, block, 0.0);
+        }
+        m.flush();
+        let s = m.snapshot();
+        let rate = s.tape_bytes as f64 / s.modeled_seconds;
+        // It cannot beat the native speed, and it still moves.
+        assert!(
+            rate > 0.0 && rate <= p.native_mb_s * 1e6 * 1.001,
+            "{rate} {s:?}"
+        );
+    }
+
+    #[test]
     fn null_drive_carries_the_model() {
         let mut d = LtoDrive::new(
             NullDrive::new(1 << 40, 1 << 30),

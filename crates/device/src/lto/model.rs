@@ -171,7 +171,9 @@ impl TapeModel {
         self.advance(t0);
         self.advance(t0 + self.p.command_s + host / (self.p.interface_mb_s * 1e6));
         let mut held = false;
-        while self.buf + tape > self.p.buffer_bytes {
+        // A block larger than the whole buffer (a drive scaled far down) waits only
+        // for an empty buffer, then streams through it.
+        while self.buf > 0.0 && self.buf + tape > self.p.buffer_bytes {
             held = true;
             if self.motion == Motion::Stopped {
                 self.start();
