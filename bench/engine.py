@@ -166,7 +166,7 @@ class Bench:
 
 
 def drive_rows(job):
-    return [{k: d.get(k) for k in ("drive", "bytes", "mb_per_s", "backhitches", "utilization",
+    return [{k: d.get(k) for k in ("drive", "bytes", "mb_per_s", "backhitches", "stops_after_data", "utilization",
                                    "compression_ratio", "modeled_seconds",
                                    "reader_wait_seconds", "writer_wait_seconds")} for d in job["drives"]]
 

@@ -105,23 +105,27 @@ pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
 }
 
 /// The drive line of a backup's JSON: rate, utilization against the drive's maximum
-/// at the data's compressibility (when the drive has a model), waits and backhitches.
+/// at the data's compressibility (when the drive has a model), waits and backhitches:
+/// those while the drive's data streamed, and the stops after its last data block
+/// (waiting for the job's other drives, the index, the flush that ends the job).
 /// Utilization counts the time the tape moved or stood during the job, not loads.
 pub fn drive_summary(r: &tapeloom_engine::DriveReport) -> serde_json::Value {
-    let (utilization, backhitches, ratio, modeled) = match &r.drive_stats {
+    let (utilization, backhitches, after, ratio, modeled) = match &r.drive_stats {
         Some(s) => {
             let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
             let ratio = s.compression_ratio();
             let top = s.speed_steps_mb_s.last().copied().unwrap_or(0.0) * ratio;
             let rate = s.host_bytes as f64 / secs / 1e6;
+            let streaming = r.backhitches.unwrap_or(s.backhitches);
             (
                 (top > 0.0).then(|| (rate / top).min(1.0)),
-                Some(r.backhitches.unwrap_or(s.backhitches)),
+                Some(streaming),
+                Some(s.backhitches.saturating_sub(streaming)),
                 Some(ratio),
                 Some(s.modeled_seconds),
             )
         }
-        None => (None, None, None, None),
+        None => (None, None, None, None, None),
     };
     serde_json::json!({
         "drive": r.drive.unwrap_or(0),
@@ -133,6 +137,7 @@ pub fn drive_summary(r: &tapeloom_engine::DriveReport) -> serde_json::Value {
         "filemarks": r.filemarks,
         "utilization": utilization,
         "backhitches": backhitches,
+        "stops_after_data": after,
         "compression_ratio": ratio,
         "modeled_seconds": modeled,
         "writer_waits": r.writer_waits,

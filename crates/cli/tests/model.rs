@@ -261,6 +261,11 @@ fn a_library_with_a_model_backs_up_restores_and_benches() {
     );
     rich_tree(&src);
     let b = ok(&home, &["backup", src.to_str().unwrap()]);
+    // The flush that ends the job stops the tape after the data: counted apart from
+    // the backhitches while data streamed.
+    let d = &b["drives"][0];
+    assert!(d["backhitches"].as_u64().is_some(), "{b}");
+    assert!(d["stops_after_data"].as_u64().unwrap() >= 1, "{b}");
     let job = b["job_id"].as_i64().unwrap().to_string();
     ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
     assert_same_tree(&src, &out);

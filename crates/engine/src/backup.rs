@@ -402,12 +402,6 @@ pub fn backup(
         return Err(e);
     }
     // The other drives end their segments; their data is on tape before the index.
-    // Backhitches while data streamed: the flush that ends each drive's segment stops
-    // the tape by design and is not counted.
-    let mut streaming_hitches: Vec<Option<u64>> = writers
-        .iter()
-        .map(|w| w.drive_stats().map(|s| s.backhitches))
-        .collect();
     for w in writers.iter_mut().skip(1) {
         w.finish()?;
     }
@@ -468,18 +462,12 @@ pub fn backup(
         index_start,
         volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
     };
-    streaming_hitches[0] = w.drive_stats().map(|s| s.backhitches);
     w.end(&job_end.encode())?;
     let status = if errors.is_empty() { "ok" } else { "partial" };
     let seconds = t0.elapsed().as_secs_f64();
     cat.add_samples(job_id, "backup", &samples)?;
     cat.finish_job(job_id, status, files, bytes, seconds, ended.as_nanos())?;
-    for ((d, w), h) in drive_reports
-        .iter_mut()
-        .zip(&writers)
-        .zip(streaming_hitches)
-    {
-        d.backhitches = h;
+    for (d, w) in drive_reports.iter_mut().zip(&writers) {
         d.blocks = w.blocks;
         d.filemarks = w.filemarks;
         d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();

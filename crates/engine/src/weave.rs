@@ -85,8 +85,9 @@ pub struct DriveReport {
     pub seconds: f64,
     /// The drive's statistics, when it keeps them.
     pub drive_stats: Option<tapeloom_device::DriveStats>,
-    /// Backhitches while the job's data streamed, when the drive counts them: all but
-    /// the stop of the flush that ends the job (which `drive_stats` includes).
+    /// Backhitches while this drive's data streamed, when the drive counts them: up to
+    /// its last data block. The stops after it (waiting for the job's other drives,
+    /// the index, the flush that ends the job) are in `drive_stats` only.
     pub backhitches: Option<u64>,
     /// What the drive said about each cartridge at the end of its mount.
     pub health: Vec<(String, tapeloom_device::DriveHealth)>,
@@ -428,6 +429,7 @@ pub(crate) fn weave(job: &JobShared<'_>, w: &mut VolumeWriter) -> Result<Woven> 
         .map(|(id, n)| (n.clone(), stream_written.get(id).copied().unwrap_or(0), 0.0))
         .collect();
     sampler.take(job, w, written, 0.0, &streams);
+    report.backhitches = w.drive_stats().map(|s| s.backhitches);
     report.seconds = job.t0.elapsed().as_secs_f64();
     report.writer_wait_seconds = writer_wait.as_secs_f64();
     report.reader_waits = shared.reader_waits.load(Ordering::Relaxed);
