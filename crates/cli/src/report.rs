@@ -31,8 +31,9 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
         if let Some(name) = r.series.strip_prefix("stream:") {
             streams.entry(name.to_string()).or_default().push(s);
         } else {
-            let name = r.series.replace(':', " ");
-            drives.entry(name).or_default().push(s);
+            // The plots say "drive" themselves: keep the index only.
+            let name = r.series.strip_prefix("drive:").unwrap_or(&r.series);
+            drives.entry(name.to_string()).or_default().push(s);
         }
     }
     let track = |(name, samples): (String, Vec<Sample>)| Track { name, samples };
@@ -54,14 +55,17 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
     for (name, v) in &drives {
         if let Some((bytes, bh, t)) = last(v) {
             summary.push((
-                name.clone(),
+                format!("drive {name}"),
                 format!(
                     "{:.1} MB, {:.1} MB/s, {bh} backhitches",
                     bytes as f64 / 1e6,
                     bytes as f64 / 1e6 / t.max(1e-9)
                 ),
             ));
-            drive_json.push(json!({"drive": name, "bytes": bytes, "backhitches": bh}));
+            let drive = name
+                .parse::<u64>()
+                .map_or_else(|_| json!(name), |d| json!(d));
+            drive_json.push(json!({"drive": drive, "bytes": bytes, "backhitches": bh}));
         }
     }
     for (name, v) in &streams {
