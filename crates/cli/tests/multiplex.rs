@@ -280,30 +280,44 @@ fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
     assert!(err.contains("3 drives"), "{err}");
 }
 
-#[test]
-fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
-    let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
+/// Backs up three streams of 24 MB (noise seeded from `seed`, extents of 2 MiB) on a
+/// one-drive LTO-3 library at `scale` with the virtual clock, then restores stream
+/// `s1` with each `--skip-by`: the backup's JSON and each restore's, by mode.
+fn one_stream_three_ways(
+    t: &std::path::Path,
+    scale: &str,
+    seed: u64,
+) -> (
+    serde_json::Value,
+    std::collections::HashMap<&'static str, serde_json::Value>,
+) {
+    let home = t.join("home");
     ok(
         &home,
         &[
             "library", "create", "--drives", "1", "--slots", "2", "--model", "lto3", "--clock",
-            "virtual", "--scale", "0.25",
+            "virtual", "--scale", scale,
         ],
     );
-    let mut args = vec![
-        "backup".to_string(),
-        "--concurrency".into(),
-        "3".into(),
-        "--limit-rate".into(),
-        "60MB".into(),
-        "--extent-size".into(),
-        "2M".into(),
-    ];
+    let mut args: Vec<String> = [
+        "backup",
+        "--concurrency",
+        "3",
+        "--limit-rate",
+        "60MB",
+        "--extent-size",
+        "2M",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for s in 0..3u64 {
-        let d = t.path().join(format!("s{s}"));
+        let d = t.join(format!("s{s}"));
         for i in 0..3 {
-            write(&d.join(format!("f{i}")), &noise(10 * s + i, 8_000_000));
+            write(
+                &d.join(format!("f{i}")),
+                &noise(seed + 10 * s + i, 8_000_000),
+            );
         }
         args.push(d.to_str().unwrap().to_string());
     }
@@ -311,9 +325,9 @@ fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
     let r = ok(&home, &args);
     assert!(r["extents"].as_u64().unwrap() >= 9, "{r}");
     let job = r["job_id"].as_i64().unwrap().to_string();
-    let mut modeled = std::collections::HashMap::new();
+    let mut by = std::collections::HashMap::new();
     for how in ["auto", "locate", "read"] {
-        let out = t.path().join(how);
+        let out = t.join(how);
         let x = ok(
             &home,
             &[
@@ -327,7 +341,18 @@ fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
                 how,
             ],
         );
-        assert_same_tree(&t.path().join("s1"), &out.join("s1"));
+        assert_same_tree(&t.join("s1"), &out.join("s1"));
+        by.insert(how, x);
+    }
+    (r, by)
+}
+
+#[test]
+fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
+    let t = tempfile::tempdir().unwrap();
+    let (_, by) = one_stream_three_ways(t.path(), "0.25", 0);
+    let mut modeled = std::collections::HashMap::new();
+    for (how, x) in &by {
         assert_eq!(x["streams"][0]["name"], "s1", "{x}");
         assert_eq!(x["streams"][0]["bytes"], 24_000_000, "{x}");
         assert!(
@@ -337,16 +362,16 @@ fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
         let m = x["modeled_seconds"].as_f64().expect("a modeled drive");
         let bound = x["bound_seconds"].as_f64().expect("a bound");
         assert!(bound > 0.0 && bound <= m * 1.0001, "{x}");
-        if how == "auto" {
+        if *how == "auto" {
             // The model's choice at every gap: within 5 % of the bound.
             assert!(m <= bound / 0.95, "{x}");
             assert!(x["bound_mb_per_s"].as_f64().unwrap() > 0.0, "{x}");
         }
-        if how == "locate" {
+        if *how == "locate" {
             assert_eq!(x["read_through"], 0, "{x}");
             assert!(x["locates"].as_u64().unwrap() >= 2, "{x}");
         }
-        modeled.insert(how, m);
+        modeled.insert(*how, m);
     }
     assert!(modeled["auto"] <= modeled["locate"] * 1.0001, "{modeled:?}");
     assert!(modeled["auto"] <= modeled["read"] * 1.0001, "{modeled:?}");
@@ -360,58 +385,19 @@ fn restore_of_one_stream_skips_the_cheaper_way_by_the_drive_model() {
 #[test]
 fn restore_of_one_stream_beats_reading_through_where_wraps_turn() {
     let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    ok(
-        &home,
-        &[
-            "library", "create", "--drives", "1", "--slots", "2", "--model", "lto3", "--clock",
-            "virtual", "--scale", "0.001",
-        ],
-    );
-    let mut args: Vec<String> = ["backup", "--concurrency", "3", "--limit-rate", "60MB"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(["--extent-size".into(), "2M".into()]);
-    for s in 0..3u64 {
-        let d = t.path().join(format!("s{s}"));
-        for i in 0..3 {
-            write(&d.join(format!("f{i}")), &noise(40 + 10 * s + i, 8_000_000));
-        }
-        args.push(d.to_str().unwrap().to_string());
-    }
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let r = ok(&home, &args);
-    assert!(r["extents"].as_u64().unwrap() >= 9, "{r}");
+    let (r, by) = one_stream_three_ways(t.path(), "0.001", 40);
     assert_eq!(r["volumes"].as_array().unwrap().len(), 1, "{r}");
-    let job = r["job_id"].as_i64().unwrap().to_string();
-    let mut modeled = std::collections::HashMap::new();
-    for how in ["auto", "locate", "read"] {
-        let out = t.path().join(how);
-        let x = ok(
-            &home,
-            &[
-                "restore",
-                &job,
-                "--to",
-                out.to_str().unwrap(),
-                "--stream",
-                "s1",
-                "--skip-by",
-                how,
-            ],
-        );
-        assert_same_tree(&t.path().join("s1"), &out.join("s1"));
-        let m = x["modeled_seconds"].as_f64().expect("a modeled drive");
-        if how == "auto" {
-            // Both ways were taken, each where it was cheaper.
-            assert!(x["read_through"].as_u64().unwrap() >= 1, "{x}");
-            assert!(x["locates"].as_u64().unwrap() >= 2, "{x}");
-            let bound = x["bound_seconds"].as_f64().unwrap();
-            assert!(m <= bound / 0.95, "{x}");
-        }
-        modeled.insert(how, m);
-    }
-    assert!(modeled["auto"] <= 0.97 * modeled["read"], "{modeled:?}");
-    assert!(modeled["auto"] <= 0.97 * modeled["locate"], "{modeled:?}");
+    let modeled = |how: &str| {
+        by[how]["modeled_seconds"]
+            .as_f64()
+            .expect("a modeled drive")
+    };
+    let x = &by["auto"];
+    // Both ways were taken, each where it was cheaper.
+    assert!(x["read_through"].as_u64().unwrap() >= 1, "{x}");
+    assert!(x["locates"].as_u64().unwrap() >= 2, "{x}");
+    let bound = x["bound_seconds"].as_f64().unwrap();
+    assert!(modeled("auto") <= bound / 0.95, "{x}");
+    assert!(modeled("auto") <= 0.97 * modeled("read"), "{by:?}");
+    assert!(modeled("auto") <= 0.97 * modeled("locate"), "{by:?}");
 }
