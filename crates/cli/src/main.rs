@@ -245,7 +245,7 @@ enum BenchCmd {
         #[arg(long, default_value = "virtual")]
         clock: ClockArg,
         /// Multiply every rate and buffer by this.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, value_parser = size::scale)]
         scale: f64,
         /// Run on this drive of the home's library (on a blank cartridge, erased
         /// afterwards) instead of a fresh modeled drive.
@@ -391,7 +391,7 @@ enum LibCmd {
         #[arg(long, requires = "model")]
         clock: Option<ClockArg>,
         /// Multiply the model's rates and buffers by this, with --model.
-        #[arg(long, requires = "model")]
+        #[arg(long, requires = "model", value_parser = size::scale)]
         scale: Option<f64>,
     },
 }
@@ -573,6 +573,18 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             if !(0.0..=100.0).contains(&high_water) {
                 bail!("--high-water takes a percentage from 0 to 100");
             }
+            if buffers < 2 {
+                bail!("--buffers takes a number from 2, not {buffers}");
+            }
+            if readers_per_stream == 0 {
+                bail!("--readers-per-stream takes a number from 1, not 0");
+            }
+            if limit_rate == Some(0) {
+                bail!("--limit-rate takes a rate above 0 (for example 8MB)");
+            }
+            if extent_size < block_size {
+                bail!("--extent-size must hold at least one block ({block_size} bytes), not {extent_size}");
+            }
             let block_size = usize::try_from(block_size)?;
             let opts = BackupOptions {
                 name: name.unwrap_or_default(),
@@ -583,9 +595,9 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 },
                 concurrency,
                 extent_blocks: (extent_size as usize / block_size).max(1),
-                buffers: buffers.max(2),
+                buffers,
                 high_water: high_water / 100.0,
-                readers: readers_per_stream.max(1),
+                readers: readers_per_stream,
                 limit_rate: limit_rate.map(|r| r as f64),
                 stream_names,
                 segment_bytes: segment_size,

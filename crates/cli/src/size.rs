@@ -34,6 +34,14 @@ pub fn parse(s: &str) -> Result<u64, String> {
     Ok(v.round() as u64)
 }
 
+/// Parses a drive model's `--scale`: a finite factor above 0.
+pub fn scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 0.0 => Ok(f),
+        _ => Err(format!("'{s}' is not a factor above 0 (try 0.25)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse;

@@ -121,6 +121,10 @@ fn stream_options_are_checked() {
         vec!["backup", "--stream", "no-equals-sign"],
         vec!["backup", "--concurrency", "0", d.to_str().unwrap()],
         vec!["backup", "--high-water", "150", d.to_str().unwrap()],
+        vec!["backup", "--buffers", "1", d.to_str().unwrap()],
+        vec!["backup", "--readers-per-stream", "0", d.to_str().unwrap()],
+        vec!["backup", "--limit-rate", "0", d.to_str().unwrap()],
+        vec!["backup", "--extent-size", "100K", d.to_str().unwrap()],
     ] {
         let (code, _, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
         assert_eq!(code, 1, "{args:?}");
@@ -128,6 +132,15 @@ fn stream_options_are_checked() {
             err.starts_with("tapeloom: error: ") && err.trim_end().lines().count() == 1,
             "{err}"
         );
+    }
+    // A drive model scaled by 0 (or by nothing finite) would never finish a command.
+    for args in [
+        vec!["library", "create", "--model", "lto3", "--scale", "0"],
+        vec!["bench", "drive", "--model", "lto3", "--scale", "nan"],
+    ] {
+        let (code, _, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains("not a factor above 0"), "{err}");
     }
     let r = ok(&home, &["backup", "--stream", dd.as_str()]);
     let job = r["job_id"].as_i64().unwrap().to_string();

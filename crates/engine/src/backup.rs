@@ -196,6 +196,11 @@ pub fn backup(
 ) -> Result<BackupReport> {
     let t0 = Instant::now();
     check_block_size(opts.block_size)?;
+    if let Some(r) = opts.limit_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(Error::Msg(format!(
+            "a stream's rate limit must be above 0 bytes per second, not {r}"
+        )));
+    }
     if sources.is_empty() {
         return Err(Error::Msg(
             "nothing to back up: give at least one source".into(),
