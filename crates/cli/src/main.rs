@@ -397,7 +397,23 @@ enum LibCmd {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit();
+            }
+            // Usage errors too are one line on stderr (and exit 2, as clap's do).
+            eprintln!("tapeloom: error: {}", usage_line(&e.render().to_string()));
+            std::process::exit(2);
+        }
+    };
     let json = cli.json;
     match run(cli) {
         Ok((value, code)) => {
@@ -414,6 +430,25 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// clap's rendering of a usage error on one line: its message and tips, without the
+/// usage and help pointers.
+fn usage_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .fold(String::new(), |mut out, l| {
+            if !out.is_empty() {
+                out.push_str(if out.ends_with(':') { " " } else { "; " });
+            }
+            out.push_str(l);
+            out
+        })
 }
 
 /// The error and its causes on one line.

@@ -373,4 +373,15 @@ fn bad_arguments_fail_with_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("tapeloom: error: "), "{err}");
     }
+    // Usage errors found by the argument parser: one line too, exit 2.
+    for args in [
+        vec!["restore", "1", "--to", "/tmp/x", "--skip-by", "fly"],
+        vec!["backup"],
+        vec!["frobnicate"],
+    ] {
+        let (code, _, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
+        assert_eq!(code, 2, "{args:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("tapeloom: error: "), "{err}");
+    }
 }
