@@ -34,7 +34,11 @@ fn attach(home: &std::path::Path, tgt: &TgtLibrary) -> serde_json::Value {
         args.push(d.clone());
     }
     let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    ok(home, &a)
+    let v = ok(home, &a);
+    let mut missing = Vec::new();
+    check_keys("library_attach", &v, &mut missing);
+    assert!(missing.is_empty(), "keys gone: {missing:?}");
+    v
 }
 
 #[test]
@@ -280,4 +284,9 @@ fn load_unload_move_and_exercise() {
         "tape",
         "{d}"
     );
+    let x = ok(&home, &["library", "detach"]);
+    let mut missing = Vec::new();
+    check_keys("devices_iscsi", &d, &mut missing);
+    check_keys("library_detach", &x, &mut missing);
+    assert!(missing.is_empty(), "keys gone: {missing:?}");
 }
