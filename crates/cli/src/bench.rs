@@ -3,8 +3,8 @@
 use anyhow::Result;
 use serde_json::{json, Value};
 use tapeloom_device::lto::{generations, Clock};
-use tapeloom_engine::benchdrive::{bench_drive, bench_locate, DriveBenchOptions, LocateHow};
-use tapeloom_engine::pattern::Pattern;
+use tapeloom_engine::tools::benchdrive::{bench_drive, bench_locate, DriveBenchOptions, LocateHow};
+use tapeloom_engine::tools::pattern::Pattern;
 
 #[allow(clippy::too_many_arguments)]
 pub fn drive(
@@ -64,7 +64,8 @@ pub fn library_drive(
         size,
         source_rate: source_rate.map(|r| r as f64),
     };
-    let (model, rows) = tapeloom_engine::benchdrive::bench_library_drive(home, drive, &opts)?;
+    let (model, rows) =
+        tapeloom_engine::tools::benchdrive::bench_library_drive(home, drive, &opts)?;
     let (mut v, code) = report(
         human,
         &model,
@@ -101,7 +102,7 @@ fn report(
     compression: bool,
     size: u64,
     source_rate: Option<u64>,
-    rows: &[tapeloom_engine::benchdrive::DriveBenchRow],
+    rows: &[tapeloom_engine::tools::benchdrive::DriveBenchRow],
 ) -> (Value, i32) {
     if human {
         println!(
@@ -233,9 +234,9 @@ pub fn locate(
 pub fn gen(
     human: bool,
     dir: &std::path::Path,
-    o: &tapeloom_engine::gen::GenOptions,
+    o: &tapeloom_engine::tools::gen::GenOptions,
 ) -> Result<(Value, i32)> {
-    let r = tapeloom_engine::gen::generate(dir, o)?;
+    let r = tapeloom_engine::tools::gen::generate(dir, o)?;
     if human {
         println!(
             "{}: {} files in {} folders, {} bytes",
@@ -265,10 +266,10 @@ pub fn readrate(
     direct: bool,
     model: &str,
 ) -> Result<(Value, i32)> {
-    let params = tapeloom_engine::benchdrive::model_params(model, 1.0)?;
-    let r = tapeloom_engine::readrate::read_rate(
+    let params = tapeloom_engine::tools::benchdrive::model_params(model, 1.0)?;
+    let r = tapeloom_engine::tools::readrate::read_rate(
         dirs,
-        &tapeloom_engine::readrate::ReadRateOptions {
+        &tapeloom_engine::tools::readrate::ReadRateOptions {
             threads_per_source: threads,
             direct,
         },

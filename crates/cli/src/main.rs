@@ -80,12 +80,12 @@ enum Cmd {
         drive: Option<usize>,
         /// Drives to write with: a number (the first N; 1 lets tapeloom pick the
         /// drive), all, or a list like 0,2. Streams are balanced across them.
-        #[arg(long, default_value = "1", value_parser = tapeloom_engine::DriveSet::parse)]
+        #[arg(long, default_value = "1", value_parser = parse_drives)]
         drives: tapeloom_engine::DriveSet,
         /// Software compression: none, zstd (data that does not shrink is stored as it
         /// is), or auto (the drive's compressor when it has one and it is on, zstd when
         /// a tape drive's is off, none on a library without a drive model).
-        #[arg(long, default_value = "auto", value_parser = tapeloom_engine::Compress::parse)]
+        #[arg(long, default_value = "auto", value_parser = parse_compress)]
         compress: tapeloom_engine::Compress,
         /// The drive's own compression.
         #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -228,7 +228,7 @@ enum BenchCmd {
         model: String,
         /// Data: random, zero or ratio:R (compresses about R:1).
         #[arg(long, default_value = "random")]
-        pattern: tapeloom_engine::pattern::Pattern,
+        pattern: tapeloom_engine::tools::pattern::Pattern,
         /// Block sizes (default 1K, 2K, ... 256K).
         #[arg(long, value_delimiter = ',', value_parser = size::parse)]
         block_sizes: Vec<u64>,
@@ -432,6 +432,18 @@ fn main() {
     }
 }
 
+/// `--drives`: a number, all, or a list of drive indexes.
+fn parse_drives(s: &str) -> std::result::Result<tapeloom_engine::DriveSet, String> {
+    s.parse()
+        .map_err(|_| format!("--drives takes a number, all, or a list like 0,2; not '{s}'"))
+}
+
+/// `--compress`: none, zstd or auto.
+fn parse_compress(s: &str) -> std::result::Result<tapeloom_engine::Compress, String> {
+    s.parse()
+        .map_err(|_| format!("--compress takes none, zstd or auto; not '{s}'"))
+}
+
 /// clap's rendering of a usage error on one line: its message and tips, without the
 /// usage and help pointers.
 fn usage_line(rendered: &str) -> String {
@@ -451,7 +463,22 @@ fn usage_line(rendered: &str) -> String {
         })
 }
 
-/// The error and its causes on one line.
+/// How to get past a refusal, in the flags of the command line.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    use tapeloom_engine::{Error, HomeError, MediaError, ToolError};
+    match e.chain().find_map(|c| c.downcast_ref::<Error>())? {
+        Error::Media(MediaError::Foreign { .. }) => Some("--force to overwrite"),
+        Error::Media(MediaError::HoldsJobs { .. }) => Some("--force to overwrite and forget them"),
+        Error::Media(MediaError::UnknownLabel { .. }) => {
+            Some("--force to overwrite; `catalog rebuild` reads it")
+        }
+        Error::Home(HomeError::HoldsJobs { .. }) => Some("--force to do it anyway"),
+        Error::Tool(ToolError::SourceRateOnLibrary) => Some("--source-rate needs --model"),
+        _ => None,
+    }
+}
+
+/// The error and its causes on one line, with how to get past it.
 fn one_line(e: &anyhow::Error) -> String {
     let mut s = e.to_string();
     for c in e.chain().skip(1) {
@@ -460,6 +487,9 @@ fn one_line(e: &anyhow::Error) -> String {
             s.push_str(": ");
             s.push_str(&c);
         }
+    }
+    if let Some(h) = hint(e) {
+        s.push_str(&format!(" ({h})"));
     }
     s.replace('\n', " ")
 }
@@ -511,8 +541,8 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             total,
         } => {
             let mut o = match preset {
-                Some(p) => tapeloom_engine::gen::GenOptions::preset(p)?,
-                None => tapeloom_engine::gen::GenOptions::preset("hp-typical")?,
+                Some(p) => tapeloom_engine::tools::gen::GenOptions::preset(p)?,
+                None => tapeloom_engine::tools::gen::GenOptions::preset("hp-typical")?,
             };
             o.seed = seed.unwrap_or(o.seed);
             o.depth = depth.unwrap_or(o.depth);
@@ -542,9 +572,11 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                 },
         } => {
             let how = match (read_through, space_files, file_size) {
-                (true, _, _) => tapeloom_engine::benchdrive::LocateHow::ReadThrough,
-                (false, true, Some(s)) => tapeloom_engine::benchdrive::LocateHow::SpaceFiles(s),
-                _ => tapeloom_engine::benchdrive::LocateHow::Locate,
+                (true, _, _) => tapeloom_engine::tools::benchdrive::LocateHow::ReadThrough,
+                (false, true, Some(s)) => {
+                    tapeloom_engine::tools::benchdrive::LocateHow::SpaceFiles(s)
+                }
+                _ => tapeloom_engine::tools::benchdrive::LocateHow::Locate,
             };
             return bench::locate(human, model, from, to, how);
         }

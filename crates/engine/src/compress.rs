@@ -25,14 +25,18 @@ pub enum Compress {
     Auto,
 }
 
-impl Compress {
+impl std::str::FromStr for Compress {
+    type Err = crate::error::OptionsError;
+
     /// Parses `none`, `zstd` or `auto`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "none" => Ok(Compress::None),
             "zstd" => Ok(Compress::Zstd),
             "auto" => Ok(Compress::Auto),
-            _ => Err(format!("--compress takes none, zstd or auto; not '{s}'")),
+            _ => Err(crate::error::OptionsError::Compress {
+                given: s.to_string(),
+            }),
         }
     }
 }

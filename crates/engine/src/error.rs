@@ -1,50 +1,419 @@
-//! The engine's error type.
+//! The engine's error types: one enum per kind of refusal, matched by variant.
+//!
+//! Messages say what is wrong in the engine's terms; the command line adds how to
+//! get past a refusal (which flag), since only it knows its flags.
 
-use std::fmt;
+use std::path::PathBuf;
+use thiserror::Error;
 
 /// An engine error: what was being done, and why it failed.
-#[derive(Debug)]
+#[derive(Debug, Error)]
 pub enum Error {
     /// A device (drive or changer) failed.
-    Device(tapeloom_device::DeviceError),
+    #[error(transparent)]
+    Device(#[from] tapeloom_device::DeviceError),
     /// The catalog failed.
-    Catalog(tapeloom_catalog::CatalogError),
+    #[error(transparent)]
+    Catalog(#[from] tapeloom_catalog::CatalogError),
     /// Bytes from tape could not be decoded.
-    Format(tapeloom_format::FormatError),
+    #[error(transparent)]
+    Format(#[from] tapeloom_format::FormatError),
     /// A file system operation failed.
-    Io(String, std::io::Error),
-    /// Anything else, said in words.
-    Msg(String),
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done ("read /x/y").
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state file could not be encoded or decoded.
+    #[error("{what}: {source}")]
+    Json {
+        /// What was being done, or which file is damaged.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The job asked for is not there, or does not hold what was asked.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// Options that cannot be carried out.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// A cartridge or drive the volume policy refuses or cannot find.
+    #[error(transparent)]
+    Media(#[from] MediaError),
+    /// A restored object that cannot be placed safely.
+    #[error(transparent)]
+    Place(#[from] PlaceError),
+    /// The home folder's state.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// A measurement tool's input.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// This drive's writer stopped because another drive of the job failed.
+    #[error("stopped: another drive of the job failed")]
+    Stopped,
+    /// A worker thread panicked.
+    #[error("{what} panicked")]
+    Panicked {
+        /// Which thread ("a drive's writer").
+        what: &'static str,
+    },
+    /// A position the writer keeps for an entry was lost (a bug, not bad input).
+    #[error("{what} position lost")]
+    PositionLost {
+        /// Which position ("entry start").
+        what: &'static str,
+    },
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Device(e) => write!(f, "{e}"),
-            Error::Catalog(e) => write!(f, "{e}"),
-            Error::Format(e) => write!(f, "{e}"),
-            Error::Io(what, e) => write!(f, "{what}: {e}"),
-            Error::Msg(m) => f.write_str(m),
-        }
-    }
+/// A job that is not there or lacks what was asked of it.
+#[derive(Debug, Error)]
+pub enum JobError {
+    /// No such job.
+    #[error("no job {0} in the catalog")]
+    NoJob(i64),
+    /// The job has no volume: it wrote nothing.
+    #[error("job {0} wrote nothing to tape")]
+    NothingOnTape(i64),
+    /// The job has no volume with this sequence number.
+    #[error("the job has no volume {seq}")]
+    NoVolume {
+        /// Volume sequence number.
+        seq: u32,
+    },
+    /// No stream of that name.
+    #[error("job {job} has no stream {name}")]
+    NoStream {
+        /// Job id.
+        job: i64,
+        /// Stream asked for.
+        name: String,
+    },
+    /// No entry at or below that path.
+    #[error("job {job} has no path {path}")]
+    NoPath {
+        /// Job id.
+        job: i64,
+        /// The path, displayable.
+        path: String,
+    },
 }
 
-impl std::error::Error for Error {}
+/// Options of a backup or benchmark that cannot be carried out.
+#[derive(Debug, Error)]
+pub enum OptionsError {
+    /// No source given.
+    #[error("nothing to back up: give at least one source")]
+    NoSources,
+    /// A rate limit of zero, negative or not a number.
+    #[error("a stream's rate limit must be above 0 bytes per second, not {rate}")]
+    RateLimit {
+        /// The limit given.
+        rate: f64,
+    },
+    /// A stream name that cannot be a folder name.
+    #[error("stream name '{name}' is not a valid folder name")]
+    StreamName {
+        /// The name.
+        name: String,
+    },
+    /// Two streams of one name.
+    #[error("two streams are named '{name}'")]
+    DuplicateStream {
+        /// The name.
+        name: String,
+    },
+    /// More drives than the library has.
+    #[error("the job asks for {asked} drives; the library has {have}")]
+    TooManyDrives {
+        /// Drives asked for.
+        asked: usize,
+        /// Drives in the library.
+        have: usize,
+    },
+    /// A drive index past the library's drives.
+    #[error("the library has no drive {drive} (it has {have})")]
+    NoSuchDrive {
+        /// The index asked for.
+        drive: usize,
+        /// Drives in the library.
+        have: usize,
+    },
+    /// One drive listed twice.
+    #[error("drive {drive} is listed twice")]
+    DriveTwice {
+        /// The index.
+        drive: usize,
+    },
+    /// An empty drive list.
+    #[error("the job has no drive to write with")]
+    NoDrive,
+    /// A drive set that does not parse.
+    #[error("not a number, all, or a list like 0,2: '{given}'")]
+    DriveSet {
+        /// What was given.
+        given: String,
+    },
+    /// A compression mode that does not parse.
+    #[error("not none, zstd or auto: '{given}'")]
+    Compress {
+        /// What was given.
+        given: String,
+    },
+}
 
-impl From<tapeloom_device::DeviceError> for Error {
-    fn from(e: tapeloom_device::DeviceError) -> Self {
-        Error::Device(e)
-    }
+/// Cartridges and drives the volume policy refuses or cannot find.
+#[derive(Debug, Error)]
+pub enum MediaError {
+    /// The cartridge is not in the library.
+    #[error("cartridge {barcode} is not in the library")]
+    NotInLibrary {
+        /// Barcode.
+        barcode: String,
+    },
+    /// Data tapeloom did not write: never overwritten without force.
+    #[error("cartridge {barcode} holds data tapeloom did not write ({why}); refusing to label it")]
+    Foreign {
+        /// Barcode.
+        barcode: String,
+        /// What was found.
+        why: String,
+    },
+    /// A volume with jobs in the catalog: never overwritten without force.
+    #[error("cartridge {barcode} holds {jobs} jobs of the catalog; refusing to label it")]
+    HoldsJobs {
+        /// Barcode.
+        barcode: String,
+        /// Jobs on it.
+        jobs: u64,
+    },
+    /// A tapeloom label the catalog does not know: `catalog rebuild` reads it.
+    #[error("cartridge {barcode} carries a tapeloom label ({pool}) the catalog does not know; refusing to label it")]
+    UnknownLabel {
+        /// Barcode.
+        barcode: String,
+        /// The label's pool.
+        pool: String,
+    },
+    /// A label that does not match what the catalog recorded for the cartridge.
+    #[error("cartridge {barcode} carries a label that does not match the catalog; refusing to write to it")]
+    LabelMismatch {
+        /// Barcode.
+        barcode: String,
+    },
+    /// The label found is not the volume's the job expects.
+    #[error("cartridge {barcode} does not carry the label of volume {seq} of this job")]
+    WrongVolume {
+        /// Barcode.
+        barcode: String,
+        /// Volume sequence number expected.
+        seq: u32,
+    },
+    /// Rebuild found a label whose uuid the catalog has under another cartridge.
+    #[error("cartridge {barcode} carries a label the catalog does not know for it; not rebuilding from it")]
+    RebuildMismatch {
+        /// Barcode.
+        barcode: String,
+    },
+    /// Write protected.
+    #[error("cartridge {barcode} is write protected")]
+    WriteProtected {
+        /// Barcode.
+        barcode: String,
+    },
+    /// No cartridge left to write to.
+    #[error("no writable cartridge left in the library for pool {pool} (all are full, foreign, write protected or in use by this job)")]
+    NoneWritable {
+        /// Pool.
+        pool: String,
+    },
+    /// No blank cartridge for a benchmark.
+    #[error("no blank cartridge in the library to run the benchmark on")]
+    NoBlank,
+    /// A drive index past the library's drives.
+    #[error("the library has no drive {drive} (it has {have})")]
+    NoSuchDrive {
+        /// The index asked for.
+        drive: usize,
+        /// Drives in the library.
+        have: usize,
+    },
+    /// The lock on the library was poisoned by a writer that panicked.
+    #[error("another drive's writer failed while using the library")]
+    LibraryPoisoned,
 }
-impl From<tapeloom_catalog::CatalogError> for Error {
-    fn from(e: tapeloom_catalog::CatalogError) -> Self {
-        Error::Catalog(e)
-    }
+
+/// A restored object that cannot be placed under the restore root safely.
+#[derive(Debug, Error)]
+pub enum PlaceError {
+    /// A directory stands where a file goes.
+    #[error("cannot restore {path}: a directory is in the way")]
+    DirectoryInTheWay {
+        /// The entry.
+        path: String,
+    },
+    /// A symlink among the parents: following it could leave the root.
+    #[error("refusing to restore {path}: {parent} is a symlink on the way")]
+    SymlinkOnTheWay {
+        /// The entry.
+        path: String,
+        /// The parent that is a symlink.
+        parent: String,
+    },
+    /// A parent that is not a directory.
+    #[error("cannot restore {path}: {parent} is not a directory")]
+    NotADirectory {
+        /// The entry.
+        path: String,
+        /// The parent.
+        parent: String,
+    },
+    /// A hard link whose target was not restored.
+    #[error("cannot restore hard link {path}: its target {target} was not restored")]
+    LinkTargetMissing {
+        /// The link.
+        path: String,
+        /// Its target.
+        target: String,
+    },
+    /// A system call on the restored object failed.
+    #[error("{what} {}: {source}", path.display())]
+    Sys {
+        /// The call ("create", "set times of").
+        what: &'static str,
+        /// The object.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: nix::Error,
+    },
 }
-impl From<tapeloom_format::FormatError> for Error {
-    fn from(e: tapeloom_format::FormatError) -> Self {
-        Error::Format(e)
-    }
+
+/// The home folder's state.
+#[derive(Debug, Error)]
+pub enum HomeError {
+    /// Another process holds the home.
+    #[error("lock {}: {source}", path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: nix::Error,
+    },
+    /// The library holds jobs: replacing it would strand them.
+    #[error("the library holds jobs (volume {barcode} has data); refusing to {what}")]
+    HoldsJobs {
+        /// A volume with data.
+        barcode: String,
+        /// What was refused.
+        what: &'static str,
+    },
+}
+
+/// A measurement tool's input that cannot be used.
+#[derive(Debug, Error)]
+pub enum ToolError {
+    /// No such drive model.
+    #[error("no drive model '{name}' (try lto1 .. lto10)")]
+    NoModel {
+        /// The name given.
+        name: String,
+    },
+    /// A scale that is not a positive number.
+    #[error("scale {scale} must be a positive number")]
+    Scale {
+        /// The scale.
+        scale: f64,
+    },
+    /// A block size out of range.
+    #[error("block size {size} is out of range (1 byte to 8 MiB)")]
+    BlockSize {
+        /// The size.
+        size: u64,
+    },
+    /// The modeled drive kept no statistics.
+    #[error("the modeled drive kept no statistics")]
+    NoStatistics,
+    /// An offset past the cartridge.
+    #[error("offset {offset} is beyond the {capacity_gb} GB of an {model} cartridge")]
+    BeyondCartridge {
+        /// The offset.
+        offset: u64,
+        /// The cartridge's capacity in GB.
+        capacity_gb: f64,
+        /// The model.
+        model: String,
+    },
+    /// Reading through backwards.
+    #[error("reading through goes forward only")]
+    ReadBackwards,
+    /// Spacing backwards or over empty files.
+    #[error("spacing over files goes forward, over files of at least 1 byte")]
+    SpaceBackwards,
+    /// A source rate on a library drive, which runs at its own pace.
+    #[error("a source rate works with a drive model only, not with a library drive")]
+    SourceRateOnLibrary,
+    /// No folder given to read.
+    #[error("no directories to read")]
+    NoDirectories,
+    /// No such dataset preset.
+    #[error("no dataset preset '{name}' (presets: {presets})")]
+    NoPreset {
+        /// The name given.
+        name: String,
+        /// The presets there are.
+        presets: String,
+    },
+    /// File sizes that are not powers of two in order.
+    #[error("file sizes {min} to {max}: both must be powers of two (at least 1 byte), the first no larger than the second")]
+    SizeClasses {
+        /// Smallest.
+        min: u64,
+        /// Largest.
+        max: u64,
+    },
+    /// A compressibility below 1.
+    #[error("ratio {ratio} must be a number of at least 1")]
+    Ratio {
+        /// The ratio.
+        ratio: f64,
+    },
+    /// A tree too large.
+    #[error("a tree of depth {depth} and breadth {breadth} has more than {max} directories")]
+    TooManyDirs {
+        /// Depth.
+        depth: u32,
+        /// Breadth.
+        breadth: u32,
+        /// The limit.
+        max: u64,
+    },
+    /// The dataset's folder is a file.
+    #[error("{} exists and is not a directory", dir.display())]
+    NotADirectory {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// The dataset's folder holds something.
+    #[error("{} is not empty: the dataset needs an empty or new directory", dir.display())]
+    NotEmpty {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// The requested total is smaller than one file of the smallest class.
+    #[error("a total of {total} bytes is less than the smallest file ({min} bytes)")]
+    TotalTooSmall {
+        /// The total asked for.
+        total: u64,
+        /// The smallest file size.
+        min: u64,
+    },
 }
 
 /// Result of engine operations.
@@ -52,5 +421,36 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Wraps an I/O result with what was being done.
 pub(crate) fn io<T>(r: std::io::Result<T>, what: impl FnOnce() -> String) -> Result<T> {
-    r.map_err(|e| Error::Io(what(), e))
+    r.map_err(|source| Error::Io {
+        what: what(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn causes_are_kept_as_sources() {
+        let e = io::<()>(
+            Err(std::io::Error::from_raw_os_error(libc_enoent())),
+            || "read /x".into(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("read /x: "), "{e}");
+        let cause = e.source().expect("the io error is the source");
+        assert!(cause.downcast_ref::<std::io::Error>().is_some());
+
+        let d = Error::from(tapeloom_device::DeviceError::NoMedium);
+        assert!(matches!(
+            d,
+            Error::Device(tapeloom_device::DeviceError::NoMedium)
+        ));
+    }
+
+    fn libc_enoent() -> i32 {
+        nix::errno::Errno::ENOENT as i32
+    }
 }

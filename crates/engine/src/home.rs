@@ -1,6 +1,6 @@
 //! The tapeloom home: catalog, library and lock in one folder.
 
-use crate::error::{io, Error, Result};
+use crate::error::{io, Error, HomeError, Result};
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -61,8 +61,12 @@ impl Home {
             || format!("open {}", lock_path.display()),
         )?;
         let _ = f.as_fd();
-        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| Error::Msg(format!("lock {}: {e}", lock_path.display())))?;
+        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(
+            |(_, source)| HomeError::Locked {
+                path: lock_path.clone(),
+                source,
+            },
+        )?;
         let catalog = Catalog::open(&dir.join(CATALOG_FILE))?;
         catalog.recover_interrupted()?;
         let home = Home {
@@ -126,24 +130,33 @@ impl Home {
         let text = match std::fs::read_to_string(&p) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::Msg(format!("read {}: {e}", p.display()))),
+            Err(source) => {
+                return Err(Error::Io {
+                    what: format!("read {}", p.display()),
+                    source,
+                })
+            }
         };
         serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| Error::Msg(format!("{} is damaged: {e}", p.display())))
+            .map_err(|source| Error::Json {
+                what: format!("{} is damaged", p.display()),
+                source,
+            })
     }
 
     /// Refuses when the catalog knows volumes with jobs on them (unless `force`).
-    fn check_no_jobs(&self, what: &str, force: bool) -> Result<()> {
+    fn check_no_jobs(&self, what: &'static str, force: bool) -> Result<()> {
         if force {
             return Ok(());
         }
         for v in self.catalog.volumes()? {
             if self.catalog.jobs_on_volume(v.id)? > 0 {
-                return Err(Error::Msg(format!(
-                    "the library holds jobs (volume {} has data); refusing to {what} (--force to do it anyway)",
-                    v.barcode
-                )));
+                return Err(HomeError::HoldsJobs {
+                    barcode: v.barcode,
+                    what,
+                }
+                .into());
             }
         }
         Ok(())
@@ -154,8 +167,10 @@ impl Home {
     pub fn attach(&self, cfg: &ScsiLibraryConfig, force: bool) -> Result<()> {
         self.check_no_jobs("attach another library", force)?;
         let p = self.devices_file();
-        let text = serde_json::to_string_pretty(cfg)
-            .map_err(|e| Error::Msg(format!("encode {}: {e}", p.display())))?;
+        let text = serde_json::to_string_pretty(cfg).map_err(|source| Error::Json {
+            what: format!("encode {}", p.display()),
+            source,
+        })?;
         let tmp = p.with_extension("json.tmp");
         io(std::fs::write(&tmp, text), || {
             format!("write {}", tmp.display())
@@ -186,11 +201,11 @@ impl Home {
         self.check_no_jobs("replace it", false)?;
         let lib = VirtualLibrary::create(&self.library_dir(), config)?;
         match std::fs::remove_file(self.devices_file()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::Msg(format!(
-                    "detach {}: {e}",
-                    self.devices_file().display()
-                )))
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Io {
+                    what: format!("detach {}", self.devices_file().display()),
+                    source,
+                })
             }
             _ => {}
         }

@@ -8,39 +8,35 @@
 //! Restore and verify read a job's blocks in tape order, positioning by logical block
 //! from the catalog.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod backup;
-pub mod benchdrive;
 mod compress;
 mod error;
-mod fsmeta;
-pub mod gen;
 mod home;
-mod jobread;
-mod mux;
-pub mod pattern;
-pub mod readrate;
+mod media;
 mod rebuild;
 mod restore;
-mod source;
+mod sampler;
+pub mod tools;
 mod verify;
-mod volumes;
-mod weave;
-mod writers;
 
 pub use backup::{
-    backup, BackupOptions, BackupReport, DriveSet, Progress, StreamReport, DEFAULT_EXTENT_BYTES,
+    backup, BackupOptions, BackupReport, DriveReport, DriveSet, Progress, StreamReport,
+    DEFAULT_EXTENT_BYTES,
 };
 pub use compress::Compress;
-pub use error::{Error, Result};
+pub use error::{
+    Error, HomeError, JobError, MediaError, OptionsError, PlaceError, Result, ToolError,
+};
 pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
+pub use media::policy::{label, load_cartridge, unload_drives, Labelled};
 pub use rebuild::{rebuild, RebuildReport};
 pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy};
+pub use sampler::{Live, Series};
 pub use verify::{verify, VerifyReport};
-pub use volumes::{label, load_cartridge, unload_drives, Labelled};
-pub use weave::DriveReport;
 
 /// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.
 pub fn display_path(p: &[u8]) -> String {

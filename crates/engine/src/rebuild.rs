@@ -6,9 +6,9 @@
 //! across its volumes, holds the index (every entry and where it is) and `JobEnd`.
 //! Data streams are not decoded: the index says everything the catalog needs.
 
-use crate::error::{Error, Result};
+use crate::error::{MediaError, Result};
 use crate::home::Home;
-use crate::volumes::{mount, read_label, Found};
+use crate::media::policy::{mount, read_label, Found};
 use std::collections::BTreeMap;
 use tapeloom_catalog::{FileRow, Stream, Volume};
 use tapeloom_device::{DeviceError, ReadOutcome};
@@ -55,12 +55,15 @@ fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
     JobStart::decode(body).ok()
 }
 
+/// Segments found on tape, by job tag.
+type Segments = BTreeMap<u64, Vec<Segment>>;
+
 /// Reads every labelled cartridge and adds the jobs the catalog does not have.
 pub fn rebuild(home: &Home) -> Result<RebuildReport> {
     let cat = &home.catalog;
     let mut lib = home.library()?;
     let mut report = RebuildReport::default();
-    let mut jobs: BTreeMap<u64, Vec<Segment>> = BTreeMap::new();
+    let mut jobs: Segments = BTreeMap::new();
     let mut buf = vec![0u8; MAX_BLOCK_SIZE];
     for barcode in lib.inventory()?.barcodes() {
         let (_, mut drive) = mount(&mut lib, &barcode, None)?;
@@ -72,9 +75,10 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
         let volume = match cat.volume_by_barcode(&barcode)? {
             Some(v) if v.uuid == label.uuid => v,
             Some(_) => {
-                return Err(Error::Msg(format!(
-                    "cartridge {barcode} carries a label the catalog does not know for it; not rebuilding from it"
-                )))
+                return Err(MediaError::RebuildMismatch {
+                    barcode: barcode.clone(),
+                }
+                .into())
             }
             None => {
                 report.volumes_added += 1;
@@ -87,73 +91,14 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
                 )?
             }
         };
-        drive.locate(2)?;
-        let mut lbn = 2u64;
-        let mut open: Option<(u64, Segment)> = None;
-        loop {
-            let got = drive.read_block(&mut buf);
-            let this = lbn;
-            lbn += 1;
-            let n = match got {
-                Ok(ReadOutcome::Block(n)) => n,
-                // A filemark may lie inside a segment (every --segment-size): the
-                // segment goes on while the blocks after it carry the same job tag.
-                Ok(ReadOutcome::Filemark) => continue,
-                Ok(ReadOutcome::EndOfData) => {
-                    if let Some((tag, seg)) = open.take() {
-                        jobs.entry(tag).or_default().push(seg);
-                    }
-                    break;
-                }
-                Err(DeviceError::BlockTooLarge { .. }) => {
-                    report.bad_blocks += 1;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let h = match BlockHeader::open(&buf[..n]) {
-                Ok(h) if h.volume == label.uuid && h.lbn == this => h,
-                _ => {
-                    report.bad_blocks += 1;
-                    continue;
-                }
-            };
-            if open.as_ref().is_some_and(|(tag, _)| *tag != h.job_tag) {
-                // An incomplete segment (no filemark) followed by the next job.
-                if let Some((tag, seg)) = open.take() {
-                    jobs.entry(tag).or_default().push(seg);
-                }
-            }
-            let (_, seg) = open.get_or_insert_with(|| {
-                (
-                    h.job_tag,
-                    Segment {
-                        volume: volume.clone(),
-                        seq: None,
-                        first_lbn: this,
-                        last_lbn: this,
-                        start: None,
-                        control: Vec::new(),
-                    },
-                )
-            });
-            seg.last_lbn = this;
-            let payload = h.payload(&buf[..n]);
-            if seg.seq.is_none() {
-                let start = match h.stream {
-                    CONTROL_STREAM if h.stream_offset == 0 => first_record(payload, Kind::JobStart),
-                    CONTINUATION_STREAM => first_record(payload, Kind::Continuation),
-                    _ => None,
-                };
-                if let Some(s) = start {
-                    seg.seq = Some(s.volume_seq);
-                    seg.start = Some(s);
-                }
-            }
-            if h.stream == CONTROL_STREAM {
-                seg.control.push((h.stream_offset, payload.to_vec()));
-            }
-        }
+        scan(
+            &mut *drive,
+            &volume,
+            label.uuid,
+            &mut buf,
+            &mut jobs,
+            &mut report,
+        )?;
         drive.unload()?;
         drop(drive);
     }
@@ -165,84 +110,176 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             .find_map(|s| s.start.as_ref().map(|j| j.started))
             .unwrap_or_default()
     });
-    for (tag, mut segs) in jobs {
+    for (tag, segs) in jobs {
         if cat.job_by_tag(tag)?.is_some() {
             report.jobs_known += 1;
             continue;
         }
-        let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
-            continue;
-        };
-        segs.retain(|s| s.seq.is_some());
-        segs.sort_by_key(|s| s.seq);
-        let (index, end) = decode_control(&segs);
-        let streams: Vec<Stream> = start
-            .streams
-            .iter()
-            .map(|s| Stream {
-                stream: s.id,
-                name: s.name.clone(),
-                source: s.source.clone(),
-            })
-            .collect();
-        let id = cat.begin_job(
-            tag,
-            &start.name,
-            start.started.as_nanos(),
-            start.block_size,
-            &streams,
-        )?;
-        for s in &segs {
-            let seq = s.seq.unwrap_or_default();
-            cat.add_job_volume(id, seq, s.volume.id, s.first_lbn)?;
-            cat.end_job_volume(id, seq, s.last_lbn)?;
-        }
-        let rows: Vec<FileRow> = index
-            .iter()
-            .map(|e| FileRow {
-                path: e.path.clone(),
-                stream: e.stream,
-                kind: e.kind as u8,
-                mode: e.mode,
-                uid: 0,
-                gid: 0,
-                size: e.size,
-                mtime_ns: e.mtime.as_nanos(),
-                start_seq: e.start.volume_seq,
-                start_lbn: e.start.lbn,
-                start_off: e.start.offset,
-                end_seq: e.end.volume_seq,
-                end_lbn: e.end.lbn,
-                crc: e.crc,
-                link: e.link.clone(),
-            })
-            .collect();
-        for chunk in rows.chunks(4096) {
-            cat.add_files(id, chunk)?;
-        }
-        let bytes: u64 = rows
-            .iter()
-            .filter(|r| r.kind == tapeloom_format::EntryType::Regular as u8)
-            .map(|r| r.size)
-            .sum();
-        let (status, ended) = match &end {
-            Some(e) if e.status == JobStatus::Ok => ("ok", e.ended),
-            Some(e) => ("partial", e.ended),
-            None => ("failed", start.started),
-        };
-        let seconds = (ended.as_nanos() - start.started.as_nanos()).max(0) as f64 / 1e9;
-        cat.finish_job(
-            id,
-            status,
-            rows.len() as u64,
-            bytes,
-            seconds,
-            ended.as_nanos(),
-        )?;
-        report.files_added += rows.len() as u64;
-        report.jobs_added.push(id);
+        add_job(cat, tag, segs, &mut report)?;
     }
     Ok(report)
+}
+
+/// Reads a labelled cartridge from its first data block to the end of data, and
+/// gathers each job's segment on it: where it starts and ends, its start or
+/// continuation record, and its control stream.
+fn scan(
+    drive: &mut dyn tapeloom_device::TapeDrive,
+    volume: &Volume,
+    uuid: [u8; 16],
+    buf: &mut [u8],
+    jobs: &mut Segments,
+    report: &mut RebuildReport,
+) -> Result<()> {
+    drive.locate(2)?;
+    let mut lbn = 2u64;
+    let mut open: Option<(u64, Segment)> = None;
+    loop {
+        let got = drive.read_block(buf);
+        let this = lbn;
+        lbn += 1;
+        let n = match got {
+            Ok(ReadOutcome::Block(n)) => n,
+            // A filemark may lie inside a segment (every --segment-size): the
+            // segment goes on while the blocks after it carry the same job tag.
+            Ok(ReadOutcome::Filemark) => continue,
+            Ok(ReadOutcome::EndOfData) => break,
+            Err(DeviceError::BlockTooLarge { .. }) => {
+                report.bad_blocks += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let h = match BlockHeader::open(&buf[..n]) {
+            Ok(h) if h.volume == uuid && h.lbn == this => h,
+            _ => {
+                report.bad_blocks += 1;
+                continue;
+            }
+        };
+        if open.as_ref().is_some_and(|(tag, _)| *tag != h.job_tag) {
+            // An incomplete segment (no filemark) followed by the next job.
+            if let Some((tag, seg)) = open.take() {
+                jobs.entry(tag).or_default().push(seg);
+            }
+        }
+        let (_, seg) = open.get_or_insert_with(|| {
+            (
+                h.job_tag,
+                Segment {
+                    volume: volume.clone(),
+                    seq: None,
+                    first_lbn: this,
+                    last_lbn: this,
+                    start: None,
+                    control: Vec::new(),
+                },
+            )
+        });
+        seg.last_lbn = this;
+        let payload = h.payload(&buf[..n]);
+        if seg.seq.is_none() {
+            let start = match h.stream {
+                CONTROL_STREAM if h.stream_offset == 0 => first_record(payload, Kind::JobStart),
+                CONTINUATION_STREAM => first_record(payload, Kind::Continuation),
+                _ => None,
+            };
+            if let Some(s) = start {
+                seg.seq = Some(s.volume_seq);
+                seg.start = Some(s);
+            }
+        }
+        if h.stream == CONTROL_STREAM {
+            seg.control.push((h.stream_offset, payload.to_vec()));
+        }
+    }
+    if let Some((tag, seg)) = open.take() {
+        jobs.entry(tag).or_default().push(seg);
+    }
+    Ok(())
+}
+
+/// Adds one job found on tape to the catalog, from its segments, index and end.
+fn add_job(
+    cat: &tapeloom_catalog::Catalog,
+    tag: u64,
+    mut segs: Vec<Segment>,
+    report: &mut RebuildReport,
+) -> Result<()> {
+    let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
+        return Ok(());
+    };
+    segs.retain(|s| s.seq.is_some());
+    segs.sort_by_key(|s| s.seq);
+    let (index, end) = decode_control(&segs);
+    let streams: Vec<Stream> = start
+        .streams
+        .iter()
+        .map(|s| Stream {
+            stream: s.id,
+            name: s.name.clone(),
+            source: s.source.clone(),
+        })
+        .collect();
+    let id = cat.begin_job(
+        tag,
+        &start.name,
+        start.started.as_nanos(),
+        start.block_size,
+        &streams,
+    )?;
+    for s in &segs {
+        let seq = s.seq.unwrap_or_default();
+        cat.add_job_volume(id, seq, s.volume.id, s.first_lbn)?;
+        cat.end_job_volume(id, seq, s.last_lbn)?;
+    }
+    let rows: Vec<FileRow> = index.iter().map(file_row).collect();
+    for chunk in rows.chunks(4096) {
+        cat.add_files(id, chunk)?;
+    }
+    let bytes: u64 = rows
+        .iter()
+        .filter(|r| r.kind == tapeloom_format::EntryType::Regular as u8)
+        .map(|r| r.size)
+        .sum();
+    let (status, ended) = match &end {
+        Some(e) if e.status == JobStatus::Ok => ("ok", e.ended),
+        Some(e) => ("partial", e.ended),
+        None => ("failed", start.started),
+    };
+    let seconds = (ended.as_nanos() - start.started.as_nanos()).max(0) as f64 / 1e9;
+    cat.finish_job(
+        id,
+        status,
+        rows.len() as u64,
+        bytes,
+        seconds,
+        ended.as_nanos(),
+    )?;
+    report.files_added += rows.len() as u64;
+    report.jobs_added.push(id);
+    Ok(())
+}
+
+/// A catalog row from an index entry on tape (owners are not in the index).
+fn file_row(e: &IndexEntry) -> FileRow {
+    FileRow {
+        path: e.path.clone(),
+        stream: e.stream,
+        kind: e.kind as u8,
+        mode: e.mode,
+        uid: 0,
+        gid: 0,
+        size: e.size,
+        mtime_ns: e.mtime.as_nanos(),
+        start_seq: e.start.volume_seq,
+        start_lbn: e.start.lbn,
+        start_off: e.start.offset,
+        end_seq: e.end.volume_seq,
+        end_lbn: e.end.lbn,
+        crc: e.crc,
+        link: e.link.clone(),
+    }
 }
 
 /// Decodes a job's stream 0 across its segments: the index entries and `JobEnd`.

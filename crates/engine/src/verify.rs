@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::home::Home;
-use crate::jobread::{Got, JobReader, Sink, Streams};
+use crate::media::reader::{Got, JobReader, Sink, Streams};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, FileStatus, Kind};

@@ -3,8 +3,8 @@
 //! backup. Everything (names, sizes, bytes and times) follows from the options, so the
 //! same options always give the same tree.
 
-use crate::error::{io, Error, Result};
-use crate::pattern::{fill, Noise, Pattern};
+use crate::error::{io, Error, Result, ToolError};
+use crate::tools::pattern::{fill, Noise, Pattern};
 use std::fs::{File, FileTimes, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -68,10 +68,11 @@ impl GenOptions {
                 max: 64 * 1024,
                 ..base
             }),
-            _ => Err(Error::Msg(format!(
-                "no dataset preset '{name}' (presets: {})",
-                PRESETS.join(", ")
-            ))),
+            _ => Err(ToolError::NoPreset {
+                name: name.to_string(),
+                presets: PRESETS.join(", "),
+            }
+            .into()),
         }
     }
 }
@@ -108,10 +109,7 @@ pub struct GenReport {
 pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
     let sizes = size_classes(opts.min, opts.max)?;
     if !(opts.ratio >= 1.0 && opts.ratio.is_finite()) {
-        return Err(Error::Msg(format!(
-            "ratio {} must be a number of at least 1",
-            opts.ratio
-        )));
+        return Err(ToolError::Ratio { ratio: opts.ratio }.into());
     }
     let dirs = tree(opts.depth, opts.breadth)?;
     let nclasses = sizes.len() as u64;
@@ -182,10 +180,7 @@ pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
 /// The power-of-two sizes from `min` to `max`.
 fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
     if !min.is_power_of_two() || !max.is_power_of_two() || min > max {
-        return Err(Error::Msg(format!(
-            "file sizes {min} to {max}: both must be powers of two (at least 1 byte), \
-             the first no larger than the second"
-        )));
+        return Err(ToolError::SizeClasses { min, max }.into());
     }
     let mut sizes = vec![min];
     while let Some(&last) = sizes.last().filter(|&&s| s < max) {
@@ -198,10 +193,11 @@ fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
 /// creation order: breadth first, children in index order.
 fn tree(depth: u32, breadth: u32) -> Result<Vec<PathBuf>> {
     let too_big = || {
-        Error::Msg(format!(
-            "a tree of depth {depth} and breadth {breadth} has more than {MAX_DIRS} \
-             directories"
-        ))
+        Error::from(ToolError::TooManyDirs {
+            depth,
+            breadth,
+            max: MAX_DIRS,
+        })
     };
     let mut count = 0u64;
     let mut level = 1u64;
@@ -237,17 +233,17 @@ fn tree(depth: u32, breadth: u32) -> Result<Vec<PathBuf>> {
 /// Creates `dir` if missing; refuses one that is not an empty directory.
 fn prepare_root(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => Err(Error::Msg(format!(
-            "{} exists and is not a directory",
-            dir.display()
-        ))),
+        Ok(m) if !m.is_dir() => Err(ToolError::NotADirectory {
+            dir: dir.to_path_buf(),
+        }
+        .into()),
         Ok(_) => {
             let mut rd = io(std::fs::read_dir(dir), || format!("list {}", dir.display()))?;
             if rd.next().is_some() {
-                return Err(Error::Msg(format!(
-                    "{} is not empty: the dataset needs an empty or new directory",
-                    dir.display()
-                )));
+                return Err(ToolError::NotEmpty {
+                    dir: dir.to_path_buf(),
+                }
+                .into());
             }
             Ok(())
         }
@@ -256,7 +252,10 @@ fn prepare_root(dir: &Path) -> Result<()> {
                 format!("create {}", dir.display())
             })
         }
-        Err(e) => Err(Error::Io(format!("inspect {}", dir.display()), e)),
+        Err(source) => Err(Error::Io {
+            what: format!("inspect {}", dir.display()),
+            source,
+        }),
     }
 }
 

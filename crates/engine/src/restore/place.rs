@@ -1,6 +1,6 @@
 //! Putting objects back on the file system, safely under one root, with their metadata.
 
-use crate::error::{io, Error, Result};
+use crate::error::{io, PlaceError, Result};
 use nix::sys::stat::{utimensat, Mode, SFlag, UtimensatFlags};
 use nix::sys::time::TimeSpec;
 use std::collections::{HashMap, HashSet};
@@ -81,10 +81,7 @@ pub(crate) fn create_file(p: &Path, e: &Entry) -> Result<File> {
 /// Removes what is in the way of a new non-directory at `p`.
 fn clear(p: &Path, rel: &[u8]) -> Result<()> {
     match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => Err(Error::Msg(format!(
-            "cannot restore {}: a directory is in the way",
-            show(rel)
-        ))),
+        Ok(m) if m.is_dir() => Err(PlaceError::DirectoryInTheWay { path: show(rel) }.into()),
         Ok(_) => io(std::fs::remove_file(p), || {
             format!("replace {}", p.display())
         }),
@@ -109,7 +106,7 @@ pub(crate) fn finish_file(f: &File, p: &Path, e: &Entry, owners: &mut Owners) ->
     )?;
     let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
     nix::sys::stat::futimens(f.as_raw_fd(), &ts(e.atime), &ts(e.mtime))
-        .map_err(|err| Error::Msg(format!("set times of {}: {err}", p.display())))?;
+        .map_err(|source| sys("set times of", p, source))?;
     Ok(())
 }
 
@@ -118,6 +115,15 @@ fn dest(root: &Path, rel: &[u8]) -> PathBuf {
         root.to_path_buf()
     } else {
         root.join(OsStr::from_bytes(rel))
+    }
+}
+
+/// A failed system call on a restored object.
+fn sys(what: &'static str, path: &Path, source: nix::Error) -> PlaceError {
+    PlaceError::Sys {
+        what,
+        path: path.to_path_buf(),
+        source,
     }
 }
 
@@ -162,18 +168,18 @@ impl Placer {
             match std::fs::symlink_metadata(&p) {
                 Ok(m) if m.file_type().is_dir() => {}
                 Ok(m) if m.file_type().is_symlink() => {
-                    return Err(Error::Msg(format!(
-                        "refusing to restore {}: {} is a symlink on the way",
-                        show(rel),
-                        show(sub)
-                    )))
+                    return Err(PlaceError::SymlinkOnTheWay {
+                        path: show(rel),
+                        parent: show(sub),
+                    }
+                    .into())
                 }
                 Ok(_) => {
-                    return Err(Error::Msg(format!(
-                        "cannot restore {}: {} is not a directory",
-                        show(rel),
-                        show(sub)
-                    )))
+                    return Err(PlaceError::NotADirectory {
+                        path: show(rel),
+                        parent: show(sub),
+                    }
+                    .into())
                 }
                 Err(_) => io(std::fs::create_dir(&p), || {
                     format!("create {}", p.display())
@@ -223,11 +229,11 @@ impl Placer {
                 match std::fs::symlink_metadata(&target) {
                     Ok(m) if m.is_file() => {}
                     _ => {
-                        return Err(Error::Msg(format!(
-                            "cannot restore hard link {}: its target {} was not restored",
-                            show(rel),
-                            show(&e.link)
-                        )))
+                        return Err(PlaceError::LinkTargetMissing {
+                            path: show(rel),
+                            target: show(&e.link),
+                        }
+                        .into())
                     }
                 }
                 clear(&p, rel)?;
@@ -244,7 +250,7 @@ impl Placer {
                     _ => SFlag::S_IFBLK,
                 };
                 nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _)
-                    .map_err(|err| Error::Msg(format!("create {}: {err}", p.display())))?;
+                    .map_err(|source| sys("create", &p, source))?;
                 Ok(None)
             }
             EntryType::Socket => Ok(None),
@@ -287,7 +293,7 @@ impl Placer {
             &ts(e.mtime),
             UtimensatFlags::NoFollowSymlink,
         )
-        .map_err(|err| Error::Msg(format!("set times of {}: {err}", p.display())))?;
+        .map_err(|source| sys("set times of", &p, source))?;
         Ok(())
     }
 }

@@ -1,234 +1,21 @@
-//! Volume policy: which cartridge a job writes to, labelling blank ones, mounting
-//! through the changer, and spanning to the next cartridge at early warning.
+//! The volume writer: one per drive of a backup. It chooses an appendable volume of
+//! the pool or a blank cartridge, labels it, passes by foreign data (a cartridge
+//! whose first block is not a known tapeloom label is never written to), writes the
+//! job's blocks with rare filemarks, and spans to the next cartridge at early warning.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, MediaError, Result};
 use crate::home::Library;
+use crate::media::policy::{place, put_back, read_label, Drive, Found};
+use crate::media::random_uuid;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tapeloom_catalog::{Catalog, Volume};
-use tapeloom_device::{DeviceError, ReadOutcome, TapeDrive, WriteOutcome};
-
-/// An open drive of the library, with the library's drive model if it has one.
-pub(crate) type Drive = Box<dyn TapeDrive>;
+use tapeloom_device::{DeviceError, WriteOutcome};
 use tapeloom_format::{
     JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
-    CONTROL_STREAM, LABEL_LEN,
+    CONTROL_STREAM,
 };
-
-/// What is at the beginning of a cartridge.
-pub(crate) enum Found {
-    /// Nothing: a blank cartridge.
-    Blank,
-    /// A tapeloom label.
-    Label(VolumeLabel),
-    /// Something else.
-    Foreign(String),
-}
-
-/// Reads the label of the cartridge in `drive`.
-pub(crate) fn read_label(drive: &mut dyn TapeDrive) -> Result<Found> {
-    drive.rewind()?;
-    let mut buf = vec![0u8; 64 * 1024];
-    Ok(match drive.read_block(&mut buf) {
-        Ok(ReadOutcome::EndOfData) => Found::Blank,
-        Ok(ReadOutcome::Filemark) => Found::Foreign("it starts with a filemark".into()),
-        Ok(ReadOutcome::Block(n)) if n == LABEL_LEN => match VolumeLabel::decode(&buf[..n]) {
-            Ok(l) => Found::Label(l),
-            Err(e) => Found::Foreign(format!("its first block is not a tapeloom label ({e})")),
-        },
-        Ok(ReadOutcome::Block(n)) => Found::Foreign(format!(
-            "its first block ({n} bytes) is not a tapeloom label"
-        )),
-        Err(DeviceError::BlockTooLarge { actual }) => Found::Foreign(format!(
-            "its first block ({actual} bytes) is not a tapeloom label"
-        )),
-        Err(e) => return Err(e.into()),
-    })
-}
-
-/// Puts `barcode` into a drive (moving whatever is in the way), opens it and loads
-/// it. Uses `prefer` when given, else the drive already holding it, else an empty
-/// drive.
-pub(crate) fn mount(
-    lib: &mut Library,
-    barcode: &str,
-    prefer: Option<usize>,
-) -> Result<(usize, Drive)> {
-    let (i, mut d, moved) = place(lib, barcode, prefer)?;
-    if moved {
-        d.load()?;
-    }
-    Ok((i, d))
-}
-
-/// The changer's part of [`mount`]: the cartridge in a drive, the drive open. Says
-/// whether the cartridge was moved (and so still needs the drive's load, which can
-/// take a while and needs no changer).
-fn place(lib: &mut Library, barcode: &str, prefer: Option<usize>) -> Result<(usize, Drive, bool)> {
-    let inv = lib.inventory()?;
-    let holder = inv.drive_of(barcode);
-    let drive = match (prefer, holder) {
-        (Some(p), _) => p,
-        (None, Some(h)) => h,
-        (None, None) => inv
-            .drives
-            .iter()
-            .find(|d| d.loaded.is_none())
-            .map(|d| d.index)
-            .unwrap_or(0),
-    };
-    if drive >= inv.drives.len() {
-        return Err(Error::Msg(format!(
-            "the library has no drive {drive} (it has {})",
-            inv.drives.len()
-        )));
-    }
-    if holder == Some(drive) {
-        // In the drive already; a drive that ejected it still needs a load.
-        let d = lib.open_tape_drive(drive)?;
-        let ready = d.has_medium();
-        return Ok((drive, d, !ready));
-    }
-    if let Some(h) = holder {
-        lib.unload(h, None)?;
-    }
-    if inv.drives[drive].loaded.is_some() {
-        lib.unload(drive, None)?;
-    }
-    let slot = lib
-        .inventory()?
-        .slot_of(barcode)
-        .ok_or_else(|| Error::Msg(format!("cartridge {barcode} is not in the library")))?;
-    lib.load(slot, drive)?;
-    Ok((drive, lib.open_tape_drive(drive)?, true))
-}
-
-/// Puts `barcode` back into a slot if it is in a drive.
-pub(crate) fn put_back(lib: &mut Library, barcode: &str) -> Result<()> {
-    if let Some(d) = lib.inventory()?.drive_of(barcode) {
-        lib.unload(d, None)?;
-    }
-    Ok(())
-}
-
-/// Puts `barcode` into a drive (`drive`, else the one holding it, else an empty one)
-/// and loads it. Returns the drive.
-pub fn load_cartridge(home: &crate::Home, barcode: &str, drive: Option<usize>) -> Result<usize> {
-    let mut lib = home.library()?;
-    let (d, _) = mount(&mut lib, barcode, drive)?;
-    Ok(d)
-}
-
-/// Unloads `drive` (else every drive holding a cartridge) and puts the cartridges
-/// back into slots. Returns (drive, barcode) of each cartridge moved.
-pub fn unload_drives(home: &crate::Home, drive: Option<usize>) -> Result<Vec<(usize, String)>> {
-    let mut lib = home.library()?;
-    let inv = lib.inventory()?;
-    let mut moved = Vec::new();
-    for d in &inv.drives {
-        if drive.is_some_and(|x| x != d.index) {
-            continue;
-        }
-        if let Some(b) = &d.loaded {
-            lib.unload(d.index, None)?;
-            moved.push((d.index, b.clone()));
-        }
-    }
-    if let Some(x) = drive {
-        if x >= inv.drives.len() {
-            return Err(Error::Msg(format!(
-                "the library has no drive {x} (it has {})",
-                inv.drives.len()
-            )));
-        }
-    }
-    Ok(moved)
-}
-
-/// What `label` did to a cartridge.
-#[derive(Debug, Clone)]
-pub struct Labelled {
-    /// The cartridge.
-    pub barcode: String,
-    /// What was on it before: `blank`, `foreign`, or `tapeloom` (a label).
-    pub was: String,
-    /// Jobs of the catalog that were on it and are forgotten now.
-    pub jobs_forgotten: Vec<i64>,
-}
-
-/// Writes a new tapeloom label on `barcode` for `pool`. A cartridge that holds data
-/// tapeloom did not write, or a volume with jobs in the catalog, is written over
-/// only with `force` (its jobs are then forgotten).
-pub fn label(
-    home: &crate::Home,
-    barcode: &str,
-    pool: &str,
-    block_size: u32,
-    force: bool,
-) -> Result<Labelled> {
-    let mut lib = home.library()?;
-    let (_, mut drive) = mount(&mut lib, barcode, None)?;
-    let found = read_label(&mut *drive)?;
-    let known = home.catalog.volume_by_barcode(barcode)?;
-    let jobs = match &known {
-        Some(v) => home.catalog.jobs_on_volume(v.id)?,
-        None => 0,
-    };
-    let was = match &found {
-        Found::Blank => "blank",
-        Found::Label(_) => "tapeloom",
-        Found::Foreign(_) => "foreign",
-    };
-    if !force {
-        match (&found, jobs) {
-            (Found::Foreign(why), _) => {
-                return Err(Error::Msg(format!(
-                    "cartridge {barcode} holds data tapeloom did not write ({why}); refusing to label it (--force to overwrite)"
-                )))
-            }
-            (_, n) if n > 0 => {
-                return Err(Error::Msg(format!(
-                    "cartridge {barcode} holds {n} jobs of the catalog; refusing to label it (--force to overwrite and forget them)"
-                )))
-            }
-            (Found::Label(l), _) if known.is_none() => {
-                return Err(Error::Msg(format!(
-                    "cartridge {barcode} carries a tapeloom label ({}) the catalog does not know; refusing to label it (--force to overwrite; `catalog rebuild` reads it)",
-                    l.pool
-                )))
-            }
-            _ => {}
-        }
-    }
-    if drive.write_protected()? {
-        return Err(Error::Msg(format!(
-            "cartridge {barcode} is write protected"
-        )));
-    }
-    let mut jobs_forgotten = Vec::new();
-    let mut cat = home.connect()?;
-    if let Some(v) = known {
-        jobs_forgotten = cat.forget_volume(v.id)?;
-    }
-    let l = VolumeLabel {
-        uuid: random_uuid(),
-        barcode: barcode.to_string(),
-        pool: pool.to_string(),
-        created: Timestamp::now(),
-        block_size,
-    };
-    drive.rewind()?;
-    drive.write_block(&l.encode())?;
-    // Without the immediate bit: the label is on tape when this returns.
-    drive.write_filemarks(1, false)?;
-    cat.add_volume(barcode, l.uuid, &l.pool, l.block_size, l.created.as_nanos())?;
-    Ok(Labelled {
-        barcode: barcode.to_string(),
-        was: was.to_string(),
-        jobs_forgotten,
-    })
-}
 
 /// What the drives of one job share: the library (its changer moves one cartridge at
 /// a time), the cartridges claimed so far, and the job's volume sequence numbers,
@@ -258,7 +45,7 @@ impl Tapes {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, (Library, Vec<String>)>> {
         self.lib
             .lock()
-            .map_err(|_| Error::Msg("another drive's writer failed while using the library".into()))
+            .map_err(|_| MediaError::LibraryPoisoned.into())
     }
 }
 
@@ -378,9 +165,10 @@ impl VolumeWriter {
                 return Ok((*b).clone());
             }
         }
-        Err(Error::Msg(format!(
-            "no writable cartridge left in the library for pool {pool} (all are full, foreign, write protected or in use by this job)"
-        )))
+        Err(MediaError::NoneWritable {
+            pool: pool.to_string(),
+        }
+        .into())
     }
 
     fn mount_next(&mut self) -> Result<()> {
@@ -402,7 +190,10 @@ impl VolumeWriter {
                 (barcode, drive)
             };
             let mut fresh = false;
-            let volume = match (read_label(&mut *drive)?, self.cat.volume_by_barcode(&barcode)?) {
+            let volume = match (
+                read_label(&mut *drive)?,
+                self.cat.volume_by_barcode(&barcode)?,
+            ) {
                 (Found::Blank, None) => {
                     fresh = true;
                     let label = VolumeLabel {
@@ -427,9 +218,10 @@ impl VolumeWriter {
                 }
                 (Found::Label(l), Some(v)) if l.uuid == v.uuid => v,
                 (Found::Label(_), Some(_)) => {
-                    return Err(Error::Msg(format!(
-                        "cartridge {barcode} carries a label that does not match the catalog; refusing to write to it"
-                    )))
+                    return Err(MediaError::LabelMismatch {
+                        barcode: barcode.to_string(),
+                    }
+                    .into())
                 }
                 (found, _) => {
                     // Never written over: leave it, note it, and try the next one.
@@ -583,10 +375,9 @@ impl VolumeWriter {
     pub fn ctl_position(&mut self, at: (u64, u32)) -> Result<Pos> {
         self.ctl.finish_block();
         self.flush_ctl()?;
-        let (volume_seq, lbn) = *self
-            .ctl_pos
-            .get(&at.0)
-            .ok_or_else(|| Error::Msg("control block position lost".into()))?;
+        let (volume_seq, lbn) = *self.ctl_pos.get(&at.0).ok_or(Error::PositionLost {
+            what: "control block",
+        })?;
         Ok(Pos {
             volume_seq,
             lbn,
@@ -636,20 +427,4 @@ impl VolumeWriter {
     pub fn drive_index(&self) -> Option<usize> {
         self.prefer_drive
     }
-}
-
-/// 16 random bytes from the kernel, for volume UUIDs and job tags.
-pub(crate) fn random_uuid() -> [u8; 16] {
-    let mut u = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut u))
-        .is_err()
-    {
-        // No urandom: time and process id are unique enough for a label.
-        let t = Timestamp::now().as_nanos() as u128 ^ ((std::process::id() as u128) << 64);
-        u = t.to_le_bytes();
-    }
-    u[6] = (u[6] & 0x0f) | 0x40;
-    u[8] = (u[8] & 0x3f) | 0x80;
-    u
 }

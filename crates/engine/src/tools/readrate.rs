@@ -7,7 +7,7 @@
 //! symlinks not followed) and hands the regular files, in that order, to the stream's
 //! reader threads, which read each one from start to end and throw the data away.
 
-use crate::error::{io, Error, Result};
+use crate::error::{io, Error, Result, ToolError};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
@@ -84,7 +84,7 @@ pub struct ReadRateReport {
 /// anything is read; files that cannot be read are listed in their stream's errors.
 pub fn read_rate(dirs: &[PathBuf], opts: &ReadRateOptions) -> Result<ReadRateReport> {
     if dirs.is_empty() {
-        return Err(Error::Msg("no directories to read".into()));
+        return Err(ToolError::NoDirectories.into());
     }
     for d in dirs {
         io(std::fs::metadata(d), || format!("source {}", d.display()))?;
@@ -103,8 +103,9 @@ pub fn read_rate(dirs: &[PathBuf], opts: &ReadRateOptions) -> Result<ReadRateRep
         Ok(handles
             .into_iter()
             .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Msg("a read-rate stream failed".into())))
+                h.join().unwrap_or(Err(Error::Panicked {
+                    what: "a read-rate stream",
+                }))
             })
             .collect())
     })?;
@@ -153,9 +154,9 @@ fn stream(dir: &Path, readers: usize, direct: bool, start: Instant) -> Result<St
         }
         drop(tx);
         for h in handles {
-            let t = h
-                .join()
-                .map_err(|_| Error::Msg("a read-rate reader failed".into()))?;
+            let t = h.join().map_err(|_| Error::Panicked {
+                what: "a read-rate reader",
+            })?;
             walked.bytes += t.bytes;
             walked.files += t.files;
             walked.errors.extend(t.errors);

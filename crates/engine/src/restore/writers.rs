@@ -5,7 +5,7 @@
 //! thread still creates every directory and checks every path before a file is
 //! handed over, so the safety rules do not depend on the workers.
 
-use crate::fsmeta::{create_file, finish_file, Owners};
+use crate::restore::place::{create_file, finish_file, Owners};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,8 +1,8 @@
 //! The memory-to-drive benchmark: blocks of patterned or random data from memory to a
 //! drive, for each block size, as the OpenBench Labs tape benchmark does.
 
-use crate::error::{Error, Result};
-use crate::pattern::{fill, Noise, Pattern};
+use crate::error::{MediaError, Result, ToolError};
+use crate::tools::pattern::{fill, Noise, Pattern};
 use tapeloom_device::lto::{generation, Clock, LtoDrive, LtoParams};
 use tapeloom_device::{NullDrive, TapeDrive};
 
@@ -52,12 +52,11 @@ pub struct DriveBenchRow {
 
 /// The parameters of a model by name, scaled.
 pub fn model_params(name: &str, scale: f64) -> Result<LtoParams> {
-    let p = generation(name)
-        .ok_or_else(|| Error::Msg(format!("no drive model '{name}' (try lto1 .. lto10)")))?;
+    let p = generation(name).ok_or_else(|| ToolError::NoModel {
+        name: name.to_string(),
+    })?;
     if !(scale > 0.0 && scale.is_finite()) {
-        return Err(Error::Msg(format!(
-            "scale {scale} must be a positive number"
-        )));
+        return Err(ToolError::Scale { scale }.into());
     }
     Ok(if scale == 1.0 { p } else { p.scaled(scale) })
 }
@@ -73,9 +72,7 @@ pub fn bench_drive(opts: &DriveBenchOptions) -> Result<Vec<DriveBenchRow>> {
     let mut rows = Vec::new();
     for &bs in &opts.block_sizes {
         if bs == 0 || bs > 8 << 20 {
-            return Err(Error::Msg(format!(
-                "block size {bs} is out of range (1 byte to 8 MiB)"
-            )));
+            return Err(ToolError::BlockSize { size: bs as u64 }.into());
         }
         let wall = std::time::Instant::now();
         let mut d = LtoDrive::new(
@@ -100,9 +97,7 @@ pub fn bench_drive(opts: &DriveBenchOptions) -> Result<Vec<DriveBenchRow>> {
         // filemark makes sure.
         let before_flush = d.stats().map(|s| s.backhitches).unwrap_or(0);
         d.write_filemarks(1, false)?;
-        let s = d
-            .stats()
-            .ok_or_else(|| Error::Msg("the modeled drive kept no statistics".into()))?;
+        let s = d.stats().ok_or(ToolError::NoStatistics)?;
         let secs = s.modeled_seconds.max(1e-12);
         rows.push(DriveBenchRow {
             pattern: opts.pattern.to_string(),
@@ -147,11 +142,12 @@ pub struct LocateResult {
 pub fn bench_locate(model: &str, from: u64, to: u64, how: LocateHow) -> Result<LocateResult> {
     let params = model_params(model, 1.0)?;
     if from.max(to) as f64 > params.capacity_bytes {
-        return Err(Error::Msg(format!(
-            "offset {} is beyond the {} GB of an {model} cartridge",
-            from.max(to),
-            params.capacity_bytes / 1e9
-        )));
+        return Err(ToolError::BeyondCartridge {
+            offset: from.max(to),
+            capacity_gb: params.capacity_bytes / 1e9,
+            model: model.to_string(),
+        }
+        .into());
     }
     let m = tapeloom_device::lto::TapeModel::new(params.clone());
     let (a, b) = (from as f64, to as f64);
@@ -160,15 +156,13 @@ pub fn bench_locate(model: &str, from: u64, to: u64, how: LocateHow) -> Result<L
         LocateHow::Locate => m.locate_seconds(a, b),
         LocateHow::ReadThrough => {
             if b < a {
-                return Err(Error::Msg("reading through goes forward only".into()));
+                return Err(ToolError::ReadBackwards.into());
             }
             span / params.native()
         }
         LocateHow::SpaceFiles(size) => {
             if b < a || size == 0 {
-                return Err(Error::Msg(
-                    "spacing over files goes forward, over files of at least 1 byte".into(),
-                ));
+                return Err(ToolError::SpaceBackwards.into());
             }
             // Each SPACE command finds the next filemark by reading the file at
             // streaming speed, then stops: a command and a backhitch per file.
@@ -195,9 +189,7 @@ pub fn bench_library_drive(
     opts: &DriveBenchOptions,
 ) -> Result<(String, Vec<DriveBenchRow>)> {
     if opts.source_rate.is_some() {
-        return Err(Error::Msg(
-            "--source-rate works with --model only, not with a library drive".into(),
-        ));
+        return Err(ToolError::SourceRateOnLibrary.into());
     }
     let mut lib = home.library()?;
     let known: Vec<String> = home
@@ -217,10 +209,10 @@ pub fn bench_library_drive(
             Some(0) => {}
             Some(_) => continue,
             None => {
-                let (_, mut d) = crate::volumes::mount(&mut lib, &b, Some(drive))?;
+                let (_, mut d) = crate::media::policy::mount(&mut lib, &b, Some(drive))?;
                 let blank = matches!(
-                    crate::volumes::read_label(&mut *d)?,
-                    crate::volumes::Found::Blank
+                    crate::media::policy::read_label(&mut *d)?,
+                    crate::media::policy::Found::Blank
                 );
                 if !blank {
                     continue;
@@ -230,9 +222,7 @@ pub fn bench_library_drive(
         barcode = Some(b);
         break;
     }
-    let barcode = barcode.ok_or_else(|| {
-        Error::Msg("no blank cartridge in the library to run the benchmark on".into())
-    })?;
+    let barcode = barcode.ok_or(MediaError::NoBlank)?;
     let model = lib.model().unwrap_or_else(|| "none".into());
     let capacity = lib.capacity().unwrap_or(u64::MAX);
     let pool_len = 64 << 20;
@@ -243,11 +233,9 @@ pub fn bench_library_drive(
     let result = (|| -> Result<()> {
         for &bs in &opts.block_sizes {
             if bs == 0 || bs > 8 << 20 {
-                return Err(Error::Msg(format!(
-                    "block size {bs} is out of range (1 byte to 8 MiB)"
-                )));
+                return Err(ToolError::BlockSize { size: bs as u64 }.into());
             }
-            let (_, mut d) = crate::volumes::mount(&mut lib, &barcode, Some(drive))?;
+            let (_, mut d) = crate::media::policy::mount(&mut lib, &barcode, Some(drive))?;
             d.rewind()?;
             // Time from the first block on: loading and rewinding are not the rate.
             let start = d.stats().unwrap_or_default();
@@ -315,14 +303,14 @@ pub fn bench_library_drive(
     }
     if !erased {
         drop(lib);
-        crate::volumes::label(
+        crate::media::policy::label(
             home,
             &barcode,
             "default",
             tapeloom_format::DEFAULT_BLOCK_SIZE as u32,
             true,
         )?;
-        crate::volumes::unload_drives(home, None)?;
+        crate::media::policy::unload_drives(home, None)?;
     }
     result?;
     Ok((model, rows))

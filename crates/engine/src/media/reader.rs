@@ -1,9 +1,9 @@
 //! Reading a job's blocks in tape order across its volumes, and decoding its streams.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, JobError, MediaError, Result};
 use crate::home::Library;
-use crate::volumes::Drive;
-use crate::volumes::{mount, read_label, Found};
+use crate::media::policy::Drive;
+use crate::media::policy::{mount, read_label, Found};
 use std::collections::HashMap;
 use tapeloom_catalog::JobVolume;
 use tapeloom_device::{DeviceError, ReadOutcome};
@@ -61,12 +61,10 @@ impl JobReader {
         prefer_drive: Option<usize>,
     ) -> Result<(Self, Vec<JobVolume>)> {
         let cat = &home.catalog;
-        let job = cat
-            .job(job_id)?
-            .ok_or_else(|| Error::Msg(format!("no job {job_id} in the catalog")))?;
+        let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
         let vols = cat.job_volumes(job_id)?;
         if vols.is_empty() {
-            return Err(Error::Msg(format!("job {job_id} wrote nothing to tape")));
+            return Err(JobError::NothingOnTape(job_id).into());
         }
         let reader = JobReader::new(
             home.library()?,
@@ -171,7 +169,7 @@ impl JobReader {
         self.vols
             .iter()
             .find(|v| v.seq == seq)
-            .ok_or_else(|| Error::Msg(format!("the job has no volume {seq}")))
+            .ok_or_else(|| JobError::NoVolume { seq }.into())
     }
 
     /// Positions at block `lbn` of the job's volume `seq`.
@@ -191,10 +189,11 @@ impl JobReader {
             match read_label(&mut *drive)? {
                 Found::Label(l) if l.uuid == v.volume.uuid => {}
                 _ => {
-                    return Err(Error::Msg(format!(
-                        "cartridge {} does not carry the label of volume {} of this job",
-                        v.volume.barcode, seq
-                    )))
+                    return Err(MediaError::WrongVolume {
+                        barcode: v.volume.barcode.clone(),
+                        seq,
+                    }
+                    .into())
                 }
             }
             self.bytes_read += tapeloom_format::LABEL_LEN as u64;

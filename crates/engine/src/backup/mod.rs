@@ -1,0 +1,329 @@
+//! The backup data path.
+//!
+//! Threads: per stream, the walker and readers of [`source`] and a packer
+//! ([`pack`]) that turns objects into records and blocks; per drive, one writer
+//! ([`weave`]) which alone talks to its drive and has its own catalog connection.
+//! Each writer interleaves the streams it holds in extents of consecutive blocks
+//! (see [`mux`]). When every drive is done, the first writes the index ([`index`])
+//! and the job's end.
+//!
+//! [`plan`] decides what a job does before anything is read; [`report`] holds what
+//! it tells when it ends.
+
+pub(crate) mod index;
+pub(crate) mod mux;
+pub(crate) mod pack;
+pub(crate) mod plan;
+pub(crate) mod report;
+pub(crate) mod source;
+pub(crate) mod weave;
+
+pub use plan::{BackupOptions, DriveSet, DEFAULT_EXTENT_BYTES};
+pub use report::{BackupReport, DriveReport, Progress, StreamReport};
+
+use crate::compress::{Compress, CompressionCounters};
+use crate::error::{Error, Result};
+use crate::home::Home;
+use crate::media::random_uuid;
+use crate::media::writer::{Tapes, VolumeWriter};
+use plan::{resolve_drives, Plan};
+use std::collections::VecDeque;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tapeloom_catalog::Stream;
+use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus, Timestamp};
+use weave::{JobShared, Pending, Weaver, Woven};
+
+/// Backs up `sources` to the home's library.
+pub fn backup(
+    home: &Home,
+    sources: &[PathBuf],
+    opts: &BackupOptions,
+    progress: Arc<Progress>,
+) -> Result<BackupReport> {
+    let t0 = Instant::now();
+    check_block_size(opts.block_size)?;
+    let plan = Plan::new(sources, opts)?;
+    let (job_id, start) = begin_job(home, &plan, opts)?;
+    let lib = home.library()?;
+    // The drive's compressor runs at line rate with no host CPU; software compression
+    // takes over when a tape drive's own is off. A library without a drive model
+    // writes to disk faster than zstd runs on a few cores (see `Compress::Auto`).
+    let software = match opts.compress {
+        Compress::None => false,
+        Compress::Zstd => true,
+        Compress::Auto => lib.drives_compress() && !opts.drive_compression,
+    };
+    let tapes = Arc::new(Tapes::new(lib));
+    let drives = resolve_drives(&opts.drives, tapes.drives()?)?;
+    let n_streams = plan.names.len();
+    let job = JobShared {
+        opts,
+        tag: start.job_tag,
+        job_id,
+        // The home's own folder is never backed up (its catalog changes as we go).
+        skip: std::fs::metadata(home.dir())
+            .map(|m| vec![(m.dev(), m.ino())])
+            .unwrap_or_default(),
+        pending: Mutex::new(pending(&plan)),
+        progress,
+        t0,
+        stop: AtomicBool::new(false),
+        expected: n_streams.div_ceil(drives.len()).clamp(1, 4),
+        software,
+        counters: Arc::new(CompressionCounters::default()),
+    };
+    let mut writers = mount_all(home, &tapes, &drives, job_id, &start, opts, n_streams)?;
+    // Data flows from here on: the first cartridge is mounted and positioned.
+    let t_data = Instant::now();
+    let woven = weave_all(&job, &mut writers)?;
+    let data_seconds = t_data.elapsed().as_secs_f64();
+    // The other drives end their segments; their data is on tape before the index.
+    for w in writers.iter_mut().skip(1) {
+        w.finish()?;
+    }
+    finish(home, &job, &mut writers, woven, data_seconds)
+}
+
+/// Records the job in the catalog and makes its start record.
+fn begin_job(home: &Home, plan: &Plan, opts: &BackupOptions) -> Result<(i64, JobStart)> {
+    let tag = u64::from_le_bytes(random_uuid()[..8].try_into().unwrap_or([7; 8]));
+    let started = Timestamp::now();
+    let streams = plan.streams();
+    let job_id = home.catalog.begin_job(
+        tag,
+        &plan.job_name,
+        started.as_nanos(),
+        opts.block_size as u32,
+        &streams
+            .iter()
+            .map(|s| Stream {
+                stream: s.id,
+                name: s.name.clone(),
+                source: s.source.clone(),
+            })
+            .collect::<Vec<_>>(),
+    )?;
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let start = JobStart {
+        job_tag: tag,
+        started,
+        block_size: opts.block_size as u32,
+        volume_seq: 0,
+        name: plan.job_name.clone(),
+        host,
+        streams,
+    };
+    Ok((job_id, start))
+}
+
+/// The job's streams, in the order drives take them.
+fn pending(plan: &Plan) -> VecDeque<Pending> {
+    plan.streams()
+        .into_iter()
+        .zip(plan.sources.iter().zip(&plan.roots))
+        .map(|(s, (a, r))| Pending {
+            id: s.id,
+            name: s.name,
+            abs: a.clone(),
+            root: r.clone(),
+        })
+        .collect()
+}
+
+/// One writer per drive, each with its own catalog connection. The first carries
+/// the job start; every drive that will get a stream mounts its cartridge now, all
+/// at once (a load takes a drive a quarter of a minute, and a drive still loading
+/// when the data starts would get no streams).
+fn mount_all(
+    home: &Home,
+    tapes: &Arc<Tapes>,
+    drives: &[Option<usize>],
+    job_id: i64,
+    start: &JobStart,
+    opts: &BackupOptions,
+    n_streams: usize,
+) -> Result<Vec<VolumeWriter>> {
+    let mut conns = Vec::new();
+    for _ in drives {
+        conns.push(home.connect()?);
+    }
+    let used = n_streams.clamp(1, drives.len());
+    let begun: Vec<Result<VolumeWriter>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = drives
+            .iter()
+            .zip(conns)
+            .enumerate()
+            .map(|(i, (d, cat))| {
+                let (tapes, start) = (Arc::clone(tapes), start.clone());
+                let compression = opts.drive_compression;
+                sc.spawn(move || {
+                    let mut w =
+                        VolumeWriter::begin(cat, tapes, *d, job_id, start, i == 0, compression)?;
+                    if i < used {
+                        w.prepare()?;
+                    }
+                    Ok(w)
+                })
+            })
+            .collect();
+        join_all(hs, "a drive's mount")
+    });
+    let mut writers = Vec::new();
+    for w in begun {
+        let mut w = w?;
+        w.segment_bytes = opts.segment_bytes;
+        writers.push(w);
+    }
+    Ok(writers)
+}
+
+/// Runs every drive's writer on a thread of its own until the streams are done. A
+/// drive that fails stops the others; its error is the job's.
+fn weave_all(job: &JobShared<'_>, writers: &mut [VolumeWriter]) -> Result<Vec<Woven>> {
+    let results: Vec<Result<Woven>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = writers
+            .iter_mut()
+            .map(|w| {
+                sc.spawn(move || {
+                    let r = Weaver::new(job, w).run();
+                    if r.is_err() {
+                        job.stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        join_all(handles, "a drive's writer")
+    });
+    let mut woven = Vec::new();
+    let mut first_err: Option<Error> = None;
+    for r in results {
+        match r {
+            Ok(x) => woven.push(x),
+            // The first error is the cause; the drives it stopped say only that.
+            Err(e) => match &first_err {
+                None => first_err = Some(e),
+                Some(Error::Stopped) if !matches!(e, Error::Stopped) => first_err = Some(e),
+                Some(_) => {}
+            },
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(woven),
+    }
+}
+
+/// Writes the index and the job's end, records the job as done and gathers what
+/// every drive did.
+fn finish(
+    home: &Home,
+    job: &JobShared<'_>,
+    writers: &mut [VolumeWriter],
+    woven: Vec<Woven>,
+    data_seconds: f64,
+) -> Result<BackupReport> {
+    let cat = &home.catalog;
+    let job_id = job.job_id;
+    let (mut files, mut bytes, mut stored, mut entries) = (0u64, 0u64, 0u64, 0u64);
+    let mut errors = Vec::new();
+    let mut per_stream = Vec::new();
+    let mut samples = Vec::new();
+    let mut drive_reports = Vec::new();
+    for x in woven {
+        files += x.report.files;
+        bytes += x.report.bytes;
+        stored += x.stored;
+        entries += x.entries;
+        errors.extend(x.errors);
+        per_stream.extend(x.streams);
+        samples.extend(x.samples);
+        drive_reports.push(x.report);
+    }
+    // Every entry the packers sent was recorded as it landed.
+    debug_assert_eq!(entries, files);
+    let _ = entries;
+    let n_extents = cat.extents(job_id)?.len() as u64;
+    let mut all_volumes: Vec<(u32, tapeloom_catalog::Volume)> = writers
+        .iter()
+        .flat_map(|w| w.volumes.iter().cloned())
+        .collect();
+    all_volumes.sort_by_key(|(seq, _)| *seq);
+    let index_start = index::write_index(cat, job_id, &mut writers[0])?;
+    let ended = Timestamp::now();
+    let job_end = JobEnd {
+        job_tag: job.tag,
+        ended,
+        status: if errors.is_empty() {
+            JobStatus::Ok
+        } else {
+            JobStatus::Partial
+        },
+        entries: files,
+        bytes: stored,
+        index_start,
+        volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
+    };
+    writers[0].end(&job_end.encode())?;
+    let status = if errors.is_empty() { "ok" } else { "partial" };
+    let seconds = job.t0.elapsed().as_secs_f64();
+    cat.add_samples(job_id, "backup", &samples)?;
+    cat.finish_job(job_id, status, files, bytes, seconds, ended.as_nanos())?;
+    for (d, w) in drive_reports.iter_mut().zip(writers.iter()) {
+        d.blocks = w.blocks;
+        d.filemarks = w.filemarks;
+        d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();
+        d.drive_stats = w.drive_stats();
+        d.health = w.health.clone();
+        d.drive_compressed = w.drive_compressed;
+    }
+    crate::media::save_health(
+        cat,
+        job_id,
+        "backup",
+        drive_reports
+            .iter()
+            .map(|d| (d.drive.unwrap_or(0), d.health.as_slice())),
+    )?;
+    per_stream.sort_by_key(|(id, _)| *id);
+    let c = &job.counters;
+    Ok(BackupReport {
+        job_id,
+        status: status.into(),
+        files,
+        bytes,
+        seconds,
+        data_seconds,
+        volumes: all_volumes.iter().map(|(_, v)| v.barcode.clone()).collect(),
+        errors,
+        blocks: drive_reports.iter().map(|d| d.blocks).sum(),
+        streams: per_stream.into_iter().map(|(_, r)| r).collect(),
+        max_concurrency: drive_reports.iter().map(|d| d.max_concurrency).sum(),
+        extents: n_extents,
+        filemarks: drive_reports.iter().map(|d| d.filemarks).sum(),
+        drives: drive_reports,
+        software_compression: job.software,
+        compression_raw_bytes: c.raw.load(Ordering::Relaxed),
+        compression_stored_bytes: c.stored.load(Ordering::Relaxed),
+        compressed_blocks: (
+            c.compressed_blocks.load(Ordering::Relaxed),
+            c.raw_blocks.load(Ordering::Relaxed),
+        ),
+    })
+}
+
+/// Waits for one scoped thread per drive; a panic becomes that drive's error.
+fn join_all<T>(
+    hs: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>,
+    what: &'static str,
+) -> Vec<Result<T>> {
+    hs.into_iter()
+        .map(|h| h.join().unwrap_or(Err(Error::Panicked { what })))
+        .collect()
+}

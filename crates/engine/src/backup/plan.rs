@@ -1,0 +1,340 @@
+//! What a backup will do, decided before anything is read: its options, its streams
+//! (names, sources, where each lands in the job's namespace) and its drives.
+
+use crate::compress::Compress;
+use crate::error::{io, OptionsError, Result};
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use tapeloom_format::StreamInfo;
+
+/// How to run a backup.
+#[derive(Debug, Clone)]
+pub struct BackupOptions {
+    /// Job name; made from the source names when empty.
+    pub name: String,
+    /// Block size in bytes.
+    pub block_size: usize,
+    /// Blocks in the pool between the packers and the writer.
+    pub buffers: usize,
+    /// Reader threads per stream fetching metadata and small files.
+    pub readers: usize,
+    /// Drives to write with.
+    pub drives: DriveSet,
+    /// Streams interleaved at once; `None` chooses as the job goes.
+    pub concurrency: Option<usize>,
+    /// Most consecutive blocks of one stream before the writer turns to another.
+    pub extent_blocks: usize,
+    /// Fill of the pool (0..1) the writer waits for before it starts, and restarts
+    /// after running dry.
+    pub high_water: f64,
+    /// Most bytes per second each stream reads.
+    pub limit_rate: Option<f64>,
+    /// Stream names given by the user, by source index.
+    pub stream_names: Vec<Option<String>>,
+    /// Bytes between filemarks inside a job (written with the immediate bit); 0 for
+    /// none.
+    pub segment_bytes: u64,
+    /// Software compression.
+    pub compress: Compress,
+    /// The drive's own compression.
+    pub drive_compression: bool,
+}
+
+/// Default filemark spacing: 16 GiB, about 40 seconds of an LTO-9 at full speed.
+/// Filemarks written with the immediate bit do not flush the drive, so they cost
+/// nothing in speed; restores position by block and never need them. They are there
+/// for tools that space by filemark (`mt fsf`), as NERSC's tapemarks every gigabyte
+/// were; few and far between, because a drive that gets one without the immediate bit
+/// (an older driver) would stop.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 16 << 30;
+
+/// Default extent: 64 MiB of one stream. At LTO-9 speed that is a sixth of a second
+/// of tape; a restore of one stream skips the others in steps no smaller than this,
+/// and a 20 TB job needs about 300,000 extent rows.
+pub const DEFAULT_EXTENT_BYTES: u64 = 64 << 20;
+
+impl Default for BackupOptions {
+    fn default() -> Self {
+        BackupOptions {
+            name: String::new(),
+            block_size: tapeloom_format::DEFAULT_BLOCK_SIZE,
+            buffers: 64,
+            readers: 4,
+            drives: DriveSet::Count(1),
+            concurrency: None,
+            extent_blocks: (DEFAULT_EXTENT_BYTES / tapeloom_format::DEFAULT_BLOCK_SIZE as u64)
+                as usize,
+            high_water: 0.5,
+            limit_rate: None,
+            stream_names: Vec::new(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            compress: Compress::Auto,
+            drive_compression: true,
+        }
+    }
+}
+
+/// The streams of a job: checked sources, their names and their roots.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Absolute source paths.
+    pub sources: Vec<PathBuf>,
+    /// Stream names, unique, each a valid folder name.
+    pub names: Vec<String>,
+    /// Where each stream's root lies in the job's namespace: `.` for a single
+    /// directory, else a top-level name.
+    pub roots: Vec<Vec<u8>>,
+    /// The job's name.
+    pub job_name: String,
+}
+
+impl Plan {
+    /// Checks the options and the sources and names the streams.
+    pub fn new(sources: &[PathBuf], opts: &BackupOptions) -> Result<Plan> {
+        if let Some(rate) = opts.limit_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(OptionsError::RateLimit { rate }.into());
+        }
+        if sources.is_empty() {
+            return Err(OptionsError::NoSources.into());
+        }
+        let mut abs = Vec::new();
+        for s in sources {
+            let a = io(std::path::absolute(s), || format!("source {}", s.display()))?;
+            io(std::fs::symlink_metadata(&a), || {
+                format!("source {}", s.display())
+            })?;
+            abs.push(a);
+        }
+        let mut names = stream_names(&abs);
+        for (n, given) in names.iter_mut().zip(&opts.stream_names) {
+            if let Some(g) = given {
+                *n = g.clone();
+            }
+        }
+        for (i, n) in names.iter().enumerate() {
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+                return Err(OptionsError::StreamName { name: n.clone() }.into());
+            }
+            if names[..i].contains(n) {
+                return Err(OptionsError::DuplicateStream { name: n.clone() }.into());
+            }
+        }
+        let single = abs.len() == 1;
+        // The namespace: one source is the root itself; several are top-level folders.
+        let roots = abs
+            .iter()
+            .zip(&names)
+            .map(|(a, n)| {
+                let is_dir = std::fs::symlink_metadata(a)
+                    .map(|m| m.is_dir())
+                    .unwrap_or(false);
+                if single && is_dir {
+                    b".".to_vec()
+                } else if single {
+                    a.file_name()
+                        .map(|f| f.as_bytes().to_vec())
+                        .unwrap_or_else(|| n.as_bytes().to_vec())
+                } else {
+                    n.as_bytes().to_vec()
+                }
+            })
+            .collect();
+        let job_name = if opts.name.is_empty() {
+            names.join(",")
+        } else {
+            opts.name.clone()
+        };
+        Ok(Plan {
+            sources: abs,
+            names,
+            roots,
+            job_name,
+        })
+    }
+
+    /// The streams as the job start record and the catalog describe them.
+    pub fn streams(&self) -> Vec<StreamInfo> {
+        self.sources
+            .iter()
+            .zip(&self.names)
+            .enumerate()
+            .map(|(i, (a, n))| StreamInfo {
+                id: (i + 1) as u16,
+                name: n.clone(),
+                source: a.as_os_str().as_bytes().to_vec(),
+            })
+            .collect()
+    }
+}
+
+/// Names streams after the last component of their source, made unique.
+pub(crate) fn stream_names(sources: &[PathBuf]) -> Vec<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    sources
+        .iter()
+        .map(|s| {
+            let base = s
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "root".into());
+            let n = seen.entry(base.clone()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                base
+            } else {
+                format!("{base}-{n}")
+            }
+        })
+        .collect()
+}
+
+/// Which drives a job uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriveSet {
+    /// This many drives: one lets the volume policy pick it; more take the first N.
+    Count(usize),
+    /// Every drive of the library.
+    All,
+    /// These drives.
+    List(Vec<usize>),
+}
+
+impl std::str::FromStr for DriveSet {
+    type Err = OptionsError;
+
+    /// Parses `N`, `all` or a comma-separated list of drive indexes (`0,2`).
+    fn from_str(s: &str) -> std::result::Result<Self, OptionsError> {
+        let bad = || OptionsError::DriveSet {
+            given: s.to_string(),
+        };
+        if s == "all" {
+            return Ok(DriveSet::All);
+        }
+        if s.contains(',') {
+            let v: Vec<usize> = s
+                .split(',')
+                .map(|x| x.trim().parse().map_err(|_| bad()))
+                .collect::<std::result::Result<_, _>>()?;
+            return Ok(DriveSet::List(v));
+        }
+        match s.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(DriveSet::Count(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// The drive of each writer: `None` lets the volume policy choose.
+pub(crate) fn resolve_drives(
+    set: &DriveSet,
+    have: usize,
+) -> std::result::Result<Vec<Option<usize>>, OptionsError> {
+    let v: Vec<Option<usize>> = match set {
+        DriveSet::Count(1) => vec![None],
+        DriveSet::Count(n) if *n <= have => (0..*n).map(Some).collect(),
+        DriveSet::Count(n) => return Err(OptionsError::TooManyDrives { asked: *n, have }),
+        DriveSet::All => (0..have).map(Some).collect(),
+        DriveSet::List(l) => {
+            let mut seen = Vec::new();
+            for d in l {
+                if *d >= have {
+                    return Err(OptionsError::NoSuchDrive { drive: *d, have });
+                }
+                if seen.contains(d) {
+                    return Err(OptionsError::DriveTwice { drive: *d });
+                }
+                seen.push(*d);
+            }
+            seen.into_iter().map(Some).collect()
+        }
+    };
+    if v.is_empty() {
+        return Err(OptionsError::NoDrive);
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_names_are_unique() {
+        let names = stream_names(&[
+            PathBuf::from("/a/data"),
+            PathBuf::from("/b/data"),
+            PathBuf::from("/"),
+            PathBuf::from("/c/data"),
+        ]);
+        assert_eq!(names, vec!["data", "data-2", "root", "data-3"]);
+    }
+
+    #[test]
+    fn drive_sets_parse_and_resolve() {
+        assert_eq!("all".parse::<DriveSet>().unwrap(), DriveSet::All);
+        assert_eq!("2".parse::<DriveSet>().unwrap(), DriveSet::Count(2));
+        assert_eq!(
+            "0, 2".parse::<DriveSet>().unwrap(),
+            DriveSet::List(vec![0, 2])
+        );
+        assert!(matches!(
+            "0".parse::<DriveSet>(),
+            Err(OptionsError::DriveSet { .. })
+        ));
+        assert_eq!(resolve_drives(&DriveSet::Count(1), 4).unwrap(), vec![None]);
+        assert_eq!(
+            resolve_drives(&DriveSet::All, 2).unwrap(),
+            vec![Some(0), Some(1)]
+        );
+        assert!(matches!(
+            resolve_drives(&DriveSet::Count(3), 2),
+            Err(OptionsError::TooManyDrives { asked: 3, have: 2 })
+        ));
+        assert!(matches!(
+            resolve_drives(&DriveSet::List(vec![1, 1]), 2),
+            Err(OptionsError::DriveTwice { drive: 1 })
+        ));
+        assert!(matches!(
+            resolve_drives(&DriveSet::List(vec![5]), 2),
+            Err(OptionsError::NoSuchDrive { drive: 5, have: 2 })
+        ));
+        assert!(matches!(
+            resolve_drives(&DriveSet::List(vec![]), 2),
+            Err(OptionsError::NoDrive)
+        ));
+    }
+
+    #[test]
+    fn plans_check_rates_and_names() {
+        let t = tempfile::tempdir().unwrap();
+        let a = t.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        let opts = BackupOptions {
+            limit_rate: Some(0.0),
+            ..Default::default()
+        };
+        assert!(matches!(
+            Plan::new(std::slice::from_ref(&a), &opts),
+            Err(crate::Error::Options(OptionsError::RateLimit { .. }))
+        ));
+        assert!(matches!(
+            Plan::new(&[], &BackupOptions::default()),
+            Err(crate::Error::Options(OptionsError::NoSources))
+        ));
+        let twice = BackupOptions {
+            stream_names: vec![Some("x".into()), Some("x".into())],
+            ..Default::default()
+        };
+        assert!(matches!(
+            Plan::new(&[a.clone(), a.clone()], &twice),
+            Err(crate::Error::Options(OptionsError::DuplicateStream { .. }))
+        ));
+        let one = Plan::new(std::slice::from_ref(&a), &BackupOptions::default()).unwrap();
+        assert_eq!(one.roots, vec![b".".to_vec()]);
+        assert_eq!(one.job_name, "a");
+        let two = Plan::new(&[a.clone(), a], &BackupOptions::default()).unwrap();
+        assert_eq!(two.roots, vec![b"a".to_vec(), b"a-2".to_vec()]);
+    }
+}

@@ -1,0 +1,535 @@
+//! One drive's writer: it pulls streams from the job's queue, interleaves the ones it
+//! holds in extents, lands their blocks through its [`VolumeWriter`], records where
+//! every entry went, and samples its counters every second.
+//!
+//! Streams are balanced across drives by pull: a drive takes the next waiting stream
+//! when its own writer runs dry (`--concurrency auto`) or when one of its streams ends
+//! (a fixed concurrency). A drive fed by fast streams stays with few; a drive whose
+//! streams are slow takes more. A stream never moves between drives, so each stream's
+//! blocks stay in order along one drive's chain of cartridges.
+
+use crate::backup::mux::{Done, Extents, Lane, Msg, Outlet, Shared};
+use crate::backup::{BackupOptions, DriveReport, Progress, StreamReport};
+use crate::error::{Error, Result};
+use crate::media::writer::VolumeWriter;
+use crate::sampler::Sampler;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tapeloom_catalog::{FileRow, Sample};
+use tapeloom_format::{EntryType, PackedBlock};
+
+/// A stream not yet started: id, source, and its root in the job's namespace.
+pub(crate) struct Pending {
+    pub id: u16,
+    pub name: String,
+    pub abs: PathBuf,
+    pub root: Vec<u8>,
+}
+
+/// What the drives of one job share.
+pub(crate) struct JobShared<'a> {
+    pub opts: &'a BackupOptions,
+    pub tag: u64,
+    pub job_id: i64,
+    pub skip: Vec<(u64, u64)>,
+    pub pending: Mutex<VecDeque<Pending>>,
+    pub progress: Arc<Progress>,
+    pub t0: Instant,
+    /// Set when a drive failed: the others stop too.
+    pub stop: AtomicBool,
+    /// Streams each drive expects to hold at once, to size its channels.
+    pub expected: usize,
+    /// Whether packers compress their blocks (zstd).
+    pub software: bool,
+    /// What they did.
+    pub counters: Arc<crate::compress::CompressionCounters>,
+}
+
+impl JobShared<'_> {
+    fn next_stream(&self) -> Option<Pending> {
+        self.pending.lock().ok().and_then(|mut q| q.pop_front())
+    }
+}
+
+/// What one drive's writer hands back.
+pub(crate) struct Woven {
+    pub report: DriveReport,
+    pub streams: Vec<(u16, StreamReport)>,
+    pub errors: Vec<(String, String)>,
+    pub entries: u64,
+    pub stored: u64,
+    pub samples: Vec<Sample>,
+}
+
+/// When a drive with `--concurrency auto` takes another stream: when its writer
+/// waited for data a fifth or more of the last tenth of a second, the streams in hand
+/// cannot keep the drive busy. A drive that never waits is saturated and takes no
+/// more. With a fixed concurrency, the target never moves.
+#[derive(Debug)]
+pub(crate) struct ConcurrencyRule {
+    fixed: bool,
+    target: usize,
+    window_start: Instant,
+    window_wait: Duration,
+}
+
+/// The span over which the writer's waits are judged.
+const WINDOW: Duration = Duration::from_millis(100);
+/// The share of a window spent waiting that calls for one more stream.
+const DRY_SHARE: f64 = 0.2;
+
+impl ConcurrencyRule {
+    /// A fixed number of streams at once, or `None` to adapt starting from one.
+    pub fn new(fixed: Option<usize>, now: Instant) -> Self {
+        ConcurrencyRule {
+            fixed: fixed.is_some(),
+            target: fixed.unwrap_or(1).max(1),
+            window_start: now,
+            window_wait: Duration::ZERO,
+        }
+    }
+
+    /// The writer waited this long for data.
+    pub fn waited(&mut self, d: Duration) {
+        self.window_wait += d;
+    }
+
+    /// Closes the window when it is over; returns how many streams to hold, given
+    /// that `held` are held now.
+    pub fn target(&mut self, now: Instant, held: usize) -> usize {
+        let span = now.saturating_duration_since(self.window_start);
+        if span >= WINDOW {
+            if !self.fixed && self.window_wait.as_secs_f64() >= DRY_SHARE * span.as_secs_f64() {
+                self.target = self.target.max(held) + 1;
+            }
+            self.window_start = now;
+            self.window_wait = Duration::ZERO;
+        }
+        self.target
+    }
+
+    /// No stream is left to take: hold what is held.
+    pub fn none_left(&mut self, held: usize) {
+        self.target = held;
+    }
+}
+
+/// Where a stream's blocks landed, from the oldest block an unfinished entry still
+/// needs: volume sequence and block number, by the stream's block sequence.
+#[derive(Debug, Default)]
+struct Landed {
+    base: u64,
+    at: VecDeque<(u32, u64)>,
+}
+
+impl Landed {
+    fn get(&self, seq: u64, what: &'static str) -> Result<(u32, u64)> {
+        seq.checked_sub(self.base)
+            .and_then(|i| self.at.get(i as usize))
+            .copied()
+            .ok_or(Error::PositionLost { what })
+    }
+
+    fn forget_before(&mut self, keep_from: u64) {
+        while self.base < keep_from && !self.at.is_empty() {
+            self.at.pop_front();
+            self.base += 1;
+        }
+    }
+}
+
+/// One drive's writer: it holds the lanes of the streams it weaves and what it has
+/// learned of them, until no stream is left for it.
+pub(crate) struct Weaver<'j, 'w> {
+    job: &'j JobShared<'j>,
+    w: &'w mut VolumeWriter,
+    shared: Arc<Shared>,
+    lane_cap: usize,
+    rule: ConcurrencyRule,
+    sampler: Sampler,
+    lanes: Vec<Lane>,
+    names: HashMap<u16, String>,
+    errors: Vec<(String, String)>,
+    rows: Vec<FileRow>,
+    landed: HashMap<u16, Landed>,
+    per_stream: HashMap<u16, StreamReport>,
+    stream_written: HashMap<u16, u64>,
+    extents: Extents,
+    report: DriveReport,
+    entries: u64,
+    stored: u64,
+    written: u64,
+    writer_wait: Duration,
+    /// The lane being written, and blocks of it written in a row.
+    cur: usize,
+    run: usize,
+    /// The writer ran out of data: wait for the high-water mark before writing on.
+    dry: bool,
+    lanes_done: usize,
+}
+
+impl<'j, 'w> Weaver<'j, 'w> {
+    /// A writer for `w`'s drive.
+    pub fn new(job: &'j JobShared<'j>, w: &'w mut VolumeWriter) -> Self {
+        let opts = job.opts;
+        let fixed = opts.concurrency.map(|k| k.max(1));
+        let lane_cap = (opts.buffers / fixed.unwrap_or(job.expected).max(1)).max(2);
+        let report = DriveReport {
+            drive: w.drive_index(),
+            ..Default::default()
+        };
+        Weaver {
+            job,
+            w,
+            shared: Arc::new(Shared::default()),
+            lane_cap,
+            rule: ConcurrencyRule::new(fixed, Instant::now()),
+            sampler: Sampler::new(job.t0),
+            lanes: Vec::new(),
+            names: HashMap::new(),
+            errors: Vec::new(),
+            rows: Vec::new(),
+            landed: HashMap::new(),
+            per_stream: HashMap::new(),
+            stream_written: HashMap::new(),
+            extents: Extents::default(),
+            report,
+            entries: 0,
+            stored: 0,
+            written: 0,
+            writer_wait: Duration::ZERO,
+            cur: 0,
+            run: 0,
+            dry: true,
+            lanes_done: 0,
+        }
+    }
+
+    /// Writes until no stream is left for this drive.
+    pub fn run(mut self) -> Result<Woven> {
+        let result = self.weave();
+        // Whatever happened, let the packers go: dropping the lanes closes their
+        // channels.
+        self.lanes.clear();
+        if result.is_err() {
+            self.job.stop.store(true, Ordering::Relaxed);
+        }
+        result?;
+        self.sample(true);
+        let r = &mut self.report;
+        r.backhitches = self.w.drive_stats().map(|s| s.backhitches);
+        r.seconds = self.job.t0.elapsed().as_secs_f64();
+        r.writer_wait_seconds = self.writer_wait.as_secs_f64();
+        r.reader_waits = self.shared.reader_waits.load(Ordering::Relaxed);
+        r.reader_wait_seconds = self.shared.reader_wait_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        Ok(Woven {
+            report: self.report,
+            streams: self.per_stream.into_iter().collect(),
+            errors: self.errors,
+            entries: self.entries,
+            stored: self.stored,
+            samples: self.sampler.out,
+        })
+    }
+
+    fn weave(&mut self) -> Result<()> {
+        loop {
+            if self.job.stop.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
+            }
+            self.admit();
+            if self.sampler.due() {
+                self.sample(false);
+            }
+            if self.lanes.is_empty() {
+                break;
+            }
+            if self.dry {
+                self.fill_to_high_water();
+            }
+            if !self.choose_lane() {
+                continue;
+            }
+            let id = self.lanes[self.cur].id;
+            match self.lanes[self.cur].take() {
+                Some(Msg::Block {
+                    block,
+                    done,
+                    keep_from,
+                }) => self.land(id, block, done, keep_from)?,
+                Some(Msg::Error(p, why)) => {
+                    self.w.cat.add_error(self.job.job_id, &p, &why)?;
+                    self.errors.push((crate::display_path(&p), why));
+                }
+                Some(Msg::End(e, b)) => self.end_lane(id, e, b)?,
+                None => {}
+            }
+        }
+        self.extents.finish();
+        self.flush()
+    }
+
+    /// Takes streams from the job's queue up to the rule's target.
+    fn admit(&mut self) {
+        let held = self.lanes.len();
+        let target = self.rule.target(Instant::now(), held);
+        while self.lanes.len() < target {
+            let Some(p) = self.job.next_stream() else {
+                self.rule.none_left(self.lanes.len());
+                break;
+            };
+            self.names.insert(p.id, p.name.clone());
+            self.per_stream.insert(
+                p.id,
+                StreamReport {
+                    name: p.name.clone(),
+                    bytes: 0,
+                    files: 0,
+                    seconds: 0.0,
+                    drive: self.w.drive_index(),
+                },
+            );
+            self.report.streams.push(p.name.clone());
+            let lane = self.start_lane(p);
+            self.lanes.push(lane);
+        }
+        self.report.max_concurrency = self.report.max_concurrency.max(self.lanes.len());
+    }
+
+    /// Starts a stream's walker, readers and packer, feeding a lane of this drive.
+    fn start_lane(&self, p: Pending) -> Lane {
+        let job = self.job;
+        let opts = job.opts;
+        let (tx, rx) = sync_channel::<Msg>(self.lane_cap);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let out = Outlet::new(
+            tx,
+            Arc::clone(&self.shared),
+            Arc::clone(&queued),
+            opts.limit_rate,
+        );
+        let skip = job.skip.clone();
+        let Pending { id, abs, root, .. } = p;
+        let comp = if job.software {
+            crate::compress::Compressor::new().map(|c| (c, Arc::clone(&job.counters)))
+        } else {
+            None
+        };
+        let (tag, block_size, readers) = (job.tag, opts.block_size, opts.readers);
+        let thread = std::thread::spawn(move || {
+            let fetched =
+                crate::backup::source::start(vec![(abs.clone(), root.clone())], readers, skip);
+            let host = crate::backup::pack::HostPath { abs, root };
+            crate::backup::pack::pack_stream(id, tag, block_size, fetched, out, &host, comp);
+        });
+        Lane::new(id, rx, queued, thread)
+    }
+
+    /// Samples the drive and its streams; `last` marks the closing sample, when the
+    /// pools are empty.
+    fn sample(&mut self, last: bool) {
+        let t = self.sampler.round();
+        let cap = (self.lane_cap * self.lanes.len().max(1)) as f64;
+        let fill = if last {
+            0.0
+        } else {
+            (self.shared.queued.load(Ordering::Relaxed) as f64 / cap).min(1.0)
+        };
+        let live = Some(&self.job.progress.series);
+        let stats = self.w.drive_stats();
+        let drive = self.w.drive_index().unwrap_or(0);
+        self.sampler
+            .drive(t, drive, self.written, fill, stats.as_ref(), live);
+        for (id, name) in &self.names {
+            let bytes = self.stream_written.get(id).copied().unwrap_or(0);
+            let fill = match self.lanes.iter().find(|l| l.id == *id) {
+                Some(l) if !last => l.queued() as f64 / self.lane_cap as f64,
+                _ => 0.0,
+            };
+            self.sampler.stream(t, name, bytes, fill, live);
+        }
+    }
+
+    /// The pool fills to the high-water mark before the writer starts, and after it
+    /// ran dry; a stream that has sent everything cannot fill it further.
+    fn fill_to_high_water(&mut self) {
+        let want = (self.job.opts.high_water * (self.lane_cap * self.lanes.len()) as f64) as usize;
+        let t = Instant::now();
+        let queued = || self.shared.queued.load(Ordering::Relaxed);
+        let waited = queued() < want;
+        while queued() < want && t.elapsed() < Duration::from_secs(2) {
+            let seen = self.shared.rung();
+            if self.shared.finished.load(Ordering::Relaxed) > self.lanes_done {
+                break;
+            }
+            self.shared.wait(seen, Duration::from_millis(20));
+        }
+        if waited {
+            self.writer_wait += t.elapsed();
+            self.rule.waited(t.elapsed());
+        }
+        self.dry = false;
+    }
+
+    /// Stays with the current stream for up to an extent while it has data, else
+    /// turns to the next with data. False when none has any (after waiting a while).
+    fn choose_lane(&mut self) -> bool {
+        let extent = self.job.opts.extent_blocks.max(1);
+        if self.cur < self.lanes.len() && self.run < extent && self.lanes[self.cur].ready() {
+            return true;
+        }
+        self.run = 0;
+        let n = self.lanes.len();
+        if let Some(i) = (1..=n)
+            .map(|k| (self.cur + k) % n)
+            .find(|&i| self.lanes[i].ready())
+        {
+            self.cur = i;
+            return true;
+        }
+        let seen = self.shared.rung();
+        if self.lanes.iter_mut().any(|l| l.ready()) {
+            return false;
+        }
+        self.report.writer_waits += 1;
+        let t = Instant::now();
+        self.shared.wait(seen, Duration::from_millis(50));
+        self.writer_wait += t.elapsed();
+        self.rule.waited(t.elapsed());
+        self.dry = true;
+        false
+    }
+
+    /// Writes one block of stream `id` and records the entries that ended in it.
+    fn land(
+        &mut self,
+        id: u16,
+        mut block: PackedBlock,
+        done: Vec<Done>,
+        keep_from: u64,
+    ) -> Result<()> {
+        self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+        self.run += 1;
+        let len = block.header.payload_len as u64;
+        let at = self.w.write(&mut block)?;
+        self.written += len;
+        *self.stream_written.entry(id).or_default() += len;
+        self.extents
+            .landed(id, block.header.stream_offset, at.0, at.1);
+        let landed = self.landed.entry(id).or_insert_with(|| Landed {
+            base: block.seq,
+            at: VecDeque::new(),
+        });
+        landed.at.push_back(at);
+        let progress = &self.job.progress;
+        for d in done {
+            let s = landed.get(d.start_block, "entry start")?;
+            let e = landed.get(d.end_block, "entry end")?;
+            let mut row = d.row;
+            (row.start_seq, row.start_lbn) = s;
+            (row.end_seq, row.end_lbn) = e;
+            self.report.files += 1;
+            let sr = self.per_stream.get_mut(&id);
+            let data = (row.kind == EntryType::Regular as u8).then_some(row.size);
+            if let Some(sr) = sr {
+                sr.files += 1;
+                sr.bytes += data.unwrap_or(0);
+            }
+            if let Some(size) = data {
+                self.report.bytes += size;
+                progress.bytes.fetch_add(size, Ordering::Relaxed);
+            }
+            progress.files.fetch_add(1, Ordering::Relaxed);
+            self.rows.push(row);
+        }
+        landed.forget_before(keep_from);
+        self.shared.give(block.buf);
+        if self.rows.len() >= 4096 || self.extents.closed.len() >= 1024 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A stream has sent everything: its packer ends.
+    fn end_lane(&mut self, id: u16, entries: u64, stored: u64) -> Result<()> {
+        self.entries += entries;
+        self.stored += stored;
+        if let Some(sr) = self.per_stream.get_mut(&id) {
+            sr.seconds = self.job.t0.elapsed().as_secs_f64();
+        }
+        let mut lane = self.lanes.remove(self.cur);
+        lane.ended = true;
+        self.lanes_done += 1;
+        if let Some(t) = lane.thread.take() {
+            t.join().map_err(|_| Error::Panicked {
+                what: "a packer thread",
+            })?;
+        }
+        self.run = 0;
+        Ok(())
+    }
+
+    /// Stores the rows and closed extents gathered so far.
+    fn flush(&mut self) -> Result<()> {
+        let job = self.job.job_id;
+        self.w.cat.add_extents(job, &self.extents.closed)?;
+        self.extents.closed.clear();
+        self.w.cat.add_files(job, &self.rows)?;
+        self.rows.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_concurrency_adds_a_stream_when_the_writer_waits() {
+        let t0 = Instant::now();
+        let mut r = ConcurrencyRule::new(None, t0);
+        assert_eq!(r.target(t0, 0), 1);
+        // Waiting 10 ms of 100: saturated, no more.
+        r.waited(Duration::from_millis(10));
+        assert_eq!(r.target(t0 + Duration::from_millis(100), 1), 1);
+        // Waiting 30 ms of the next 100: one more.
+        r.waited(Duration::from_millis(30));
+        assert_eq!(r.target(t0 + Duration::from_millis(200), 1), 2);
+        // Before the window is over nothing changes, however long the wait.
+        r.waited(Duration::from_millis(90));
+        assert_eq!(r.target(t0 + Duration::from_millis(250), 2), 2);
+        assert_eq!(r.target(t0 + Duration::from_millis(300), 2), 3);
+        // No stream left: the target is what is held.
+        r.none_left(2);
+        assert_eq!(r.target(t0 + Duration::from_millis(310), 2), 2);
+    }
+
+    #[test]
+    fn a_fixed_concurrency_never_moves() {
+        let t0 = Instant::now();
+        let mut r = ConcurrencyRule::new(Some(3), t0);
+        r.waited(Duration::from_millis(100));
+        assert_eq!(r.target(t0 + Duration::from_millis(100), 3), 3);
+    }
+
+    #[test]
+    fn landed_positions_are_found_until_forgotten() {
+        let mut l = Landed {
+            base: 10,
+            at: VecDeque::from([(1, 100), (1, 101), (2, 0)]),
+        };
+        assert_eq!(l.get(12, "x").unwrap(), (2, 0));
+        l.forget_before(11);
+        assert_eq!(l.get(11, "x").unwrap(), (1, 101));
+        assert!(matches!(
+            l.get(10, "entry start"),
+            Err(Error::PositionLost {
+                what: "entry start"
+            })
+        ));
+    }
+}

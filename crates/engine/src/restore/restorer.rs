@@ -1,0 +1,274 @@
+//! The restorer: the sink the job reader feeds decoded records to. It places each
+//! wanted entry under the restore root, writes file data (small files through the
+//! writer threads), checks each file's CRC, and sets directories' metadata last.
+
+use crate::error::Result;
+use crate::media::reader::Sink;
+use crate::restore::place::Placer;
+use crate::restore::writers::{Writers, SMALL};
+use crate::restore::RestoreReport;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
+
+/// Threads writing small files.
+const WRITERS: usize = 3;
+
+pub(crate) struct Open {
+    entry: Entry,
+    wanted: bool,
+    file: Option<File>,
+    /// A small file's data, gathered for the writers.
+    buf: Option<Vec<u8>>,
+    crc: u32,
+    written: u64,
+    failed: Option<String>,
+}
+
+pub(crate) struct Restorer {
+    pub(crate) placer: Placer,
+    pub(crate) want: Option<HashSet<Vec<u8>>>,
+    pub(crate) open: std::collections::HashMap<u16, Open>,
+    pub(crate) dirs: Vec<Entry>,
+    pub(crate) report: RestoreReport,
+    /// Small-file writers; taken when the reading is done.
+    pub(crate) writers: Option<Writers>,
+    /// Data bytes restored per stream, for the samples.
+    pub(crate) per_stream: HashMap<u16, u64>,
+}
+
+impl Restorer {
+    /// A restorer placing entries under `to`; `want` as [`crate::restore::plan::select`]
+    /// gives it.
+    pub fn new(to: &std::path::Path, want: Option<HashSet<Vec<u8>>>) -> Result<Self> {
+        Ok(Restorer {
+            placer: Placer::new(to)?,
+            want,
+            open: Default::default(),
+            dirs: Vec::new(),
+            report: RestoreReport::default(),
+            writers: Some(Writers::new(WRITERS)),
+            per_stream: HashMap::new(),
+        })
+    }
+
+    pub fn wanted(&self, path: &[u8]) -> bool {
+        self.want.as_ref().is_none_or(|w| w.contains(path))
+    }
+
+    pub fn fail(&mut self, path: &[u8], why: String) {
+        self.report.errors.push((crate::display_path(path), why));
+    }
+
+    fn close(&mut self, stream: u16, end: Option<FileEnd>) {
+        let Some(mut o) = self.open.remove(&stream) else {
+            return;
+        };
+        if !o.wanted {
+            return;
+        }
+        if o.failed.is_none() {
+            match end {
+                Some(fe) if fe.crc != o.crc => {
+                    o.failed = Some(format!(
+                        "checksum mismatch (tape says {:08x}, data gives {:08x})",
+                        fe.crc, o.crc
+                    ))
+                }
+                None if o.entry.kind == EntryType::Regular => {
+                    o.failed = Some("its data ends early".into())
+                }
+                _ => {}
+            }
+        }
+        if o.failed.is_none() {
+            if let Some(data) = o.buf.take() {
+                let p = self.placer.path_of(&o.entry.path);
+                let sent = match &self.writers {
+                    Some(w) => w.submit(p, o.entry.clone(), data),
+                    None => Err("the writers are closed".into()),
+                };
+                if let Err(e) = sent {
+                    self.fail(&o.entry.path, e);
+                }
+                return;
+            }
+        }
+        let file = o.file.take();
+        match o.failed {
+            Some(why) => {
+                let p = self.placer.path_of(&o.entry.path);
+                if o.entry.kind == EntryType::Regular {
+                    let _ = std::fs::remove_file(p);
+                }
+                self.fail(&o.entry.path, why);
+            }
+            None => {
+                let done = match &file {
+                    Some(f) => self.placer.finish_file(f, &o.entry),
+                    None => self.placer.finish(&o.entry),
+                };
+                if let Err(e) = done {
+                    self.fail(&o.entry.path, e.to_string());
+                    return;
+                }
+                self.report.files += 1;
+                self.report.bytes += o.entry.size;
+            }
+        }
+    }
+
+    fn entry(&mut self, stream: u16, e: Entry) {
+        if self.open.contains_key(&stream) {
+            self.lost(stream, "the entry after it began before its data ended");
+        }
+        let wanted = self.wanted(&e.path);
+        let mut o = Open {
+            entry: e,
+            wanted,
+            file: None,
+            buf: None,
+            crc: 0,
+            written: 0,
+            failed: None,
+        };
+        let small =
+            o.entry.kind == EntryType::Regular && o.entry.sparse.is_none() && o.entry.size <= SMALL;
+        if wanted && small {
+            match self.placer.parents(&o.entry.path) {
+                Ok(()) => o.buf = Some(Vec::with_capacity(o.entry.size as usize)),
+                Err(err) => o.failed = Some(err.to_string()),
+            }
+        } else if wanted {
+            if o.entry.kind == EntryType::HardLink {
+                // Its target may still be with the writers.
+                if let Some(w) = &self.writers {
+                    w.wait();
+                }
+            }
+            match self.placer.create(&o.entry) {
+                Ok(f) => o.file = f,
+                Err(err) => o.failed = Some(err.to_string()),
+            }
+        }
+        if o.entry.kind == EntryType::Regular {
+            self.open.insert(stream, o);
+        } else if wanted {
+            if let Some(why) = o.failed {
+                self.fail(&o.entry.path, why);
+            } else if o.entry.kind == EntryType::Directory {
+                self.report.files += 1;
+                self.dirs.push(o.entry);
+            } else {
+                match self.placer.finish(&o.entry) {
+                    Ok(()) => self.report.files += 1,
+                    Err(err) => self.fail(&o.entry.path, err.to_string()),
+                }
+            }
+        }
+    }
+
+    fn data(&mut self, stream: u16, chunk: &[u8]) {
+        let Some(o) = self.open.get_mut(&stream) else {
+            return;
+        };
+        if !o.wanted || o.failed.is_some() {
+            return;
+        }
+        *self.per_stream.entry(stream).or_default() += chunk.len() as u64;
+        o.crc = crc32c::crc32c_append(o.crc, chunk);
+        if let Some(buf) = o.buf.as_mut() {
+            if buf.len() as u64 + chunk.len() as u64 > o.entry.size {
+                o.failed = Some("more data than its size".into());
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+            return;
+        }
+        let Some(f) = o.file.as_ref() else { return };
+        // Map stored bytes to file offsets: dense files in order, sparse ones by extent.
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let (off, room) = match &o.entry.sparse {
+                None => (o.written, u64::MAX),
+                Some(ext) => {
+                    let mut skip = o.written;
+                    let mut found = None;
+                    for &(eo, el) in ext {
+                        if skip < el {
+                            found = Some((eo + skip, el - skip));
+                            break;
+                        }
+                        skip -= el;
+                    }
+                    match found {
+                        Some(x) => x,
+                        None => {
+                            o.failed = Some("more data than its extents hold".into());
+                            return;
+                        }
+                    }
+                }
+            };
+            let n = (rest.len() as u64).min(room) as usize;
+            if let Err(e) = f.write_all_at(&rest[..n], off) {
+                o.failed = Some(format!("write failed: {e}"));
+                return;
+            }
+            o.written += n as u64;
+            rest = &rest[n..];
+        }
+    }
+
+    pub fn finish_dirs(&mut self) {
+        // Deepest first, so setting a parent's mtime comes after its children changed it.
+        let mut dirs = std::mem::take(&mut self.dirs);
+        dirs.sort_by_key(|d| {
+            std::cmp::Reverse(
+                d.path.iter().filter(|&&b| b == b'/').count() + usize::from(d.path != b"."),
+            )
+        });
+        for d in dirs {
+            if let Err(e) = self.placer.finish(&d) {
+                self.fail(&d.path, e.to_string());
+            }
+        }
+    }
+}
+
+impl Sink for Restorer {
+    fn event(&mut self, stream: u16, ev: Event<'_>, _at: (u32, u64)) -> Result<()> {
+        match ev {
+            Event::Record {
+                kind: Kind::Entry,
+                body,
+            } => match Entry::decode(body) {
+                Ok(e) => self.entry(stream, e),
+                Err(err) => {
+                    self.lost(stream, &err.to_string());
+                    self.fail(b"?", format!("an entry on tape is refused: {err}"));
+                }
+            },
+            Event::Record {
+                kind: Kind::FileEnd,
+                body,
+            } => {
+                let fe = FileEnd::decode(body).ok();
+                self.close(stream, fe);
+            }
+            Event::Data(chunk) => self.data(stream, chunk),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn lost(&mut self, stream: u16, why: &str) {
+        if let Some(o) = self.open.get_mut(&stream) {
+            if o.failed.is_none() {
+                o.failed = Some(why.to_string());
+            }
+            self.close(stream, None);
+        }
+    }
+}
