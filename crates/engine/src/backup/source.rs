@@ -214,22 +214,7 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
         Ok(m) => m,
         Err(e) => return err(abs, e),
     };
-    let ft = md.file_type();
-    let kind = if ft.is_file() {
-        EntryType::Regular
-    } else if ft.is_dir() {
-        EntryType::Directory
-    } else if ft.is_symlink() {
-        EntryType::Symlink
-    } else if ft.is_fifo() {
-        EntryType::Fifo
-    } else if ft.is_char_device() {
-        EntryType::CharDevice
-    } else if ft.is_block_device() {
-        EntryType::BlockDevice
-    } else {
-        EntryType::Socket
-    };
+    let kind = kind_of(md.file_type());
     let link = if kind == EntryType::Symlink {
         match std::fs::read_link(abs) {
             Ok(t) => t.as_os_str().as_bytes().to_vec(),
@@ -241,38 +226,14 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
     // A regular file is opened once and everything else is read through the
     // descriptor: path lookups are most of the cost of a small file.
     let file = if kind == EntryType::Regular {
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NOATIME)
-            .open(abs)
-            .or_else(|_| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(nix::libc::O_NOFOLLOW)
-                    .open(abs)
-            }) {
+        match open_regular(abs) {
             Ok(f) => Some(f),
             Err(e) => return err(abs, e),
         }
     } else {
         None
     };
-    let mut xattrs = Vec::new();
-    let listed = match &file {
-        Some(f) => xattr::FileExt::list_xattr(f),
-        None => xattr::list(abs),
-    };
-    if let Ok(list) = listed {
-        for name in list {
-            let v = match &file {
-                Some(f) => xattr::FileExt::get_xattr(f, &name),
-                None => xattr::get(abs, &name),
-            };
-            if let Ok(Some(v)) = v {
-                xattrs.push((name.as_bytes().to_vec(), v));
-            }
-        }
-    }
+    let xattrs = read_xattrs(abs, file.as_ref());
     let mut entry = Entry {
         kind,
         mode: md.mode() & 0o7777,
@@ -306,43 +267,101 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
     let ino = (md.dev(), md.ino(), md.nlink());
     let content = match file {
         None => Content::None,
-        Some(mut f) => {
-            let size = md.size();
-            if md.blocks() * 512 < size {
-                entry.sparse = sparse_extents(&f, size);
-            }
-            if size <= SMALL_FILE && entry.sparse.is_none() {
-                let mut buf = Vec::with_capacity(size as usize + 1);
-                match (&mut f).take(size + 1).read_to_end(&mut buf) {
-                    Ok(_) => {
-                        // A file that changed size since lstat is stored as read.
-                        entry.size = buf.len() as u64;
-                        Content::Bytes(buf)
-                    }
-                    Err(e) => return err(abs, e),
-                }
-            } else {
-                // The size of the open file is what gets stored.
-                match f.metadata() {
-                    Ok(m) => entry.size = m.size(),
-                    Err(e) => return err(abs, e),
-                }
-                if entry
-                    .sparse
-                    .as_ref()
-                    .is_some_and(|ext| ext.last().is_some_and(|&(o, l)| o + l > entry.size))
-                {
-                    entry.sparse = sparse_extents(&f, entry.size);
-                }
-                Content::File(f)
-            }
-        }
+        Some(f) => match read_content(f, &md, &mut entry) {
+            Ok(c) => c,
+            Err(e) => return err(abs, e),
+        },
     };
     Fetched::Item(Box::new(Item {
         entry,
         ino,
         content,
     }))
+}
+
+/// The entry type of a file type.
+fn kind_of(ft: std::fs::FileType) -> EntryType {
+    if ft.is_file() {
+        EntryType::Regular
+    } else if ft.is_dir() {
+        EntryType::Directory
+    } else if ft.is_symlink() {
+        EntryType::Symlink
+    } else if ft.is_fifo() {
+        EntryType::Fifo
+    } else if ft.is_char_device() {
+        EntryType::CharDevice
+    } else if ft.is_block_device() {
+        EntryType::BlockDevice
+    } else {
+        EntryType::Socket
+    }
+}
+
+/// Opens a regular file for reading without following a symlink, without touching
+/// its atime where the file system lets us.
+fn open_regular(abs: &std::path::Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NOATIME)
+        .open(abs)
+        .or_else(|_| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(abs)
+        })
+}
+
+/// The extended attributes of an object, through its descriptor when it is open.
+fn read_xattrs(abs: &std::path::Path, file: Option<&File>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut xattrs = Vec::new();
+    let listed = match file {
+        Some(f) => xattr::FileExt::list_xattr(f),
+        None => xattr::list(abs),
+    };
+    if let Ok(list) = listed {
+        for name in list {
+            let v = match file {
+                Some(f) => xattr::FileExt::get_xattr(f, &name),
+                None => xattr::get(abs, &name),
+            };
+            if let Ok(Some(v)) = v {
+                xattrs.push((name.as_bytes().to_vec(), v));
+            }
+        }
+    }
+    xattrs
+}
+
+/// A regular file's content: read now when small and dense, else the open file for
+/// the packer; `entry` gets the size (and extents) of what will be stored.
+fn read_content(
+    mut f: File,
+    md: &std::fs::Metadata,
+    entry: &mut Entry,
+) -> std::io::Result<Content> {
+    let size = md.size();
+    if md.blocks() * 512 < size {
+        entry.sparse = sparse_extents(&f, size);
+    }
+    if size <= SMALL_FILE && entry.sparse.is_none() {
+        let mut buf = Vec::with_capacity(size as usize + 1);
+        (&mut f).take(size + 1).read_to_end(&mut buf)?;
+        // A file that changed size since lstat is stored as read.
+        entry.size = buf.len() as u64;
+        return Ok(Content::Bytes(buf));
+    }
+    // The size of the open file is what gets stored.
+    entry.size = f.metadata()?.size();
+    if entry
+        .sparse
+        .as_ref()
+        .is_some_and(|ext| ext.last().is_some_and(|&(o, l)| o + l > entry.size))
+    {
+        entry.sparse = sparse_extents(&f, entry.size);
+    }
+    Ok(Content::File(f))
 }
 
 /// The data extents of a file with holes, or `None` when it has none after all.

@@ -50,6 +50,38 @@ pub struct DriveBenchRow {
     pub wall_seconds: f64,
 }
 
+/// A blank cartridge the catalog does not know: where the library cannot tell
+/// without loading (real devices), the label block says.
+fn blank_cartridge(home: &crate::Home, lib: &mut crate::Library, drive: usize) -> Result<String> {
+    let known: Vec<String> = home
+        .catalog
+        .volumes()?
+        .into_iter()
+        .map(|v| v.barcode)
+        .collect();
+    for b in lib.inventory()?.barcodes() {
+        if known.contains(&b) || lib.is_write_protected(&b) {
+            continue;
+        }
+        match lib.cartridge_bytes(&b) {
+            Some(0) => {}
+            Some(_) => continue,
+            None => {
+                let (_, mut d) = crate::media::policy::mount(lib, &b, Some(drive))?;
+                let blank = matches!(
+                    crate::media::policy::read_label(&mut *d)?,
+                    crate::media::policy::Found::Blank
+                );
+                if !blank {
+                    continue;
+                }
+            }
+        }
+        return Ok(b);
+    }
+    Err(MediaError::NoBlank.into())
+}
+
 /// The parameters of a model by name, scaled.
 pub fn model_params(name: &str, scale: f64) -> Result<LtoParams> {
     let p = generation(name).ok_or_else(|| ToolError::NoModel {
@@ -192,37 +224,7 @@ pub fn bench_library_drive(
         return Err(ToolError::SourceRateOnLibrary.into());
     }
     let mut lib = home.library()?;
-    let known: Vec<String> = home
-        .catalog
-        .volumes()?
-        .into_iter()
-        .map(|v| v.barcode)
-        .collect();
-    // A blank cartridge: where the library cannot tell without loading (real
-    // devices), the label block says.
-    let mut barcode = None;
-    for b in lib.inventory()?.barcodes() {
-        if known.contains(&b) || lib.is_write_protected(&b) {
-            continue;
-        }
-        match lib.cartridge_bytes(&b) {
-            Some(0) => {}
-            Some(_) => continue,
-            None => {
-                let (_, mut d) = crate::media::policy::mount(&mut lib, &b, Some(drive))?;
-                let blank = matches!(
-                    crate::media::policy::read_label(&mut *d)?,
-                    crate::media::policy::Found::Blank
-                );
-                if !blank {
-                    continue;
-                }
-            }
-        }
-        barcode = Some(b);
-        break;
-    }
-    let barcode = barcode.ok_or(MediaError::NoBlank)?;
+    let barcode = blank_cartridge(home, &mut lib, drive)?;
     let model = lib.model().unwrap_or_else(|| "none".into());
     let capacity = lib.capacity().unwrap_or(u64::MAX);
     let pool_len = 64 << 20;
