@@ -9,26 +9,10 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
-/// A catalog error, with what was being done.
-#[derive(Debug)]
-pub struct CatalogError(String);
+mod error;
 
-impl std::fmt::Display for CatalogError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for CatalogError {}
-
-impl From<rusqlite::Error> for CatalogError {
-    fn from(e: rusqlite::Error) -> Self {
-        CatalogError(format!("catalog: {e}"))
-    }
-}
-
-/// Result of catalog operations.
-pub type Result<T> = std::result::Result<T, CatalogError>;
+use error::{is_duplicate_key, Doing};
+pub use error::{CatalogError, Result};
 
 const MIGRATIONS: &[&str] = &[
     // 1: the first schema.
@@ -347,60 +331,74 @@ const JOB_COLS: &str =
 impl Catalog {
     /// Opens (creating when missing) the catalog at `path` and migrates its schema.
     pub fn open(path: &Path) -> Result<Self> {
-        let conn = Connection::open(path)
-            .map_err(|e| CatalogError(format!("open catalog {}: {e}", path.display())))?;
-        conn.busy_timeout(std::time::Duration::from_secs(30))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let conn = Connection::open(path).map_err(|source| CatalogError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let setup = || -> rusqlite::Result<()> {
+            conn.busy_timeout(std::time::Duration::from_secs(30))?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")
+        };
+        setup().doing("set up the connection")?;
         let mut c = Catalog { conn };
         c.migrate()?;
         Ok(c)
     }
 
     fn migrate(&mut self) -> Result<()> {
-        let version: i64 = self
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version as usize > MIGRATIONS.len() {
-            return Err(CatalogError(format!(
-                "the catalog has schema version {version}; this tapeloom knows up to {}",
-                MIGRATIONS.len()
-            )));
+        let version = self.schema_version()?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(CatalogError::SchemaTooNew {
+                found: version,
+                known,
+            });
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-            tx.commit()?;
+            let mut step = || -> rusqlite::Result<()> {
+                let tx = self.conn.transaction()?;
+                tx.execute_batch(sql)?;
+                tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+                tx.commit()
+            };
+            step().doing("migrate the schema")?;
         }
         Ok(())
     }
 
     /// The schema version.
     pub fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .doing("read the schema version")
     }
 
     /// Marks jobs left `running` by a process that died as `failed`. Call only while
     /// holding the home's lock, so that no job is really running.
     pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT id FROM jobs WHERE status = 'running'")?;
-        let ids: Vec<i64> = st
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        self.conn.execute(
-            "UPDATE jobs SET status = 'failed' WHERE status = 'running'",
-            [],
-        )?;
-        Ok(ids)
+        let run = || -> rusqlite::Result<Vec<i64>> {
+            let tx = self.conn.unchecked_transaction()?;
+            let ids = {
+                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = 'running'")?;
+                let ids = st
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                ids
+            };
+            tx.execute(
+                "UPDATE jobs SET status = 'failed' WHERE status = 'running'",
+                [],
+            )?;
+            tx.commit()?;
+            Ok(ids)
+        };
+        run().doing("mark interrupted jobs failed")
     }
 
-    /// Records a newly labelled volume.
+    /// Records a newly labelled volume. A volume with the same barcode must not be in
+    /// the catalog ([`CatalogError::VolumeExists`]).
     pub fn add_volume(
         &self,
         barcode: &str,
@@ -409,93 +407,121 @@ impl Catalog {
         block_size: u32,
         labelled_ns: i64,
     ) -> Result<Volume> {
-        self.conn.execute(
+        let status = "append";
+        match self.conn.execute(
             "INSERT INTO volumes (barcode, uuid, pool, block_size, labelled_ns, status) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'append')",
-            params![barcode, &uuid[..], pool, block_size, labelled_ns],
-        )?;
-        self.volume_by_barcode(barcode)?
-            .ok_or_else(|| CatalogError(format!("volume {barcode} vanished after insert")))
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![barcode, &uuid[..], pool, block_size, labelled_ns, status],
+        ) {
+            Ok(_) => Ok(Volume {
+                id: self.conn.last_insert_rowid(),
+                barcode: barcode.to_string(),
+                uuid,
+                pool: pool.to_string(),
+                block_size,
+                status: status.to_string(),
+            }),
+            Err(e) if is_duplicate_key(&e) => Err(CatalogError::VolumeExists {
+                barcode: barcode.to_string(),
+            }),
+            Err(e) => Err(e).doing("record a volume"),
+        }
     }
 
     /// A volume by barcode.
     pub fn volume_by_barcode(&self, barcode: &str) -> Result<Option<Volume>> {
-        Ok(self
-            .conn
+        self.conn
             .query_row(
                 &format!("SELECT {VOLUME_COLS} FROM volumes v WHERE v.barcode = ?1"),
                 [barcode],
                 |r| volume_row(r, 0),
             )
-            .optional()?)
+            .optional()
+            .doing("look up a volume")
     }
 
     /// Every volume.
     pub fn volumes(&self) -> Result<Vec<Volume>> {
-        let mut st = self.conn.prepare(&format!(
-            "SELECT {VOLUME_COLS} FROM volumes v ORDER BY v.barcode"
-        ))?;
-        let v = st
-            .query_map([], |r| volume_row(r, 0))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<Volume>> {
+            let mut st = self.conn.prepare(&format!(
+                "SELECT {VOLUME_COLS} FROM volumes v ORDER BY v.barcode"
+            ))?;
+            let v = st.query_map([], |r| volume_row(r, 0))?.collect();
+            v
+        };
+        run().doing("list the volumes")
     }
 
     /// Forgets volumes that hold no job (after their library was replaced).
     pub fn forget_unused_volumes(&self) -> Result<usize> {
-        Ok(self.conn.execute(
-            "DELETE FROM volumes WHERE id NOT IN (SELECT volume_id FROM job_volumes)",
-            [],
-        )?)
+        self.conn
+            .execute(
+                "DELETE FROM volumes WHERE id NOT IN (SELECT volume_id FROM job_volumes)",
+                [],
+            )
+            .doing("forget unused volumes")
     }
 
     /// Forgets a volume and every job with a segment on it (the cartridge was
     /// overwritten). Returns the ids of the jobs forgotten.
     pub fn forget_volume(&mut self, id: i64) -> Result<Vec<i64>> {
-        let tx = self.conn.transaction()?;
-        let jobs: Vec<i64> = {
-            let mut st =
-                tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
-            let v = st
-                .query_map([id], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            v
-        };
-        for j in &jobs {
-            for table in [
-                "files",
-                "extents",
-                "samples",
-                "drive_health",
-                "streams",
-                "job_errors",
-                "job_volumes",
-            ] {
-                tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [j])?;
+        let mut run = || -> rusqlite::Result<Vec<i64>> {
+            let tx = self.conn.transaction()?;
+            let jobs: Vec<i64> = {
+                let mut st =
+                    tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
+                let v = st
+                    .query_map([id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                v
+            };
+            for j in &jobs {
+                for table in [
+                    "files",
+                    "extents",
+                    "samples",
+                    "drive_health",
+                    "streams",
+                    "job_errors",
+                    "job_volumes",
+                ] {
+                    tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [j])?;
+                }
+                tx.execute("DELETE FROM jobs WHERE id = ?1", [j])?;
             }
-            tx.execute("DELETE FROM jobs WHERE id = ?1", [j])?;
-        }
-        tx.execute("DELETE FROM volumes WHERE id = ?1", [id])?;
-        tx.commit()?;
-        Ok(jobs)
+            tx.execute("DELETE FROM volumes WHERE id = ?1", [id])?;
+            tx.commit()?;
+            Ok(jobs)
+        };
+        run().doing("forget a volume and its jobs")
     }
 
     /// Sets a volume's status (`append` or `full`).
     pub fn set_volume_status(&self, id: i64, status: &str) -> Result<()> {
-        self.conn.execute(
-            "UPDATE volumes SET status = ?2 WHERE id = ?1",
-            params![id, status],
-        )?;
+        let n = self
+            .conn
+            .execute(
+                "UPDATE volumes SET status = ?2 WHERE id = ?1",
+                params![id, status],
+            )
+            .doing("set a volume's status")?;
+        if n == 0 {
+            return Err(CatalogError::NoVolume { id });
+        }
         Ok(())
     }
 
     /// Number of jobs with a segment on a volume.
     pub fn jobs_on_volume(&self, id: i64) -> Result<u64> {
-        Ok(self.conn.query_row(
-            "SELECT COUNT(DISTINCT job_id) FROM job_volumes WHERE volume_id = ?1",
-            [id],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
+        let n = self
+            .conn
+            .query_row(
+                "SELECT COUNT(DISTINCT job_id) FROM job_volumes WHERE volume_id = ?1",
+                [id],
+                |r| r.get::<_, i64>(0),
+            )
+            .doing("count a volume's jobs")?;
+        Ok(n as u64)
     }
 
     /// Starts a job and returns its id.
@@ -507,172 +533,199 @@ impl Catalog {
         block_size: u32,
         streams: &[Stream],
     ) -> Result<i64> {
-        let tx = self.conn.unchecked_transaction()?;
-        tx.execute(
-            "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, 'running', ?4)",
-            params![tag as i64, name, started_ns, block_size],
-        )?;
-        let id = tx.last_insert_rowid();
-        for s in streams {
+        let run = || -> rusqlite::Result<i64> {
+            let tx = self.conn.unchecked_transaction()?;
             tx.execute(
-                "INSERT INTO streams (job_id, stream, name, source) VALUES (?1, ?2, ?3, ?4)",
-                params![id, s.stream, s.name, s.source],
+                "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, 'running', ?4)",
+                params![tag as i64, name, started_ns, block_size],
             )?;
-        }
-        tx.commit()?;
-        Ok(id)
+            let id = tx.last_insert_rowid();
+            for s in streams {
+                tx.execute(
+                    "INSERT INTO streams (job_id, stream, name, source) VALUES (?1, ?2, ?3, ?4)",
+                    params![id, s.stream, s.name, s.source],
+                )?;
+            }
+            tx.commit()?;
+            Ok(id)
+        };
+        run().doing("start a job")
     }
 
     /// Records that segment `seq` of job `job` starts at `first_lbn` of volume `volume`.
+    /// The job must not have a segment `seq` yet ([`CatalogError::SegmentExists`]).
     pub fn add_job_volume(&self, job: i64, seq: u32, volume: i64, first_lbn: u64) -> Result<()> {
-        self.conn.execute(
+        match self.conn.execute(
             "INSERT INTO job_volumes (job_id, seq, volume_id, first_lbn) VALUES (?1, ?2, ?3, ?4)",
             params![job, seq, volume, first_lbn as i64],
-        )?;
-        Ok(())
+        ) {
+            Ok(_) => Ok(()),
+            Err(e) if is_duplicate_key(&e) => Err(CatalogError::SegmentExists { job, seq }),
+            Err(e) => Err(e).doing("record a job's segment"),
+        }
     }
 
     /// Records the last block of segment `seq` of job `job`.
     pub fn end_job_volume(&self, job: i64, seq: u32, last_lbn: u64) -> Result<()> {
-        self.conn.execute(
-            "UPDATE job_volumes SET last_lbn = ?3 WHERE job_id = ?1 AND seq = ?2",
-            params![job, seq, last_lbn as i64],
-        )?;
+        let n = self
+            .conn
+            .execute(
+                "UPDATE job_volumes SET last_lbn = ?3 WHERE job_id = ?1 AND seq = ?2",
+                params![job, seq, last_lbn as i64],
+            )
+            .doing("end a job's segment")?;
+        if n == 0 {
+            return Err(CatalogError::NoSegment { job, seq });
+        }
         Ok(())
     }
 
     /// Records files, in one transaction.
     pub fn add_files(&self, job: i64, rows: &[FileRow]) -> Result<()> {
-        let tx = self.conn.unchecked_transaction()?;
-        {
-            let mut st = tx.prepare_cached(&format!(
-                "INSERT OR REPLACE INTO files (job_id, {FILE_COLS}) VALUES \
-                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-            ))?;
-            for f in rows {
-                st.execute(params![
-                    job,
-                    f.path,
-                    f.stream,
-                    f.kind,
-                    f.mode,
-                    f.uid,
-                    f.gid,
-                    f.size as i64,
-                    f.mtime_ns,
-                    f.start_seq,
-                    f.start_lbn as i64,
-                    f.start_off,
-                    f.end_seq,
-                    f.end_lbn as i64,
-                    f.crc,
-                    f.link
-                ])?;
+        let run = || -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            {
+                let mut st = tx.prepare_cached(&format!(
+                    "INSERT OR REPLACE INTO files (job_id, {FILE_COLS}) VALUES \
+                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+                ))?;
+                for f in rows {
+                    st.execute(params![
+                        job,
+                        f.path,
+                        f.stream,
+                        f.kind,
+                        f.mode,
+                        f.uid,
+                        f.gid,
+                        f.size as i64,
+                        f.mtime_ns,
+                        f.start_seq,
+                        f.start_lbn as i64,
+                        f.start_off,
+                        f.end_seq,
+                        f.end_lbn as i64,
+                        f.crc,
+                        f.link
+                    ])?;
+                }
             }
-        }
-        tx.commit()?;
-        Ok(())
+            tx.commit()
+        };
+        run().doing("record files")
     }
 
     /// Records extents, in one transaction.
     pub fn add_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
-        let tx = self.conn.unchecked_transaction()?;
-        {
-            let mut st = tx.prepare_cached(
-                "INSERT INTO extents (job_id, stream, seq, first_lbn, blocks, stream_offset) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            for e in extents {
-                st.execute(params![
-                    job,
-                    e.stream,
-                    e.seq,
-                    e.first_lbn as i64,
-                    e.blocks as i64,
-                    e.stream_offset as i64
-                ])?;
+        let run = || -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO extents (job_id, stream, seq, first_lbn, blocks, stream_offset) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?;
+                for e in extents {
+                    st.execute(params![
+                        job,
+                        e.stream,
+                        e.seq,
+                        e.first_lbn as i64,
+                        e.blocks as i64,
+                        e.stream_offset as i64
+                    ])?;
+                }
             }
-        }
-        tx.commit()?;
-        Ok(())
+            tx.commit()
+        };
+        run().doing("record extents")
     }
 
     /// The extents of a job in tape order.
     pub fn extents(&self, job: i64) -> Result<Vec<Extent>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT stream, seq, first_lbn, blocks, stream_offset FROM extents \
-             WHERE job_id = ?1 ORDER BY seq, first_lbn",
-        )?;
-        let v = st
-            .query_map([job], |r| {
-                Ok(Extent {
-                    stream: r.get(0)?,
-                    seq: r.get(1)?,
-                    first_lbn: r.get::<_, i64>(2)? as u64,
-                    blocks: r.get::<_, i64>(3)? as u64,
-                    stream_offset: r.get::<_, i64>(4)? as u64,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<Extent>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT stream, seq, first_lbn, blocks, stream_offset FROM extents \
+                 WHERE job_id = ?1 ORDER BY seq, first_lbn",
+            )?;
+            let v = st
+                .query_map([job], |r| {
+                    Ok(Extent {
+                        stream: r.get(0)?,
+                        seq: r.get(1)?,
+                        first_lbn: r.get::<_, i64>(2)? as u64,
+                        blocks: r.get::<_, i64>(3)? as u64,
+                        stream_offset: r.get::<_, i64>(4)? as u64,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read a job's extents")
     }
 
     /// Stores a job's samples for one operation (`backup` or `restore`), in one
     /// transaction. A later restore's samples replace the earlier ones.
     pub fn add_samples(&self, job: i64, op: &str, samples: &[Sample]) -> Result<()> {
-        let tx = self.conn.unchecked_transaction()?;
-        {
-            let mut st = tx.prepare_cached(
-                "INSERT OR REPLACE INTO samples (job_id, op, series, t_ms, bytes, pool_fill, \
-                 buffer_fill, backhitches, speed_mb_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?;
-            for x in samples {
-                st.execute(params![
-                    job,
-                    op,
-                    x.series,
-                    x.t_ms as i64,
-                    x.bytes as i64,
-                    x.pool_fill,
-                    x.buffer_fill,
-                    x.backhitches as i64,
-                    x.speed_mb_s
-                ])?;
+        let run = || -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO samples (job_id, op, series, t_ms, bytes, pool_fill, \
+                     buffer_fill, backhitches, speed_mb_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?;
+                for x in samples {
+                    st.execute(params![
+                        job,
+                        op,
+                        x.series,
+                        x.t_ms as i64,
+                        x.bytes as i64,
+                        x.pool_fill,
+                        x.buffer_fill,
+                        x.backhitches as i64,
+                        x.speed_mb_s
+                    ])?;
+                }
             }
-        }
-        tx.commit()?;
-        Ok(())
+            tx.commit()
+        };
+        run().doing("record samples")
     }
 
     /// Forgets a job's samples of one operation.
     pub fn clear_samples(&self, job: i64, op: &str) -> Result<()> {
-        self.conn.execute(
-            "DELETE FROM samples WHERE job_id = ?1 AND op = ?2",
-            params![job, op],
-        )?;
+        self.conn
+            .execute(
+                "DELETE FROM samples WHERE job_id = ?1 AND op = ?2",
+                params![job, op],
+            )
+            .doing("forget samples")?;
         Ok(())
     }
 
     /// A job's samples of one operation, by series and time.
     pub fn samples(&self, job: i64, op: &str) -> Result<Vec<Sample>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT series, t_ms, bytes, pool_fill, buffer_fill, backhitches, speed_mb_s \
-             FROM samples WHERE job_id = ?1 AND op = ?2 ORDER BY series, t_ms",
-        )?;
-        let v = st
-            .query_map(params![job, op], |r| {
-                Ok(Sample {
-                    series: r.get(0)?,
-                    t_ms: r.get::<_, i64>(1)? as u64,
-                    bytes: r.get::<_, i64>(2)? as u64,
-                    pool_fill: r.get(3)?,
-                    buffer_fill: r.get(4)?,
-                    backhitches: r.get::<_, i64>(5)? as u64,
-                    speed_mb_s: r.get(6)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<Sample>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT series, t_ms, bytes, pool_fill, buffer_fill, backhitches, speed_mb_s \
+                 FROM samples WHERE job_id = ?1 AND op = ?2 ORDER BY series, t_ms",
+            )?;
+            let v = st
+                .query_map(params![job, op], |r| {
+                    Ok(Sample {
+                        series: r.get(0)?,
+                        t_ms: r.get::<_, i64>(1)? as u64,
+                        bytes: r.get::<_, i64>(2)? as u64,
+                        pool_fill: r.get(3)?,
+                        buffer_fill: r.get(4)?,
+                        backhitches: r.get::<_, i64>(5)? as u64,
+                        speed_mb_s: r.get(6)?,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read samples")
     }
 
     /// Records what drive `drive` said about cartridge `barcode` at the end of its
@@ -685,54 +738,66 @@ impl Catalog {
         barcode: &str,
         health: &str,
     ) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO drive_health (job_id, op, drive, barcode, health) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![job, op, drive, barcode, health],
-        )?;
+        self.conn
+            .execute(
+                "INSERT INTO drive_health (job_id, op, drive, barcode, health) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![job, op, drive, barcode, health],
+            )
+            .doing("record drive health")?;
         Ok(())
     }
 
     /// Forgets what the drives said in a job's operation (before a new restore's).
     pub fn clear_drive_health(&self, job: i64, op: &str) -> Result<()> {
-        self.conn.execute(
-            "DELETE FROM drive_health WHERE job_id = ?1 AND op = ?2",
-            params![job, op],
-        )?;
+        self.conn
+            .execute(
+                "DELETE FROM drive_health WHERE job_id = ?1 AND op = ?2",
+                params![job, op],
+            )
+            .doing("forget drive health")?;
         Ok(())
     }
 
     /// What the drives said in a job's operation: (drive, barcode, health JSON), in
     /// the order of the mounts.
     pub fn drive_health(&self, job: i64, op: &str) -> Result<Vec<(i64, String, String)>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT drive, barcode, health FROM drive_health \
-             WHERE job_id = ?1 AND op = ?2 ORDER BY rowid",
-        )?;
-        let v = st
-            .query_map(params![job, op], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<(i64, String, String)>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT drive, barcode, health FROM drive_health \
+                 WHERE job_id = ?1 AND op = ?2 ORDER BY rowid",
+            )?;
+            let v = st
+                .query_map(params![job, op], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect();
+            v
+        };
+        run().doing("read drive health")
     }
 
     /// Records a source object that could not be backed up.
     pub fn add_error(&self, job: i64, path: &[u8], reason: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO job_errors (job_id, path, reason) VALUES (?1, ?2, ?3)",
-            params![job, path, reason],
-        )?;
+        self.conn
+            .execute(
+                "INSERT INTO job_errors (job_id, path, reason) VALUES (?1, ?2, ?3)",
+                params![job, path, reason],
+            )
+            .doing("record a job's error")?;
         Ok(())
     }
 
     /// The errors of a job.
     pub fn errors(&self, job: i64) -> Result<Vec<(Vec<u8>, String)>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT path, reason FROM job_errors WHERE job_id = ?1 ORDER BY rowid")?;
-        let v = st
-            .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<(Vec<u8>, String)>> {
+            let mut st = self
+                .conn
+                .prepare("SELECT path, reason FROM job_errors WHERE job_id = ?1 ORDER BY rowid")?;
+            let v = st
+                .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect();
+            v
+        };
+        run().doing("read a job's errors")
     }
 
     /// Ends a job.
@@ -745,82 +810,95 @@ impl Catalog {
         seconds: f64,
         ended_ns: i64,
     ) -> Result<()> {
-        self.conn.execute(
-            "UPDATE jobs SET status = ?2, files = ?3, bytes = ?4, seconds = ?5, ended_ns = ?6 WHERE id = ?1",
-            params![job, status, files as i64, bytes as i64, seconds, ended_ns],
-        )?;
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET status = ?2, files = ?3, bytes = ?4, seconds = ?5, ended_ns = ?6 WHERE id = ?1",
+                params![job, status, files as i64, bytes as i64, seconds, ended_ns],
+            )
+            .doing("end a job")?;
+        if n == 0 {
+            return Err(CatalogError::NoJob { id: job });
+        }
         Ok(())
     }
 
     /// Every job, oldest first.
     pub fn jobs(&self) -> Result<Vec<Job>> {
-        let mut st = self
-            .conn
-            .prepare(&format!("SELECT {JOB_COLS} FROM jobs ORDER BY id"))?;
-        let v = st
-            .query_map([], job_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<Job>> {
+            let mut st = self
+                .conn
+                .prepare(&format!("SELECT {JOB_COLS} FROM jobs ORDER BY id"))?;
+            let v = st.query_map([], job_row)?.collect();
+            v
+        };
+        run().doing("list the jobs")
     }
 
     /// One job.
     pub fn job(&self, id: i64) -> Result<Option<Job>> {
-        Ok(self
-            .conn
+        self.conn
             .query_row(
                 &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
                 [id],
                 job_row,
             )
-            .optional()?)
+            .optional()
+            .doing("look up a job")
     }
 
     /// A job by the tag written on its tapes.
     pub fn job_by_tag(&self, tag: u64) -> Result<Option<Job>> {
-        Ok(self
-            .conn
+        self.conn
             .query_row(
                 &format!("SELECT {JOB_COLS} FROM jobs WHERE tag = ?1"),
                 [tag as i64],
                 job_row,
             )
-            .optional()?)
+            .optional()
+            .doing("look up a job by its tag")
     }
 
     /// The volumes of a job, in sequence order.
     pub fn job_volumes(&self, job: i64) -> Result<Vec<JobVolume>> {
-        let mut st = self.conn.prepare(&format!(
-            "SELECT jv.seq, jv.first_lbn, jv.last_lbn, {VOLUME_COLS} FROM job_volumes jv \
-             JOIN volumes v ON v.id = jv.volume_id WHERE jv.job_id = ?1 ORDER BY jv.seq"
-        ))?;
-        let v = st
-            .query_map([job], |r| {
-                Ok(JobVolume {
-                    seq: r.get(0)?,
-                    first_lbn: r.get::<_, i64>(1)? as u64,
-                    last_lbn: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
-                    volume: volume_row(r, 3)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<JobVolume>> {
+            let mut st = self.conn.prepare(&format!(
+                "SELECT jv.seq, jv.first_lbn, jv.last_lbn, {VOLUME_COLS} FROM job_volumes jv \
+                 JOIN volumes v ON v.id = jv.volume_id WHERE jv.job_id = ?1 ORDER BY jv.seq"
+            ))?;
+            let v = st
+                .query_map([job], |r| {
+                    Ok(JobVolume {
+                        seq: r.get(0)?,
+                        first_lbn: r.get::<_, i64>(1)? as u64,
+                        last_lbn: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
+                        volume: volume_row(r, 3)?,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read a job's volumes")
     }
 
     /// The streams of a job.
     pub fn streams(&self, job: i64) -> Result<Vec<Stream>> {
-        let mut st = self.conn.prepare(
-            "SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream",
-        )?;
-        let v = st
-            .query_map([job], |r| {
-                Ok(Stream {
-                    stream: r.get(0)?,
-                    name: r.get(1)?,
-                    source: r.get(2)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<Stream>> {
+            let mut st = self.conn.prepare(
+                "SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream",
+            )?;
+            let v = st
+                .query_map([job], |r| {
+                    Ok(Stream {
+                        stream: r.get(0)?,
+                        name: r.get(1)?,
+                        source: r.get(2)?,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read a job's streams")
     }
 
     /// Calls `f` for every file of `job` at or under `prefix` (all files when `None`
@@ -831,28 +909,29 @@ impl Catalog {
         prefix: Option<&[u8]>,
         mut f: impl FnMut(FileRow) -> Result<()>,
     ) -> Result<()> {
+        const WHAT: &str = "list files";
         let prefix = prefix.filter(|p| !p.is_empty() && *p != b".");
-        match prefix {
-            None => {
-                let mut st = self.conn.prepare_cached(&format!(
-                    "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 ORDER BY path"
-                ))?;
-                let mut rows = st.query([job])?;
-                while let Some(r) = rows.next()? {
-                    f(file_row(r)?)?;
-                }
-            }
-            Some(p) => {
-                let (lo, hi) = prefix_range(p);
-                let mut st = self.conn.prepare_cached(&format!(
+        let (sql, range) = match prefix {
+            None => (
+                format!("SELECT {FILE_COLS} FROM files WHERE job_id = ?1 ORDER BY path"),
+                None,
+            ),
+            Some(p) => (
+                format!(
                     "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND \
                      (path = ?2 OR (path >= ?3 AND path < ?4)) ORDER BY path"
-                ))?;
-                let mut rows = st.query(params![job, p, lo, hi])?;
-                while let Some(r) = rows.next()? {
-                    f(file_row(r)?)?;
-                }
-            }
+                ),
+                Some((p, prefix_range(p))),
+            ),
+        };
+        let mut st = self.conn.prepare_cached(&sql).doing(WHAT)?;
+        let mut rows = match &range {
+            None => st.query([job]),
+            Some((p, (lo, hi))) => st.query(params![job, p, lo, hi]),
+        }
+        .doing(WHAT)?;
+        while let Some(r) = rows.next().doing(WHAT)? {
+            f(file_row(r).doing(WHAT)?)?;
         }
         Ok(())
     }
@@ -869,14 +948,14 @@ impl Catalog {
 
     /// One file by exact path.
     pub fn file(&self, job: i64, path: &[u8]) -> Result<Option<FileRow>> {
-        Ok(self
-            .conn
+        self.conn
             .query_row(
                 &format!("SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path = ?2"),
                 params![job, path],
                 file_row,
             )
-            .optional()?)
+            .optional()
+            .doing("look up a file")
     }
 
     /// Up to `limit` files of `job` with a path after `after`, in path order: the
@@ -887,26 +966,32 @@ impl Catalog {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<FileRow>> {
-        let mut st = self.conn.prepare_cached(&format!(
-            "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path > ?2 ORDER BY path LIMIT ?3"
-        ))?;
-        let v = st
-            .query_map(params![job, after.unwrap_or(b""), limit as i64], file_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<FileRow>> {
+            let mut st = self.conn.prepare_cached(&format!(
+                "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path > ?2 ORDER BY path LIMIT ?3"
+            ))?;
+            let v = st
+                .query_map(params![job, after.unwrap_or(b""), limit as i64], file_row)?
+                .collect();
+            v
+        };
+        run().doing("list files")
     }
 
     /// Files of `job` whose bytes include block `lbn` of volume sequence `seq`.
     pub fn files_in_block(&self, job: i64, seq: u32, lbn: u64) -> Result<Vec<Vec<u8>>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT path FROM files WHERE job_id = ?1 \
-             AND (start_seq < ?2 OR (start_seq = ?2 AND start_lbn <= ?3)) \
-             AND (end_seq > ?2 OR (end_seq = ?2 AND end_lbn >= ?3)) ORDER BY path",
-        )?;
-        let v = st
-            .query_map(params![job, seq, lbn as i64], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        let run = || -> rusqlite::Result<Vec<Vec<u8>>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT path FROM files WHERE job_id = ?1 \
+                 AND (start_seq < ?2 OR (start_seq = ?2 AND start_lbn <= ?3)) \
+                 AND (end_seq > ?2 OR (end_seq = ?2 AND end_lbn >= ?3)) ORDER BY path",
+            )?;
+            let v = st
+                .query_map(params![job, seq, lbn as i64], |r| r.get(0))?
+                .collect();
+            v
+        };
+        run().doing("find the files in a block")
     }
 }
 
@@ -1042,6 +1127,73 @@ mod tests {
         ];
         c.add_extents(j, &ext).unwrap();
         assert_eq!(c.extents(j).unwrap(), vec![ext[1], ext[0]]);
+    }
+
+    #[test]
+    fn a_catalog_from_a_newer_tapeloom_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = Catalog::open(&path).unwrap();
+        let newer = MIGRATIONS.len() as i64 + 1;
+        c.conn.pragma_update(None, "user_version", newer).unwrap();
+        drop(c);
+        let e = Catalog::open(&path).err().expect("refused");
+        assert!(
+            matches!(e, CatalogError::SchemaTooNew { found, known } if found == newer && known == newer - 1),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the catalog has schema version {newer}; this tapeloom knows up to {}",
+                newer - 1
+            )
+        );
+    }
+
+    #[test]
+    fn a_catalog_that_cannot_be_opened_keeps_sqlites_error_as_its_cause() {
+        use std::error::Error;
+        let dir = tempfile::tempdir().unwrap();
+        let e = Catalog::open(&dir.path().join("missing/c.db"))
+            .err()
+            .expect("refused");
+        assert!(matches!(e, CatalogError::Open { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("open catalog "), "{e}");
+        let source = e.source().expect("a cause");
+        assert!(source.is::<rusqlite::Error>(), "{source}");
+    }
+
+    #[test]
+    fn missing_and_duplicate_rows_are_variants() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
+        let v = c
+            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+            .unwrap();
+        assert_eq!(c.volume_by_barcode("TL0001L9").unwrap(), Some(v.clone()));
+        assert!(matches!(
+            c.add_volume("TL0001L9", [4; 16], "default", 262144, 0),
+            Err(CatalogError::VolumeExists { barcode }) if barcode == "TL0001L9"
+        ));
+        let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        c.add_job_volume(job, 0, v.id, 2).unwrap();
+        assert!(matches!(
+            c.add_job_volume(job, 0, v.id, 9),
+            Err(CatalogError::SegmentExists { job: j, seq: 0 }) if j == job
+        ));
+        assert!(matches!(
+            c.end_job_volume(job, 1, 5),
+            Err(CatalogError::NoSegment { job: j, seq: 1 }) if j == job
+        ));
+        assert!(matches!(
+            c.finish_job(job + 1, "ok", 0, 0, 0.0, 0),
+            Err(CatalogError::NoJob { id }) if id == job + 1
+        ));
+        assert!(matches!(
+            c.set_volume_status(v.id + 1, "full"),
+            Err(CatalogError::NoVolume { id }) if id == v.id + 1
+        ));
     }
 
     #[test]

@@ -242,7 +242,7 @@ pub fn exercise(home: &Home, cycles: u32, seed: u64, human: bool) -> Result<(Val
         })();
         if let Err(e) = r {
             failures.push(
-                json!({"cycle": c, "barcode": barcode, "drive": drive, "error": format!("{e:#}")}),
+                json!({"cycle": c, "barcode": barcode, "drive": drive, "error": e.to_string()}),
             );
             // Put the cartridge back if it is stuck in the drive.
             if let Ok(inv) = lib.inventory() {
@@ -343,7 +343,7 @@ pub fn devices(urls: &[String], human: bool) -> Result<(Value, i32)> {
             Ok(v) => rows.push(v),
             Err(e) => {
                 code = 1;
-                rows.push(json!({"device": u, "error": format!("{e:#}")}));
+                rows.push(json!({"device": u, "error": e.to_string()}));
             }
         }
     }

@@ -7,12 +7,16 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+mod error;
+pub mod fsio;
 pub mod lto;
 mod null_drive;
 pub mod scsi;
 mod virtual_drive;
 mod virtual_library;
 
+pub(crate) use error::io;
+pub use error::{ChangerError, Corruption, DeviceError, Result};
 pub use lto::{Clock, LtoDrive};
 pub use null_drive::NullDrive;
 pub use virtual_drive::{VirtualDrive, VirtualTape};
@@ -37,65 +41,6 @@ pub enum WriteOutcome {
     /// Written, but the tape is in its early-warning zone: finish up and change
     /// cartridges. A few more blocks and filemarks still fit.
     EarlyWarning,
-}
-
-/// Errors from drives and changers.
-#[derive(Debug)]
-pub enum DeviceError {
-    /// No cartridge in the drive.
-    NoMedium,
-    /// The cartridge is full; the block was not written.
-    EndOfMedium,
-    /// The cartridge is write protected; nothing was written.
-    WriteProtected,
-    /// The block on tape is larger than the read buffer; the position moved past it.
-    BlockTooLarge {
-        /// Size of the block on tape.
-        actual: usize,
-    },
-    /// A locate or space went past end of data.
-    BeyondEndOfData {
-        /// The position asked for.
-        lbn: u64,
-    },
-    /// A changer request that cannot be carried out, with the reason.
-    Changer(String),
-    /// Stored state that makes no sense.
-    Corrupt(String),
-    /// A SCSI command failed: the message names the command and, where the device
-    /// gave sense data, the sense key and ASC/ASCQ with its text.
-    Scsi(String),
-    /// An operating system error, with what was being done.
-    Io(String, std::io::Error),
-}
-
-impl std::fmt::Display for DeviceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceError::NoMedium => f.write_str("no cartridge in the drive"),
-            DeviceError::EndOfMedium => f.write_str("end of medium: the cartridge is full"),
-            DeviceError::WriteProtected => f.write_str("the cartridge is write protected"),
-            DeviceError::BlockTooLarge { actual } => {
-                write!(f, "block of {actual} bytes is larger than the read buffer")
-            }
-            DeviceError::BeyondEndOfData { lbn } => {
-                write!(f, "logical block {lbn} is beyond end of data")
-            }
-            DeviceError::Changer(m) | DeviceError::Corrupt(m) | DeviceError::Scsi(m) => {
-                f.write_str(m)
-            }
-            DeviceError::Io(what, e) => write!(f, "{what}: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for DeviceError {}
-
-/// Result of device operations.
-pub type Result<T> = std::result::Result<T, DeviceError>;
-
-pub(crate) fn io<T>(what: impl FnOnce() -> String, r: std::io::Result<T>) -> Result<T> {
-    r.map_err(|e| DeviceError::Io(what(), e))
 }
 
 /// What a drive reports about its work, as real drives do in their log pages.
@@ -422,9 +367,10 @@ pub trait TapeLibrary: Changer + Send {
     /// Makes a cartridge blank again, for scratch use by benchmarks, where the
     /// library can.
     fn erase(&mut self, barcode: &str) -> Result<()> {
-        Err(DeviceError::Changer(format!(
-            "{}: cannot erase cartridge {barcode}",
-            self.describe()
-        )))
+        Err(ChangerError::CannotErase {
+            library: self.describe(),
+            barcode: barcode.to_string(),
+        }
+        .into())
     }
 }

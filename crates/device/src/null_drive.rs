@@ -97,9 +97,7 @@ impl TapeDrive for NullDrive {
     }
     fn read_block(&mut self, _buf: &mut [u8]) -> Result<ReadOutcome> {
         self.check()?;
-        Err(DeviceError::Corrupt(
-            "the null drive keeps no data to read back".into(),
-        ))
+        Err(DeviceError::NoDataKept)
     }
     fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome> {
         self.check()?;

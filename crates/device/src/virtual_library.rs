@@ -5,8 +5,8 @@
 //! takes no space.
 
 use crate::{
-    io, Changer, DeviceError, DriveElement, Inventory, Result, SlotElement, VirtualDrive,
-    VirtualTape,
+    io, Changer, ChangerError, Corruption, DriveElement, Inventory, Result, SlotElement,
+    VirtualDrive, VirtualTape,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -83,21 +83,18 @@ impl VirtualLibrary {
     /// Makes a new library in `dir`. Refuses when a library there holds data.
     pub fn create(dir: &Path, config: LibraryConfig) -> Result<Self> {
         if config.drives == 0 || config.slots == 0 || config.slots > 9999 {
-            return Err(DeviceError::Changer(
-                "a library needs at least 1 drive and 1 to 9999 slots".into(),
-            ));
+            return Err(ChangerError::BadLayout.into());
         }
         if let Some(m) = &config.model {
             if crate::lto::generation(m).is_none() {
-                return Err(DeviceError::Changer(format!(
-                    "no drive model '{m}' (try lto1 .. lto10)"
-                )));
+                return Err(ChangerError::UnknownModel { model: m.clone() }.into());
             }
         }
         if config.capacity < 4 << 20 {
-            return Err(DeviceError::Changer(
-                "cartridge capacity must be at least 4 MiB".into(),
-            ));
+            return Err(ChangerError::CapacityTooSmall {
+                capacity: config.capacity,
+            }
+            .into());
         }
         if Self::exists(dir) {
             let old = Self::open(dir)?;
@@ -107,11 +104,11 @@ impl VirtualLibrary {
                 .filter(|b| old.cartridge_bytes(b) > 0)
                 .collect();
             if !used.is_empty() {
-                return Err(DeviceError::Changer(format!(
-                    "the library in {} holds data on {}; refusing to replace it",
-                    dir.display(),
-                    used.join(", ")
-                )));
+                return Err(ChangerError::HoldsData {
+                    dir: dir.to_path_buf(),
+                    barcodes: used,
+                }
+                .into());
             }
             for b in old.all_barcodes() {
                 let (d, i) = VirtualTape::paths(&Self::tapes(dir), &b);
@@ -146,14 +143,13 @@ impl VirtualLibrary {
             || format!("read library state {}", p.display()),
             std::fs::read_to_string(&p),
         )?;
-        let state: State = serde_json::from_str(&text).map_err(|e| {
-            DeviceError::Corrupt(format!("library state {} is damaged: {e}", p.display()))
-        })?;
+        let state: State =
+            serde_json::from_str(&text).map_err(|source| Corruption::LibraryState {
+                path: p.clone(),
+                source,
+            })?;
         if state.slots.len() != state.config.slots || state.drives.len() != state.config.drives {
-            return Err(DeviceError::Corrupt(format!(
-                "library state {} does not match its layout",
-                p.display()
-            )));
+            return Err(Corruption::LibraryLayout { path: p }.into());
         }
         Ok(VirtualLibrary {
             dir: dir.to_path_buf(),
@@ -163,16 +159,11 @@ impl VirtualLibrary {
 
     fn save(&self) -> Result<()> {
         let p = Self::state_path(&self.dir);
-        let tmp = p.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(&self.state)
-            .map_err(|e| DeviceError::Corrupt(format!("encode library state: {e}")))?;
+            .map_err(|source| Corruption::Encode { source })?;
         io(
-            || format!("write library state {}", tmp.display()),
-            std::fs::write(&tmp, text),
-        )?;
-        io(
-            || format!("replace library state {}", p.display()),
-            std::fs::rename(&tmp, &p),
+            || format!("write library state {}", p.display()),
+            crate::fsio::write_atomic(&p, text.as_bytes()),
         )
     }
 
@@ -212,7 +203,10 @@ impl VirtualLibrary {
             .state
             .drives
             .get(index)
-            .ok_or_else(|| DeviceError::Changer(format!("the library has no drive {index}")))?;
+            .ok_or(ChangerError::NoSuchDrive {
+                drive: index,
+                count: None,
+            })?;
         let tape = match slot {
             Some(l) => Some(VirtualTape::open(
                 &Self::tapes(&self.dir),
@@ -234,9 +228,8 @@ impl VirtualLibrary {
         match &c.model {
             None => Ok(Box::new(d)),
             Some(m) => {
-                let mut p = crate::lto::generation(m).ok_or_else(|| {
-                    DeviceError::Corrupt(format!("library names an unknown drive model '{m}'"))
-                })?;
+                let mut p = crate::lto::generation(m)
+                    .ok_or_else(|| Corruption::UnknownModel { model: m.clone() })?;
                 if let Some(f) = c.scale.filter(|f| *f > 0.0 && *f != 1.0) {
                     p = p.scaled(f);
                 }
@@ -322,23 +315,27 @@ impl Changer for VirtualLibrary {
         let n_slots = self.state.slots.len();
         let n_drives = self.state.drives.len();
         let Some(Some(barcode)) = self.state.slots.get(slot).cloned() else {
-            return Err(DeviceError::Changer(if slot >= n_slots {
-                format!("the library has no slot {slot}")
+            return Err(if slot >= n_slots {
+                ChangerError::NoSuchSlot { slot, count: None }
             } else {
-                format!("slot {slot} is empty")
-            }));
+                ChangerError::SlotEmpty { slot }
+            }
+            .into());
         };
         match self.state.drives.get(drive) {
             None => {
-                return Err(DeviceError::Changer(format!(
-                    "the library has no drive {drive} (it has {n_drives})"
-                )))
+                return Err(ChangerError::NoSuchDrive {
+                    drive,
+                    count: Some(n_drives),
+                }
+                .into())
             }
             Some(Some(l)) => {
-                return Err(DeviceError::Changer(format!(
-                    "drive {drive} already holds {}",
-                    l.barcode
-                )))
+                return Err(ChangerError::DriveOccupied {
+                    drive,
+                    barcode: l.barcode.clone(),
+                }
+                .into())
             }
             Some(None) => {}
         }
@@ -352,18 +349,24 @@ impl Changer for VirtualLibrary {
 
     fn unload(&mut self, drive: usize, slot: Option<usize>) -> Result<()> {
         let Some(Some(l)) = self.state.drives.get(drive).cloned() else {
-            return Err(DeviceError::Changer(format!("drive {drive} is empty")));
+            return Err(ChangerError::DriveEmpty { drive }.into());
         };
         let to = slot.unwrap_or(l.from_slot);
         match self.state.slots.get(to) {
             Some(None) => {}
             Some(Some(b)) => {
-                return Err(DeviceError::Changer(format!("slot {to} already holds {b}")))
+                return Err(ChangerError::SlotOccupied {
+                    slot: to,
+                    barcode: b.clone(),
+                }
+                .into())
             }
             None => {
-                return Err(DeviceError::Changer(format!(
-                    "the library has no slot {to}"
-                )))
+                return Err(ChangerError::NoSuchSlot {
+                    slot: to,
+                    count: None,
+                }
+                .into())
             }
         }
         self.state.slots[to] = Some(l.barcode);
@@ -374,16 +377,21 @@ impl Changer for VirtualLibrary {
     fn transfer(&mut self, from: usize, to: usize) -> Result<()> {
         let n = self.state.slots.len();
         if from >= n || to >= n {
-            return Err(DeviceError::Changer(format!(
-                "the library has no slot {} (it has {n})",
-                from.max(to)
-            )));
+            return Err(ChangerError::NoSuchSlot {
+                slot: from.max(to),
+                count: Some(n),
+            }
+            .into());
         }
         let Some(b) = self.state.slots[from].clone() else {
-            return Err(DeviceError::Changer(format!("slot {from} is empty")));
+            return Err(ChangerError::SlotEmpty { slot: from }.into());
         };
         if let Some(o) = &self.state.slots[to] {
-            return Err(DeviceError::Changer(format!("slot {to} already holds {o}")));
+            return Err(ChangerError::SlotOccupied {
+                slot: to,
+                barcode: o.clone(),
+            }
+            .into());
         }
         self.state.slots[to] = Some(b);
         self.state.slots[from] = None;

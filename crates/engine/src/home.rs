@@ -171,14 +171,10 @@ impl Home {
             what: format!("encode {}", p.display()),
             source,
         })?;
-        let tmp = p.with_extension("json.tmp");
-        io(std::fs::write(&tmp, text), || {
-            format!("write {}", tmp.display())
-        })?;
-        io(std::fs::rename(&tmp, &p), || {
-            format!("write {}", p.display())
-        })?;
-        Ok(())
+        io(
+            tapeloom_device::fsio::write_atomic(&p, text.as_bytes()),
+            || format!("write {}", p.display()),
+        )
     }
 
     /// Goes back to the virtual library. Refused while the SCSI library holds jobs,

@@ -89,9 +89,7 @@ impl BlockHeader {
         }
         let header_len = d.u16()?;
         if header_len as usize != BLOCK_HEADER_LEN {
-            return Err(FormatError::Invalid(format!(
-                "block header length {header_len} is not {BLOCK_HEADER_LEN}"
-            )));
+            return Err(FormatError::HeaderLength(header_len));
         }
         let volume = d.array()?;
         let lbn = d.u64()?;
@@ -99,28 +97,20 @@ impl BlockHeader {
         let stream = d.u16()?;
         let flags = d.u16()?;
         if flags & !FLAG_ZSTD != 0 || (flags != 0 && read_version < 2) {
-            return Err(FormatError::Invalid(format!(
-                "block flags {flags:#06x} are not known"
-            )));
+            return Err(FormatError::UnknownBlockFlags(flags));
         }
         let compressed = flags & FLAG_ZSTD != 0;
         let payload_len = d.u32()?;
         let stream_offset = d.u64()?;
         let first_record = d.u32()?;
         if compressed && payload_len as usize > crate::MAX_BLOCK_SIZE - BLOCK_HEADER_LEN {
-            return Err(FormatError::Invalid(format!(
-                "compressed block payload length {payload_len} exceeds any block"
-            )));
+            return Err(FormatError::CompressedPayloadTooLong(payload_len));
         }
         if !compressed && payload_len as usize > block.len() - BLOCK_HEADER_LEN {
-            return Err(FormatError::Invalid(format!(
-                "block payload length {payload_len} exceeds the block"
-            )));
+            return Err(FormatError::PayloadTooLong(payload_len));
         }
         if first_record != NO_RECORD && first_record >= payload_len {
-            return Err(FormatError::Invalid(format!(
-                "block first record offset {first_record} is outside its payload"
-            )));
+            return Err(FormatError::FirstRecordOutside(first_record));
         }
         Ok(BlockHeader {
             volume,

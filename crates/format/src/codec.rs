@@ -83,17 +83,15 @@ impl<'a> Dec<'a> {
         Ok(self.take(n)?.to_vec())
     }
     pub fn string16(&mut self) -> Result<String> {
-        String::from_utf8(self.bytes16()?).map_err(|_| {
-            FormatError::Invalid(format!("{} holds a name that is not UTF-8", self.what))
+        String::from_utf8(self.bytes16()?).map_err(|source| FormatError::NotUtf8 {
+            what: self.what,
+            source,
         })
     }
     /// Reserved bytes must be zero.
     pub fn reserved(&mut self, n: usize) -> Result<()> {
         if self.take(n)?.iter().any(|&b| b != 0) {
-            return Err(FormatError::Invalid(format!(
-                "{} has non-zero reserved bytes",
-                self.what
-            )));
+            return Err(FormatError::NonZeroReserved(self.what));
         }
         Ok(())
     }

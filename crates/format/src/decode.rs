@@ -93,10 +93,10 @@ impl RecordDecoder {
                             }
                         } else {
                             if h.len > MAX_RECORD {
-                                return Err(FormatError::Invalid(format!(
-                                    "{:?} record of {} bytes is larger than allowed",
-                                    h.kind, h.len
-                                ))
+                                return Err(FormatError::RecordTooLarge {
+                                    kind: h.kind,
+                                    len: h.len,
+                                }
                                 .into());
                             }
                             self.body.clear();

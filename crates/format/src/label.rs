@@ -31,8 +31,10 @@ fn padded(s: &str, n: usize) -> Vec<u8> {
 
 fn unpad(b: &[u8]) -> Result<String> {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8(b[..end].to_vec())
-        .map_err(|_| FormatError::Invalid("volume label holds a name that is not UTF-8".into()))
+    String::from_utf8(b[..end].to_vec()).map_err(|source| FormatError::NotUtf8 {
+        what: "volume label",
+        source,
+    })
 }
 
 impl VolumeLabel {

@@ -35,13 +35,16 @@ pub const CONTROL_STREAM: u16 = 0;
 pub const CONTINUATION_STREAM: u16 = u16::MAX;
 
 /// Why bytes could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
     /// The bytes end before the structure does.
+    #[error("{0} is truncated")]
     Truncated(&'static str),
     /// A magic number did not match.
+    #[error("{0} has a bad magic number")]
     BadMagic(&'static str),
     /// A checksum did not match.
+    #[error("{what} checksum mismatch (stored {stored:08x}, computed {computed:08x})")]
     BadCrc {
         /// What was being checked.
         what: &'static str,
@@ -51,39 +54,77 @@ pub enum FormatError {
         computed: u32,
     },
     /// The item needs a newer reader.
+    #[error(
+        "{what} needs format read version {version}, this tapeloom reads up to {READ_VERSION}"
+    )]
     UnsupportedVersion {
         /// What carried the version.
         what: &'static str,
         /// The read version it asks for.
         version: u16,
     },
-    /// A field holds a value the format does not allow.
-    Invalid(String),
+    /// A block header gives another header length than the format's.
+    #[error("block header length {0} is not {BLOCK_HEADER_LEN}")]
+    HeaderLength(u16),
+    /// A block sets flag bits its read version does not define.
+    #[error("block flags {0:#06x} are not known")]
+    UnknownBlockFlags(u16),
+    /// A block's payload length is larger than the block.
+    #[error("block payload length {0} exceeds the block")]
+    PayloadTooLong(u32),
+    /// A compressed block's payload length is larger than any block's payload.
+    #[error("compressed block payload length {0} exceeds any block")]
+    CompressedPayloadTooLong(u32),
+    /// A block's first-record offset lies outside its payload.
+    #[error("block first record offset {0} is outside its payload")]
+    FirstRecordOutside(u32),
+    /// A code (record kind, entry type, file or job status) the format does not define.
+    #[error("unknown {what} {value}")]
+    UnknownCode {
+        /// What the code stands for, e.g. `record kind`.
+        what: &'static str,
+        /// The code found.
+        value: u16,
+    },
+    /// A time's nanoseconds are not below one second.
+    #[error("nanoseconds {0} out of range")]
+    Nanoseconds(u32),
+    /// An entry sets flag bits the format does not define.
+    #[error("entry has unknown flags {0:#x}")]
+    UnknownEntryFlags(u8),
+    /// A sparse file's extents overlap, are out of order or end past its size.
+    #[error("entry has overlapping or out-of-range sparse extents")]
+    SparseExtents,
+    /// Bytes are left after the last item of a record that must hold nothing else.
+    #[error("{0} has trailing bytes")]
+    TrailingBytes(&'static str),
+    /// A record other than `Data` is larger than a decoder buffers.
+    #[error("{kind:?} record of {len} bytes is larger than allowed")]
+    RecordTooLarge {
+        /// The record's kind.
+        kind: Kind,
+        /// Its body length.
+        len: u64,
+    },
+    /// A name that must be UTF-8 is not.
+    #[error("{what} holds a name that is not UTF-8")]
+    NotUtf8 {
+        /// What holds the name.
+        what: &'static str,
+        /// The conversion's error.
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+    /// Reserved bytes are not zero.
+    #[error("{0} has non-zero reserved bytes")]
+    NonZeroReserved(&'static str),
+    /// A block size a job may not use.
+    #[error("block size {0} must be a multiple of 4096 from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE}")]
+    BlockSize(usize),
+    /// A path from tape that is absolute, not clean or holds a NUL byte.
+    #[error("unsafe path {:?} on tape", String::from_utf8_lossy(.0))]
+    UnsafePath(Vec<u8>),
 }
-
-impl std::fmt::Display for FormatError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FormatError::Truncated(what) => write!(f, "{what} is truncated"),
-            FormatError::BadMagic(what) => write!(f, "{what} has a bad magic number"),
-            FormatError::BadCrc {
-                what,
-                stored,
-                computed,
-            } => write!(
-                f,
-                "{what} checksum mismatch (stored {stored:08x}, computed {computed:08x})"
-            ),
-            FormatError::UnsupportedVersion { what, version } => write!(
-                f,
-                "{what} needs format read version {version}, this tapeloom reads up to {READ_VERSION}"
-            ),
-            FormatError::Invalid(msg) => f.write_str(msg),
-        }
-    }
-}
-
-impl std::error::Error for FormatError {}
 
 /// Result of decoding.
 pub type Result<T> = std::result::Result<T, FormatError>;
@@ -91,9 +132,7 @@ pub type Result<T> = std::result::Result<T, FormatError>;
 /// Checks that `size` is a block size a job may use.
 pub fn check_block_size(size: usize) -> Result<()> {
     if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&size) || !size.is_multiple_of(4096) {
-        return Err(FormatError::Invalid(format!(
-            "block size {size} must be a multiple of 4096 from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE}"
-        )));
+        return Err(FormatError::BlockSize(size));
     }
     Ok(())
 }
@@ -106,17 +145,11 @@ pub fn check_relative_path(path: &[u8]) -> Result<()> {
         return Ok(());
     }
     if path.is_empty() || path[0] == b'/' || path.contains(&0) {
-        return Err(FormatError::Invalid(format!(
-            "unsafe path {:?} on tape",
-            String::from_utf8_lossy(path)
-        )));
+        return Err(FormatError::UnsafePath(path.to_vec()));
     }
     for comp in path.split(|&b| b == b'/') {
         if comp.is_empty() || comp == b"." || comp == b".." {
-            return Err(FormatError::Invalid(format!(
-                "unsafe path {:?} on tape",
-                String::from_utf8_lossy(path)
-            )));
+            return Err(FormatError::UnsafePath(path.to_vec()));
         }
     }
     Ok(())
@@ -148,6 +181,130 @@ mod tests {
         ] {
             assert!(check_relative_path(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn messages_keep_their_wording() {
+        assert_eq!(
+            FormatError::Truncated("block").to_string(),
+            "block is truncated"
+        );
+        assert_eq!(
+            FormatError::BadMagic("volume label").to_string(),
+            "volume label has a bad magic number"
+        );
+        let crc = FormatError::BadCrc {
+            what: "block",
+            stored: 0xab,
+            computed: 0x1234_5678,
+        };
+        assert_eq!(
+            crc.to_string(),
+            "block checksum mismatch (stored 000000ab, computed 12345678)"
+        );
+        let version = FormatError::UnsupportedVersion {
+            what: "block",
+            version: 9,
+        };
+        assert_eq!(
+            version.to_string(),
+            format!("block needs format read version 9, this tapeloom reads up to {READ_VERSION}")
+        );
+    }
+
+    #[test]
+    fn faults_keep_their_wording() {
+        let cases: Vec<(FormatError, &str)> = vec![
+            (
+                FormatError::HeaderLength(32),
+                "block header length 32 is not 64",
+            ),
+            (
+                FormatError::UnknownBlockFlags(6),
+                "block flags 0x0006 are not known",
+            ),
+            (
+                FormatError::PayloadTooLong(9),
+                "block payload length 9 exceeds the block",
+            ),
+            (
+                FormatError::CompressedPayloadTooLong(9),
+                "compressed block payload length 9 exceeds any block",
+            ),
+            (
+                FormatError::FirstRecordOutside(5),
+                "block first record offset 5 is outside its payload",
+            ),
+            (
+                FormatError::UnknownCode {
+                    what: "record kind",
+                    value: 99,
+                },
+                "unknown record kind 99",
+            ),
+            (
+                FormatError::Nanoseconds(2_000_000_000),
+                "nanoseconds 2000000000 out of range",
+            ),
+            (
+                FormatError::UnknownEntryFlags(6),
+                "entry has unknown flags 0x6",
+            ),
+            (
+                FormatError::SparseExtents,
+                "entry has overlapping or out-of-range sparse extents",
+            ),
+            (
+                FormatError::TrailingBytes("index record"),
+                "index record has trailing bytes",
+            ),
+            (
+                FormatError::RecordTooLarge {
+                    kind: Kind::Index,
+                    len: 7,
+                },
+                "Index record of 7 bytes is larger than allowed",
+            ),
+            (
+                FormatError::NonZeroReserved("entry record"),
+                "entry record has non-zero reserved bytes",
+            ),
+            (
+                FormatError::BlockSize(100),
+                "block size 100 must be a multiple of 4096 from 65536 to 8388608",
+            ),
+            (
+                FormatError::UnsafePath(b"/etc".to_vec()),
+                "unsafe path \"/etc\" on tape",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_keeps_the_conversion_error_as_its_source() {
+        use std::error::Error;
+        let e = VolumeLabel {
+            uuid: [1; 16],
+            barcode: "TL0001L9".into(),
+            pool: "default".into(),
+            created: Timestamp::default(),
+            block_size: DEFAULT_BLOCK_SIZE as u32,
+        };
+        let mut block = e.encode();
+        // The pool name's first byte, then the label's CRC over bytes 0..1020.
+        block[64] = 0xff;
+        let crc = crc32c::crc32c(&block[..1020]);
+        block[1020..].copy_from_slice(&crc.to_le_bytes());
+        let err = VolumeLabel::decode(&block).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "volume label holds a name that is not UTF-8"
+        );
+        let source = err.source().expect("a cause");
+        assert!(source.is::<std::string::FromUtf8Error>(), "{source}");
     }
 
     #[test]

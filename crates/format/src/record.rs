@@ -39,7 +39,12 @@ impl Kind {
             6 => Kind::StreamEnd,
             7 => Kind::Index,
             8 => Kind::JobEnd,
-            _ => return Err(FormatError::Invalid(format!("unknown record kind {v}"))),
+            _ => {
+                return Err(FormatError::UnknownCode {
+                    what: "record kind",
+                    value: v,
+                })
+            }
         })
     }
 }
@@ -95,9 +100,7 @@ impl Timestamp {
         let secs = d.i64()?;
         let nanos = d.u32()?;
         if nanos >= 1_000_000_000 {
-            return Err(FormatError::Invalid(format!(
-                "nanoseconds {nanos} out of range"
-            )));
+            return Err(FormatError::Nanoseconds(nanos));
         }
         Ok(Timestamp { secs, nanos })
     }
@@ -160,7 +163,12 @@ impl EntryType {
             6 => EntryType::CharDevice,
             7 => EntryType::BlockDevice,
             8 => EntryType::Socket,
-            _ => return Err(FormatError::Invalid(format!("unknown entry type {v}"))),
+            _ => {
+                return Err(FormatError::UnknownCode {
+                    what: "entry type",
+                    value: v.into(),
+                })
+            }
         })
     }
     /// The name used in listings and JSON.
@@ -261,9 +269,7 @@ impl Entry {
         let kind = EntryType::from_u8(d.u8()?)?;
         let flags = d.u8()?;
         if flags & !1 != 0 {
-            return Err(FormatError::Invalid(format!(
-                "entry has unknown flags {flags:#x}"
-            )));
+            return Err(FormatError::UnknownEntryFlags(flags));
         }
         d.reserved(2)?;
         let mode = d.u32()?;
@@ -296,9 +302,7 @@ impl Entry {
             for &(o, l) in ext {
                 let e = o.checked_add(l);
                 if o < end || e.is_none_or(|e| e > size) {
-                    return Err(FormatError::Invalid(
-                        "entry has overlapping or out-of-range sparse extents".into(),
-                    ));
+                    return Err(FormatError::SparseExtents);
                 }
                 end = o + l;
             }
@@ -367,7 +371,12 @@ impl FileEnd {
             1 => FileStatus::Shrank,
             2 => FileStatus::Grew,
             3 => FileStatus::ReadError,
-            s => return Err(FormatError::Invalid(format!("unknown file status {s}"))),
+            s => {
+                return Err(FormatError::UnknownCode {
+                    what: "file status",
+                    value: s.into(),
+                })
+            }
         };
         d.reserved(3)?;
         Ok(FileEnd { crc, status })
@@ -589,9 +598,7 @@ impl IndexEntry {
             });
         }
         if d.remaining() != 0 {
-            return Err(FormatError::Invalid(
-                "index record has trailing bytes".into(),
-            ));
+            return Err(FormatError::TrailingBytes("index record"));
         }
         Ok(out)
     }
@@ -654,7 +661,12 @@ impl JobEnd {
         let status = match d.u8()? {
             0 => JobStatus::Ok,
             1 => JobStatus::Partial,
-            s => return Err(FormatError::Invalid(format!("unknown job status {s}"))),
+            s => {
+                return Err(FormatError::UnknownCode {
+                    what: "job status",
+                    value: s.into(),
+                })
+            }
         };
         d.reserved(3)?;
         let entries = d.u64()?;

@@ -8,6 +8,8 @@
 //! error": it decodes every element that fits, since some targets send less than
 //! their headers promise.
 
+use super::error::{ParseError, PositionFlag};
+
 /// The largest value a 24-bit CDB field holds.
 const MAX24: u32 = 0x00FF_FFFF;
 
@@ -39,7 +41,7 @@ fn clamp(d: &[u8], start: usize, end: usize) -> &[u8] {
 
 /// Text from an ASCII field: cut at the first NUL, printable ASCII kept, any other
 /// byte shown as `?`, leading and trailing spaces removed.
-fn ascii(field: &[u8]) -> String {
+pub(crate) fn ascii(field: &[u8]) -> String {
     let field = match field.iter().position(|&b| b == 0) {
         Some(nul) => &field[..nul],
         None => field,
@@ -307,12 +309,13 @@ pub struct InquiryData {
 /// Parses standard INQUIRY data. At least 5 bytes are needed; the text fields are
 /// taken as far as the data holds them (empty when missing). Text is cut at a NUL,
 /// trimmed of spaces, and bytes outside printable ASCII show as `?`.
-pub fn parse_inquiry(d: &[u8]) -> Result<InquiryData, String> {
+pub fn parse_inquiry(d: &[u8]) -> Result<InquiryData, ParseError> {
     if d.len() < 5 {
-        return Err(format!(
-            "INQUIRY data of {} bytes, need at least 5",
-            d.len()
-        ));
+        return Err(ParseError::TooShort {
+            what: "INQUIRY data",
+            len: d.len(),
+            need: "at least 5",
+        });
     }
     Ok(InquiryData {
         peripheral_type: d[0] & 0x1F,
@@ -325,15 +328,19 @@ pub fn parse_inquiry(d: &[u8]) -> Result<InquiryData, String> {
 
 /// Parses the Unit Serial Number VPD page (80h): the serial number, trimmed. Err when
 /// the data is shorter than the 4-byte header or is another page.
-pub fn parse_serial_vpd(d: &[u8]) -> Result<String, String> {
+pub fn parse_serial_vpd(d: &[u8]) -> Result<String, ParseError> {
     if d.len() < 4 {
-        return Err(format!(
-            "serial number page of {} bytes, need at least 4",
-            d.len()
-        ));
+        return Err(ParseError::TooShort {
+            what: "serial number page",
+            len: d.len(),
+            need: "at least 4",
+        });
     }
     if d[1] != 0x80 {
-        return Err(format!("VPD page {:02X}h where 80h was expected", d[1]));
+        return Err(ParseError::WrongPage {
+            got: d[1],
+            expected: 0x80,
+        });
     }
     let len = usize::from(u16::from_be_bytes([d[2], d[3]]));
     Ok(ascii(clamp(d, 4, 4 + len)))
@@ -356,17 +363,18 @@ pub struct BlockLimits {
 
 /// Parses the 6-byte READ BLOCK LIMITS data (SSC-4): granularity in byte 0 bits
 /// 4-0, maximum length in bytes 1-3, minimum in bytes 4-5.
-pub fn parse_block_limits(d: &[u8]) -> Result<BlockLimits, String> {
+pub fn parse_block_limits(d: &[u8]) -> Result<BlockLimits, ParseError> {
     match d.get(..6) {
         Some(&[g, a, b, c, lo0, lo1]) => Ok(BlockLimits {
             granularity: g & 0x1F,
             max: u32::from_be_bytes([0, a, b, c]),
             min: u16::from_be_bytes([lo0, lo1]),
         }),
-        _ => Err(format!(
-            "READ BLOCK LIMITS data of {} bytes, need 6",
-            d.len()
-        )),
+        _ => Err(ParseError::TooShort {
+            what: "READ BLOCK LIMITS data",
+            len: d.len(),
+            need: "6",
+        }),
     }
 }
 
@@ -407,17 +415,20 @@ pub struct ModeData {
 /// Parses MODE SENSE(6) data: the 4-byte header, the block descriptors and the
 /// pages. Err when the data is shorter than the header or than the block descriptors
 /// the header announces (an allocation length too small, or garbage).
-pub fn parse_mode_sense6(d: &[u8]) -> Result<ModeData, String> {
+pub fn parse_mode_sense6(d: &[u8]) -> Result<ModeData, ParseError> {
     let Some(&[mdl, medium_type, dsp, bdl]) = d.get(..4) else {
-        return Err(format!("MODE SENSE(6) data of {} bytes, need 4", d.len()));
+        return Err(ParseError::TooShort {
+            what: "MODE SENSE(6) data",
+            len: d.len(),
+            need: "4",
+        });
     };
     let bdl = usize::from(bdl);
     if d.len() < 4 + bdl {
-        return Err(format!(
-            "MODE SENSE(6) data of {} bytes, the header announces {} bytes of block descriptors",
-            d.len(),
-            bdl
-        ));
+        return Err(ParseError::DescriptorsCut {
+            len: d.len(),
+            descriptors: bdl,
+        });
     }
     let descriptor = match d.get(4..12) {
         Some(&[density, n0, n1, n2, _, l0, l1, l2]) if bdl >= 8 => Some(BlockDescriptor {
@@ -534,16 +545,17 @@ pub struct Position {
 /// LONU bit 2 (logical object number unknown), BPEW bit 0. The logical object number
 /// is in bytes 8-15, the logical file identifier in bytes 16-23. Err when fewer than
 /// 24 bytes are present or LONU is set.
-pub fn parse_read_position_long(d: &[u8]) -> Result<Position, String> {
+pub fn parse_read_position_long(d: &[u8]) -> Result<Position, ParseError> {
     if d.len() < 24 {
-        return Err(format!(
-            "READ POSITION long form of {} bytes, need 24",
-            d.len()
-        ));
+        return Err(ParseError::TooShort {
+            what: "READ POSITION long form",
+            len: d.len(),
+            need: "24",
+        });
     }
     let flags = d[0];
     if flags & 0x04 != 0 {
-        return Err("READ POSITION: logical object number unknown (LONU set)".to_string());
+        return Err(ParseError::PositionUnknown(PositionFlag::Lonu));
     }
     Ok(Position {
         bop: flags & 0x80 != 0,
@@ -562,16 +574,17 @@ pub fn parse_read_position_long(d: &[u8]) -> Result<Position, String> {
 /// EOP bit 6, LOCU bit 5, BYCU bit 4, BPU (LOLU in SSC-3 and later: the block
 /// locations are unknown) bit 2, PERR bit 1, BPEW bit 0. The first block location is
 /// in bytes 4-7. Err when fewer than 8 bytes are present or BPU is set.
-pub fn parse_read_position_short(d: &[u8]) -> Result<Position, String> {
+pub fn parse_read_position_short(d: &[u8]) -> Result<Position, ParseError> {
     if d.len() < 8 {
-        return Err(format!(
-            "READ POSITION short form of {} bytes, need 8",
-            d.len()
-        ));
+        return Err(ParseError::TooShort {
+            what: "READ POSITION short form",
+            len: d.len(),
+            need: "8",
+        });
     }
     let flags = d[0];
     if flags & 0x04 != 0 {
-        return Err("READ POSITION: block position unknown (BPU set)".to_string());
+        return Err(ParseError::PositionUnknown(PositionFlag::Bpu));
     }
     Ok(Position {
         bop: flags & 0x80 != 0,
@@ -603,15 +616,13 @@ pub struct ElementAddresses {
 /// Finds the Element Address Assignment page (1Dh, SMC-3) in mode pages (give
 /// it [`ModeData::pages`]) and reads it. Err when the page is missing or shorter
 /// than its 18 bytes of addresses and counts.
-pub fn parse_element_address_page(pages: &[u8]) -> Result<ElementAddresses, String> {
-    let p = find_mode_page(pages, 0x1D)
-        .ok_or_else(|| "no Element Address Assignment page (1Dh) in the mode data".to_string())?;
+pub fn parse_element_address_page(pages: &[u8]) -> Result<ElementAddresses, ParseError> {
+    let p = find_mode_page(pages, 0x1D).ok_or(ParseError::NoElementAddressPage)?;
     let w = |at| {
-        be16_at(p, at).ok_or_else(|| {
-            format!(
-                "Element Address Assignment page of {} bytes, need 18",
-                p.len()
-            )
+        be16_at(p, at).ok_or(ParseError::TooShort {
+            what: "Element Address Assignment page",
+            len: p.len(),
+            need: "18",
         })
     };
     Ok(ElementAddresses {
@@ -666,12 +677,13 @@ pub struct Element {
 /// volume identifier are there, its device identifier only when complete. Pages of
 /// element types SMC-3 does not define are skipped. Err only when the 8-byte header
 /// is missing or a page with descriptors gives a descriptor length of 0.
-pub fn parse_element_status(d: &[u8]) -> Result<Vec<Element>, String> {
+pub fn parse_element_status(d: &[u8]) -> Result<Vec<Element>, ParseError> {
     let Some(&[_, _, _, _, _, c0, c1, c2]) = d.get(..8) else {
-        return Err(format!(
-            "READ ELEMENT STATUS data of {} bytes, need 8",
-            d.len()
-        ));
+        return Err(ParseError::TooShort {
+            what: "READ ELEMENT STATUS data",
+            len: d.len(),
+            need: "8",
+        });
     };
     let report = u32::from_be_bytes([0, c0, c1, c2]) as usize;
     let end = d.len().min(8 + report);
@@ -689,10 +701,10 @@ pub fn parse_element_status(d: &[u8]) -> Result<Vec<Element>, String> {
         match ElementType::from_code(code) {
             Some(etype) if etype != ElementType::All && page_end > first => {
                 if desc_len == 0 {
-                    return Err(format!(
-                        "READ ELEMENT STATUS: element type {code} page with {page_bytes} bytes \
-                         of descriptors of length 0"
-                    ));
+                    return Err(ParseError::ZeroDescriptorLength {
+                        code,
+                        bytes: page_bytes,
+                    });
                 }
                 let mut at = first;
                 while at < page_end {
@@ -785,9 +797,13 @@ pub struct LogParam {
 /// parameters (code in bytes 0-1, control byte, length, value). The page is bounded
 /// by its page length and by the buffer; a last parameter cut short is left out. Err
 /// when the 4-byte page header is missing.
-pub fn parse_log_page(d: &[u8]) -> Result<(u8, Vec<LogParam>), String> {
+pub fn parse_log_page(d: &[u8]) -> Result<(u8, Vec<LogParam>), ParseError> {
     let Some(&[b0, _, l0, l1]) = d.get(..4) else {
-        return Err(format!("log page of {} bytes, need 4", d.len()));
+        return Err(ParseError::TooShort {
+            what: "log page",
+            len: d.len(),
+            need: "4",
+        });
     };
     let end = d.len().min(4 + usize::from(u16::from_be_bytes([l0, l1])));
     let mut params = Vec::new();
@@ -818,130 +834,6 @@ pub fn param_u64(p: &LogParam) -> u64 {
         return be(low);
     }
     be(v)
-}
-
-/// The TapeAlert flag names (SSC-3 and SSC-4, TapeAlert log page 2Eh), for parameter
-/// codes 01h to 40h.
-const TAPEALERT: [&str; 64] = [
-    "Read warning",                               // 01h
-    "Write warning",                              // 02h
-    "Hard error",                                 // 03h
-    "Media",                                      // 04h
-    "Read failure",                               // 05h
-    "Write failure",                              // 06h
-    "Media life",                                 // 07h
-    "Not data grade",                             // 08h
-    "Write protect",                              // 09h
-    "No removal",                                 // 0Ah
-    "Cleaning media",                             // 0Bh
-    "Unsupported format",                         // 0Ch
-    "Recoverable mechanical cartridge failure",   // 0Dh
-    "Unrecoverable mechanical cartridge failure", // 0Eh
-    "Memory chip in cartridge failure",           // 0Fh
-    "Forced eject",                               // 10h
-    "Read only format",                           // 11h
-    "Tape directory corrupted on load",           // 12h
-    "Nearing media life",                         // 13h
-    "Clean now",                                  // 14h
-    "Clean periodic",                             // 15h
-    "Expired cleaning media",                     // 16h
-    "Invalid cleaning tape",                      // 17h
-    "Retension requested",                        // 18h
-    "Dual-port interface error",                  // 19h
-    "Cooling fan failure",                        // 1Ah
-    "Power supply failure",                       // 1Bh
-    "Power consumption",                          // 1Ch
-    "Drive maintenance",                          // 1Dh
-    "Hardware A",                                 // 1Eh
-    "Hardware B",                                 // 1Fh
-    "Interface",                                  // 20h
-    "Eject media",                                // 21h
-    "Microcode update fail",                      // 22h
-    "Drive humidity",                             // 23h
-    "Drive temperature",                          // 24h
-    "Drive voltage",                              // 25h
-    "Predictive failure",                         // 26h
-    "Diagnostics required",                       // 27h
-    "Obsolete",                                   // 28h
-    "Obsolete",                                   // 29h
-    "Obsolete",                                   // 2Ah
-    "Obsolete",                                   // 2Bh
-    "Obsolete",                                   // 2Ch
-    "Obsolete",                                   // 2Dh
-    "Obsolete",                                   // 2Eh
-    "Reserved",                                   // 2Fh
-    "Reserved",                                   // 30h
-    "Reserved",                                   // 31h
-    "Lost statistics",                            // 32h
-    "Tape directory invalid at unload",           // 33h
-    "Tape system area write failure",             // 34h
-    "Tape system area read failure",              // 35h
-    "No start of data",                           // 36h
-    "Loading or threading failure",               // 37h
-    "Unrecoverable unload failure",               // 38h
-    "Automation interface failure",               // 39h
-    "Microcode failure",                          // 3Ah
-    "WORM medium - integrity check failed",       // 3Bh
-    "WORM medium - overwrite attempted",          // 3Ch
-    "Reserved",                                   // 3Dh
-    "Reserved",                                   // 3Eh
-    "Reserved",                                   // 3Fh
-    "Reserved",                                   // 40h
-];
-
-/// The name of TapeAlert flag `code` (01h to 40h), `None` outside that range.
-pub fn tapealert_name(code: u16) -> Option<&'static str> {
-    let index = usize::from(code).checked_sub(1)?;
-    TAPEALERT.get(index).copied()
-}
-
-/// The TapeAlert flags that are set, from the parameters of the TapeAlert log page
-/// (2Eh): parameters 01h to 40h whose value is not zero, in the order of the page,
-/// with their standard names.
-pub fn tapealert_flags(params: &[LogParam]) -> Vec<(u16, &'static str)> {
-    params
-        .iter()
-        .filter(|p| p.value.iter().any(|&b| b != 0))
-        .filter_map(|p| tapealert_name(p.code).map(|name| (p.code, name)))
-        .collect()
-}
-
-/// The Volume Statistics log page (17h) from its parameters. Counters of any
-/// length up to 8 bytes are read; longer ones saturate (see [`param_u64`]). Unknown
-/// and vendor parameters are left out; a parameter the page lacks stays `None`.
-pub fn volume_statistics(params: &[LogParam]) -> crate::VolumeStatistics {
-    let mut v = crate::VolumeStatistics::default();
-    for p in params {
-        if p.value.is_empty() {
-            continue;
-        }
-        let n = param_u64(p);
-        match p.code {
-            0x0001 => v.mounts = Some(n),
-            0x0002 => v.datasets_written = Some(n),
-            0x0003 => v.recovered_write_errors = Some(n),
-            0x0004 => v.unrecovered_write_errors = Some(n),
-            0x0007 => v.datasets_read = Some(n),
-            0x0008 => v.recovered_read_errors = Some(n),
-            0x0009 => v.unrecovered_read_errors = Some(n),
-            0x000E => v.last_mount_mb_written = Some(n),
-            0x000F => v.last_mount_mb_read = Some(n),
-            0x0010 => v.lifetime_mb_written = Some(n),
-            0x0011 => v.lifetime_mb_read = Some(n),
-            0x0012 => v.last_load_write_compression_ratio = Some(n as f64 / 100.0),
-            0x0016 => v.native_capacity_mb = Some(n),
-            0x0017 => v.used_native_capacity_mb = Some(n),
-            0x0040 => {
-                v.volume_serial = Some(ascii(&p.value)).filter(|s| !s.is_empty());
-            }
-            0x0080 => v.write_protected = Some(n != 0),
-            0x0081 => v.worm = Some(n != 0),
-            0x0101 => v.beginning_of_medium_passes = Some(n),
-            0x0102 => v.middle_of_medium_passes = Some(n),
-            _ => {}
-        }
-    }
-    v
 }
 
 #[cfg(test)]
@@ -1749,146 +1641,6 @@ mod tests {
 
     // ----- LOG SENSE -------------------------------------------------------------
 
-    /// A TapeAlert log page (2Eh) with all 64 one-byte flags, `set` among them.
-    fn tapealert_page(set: &[u16]) -> Vec<u8> {
-        let mut d = vec![0x2E, 0x00, 0x01, 0x40];
-        for code in 1..=64u16 {
-            d.extend_from_slice(&code.to_be_bytes());
-            d.extend_from_slice(&[0x03, 0x01, u8::from(set.contains(&code))]);
-        }
-        d
-    }
-
-    /// A Volume Statistics page (17h) laid out as an LTO drive returns it (SSC-4
-    /// table "Volume Statistics log parameter codes"; the figures are those of an
-    /// LTO-9 cartridge's sg_logs listing), with counters of several lengths, an
-    /// ASCII serial number, a vendor parameter and a last parameter cut short.
-    fn volume_statistics_page() -> Vec<u8> {
-        fn param(code: u16, value: &[u8]) -> Vec<u8> {
-            let mut p = code.to_be_bytes().to_vec();
-            p.extend_from_slice(&[0x03, value.len() as u8]);
-            p.extend_from_slice(value);
-            p
-        }
-        let mut body = Vec::new();
-        body.extend(param(0x0000, &[1])); // page valid
-        body.extend(param(0x0001, &343u32.to_be_bytes())); // volume mounts
-        body.extend(param(0x0002, &1_774_480u32.to_be_bytes()));
-        body.extend(param(0x0003, &17u16.to_be_bytes()));
-        body.extend(param(0x0004, &[0]));
-        body.extend(param(0x0007, &57u64.to_be_bytes()));
-        body.extend(param(0x0008, &[0, 0, 0, 3]));
-        body.extend(param(0x000E, &9u32.to_be_bytes()));
-        body.extend(param(0x000F, &49u32.to_be_bytes()));
-        body.extend(param(0x0010, &1_811_222u32.to_be_bytes()));
-        body.extend(param(0x0011, &558u32.to_be_bytes()));
-        body.extend(param(0x0012, &250u16.to_be_bytes()));
-        body.extend(param(0x0016, &27_966_101u32.to_be_bytes()));
-        body.extend(param(0x0017, &1_418_152u32.to_be_bytes()));
-        let mut serial = b"MF59TWPPJE".to_vec();
-        serial.resize(32, b' ');
-        body.extend(param(0x0040, &serial));
-        body.extend(param(0x0080, &[0]));
-        body.extend(param(0x0081, &[1]));
-        body.extend(param(0x0101, &6_012u32.to_be_bytes()));
-        body.extend(param(0x0102, &3_007u32.to_be_bytes()));
-        body.extend(param(0xF000, &[0xAB, 0xCD])); // vendor specific
-        let mut d = vec![0x17, 0x00];
-        d.extend_from_slice(&(body.len() as u16).to_be_bytes());
-        d.extend(body);
-        // A parameter that the page length leaves out is not read.
-        d.extend(param(0x0009, &[9, 9]));
-        d
-    }
-
-    #[test]
-    fn volume_statistics_page_decodes() {
-        let (page, params) = parse_log_page(&volume_statistics_page()).unwrap();
-        assert_eq!(page, 0x17);
-        let v = volume_statistics(&params);
-        assert_eq!(v.mounts, Some(343));
-        assert_eq!(v.datasets_written, Some(1_774_480));
-        assert_eq!(v.recovered_write_errors, Some(17));
-        assert_eq!(v.unrecovered_write_errors, Some(0));
-        assert_eq!(v.datasets_read, Some(57));
-        assert_eq!(v.recovered_read_errors, Some(3));
-        assert_eq!(v.unrecovered_read_errors, None);
-        assert_eq!(v.last_mount_mb_written, Some(9));
-        assert_eq!(v.last_mount_mb_read, Some(49));
-        assert_eq!(v.lifetime_mb_written, Some(1_811_222));
-        assert_eq!(v.lifetime_mb_read, Some(558));
-        assert_eq!(v.last_load_write_compression_ratio, Some(2.5));
-        assert_eq!(v.native_capacity_mb, Some(27_966_101));
-        assert_eq!(v.used_native_capacity_mb, Some(1_418_152));
-        assert_eq!(v.volume_serial.as_deref(), Some("MF59TWPPJE"));
-        assert_eq!(v.write_protected, Some(false));
-        assert_eq!(v.worm, Some(true));
-        assert_eq!(v.beginning_of_medium_passes, Some(6_012));
-        assert_eq!(v.middle_of_medium_passes, Some(3_007));
-        // An empty page gives nothing, and no panic on any cut of the page.
-        assert_eq!(volume_statistics(&[]), crate::VolumeStatistics::default());
-        let full = volume_statistics_page();
-        for cut in 0..full.len() {
-            if let Ok((_, params)) = parse_log_page(&full[..cut]) {
-                let _ = volume_statistics(&params);
-            }
-        }
-    }
-
-    #[test]
-    fn tapealert() {
-        let (page, params) = parse_log_page(&tapealert_page(&[0x03, 0x14, 0x1E])).unwrap();
-        assert_eq!(page, 0x2E);
-        assert_eq!(params.len(), 64);
-        assert_eq!(
-            params[19],
-            LogParam {
-                code: 0x14,
-                value: vec![1]
-            }
-        );
-        assert_eq!(
-            tapealert_flags(&params),
-            vec![
-                (0x03, "Hard error"),
-                (0x14, "Clean now"),
-                (0x1E, "Hardware A")
-            ]
-        );
-        assert!(tapealert_flags(&parse_log_page(&tapealert_page(&[])).unwrap().1).is_empty());
-        let names: Vec<&str> = (1..=64).filter_map(tapealert_name).collect();
-        assert_eq!(names.len(), 64);
-        assert_eq!(names[0x0B], "Unsupported format");
-        assert_eq!(names[0x15], "Expired cleaning media");
-        assert_eq!(names[0x1F], "Interface");
-        assert_eq!(names[0x27], "Obsolete");
-        assert_eq!(names[0x31], "Lost statistics");
-        assert_eq!(names[0x3B], "WORM medium - overwrite attempted");
-        assert_eq!(names[0x3F], "Reserved");
-        assert_eq!(tapealert_name(0), None);
-        assert_eq!(tapealert_name(65), None);
-        // Codes outside 1..64 and zero values are not flags.
-        let params = vec![
-            LogParam {
-                code: 0,
-                value: vec![1],
-            },
-            LogParam {
-                code: 0x41,
-                value: vec![1],
-            },
-            LogParam {
-                code: 0x09,
-                value: vec![0, 0],
-            },
-            LogParam {
-                code: 0x0A,
-                value: vec![0, 1],
-            },
-        ];
-        assert_eq!(tapealert_flags(&params), vec![(0x0A, "No removal")]);
-    }
-
     #[test]
     fn log_page_counters() {
         // A counters page with a 4-byte and an 8-byte parameter, then a truncated one.
@@ -1958,7 +1710,7 @@ mod tests {
             vec![0x00, 0xFF, 0xFF, 0xFF, 0x00, 0x01],
             mode_sense_with_descriptor(0x10),
             library_mode_sense(),
-            tapealert_page(&[1, 2]),
+            crate::scsi::tape_alert::tests::alert_page(&[1, 2]),
             report(
                 0x100,
                 &[page(
@@ -1992,7 +1744,7 @@ mod tests {
             let _ = parse_read_position_short(d);
             let _ = parse_element_status(d);
             if let Ok((_, params)) = parse_log_page(d) {
-                let _ = tapealert_flags(&params);
+                let _ = crate::scsi::tape_alert::flags(&params);
                 let _ = params.iter().map(param_u64).fold(0u64, u64::wrapping_add);
             }
         };

@@ -1,8 +1,8 @@
 //! iSCSI through libiscsi, loaded at run time.
 //!
 //! The address is `iscsi://HOST[:PORT]/TARGET-IQN/LUN` (port 3260 by default; an
-//! IPv6 host is written in brackets). libiscsi (`libiscsi.so.7`) is opened with
-//! `dlopen` the first time a transport is opened, so tapeloom runs without it
+//! IPv6 host is written in brackets). libiscsi (`libiscsi.so.7`) is loaded with
+//! `libloading` the first time a transport is opened, so tapeloom runs without it
 //! when no iSCSI device is used.
 //!
 //! Each transport owns one iSCSI session (one libiscsi context) and drives it with
@@ -35,11 +35,13 @@
 //! INFORMATION field is the residue in bytes (SSC); without that, BLANK CHECK
 //! means nothing was read (residual = buffer length). Beyond `len - residual` the
 //! buffer contents are undefined.
+use super::{AddressProblem, ConnectFailure, ScsiError, SessionFailure, TransportError};
 use super::{CmdOutcome, DataDir, ScsiTransport, STATUS_CHECK_CONDITION};
 use crate::{DeviceError, Result};
 use std::ffi::{c_char, c_int, c_short, c_uchar, c_void, CStr, CString};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -72,10 +74,6 @@ const SCSI_RESIDUAL_UNDERFLOW: c_int = 1;
 const SCSI_STATUS_TIMEOUT: c_int = 0x0f00_0002;
 /// libiscsi's status for a task cancelled before completion (SCSI_STATUS_CANCELLED).
 const SCSI_STATUS_CANCELLED: c_int = 0x0f00_0000;
-
-/// Message when libiscsi cannot be loaded.
-const INSTALL_HINT: &str = "libiscsi is not installed (cannot load libiscsi.so.7 or \
-     libiscsi.so): install the package libiscsi7 (Debian/Ubuntu) or libiscsi (Fedora)";
 
 /// `struct scsi_sense` of scsi-lowlevel.h (the bit fields share one byte here;
 /// only the size and alignment matter, the fields are not read).
@@ -162,8 +160,9 @@ type CreateTaskFn = unsafe extern "C" fn(c_int, *mut c_uchar, c_int, c_int) -> *
 type FreeTaskFn = unsafe extern "C" fn(*mut ScsiTask);
 type SetIovFn = unsafe extern "C" fn(*mut ScsiTask, *mut ScsiIovec, c_int);
 
-/// The libiscsi functions used, resolved once per process. The library is never
-/// unloaded.
+/// The libiscsi functions used, resolved once per process. The library is kept
+/// in the process-wide [`LIB`] and never unloaded, so the function pointers copied
+/// out of it stay valid.
 struct Lib {
     create_context: CreateContextFn,
     destroy_context: ContextFn,
@@ -182,69 +181,93 @@ struct Lib {
     create_task: CreateTaskFn,
     free_task: FreeTaskFn,
     set_iov_in: SetIovFn,
+    _library: libloading::Library,
 }
 
-static LIB: OnceLock<std::result::Result<Lib, String>> = OnceLock::new();
+/// Why libiscsi could not be used, kept for every later attempt.
+#[derive(Clone)]
+enum LoadFailure {
+    /// No libiscsi: the loader's error for the last name tried.
+    Missing(Arc<libloading::Error>),
+    /// A libiscsi without this function.
+    TooOld(&'static str, Arc<libloading::Error>),
+}
+
+static LIB: OnceLock<std::result::Result<Lib, LoadFailure>> = OnceLock::new();
 
 /// libiscsi, loaded on first use.
-fn library() -> std::result::Result<&'static Lib, String> {
-    LIB.get_or_init(load_library).as_ref().map_err(Clone::clone)
+fn library() -> std::result::Result<&'static Lib, TransportError> {
+    LIB.get_or_init(load_library)
+        .as_ref()
+        .map_err(|failure| match failure.clone() {
+            LoadFailure::Missing(source) => TransportError::LibiscsiMissing { source },
+            LoadFailure::TooOld(symbol, source) => {
+                TransportError::LibiscsiTooOld { symbol, source }
+            }
+        })
 }
 
-fn load_library() -> std::result::Result<Lib, String> {
-    let mut handle = std::ptr::null_mut();
-    for name in [c"libiscsi.so.7", c"libiscsi.so"] {
-        // SAFETY: `name` is a NUL-terminated string; dlopen has no other
-        // preconditions. Loading libiscsi runs no initialisers with effects on us.
-        handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW) };
-        if !handle.is_null() {
-            break;
+/// The library names tried, in order.
+const NAMES: [&str; 2] = ["libiscsi.so.7", "libiscsi.so"];
+
+fn load_library() -> std::result::Result<Lib, LoadFailure> {
+    let mut last = None;
+    let mut library = None;
+    for name in NAMES {
+        // SAFETY: loading libiscsi runs no initialisers with effects on this
+        // process; RTLD_NOW resolves all its symbols at once, as before any use.
+        match unsafe {
+            libloading::os::unix::Library::open(Some(name), libloading::os::unix::RTLD_NOW)
+        } {
+            Ok(l) => {
+                library = Some(libloading::Library::from(l));
+                break;
+            }
+            Err(e) => last = Some(e),
         }
     }
-    if handle.is_null() {
-        return Err(INSTALL_HINT.to_string());
-    }
-    let find = |name: &CStr| -> std::result::Result<*mut c_void, String> {
-        // SAFETY: `handle` is a live dlopen handle (never closed) and `name` is
-        // NUL-terminated.
-        let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
-        if p.is_null() {
-            Err(format!(
-                "the libiscsi found lacks the function {} (libiscsi 1.19 or later is needed)",
-                name.to_string_lossy()
-            ))
-        } else {
-            Ok(p)
-        }
+    let Some(library) = library else {
+        let e = last.unwrap_or(libloading::Error::DlOpenUnknown);
+        return Err(LoadFailure::Missing(Arc::new(e)));
     };
-    // SAFETY: each symbol is converted to the function pointer type of its C
-    // declaration in /usr/include/iscsi/iscsi.h and scsi-lowlevel.h (enums are
-    // `int`, `struct iscsi_context *` is an opaque pointer); function and data
-    // pointers have the same size and representation on the platforms where dlsym
-    // returns functions.
+    /// Copies the function `name` out of the library as type `T`.
+    ///
+    /// # Safety
+    ///
+    /// `T` must be the function pointer type of the C declaration of `name`.
+    unsafe fn get<T: Copy>(
+        library: &libloading::Library,
+        name: &'static str,
+    ) -> std::result::Result<T, LoadFailure> {
+        // SAFETY: the caller gives the C declaration's type; the pointer is used
+        // only while the library stays loaded (for the life of the process).
+        unsafe { library.get::<T>(name.as_bytes()) }
+            .map(|symbol| *symbol)
+            .map_err(|e| LoadFailure::TooOld(name, Arc::new(e)))
+    }
+    // SAFETY: each type is that of the function's C declaration in
+    // /usr/include/iscsi/iscsi.h and scsi-lowlevel.h (enums are `int`, `struct
+    // iscsi_context *` is an opaque pointer).
     unsafe {
-        use std::mem::transmute;
-        type P = *mut c_void;
         Ok(Lib {
-            create_context: transmute::<P, CreateContextFn>(find(c"iscsi_create_context")?),
-            destroy_context: transmute::<P, ContextFn>(find(c"iscsi_destroy_context")?),
-            set_targetname: transmute::<P, ContextStrFn>(find(c"iscsi_set_targetname")?),
-            set_session_type: transmute::<P, ContextIntFn>(find(c"iscsi_set_session_type")?),
-            set_header_digest: transmute::<P, ContextIntFn>(find(c"iscsi_set_header_digest")?),
-            set_timeout: transmute::<P, ContextIntFn>(find(c"iscsi_set_timeout")?),
-            set_noautoreconnect: find(c"iscsi_set_noautoreconnect")
-                .ok()
-                .map(|p| transmute::<P, ContextFlagFn>(p)),
-            get_error: transmute::<P, GetErrorFn>(find(c"iscsi_get_error")?),
-            full_connect_async: transmute::<P, FullConnectFn>(find(c"iscsi_full_connect_async")?),
-            logout_async: transmute::<P, LogoutFn>(find(c"iscsi_logout_async")?),
-            scsi_command_async: transmute::<P, CommandFn>(find(c"iscsi_scsi_command_async")?),
-            get_fd: transmute::<P, ContextFn>(find(c"iscsi_get_fd")?),
-            which_events: transmute::<P, ContextFn>(find(c"iscsi_which_events")?),
-            service: transmute::<P, ContextIntFn>(find(c"iscsi_service")?),
-            create_task: transmute::<P, CreateTaskFn>(find(c"scsi_create_task")?),
-            free_task: transmute::<P, FreeTaskFn>(find(c"scsi_free_scsi_task")?),
-            set_iov_in: transmute::<P, SetIovFn>(find(c"scsi_task_set_iov_in")?),
+            create_context: get(&library, "iscsi_create_context")?,
+            destroy_context: get(&library, "iscsi_destroy_context")?,
+            set_targetname: get(&library, "iscsi_set_targetname")?,
+            set_session_type: get(&library, "iscsi_set_session_type")?,
+            set_header_digest: get(&library, "iscsi_set_header_digest")?,
+            set_timeout: get(&library, "iscsi_set_timeout")?,
+            set_noautoreconnect: get(&library, "iscsi_set_noautoreconnect").ok(),
+            get_error: get(&library, "iscsi_get_error")?,
+            full_connect_async: get(&library, "iscsi_full_connect_async")?,
+            logout_async: get(&library, "iscsi_logout_async")?,
+            scsi_command_async: get(&library, "iscsi_scsi_command_async")?,
+            get_fd: get(&library, "iscsi_get_fd")?,
+            which_events: get(&library, "iscsi_which_events")?,
+            service: get(&library, "iscsi_service")?,
+            create_task: get(&library, "scsi_create_task")?,
+            free_task: get(&library, "scsi_free_scsi_task")?,
+            set_iov_in: get(&library, "scsi_task_set_iov_in")?,
+            _library: library,
         })
     }
 }
@@ -261,31 +284,35 @@ struct Address {
 }
 
 /// Parses `iscsi://HOST[:PORT]/TARGET/LUN`.
-fn parse_address(url: &str) -> std::result::Result<Address, String> {
-    const FORM: &str = "expected iscsi://HOST[:PORT]/TARGET-IQN/LUN";
-    let bad = |why: &str| Err(format!("{url}: not an iSCSI address ({why}; {FORM})"));
+fn parse_address(url: &str) -> std::result::Result<Address, ScsiError> {
+    let bad = |problem: AddressProblem| {
+        Err(ScsiError::Transport {
+            device: url.to_string(),
+            source: TransportError::BadIscsiAddress { problem },
+        })
+    };
     let Some(rest) = url.strip_prefix("iscsi://") else {
-        return bad("it does not start with iscsi://");
+        return bad(AddressProblem::Scheme);
     };
     if rest.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return bad("it contains blanks or control characters");
+        return bad(AddressProblem::Blanks);
     }
     let parts: Vec<&str> = rest.split('/').collect();
     let [hostport, target, lun] = parts[..] else {
-        return bad("it needs exactly a host, a target name and a LUN separated by /");
+        return bad(AddressProblem::Parts);
     };
     if hostport.contains('@') {
-        return bad("user names and passwords are not supported in the address");
+        return bad(AddressProblem::Credentials);
     }
     let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
         let Some((addr, after)) = v6.split_once(']') else {
-            return bad("an IPv6 address lacks its closing ]");
+            return bad(AddressProblem::UnclosedIpv6);
         };
         let port = match after {
             "" => None,
             p => match p.strip_prefix(':') {
                 Some(p) => Some(p),
-                None => return bad("unexpected text after the IPv6 address"),
+                None => return bad(AddressProblem::AfterIpv6),
             },
         };
         (format!("[{addr}]"), port)
@@ -296,24 +323,29 @@ fn parse_address(url: &str) -> std::result::Result<Address, String> {
         }
     };
     if host.is_empty() || host == "[]" {
-        return bad("the host is empty");
+        return bad(AddressProblem::EmptyHost);
     }
     let port = match port {
         None => DEFAULT_PORT,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 => n,
-            _ => return bad(&format!("the port {p:?} is not a number from 1 to 65535")),
+            _ => {
+                return bad(AddressProblem::Port {
+                    port: p.to_string(),
+                })
+            }
         },
     };
     if target.is_empty() {
-        return bad("the target name is empty");
+        return bad(AddressProblem::EmptyTarget);
     }
     let lun = match lun.parse::<u16>() {
         Ok(n) if n <= MAX_LUN => n,
         _ => {
-            return bad(&format!(
-                "the LUN {lun:?} is not a number from 0 to {MAX_LUN}"
-            ))
+            return bad(AddressProblem::Lun {
+                lun: lun.to_string(),
+                max: MAX_LUN,
+            })
         }
     };
     Ok(Address {
@@ -357,8 +389,8 @@ enum Waited {
     Done(c_int),
     /// The deadline passed first.
     TimedOut,
-    /// The connection failed, with libiscsi's message.
-    Failed(String),
+    /// The connection failed.
+    Failed(SessionFailure),
 }
 
 /// One iSCSI session: a libiscsi context and its completion record.
@@ -466,7 +498,7 @@ impl Session {
                         continue;
                     }
                     self.broken = true;
-                    return Waited::Failed(format!("poll failed: {e}"));
+                    return Waited::Failed(SessionFailure::Poll { source: e });
                 }
                 if n == 0 {
                     0
@@ -481,7 +513,9 @@ impl Session {
                 if let Some(status) = self.completion() {
                     return Waited::Done(status);
                 }
-                return Waited::Failed(self.error());
+                return Waited::Failed(SessionFailure::Library {
+                    message: self.error(),
+                });
             }
         }
     }
@@ -517,20 +551,31 @@ static INITIATOR_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// Logs in to `addr`.
 fn connect(lib: &'static Lib, addr: &Address, url: &str) -> Result<Session> {
-    let fail = |why: String| DeviceError::Scsi(format!("{url}: cannot connect: {why}"));
+    let fail = |reason: ConnectFailure| -> DeviceError {
+        ScsiError::Transport {
+            device: url.to_string(),
+            source: TransportError::Connect { reason },
+        }
+        .into()
+    };
     let initiator = format!(
         "iqn.2026-11.org.tapeloom:initiator-{}-{}",
         std::process::id(),
         INITIATOR_SEQ.fetch_add(1, Ordering::Relaxed)
     );
-    let cstr = |s: &str| CString::new(s).map_err(|_| fail(format!("{s:?} contains a NUL byte")));
+    let cstr = |s: &str| {
+        CString::new(s).map_err(|_| {
+            fail(ConnectFailure::NulByte {
+                text: s.to_string(),
+            })
+        })
+    };
     let initiator = cstr(&initiator)?;
     let target = cstr(&addr.target)?;
     let portal = cstr(&addr.portal)?;
     // SAFETY: `initiator` is NUL-terminated; libiscsi copies it.
     let ctx = unsafe { (lib.create_context)(initiator.as_ptr()) };
-    let ctx =
-        NonNull::new(ctx).ok_or_else(|| fail("libiscsi could not create a context".into()))?;
+    let ctx = NonNull::new(ctx).ok_or_else(|| fail(ConnectFailure::NoContext))?;
     let done = NonNull::from(Box::leak(Box::new(Completion {
         finished: 0,
         status: 0,
@@ -546,7 +591,9 @@ fn connect(lib: &'static Lib, addr: &Address, url: &str) -> Result<Session> {
     // NUL-terminated and kept alive in the session.
     let rc = unsafe { (lib.set_targetname)(ctx.as_ptr(), target.as_ptr()) };
     if rc != 0 {
-        return Err(fail(format!("target name rejected: {}", s.error())));
+        return Err(fail(ConnectFailure::TargetNameRejected {
+            message: s.error(),
+        }));
     }
     // SAFETY: as above; the values are members of the C enums.
     unsafe {
@@ -571,37 +618,48 @@ fn connect(lib: &'static Lib, addr: &Address, url: &str) -> Result<Session> {
     };
     s._names = vec![initiator, target, portal];
     if rc != 0 {
-        return Err(fail(unreachable(&addr.portal).unwrap_or_else(|| s.error())));
+        return Err(fail(refused(&addr.portal, &s)));
     }
     match s.wait(Instant::now().checked_add(CONNECT_TIMEOUT + GRACE)) {
         Waited::Done(0) if !s.broken => Ok(s),
-        Waited::Done(_) | Waited::Failed(_) => {
-            Err(fail(unreachable(&addr.portal).unwrap_or_else(|| s.error())))
-        }
-        Waited::TimedOut => Err(fail(format!(
-            "no login within {} s ({})",
-            CONNECT_TIMEOUT.as_secs(),
-            s.error()
-        ))),
+        Waited::Done(_) | Waited::Failed(_) => Err(fail(refused(&addr.portal, &s))),
+        Waited::TimedOut => Err(fail(ConnectFailure::Timeout {
+            waited: CONNECT_TIMEOUT,
+            message: s.error(),
+        })),
     }
+}
+
+/// Why a login failed: the TCP connection's error where the portal cannot be
+/// reached, else libiscsi's message.
+fn refused(portal: &str, s: &Session) -> ConnectFailure {
+    unreachable(portal).unwrap_or_else(|| ConnectFailure::Refused { message: s.error() })
 }
 
 /// Why a TCP connection to `portal` fails, if it does: libiscsi's own message for a
 /// refused or unreachable portal does not say so.
-fn unreachable(portal: &str) -> Option<String> {
+fn unreachable(portal: &str) -> Option<ConnectFailure> {
     use std::net::{TcpStream, ToSocketAddrs};
+    let down = |source| ConnectFailure::Unreachable {
+        portal: portal.to_string(),
+        source,
+    };
     let addrs = match portal.to_socket_addrs() {
         Ok(a) => a.collect::<Vec<_>>(),
-        Err(e) => return Some(format!("{portal}: {e}")),
+        Err(e) => return Some(down(e)),
     };
     let mut last = None;
     for a in &addrs {
         match TcpStream::connect_timeout(a, Duration::from_secs(5)) {
             Ok(_) => return None,
-            Err(e) => last = Some(format!("{portal}: {e}")),
+            Err(e) => last = Some(down(e)),
         }
     }
-    last.or_else(|| Some(format!("{portal}: no address")))
+    last.or_else(|| {
+        Some(ConnectFailure::NoAddress {
+            portal: portal.to_string(),
+        })
+    })
 }
 
 /// Raw sense bytes from the data-in area of a CHECK CONDITION: libiscsi stores
@@ -660,8 +718,11 @@ pub(crate) struct IscsiTransport {
 impl IscsiTransport {
     /// Parses `url`, loads libiscsi and logs in.
     pub(crate) fn open(url: &str) -> Result<Self> {
-        let addr = parse_address(url).map_err(DeviceError::Scsi)?;
-        let lib = library().map_err(|m| DeviceError::Scsi(format!("{url}: {m}")))?;
+        let addr = parse_address(url)?;
+        let lib = library().map_err(|source| ScsiError::Transport {
+            device: url.to_string(),
+            source,
+        })?;
         let session = connect(lib, &addr, url)?;
         Ok(IscsiTransport {
             url: url.to_string(),
@@ -672,13 +733,17 @@ impl IscsiTransport {
     }
 
     /// Closes the session after a transport failure and builds the error.
-    fn fail(&mut self, op: u8, why: &str) -> DeviceError {
+    fn fail(&mut self, op: u8, reason: SessionFailure) -> DeviceError {
         self.session = None;
-        DeviceError::Scsi(format!(
-            "{}: command {op:02X}h failed: {why}; the iSCSI session was closed \
-             (the next command logs in again)",
-            self.url
-        ))
+        self.error(TransportError::Session { op, reason })
+    }
+
+    fn error(&self, source: TransportError) -> DeviceError {
+        ScsiError::Transport {
+            device: self.url.clone(),
+            source,
+        }
+        .into()
     }
 }
 
@@ -686,11 +751,10 @@ impl ScsiTransport for IscsiTransport {
     fn execute(&mut self, cdb: &[u8], data: DataDir<'_>, timeout: Duration) -> Result<CmdOutcome> {
         let op = cdb.first().copied().unwrap_or(0);
         if cdb.is_empty() || cdb.len() > MAX_CDB_LEN {
-            return Err(DeviceError::Scsi(format!(
-                "{}: CDB of {} bytes (1 to {MAX_CDB_LEN} allowed)",
-                self.url,
-                cdb.len()
-            )));
+            return Err(self.error(TransportError::CdbLength {
+                len: cdb.len(),
+                max: MAX_CDB_LEN,
+            }));
         }
         let (dir, len, in_ptr, out_ptr): (c_int, usize, *mut c_uchar, *mut c_uchar) = match data {
             DataDir::None => (
@@ -714,18 +778,14 @@ impl ScsiTransport for IscsiTransport {
             ),
         };
         let dir = if len == 0 { SCSI_XFER_NONE } else { dir };
-        let expxferlen = c_int::try_from(len).map_err(|_| {
-            DeviceError::Scsi(format!(
-                "{}: data phase of {len} bytes is too large",
-                self.url
-            ))
-        })?;
+        let expxferlen =
+            c_int::try_from(len).map_err(|_| self.error(TransportError::DataTooLarge { len }))?;
         if self.session.is_none() {
             self.session = Some(connect(self.lib, &self.addr, &self.url)?);
         }
         let lun = c_int::from(self.addr.lun);
         let Some(session) = self.session.as_mut() else {
-            return Err(DeviceError::Scsi(format!("{}: no iSCSI session", self.url)));
+            return Err(self.error(TransportError::NoSession));
         };
         session.set_timeout(timeout);
         let mut cdb_buf = [0u8; MAX_CDB_LEN];
@@ -735,10 +795,7 @@ impl ScsiTransport for IscsiTransport {
             (self.lib.create_task)(cdb.len() as c_int, cdb_buf.as_mut_ptr(), dir, expxferlen)
         };
         let Some(task) = NonNull::new(task) else {
-            return Err(DeviceError::Scsi(format!(
-                "{}: libiscsi could not allocate a task",
-                self.url
-            )));
+            return Err(self.error(TransportError::TaskAllocation));
         };
         let mut iov = ScsiIovec {
             iov_base: in_ptr.cast(),
@@ -774,7 +831,9 @@ impl ScsiTransport for IscsiTransport {
             )
         };
         let waited = if rc != 0 {
-            Waited::Failed(session.error())
+            Waited::Failed(SessionFailure::Library {
+                message: session.error(),
+            })
         } else {
             let limit = timeout.min(Duration::from_secs(u64::from(u32::MAX))) + GRACE;
             session.wait(Instant::now().checked_add(limit))
@@ -805,13 +864,14 @@ impl ScsiTransport for IscsiTransport {
                     sense,
                 })
             }
-            Waited::Done(SCSI_STATUS_TIMEOUT) | Waited::TimedOut => Err(format!(
-                "no response within {:.0} s",
-                timeout.as_secs_f64().ceil()
-            )),
-            Waited::Done(SCSI_STATUS_CANCELLED) => Err("the command was cancelled".to_string()),
-            Waited::Done(_) => Err(session.error()),
-            Waited::Failed(msg) => Err(msg),
+            Waited::Done(SCSI_STATUS_TIMEOUT) | Waited::TimedOut => {
+                Err(SessionFailure::Timeout { timeout })
+            }
+            Waited::Done(SCSI_STATUS_CANCELLED) => Err(SessionFailure::Cancelled),
+            Waited::Done(_) => Err(SessionFailure::Library {
+                message: session.error(),
+            }),
+            Waited::Failed(reason) => Err(reason),
         };
         let broken = session.broken;
         let result = match result {
@@ -823,7 +883,7 @@ impl ScsiTransport for IscsiTransport {
             }
             // Closing the session destroys the context, so nothing refers to the
             // task or the buffers any more.
-            Err(why) => Err(self.fail(op, &why)),
+            Err(reason) => Err(self.fail(op, reason)),
         };
         // SAFETY: the task is complete or its context destroyed; freed once.
         unsafe { (self.lib.free_task)(task.as_ptr()) };
@@ -889,9 +949,33 @@ mod tests {
             let Err(e) = parse_address(bad) else {
                 panic!("{bad} parsed");
             };
+            let e = e.to_string();
             assert!(e.starts_with(bad) && !e.contains('\n'), "{e}");
             assert!(e.contains("iscsi://HOST[:PORT]/TARGET-IQN/LUN"), "{e}");
         }
+    }
+
+    #[test]
+    fn libiscsi_is_loaded_or_named_in_the_error() {
+        match library() {
+            Ok(lib) => assert!(lib.set_noautoreconnect.is_some()),
+            Err(e) => panic!("{e}"),
+        }
+        let e = ScsiError::Transport {
+            device: "iscsi://h/t/1".into(),
+            source: TransportError::LibiscsiMissing {
+                source: Arc::new(libloading::Error::DlOpenUnknown),
+            },
+        };
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("iscsi://h/t/1: libiscsi is not installed")
+                && msg.contains("libiscsi7")
+                && msg.contains("libiscsi (Fedora)"),
+            "{msg}"
+        );
+        let cause = std::error::Error::source(&e).and_then(|t| t.source());
+        assert!(cause.is_some(), "the loader's error is kept");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::cdb::Element;
 use super::smc::ScsiChanger;
 use super::ssc::ScsiDrive;
-use crate::{Changer, DeviceError, DriveElement, Inventory, Result, SlotElement, TapeDrive};
+use crate::{Changer, ChangerError, DriveElement, Inventory, Result, SlotElement, TapeDrive};
 use serde::{Deserialize, Serialize};
 
 /// The devices of a SCSI library, as recorded in a tapeloom home.
@@ -31,9 +31,7 @@ impl ScsiLibrary {
     /// Opens the changer and maps its drive elements to the configured drives.
     pub fn open(cfg: &ScsiLibraryConfig) -> Result<Self> {
         if cfg.drives.is_empty() {
-            return Err(DeviceError::Changer(
-                "a SCSI library needs at least one drive".into(),
-            ));
+            return Err(ChangerError::NoDrives.into());
         }
         let mut changer = ScsiChanger::open(&cfg.changer)?;
         let status = changer.status()?;
@@ -44,12 +42,12 @@ impl ScsiLibrary {
             .collect();
         elements.sort_by_key(|e| e.0);
         if elements.len() < cfg.drives.len() {
-            return Err(DeviceError::Changer(format!(
-                "the changer {} has {} drive elements, but {} drives are attached",
-                cfg.changer,
-                elements.len(),
-                cfg.drives.len()
-            )));
+            return Err(ChangerError::TooFewDriveElements {
+                changer: cfg.changer.clone(),
+                elements: elements.len(),
+                drives: cfg.drives.len(),
+            }
+            .into());
         }
         // Match by serial number where the changer reports identifiers, else by order.
         let mut drive_elements = Vec::new();
@@ -88,10 +86,11 @@ impl ScsiLibrary {
     /// The data transfer element address of drive `index`.
     pub fn drive_element(&self, index: usize) -> Result<u16> {
         self.drive_elements.get(index).copied().ok_or_else(|| {
-            DeviceError::Changer(format!(
-                "the library has no drive {index} (it has {})",
-                self.drive_elements.len()
-            ))
+            ChangerError::NoSuchDrive {
+                drive: index,
+                count: Some(self.drive_elements.len()),
+            }
+            .into()
         })
     }
 
@@ -151,9 +150,9 @@ impl Changer for ScsiLibrary {
             .drives
             .iter()
             .find(|e| e.address == from)
-            .ok_or_else(|| DeviceError::Changer(format!("drive {drive} is not in the changer")))?;
+            .ok_or(ChangerError::DriveNotInChanger { drive })?;
         if !e.full {
-            return Err(DeviceError::Changer(format!("drive {drive} is empty")));
+            return Err(ChangerError::DriveEmpty { drive }.into());
         }
         let to = match slot {
             Some(s) => self.slot_address(s)?,
@@ -167,9 +166,7 @@ impl Changer for ScsiLibrary {
                     .iter()
                     .find(|x| !x.full)
                     .map(|x| x.address)
-                    .ok_or_else(|| {
-                        DeviceError::Changer("no empty slot to put the cartridge in".into())
-                    })?,
+                    .ok_or(ChangerError::NoEmptySlot)?,
             },
         };
         // The drive ejects the cartridge (rewinding it) before the robot takes it.
@@ -182,8 +179,7 @@ impl Changer for ScsiLibrary {
 
 impl ScsiLibrary {
     fn slot_address(&self, slot: usize) -> Result<u16> {
-        u16::try_from(slot)
-            .map_err(|_| DeviceError::Changer(format!("no slot {slot} in the library")))
+        u16::try_from(slot).map_err(|_| ChangerError::NotAnElementAddress { slot }.into())
     }
 }
 
@@ -211,12 +207,14 @@ impl crate::TapeLibrary for ScsiLibrary {
     }
 
     fn open_tape_drive(&self, index: usize) -> Result<Box<dyn TapeDrive>> {
-        let dev = self.cfg.drives.get(index).ok_or_else(|| {
-            DeviceError::Changer(format!(
-                "the library has no drive {index} (it has {})",
-                self.cfg.drives.len()
-            ))
-        })?;
+        let dev = self
+            .cfg
+            .drives
+            .get(index)
+            .ok_or(ChangerError::NoSuchDrive {
+                drive: index,
+                count: Some(self.cfg.drives.len()),
+            })?;
         Ok(Box::new(ScsiDrive::open(dev)?))
     }
 
@@ -229,15 +227,17 @@ impl crate::TapeLibrary for ScsiLibrary {
         let drive = match inv.drive_of(barcode) {
             Some(d) => d,
             None => {
-                let slot = inv.slot_of(barcode).ok_or_else(|| {
-                    DeviceError::Changer(format!("cartridge {barcode} is not in the library"))
-                })?;
+                let slot = inv
+                    .slot_of(barcode)
+                    .ok_or_else(|| ChangerError::NoSuchBarcode {
+                        barcode: barcode.to_string(),
+                    })?;
                 let d = inv
                     .drives
                     .iter()
                     .find(|d| d.loaded.is_none())
                     .map(|d| d.index)
-                    .ok_or_else(|| DeviceError::Changer("no empty drive to erase in".into()))?;
+                    .ok_or(ChangerError::NoEmptyDrive)?;
                 self.load(slot, d)?;
                 d
             }

@@ -6,17 +6,25 @@
 //! drive and changer drivers on top.
 
 pub mod cdb;
+mod error;
 mod iscsi;
 mod library;
 pub mod sense;
 mod sg;
 pub mod smc;
 pub mod ssc;
+pub mod tape_alert;
 pub mod tgt;
+pub mod volume_statistics;
 
+pub use error::{
+    AddressProblem, ConnectFailure, ParseError, PositionFlag, ScsiError, SessionFailure,
+    TransportError,
+};
 pub use library::{ScsiLibrary, ScsiLibraryConfig};
 
-use crate::{DeviceError, Result};
+use crate::Result;
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// The data phase of one command.
@@ -69,9 +77,10 @@ pub fn open_transport(dev: &str) -> Result<Box<dyn ScsiTransport>> {
     } else if dev.starts_with('/') {
         Ok(Box::new(sg::SgTransport::open(dev)?))
     } else {
-        Err(DeviceError::Scsi(format!(
-            "{dev}: not a device address (use /dev/sgN or iscsi://HOST:PORT/TARGET/LUN)"
-        )))
+        Err(ScsiError::NotAnAddress {
+            address: dev.to_string(),
+        }
+        .into())
     }
 }
 
@@ -151,20 +160,26 @@ pub(crate) fn exec(
 
 /// The error for a command that failed: names the device, the command and what the
 /// device said.
-pub(crate) fn failed(dev: &str, command: &str, r: &Reply) -> DeviceError {
-    let why = match (&r.sense, r.status) {
-        (Some(s), _) => s.to_string(),
-        (None, STATUS_CHECK_CONDITION) => "CHECK CONDITION without sense data".to_string(),
-        (None, STATUS_RESERVATION_CONFLICT) => "reservation conflict".to_string(),
-        (None, s) => format!("status {s:#04x}"),
-    };
-    DeviceError::Scsi(format!("{dev}: {command} failed: {why}"))
+pub(crate) fn failed(dev: &str, command: impl Into<Cow<'static, str>>, r: &Reply) -> ScsiError {
+    let (device, command) = (dev.to_string(), command.into());
+    match &r.sense {
+        Some(s) => ScsiError::Sense {
+            device,
+            command,
+            sense: s.clone(),
+        },
+        None => ScsiError::Status {
+            device,
+            command,
+            status: r.status,
+        },
+    }
 }
 
 /// Executes a command that must succeed. RECOVERED ERROR counts as success.
 pub(crate) fn must(
     t: &mut dyn ScsiTransport,
-    command: &str,
+    command: &'static str,
     cdb: &[u8],
     data: DataDir<'_>,
     timeout: Duration,
@@ -173,7 +188,7 @@ pub(crate) fn must(
     if r.good() || r.key() == Some(sense::RECOVERED_ERROR) {
         Ok(r)
     } else {
-        Err(failed(&t.address(), command, &r))
+        Err(failed(&t.address(), command, &r).into())
     }
 }
 
@@ -188,5 +203,12 @@ pub(crate) fn inquiry(t: &mut dyn ScsiTransport, dev: &str) -> Result<cdb::Inqui
         SHORT,
     )?;
     let got = buf.len().saturating_sub(r.residual).max(36).min(buf.len());
-    cdb::parse_inquiry(&buf[..got]).map_err(|e| DeviceError::Scsi(format!("{dev}: INQUIRY: {e}")))
+    cdb::parse_inquiry(&buf[..got]).map_err(|source| {
+        ScsiError::Malformed {
+            device: dev.to_string(),
+            what: "INQUIRY",
+            source,
+        }
+        .into()
+    })
 }

@@ -4,6 +4,7 @@
 //! CAP_SYS_RAWIO for most commands (in practice: run as root), and read-write
 //! access to the device node.
 use super::{CmdOutcome, DataDir, ScsiTransport};
+use super::{ScsiError, TransportError};
 use crate::{DeviceError, Result};
 use std::fs::File;
 use std::time::Duration;
@@ -94,6 +95,14 @@ impl SgTransport {
             file,
         })
     }
+
+    fn fail(&self, source: TransportError) -> DeviceError {
+        ScsiError::Transport {
+            device: self.path.clone(),
+            source,
+        }
+        .into()
+    }
 }
 
 fn open_error(path: &str, e: std::io::Error) -> DeviceError {
@@ -108,7 +117,7 @@ fn open_error(path: &str, e: std::io::Error) -> DeviceError {
 }
 
 /// Text for a `host_status` (`DID_*`) value.
-fn host_status_text(code: u16) -> &'static str {
+pub(crate) fn host_status_text(code: u16) -> &'static str {
     match code {
         0x01 => "DID_NO_CONNECT: the device could not be reached",
         0x02 => "DID_BUS_BUSY: the bus stayed busy",
@@ -130,7 +139,7 @@ fn host_status_text(code: u16) -> &'static str {
 }
 
 /// Text for the driver byte (low nibble of `driver_status`).
-fn driver_status_text(code: u16) -> &'static str {
+pub(crate) fn driver_status_text(code: u16) -> &'static str {
     match code & 0x0f {
         0x01 => "DRIVER_BUSY",
         0x02 => "DRIVER_SOFT",
@@ -171,11 +180,10 @@ impl ScsiTransport for SgTransport {
     fn execute(&mut self, cdb: &[u8], data: DataDir<'_>, timeout: Duration) -> Result<CmdOutcome> {
         let op = cdb.first().copied().unwrap_or(0);
         if cdb.is_empty() || cdb.len() > MAX_CDB_LEN {
-            return Err(DeviceError::Scsi(format!(
-                "{}: CDB of {} bytes (1 to {MAX_CDB_LEN} allowed)",
-                self.path,
-                cdb.len()
-            )));
+            return Err(self.fail(TransportError::CdbLength {
+                len: cdb.len(),
+                max: MAX_CDB_LEN,
+            }));
         }
         let (direction, ptr, len): (i32, *mut libc::c_void, usize) = match data {
             DataDir::None => (SG_DXFER_NONE, std::ptr::null_mut(), 0),
@@ -188,12 +196,8 @@ impl ScsiTransport for SgTransport {
                 buf.len(),
             ),
         };
-        let dxfer_len = u32::try_from(len).map_err(|_| {
-            DeviceError::Scsi(format!(
-                "{}: data phase of {len} bytes is too large",
-                self.path
-            ))
-        })?;
+        let dxfer_len =
+            u32::try_from(len).map_err(|_| self.fail(TransportError::DataTooLarge { len }))?;
         let (direction, ptr) = if len == 0 {
             (SG_DXFER_NONE, std::ptr::null_mut())
         } else {
@@ -239,20 +243,16 @@ impl ScsiTransport for SgTransport {
             )
         })?;
         if hdr.host_status != 0 {
-            return Err(DeviceError::Scsi(format!(
-                "{}: command {op:02X}h failed: host status {:#04x} ({})",
-                self.path,
-                hdr.host_status,
-                host_status_text(hdr.host_status)
-            )));
+            return Err(self.fail(TransportError::HostStatus {
+                op,
+                status: hdr.host_status,
+            }));
         }
         if hdr.driver_status & 0x0f != 0 && hdr.driver_status & 0x0f != DRIVER_SENSE {
-            return Err(DeviceError::Scsi(format!(
-                "{}: command {op:02X}h failed: driver status {:#04x} ({})",
-                self.path,
-                hdr.driver_status,
-                driver_status_text(hdr.driver_status)
-            )));
+            return Err(self.fail(TransportError::DriverStatus {
+                op,
+                status: hdr.driver_status,
+            }));
         }
         let sense_len = usize::from(hdr.sb_len_wr).min(SENSE_LEN);
         let residual = usize::try_from(hdr.resid).unwrap_or(0).min(len);

@@ -2,8 +2,9 @@
 //! and drive identifiers, MOVE MEDIUM and INITIALIZE ELEMENT STATUS.
 
 use super::cdb::{self, Element, ElementAddresses, ElementType, InquiryData};
+use super::ScsiError;
 use super::{exec, failed, must, open_transport, sense, DataDir, ScsiTransport, LONG, SHORT};
-use crate::{DeviceError, Result};
+use crate::{ChangerError, Result};
 
 /// What is in each element of a changer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,10 +40,14 @@ impl ScsiChanger {
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
         let inquiry = super::inquiry(&mut *t, dev)?;
         if inquiry.peripheral_type != 0x08 {
-            return Err(DeviceError::Scsi(format!(
-                "{dev} is not a media changer ({} {}, peripheral device type {:#04x})",
-                inquiry.vendor, inquiry.product, inquiry.peripheral_type
-            )));
+            return Err(ScsiError::WrongDeviceType {
+                device: dev.to_string(),
+                expected: "media changer",
+                vendor: inquiry.vendor,
+                product: inquiry.product,
+                peripheral_type: inquiry.peripheral_type,
+            }
+            .into());
         }
         let mut buf = vec![0u8; 255];
         must(
@@ -52,11 +57,14 @@ impl ScsiChanger {
             DataDir::In(&mut buf),
             SHORT,
         )?;
-        let mode = cdb::parse_mode_sense6(&buf)
-            .map_err(|e| DeviceError::Scsi(format!("{dev}: MODE SENSE: {e}")))?;
-        let addresses = cdb::parse_element_address_page(&mode.pages).map_err(|e| {
-            DeviceError::Scsi(format!("{dev}: element address assignment page: {e}"))
-        })?;
+        let malformed = |what, source| ScsiError::Malformed {
+            device: dev.to_string(),
+            what,
+            source,
+        };
+        let mode = cdb::parse_mode_sense6(&buf).map_err(|e| malformed("MODE SENSE", e))?;
+        let addresses = cdb::parse_element_address_page(&mode.pages)
+            .map_err(|e| malformed("element address assignment page", e))?;
         Ok(ScsiChanger {
             t,
             inquiry,
@@ -105,12 +113,17 @@ impl ScsiChanger {
             r = exec(&mut *self.t, &cmd, DataDir::In(&mut buf), SHORT)?;
         }
         if !(r.good() || r.key() == Some(sense::RECOVERED_ERROR)) {
-            return Err(failed(&self.t.address(), "READ ELEMENT STATUS", &r));
+            return Err(failed(&self.t.address(), "READ ELEMENT STATUS", &r).into());
         }
         // Only what came back: a zero tail must not complete a cut-off descriptor.
         let got = buf.len().saturating_sub(r.residual).max(8).min(buf.len());
-        cdb::parse_element_status(&buf[..got]).map_err(|e| {
-            DeviceError::Scsi(format!("{}: READ ELEMENT STATUS: {e}", self.t.address()))
+        cdb::parse_element_status(&buf[..got]).map_err(|source| {
+            ScsiError::Malformed {
+                device: self.t.address(),
+                what: "READ ELEMENT STATUS",
+                source,
+            }
+            .into()
         })
     }
 
@@ -133,14 +146,13 @@ impl ScsiChanger {
         if r.good() || r.key() == Some(sense::RECOVERED_ERROR) {
             return Ok(());
         }
-        Err(DeviceError::Changer(
-            failed(
-                &self.t.address(),
-                &format!("MOVE MEDIUM from element {from} to element {to}"),
-                &r,
-            )
-            .to_string(),
-        ))
+        let command = format!("MOVE MEDIUM from element {from} to element {to}");
+        Err(ChangerError::MoveRefused {
+            from,
+            to,
+            source: failed(&self.t.address(), command, &r),
+        }
+        .into())
     }
 
     /// Has the changer scan its elements again (barcodes included).

@@ -10,7 +10,8 @@
 
 use super::cdb::{self, BlockDescriptor, InquiryData, SpaceCode};
 use super::sense::{self, Sense};
-use super::{exec, failed, must, open_transport, DataDir, Reply, ScsiTransport};
+use super::{exec, failed, must, open_transport, DataDir, Reply, ScsiError, ScsiTransport};
+use super::{tape_alert, volume_statistics};
 use super::{LONG, MEDIUM, SHORT};
 use crate::{DeviceError, DriveStats, ReadOutcome, Result, TapeDrive, WriteOutcome};
 use std::time::{Duration, Instant};
@@ -109,10 +110,14 @@ impl ScsiDrive {
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
         let inquiry = super::inquiry(&mut *t, dev)?;
         if inquiry.peripheral_type != 0x01 {
-            return Err(DeviceError::Scsi(format!(
-                "{dev} is not a tape drive ({} {}, peripheral device type {:#04x})",
-                inquiry.vendor, inquiry.product, inquiry.peripheral_type
-            )));
+            return Err(ScsiError::WrongDeviceType {
+                device: dev.to_string(),
+                expected: "tape drive",
+                vendor: inquiry.vendor,
+                product: inquiry.product,
+                peripheral_type: inquiry.peripheral_type,
+            }
+            .into());
         }
         let serial = serial(&mut *t);
         let quirks = quirks_for(&inquiry);
@@ -149,7 +154,12 @@ impl ScsiDrive {
     pub fn serial_of(dev: &str) -> Result<String> {
         let mut t = open_transport(dev)?;
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
-        serial(&mut *t).ok_or_else(|| DeviceError::Scsi(format!("{dev} has no serial number")))
+        serial(&mut *t).ok_or_else(|| {
+            ScsiError::NoSerialNumber {
+                device: dev.to_string(),
+            }
+            .into()
+        })
     }
 
     /// The quirks in use.
@@ -175,12 +185,16 @@ impl ScsiDrive {
     /// TapeAlert flags that are set, where the drive supports the TapeAlert log
     /// page; `None` when it does not.
     pub fn tape_alerts(&mut self) -> Result<Option<Vec<(u16, &'static str)>>> {
-        Ok(self.log_page(0x2e)?.map(|p| cdb::tapealert_flags(&p)))
+        Ok(self
+            .log_page(tape_alert::PAGE)?
+            .map(|p| tape_alert::flags(&p)))
     }
 
     /// The cartridge's Volume Statistics log page (17h), where the drive has it.
     pub fn volume_statistics(&mut self) -> Result<Option<crate::VolumeStatistics>> {
-        Ok(self.log_page(0x17)?.map(|p| cdb::volume_statistics(&p)))
+        Ok(self
+            .log_page(volume_statistics::PAGE)?
+            .map(|p| volume_statistics::parse(&p)))
     }
 
     /// MODE SENSE(6) of `page` (3Fh: all), parsed; `None` when the drive refuses it
@@ -220,11 +234,11 @@ impl ScsiDrive {
         }
     }
 
-    fn err(&self, command: &str, r: &Reply) -> DeviceError {
-        failed(&self.dev, command, r)
+    fn err(&self, command: &'static str, r: &Reply) -> DeviceError {
+        failed(&self.dev, command, r).into()
     }
 
-    fn must(&mut self, command: &str, cdb: &[u8], timeout: Duration) -> Result<Reply> {
+    fn must(&mut self, command: &'static str, cdb: &[u8], timeout: Duration) -> Result<Reply> {
         must(&mut *self.t, command, cdb, DataDir::None, timeout)
     }
 
@@ -268,12 +282,12 @@ impl ScsiDrive {
                 SHORT,
             )?;
             if !r.good() && block_len.is_some() {
-                return Err(DeviceError::Scsi(format!(
-                    "{}: the drive is in fixed-block mode ({} bytes) and refuses variable blocks: {}",
-                    self.dev,
-                    block_len.unwrap_or(0),
-                    r.sense.map(|s| s.to_string()).unwrap_or_default()
-                )));
+                return Err(ScsiError::FixedBlockMode {
+                    device: self.dev.clone(),
+                    block_len: block_len.unwrap_or(0),
+                    sense: r.sense,
+                }
+                .into());
             }
         }
         Ok(())
@@ -285,7 +299,7 @@ impl ScsiDrive {
             return Ok(None);
         }
         // The long form first (64-bit positions), then the short one.
-        type Parse = fn(&[u8]) -> std::result::Result<cdb::Position, String>;
+        type Parse = fn(&[u8]) -> std::result::Result<cdb::Position, super::ParseError>;
         let forms: [([u8; 10], usize, Parse); 2] = [
             (cdb::read_position_long(), 32, cdb::parse_read_position_long),
             (
@@ -505,11 +519,11 @@ impl TapeDrive for ScsiDrive {
                 _ => return Err(self.err("TEST UNIT READY", &r)),
             }
             if start.elapsed() > READY_WAIT {
-                return Err(DeviceError::Scsi(format!(
-                    "{}: the drive did not become ready in {} s",
-                    self.dev,
-                    READY_WAIT.as_secs()
-                )));
+                return Err(ScsiError::NotReady {
+                    device: self.dev.clone(),
+                    waited: READY_WAIT,
+                }
+                .into());
             }
             std::thread::sleep(Duration::from_millis(250));
         }
@@ -690,18 +704,19 @@ impl TapeDrive for ScsiDrive {
     fn write_block(&mut self, data: &[u8]) -> Result<WriteOutcome> {
         self.ensure_medium()?;
         if let Some(max) = self.max_block.filter(|m| data.len() > *m as usize) {
-            return Err(DeviceError::Scsi(format!(
-                "{}: a block of {} bytes is larger than the drive's largest ({max} bytes, READ BLOCK LIMITS); use a smaller --block-size",
-                self.dev,
-                data.len()
-            )));
+            return Err(ScsiError::BlockOverDriveLimit {
+                device: self.dev.clone(),
+                len: data.len(),
+                max,
+            }
+            .into());
         }
         if data.len() > MAX_TRANSFER {
-            return Err(DeviceError::Scsi(format!(
-                "{}: a block of {} bytes is larger than WRITE(6) can carry",
-                self.dev,
-                data.len()
-            )));
+            return Err(ScsiError::BlockOverTransfer {
+                device: self.dev.clone(),
+                len: data.len(),
+            }
+            .into());
         }
         let r = exec(
             &mut *self.t,
@@ -807,7 +822,7 @@ impl Drop for ScsiDrive {
 impl ScsiDrive {
     /// How a write or filemark went: early warning is NO SENSE (or RECOVERED ERROR)
     /// with EOM set and the data written; VOLUME OVERFLOW means it was not.
-    fn write_outcome(&mut self, command: &str, r: &Reply) -> Result<WriteOutcome> {
+    fn write_outcome(&mut self, command: &'static str, r: &Reply) -> Result<WriteOutcome> {
         if r.good() {
             return Ok(WriteOutcome::Written);
         }

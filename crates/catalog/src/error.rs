@@ -1,0 +1,123 @@
+//! The catalog's error type.
+
+use std::path::PathBuf;
+
+/// A catalog error: what was being done, and why it failed. Callers decide by variant;
+/// an SQLite failure keeps the `rusqlite` error as its source.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The catalog file could not be opened.
+    #[error("open catalog {}: {source}", path.display())]
+    Open {
+        /// The catalog file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// An SQLite statement failed.
+    #[error("catalog: {what}: {source}")]
+    Sqlite {
+        /// What was being done, e.g. `record files`.
+        what: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The catalog was written by a newer tapeloom, with a schema this one does not
+    /// know.
+    #[error("the catalog has schema version {found}; this tapeloom knows up to {known}")]
+    SchemaTooNew {
+        /// The catalog's schema version.
+        found: i64,
+        /// The newest schema version this tapeloom knows.
+        known: i64,
+    },
+    /// No job with this id.
+    #[error("no job {id} in the catalog")]
+    NoJob {
+        /// The job id asked for.
+        id: i64,
+    },
+    /// No volume with this id.
+    #[error("no volume {id} in the catalog")]
+    NoVolume {
+        /// The volume id asked for.
+        id: i64,
+    },
+    /// The job has no segment with this volume sequence.
+    #[error("job {job} has no segment {seq} in the catalog")]
+    NoSegment {
+        /// The job.
+        job: i64,
+        /// The volume sequence asked for.
+        seq: u32,
+    },
+    /// A volume with this barcode is in the catalog already.
+    #[error("volume {barcode} is in the catalog already")]
+    VolumeExists {
+        /// The barcode.
+        barcode: String,
+    },
+    /// The job has a segment with this volume sequence already.
+    #[error("job {job} has a segment {seq} in the catalog already")]
+    SegmentExists {
+        /// The job.
+        job: i64,
+        /// The volume sequence.
+        seq: u32,
+    },
+}
+
+/// Result of catalog operations.
+pub type Result<T> = std::result::Result<T, CatalogError>;
+
+/// Names what a group of SQLite calls was doing when one of them failed.
+pub(crate) trait Doing<T> {
+    /// Wraps an SQLite error as [`CatalogError::Sqlite`] with `what`.
+    fn doing(self, what: &'static str) -> Result<T>;
+}
+
+impl<T> Doing<T> for rusqlite::Result<T> {
+    fn doing(self, what: &'static str) -> Result<T> {
+        self.map_err(|source| CatalogError::Sqlite { what, source })
+    }
+}
+
+/// Whether `e` is SQLite refusing a row because of a UNIQUE or PRIMARY KEY
+/// constraint: a row with that key is there already.
+pub(crate) fn is_duplicate_key(e: &rusqlite::Error) -> bool {
+    e.sqlite_error().is_some_and(|f| {
+        f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn an_sqlite_failure_says_what_was_done_and_keeps_its_cause() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let e = conn
+            .execute("INSERT INTO nowhere VALUES (1)", [])
+            .doing("record nothing")
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            CatalogError::Sqlite {
+                what: "record nothing",
+                ..
+            }
+        ));
+        assert!(
+            e.to_string()
+                .starts_with("catalog: record nothing: no such table"),
+            "{e}"
+        );
+        let source = e.source().expect("a cause");
+        assert!(source.is::<rusqlite::Error>(), "{source}");
+    }
+}
