@@ -1,9 +1,9 @@
 //! `tapeloom library ...` for SCSI libraries and cartridges, and `tapeloom devices`.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::time::Instant;
-use tapeloom_device::scsi::{self, cdb, ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::scsi::{self, discovery, ScsiLibrary, ScsiLibraryConfig};
 use tapeloom_device::TapeDrive;
 use tapeloom_engine::Home;
 
@@ -291,62 +291,20 @@ pub fn exercise(home: &Home, cycles: u32, seed: u64, human: bool) -> Result<(Val
     Ok((v, if failures.is_empty() { 0 } else { 1 }))
 }
 
-fn sysfs(path: &std::path::Path, name: &str) -> Option<String> {
-    std::fs::read_to_string(path.join(name))
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-fn kind(peripheral_type: u8) -> &'static str {
-    match peripheral_type {
-        0x01 => "tape",
-        0x08 => "changer",
-        0x00 => "disk",
-        0x05 => "cd/dvd",
-        _ => "other",
-    }
-}
-
 /// `tapeloom devices [URL...]`: SCSI generic devices of this machine and the iSCSI
 /// logical units named.
 pub fn devices(urls: &[String], human: bool) -> Result<(Value, i32)> {
-    let mut rows = Vec::new();
-    let base = std::path::Path::new("/sys/class/scsi_generic");
-    if let Ok(rd) = std::fs::read_dir(base) {
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort_by_key(|n| {
-            n.trim_start_matches("sg")
-                .parse::<u32>()
-                .unwrap_or(u32::MAX)
-        });
-        for n in names {
-            let dev = base.join(&n).join("device");
-            let t: u8 = sysfs(&dev, "type")
-                .and_then(|t| t.parse().ok())
-                .unwrap_or(0xff);
-            rows.push(json!({
-                "device": format!("/dev/{n}"),
-                "type": kind(t),
-                "vendor": sysfs(&dev, "vendor"),
-                "product": sysfs(&dev, "model"),
-                "revision": sysfs(&dev, "rev"),
-                "serial": Value::Null,
-            }));
-        }
-    }
     let mut code = 0;
-    for u in urls {
-        match probe(u) {
-            Ok(v) => rows.push(v),
+    let rows: Vec<Value> = discovery::discover(urls)
+        .into_iter()
+        .map(|p| match p.result {
+            Ok(d) => device_row(&d),
             Err(e) => {
                 code = 1;
-                rows.push(json!({"device": u, "error": e.to_string()}));
+                json!({"device": p.address, "error": e.to_string()})
             }
-        }
-    }
+        })
+        .collect();
     if human {
         if rows.is_empty() {
             println!(
@@ -378,41 +336,14 @@ pub fn devices(urls: &[String], human: bool) -> Result<(Value, i32)> {
     Ok((json!({"devices": rows}), code))
 }
 
-fn probe(url: &str) -> Result<Value> {
-    let mut t = scsi::open_transport(url)?;
-    let mut buf = vec![0u8; 96];
-    let mut out = t.execute(
-        &cdb::inquiry(None, 96),
-        scsi::DataDir::In(&mut buf),
-        std::time::Duration::from_secs(30),
-    )?;
-    if out.status != scsi::STATUS_GOOD {
-        // A unit attention first after connecting: ask again.
-        out = t.execute(
-            &cdb::inquiry(None, 96),
-            scsi::DataDir::In(&mut buf),
-            std::time::Duration::from_secs(30),
-        )?;
+/// One device of `tapeloom devices --json`: a probed device also names its quirks.
+fn device_row(d: &discovery::Device) -> Value {
+    let mut row = json!({
+        "device": d.address, "type": d.kind(), "vendor": d.vendor,
+        "product": d.product, "revision": d.revision, "serial": d.serial,
+    });
+    if d.source == discovery::Source::Inquiry {
+        row["quirks"] = json!(d.quirks);
     }
-    if out.status != scsi::STATUS_GOOD {
-        return Err(anyhow!("INQUIRY failed with status {:#04x}", out.status));
-    }
-    let inq = cdb::parse_inquiry(&buf).map_err(|e| anyhow!("INQUIRY: {e}"))?;
-    let mut vpd = vec![0u8; 255];
-    let serial = match t.execute(
-        &cdb::inquiry(Some(0x80), 255),
-        scsi::DataDir::In(&mut vpd),
-        std::time::Duration::from_secs(30),
-    ) {
-        Ok(o) if o.status == scsi::STATUS_GOOD => cdb::parse_serial_vpd(&vpd).ok(),
-        _ => None,
-    };
-    let quirks = tapeloom_device::scsi::ssc::QUIRKS
-        .iter()
-        .find(|q| q.vendor == inq.vendor && inq.product.starts_with(q.product_prefix))
-        .map(|q| q.note);
-    Ok(json!({
-        "device": url, "type": kind(inq.peripheral_type), "vendor": inq.vendor,
-        "product": inq.product, "revision": inq.revision, "serial": serial, "quirks": quirks,
-    }))
+    row
 }

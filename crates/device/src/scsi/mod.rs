@@ -6,6 +6,7 @@
 //! drive and changer drivers on top.
 
 pub mod cdb;
+pub mod discovery;
 mod error;
 mod iscsi;
 mod library;
@@ -211,4 +212,20 @@ pub(crate) fn inquiry(t: &mut dyn ScsiTransport, dev: &str) -> Result<cdb::Inqui
         }
         .into()
     })
+}
+
+/// The unit serial number (VPD page 80h), where the device gives a non-empty one.
+pub(crate) fn unit_serial(t: &mut dyn ScsiTransport) -> Option<String> {
+    let mut buf = vec![0u8; 255];
+    let r = exec(
+        t,
+        &cdb::inquiry(Some(0x80), 255),
+        DataDir::In(&mut buf),
+        SHORT,
+    )
+    .ok()?;
+    if !r.good() {
+        return None;
+    }
+    cdb::parse_serial_vpd(&buf).ok().filter(|s| !s.is_empty())
 }

@@ -10,7 +10,8 @@
 
 use super::cdb::{self, BlockDescriptor, InquiryData, SpaceCode};
 use super::sense::{self, Sense};
-use super::{exec, failed, must, open_transport, DataDir, Reply, ScsiError, ScsiTransport};
+use super::ScsiTransport;
+use super::{exec, failed, must, open_transport, unit_serial, DataDir, Reply, ScsiError};
 use super::{tape_alert, volume_statistics};
 use super::{LONG, MEDIUM, SHORT};
 use crate::{DeviceError, DriveStats, ReadOutcome, Result, TapeDrive, WriteOutcome};
@@ -62,13 +63,16 @@ pub const QUIRKS: &[QuirkEntry] = &[QuirkEntry {
     note: "tgt's SSC emulation (Linux SCSI target framework)",
 }];
 
-/// The quirks of a drive with this INQUIRY data.
-pub fn quirks_for(inq: &InquiryData) -> Quirks {
+/// The row of the quirks table for a device with this INQUIRY data, if any.
+pub fn quirk_entry(inq: &InquiryData) -> Option<&'static QuirkEntry> {
     QUIRKS
         .iter()
         .find(|q| q.vendor == inq.vendor && inq.product.starts_with(q.product_prefix))
-        .map(|q| q.quirks)
-        .unwrap_or_default()
+}
+
+/// The quirks of a drive with this INQUIRY data.
+pub fn quirks_for(inq: &InquiryData) -> Quirks {
+    quirk_entry(inq).map(|q| q.quirks).unwrap_or_default()
 }
 
 /// An open SCSI tape drive.
@@ -119,7 +123,7 @@ impl ScsiDrive {
             }
             .into());
         }
-        let serial = serial(&mut *t);
+        let serial = unit_serial(&mut *t);
         let quirks = quirks_for(&inquiry);
         let mut d = ScsiDrive {
             t,
@@ -154,7 +158,7 @@ impl ScsiDrive {
     pub fn serial_of(dev: &str) -> Result<String> {
         let mut t = open_transport(dev)?;
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
-        serial(&mut *t).ok_or_else(|| {
+        unit_serial(&mut *t).ok_or_else(|| {
             ScsiError::NoSerialNumber {
                 device: dev.to_string(),
             }
@@ -456,21 +460,6 @@ impl ScsiDrive {
             SHORT,
         );
     }
-}
-
-fn serial(t: &mut dyn ScsiTransport) -> Option<String> {
-    let mut buf = vec![0u8; 255];
-    let r = exec(
-        t,
-        &cdb::inquiry(Some(0x80), 255),
-        DataDir::In(&mut buf),
-        SHORT,
-    )
-    .ok()?;
-    if !r.good() {
-        return None;
-    }
-    cdb::parse_serial_vpd(&buf).ok().filter(|s| !s.is_empty())
 }
 
 /// The residue of a command for `count` objects: the INFORMATION field, bounded.
