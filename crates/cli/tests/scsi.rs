@@ -4,8 +4,8 @@
 mod common;
 use common::*;
 use tapeloom_device::scsi::ssc::ScsiDrive;
-use tapeloom_device::scsi::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, TapeDrive};
 
 fn start(dir: &std::path::Path, drives: usize, tapes: usize, tape_mb: u64) -> TgtLibrary {

@@ -6,12 +6,13 @@
 //! end of a cartridge is a value returned by a successful write, not an error.
 #![deny(missing_docs)]
 
-pub mod conformance;
 mod error;
 pub mod fsio;
 pub mod lto;
 mod null_drive;
 pub mod scsi;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 mod virtual_drive;
 mod virtual_library;
 

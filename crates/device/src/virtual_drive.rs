@@ -372,7 +372,7 @@ mod tests {
     fn conformance() {
         let dir = tempfile::tempdir().unwrap();
         let n = std::cell::Cell::new(0);
-        crate::conformance::run_all(&mut |capacity, ew| {
+        crate::testkit::conformance::run_all(&mut |capacity, ew| {
             n.set(n.get() + 1);
             let d = dir.path().join(n.get().to_string());
             std::fs::create_dir(&d).unwrap();

@@ -1,10 +1,10 @@
 //! The SSC drive and SMC changer drivers against tgt's emulated devices over iSCSI:
 //! the conformance suite every drive passes, early warning, and the changer.
 
-use tapeloom_device::conformance;
 use tapeloom_device::scsi::ssc::ScsiDrive;
-use tapeloom_device::scsi::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::testkit::conformance;
+use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, ReadOutcome, TapeDrive, TapeLibrary, WriteOutcome};
 
 fn start(dir: &std::path::Path, drives: usize, tapes: usize, tape_mb: u64) -> TgtLibrary {

@@ -3,8 +3,8 @@
 //! These tests need tgt (tgtd, tgtadm, tgtimg), libiscsi and root. They fail, never
 //! skip, when tgt is missing.
 use std::time::Duration;
-use tapeloom_device::scsi::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::scsi::{open_transport, CmdOutcome, DataDir, ScsiTransport};
+use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 
 const T: Duration = Duration::from_secs(30);
 const GOOD: u8 = 0x00;

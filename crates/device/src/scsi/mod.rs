@@ -15,7 +15,6 @@ mod sg;
 pub mod smc;
 pub mod ssc;
 pub mod tape_alert;
-pub mod tgt;
 pub mod volume_statistics;
 
 pub use error::{
