@@ -302,6 +302,12 @@ impl crate::TapeLibrary for VirtualLibrary {
         self.state.config.model.clone()
     }
     fn erase(&mut self, barcode: &str) -> Result<()> {
+        if !self.all_barcodes().iter().any(|b| b == barcode) {
+            return Err(ChangerError::NoSuchBarcode {
+                barcode: barcode.to_string(),
+            }
+            .into());
+        }
         self.erase_cartridge(barcode)
     }
 }

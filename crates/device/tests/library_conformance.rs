@@ -1,0 +1,69 @@
+//! The library conformance suite on the virtual library (plain and modeled
+//! drives) and on tgt's changer and drives over iSCSI.
+
+use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::testkit::conformance::{library, Check, Skip};
+use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
+use tapeloom_device::{LibraryConfig, VirtualLibrary};
+
+fn virtual_library(dir: &std::path::Path, model: Option<&str>) -> VirtualLibrary {
+    VirtualLibrary::create(
+        dir,
+        LibraryConfig {
+            drives: 2,
+            slots: 4,
+            capacity: 64 << 20,
+            model: model.map(String::from),
+            clock: None,
+            scale: None,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn virtual_library_passes_the_library_suite() {
+    for model in [None, Some("lto3")] {
+        let t = tempfile::tempdir().unwrap();
+        let mut lib = virtual_library(t.path(), model);
+        let outcome = library::run_all(&mut lib, &[]);
+        eprint!("virtual library ({model:?}):\n{}", outcome.skipped_list());
+        // The virtual library has no mail slots; everything else runs.
+        assert_eq!(
+            outcome.skipped.iter().map(|s| s.check).collect::<Vec<_>>(),
+            vec![Check::MailSlots]
+        );
+        assert!(outcome.ran.contains(&Check::Erase));
+    }
+}
+
+/// What tgt cannot do of the library suite, and why.
+const TGT_SKIPS: &[Skip] = &[Skip {
+    check: Check::Erase,
+    why: "tgt 1.0.85 has no ERASE (ILLEGAL REQUEST), so a cartridge cannot be made blank",
+}];
+
+#[test]
+fn tgt_library_passes_the_library_suite() {
+    if let Err(e) = TgtLibrary::available() {
+        panic!("this test needs tgt: {e}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let tgt = TgtLibrary::start(&TgtOptions {
+        drives: 2,
+        tapes: 3,
+        tape_mb: 8,
+        barcode_prefix: "TLC".into(),
+        dir: t.path().join("vtl"),
+    })
+    .expect("start tgtd");
+    let mut lib = ScsiLibrary::open(&ScsiLibraryConfig {
+        changer: tgt.changer_url.clone(),
+        drives: tgt.drive_urls.clone(),
+    })
+    .unwrap();
+    let outcome = library::run_all(&mut lib, TGT_SKIPS);
+    eprint!("tgt library:\n{}", outcome.skipped_list());
+    assert_eq!(outcome.skipped, TGT_SKIPS, "mail slots and the rest ran");
+    assert!(outcome.ran.contains(&Check::MailSlots));
+}
