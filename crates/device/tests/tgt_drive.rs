@@ -3,7 +3,7 @@
 
 use tapeloom_device::scsi::ssc::ScsiDrive;
 use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
-use tapeloom_device::testkit::conformance;
+use tapeloom_device::testkit::conformance::{self, Check, Skip};
 use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, ReadOutcome, TapeDrive, TapeLibrary, WriteOutcome};
 
@@ -29,10 +29,22 @@ fn library(tgt: &TgtLibrary) -> ScsiLibrary {
     .unwrap()
 }
 
+/// What tgt's drive cannot do of the drive suite, and why. Everything else runs:
+/// LOCATE and READ POSITION, which tgt lacks, are emulated by the driver with
+/// REWIND and SPACE, and the suite checks the positions it keeps.
+const TGT_SKIPS: &[Skip] = &[Skip {
+    check: Check::EndOfMedium,
+    // Early warning is still checked: every WRITE past the size returns NO SENSE
+    // with EOM.
+    why: "tgt 1.0.85 has no end of medium: past the tape's size every WRITE \
+          returns NO SENSE with EOM and is written, and the image file grows",
+}];
+
 #[test]
 fn tgt_drive_passes_the_conformance_suite() {
     let t = tempfile::tempdir().unwrap();
-    let tgt = start(t.path(), 1, 7, 8);
+    // 1 MB tapes: the early-warning check writes 4 MB.
+    let tgt = start(t.path(), 1, 7, 1);
     let mut lib = library(&tgt);
     let mut next = 0;
     let mut make = |_cap: u64, _ew: u64| -> Box<dyn TapeDrive> {
@@ -49,7 +61,11 @@ fn tgt_drive_passes_the_conformance_suite() {
         d.load().unwrap();
         d
     };
-    conformance::run_basic(&mut make);
+    let outcome = conformance::run_all_except(&mut make, TGT_SKIPS);
+    eprint!("tgt drive:\n{}", outcome.skipped_list());
+    assert_eq!(outcome.skipped, TGT_SKIPS);
+    assert!(outcome.ran.contains(&Check::EarlyWarning));
+    assert_eq!(next, 7, "one cartridge per check");
 }
 
 #[test]
