@@ -324,12 +324,19 @@ pub trait Changer {
 
 /// A library: a changer and its drives, virtual or of real devices. Everything
 /// tapeloom does with cartridges goes through this.
+///
+/// What only looks ([`Changer::inventory`], [`TapeLibrary::drive_health`], the
+/// descriptions) sends no command that moves a tape or the robot; moving is done
+/// by [`Changer::load`], [`Changer::unload`], [`Changer::transfer`],
+/// [`TapeLibrary::erase`] and the drives that [`TapeLibrary::open_tape_drive`]
+/// opens.
 pub trait TapeLibrary: Changer + Send {
     /// What the library is, for status lines ("virtual library in ...", "SCSI
     /// library iscsi://...").
     fn describe(&self) -> String;
-    /// Opens drive `index` with whatever cartridge is in it. Each call opens the
-    /// device anew (a drive is used from one thread).
+    /// Opens drive `index` with whatever cartridge is in it, ready for use: its
+    /// position known, which on a drive without READ POSITION means a REWIND.
+    /// Each call opens the device anew (a drive is used from one thread).
     fn open_tape_drive(&self, index: usize) -> Result<Box<dyn TapeDrive>>;
     /// Whether the library knows a cartridge is write protected without loading it.
     fn is_write_protected(&self, _barcode: &str) -> bool {
@@ -362,6 +369,14 @@ pub trait TapeLibrary: Changer + Send {
     }
     /// What drive `index` says about itself and its cartridge (TapeAlert flags,
     /// volume statistics), where it reports them.
+    ///
+    /// Must not move anything: no command that moves a tape (REWIND, LOCATE,
+    /// SPACE, READ, WRITE, LOAD/UNLOAD, ERASE) or the robot (MOVE MEDIUM), nor one
+    /// that changes a setting (MODE SELECT). `library status` calls it on drives
+    /// that may hold a cartridge positioned by someone else, so an implementation
+    /// opens the drive only to look at it (as [`scsi::ssc::ScsiDrive::open_for_status`]
+    /// does), never with [`TapeLibrary::open_tape_drive`], which readies the
+    /// cartridge for use and may rewind it.
     fn drive_health(&self, _index: usize) -> Result<DriveHealth> {
         Ok(DriveHealth::default())
     }

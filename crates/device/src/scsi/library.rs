@@ -4,8 +4,10 @@
 use super::cdb::Element;
 use super::smc::ScsiChanger;
 use super::ssc::ScsiDrive;
+use super::{open_transport, ScsiTransport};
 use crate::{Changer, ChangerError, DriveElement, Inventory, Result, SlotElement, TapeDrive};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The devices of a SCSI library, as recorded in a tapeloom home.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -19,9 +21,15 @@ pub struct ScsiLibraryConfig {
     pub drives: Vec<String>,
 }
 
+/// Opens a transport to a device address. The library opens its changer and
+/// drives through one, [`open_transport`] unless [`ScsiLibrary::open_with`] is
+/// given another (a test's wrapper that records or injects faults).
+pub type TransportOpener = Arc<dyn Fn(&str) -> Result<Box<dyn ScsiTransport>> + Send + Sync>;
+
 /// A SCSI library, open: the changer is open; drives are opened on demand.
 pub struct ScsiLibrary {
     cfg: ScsiLibraryConfig,
+    opener: TransportOpener,
     changer: ScsiChanger,
     /// Data transfer element address of each drive of `cfg.drives`.
     drive_elements: Vec<u16>,
@@ -29,11 +37,18 @@ pub struct ScsiLibrary {
 
 impl ScsiLibrary {
     /// Opens the changer and maps its drive elements to the configured drives.
+    /// Sends no command that moves a tape or the robot.
     pub fn open(cfg: &ScsiLibraryConfig) -> Result<Self> {
+        Self::open_with(cfg, Arc::new(open_transport))
+    }
+
+    /// [`ScsiLibrary::open`], with the changer and every drive reached through
+    /// transports that `opener` opens.
+    pub fn open_with(cfg: &ScsiLibraryConfig, opener: TransportOpener) -> Result<Self> {
         if cfg.drives.is_empty() {
             return Err(ChangerError::NoDrives.into());
         }
-        let mut changer = ScsiChanger::open(&cfg.changer)?;
+        let mut changer = ScsiChanger::with_transport(opener(&cfg.changer)?, &cfg.changer)?;
         let status = changer.status()?;
         let mut elements: Vec<(u16, Option<String>)> = status
             .drives
@@ -55,7 +70,8 @@ impl ScsiLibrary {
         for (i, dev) in cfg.drives.iter().enumerate() {
             let mut addr = elements[i].0;
             if by_id {
-                if let Ok(serial) = ScsiDrive::serial_of(dev) {
+                let serial = opener(dev).and_then(|t| ScsiDrive::serial_with_transport(t, dev));
+                if let Ok(serial) = serial {
                     if let Some(e) = elements.iter().find(|e| {
                         e.1.as_deref()
                             .is_some_and(|id| id.trim_end().ends_with(serial.trim()))
@@ -68,6 +84,7 @@ impl ScsiLibrary {
         }
         Ok(ScsiLibrary {
             cfg: cfg.clone(),
+            opener,
             changer,
             drive_elements,
         })
@@ -170,7 +187,7 @@ impl Changer for ScsiLibrary {
             },
         };
         // The drive ejects the cartridge (rewinding it) before the robot takes it.
-        let mut d = ScsiDrive::open(&self.cfg.drives[drive])?;
+        let mut d = self.open_drive(drive)?;
         d.eject()?;
         drop(d);
         self.changer.move_medium(from, to)
@@ -178,6 +195,27 @@ impl Changer for ScsiLibrary {
 }
 
 impl ScsiLibrary {
+    /// The address of drive `index`.
+    fn drive_address(&self, index: usize) -> Result<&str> {
+        self.cfg
+            .drives
+            .get(index)
+            .map(String::as_str)
+            .ok_or_else(|| {
+                ChangerError::NoSuchDrive {
+                    drive: index,
+                    count: Some(self.cfg.drives.len()),
+                }
+                .into()
+            })
+    }
+
+    /// Opens drive `index` for use (see [`ScsiDrive::open`]).
+    fn open_drive(&self, index: usize) -> Result<ScsiDrive> {
+        let dev = self.drive_address(index)?;
+        ScsiDrive::with_transport((self.opener)(dev)?, dev)
+    }
+
     fn slot_address(&self, slot: usize) -> Result<u16> {
         u16::try_from(slot).map_err(|_| ChangerError::NotAnElementAddress { slot }.into())
     }
@@ -193,8 +231,8 @@ impl crate::TapeLibrary for ScsiLibrary {
     }
 
     fn drive_health(&self, index: usize) -> Result<crate::DriveHealth> {
-        let dev = self.drive_device(index);
-        let mut d = ScsiDrive::open(&dev)?;
+        let dev = self.drive_address(index)?;
+        let mut d = ScsiDrive::for_status_with_transport((self.opener)(dev)?, dev)?;
         Ok(crate::TapeDrive::health(&mut d))
     }
 
@@ -207,15 +245,7 @@ impl crate::TapeLibrary for ScsiLibrary {
     }
 
     fn open_tape_drive(&self, index: usize) -> Result<Box<dyn TapeDrive>> {
-        let dev = self
-            .cfg
-            .drives
-            .get(index)
-            .ok_or(ChangerError::NoSuchDrive {
-                drive: index,
-                count: Some(self.cfg.drives.len()),
-            })?;
-        Ok(Box::new(ScsiDrive::open(dev)?))
+        Ok(Box::new(self.open_drive(index)?))
     }
 
     fn drives_compress(&self) -> bool {
@@ -242,7 +272,7 @@ impl crate::TapeLibrary for ScsiLibrary {
                 d
             }
         };
-        let mut d = ScsiDrive::open(&self.cfg.drives[drive])?;
+        let mut d = self.open_drive(drive)?;
         d.load()?;
         d.erase_from_beginning()
     }

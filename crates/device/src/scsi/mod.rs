@@ -21,7 +21,7 @@ pub use error::{
     AddressProblem, ConnectFailure, ParseError, PositionFlag, ScsiError, SessionFailure,
     TransportError,
 };
-pub use library::{ScsiLibrary, ScsiLibraryConfig};
+pub use library::{ScsiLibrary, ScsiLibraryConfig, TransportOpener};
 
 use crate::Result;
 use std::borrow::Cow;

@@ -35,7 +35,11 @@ const DESCRIPTOR_ROOM: u32 = 12 + 36 + 36 + 4 + 64;
 impl ScsiChanger {
     /// Opens the changer at `dev`, checks it is one and reads its element addresses.
     pub fn open(dev: &str) -> Result<Self> {
-        let mut t = open_transport(dev)?;
+        Self::with_transport(open_transport(dev)?, dev)
+    }
+
+    /// [`ScsiChanger::open`] over a transport already open to `dev`.
+    pub fn with_transport(mut t: Box<dyn ScsiTransport>, dev: &str) -> Result<Self> {
         // The first command after a connection usually reports a unit attention.
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
         let inquiry = super::inquiry(&mut *t, dev)?;

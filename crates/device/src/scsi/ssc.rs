@@ -108,9 +108,48 @@ const READY_WAIT: Duration = Duration::from_secs(600);
 
 impl ScsiDrive {
     /// Opens the tape drive at `dev` (`/dev/sgN` or an iSCSI URL): INQUIRY, serial
-    /// number, quirks, and whether a cartridge is ready.
+    /// number, quirks, and whether a cartridge is ready. A ready cartridge is set
+    /// up for use (block limits, variable-block mode) and its position found: from
+    /// READ POSITION, or, on a drive without it, by a REWIND. To look at a drive
+    /// without moving its tape, use [`ScsiDrive::open_for_status`].
     pub fn open(dev: &str) -> Result<Self> {
-        let mut t = open_transport(dev)?;
+        Self::with_transport(open_transport(dev)?, dev)
+    }
+
+    /// [`ScsiDrive::open`] over a transport already open to `dev`.
+    pub fn with_transport(t: Box<dyn ScsiTransport>, dev: &str) -> Result<Self> {
+        let mut d = Self::identify(t, dev)?;
+        let r = exec(&mut *d.t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
+        if r.good() {
+            d.medium = true;
+            d.after_ready()?;
+            d.pos = d.read_position()?;
+            if d.pos.is_none() {
+                d.rewind()?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Opens the tape drive at `dev` to look at it, sending no command that moves
+    /// the tape or changes a setting: TEST UNIT READY, INQUIRY and the serial
+    /// number page only. [`TapeDrive::health`] then reads the log pages, and the
+    /// INQUIRY data and serial number are there; the cartridge is not set up, so
+    /// [`TapeDrive::has_medium`] is false and reads, writes and positioning fail
+    /// with [`DeviceError::NoMedium`] until [`TapeDrive::load`]. What `library
+    /// status` uses, so a status never moves a tape.
+    pub fn open_for_status(dev: &str) -> Result<Self> {
+        Self::for_status_with_transport(open_transport(dev)?, dev)
+    }
+
+    /// [`ScsiDrive::open_for_status`] over a transport already open to `dev`.
+    pub fn for_status_with_transport(t: Box<dyn ScsiTransport>, dev: &str) -> Result<Self> {
+        Self::identify(t, dev)
+    }
+
+    /// INQUIRY (a tape drive?), serial number and quirks; nothing about the
+    /// cartridge.
+    fn identify(mut t: Box<dyn ScsiTransport>, dev: &str) -> Result<Self> {
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
         let inquiry = super::inquiry(&mut *t, dev)?;
         if inquiry.peripheral_type != 0x01 {
@@ -125,7 +164,7 @@ impl ScsiDrive {
         }
         let serial = unit_serial(&mut *t);
         let quirks = quirks_for(&inquiry);
-        let mut d = ScsiDrive {
+        Ok(ScsiDrive {
             t,
             dev: dev.to_string(),
             inquiry,
@@ -141,22 +180,16 @@ impl ScsiDrive {
             written: 0,
             stats: DriveStats::default(),
             opened: Instant::now(),
-        };
-        let r = exec(&mut *d.t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
-        if r.good() {
-            d.medium = true;
-            d.after_ready()?;
-            d.pos = d.read_position()?;
-            if d.pos.is_none() {
-                d.rewind()?;
-            }
-        }
-        Ok(d)
+        })
     }
 
     /// The unit serial number of the drive at `dev`.
     pub fn serial_of(dev: &str) -> Result<String> {
-        let mut t = open_transport(dev)?;
+        Self::serial_with_transport(open_transport(dev)?, dev)
+    }
+
+    /// [`ScsiDrive::serial_of`] over a transport already open to `dev`.
+    pub fn serial_with_transport(mut t: Box<dyn ScsiTransport>, dev: &str) -> Result<String> {
         let _ = exec(&mut *t, &cdb::test_unit_ready(), DataDir::None, SHORT)?;
         unit_serial(&mut *t).ok_or_else(|| {
             ScsiError::NoSerialNumber {
@@ -763,7 +796,12 @@ impl TapeDrive for ScsiDrive {
                 .map(|(c, n)| format!("{c:02X}h {n}"))
                 .collect()
         });
-        let volume_statistics = if self.medium {
+        // A drive opened for status has not set its cartridge up: ask whether one
+        // is ready (TEST UNIT READY moves nothing).
+        let ready = self.medium
+            || exec(&mut *self.t, &cdb::test_unit_ready(), DataDir::None, SHORT)
+                .is_ok_and(|r| r.good());
+        let volume_statistics = if ready {
             self.volume_statistics().ok().flatten()
         } else {
             None
