@@ -707,6 +707,30 @@ fn data_in_residual(
     reported
 }
 
+/// What a completed task reports: status, sense (from the data-in area of a CHECK
+/// CONDITION) and residual (see the module documentation).
+fn completed(t: &ScsiTask, status: u8, cdb: &[u8], data_in: bool, len: usize) -> CmdOutcome {
+    let sense = if status == STATUS_CHECK_CONDITION && !t.datain.data.is_null() {
+        let n = usize::try_from(t.datain.size).unwrap_or(0);
+        // SAFETY: libiscsi allocated `datain.size` bytes at `datain.data`, which
+        // stay allocated until the task is freed, after this returns.
+        sense_from_response(unsafe { std::slice::from_raw_parts(t.datain.data, n) })
+    } else {
+        Vec::new()
+    };
+    let target_residual = (t.residual_status == SCSI_RESIDUAL_UNDERFLOW).then_some(t.residual);
+    let residual = if data_in {
+        data_in_residual(cdb, len, status, target_residual, &sense)
+    } else {
+        target_residual.unwrap_or(0).min(len)
+    };
+    CmdOutcome {
+        status,
+        residual,
+        sense,
+    }
+}
+
 /// A logical unit reached over iSCSI.
 pub(crate) struct IscsiTransport {
     url: String,
@@ -843,26 +867,7 @@ impl ScsiTransport for IscsiTransport {
                 // SAFETY: the task has completed; libiscsi no longer writes it, and
                 // the fields read lie within the prefix mirrored by ScsiTask.
                 let t = unsafe { task.as_ref() };
-                let status = status as u8;
-                let sense = if status == STATUS_CHECK_CONDITION && !t.datain.data.is_null() {
-                    let n = usize::try_from(t.datain.size).unwrap_or(0);
-                    // SAFETY: libiscsi allocated `datain.size` bytes at `datain.data`.
-                    sense_from_response(unsafe { std::slice::from_raw_parts(t.datain.data, n) })
-                } else {
-                    Vec::new()
-                };
-                let target_residual =
-                    (t.residual_status == SCSI_RESIDUAL_UNDERFLOW).then_some(t.residual);
-                let residual = if dir == SCSI_XFER_READ {
-                    data_in_residual(cdb, len, status, target_residual, &sense)
-                } else {
-                    target_residual.unwrap_or(0).min(len)
-                };
-                Ok(CmdOutcome {
-                    status,
-                    residual,
-                    sense,
-                })
+                Ok(completed(t, status as u8, cdb, dir == SCSI_XFER_READ, len))
             }
             Waited::Done(SCSI_STATUS_TIMEOUT) | Waited::TimedOut => {
                 Err(SessionFailure::Timeout { timeout })
