@@ -10,9 +10,11 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 mod error;
+mod state;
 
 use error::{is_duplicate_key, Doing};
 pub use error::{CatalogError, Result};
+pub use state::{JobState, UnknownState, VolumeState};
 
 const MIGRATIONS: &[&str] = &[
     // 1: the first schema.
@@ -165,8 +167,8 @@ pub struct Volume {
     pub pool: String,
     /// Block size it was labelled with.
     pub block_size: u32,
-    /// `append` while it has room, `full` after early warning.
-    pub status: String,
+    /// Append while it has room, full after early warning.
+    pub status: VolumeState,
 }
 
 /// A job.
@@ -182,8 +184,8 @@ pub struct Job {
     pub started_ns: i64,
     /// End, when it ended.
     pub ended_ns: Option<i64>,
-    /// `running`, `ok`, `partial` or `failed`.
-    pub status: String,
+    /// Running, ended (ok or partial) or failed.
+    pub status: JobState,
     /// Entries written.
     pub files: u64,
     /// Data bytes stored.
@@ -381,15 +383,15 @@ impl Catalog {
         let run = || -> rusqlite::Result<Vec<i64>> {
             let tx = self.conn.unchecked_transaction()?;
             let ids = {
-                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = 'running'")?;
+                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1")?;
                 let ids = st
-                    .query_map([], |r| r.get(0))?
+                    .query_map([JobState::Running], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?;
                 ids
             };
             tx.execute(
-                "UPDATE jobs SET status = 'failed' WHERE status = 'running'",
-                [],
+                "UPDATE jobs SET status = ?2 WHERE status = ?1",
+                params![JobState::Running, JobState::Failed],
             )?;
             tx.commit()?;
             Ok(ids)
@@ -407,7 +409,7 @@ impl Catalog {
         block_size: u32,
         labelled_ns: i64,
     ) -> Result<Volume> {
-        let status = "append";
+        let status = VolumeState::Append;
         match self.conn.execute(
             "INSERT INTO volumes (barcode, uuid, pool, block_size, labelled_ns, status) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -419,7 +421,7 @@ impl Catalog {
                 uuid,
                 pool: pool.to_string(),
                 block_size,
-                status: status.to_string(),
+                status,
             }),
             Err(e) if is_duplicate_key(&e) => Err(CatalogError::VolumeExists {
                 barcode: barcode.to_string(),
@@ -496,8 +498,8 @@ impl Catalog {
         run().doing("forget a volume and its jobs")
     }
 
-    /// Sets a volume's status (`append` or `full`).
-    pub fn set_volume_status(&self, id: i64, status: &str) -> Result<()> {
+    /// Sets a volume's status.
+    pub fn set_volume_status(&self, id: i64, status: VolumeState) -> Result<()> {
         let n = self
             .conn
             .execute(
@@ -536,8 +538,8 @@ impl Catalog {
         let run = || -> rusqlite::Result<i64> {
             let tx = self.conn.unchecked_transaction()?;
             tx.execute(
-                "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, 'running', ?4)",
-                params![tag as i64, name, started_ns, block_size],
+                "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![tag as i64, name, started_ns, JobState::Running, block_size],
             )?;
             let id = tx.last_insert_rowid();
             for s in streams {
@@ -804,7 +806,7 @@ impl Catalog {
     pub fn finish_job(
         &self,
         job: i64,
-        status: &str,
+        status: JobState,
         files: u64,
         bytes: u64,
         seconds: f64,
@@ -1106,7 +1108,7 @@ mod tests {
         assert_eq!(names(None).len(), 6);
         assert_eq!(c.files_in_block(j, 0, 4).unwrap().len(), 2);
         assert_eq!(c.recover_interrupted().unwrap(), vec![j]);
-        assert_eq!(c.job(j).unwrap().unwrap().status, "failed");
+        assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Failed);
         assert_eq!(c.job_volumes(j).unwrap()[0].volume.barcode, "TL0001L9");
         assert_eq!(c.jobs_on_volume(v.id).unwrap(), 1);
         let ext = [
@@ -1187,13 +1189,47 @@ mod tests {
             Err(CatalogError::NoSegment { job: j, seq: 1 }) if j == job
         ));
         assert!(matches!(
-            c.finish_job(job + 1, "ok", 0, 0, 0.0, 0),
+            c.finish_job(job + 1, JobState::Ok, 0, 0, 0.0, 0),
             Err(CatalogError::NoJob { id }) if id == job + 1
         ));
         assert!(matches!(
-            c.set_volume_status(v.id + 1, "full"),
+            c.set_volume_status(v.id + 1, VolumeState::Full),
             Err(CatalogError::NoVolume { id }) if id == v.id + 1
         ));
+    }
+
+    #[test]
+    fn states_are_stored_as_their_words() {
+        use std::error::Error;
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
+        let v = c
+            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+            .unwrap();
+        assert_eq!(v.status, VolumeState::Append);
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let word = |sql: &str| -> String { c.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(word("SELECT status FROM jobs"), "running");
+        c.finish_job(j, JobState::Partial, 1, 2, 3.0, 4).unwrap();
+        assert_eq!(word("SELECT status FROM jobs"), "partial");
+        c.set_volume_status(v.id, VolumeState::Full).unwrap();
+        assert_eq!(word("SELECT status FROM volumes"), "full");
+        // Rows written as words by any tapeloom read back as states.
+        c.conn.execute("UPDATE jobs SET status = 'ok'", []).unwrap();
+        c.conn
+            .execute("UPDATE volumes SET status = 'append'", [])
+            .unwrap();
+        assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Ok);
+        assert_eq!(c.volumes().unwrap()[0].status, VolumeState::Append);
+        // A word no tapeloom writes is an error that names it, down the cause chain.
+        c.conn
+            .execute("UPDATE jobs SET status = 'paused'", [])
+            .unwrap();
+        let e = c.jobs().unwrap_err();
+        assert!(matches!(e, CatalogError::Sqlite { .. }), "{e:?}");
+        let sqlite = e.source().expect("SQLite's error");
+        let unknown = sqlite.source().expect("the word");
+        assert_eq!(unknown.to_string(), "unknown job state \"paused\"");
     }
 
     #[test]

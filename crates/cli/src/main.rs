@@ -696,7 +696,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
             Ok((
                 json!({
                     "job_id": r.job_id,
-                    "status": r.status,
+                    "status": r.status.as_str(),
                     "files": r.files,
                     "bytes": r.bytes,
                     "seconds": r.seconds,
@@ -757,7 +757,7 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     );
                 }
                 out.push(json!({
-                    "job_id": j.id, "name": j.name, "status": j.status,
+                    "job_id": j.id, "name": j.name, "status": j.status.as_str(),
                     "started": output::time(j.started_ns),
                     "ended": j.ended_ns.map(output::time),
                     "files": j.files, "bytes": j.bytes, "seconds": j.seconds,
@@ -1024,7 +1024,7 @@ fn library_status(home: &Home, human: bool) -> Result<(Value, i32)> {
         let used = lib.cartridge_bytes(&b);
         let v = vols.iter().find(|v| v.barcode == b);
         let state = match (v, used) {
-            (Some(v), _) => v.status.clone(),
+            (Some(v), _) => v.status.to_string(),
             (None, Some(0)) => "blank".into(),
             (None, Some(_)) => "foreign".into(),
             (None, None) => "unknown".into(),

@@ -40,7 +40,7 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
     let last = |v: &Vec<Sample>| v.last().map(|s| (s.bytes, s.backhitches, s.t));
     let mut summary = vec![
         ("job".to_string(), format!("{} ({})", j.id, j.name)),
-        ("status".to_string(), j.status.clone()),
+        ("status".to_string(), j.status.to_string()),
         ("files".to_string(), j.files.to_string()),
         (
             "data".to_string(),

@@ -10,10 +10,10 @@ use crate::error::{MediaError, Result};
 use crate::home::Home;
 use crate::media::policy::{mount, read_label, Found};
 use std::collections::BTreeMap;
-use tapeloom_catalog::{FileRow, Stream, Volume};
+use tapeloom_catalog::{FileRow, JobState, Stream, Volume};
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
-    BlockHeader, Event, FormatError, IndexEntry, JobEnd, JobStart, JobStatus, Kind, RecordDecoder,
+    BlockHeader, Event, FormatError, IndexEntry, JobEnd, JobStart, Kind, RecordDecoder,
     CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
 };
 
@@ -243,9 +243,8 @@ fn add_job(
         .map(|r| r.size)
         .sum();
     let (status, ended) = match &end {
-        Some(e) if e.status == JobStatus::Ok => ("ok", e.ended),
-        Some(e) => ("partial", e.ended),
-        None => ("failed", start.started),
+        Some(e) => (JobState::from(e.status), e.ended),
+        None => (JobState::Failed, start.started),
     };
     let seconds = (ended.as_nanos() - start.started.as_nanos()).max(0) as f64 / 1e9;
     cat.finish_job(

@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tapeloom_catalog::Stream;
+use tapeloom_catalog::{JobState, Stream};
 use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus, Timestamp};
 use weave::{JobShared, Pending, Weaver, Woven};
 
@@ -271,7 +271,7 @@ fn finish(
         volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
     };
     writers[0].end(&job_end.encode())?;
-    let status = if errors.is_empty() { "ok" } else { "partial" };
+    let status = JobState::from(job_end.status);
     let seconds = job.t0.elapsed().as_secs_f64();
     cat.add_samples(job_id, "backup", &samples)?;
     cat.finish_job(job_id, status, files, bytes, seconds, ended.as_nanos())?;
@@ -295,7 +295,7 @@ fn finish(
     let c = &job.counters;
     Ok(BackupReport {
         job_id,
-        status: status.into(),
+        status,
         files,
         bytes,
         seconds,

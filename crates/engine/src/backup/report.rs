@@ -20,8 +20,8 @@ pub struct Progress {
 pub struct BackupReport {
     /// Catalog job id.
     pub job_id: i64,
-    /// `ok` or `partial`.
-    pub status: String,
+    /// Ok or partial.
+    pub status: tapeloom_catalog::JobState,
     /// Entries backed up.
     pub files: u64,
     /// Data bytes stored.

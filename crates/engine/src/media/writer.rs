@@ -10,7 +10,7 @@ use crate::media::random_uuid;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use tapeloom_catalog::{Catalog, Volume};
+use tapeloom_catalog::{Catalog, Volume, VolumeState};
 use tapeloom_device::{DeviceError, WriteOutcome};
 use tapeloom_format::{
     JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
@@ -155,7 +155,7 @@ impl VolumeWriter {
         let pool = &self.tapes.pool;
         for b in &order {
             if let Some(v) = known.get(*b) {
-                if v.status == "append" && &v.pool == pool && usable(b) {
+                if v.status == VolumeState::Append && &v.pool == pool && usable(b) {
                     return Ok((*b).clone());
                 }
             }
@@ -288,7 +288,7 @@ impl VolumeWriter {
         if self.drive.is_some() {
             self.end_segment(true)?;
             if let Some(v) = &self.volume {
-                self.cat.set_volume_status(v.id, "full")?;
+                self.cat.set_volume_status(v.id, VolumeState::Full)?;
             }
             self.note_health();
             if let Some(d) = self.drive.as_mut() {
@@ -404,7 +404,7 @@ impl VolumeWriter {
         self.end_segment(true)?;
         if self.need_switch {
             if let Some(v) = &self.volume {
-                self.cat.set_volume_status(v.id, "full")?;
+                self.cat.set_volume_status(v.id, VolumeState::Full)?;
             }
         }
         self.note_health();

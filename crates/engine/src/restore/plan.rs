@@ -213,7 +213,7 @@ mod tests {
                 uuid: [0; 16],
                 pool: "default".into(),
                 block_size: 65536,
-                status: "append".into(),
+                status: tapeloom_catalog::VolumeState::Append,
             },
             first_lbn: 2,
             last_lbn: None,

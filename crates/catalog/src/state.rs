@@ -1,0 +1,172 @@
+//! Where a job and a volume stand. The catalog stores each as the text of
+//! [`JobState::as_str`] and [`VolumeState::as_str`] (catalogs of every schema version
+//! hold the same words), and the binary prints the same words.
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use std::fmt;
+use std::str::FromStr;
+use tapeloom_format::JobStatus;
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Begun and not ended (or its process died, until the home is next opened).
+    Running,
+    /// Ended with every source object backed up.
+    Ok,
+    /// Ended, and some source objects could not be read.
+    Partial,
+    /// Did not end: its process died, or its tapes hold no `JobEnd`.
+    Failed,
+}
+
+impl JobState {
+    /// The word the catalog stores and the binary prints.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Ok => "ok",
+            JobState::Partial => "partial",
+            JobState::Failed => "failed",
+        }
+    }
+
+    /// The status a `JobEnd` record gives a job that ended this way; `None` for a job
+    /// that has not ended or failed (its tapes hold no `JobEnd`).
+    pub const fn on_tape(self) -> Option<JobStatus> {
+        match self {
+            JobState::Ok => Some(JobStatus::Ok),
+            JobState::Partial => Some(JobStatus::Partial),
+            JobState::Running | JobState::Failed => None,
+        }
+    }
+}
+
+/// A job whose `JobEnd` record says how it ended.
+impl From<JobStatus> for JobState {
+    fn from(s: JobStatus) -> Self {
+        match s {
+            JobStatus::Ok => JobState::Ok,
+            JobStatus::Partial => JobState::Partial,
+        }
+    }
+}
+
+/// Where a volume stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VolumeState {
+    /// It has room: jobs may append to it.
+    Append,
+    /// A job reached early warning on it: nothing more is written to it.
+    Full,
+}
+
+impl VolumeState {
+    /// The word the catalog stores and the binary prints.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            VolumeState::Append => "append",
+            VolumeState::Full => "full",
+        }
+    }
+}
+
+/// A word that names no state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {text:?}")]
+pub struct UnknownState {
+    /// `job state` or `volume state`.
+    pub what: &'static str,
+    /// The word.
+    pub text: String,
+}
+
+macro_rules! state_text {
+    ($t:ty, $what:literal, [$($v:ident),*]) => {
+        impl FromStr for $t {
+            type Err = UnknownState;
+            fn from_str(s: &str) -> Result<Self, UnknownState> {
+                $(if s == <$t>::$v.as_str() {
+                    return Ok(<$t>::$v);
+                })*
+                Err(UnknownState { what: $what, text: s.to_string() })
+            }
+        }
+
+        /// The word, padded to the width asked for.
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl ToSql for $t {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $t {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                value
+                    .as_str()?
+                    .parse()
+                    .map_err(|e: UnknownState| FromSqlError::Other(Box::new(e)))
+            }
+        }
+    };
+}
+
+state_text!(JobState, "job state", [Running, Ok, Partial, Failed]);
+state_text!(VolumeState, "volume state", [Append, Full]);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip() {
+        for s in [
+            JobState::Running,
+            JobState::Ok,
+            JobState::Partial,
+            JobState::Failed,
+        ] {
+            assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        for s in [VolumeState::Append, VolumeState::Full] {
+            assert_eq!(s.as_str().parse::<VolumeState>(), Ok(s));
+        }
+        assert_eq!(
+            ["running", "ok", "partial", "failed", "append", "full"],
+            [
+                JobState::Running.as_str(),
+                JobState::Ok.as_str(),
+                JobState::Partial.as_str(),
+                JobState::Failed.as_str(),
+                VolumeState::Append.as_str(),
+                VolumeState::Full.as_str()
+            ]
+        );
+        let e = "done".parse::<JobState>().unwrap_err();
+        assert_eq!(e.to_string(), "unknown job state \"done\"");
+        assert!("Ok".parse::<JobState>().is_err());
+        assert!("ok".parse::<VolumeState>().is_err());
+    }
+
+    #[test]
+    fn display_pads_like_a_str() {
+        assert_eq!(format!("{:<8}|", JobState::Ok), "ok      |");
+        assert_eq!(format!("{:>6}", VolumeState::Full), "  full");
+    }
+
+    #[test]
+    fn on_tape_status_maps_both_ways() {
+        for s in [JobStatus::Ok, JobStatus::Partial] {
+            assert_eq!(JobState::from(s).on_tape(), Some(s));
+        }
+        assert_eq!(JobState::Running.on_tape(), None);
+        assert_eq!(JobState::Failed.on_tape(), None);
+    }
+}
