@@ -1,0 +1,279 @@
+//! Jobs: their rows, streams, segments on volumes and source errors.
+
+use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
+use crate::volumes::{volume_row, VOLUME_COLS};
+use crate::{Catalog, JobState, Volume};
+use rusqlite::{params, OptionalExtension};
+
+/// A job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Catalog id, the number users type.
+    pub id: i64,
+    /// The random tag written on tape.
+    pub tag: u64,
+    /// Name.
+    pub name: String,
+    /// Start, nanoseconds since the epoch.
+    pub started_ns: i64,
+    /// End, when it ended.
+    pub ended_ns: Option<i64>,
+    /// Running, ended (ok or partial) or failed.
+    pub status: JobState,
+    /// Entries written.
+    pub files: u64,
+    /// Data bytes stored.
+    pub bytes: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Block size.
+    pub block_size: u32,
+}
+
+/// One volume of a job, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobVolume {
+    /// Sequence within the job, from 0.
+    pub seq: u32,
+    /// The volume.
+    pub volume: Volume,
+    /// First block of the job's segment.
+    pub first_lbn: u64,
+    /// Last block of the segment (before its filemark), once known.
+    pub last_lbn: Option<u64>,
+}
+
+/// One stream of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    /// Stream id.
+    pub stream: u16,
+    /// Name.
+    pub name: String,
+    /// Source path.
+    pub source: Vec<u8>,
+}
+
+const JOB_COLS: &str =
+    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size";
+
+fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+    Ok(Job {
+        id: r.get(0)?,
+        tag: r.get::<_, i64>(1)? as u64,
+        name: r.get(2)?,
+        started_ns: r.get(3)?,
+        ended_ns: r.get(4)?,
+        status: r.get(5)?,
+        files: r.get::<_, i64>(6)? as u64,
+        bytes: r.get::<_, i64>(7)? as u64,
+        seconds: r.get(8)?,
+        block_size: r.get(9)?,
+    })
+}
+
+impl Catalog {
+    /// Starts a job and returns its id.
+    pub fn begin_job(
+        &self,
+        tag: u64,
+        name: &str,
+        started_ns: i64,
+        block_size: u32,
+        streams: &[Stream],
+    ) -> Result<i64> {
+        let run = || -> rusqlite::Result<i64> {
+            let tx = self.conn.unchecked_transaction()?;
+            tx.execute(
+                "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![tag as i64, name, started_ns, JobState::Running, block_size],
+            )?;
+            let id = tx.last_insert_rowid();
+            for s in streams {
+                tx.execute(
+                    "INSERT INTO streams (job_id, stream, name, source) VALUES (?1, ?2, ?3, ?4)",
+                    params![id, s.stream, s.name, s.source],
+                )?;
+            }
+            tx.commit()?;
+            Ok(id)
+        };
+        run().doing("start a job")
+    }
+
+    /// Records that segment `seq` of job `job` starts at `first_lbn` of volume `volume`.
+    /// The job must not have a segment `seq` yet ([`CatalogError::SegmentExists`]).
+    pub fn add_job_volume(&self, job: i64, seq: u32, volume: i64, first_lbn: u64) -> Result<()> {
+        match self.conn.execute(
+            "INSERT INTO job_volumes (job_id, seq, volume_id, first_lbn) VALUES (?1, ?2, ?3, ?4)",
+            params![job, seq, volume, first_lbn as i64],
+        ) {
+            Ok(_) => Ok(()),
+            Err(e) if is_duplicate_key(&e) => Err(CatalogError::SegmentExists { job, seq }),
+            Err(e) => Err(e).doing("record a job's segment"),
+        }
+    }
+
+    /// Records the last block of segment `seq` of job `job`.
+    pub fn end_job_volume(&self, job: i64, seq: u32, last_lbn: u64) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE job_volumes SET last_lbn = ?3 WHERE job_id = ?1 AND seq = ?2",
+                params![job, seq, last_lbn as i64],
+            )
+            .doing("end a job's segment")?;
+        if n == 0 {
+            return Err(CatalogError::NoSegment { job, seq });
+        }
+        Ok(())
+    }
+
+    /// Ends a job.
+    pub fn finish_job(
+        &self,
+        job: i64,
+        status: JobState,
+        files: u64,
+        bytes: u64,
+        seconds: f64,
+        ended_ns: i64,
+    ) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET status = ?2, files = ?3, bytes = ?4, seconds = ?5, ended_ns = ?6 WHERE id = ?1",
+                params![job, status, files as i64, bytes as i64, seconds, ended_ns],
+            )
+            .doing("end a job")?;
+        if n == 0 {
+            return Err(CatalogError::NoJob { id: job });
+        }
+        Ok(())
+    }
+
+    /// Marks jobs left `running` by a process that died as `failed`. Call only while
+    /// holding the home's lock, so that no job is really running.
+    pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
+        let run = || -> rusqlite::Result<Vec<i64>> {
+            let tx = self.conn.unchecked_transaction()?;
+            let ids = {
+                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1")?;
+                let ids = st
+                    .query_map([JobState::Running], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                ids
+            };
+            tx.execute(
+                "UPDATE jobs SET status = ?2 WHERE status = ?1",
+                params![JobState::Running, JobState::Failed],
+            )?;
+            tx.commit()?;
+            Ok(ids)
+        };
+        run().doing("mark interrupted jobs failed")
+    }
+
+    /// Every job, oldest first.
+    pub fn jobs(&self) -> Result<Vec<Job>> {
+        let run = || -> rusqlite::Result<Vec<Job>> {
+            let mut st = self
+                .conn
+                .prepare(&format!("SELECT {JOB_COLS} FROM jobs ORDER BY id"))?;
+            let v = st.query_map([], job_row)?.collect();
+            v
+        };
+        run().doing("list the jobs")
+    }
+
+    /// One job.
+    pub fn job(&self, id: i64) -> Result<Option<Job>> {
+        self.conn
+            .query_row(
+                &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
+                [id],
+                job_row,
+            )
+            .optional()
+            .doing("look up a job")
+    }
+
+    /// A job by the tag written on its tapes.
+    pub fn job_by_tag(&self, tag: u64) -> Result<Option<Job>> {
+        self.conn
+            .query_row(
+                &format!("SELECT {JOB_COLS} FROM jobs WHERE tag = ?1"),
+                [tag as i64],
+                job_row,
+            )
+            .optional()
+            .doing("look up a job by its tag")
+    }
+
+    /// The volumes of a job, in sequence order.
+    pub fn job_volumes(&self, job: i64) -> Result<Vec<JobVolume>> {
+        let run = || -> rusqlite::Result<Vec<JobVolume>> {
+            let mut st = self.conn.prepare(&format!(
+                "SELECT jv.seq, jv.first_lbn, jv.last_lbn, {VOLUME_COLS} FROM job_volumes jv \
+                 JOIN volumes v ON v.id = jv.volume_id WHERE jv.job_id = ?1 ORDER BY jv.seq"
+            ))?;
+            let v = st
+                .query_map([job], |r| {
+                    Ok(JobVolume {
+                        seq: r.get(0)?,
+                        first_lbn: r.get::<_, i64>(1)? as u64,
+                        last_lbn: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
+                        volume: volume_row(r, 3)?,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read a job's volumes")
+    }
+
+    /// The streams of a job.
+    pub fn streams(&self, job: i64) -> Result<Vec<Stream>> {
+        let run = || -> rusqlite::Result<Vec<Stream>> {
+            let mut st = self.conn.prepare(
+                "SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream",
+            )?;
+            let v = st
+                .query_map([job], |r| {
+                    Ok(Stream {
+                        stream: r.get(0)?,
+                        name: r.get(1)?,
+                        source: r.get(2)?,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read a job's streams")
+    }
+
+    /// Records a source object that could not be backed up.
+    pub fn add_error(&self, job: i64, path: &[u8], reason: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO job_errors (job_id, path, reason) VALUES (?1, ?2, ?3)",
+                params![job, path, reason],
+            )
+            .doing("record a job's error")?;
+        Ok(())
+    }
+
+    /// The errors of a job.
+    pub fn errors(&self, job: i64) -> Result<Vec<(Vec<u8>, String)>> {
+        let run = || -> rusqlite::Result<Vec<(Vec<u8>, String)>> {
+            let mut st = self
+                .conn
+                .prepare("SELECT path, reason FROM job_errors WHERE job_id = ?1 ORDER BY rowid")?;
+            let v = st
+                .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect();
+            v
+        };
+        run().doing("read a job's errors")
+    }
+}

@@ -1,0 +1,168 @@
+//! The schema: migrations applied in order on open, counted by `PRAGMA user_version`.
+
+use crate::error::{CatalogError, Doing, Result};
+use crate::Catalog;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`. Append only: a catalog
+/// that has run a migration never runs it again.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "
+    CREATE TABLE volumes (
+        id INTEGER PRIMARY KEY,
+        barcode TEXT NOT NULL UNIQUE,
+        uuid BLOB NOT NULL,
+        pool TEXT NOT NULL,
+        block_size INTEGER NOT NULL,
+        labelled_ns INTEGER NOT NULL,
+        status TEXT NOT NULL
+    );
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        tag INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        started_ns INTEGER NOT NULL,
+        ended_ns INTEGER,
+        status TEXT NOT NULL,
+        files INTEGER NOT NULL DEFAULT 0,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        seconds REAL NOT NULL DEFAULT 0,
+        block_size INTEGER NOT NULL
+    );
+    CREATE TABLE job_volumes (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        seq INTEGER NOT NULL,
+        volume_id INTEGER NOT NULL REFERENCES volumes(id),
+        first_lbn INTEGER NOT NULL,
+        last_lbn INTEGER,
+        PRIMARY KEY (job_id, seq)
+    );
+    CREATE TABLE streams (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        stream INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        source BLOB NOT NULL,
+        PRIMARY KEY (job_id, stream)
+    );
+    CREATE TABLE job_errors (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        path BLOB NOT NULL,
+        reason TEXT NOT NULL
+    );
+    CREATE TABLE files (
+        job_id INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        stream INTEGER NOT NULL,
+        type INTEGER NOT NULL,
+        mode INTEGER NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        start_seq INTEGER NOT NULL,
+        start_lbn INTEGER NOT NULL,
+        start_off INTEGER NOT NULL,
+        end_seq INTEGER NOT NULL,
+        end_lbn INTEGER NOT NULL,
+        crc INTEGER NOT NULL,
+        link BLOB NOT NULL,
+        PRIMARY KEY (job_id, path)
+    ) WITHOUT ROWID;
+    ",
+    // 2: where each stream's runs of consecutive blocks are (multiplexed jobs).
+    "
+    CREATE TABLE extents (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        stream INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        first_lbn INTEGER NOT NULL,
+        blocks INTEGER NOT NULL,
+        stream_offset INTEGER NOT NULL
+    );
+    CREATE INDEX extents_by_job ON extents (job_id, seq, first_lbn);
+    ",
+    // 3: the per-second measurements of a job, per stream and per drive.
+    "
+    CREATE TABLE samples (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        op TEXT NOT NULL,
+        series TEXT NOT NULL,
+        t_ms INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        pool_fill REAL NOT NULL,
+        buffer_fill REAL,
+        backhitches INTEGER NOT NULL,
+        speed_mb_s REAL,
+        PRIMARY KEY (job_id, op, series, t_ms)
+    ) WITHOUT ROWID;
+    ",
+    // 4: what the drives said about each cartridge at the end of a job's mount.
+    "
+    CREATE TABLE drive_health (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        op TEXT NOT NULL,
+        drive INTEGER NOT NULL,
+        barcode TEXT NOT NULL,
+        health TEXT NOT NULL
+    );
+    CREATE INDEX drive_health_by_job ON drive_health (job_id, op);
+    ",
+];
+
+impl Catalog {
+    /// Runs the migrations the catalog has not run yet; refuses a newer schema.
+    pub(crate) fn migrate(&mut self) -> Result<()> {
+        let version = self.schema_version()?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(CatalogError::SchemaTooNew {
+                found: version,
+                known,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let mut step = || -> rusqlite::Result<()> {
+                let tx = self.conn.transaction()?;
+                tx.execute_batch(sql)?;
+                tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+                tx.commit()
+            };
+            step().doing("migrate the schema")?;
+        }
+        Ok(())
+    }
+
+    /// The schema version.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .doing("read the schema version")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catalog_from_a_newer_tapeloom_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = Catalog::open(&path).unwrap();
+        let newer = MIGRATIONS.len() as i64 + 1;
+        c.conn.pragma_update(None, "user_version", newer).unwrap();
+        drop(c);
+        let e = Catalog::open(&path).err().expect("refused");
+        assert!(
+            matches!(e, CatalogError::SchemaTooNew { found, known } if found == newer && known == newer - 1),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the catalog has schema version {newer}; this tapeloom knows up to {}",
+                newer - 1
+            )
+        );
+    }
+}
