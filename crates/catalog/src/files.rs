@@ -270,7 +270,172 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::row;
+    use crate::tests::{row, scratch};
+    use crate::CatalogError;
+
+    fn raw_row(path: &[u8], lbn: u64) -> FileRow {
+        FileRow {
+            path: path.to_vec(),
+            ..row("", lbn)
+        }
+    }
+
+    fn paths(c: &Catalog, job: i64, prefix: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        c.for_each_file(job, prefix, |r| {
+            v.push(r.path);
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn without_a_prefix_every_file_of_the_job_comes_in_byte_order() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+        let names: [&[u8]; 6] = [b"a/b", b"\xff\xfe", b"B", b".", b"a", b"a\x80/x"];
+        let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
+        c.add_files(j, &rows).unwrap();
+        c.add_files(other, &[raw_row(b"a/zzz", 9)]).unwrap();
+        let want: Vec<Vec<u8>> = [&b"."[..], b"B", b"a", b"a/b", b"a\x80/x", b"\xff\xfe"]
+            .iter()
+            .map(|p| p.to_vec())
+            .collect();
+        assert_eq!(paths(&c, j, None), want);
+        // `.` and the empty path name the namespace root: everything.
+        assert_eq!(paths(&c, j, Some(b".")), want);
+        assert_eq!(paths(&c, j, Some(b"")), want);
+        assert_eq!(c.files(j, None).unwrap().len(), 6);
+        assert_eq!(paths(&c, other, None), vec![b"a/zzz".to_vec()]);
+    }
+
+    #[test]
+    fn a_prefix_lists_itself_and_what_is_under_it_never_a_sibling_it_begins() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        // Siblings of `a/b` that begin with it, with the bytes just below and just
+        // above `/`, and one that is not UTF-8.
+        let names: [&[u8]; 9] = [
+            b"a/b", b"a/b/c", b"a/b/d/e", b"a/b.x", b"a/b0", b"a/bc", b"a/bc/d", b"a/b\xff", b"a/c",
+        ];
+        let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
+        c.add_files(j, &rows).unwrap();
+        assert_eq!(
+            paths(&c, j, Some(b"a/b")),
+            vec![b"a/b".to_vec(), b"a/b/c".to_vec(), b"a/b/d/e".to_vec()]
+        );
+        assert_eq!(
+            paths(&c, j, Some(b"a/bc")),
+            vec![b"a/bc".to_vec(), b"a/bc/d".to_vec()]
+        );
+        assert_eq!(paths(&c, j, Some(b"a/b/c")), vec![b"a/b/c".to_vec()]);
+        assert_eq!(paths(&c, j, Some(b"a/b\xff")), vec![b"a/b\xff".to_vec()]);
+        assert!(paths(&c, j, Some(b"a/bd")).is_empty());
+        assert_eq!(paths(&c, j, Some(b"a")).len(), names.len());
+    }
+
+    #[test]
+    fn prefixes_and_paths_that_are_not_utf8() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let names: [&[u8]; 5] = [b"d\xff", b"d\xff/x", b"d\xff/y\x00z", b"d\xfe/x", b"d\xff0"];
+        let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
+        c.add_files(j, &rows).unwrap();
+        assert_eq!(
+            paths(&c, j, Some(b"d\xff")),
+            vec![
+                b"d\xff".to_vec(),
+                b"d\xff/x".to_vec(),
+                b"d\xff/y\x00z".to_vec()
+            ]
+        );
+        assert_eq!(paths(&c, j, Some(b"d\xfe")), vec![b"d\xfe/x".to_vec()]);
+        assert_eq!(
+            c.file(j, b"d\xff/y\x00z").unwrap().map(|r| r.path),
+            Some(b"d\xff/y\x00z".to_vec())
+        );
+        assert_eq!(c.file(j, b"d\xff/y").unwrap(), None);
+    }
+
+    #[test]
+    fn the_callbacks_error_ends_the_listing_and_is_returned() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let rows: Vec<FileRow> = (0..5).map(|i| row(&format!("f{i}"), i)).collect();
+        c.add_files(j, &rows).unwrap();
+        let mut seen = 0;
+        let r = c.for_each_file(j, None, |_| {
+            seen += 1;
+            if seen == 2 {
+                return Err(CatalogError::NoJob { id: 77 });
+            }
+            Ok(())
+        });
+        assert!(matches!(r, Err(CatalogError::NoJob { id: 77 })), "{r:?}");
+        assert_eq!(seen, 2);
+    }
+
+    #[test]
+    fn pages_after_a_path_cover_every_file_once() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let rows: Vec<FileRow> = (0..7).map(|i| row(&format!("f{i}"), i)).collect();
+        c.add_files(j, &rows).unwrap();
+        let mut after: Option<Vec<u8>> = None;
+        let mut got = Vec::new();
+        loop {
+            let page = c.files_after(j, after.as_deref(), 3).unwrap();
+            assert!(page.len() <= 3);
+            got.extend(page.iter().map(|r| r.path.clone()));
+            match page.last() {
+                Some(last) if page.len() == 3 => after = Some(last.path.clone()),
+                _ => break,
+            }
+        }
+        let want: Vec<Vec<u8>> = rows.iter().map(|r| r.path.clone()).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn extents_come_in_tape_order_and_a_streams_runs_in_stream_order() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+        let e = |stream, seq, first_lbn, blocks, stream_offset| Extent {
+            stream,
+            seq,
+            first_lbn,
+            blocks,
+            stream_offset,
+        };
+        // Stream 1 runs over both volumes of the job, interleaved with stream 2.
+        let stream1 = [
+            e(1, 0, 2, 4, 0),
+            e(1, 0, 10, 3, 4 * 1000),
+            e(1, 1, 2, 5, 7 * 1000),
+        ];
+        let stream2 = [e(2, 0, 6, 4, 0), e(2, 1, 7, 2, 4 * 1000)];
+        // Recorded as blocks landed on two drives: not in tape order.
+        c.add_extents(j, &[stream1[2], stream2[1], stream1[0]])
+            .unwrap();
+        c.add_extents(j, &[stream2[0], stream1[1]]).unwrap();
+        c.add_extents(other, &[e(1, 0, 3, 1, 0)]).unwrap();
+        let all = c.extents(j).unwrap();
+        assert_eq!(
+            all,
+            vec![stream1[0], stream2[0], stream1[1], stream1[2], stream2[1]]
+        );
+        let of =
+            |s: u16| -> Vec<Extent> { all.iter().filter(|x| x.stream == s).copied().collect() };
+        assert_eq!(of(1), stream1);
+        assert_eq!(of(2), stream2);
+        assert!(of(1)
+            .windows(2)
+            .all(|w| w[0].stream_offset < w[1].stream_offset));
+        assert_eq!(c.extents(other).unwrap().len(), 1);
+    }
 
     #[test]
     fn prefix_listing_of_a_million_files_is_indexed() {

@@ -277,3 +277,110 @@ impl Catalog {
         run().doing("read a job's errors")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::scratch;
+
+    #[test]
+    fn a_jobs_volumes_come_in_sequence_order() {
+        let (_dir, c) = scratch();
+        let vols: Vec<_> = ["TL0003L9", "TL0001L9", "TL0002L9"]
+            .iter()
+            .map(|b| c.add_volume(b, [1; 16], "default", 262144, 0).unwrap())
+            .collect();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        // Two drives mount in turn: sequence numbers are not recorded in order.
+        c.add_job_volume(j, 2, vols[0].id, 30).unwrap();
+        c.add_job_volume(j, 0, vols[1].id, 2).unwrap();
+        c.add_job_volume(j, 1, vols[2].id, 20).unwrap();
+        c.end_job_volume(j, 0, 99).unwrap();
+        let jv = c.job_volumes(j).unwrap();
+        let got: Vec<_> = jv
+            .iter()
+            .map(|v| (v.seq, v.volume.barcode.as_str(), v.first_lbn, v.last_lbn))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, "TL0001L9", 2, Some(99)),
+                (1, "TL0002L9", 20, None),
+                (2, "TL0003L9", 30, None)
+            ]
+        );
+        assert_eq!(jv[0].volume, vols[1]);
+        let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+        assert!(c.job_volumes(other).unwrap().is_empty());
+    }
+
+    #[test]
+    fn recovery_fails_only_the_jobs_left_running() {
+        let (_dir, c) = scratch();
+        let ids: Vec<i64> = (0..4)
+            .map(|i| c.begin_job(i, "j", 0, 262144, &[]).unwrap())
+            .collect();
+        c.finish_job(ids[0], JobState::Ok, 1, 1, 1.0, 1).unwrap();
+        c.finish_job(ids[2], JobState::Partial, 1, 1, 1.0, 1)
+            .unwrap();
+        assert_eq!(c.recover_interrupted().unwrap(), vec![ids[1], ids[3]]);
+        let states: Vec<JobState> = c.jobs().unwrap().iter().map(|j| j.status).collect();
+        assert_eq!(
+            states,
+            [
+                JobState::Ok,
+                JobState::Failed,
+                JobState::Partial,
+                JobState::Failed
+            ]
+        );
+        assert!(c.recover_interrupted().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_job_keeps_its_tag_streams_and_errors() {
+        let (_dir, c) = scratch();
+        // Tags are random 64-bit numbers; SQLite stores them as signed.
+        let tag = u64::MAX - 5;
+        let streams = [
+            Stream {
+                stream: 2,
+                name: "srv".into(),
+                source: b"/srv/\xff".to_vec(),
+            },
+            Stream {
+                stream: 1,
+                name: "home".into(),
+                source: b"/home".to_vec(),
+            },
+        ];
+        let j = c.begin_job(tag, "nightly", 17, 65536, &streams).unwrap();
+        c.add_error(j, b"b/\xfe", "permission denied").unwrap();
+        c.add_error(j, b"a", "vanished").unwrap();
+        let job = c.job_by_tag(tag).unwrap().expect("by tag");
+        assert_eq!((job.id, job.tag, job.name.as_str()), (j, tag, "nightly"));
+        assert_eq!(
+            (job.started_ns, job.ended_ns, job.block_size),
+            (17, None, 65536)
+        );
+        assert_eq!(c.job(j).unwrap(), Some(job));
+        assert_eq!(c.job_by_tag(tag - 1).unwrap(), None);
+        assert_eq!(
+            c.streams(j).unwrap(),
+            vec![streams[1].clone(), streams[0].clone()]
+        );
+        assert_eq!(
+            c.errors(j).unwrap(),
+            vec![
+                (b"b/\xfe".to_vec(), "permission denied".to_string()),
+                (b"a".to_vec(), "vanished".to_string())
+            ]
+        );
+        c.finish_job(j, JobState::Partial, 3, 4, 5.5, 18).unwrap();
+        let job = c.job(j).unwrap().unwrap();
+        assert_eq!(
+            (job.status, job.files, job.bytes, job.seconds, job.ended_ns),
+            (JobState::Partial, 3, 4, 5.5, Some(18))
+        );
+    }
+}

@@ -58,6 +58,13 @@ impl Catalog {
 mod tests {
     use super::*;
 
+    /// A new catalog in a temporary directory (kept as long as the directory).
+    pub(crate) fn scratch() -> (tempfile::TempDir, Catalog) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
+        (dir, c)
+    }
+
     /// A regular file at `path` in blocks `lbn` and `lbn + 1` of volume sequence 0.
     pub(crate) fn row(path: &str, lbn: u64) -> FileRow {
         FileRow {

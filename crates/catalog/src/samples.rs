@@ -93,6 +93,57 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::scratch;
+
+    fn at(series: &str, t_ms: u64, bytes: u64) -> Sample {
+        Sample {
+            series: series.into(),
+            t_ms,
+            bytes,
+            pool_fill: 0.0,
+            buffer_fill: None,
+            backhitches: 0,
+            speed_mb_s: Some(300.0),
+        }
+    }
+
+    #[test]
+    fn samples_come_per_job_and_operation_by_series_and_time() {
+        let (_dir, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        let k = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+        c.add_samples(
+            j,
+            "restore",
+            &[
+                at("stream:b", 2000, 4),
+                at("drive:0", 2000, 2),
+                at("stream:b", 1000, 3),
+            ],
+        )
+        .unwrap();
+        c.add_samples(k, "restore", &[at("drive:0", 1000, 9)])
+            .unwrap();
+        assert_eq!(
+            c.samples(j, "restore").unwrap(),
+            vec![
+                at("drive:0", 2000, 2),
+                at("stream:b", 1000, 3),
+                at("stream:b", 2000, 4)
+            ]
+        );
+        assert!(c.samples(j, "backup").unwrap().is_empty());
+        // A later restore's sample at the same time replaces the earlier one.
+        c.add_samples(j, "restore", &[at("drive:0", 2000, 7)])
+            .unwrap();
+        assert_eq!(c.samples(j, "restore").unwrap()[0], at("drive:0", 2000, 7));
+        assert_eq!(c.samples(j, "restore").unwrap().len(), 3);
+        c.clear_samples(j, "restore").unwrap();
+        assert_eq!(
+            c.samples(k, "restore").unwrap(),
+            vec![at("drive:0", 1000, 9)]
+        );
+    }
 
     #[test]
     fn samples_round_trip_per_operation() {

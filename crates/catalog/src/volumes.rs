@@ -169,3 +169,114 @@ impl Catalog {
         run().doing("forget a volume and its jobs")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{row, scratch};
+    use crate::{Extent, JobState, Sample, Stream};
+
+    /// A job with a segment on each of `volumes` and a row in every table.
+    fn job_on(c: &Catalog, tag: u64, volumes: &[i64]) -> i64 {
+        let stream = Stream {
+            stream: 1,
+            name: "s".into(),
+            source: b"/s".to_vec(),
+        };
+        let j = c.begin_job(tag, "j", 0, 262144, &[stream]).unwrap();
+        for (seq, v) in volumes.iter().enumerate() {
+            c.add_job_volume(j, seq as u32, *v, 2).unwrap();
+        }
+        c.add_files(j, &[row("a", 2)]).unwrap();
+        let extent = Extent {
+            stream: 1,
+            seq: 0,
+            first_lbn: 2,
+            blocks: 1,
+            stream_offset: 0,
+        };
+        c.add_extents(j, &[extent]).unwrap();
+        let sample = Sample {
+            series: "drive:0".into(),
+            t_ms: 1000,
+            bytes: 1,
+            pool_fill: 0.0,
+            buffer_fill: None,
+            backhitches: 0,
+            speed_mb_s: None,
+        };
+        c.add_samples(j, "backup", &[sample]).unwrap();
+        c.add_drive_health(j, "backup", 0, "X", "{}").unwrap();
+        c.add_error(j, b"b", "gone").unwrap();
+        c.finish_job(j, JobState::Ok, 1, 1, 1.0, 1).unwrap();
+        j
+    }
+
+    fn rows_of(c: &Catalog, job: i64) -> usize {
+        c.files(job, None).unwrap().len()
+            + c.extents(job).unwrap().len()
+            + c.samples(job, "backup").unwrap().len()
+            + c.drive_health(job, "backup").unwrap().len()
+            + c.streams(job).unwrap().len()
+            + c.errors(job).unwrap().len()
+            + c.job_volumes(job).unwrap().len()
+            + usize::from(c.job(job).unwrap().is_some())
+    }
+
+    #[test]
+    fn forgetting_a_volume_forgets_every_job_on_it_and_nothing_else() {
+        let (_dir, mut c) = scratch();
+        let [a, b, other] = ["TL0001L9", "TL0002L9", "TL0003L9"]
+            .map(|bc| c.add_volume(bc, [1; 16], "default", 262144, 0).unwrap().id);
+        let only_a = job_on(&c, 1, &[a]);
+        let spans_a_b = job_on(&c, 2, &[b, a]);
+        let kept = job_on(&c, 3, &[other]);
+        let before = rows_of(&c, kept);
+        assert_eq!(before, 8);
+        let mut forgotten = c.forget_volume(a).unwrap();
+        forgotten.sort();
+        assert_eq!(forgotten, vec![only_a, spans_a_b]);
+        assert_eq!(rows_of(&c, only_a), 0);
+        // The job that spanned to `b` is gone with its segment there too.
+        assert_eq!(rows_of(&c, spans_a_b), 0);
+        assert_eq!(rows_of(&c, kept), before);
+        assert_eq!(c.volume_by_barcode("TL0001L9").unwrap(), None);
+        assert_eq!(c.jobs_on_volume(b).unwrap(), 0);
+        assert_eq!(c.jobs_on_volume(other).unwrap(), 1);
+        // `b` holds no job now: it goes with the unused volumes, `other` stays.
+        assert_eq!(c.forget_unused_volumes().unwrap(), 1);
+        let left: Vec<String> = c
+            .volumes()
+            .unwrap()
+            .into_iter()
+            .map(|v| v.barcode)
+            .collect();
+        assert_eq!(left, vec!["TL0003L9"]);
+        // A volume without jobs forgets none.
+        assert!(c.forget_volume(other + 100).unwrap().is_empty());
+    }
+
+    #[test]
+    fn volumes_are_listed_by_barcode_with_their_state() {
+        let (_dir, c) = scratch();
+        for bc in ["TL0002L9", "TL0001L9"] {
+            c.add_volume(bc, [2; 16], "pool", 65536, 0).unwrap();
+        }
+        let v = c.volume_by_barcode("TL0002L9").unwrap().unwrap();
+        c.set_volume_status(v.id, VolumeState::Full).unwrap();
+        let got: Vec<(String, VolumeState)> = c
+            .volumes()
+            .unwrap()
+            .into_iter()
+            .map(|v| (v.barcode, v.status))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("TL0001L9".to_string(), VolumeState::Append),
+                ("TL0002L9".to_string(), VolumeState::Full)
+            ]
+        );
+        assert_eq!(c.volume_by_barcode("TL0009L9").unwrap(), None);
+    }
+}
