@@ -111,27 +111,10 @@ impl Compressor {
     }
 }
 
-/// Expands a compressed block into `out` as header and payload, so that it reads
-/// like a block stored as it was. Fails when the frame is damaged or expands to
-/// another length than the header says.
-pub(crate) fn expand(block: &[u8], payload_len: usize, out: &mut Vec<u8>) -> Result<(), String> {
-    let frame = block.get(BLOCK_HEADER_LEN..).unwrap_or(&[]);
-    out.clear();
-    out.extend_from_slice(block.get(..BLOCK_HEADER_LEN).unwrap_or(&[]));
-    out.resize(BLOCK_HEADER_LEN + payload_len, 0);
-    match zstd::bulk::decompress_to_buffer(frame, &mut out[BLOCK_HEADER_LEN..]) {
-        Ok(n) if n == payload_len => Ok(()),
-        Ok(n) => Err(format!(
-            "its compressed payload expands to {n} bytes, not {payload_len}"
-        )),
-        Err(e) => Err(format!("its compressed payload does not expand ({e})")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tapeloom_format::{BlockHeader, StreamPacker};
+    use tapeloom_format::{expand_block, BlockHeader, StreamPacker};
 
     fn packed(data: &[u8]) -> PackedBlock {
         let mut p = StreamPacker::new(1, 7, 256 * 1024);
@@ -152,7 +135,7 @@ mod tests {
         let h = BlockHeader::open(&b.buf).unwrap();
         assert!(h.compressed);
         let mut out = Vec::new();
-        expand(&b.buf, h.payload_len as usize, &mut out).unwrap();
+        expand_block(&h, &b.buf, &mut out).unwrap();
         assert_eq!(h.payload(&out), &data[..]);
         assert_eq!(c.compressed_blocks.load(Ordering::Relaxed), 1);
     }
@@ -187,7 +170,9 @@ mod tests {
         let mut bad = b.buf.clone();
         let last = bad.len() - 3;
         bad[last] ^= 0x55;
-        assert!(expand(&bad, 100_000, &mut out).is_err());
-        assert!(expand(&b.buf, 99_999, &mut out).is_err());
+        assert!(expand_block(&b.header, &bad, &mut out).is_err());
+        let mut short = b.header;
+        short.payload_len = 99_999;
+        assert!(expand_block(&short, &b.buf, &mut out).is_err());
     }
 }

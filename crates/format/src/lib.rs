@@ -6,12 +6,14 @@
 mod block;
 mod codec;
 mod decode;
+mod expand;
 mod label;
 mod pack;
 mod record;
 
 pub use block::{BlockHeader, BLOCK_HEADER_LEN, BLOCK_MAGIC, NO_RECORD};
 pub use decode::{Event, RecordDecoder};
+pub use expand::expand_block;
 pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC};
 pub use pack::{PackedBlock, StreamPacker};
 pub use record::{
@@ -75,6 +77,21 @@ pub enum FormatError {
     /// A compressed block's payload length is larger than any block's payload.
     #[error("compressed block payload length {0} exceeds any block")]
     CompressedPayloadTooLong(u32),
+    /// A compressed block's frame is damaged, or would expand to more than the
+    /// payload length its header states.
+    #[error("compressed block payload does not expand ({0})")]
+    BadFrame(&'static str),
+    /// A compressed block's frame expands to fewer bytes than its header states.
+    #[error("compressed block payload expands to {got} bytes, not {want}")]
+    ExpandedLength {
+        /// Bytes the frame expanded to.
+        got: usize,
+        /// The payload length the header states.
+        want: usize,
+    },
+    /// A compressed block, read by a build without the `zstd` feature.
+    #[error("compressed block payload needs zstd, which this build of tapeloom lacks")]
+    NoZstd,
     /// A block's first-record offset lies outside its payload.
     #[error("block first record offset {0} is outside its payload")]
     FirstRecordOutside(u32),

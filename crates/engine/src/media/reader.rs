@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tapeloom_catalog::JobVolume;
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
-    BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
+    expand_block, BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
 };
 
 /// What the next read found.
@@ -303,17 +303,18 @@ impl JobReader {
                             })
                         }
                         Ok(header) if header.compressed => {
-                            let n = header.payload_len as usize;
-                            match crate::compress::expand(
-                                &self.buf[..n_read],
-                                n,
-                                &mut self.expanded,
-                            ) {
+                            match expand_block(&header, &self.buf[..n_read], &mut self.expanded) {
                                 Ok(()) => {
                                     self.is_expanded = true;
                                     return Ok(Got::Block { seq, lbn, header });
                                 }
-                                Err(why) => return Ok(Got::Bad { seq, lbn, why }),
+                                Err(e) => {
+                                    return Ok(Got::Bad {
+                                        seq,
+                                        lbn,
+                                        why: e.to_string(),
+                                    })
+                                }
                             }
                         }
                         Ok(header) => return Ok(Got::Block { seq, lbn, header }),
