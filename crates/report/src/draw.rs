@@ -7,6 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::error::{draw_failed, Backend, ReportError};
 use crate::font::FAMILY;
 use crate::legend::{draw_legend, shorten, Swatch};
 use crate::prepare::Prepared;
@@ -44,43 +45,39 @@ const STREAM_WIDTH: u32 = 2;
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// The figure as an SVG document.
-pub(crate) fn svg(p: &Prepared) -> Result<String, String> {
+pub(crate) fn svg(p: &Prepared) -> Result<String, ReportError> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
         figure(&root, p)?;
-        root.present().map_err(fail)?;
+        root.present().map_err(draw_failed)?;
     }
     Ok(out)
 }
 
 /// The figure as a PNG file's bytes.
-pub(crate) fn png(p: &Prepared) -> Result<Vec<u8>, String> {
+pub(crate) fn png(p: &Prepared) -> Result<Vec<u8>, ReportError> {
     let mut rgb = vec![0u8; WIDTH as usize * HEIGHT as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
         figure(&root, p)?;
-        root.present().map_err(fail)?;
+        root.present().map_err(draw_failed)?;
     }
     let mut out = Vec::new();
     let mut encoder = png::Encoder::new(&mut out, WIDTH, HEIGHT);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
-    let encode = |e: png::EncodingError| format!("encode the PNG: {e}");
+    let encode = ReportError::EncodePng;
     let mut writer = encoder.write_header().map_err(encode)?;
     writer.write_image_data(&rgb).map_err(encode)?;
     writer.finish().map_err(encode)?;
     Ok(out)
 }
 
-pub(crate) fn fail<E: std::fmt::Display>(e: E) -> String {
-    format!("draw the figure: {e}")
-}
-
-fn figure<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Prepared) -> Result<(), String> {
-    root.fill(&WHITE).map_err(fail)?;
+fn figure<DB: Backend>(root: &DrawingArea<DB, Shift>, p: &Prepared) -> Result<(), ReportError> {
+    root.fill(&WHITE).map_err(draw_failed)?;
     let root = root.margin(8, 4, 4, 8);
-    let body = root.titled(&p.title, bold(26.0)).map_err(fail)?;
+    let body = root.titled(&p.title, bold(26.0)).map_err(draw_failed)?;
     let (w, h) = body.dim_in_pixel();
     let (plots, legends) = body.split_horizontally(w.saturating_sub(LEGEND_WIDTH));
     let first = (h as f64 * 0.38) as i32;
@@ -109,14 +106,14 @@ fn drive_color(i: usize) -> RGBColor {
 }
 
 /// A panel's axes; only the bottom panel names the shared time axis.
-fn axes<'a, DB: DrawingBackend>(
+fn axes<'a, DB: Backend>(
     area: &'a DrawingArea<DB, Shift>,
     caption: &str,
     t_end: f64,
     y_top: f64,
     y_desc: &str,
     bottom: bool,
-) -> Result<Chart<'a, DB>, String> {
+) -> Result<Chart<'a, DB>, ReportError> {
     let mut chart = ChartBuilder::on(area)
         .caption(caption, bold(18.0))
         .margin_left(8)
@@ -127,7 +124,7 @@ fn axes<'a, DB: DrawingBackend>(
         // A little room left of 0 and below 0, so marks at the start and lines at
         // zero are not half hidden by the axes.
         .build_cartesian_2d(-t_end * 0.005..t_end, -y_top * 0.02..y_top)
-        .map_err(fail)?;
+        .map_err(draw_failed)?;
     let x_fmt = |v: &f64| number(*v, t_end);
     let y_fmt = |v: &f64| number(*v, y_top);
     let mut mesh = chart.configure_mesh();
@@ -143,7 +140,7 @@ fn axes<'a, DB: DrawingBackend>(
     if bottom {
         mesh.x_desc("time since job start (s)");
     }
-    mesh.draw().map_err(fail)?;
+    mesh.draw().map_err(draw_failed)?;
     Ok(chart)
 }
 
@@ -159,7 +156,7 @@ fn number(v: f64, span: f64) -> String {
 }
 
 /// Grey text in the middle of a panel, for what is missing.
-fn note<DB: DrawingBackend>(chart: &Chart<'_, DB>, text: &str) -> Result<(), String> {
+fn note<DB: Backend>(chart: &Chart<'_, DB>, text: &str) -> Result<(), ReportError> {
     let (x, y) = (chart.x_range(), chart.y_range());
     let at = (x.end / 2.0, y.end / 2.0);
     let style = (FAMILY, 18)
@@ -169,35 +166,35 @@ fn note<DB: DrawingBackend>(chart: &Chart<'_, DB>, text: &str) -> Result<(), Str
     chart
         .plotting_area()
         .draw(&Text::new(text.to_string(), at, style))
-        .map_err(fail)
+        .map_err(draw_failed)
 }
 
-fn line_series<DB: DrawingBackend>(
+fn line_series<DB: Backend>(
     chart: &mut Chart<'_, DB>,
     points: &[(f64, f64)],
     style: ShapeStyle,
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     match points {
         [] => {}
         // A line needs two points; one sample still shows, as a dot.
         [only] => {
             let dot = Circle::new(*only, style.stroke_width + 2, style.filled());
-            chart.draw_series([dot]).map_err(fail)?;
+            chart.draw_series([dot]).map_err(draw_failed)?;
         }
         _ => {
             chart
                 .draw_series(LineSeries::new(points.iter().copied(), style))
-                .map_err(fail)?;
+                .map_err(draw_failed)?;
         }
     }
     Ok(())
 }
 
-fn throughput_panel<DB: DrawingBackend>(
+fn throughput_panel<DB: Backend>(
     area: &DrawingArea<DB, Shift>,
     legend_area: &DrawingArea<DB, Shift>,
     p: &Prepared,
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     let mut chart = axes(
         area,
         "Throughput",
@@ -241,11 +238,11 @@ fn throughput_panel<DB: DrawingBackend>(
     draw_legend(legend_area, &legend)
 }
 
-fn fill_panel<DB: DrawingBackend>(
+fn fill_panel<DB: Backend>(
     area: &DrawingArea<DB, Shift>,
     legend_area: &DrawingArea<DB, Shift>,
     p: &Prepared,
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     let mut chart = axes(area, "Buffer fill", p.t_end, 105.0, "fill (%)", false)?;
     let mut legend = Vec::new();
     for (i, line) in p.streams.iter().enumerate() {
@@ -269,7 +266,7 @@ fn fill_panel<DB: DrawingBackend>(
             let points = line.buffer_fill.iter().copied();
             chart
                 .draw_series(DashedLineSeries::new(points, 9, 5, style))
-                .map_err(fail)?;
+                .map_err(draw_failed)?;
         }
         legend.push((
             Swatch::Dashed(color, DRIVE_WIDTH),
@@ -295,11 +292,11 @@ enum Bottom {
     Count,
 }
 
-fn speed_panel<DB: DrawingBackend>(
+fn speed_panel<DB: Backend>(
     area: &DrawingArea<DB, Shift>,
     legend_area: &DrawingArea<DB, Shift>,
     p: &Prepared,
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     let any_speed = p.drives.iter().any(|l| !l.speed.is_empty());
     let any_backhitch = p.drives.iter().any(|l| l.backhitch_total > 0);
     let mode = if !any_speed && any_backhitch {
@@ -401,10 +398,10 @@ fn speed_panel<DB: DrawingBackend>(
     draw_legend(legend_area, &legend)
 }
 
-fn drive_lines<DB: DrawingBackend>(
+fn drive_lines<DB: Backend>(
     chart: &mut Chart<'_, DB>,
     lines: &[Vec<(f64, f64)>],
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     for (i, points) in lines.iter().enumerate() {
         line_series(chart, points, drive_color(i).stroke_width(DRIVE_WIDTH))?;
     }
@@ -428,13 +425,13 @@ type LabelBox = (i32, i32, i32, i32);
 /// A red cross at each backhitch mark, at the height `y_of` gives, with the count so
 /// far above it. A count whose box would overlap one in `labels` (from any drive) is
 /// left out; the cross still shows.
-fn backhitch_marks<DB: DrawingBackend>(
+fn backhitch_marks<DB: Backend>(
     chart: &mut Chart<'_, DB>,
     backhitches: &[(f64, u64)],
     y_of: impl Fn(f64, u64) -> f64,
     style: MarkStyle,
     labels: &mut Vec<LabelBox>,
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     if backhitches.is_empty() {
         return Ok(());
     }
@@ -447,7 +444,7 @@ fn backhitch_marks<DB: DrawingBackend>(
                     .iter()
                     .map(|&(t, _)| PathElement::new(vec![(t, 0.0), (t, y_top)], rule)),
             )
-            .map_err(fail)?;
+            .map_err(draw_failed)?;
     }
     let label_style = (FAMILY, 13)
         .into_font()
@@ -477,6 +474,6 @@ fn backhitch_marks<DB: DrawingBackend>(
                 + Text::new(label, (0, -lift), label_style.clone()),
         );
     }
-    chart.draw_series(marks).map_err(fail)?;
+    chart.draw_series(marks).map_err(draw_failed)?;
     Ok(())
 }

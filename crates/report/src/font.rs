@@ -20,7 +20,7 @@ pub(crate) const FAMILY: &str = "sans-serif";
 pub(crate) const FONT_ENV: &str = "TAPELOOM_REPORT_FONT";
 
 /// The Debian package that provides the first system path below.
-const DEBIAN_PACKAGE: &str = "fonts-dejavu-core";
+pub(crate) const DEBIAN_PACKAGE: &str = "fonts-dejavu-core";
 
 /// (regular, bold) TrueType files tried in order; the bold one is optional.
 const SYSTEM_FONTS: &[(&str, &str)] = &[
@@ -69,19 +69,12 @@ impl Registered {
         matches!(self, Registered::File)
     }
 
-    /// The error for PNG output without a font file.
-    pub(crate) fn missing_message(&self) -> String {
-        let looked_in = match self {
-            Registered::File => return String::new(),
+    /// The font files looked for in vain (none when one was found).
+    pub(crate) fn looked_in(&self) -> &[PathBuf] {
+        match self {
+            Registered::File => &[],
             Registered::MetricsOnly { looked_in } => looked_in,
-        };
-        let paths: Vec<String> = looked_in.iter().map(|p| p.display().to_string()).collect();
-        format!(
-            "PNG output needs a TrueType font and none was found (looked in {}): install the \
-             Debian package {DEBIAN_PACKAGE}, or set {FONT_ENV} to a .ttf file; \
-             .svg and .html need no font",
-            paths.join(", ")
-        )
+        }
     }
 }
 
@@ -248,7 +241,10 @@ mod tests {
             looked_in: vec![PathBuf::from(SYSTEM_FONTS[0].0)],
         };
         assert!(!state.can_rasterize());
-        let message = state.missing_message();
+        let message = crate::ReportError::NoFont {
+            looked_in: state.looked_in().to_vec(),
+        }
+        .to_string();
         assert!(message.contains(DEBIAN_PACKAGE), "{message}");
         assert!(!message.contains('\n'));
     }

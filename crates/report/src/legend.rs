@@ -6,7 +6,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::draw::fail;
+use crate::error::{draw_failed, Backend, ReportError};
 use crate::font::FAMILY;
 
 /// What a legend row shows before its text.
@@ -24,10 +24,10 @@ const NAME_CHARS: usize = 22;
 
 /// Rows from the top of the legend column, as many as fit; the last row says how many
 /// more there were.
-pub(crate) fn draw_legend<DB: DrawingBackend>(
+pub(crate) fn draw_legend<DB: Backend>(
     area: &DrawingArea<DB, Shift>,
     rows: &[(Swatch, String)],
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     let (_, h) = area.dim_in_pixel();
     let fit = ((h as i32 - LEGEND_TOP) / LEGEND_ROW).max(1) as usize;
     let shown = if rows.len() > fit {
@@ -46,7 +46,7 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
         match *swatch {
             Swatch::Line(color, width) => area
                 .draw(&PathElement::new(segment, color.stroke_width(width)))
-                .map_err(fail)?,
+                .map_err(draw_failed)?,
             Swatch::Dashed(color, width) => area
                 .draw(&DashedPathElement::new(
                     segment,
@@ -54,20 +54,20 @@ pub(crate) fn draw_legend<DB: DrawingBackend>(
                     4,
                     color.stroke_width(width),
                 ))
-                .map_err(fail)?,
+                .map_err(draw_failed)?,
             Swatch::Cross(color) => area
                 .draw(&Cross::new((x0 + 15, y), 6, color.stroke_width(2)))
-                .map_err(fail)?,
+                .map_err(draw_failed)?,
             Swatch::Blank => {}
         }
         area.draw(&Text::new(text.as_str(), (x0 + 40, y), text_style.clone()))
-            .map_err(fail)?;
+            .map_err(draw_failed)?;
     }
     if shown < rows.len() {
         let y = LEGEND_TOP + shown as i32 * LEGEND_ROW;
         let more = format!("… and {} more", rows.len() - shown);
         area.draw(&Text::new(more, (x0 + 40, y), text_style.clone()))
-            .map_err(fail)?;
+            .map_err(draw_failed)?;
     }
     Ok(())
 }

@@ -14,12 +14,15 @@
 #![deny(missing_docs)]
 
 mod draw;
+mod error;
 mod font;
 mod html;
 mod legend;
 mod prepare;
 
 use std::path::Path;
+
+pub use error::ReportError;
 
 /// A job's series, ready to draw.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -73,7 +76,7 @@ enum Format {
 }
 
 impl Format {
-    fn of(path: &Path) -> Result<Format, String> {
+    fn of(path: &Path) -> Result<Format, ReportError> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -82,10 +85,9 @@ impl Format {
             Some("svg") => Ok(Format::Svg),
             Some("png") => Ok(Format::Png),
             Some("html") => Ok(Format::Html),
-            _ => Err(format!(
-                "cannot render {}: unknown output extension, expected .svg, .png or .html",
-                path.display()
-            )),
+            _ => Err(ReportError::UnknownExtension {
+                path: path.to_path_buf(),
+            }),
         }
     }
 }
@@ -103,9 +105,9 @@ impl Format {
 /// `fonts-dejavu-core`). Without one, PNG output returns an error naming that package.
 /// SVG and HTML need no font file and come out the same with or without one.
 ///
-/// Errors are one-line messages: an unknown extension, a missing font for PNG, or a
-/// failure to draw or write the file.
-pub fn render(job: &JobSeries, out: &Path) -> Result<(), String> {
+/// Errors ([`ReportError`]) have one-line messages: an unknown extension, a missing
+/// font for PNG, or a failure to draw, encode or write the file.
+pub fn render(job: &JobSeries, out: &Path) -> Result<(), ReportError> {
     let format = Format::of(out)?;
     let font = font::ensure_registered();
     let prepared = prepare::Prepared::from_job(job);
@@ -114,10 +116,15 @@ pub fn render(job: &JobSeries, out: &Path) -> Result<(), String> {
         Format::Html => html::page(job, &draw::svg(&prepared)?).into_bytes(),
         Format::Png => {
             if !font.can_rasterize() {
-                return Err(font.missing_message());
+                return Err(ReportError::NoFont {
+                    looked_in: font.looked_in().to_vec(),
+                });
             }
             draw::png(&prepared)?
         }
     };
-    std::fs::write(out, bytes).map_err(|e| format!("write {}: {e}", out.display()))
+    std::fs::write(out, bytes).map_err(|source| ReportError::Write {
+        path: out.to_path_buf(),
+        source,
+    })
 }

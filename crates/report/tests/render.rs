@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tapeloom_report::{render, JobSeries, Sample, Track};
+use tapeloom_report::{render, JobSeries, ReportError, Sample, Track};
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
@@ -212,6 +212,11 @@ fn unknown_extension_is_a_one_line_error() {
         let path = dir.path().join(name);
         let err = render(&job(), &path).unwrap_err();
         assert!(
+            matches!(&err, ReportError::UnknownExtension { path: p } if *p == path),
+            "{err:?}"
+        );
+        let err = err.to_string();
+        assert!(
             err.contains(".svg") && err.contains(".png") && err.contains(".html"),
             "{err}"
         );
@@ -232,5 +237,9 @@ fn extension_case_does_not_matter() {
 fn unwritable_path_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let err = render(&job(), &dir.path().join("missing/dir/job.svg")).unwrap_err();
+    assert!(matches!(err, ReportError::Write { .. }), "{err:?}");
+    let source = std::error::Error::source(&err).expect("the file system's error");
+    assert!(source.is::<std::io::Error>(), "{source}");
+    let err = err.to_string();
     assert!(err.contains("write"), "{err}");
 }
