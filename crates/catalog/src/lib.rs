@@ -25,7 +25,7 @@ use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileRow};
 pub use jobs::{Job, JobVolume, Stream};
-pub use samples::Sample;
+pub use samples::{Sample, Series};
 pub use state::{JobState, UnknownState, VolumeState};
 pub use volumes::Volume;
 

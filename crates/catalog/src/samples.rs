@@ -3,12 +3,63 @@
 use crate::error::{Doing, Result};
 use crate::Catalog;
 use rusqlite::params;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use std::fmt;
+
+/// What a series of samples measures.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Series {
+    /// A drive of the library, by index.
+    Drive(usize),
+    /// A stream of the job, by name.
+    Stream(String),
+}
+
+impl fmt::Display for Series {
+    /// The name the catalog stores: `drive:N` or `stream:NAME`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Series::Drive(d) => write!(f, "drive:{d}"),
+            Series::Stream(s) => write!(f, "stream:{s}"),
+        }
+    }
+}
+
+impl Series {
+    /// Reads a stored series name back; `None` for a name of neither form.
+    pub fn parse(s: &str) -> Option<Series> {
+        if let Some(name) = s.strip_prefix("stream:") {
+            return Some(Series::Stream(name.to_string()));
+        }
+        s.strip_prefix("drive:")
+            .and_then(|d| d.parse().ok())
+            .map(Series::Drive)
+    }
+}
+
+impl ToSql for Series {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.to_string()))
+    }
+}
+
+/// A stored name of neither form.
+#[derive(Debug, thiserror::Error)]
+#[error("the series name {0:?} is neither drive:N nor stream:NAME")]
+struct UnknownSeries(String);
+
+impl FromSql for Series {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let s = value.as_str()?;
+        Series::parse(s).ok_or_else(|| FromSqlError::Other(Box::new(UnknownSeries(s.into()))))
+    }
+}
 
 /// One measurement of one stream or drive during a job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
-    /// `stream:NAME` or `drive:N`.
-    pub series: String,
+    /// The stream or drive measured.
+    pub series: Series,
     /// Milliseconds since the job (or the restore) started.
     pub t_ms: u64,
     /// Bytes so far.
@@ -97,7 +148,7 @@ mod tests {
 
     fn at(series: &str, t_ms: u64, bytes: u64) -> Sample {
         Sample {
-            series: series.into(),
+            series: Series::parse(series).unwrap(),
             t_ms,
             bytes,
             pool_fill: 0.0,
@@ -151,7 +202,7 @@ mod tests {
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
         let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         let s = |series: &str, t_ms, bytes| Sample {
-            series: series.into(),
+            series: Series::parse(series).unwrap(),
             t_ms,
             bytes,
             pool_fill: 0.5,
@@ -171,5 +222,38 @@ mod tests {
         c.clear_samples(job, "restore").unwrap();
         assert!(c.samples(job, "restore").unwrap().is_empty());
         assert_eq!(c.samples(job, "backup").unwrap().len(), 3);
+    }
+
+    #[test]
+    fn series_names_round_trip() {
+        for s in [
+            Series::Drive(0),
+            Series::Drive(12),
+            Series::Stream("a:b".into()),
+        ] {
+            assert_eq!(Series::parse(&s.to_string()), Some(s));
+        }
+        assert_eq!(Series::parse("drive:x"), None);
+        assert_eq!(Series::parse("other"), None);
+    }
+
+    #[test]
+    fn a_stored_name_of_neither_form_is_an_error_with_its_cause() {
+        let (_t, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
+        c.add_samples(j, "backup", &[at("drive:0", 1000, 9)])
+            .unwrap();
+        c.conn
+            .execute("UPDATE samples SET series = 'tape:9'", [])
+            .unwrap();
+        let e = c.samples(j, "backup").unwrap_err();
+        let mut chain = Vec::new();
+        let mut cur: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(x) = cur {
+            chain.push(x.to_string());
+            cur = x.source();
+        }
+        assert!(chain[0].contains("read samples"), "{chain:?}");
+        assert!(chain.iter().any(|m| m.contains("tape:9")), "{chain:?}");
     }
 }

@@ -197,7 +197,7 @@ mod tests {
         };
         c.add_extents(j, &[extent]).unwrap();
         let sample = Sample {
-            series: "drive:0".into(),
+            series: crate::Series::Drive(0),
             t_ms: 1000,
             bytes: 1,
             pool_fill: 0.0,

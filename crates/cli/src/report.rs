@@ -4,7 +4,7 @@ use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tapeloom_engine::Home;
+use tapeloom_engine::{Home, Series};
 use tapeloom_report::{render, JobSeries, Sample, Track};
 
 /// Renders job `job`'s samples of operation `op` into `out` (.svg, .png or .html).
@@ -18,7 +18,7 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
         bail!("job {job} has no {op} samples (jobs written before tapeloom kept them have none)");
     }
     let mut streams: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
-    let mut drives: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    let mut drives: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     for r in &rows {
         let s = Sample {
             t: r.t_ms as f64 / 1000.0,
@@ -28,12 +28,9 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
             backhitches: r.backhitches,
             speed_mb_s: r.speed_mb_s,
         };
-        if let Some(name) = r.series.strip_prefix("stream:") {
-            streams.entry(name.to_string()).or_default().push(s);
-        } else {
-            // The plots say "drive" themselves: keep the index only.
-            let name = r.series.strip_prefix("drive:").unwrap_or(&r.series);
-            drives.entry(name.to_string()).or_default().push(s);
+        match &r.series {
+            Series::Stream(name) => streams.entry(name.clone()).or_default().push(s),
+            Series::Drive(d) => drives.entry(*d).or_default().push(s),
         }
     }
     let track = |(name, samples): (String, Vec<Sample>)| Track { name, samples };
@@ -62,10 +59,7 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
                     bytes as f64 / 1e6 / t.max(1e-9)
                 ),
             ));
-            let drive = name
-                .parse::<u64>()
-                .map_or_else(|_| json!(name), |d| json!(d));
-            drive_json.push(json!({"drive": drive, "bytes": bytes, "backhitches": bh}));
+            drive_json.push(json!({"drive": name, "bytes": bytes, "backhitches": bh}));
         }
     }
     for (name, v) in &streams {
@@ -96,7 +90,11 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
         title: format!("job {} ({op}: {})", j.id, j.name),
         summary,
         streams: streams.into_iter().map(track).collect(),
-        drives: drives.into_iter().map(track).collect(),
+        // The plots say "drive" themselves: the index is the name.
+        drives: drives
+            .into_iter()
+            .map(|(d, samples)| track((d.to_string(), samples)))
+            .collect(),
     };
     render(&series, out).map_err(|e| anyhow!("{e}"))?;
     Ok(json!({

@@ -4,42 +4,11 @@
 //! the latest of each series also feeds the progress lines on a terminal.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tapeloom_catalog::Sample;
+pub use tapeloom_catalog::Series;
 use tapeloom_device::DriveStats;
-
-/// What a series of samples measures.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Series {
-    /// A drive of the library, by index.
-    Drive(usize),
-    /// A stream of the job, by name.
-    Stream(String),
-}
-
-impl fmt::Display for Series {
-    /// The name the catalog stores: `drive:N` or `stream:NAME`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Series::Drive(d) => write!(f, "drive:{d}"),
-            Series::Stream(s) => write!(f, "stream:{s}"),
-        }
-    }
-}
-
-impl Series {
-    /// Reads a stored series name back; `None` for a name of neither form.
-    pub fn parse(s: &str) -> Option<Series> {
-        if let Some(name) = s.strip_prefix("stream:") {
-            return Some(Series::Stream(name.to_string()));
-        }
-        s.strip_prefix("drive:")
-            .and_then(|d| d.parse().ok())
-            .map(Series::Drive)
-    }
-}
 
 /// The latest bytes of each series (and backhitches, for drives that count them),
 /// updated as samples are taken.
@@ -91,7 +60,7 @@ impl Sampler {
             l.insert(series.clone(), (bytes, stats.map(|s| s.backhitches)));
         }
         self.out.push(Sample {
-            series: series.to_string(),
+            series,
             t_ms,
             bytes,
             pool_fill,
@@ -108,7 +77,7 @@ impl Sampler {
             l.insert(series.clone(), (bytes, None));
         }
         self.out.push(Sample {
-            series: series.to_string(),
+            series,
             t_ms,
             bytes,
             pool_fill: fill,
@@ -124,19 +93,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn series_names_round_trip() {
-        for s in [
-            Series::Drive(0),
-            Series::Drive(12),
-            Series::Stream("a:b".into()),
-        ] {
-            assert_eq!(Series::parse(&s.to_string()), Some(s));
-        }
-        assert_eq!(Series::parse("drive:x"), None);
-        assert_eq!(Series::parse("other"), None);
-    }
-
-    #[test]
     fn a_round_shares_one_time_and_updates_the_live_view() {
         let live = Live::default();
         let mut s = Sampler::new(Instant::now());
@@ -145,7 +101,7 @@ mod tests {
         s.stream(t, "x", 40, 0.25, Some(&live));
         assert_eq!(s.out.len(), 2);
         assert!(s.out.iter().all(|x| x.t_ms == t));
-        assert_eq!(s.out[0].series, "drive:1");
+        assert_eq!(s.out[0].series, Series::Drive(1));
         let l = live.lock().unwrap();
         assert_eq!(l[&Series::Stream("x".into())], (40, None));
         assert!(!s.due());
