@@ -25,7 +25,7 @@ use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileRow};
 pub use jobs::{Job, JobVolume, Stream};
-pub use samples::{Sample, Series};
+pub use samples::{Mark, Phase, Sample, Series};
 pub use state::{JobState, UnknownState, VolumeState};
 pub use volumes::Volume;
 
@@ -90,7 +90,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 4);
+        assert_eq!(c.schema_version().unwrap(), 5);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

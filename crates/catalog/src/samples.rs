@@ -55,6 +55,64 @@ impl FromSql for Series {
     }
 }
 
+/// What a drive was doing between two times of a job, other than moving data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Changing cartridges: the changer's move, the drive threading the tape (and
+    /// unloading the cartridge before it, when one is changed for another).
+    Load,
+    /// Finding the place to write or read: the label, the end of data, a locate.
+    Position,
+    /// Writing the job's index and end record.
+    Index,
+}
+
+impl Phase {
+    /// The word the catalog stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Load => "load",
+            Phase::Position => "position",
+            Phase::Index => "index",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A stored phase name the catalog does not know.
+#[derive(Debug, thiserror::Error)]
+#[error("the phase name {0:?} is none of load, position, index")]
+struct UnknownPhase(String);
+
+impl FromSql for Phase {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        match value.as_str()? {
+            "load" => Ok(Phase::Load),
+            "position" => Ok(Phase::Position),
+            "index" => Ok(Phase::Index),
+            s => Err(FromSqlError::Other(Box::new(UnknownPhase(s.into())))),
+        }
+    }
+}
+
+/// A span of a job's time axis in which a drive did not move data: a [`Phase`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// The drive, when the library has drives by index.
+    pub drive: Option<usize>,
+    /// What the drive was doing.
+    pub phase: Phase,
+    /// Milliseconds since the job (or the restore) started, when it began.
+    pub from_ms: u64,
+    /// When it ended.
+    pub to_ms: u64,
+}
+
 /// One measurement of one stream or drive during a job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
@@ -102,6 +160,58 @@ impl Catalog {
             tx.commit()
         };
         run().doing("record samples")
+    }
+
+    /// Stores a job's marks for one operation, replacing those an earlier run of the
+    /// same operation left, in one transaction.
+    pub fn set_marks(&self, job: i64, op: &str, marks: &[Mark]) -> Result<()> {
+        let run = || -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            tx.execute(
+                "DELETE FROM marks WHERE job_id = ?1 AND op = ?2",
+                params![job, op],
+            )?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO marks (job_id, op, drive, phase, from_ms, to_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?;
+                for m in marks {
+                    st.execute(params![
+                        job,
+                        op,
+                        m.drive.map(|d| d as i64),
+                        m.phase.as_str(),
+                        m.from_ms as i64,
+                        m.to_ms as i64
+                    ])?;
+                }
+            }
+            tx.commit()
+        };
+        run().doing("record marks")
+    }
+
+    /// A job's marks of one operation, in time order.
+    pub fn marks(&self, job: i64, op: &str) -> Result<Vec<Mark>> {
+        let run = || -> rusqlite::Result<Vec<Mark>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT drive, phase, from_ms, to_ms FROM marks \
+                 WHERE job_id = ?1 AND op = ?2 ORDER BY from_ms, drive",
+            )?;
+            let v = st
+                .query_map(params![job, op], |r| {
+                    Ok(Mark {
+                        drive: r.get::<_, Option<i64>>(0)?.map(|d| d.max(0) as usize),
+                        phase: r.get(1)?,
+                        from_ms: r.get::<_, i64>(2)?.max(0) as u64,
+                        to_ms: r.get::<_, i64>(3)?.max(0) as u64,
+                    })
+                })?
+                .collect();
+            v
+        };
+        run().doing("read marks")
     }
 
     /// Forgets a job's samples of one operation.
@@ -255,5 +365,47 @@ mod tests {
         }
         assert!(chain[0].contains("read samples"), "{chain:?}");
         assert!(chain.iter().any(|m| m.contains("tape:9")), "{chain:?}");
+    }
+
+    #[test]
+    fn marks_replace_those_of_the_same_operation_and_come_back_in_time_order() {
+        let (_t, c) = scratch();
+        let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
+        let m = |drive, phase, from_ms, to_ms| Mark {
+            drive,
+            phase,
+            from_ms,
+            to_ms,
+        };
+        c.set_marks(j, "backup", &[m(Some(1), Phase::Index, 9000, 9500)])
+            .unwrap();
+        c.set_marks(
+            j,
+            "backup",
+            &[
+                m(Some(0), Phase::Index, 9000, 9800),
+                m(Some(0), Phase::Load, 0, 4000),
+                m(None, Phase::Position, 4000, 4100),
+            ],
+        )
+        .unwrap();
+        c.set_marks(j, "restore", &[m(Some(0), Phase::Load, 0, 1)])
+            .unwrap();
+        let got = c.marks(j, "backup").unwrap();
+        assert_eq!(
+            got,
+            vec![
+                m(Some(0), Phase::Load, 0, 4000),
+                m(None, Phase::Position, 4000, 4100),
+                m(Some(0), Phase::Index, 9000, 9800),
+            ]
+        );
+        c.conn
+            .execute("UPDATE marks SET phase = 'rewind'", [])
+            .unwrap();
+        let e = c.marks(j, "backup").unwrap_err();
+        assert!(format!("{e}").contains("read marks"), "{e}");
+        let cause = std::error::Error::source(&e).map(|x| x.to_string());
+        assert!(cause.is_some(), "{e}");
     }
 }

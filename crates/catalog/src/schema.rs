@@ -107,6 +107,18 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX drive_health_by_job ON drive_health (job_id, op);
     ",
+    // 5: when a job's drives were loading, positioning or writing the index.
+    "
+    CREATE TABLE marks (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        op TEXT NOT NULL,
+        drive INTEGER,
+        phase TEXT NOT NULL,
+        from_ms INTEGER NOT NULL,
+        to_ms INTEGER NOT NULL
+    );
+    CREATE INDEX marks_by_job ON marks (job_id, op);
+    ",
 ];
 
 impl Catalog {

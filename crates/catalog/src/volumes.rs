@@ -153,6 +153,7 @@ impl Catalog {
                     "files",
                     "extents",
                     "samples",
+                    "marks",
                     "drive_health",
                     "streams",
                     "job_errors",

@@ -4,8 +4,9 @@ use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
+use tapeloom_catalog::{Mark, Phase};
 use tapeloom_engine::{Home, Series};
-use tapeloom_report::{render, JobSeries, Sample, Track};
+use tapeloom_report::{render, DataPhase, JobSeries, Sample, Span, Track};
 
 /// Renders job `job`'s samples of operation `op` into `out` (.svg, .png or .html).
 pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
@@ -17,24 +18,9 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
     if rows.is_empty() {
         bail!("job {job} has no {op} samples (jobs written before tapeloom kept them have none)");
     }
-    let mut streams: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
-    let mut drives: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
-    for r in &rows {
-        let s = Sample {
-            t: r.t_ms as f64 / 1000.0,
-            bytes: r.bytes,
-            pool_fill: r.pool_fill,
-            buffer_fill: r.buffer_fill,
-            backhitches: r.backhitches,
-            speed_mb_s: r.speed_mb_s,
-        };
-        match &r.series {
-            Series::Stream(name) => streams.entry(name.clone()).or_default().push(s),
-            Series::Drive(d) => drives.entry(*d).or_default().push(s),
-        }
-    }
-    let track = |(name, samples): (String, Vec<Sample>)| Track { name, samples };
-    let last = |v: &Vec<Sample>| v.last().map(|s| (s.bytes, s.backhitches, s.t));
+    let (streams, drives) = tracks(&rows);
+    let spans = spans(&cat.marks(job, op)?);
+    let data = DataPhase::of_all(&drives);
     let mut summary = vec![
         ("job".to_string(), format!("{} ({})", j.id, j.name)),
         ("status".to_string(), j.status.to_string()),
@@ -45,31 +31,48 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
         ),
         (
             "rate".to_string(),
-            format!("{:.1} MB/s", j.bytes as f64 / 1e6 / j.seconds.max(1e-9)),
+            format!(
+                "{:.1} MB/s over the whole job{}",
+                j.bytes as f64 / 1e6 / j.seconds.max(1e-9),
+                while_data_moved(data.as_ref(), true)
+            ),
         ),
     ];
-    let mut drive_json = Vec::new();
-    for (name, v) in &drives {
-        if let Some((bytes, bh, t)) = last(v) {
-            summary.push((
-                format!("drive {name}"),
-                format!(
-                    "{:.1} MB, {:.1} MB/s, {bh} backhitches",
-                    bytes as f64 / 1e6,
-                    bytes as f64 / 1e6 / t.max(1e-9)
-                ),
-            ));
-            drive_json.push(json!({"drive": name, "bytes": bytes, "backhitches": bh}));
-        }
+    if let Some(row) = time_without_data(&spans) {
+        summary.push(("time without data".to_string(), row));
     }
-    for (name, v) in &streams {
-        if let Some((bytes, _, t)) = last(v) {
+    let mut drive_json = Vec::new();
+    for t in &drives {
+        let Some(last) = t.samples.last() else {
+            continue;
+        };
+        let phase = DataPhase::of(t);
+        summary.push((
+            format!("drive {}", t.name),
+            format!(
+                "{:.1} MB, {:.1} MB/s{}, {} backhitches",
+                last.bytes as f64 / 1e6,
+                last.bytes as f64 / 1e6 / last.t.max(1e-9),
+                while_data_moved(phase.as_ref(), false),
+                last.backhitches
+            ),
+        ));
+        drive_json.push(json!({
+            "drive": t.name.parse::<u64>().ok(),
+            "bytes": last.bytes,
+            "backhitches": last.backhitches,
+            "data_mb_per_s": phase.and_then(|p| p.mb_per_s()),
+        }));
+    }
+    for t in &streams {
+        if let Some(last) = t.samples.last() {
             summary.push((
-                format!("stream {name}"),
+                format!("stream {}", t.name),
                 format!(
-                    "{:.1} MB, {:.1} MB/s",
-                    bytes as f64 / 1e6,
-                    bytes as f64 / 1e6 / t.max(1e-9)
+                    "{:.1} MB, {:.1} MB/s{}",
+                    last.bytes as f64 / 1e6,
+                    last.bytes as f64 / 1e6 / last.t.max(1e-9),
+                    while_data_moved(DataPhase::of(t).as_ref(), false)
                 ),
             ));
         }
@@ -86,15 +89,16 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
             "volume_statistics": h.volume_statistics,
         }));
     }
+    let spans_json: Vec<Value> = spans
+        .iter()
+        .map(|s| json!({"what": s.label, "drive": s.drive, "from_s": s.from, "to_s": s.to}))
+        .collect();
     let series = JobSeries {
         title: format!("job {} ({op}: {})", j.id, j.name),
         summary,
-        streams: streams.into_iter().map(track).collect(),
-        // The plots say "drive" themselves: the index is the name.
-        drives: drives
-            .into_iter()
-            .map(|(d, samples)| track((d.to_string(), samples)))
-            .collect(),
+        streams,
+        drives,
+        spans,
     };
     render(&series, out).map_err(|e| anyhow!("{e}"))?;
     Ok(json!({
@@ -102,9 +106,87 @@ pub fn report(home: &Home, job: i64, op: &str, out: &Path) -> Result<Value> {
         "op": op,
         "out": out.display().to_string(),
         "samples": rows.len(),
+        "data_mb_per_s": data.and_then(|p| p.mb_per_s()),
         "drives": drive_json,
+        "spans": spans_json,
         "cartridges": health_json,
     }))
+}
+
+/// The catalog's samples as the figure's tracks: (streams by name, drives by index).
+fn tracks(rows: &[tapeloom_catalog::Sample]) -> (Vec<Track>, Vec<Track>) {
+    let mut streams: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    let mut drives: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+    for r in rows {
+        let s = Sample {
+            t: r.t_ms as f64 / 1000.0,
+            bytes: r.bytes,
+            pool_fill: r.pool_fill,
+            buffer_fill: r.buffer_fill,
+            backhitches: r.backhitches,
+            speed_mb_s: r.speed_mb_s,
+        };
+        match &r.series {
+            Series::Stream(name) => streams.entry(name.clone()).or_default().push(s),
+            Series::Drive(d) => drives.entry(*d).or_default().push(s),
+        }
+    }
+    // The plots say "drive" themselves: the index is the name.
+    let streams: Vec<Track> = streams
+        .into_iter()
+        .map(|(name, samples)| Track { name, samples })
+        .collect();
+    let drives: Vec<Track> = drives
+        .into_iter()
+        .map(|(d, samples)| Track {
+            name: d.to_string(),
+            samples,
+        })
+        .collect();
+    (streams, drives)
+}
+
+/// The catalog's marks as the figure's shaded spans.
+fn spans(marks: &[Mark]) -> Vec<Span> {
+    marks
+        .iter()
+        .map(|m| Span {
+            label: match m.phase {
+                Phase::Load => "loading",
+                Phase::Position => "positioning",
+                Phase::Index => "index",
+            }
+            .to_string(),
+            drive: m.drive.map(|d| d.to_string()),
+            from: m.from_ms as f64 / 1000.0,
+            to: m.to_ms as f64 / 1000.0,
+        })
+        .collect()
+}
+
+/// `" (33.0 MB/s while data moved, 17.0-27.0 s)"`, or nothing without a data phase.
+fn while_data_moved(p: Option<&DataPhase>, when: bool) -> String {
+    match p.and_then(|p| Some((p, p.mb_per_s()?))) {
+        Some((p, r)) if when => format!(
+            "; {r:.1} MB/s while data moved ({:.1} to {:.1} s)",
+            p.from, p.to
+        ),
+        Some((_, r)) => format!(" ({r:.1} MB/s while data moved)"),
+        None => String::new(),
+    }
+}
+
+/// Seconds the drives spent on each kind of span, e.g. `loading 17.2 s, index 0.4 s`.
+fn time_without_data(spans: &[Span]) -> Option<String> {
+    let mut by: Vec<(&str, f64)> = Vec::new();
+    for s in spans {
+        match by.iter_mut().find(|(l, _)| *l == s.label) {
+            Some((_, t)) => *t += s.to - s.from,
+            None => by.push((&s.label, s.to - s.from)),
+        }
+    }
+    let parts: Vec<String> = by.iter().map(|(l, t)| format!("{l} {t:.1} s")).collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// One line of a report's summary on what a drive said about a cartridge: its

@@ -101,3 +101,81 @@ fn samples_are_stored_and_drawn_as_svg_png_and_html() {
     assert_eq!(code, 1);
     assert!(err.contains(".svg"), "{err}");
 }
+
+/// The report marks loading, positioning and the index write on the time axis and
+/// gives the drive's rate while data moved next to its rate over the whole job. (With
+/// the real clock an LTO-3 load takes 17 s of the job; the virtual clock keeps this
+/// test short, so the spans are short too. The rates themselves are checked in the
+/// report crate's tests.)
+#[test]
+fn loading_and_index_are_marked_and_data_phase_rates_shown() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "1",
+            "--slots",
+            "2",
+            "--capacity",
+            "1G",
+            "--model",
+            "lto3",
+        ],
+    );
+    let (a, b) = (t.path().join("alpha"), t.path().join("beta"));
+    for i in 0..2 {
+        write(&a.join(format!("a{i}")), &noise(i, 4_000_000));
+        write(&b.join(format!("b{i}")), &noise(10 + i, 4_000_000));
+    }
+    let r = ok(
+        &home,
+        &[
+            "backup",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--concurrency",
+            "2",
+            "--limit-rate",
+            "8MB",
+        ],
+    );
+    let job = r["job_id"].as_i64().unwrap().to_string();
+    let html = t.path().join("j.html");
+    let x = ok(&home, &["report", &job, "--out", html.to_str().unwrap()]);
+    let spans = x["spans"].as_array().unwrap();
+    let span = |what: &str| {
+        spans
+            .iter()
+            .find(|s| s["what"] == what)
+            .unwrap_or_else(|| panic!("no {what} span: {x}"))
+    };
+    let load = span("loading");
+    let (from, to) = (
+        load["from_s"].as_f64().unwrap(),
+        load["to_s"].as_f64().unwrap(),
+    );
+    assert!(to >= from, "{x}");
+    assert_eq!(load["drive"], "0", "{x}");
+    let index = span("index");
+    assert!(index["from_s"].as_f64().unwrap() >= to, "{x}");
+    span("positioning");
+    assert!(
+        x["drives"][0]["data_mb_per_s"].as_f64().unwrap() > 0.0,
+        "{x}"
+    );
+    assert!(x["data_mb_per_s"].as_f64().unwrap() > 0.0, "{x}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("while data moved"),
+        "summary lacks data-phase rates"
+    );
+    assert!(
+        page.contains("time without data"),
+        "summary lacks the spans"
+    );
+    assert!(page.contains("loading"), "figure lacks the loading span");
+}

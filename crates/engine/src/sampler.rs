@@ -6,9 +6,27 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tapeloom_catalog::Sample;
 pub use tapeloom_catalog::Series;
+use tapeloom_catalog::{Mark, Sample};
 use tapeloom_device::DriveStats;
+
+/// The marks of a job's drives, in milliseconds since `t0`, in time order.
+pub(crate) fn marks(t0: Instant, writers: &[crate::media::writer::VolumeWriter]) -> Vec<Mark> {
+    let ms = |t: Instant| t.saturating_duration_since(t0).as_millis() as u64;
+    let mut out: Vec<Mark> = writers
+        .iter()
+        .flat_map(|w| {
+            w.marks.iter().map(|(drive, phase, from, to)| Mark {
+                drive: *drive,
+                phase: *phase,
+                from_ms: ms(*from),
+                to_ms: ms(*to),
+            })
+        })
+        .collect();
+    out.sort_by_key(|m| (m.from_ms, m.drive));
+    out
+}
 
 /// The latest bytes of each series (and backhitches, for drives that count them),
 /// updated as samples are taken.

@@ -105,5 +105,6 @@ fn synthetic_job() -> JobSeries {
             name: "st0".into(),
             samples: drive,
         }],
+        spans: Vec::new(),
     }
 }

@@ -9,8 +9,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::{draw_failed, Backend, ReportError};
 use crate::font::FAMILY;
-use crate::legend::{draw_legend, shorten, Swatch};
+use crate::legend::{draw_legend, shorten, Swatch, BAND_ALPHA};
 use crate::prepare::Prepared;
+use crate::Span;
 
 const WIDTH: u32 = 1400;
 const HEIGHT: u32 = 1050;
@@ -38,6 +39,70 @@ const STREAM_COLORS: [RGBColor; 9] = [
 ];
 const BACKHITCH: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 const NOTE: RGBColor = RGBColor(0x70, 0x70, 0x70);
+
+/// Shades of the spans without data, by what the drive was doing.
+const SPAN_COLORS: [(&str, RGBColor); 3] = [
+    ("loading", RGBColor(0x60, 0x60, 0x60)),
+    ("positioning", RGBColor(0x1f, 0x77, 0xb4)),
+    ("index", RGBColor(0xff, 0x9f, 0x1c)),
+];
+const SPAN_OTHER: RGBColor = RGBColor(0x9a, 0x60, 0xb4);
+
+fn span_color(label: &str) -> RGBColor {
+    SPAN_COLORS
+        .iter()
+        .find(|(l, _)| *l == label)
+        .map_or(SPAN_OTHER, |(_, c)| *c)
+}
+
+/// Shades the spans without data across a panel; with `labels`, names each span
+/// wide enough to hold its name at the top of the panel.
+fn shade<DB: Backend>(
+    chart: &mut Chart<'_, DB>,
+    spans: &[Span],
+    labels: bool,
+) -> Result<(), ReportError> {
+    let (x, y) = (chart.x_range(), chart.y_range());
+    let bands = spans.iter().map(|s| {
+        Rectangle::new(
+            [(s.from, y.start), (s.to.max(s.from), y.end)],
+            span_color(&s.label).mix(BAND_ALPHA).filled(),
+        )
+    });
+    chart.draw_series(bands).map_err(draw_failed)?;
+    if !labels {
+        return Ok(());
+    }
+    let style = (FAMILY, 13)
+        .into_font()
+        .color(&NOTE)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    // A name needs about 7 px per character; the plot is about 1,000 px wide.
+    let per_char = (x.end - x.start) / 1000.0 * 7.0;
+    for s in spans {
+        if s.to - s.from >= per_char * s.label.len() as f64 {
+            let at = ((s.from + s.to) / 2.0, y.end * 0.98);
+            chart
+                .plotting_area()
+                .draw(&Text::new(s.label.clone(), at, style.clone()))
+                .map_err(draw_failed)?;
+        }
+    }
+    Ok(())
+}
+
+/// Legend rows for the kinds of span the job has, in order of first appearance.
+fn span_legend(spans: &[Span]) -> Vec<(Swatch, String)> {
+    let mut seen: Vec<&str> = Vec::new();
+    for s in spans {
+        if !seen.contains(&s.label.as_str()) {
+            seen.push(&s.label);
+        }
+    }
+    seen.into_iter()
+        .map(|l| (Swatch::Band(span_color(l)), l.to_string()))
+        .collect()
+}
 
 const DRIVE_WIDTH: u32 = 3;
 const STREAM_WIDTH: u32 = 2;
@@ -203,6 +268,7 @@ fn throughput_panel<DB: Backend>(
         "throughput (MB/s)",
         false,
     )?;
+    shade(&mut chart, &p.spans, true)?;
     let mut legend = Vec::new();
     for (i, line) in p.drives.iter().enumerate() {
         legend.push((
@@ -226,6 +292,7 @@ fn throughput_panel<DB: Backend>(
             drive_color(i).stroke_width(DRIVE_WIDTH),
         )?;
     }
+    legend.extend(span_legend(&p.spans));
     let all = || p.streams.iter().chain(p.drives.iter());
     if !p.any_samples {
         note(&chart, "no samples recorded for this job")?;
@@ -244,6 +311,7 @@ fn fill_panel<DB: Backend>(
     p: &Prepared,
 ) -> Result<(), ReportError> {
     let mut chart = axes(area, "Buffer fill", p.t_end, 105.0, "fill (%)", false)?;
+    shade(&mut chart, &p.spans, false)?;
     let mut legend = Vec::new();
     for (i, line) in p.streams.iter().enumerate() {
         let style = stream_color(i).mix(0.9).stroke_width(STREAM_WIDTH);
@@ -322,6 +390,7 @@ fn speed_panel<DB: Backend>(
             true,
         )?,
     };
+    shade(&mut chart, &p.spans, false)?;
     let mut legend = Vec::new();
     let lines: Vec<Vec<(f64, f64)>> = p
         .drives

@@ -14,8 +14,13 @@ pub(crate) enum Swatch {
     Line(RGBColor, u32),
     Dashed(RGBColor, u32),
     Cross(RGBColor),
+    /// A shaded span of the time axis.
+    Band(RGBColor),
     Blank,
 }
+
+/// How opaque a shaded span is, in the plots and in their legend.
+pub(crate) const BAND_ALPHA: f64 = 0.22;
 
 const LEGEND_ROW: i32 = 21;
 const LEGEND_TOP: i32 = 34;
@@ -57,6 +62,12 @@ pub(crate) fn draw_legend<DB: Backend>(
                 .map_err(draw_failed)?,
             Swatch::Cross(color) => area
                 .draw(&Cross::new((x0 + 15, y), 6, color.stroke_width(2)))
+                .map_err(draw_failed)?,
+            Swatch::Band(color) => area
+                .draw(&Rectangle::new(
+                    [(x0 + 4, y - 7), (x0 + 27, y + 7)],
+                    color.mix(BAND_ALPHA).filled(),
+                ))
                 .map_err(draw_failed)?,
             Swatch::Blank => {}
         }

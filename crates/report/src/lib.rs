@@ -36,6 +36,73 @@ pub struct JobSeries {
     pub streams: Vec<Track>,
     /// One track per tape drive.
     pub drives: Vec<Track>,
+    /// Spans of the time axis in which a drive moved no data because it was loading
+    /// a cartridge, finding its place on one, or writing the index; shaded and named
+    /// in the figure so that a blank start or a gap in the lines is explained.
+    pub spans: Vec<Span>,
+}
+
+/// A span of the time axis in which a drive did something other than move data.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Span {
+    /// What the drive was doing, e.g. `loading`, `positioning`, `index`.
+    pub label: String,
+    /// The drive's name as in [`JobSeries::drives`], when known.
+    pub drive: Option<String>,
+    /// Seconds since the job started.
+    pub from: f64,
+    /// Seconds since the job started, >= `from`.
+    pub to: f64,
+}
+
+/// Where data moved on a track: from the last sample before its bytes first grew to
+/// the first sample at its final count. Whole-job rates divide by the job's time,
+/// loads and the index write included; this is the rate while data flowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DataPhase {
+    /// Seconds since the job started, when data began to move.
+    pub from: f64,
+    /// When the last byte had moved.
+    pub to: f64,
+    /// Bytes moved between the two.
+    pub bytes: u64,
+}
+
+impl DataPhase {
+    /// MB/s while data moved; `None` for a phase of no length.
+    pub fn mb_per_s(&self) -> Option<f64> {
+        let dt = self.to - self.from;
+        (dt > 0.0).then(|| self.bytes as f64 / 1e6 / dt)
+    }
+
+    /// The data phase of one track; `None` when its bytes never grew.
+    pub fn of(track: &Track) -> Option<DataPhase> {
+        let samples: Vec<&Sample> = track.samples.iter().filter(|s| s.t.is_finite()).collect();
+        let first_growth = samples.windows(2).position(|w| w[1].bytes > w[0].bytes)?;
+        let start = samples[first_growth];
+        let last = samples.last()?;
+        let end = samples[first_growth..]
+            .iter()
+            .find(|s| s.bytes >= last.bytes)?;
+        Some(DataPhase {
+            from: start.t,
+            to: end.t,
+            bytes: last.bytes.saturating_sub(start.bytes),
+        })
+    }
+
+    /// The data phase of several tracks together (a job's drives): from the first
+    /// to start to the last to end, with the bytes of all.
+    pub fn of_all<'a>(tracks: impl IntoIterator<Item = &'a Track>) -> Option<DataPhase> {
+        tracks
+            .into_iter()
+            .filter_map(DataPhase::of)
+            .reduce(|a, b| DataPhase {
+                from: a.from.min(b.from),
+                to: a.to.max(b.to),
+                bytes: a.bytes + b.bytes,
+            })
+    }
 }
 
 /// The samples of one stream or one drive.

@@ -1,7 +1,7 @@
 //! Turns raw samples into the lines the panels draw: cleaned, converted to display
 //! units, and thinned to a size a figure can show. No drawing here.
 
-use crate::{JobSeries, Sample, Track};
+use crate::{JobSeries, Sample, Span, Track};
 
 /// More points than this per line are averaged in buckets: a day at one sample per
 /// second is 86,400 points, far more than the figure has pixels, and SVG or HTML output
@@ -52,6 +52,8 @@ pub(crate) struct Prepared {
     pub backhitch_top: f64,
     /// Whether any track has a sample with a usable time.
     pub any_samples: bool,
+    /// The job's spans without data, cleaned: finite, from 0, `from <= to`, in order.
+    pub spans: Vec<Span>,
 }
 
 impl Prepared {
@@ -59,7 +61,11 @@ impl Prepared {
         let streams: Vec<Line> = job.streams.iter().map(Line::from_track).collect();
         let drives: Vec<Line> = job.drives.iter().map(Line::from_track).collect();
         let all = || streams.iter().chain(drives.iter());
-        let t_end = all().flat_map(|l| l.t_last).fold(0.0, f64::max);
+        let spans = clean_spans(&job.spans);
+        let t_end = all()
+            .flat_map(|l| l.t_last)
+            .chain(spans.iter().map(|s| s.to))
+            .fold(0.0, f64::max);
         let throughput_max = all()
             .flat_map(|l| l.throughput.iter())
             .map(|&(_, v)| v)
@@ -80,8 +86,24 @@ impl Prepared {
             speed_top: axis_top(speed_max * 1.25, 1.0),
             streams,
             drives,
+            spans,
         }
     }
+}
+
+/// Spans with usable times only, clamped to start at 0, in time order.
+fn clean_spans(spans: &[Span]) -> Vec<Span> {
+    let mut out: Vec<Span> = spans
+        .iter()
+        .filter(|s| s.from.is_finite() && s.to.is_finite())
+        .map(|s| Span {
+            from: s.from.max(0.0),
+            to: s.to.max(s.from).max(0.0),
+            ..s.clone()
+        })
+        .collect();
+    out.sort_by(|a, b| a.from.total_cmp(&b.from));
+    out
 }
 
 /// `value`, or `floor` if that is larger or `value` is not a usable axis end.

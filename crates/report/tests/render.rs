@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tapeloom_report::{render, JobSeries, ReportError, Sample, Track};
+use tapeloom_report::{render, DataPhase, JobSeries, ReportError, Sample, Span, Track};
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
@@ -68,6 +68,26 @@ fn job() -> JobSeries {
             name: "st0".into(),
             samples: drive,
         }],
+        spans: vec![
+            Span {
+                label: "loading".into(),
+                drive: Some("st0".into()),
+                from: 0.0,
+                to: 14.0,
+            },
+            Span {
+                label: "index".into(),
+                drive: Some("st0".into()),
+                from: 112.0,
+                to: 125.0,
+            },
+            Span {
+                label: "broken".into(),
+                drive: None,
+                from: f64::NAN,
+                to: 3.0,
+            },
+        ],
     }
 }
 
@@ -88,6 +108,62 @@ fn svg_names_every_stream_and_drive() {
     assert!(svg.contains("drive st0: 5 backhitches"));
     assert!(svg.contains("drive st0: drive buffer"));
     assert!(svg.contains("speed step (MB/s)"));
+}
+
+#[test]
+fn spans_without_data_are_shaded_named_and_in_the_legend() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = String::from_utf8(render_to(&job(), dir.path(), "job.svg")).unwrap();
+    // Named on the plot (wide enough) and in the legend. The SVG backend puts a
+    // text element's text on a line of its own.
+    assert_eq!(
+        svg.matches("\nloading\n").count(),
+        2,
+        "loading not named twice"
+    );
+    assert_eq!(svg.matches("\nindex\n").count(), 2, "index not named twice");
+    assert!(
+        !svg.contains("broken"),
+        "a span with no usable time was drawn"
+    );
+    let mut plain = job();
+    plain.spans.clear();
+    let plain = String::from_utf8(render_to(&plain, dir.path(), "plain.svg")).unwrap();
+    assert!(!plain.contains("\nloading\n"));
+    assert!(svg.matches("<rect").count() >= plain.matches("<rect").count() + 3 * 2 + 2);
+}
+
+#[test]
+fn data_phase_rates_leave_out_the_time_before_and_after_the_data() {
+    let at = |t: f64, bytes: u64| Sample {
+        t,
+        bytes,
+        ..Sample::default()
+    };
+    // Loading until 17 s, then 33 MB/s for 10 s, then idle while the index is written.
+    let mut samples = vec![at(0.0, 0), at(17.0, 0)];
+    for i in 1..=10u64 {
+        samples.push(at(17.0 + i as f64, i * 33_000_000));
+    }
+    samples.push(at(29.0, 330_000_000));
+    let drive = Track {
+        name: "0".into(),
+        samples,
+    };
+    let p = DataPhase::of(&drive).unwrap();
+    assert_eq!((p.from, p.to, p.bytes), (17.0, 27.0, 330_000_000));
+    assert!((p.mb_per_s().unwrap() - 33.0).abs() < 1e-9);
+    let idle = Track {
+        name: "1".into(),
+        samples: vec![at(0.0, 0), at(5.0, 0)],
+    };
+    assert_eq!(DataPhase::of(&idle), None);
+    let later = Track {
+        name: "2".into(),
+        samples: vec![at(20.0, 0), at(30.0, 100_000_000)],
+    };
+    let all = DataPhase::of_all([&drive, &idle, &later]).unwrap();
+    assert_eq!((all.from, all.to, all.bytes), (17.0, 30.0, 430_000_000));
 }
 
 #[test]

@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tapeloom_catalog::{JobState, Stream};
+use tapeloom_catalog::{JobState, Phase, Stream};
 use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus, Timestamp};
 use weave::{JobShared, Pending, Weaver, Woven};
 
@@ -255,6 +255,7 @@ fn finish(
         .flat_map(|w| w.volumes.iter().cloned())
         .collect();
     all_volumes.sort_by_key(|(seq, _)| *seq);
+    let t_index = Instant::now();
     let index_start = index::write_index(cat, job_id, &mut writers[0])?;
     let ended = Timestamp::now();
     let job_end = JobEnd {
@@ -271,6 +272,8 @@ fn finish(
         volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
     };
     writers[0].end(&job_end.encode())?;
+    writers[0].mark(Phase::Index, t_index, Instant::now());
+    cat.set_marks(job_id, "backup", &crate::sampler::marks(job.t0, writers))?;
     let status = JobState::from(job_end.status);
     let seconds = job.t0.elapsed().as_secs_f64();
     cat.add_samples(job_id, "backup", &samples)?;

@@ -10,7 +10,8 @@ use crate::media::random_uuid;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use tapeloom_catalog::{Catalog, Volume, VolumeState};
+use std::time::Instant;
+use tapeloom_catalog::{Catalog, Phase, Volume, VolumeState};
 use tapeloom_device::{DeviceError, WriteOutcome};
 use tapeloom_format::{
     JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
@@ -83,6 +84,11 @@ pub(crate) struct VolumeWriter {
     /// Whether the drive's own compressor ran at the last mount (false: the drive
     /// has none, or it was switched off).
     pub drive_compressed: Option<bool>,
+    /// When this drive changed cartridges, found its place on one, or wrote the
+    /// index: (drive, phase, from, to).
+    pub marks: Vec<(Option<usize>, Phase, Instant, Instant)>,
+    /// The library's drive the current cartridge is in.
+    mounted_in: Option<usize>,
 }
 
 impl VolumeWriter {
@@ -121,6 +127,8 @@ impl VolumeWriter {
             first,
             health: Vec::new(),
             drive_compressed: None,
+            marks: Vec::new(),
+            mounted_in: None,
         };
         if first {
             w.mount_next()?;
@@ -173,6 +181,7 @@ impl VolumeWriter {
 
     fn mount_next(&mut self) -> Result<()> {
         loop {
+            let t_load = Instant::now();
             let (barcode, mut drive) = {
                 let tapes = Arc::clone(&self.tapes);
                 let mut g = tapes.lock()?;
@@ -180,7 +189,8 @@ impl VolumeWriter {
                 let barcode = self.choose(lib, claimed)?;
                 claimed.push(barcode.clone());
                 self.drive = None;
-                let (_, mut drive, moved) = place(lib, &barcode, self.prefer_drive)?;
+                let (i, mut drive, moved) = place(lib, &barcode, self.prefer_drive)?;
+                self.mounted_in = Some(i);
                 drop(g);
                 // Threading the tape happens in the drive, while the changer serves
                 // the job's other drives.
@@ -189,6 +199,8 @@ impl VolumeWriter {
                 }
                 (barcode, drive)
             };
+            let t_position = Instant::now();
+            self.mark(Phase::Load, t_load, t_position);
             let mut fresh = false;
             let volume = match (
                 read_label(&mut *drive)?,
@@ -246,6 +258,7 @@ impl VolumeWriter {
                 drive.space_to_eod()?;
             }
             self.lbn = drive.position()?;
+            self.mark(Phase::Position, t_position, Instant::now());
             self.since_filemark = 0;
             if drive.write_protected()? {
                 continue;
@@ -292,7 +305,10 @@ impl VolumeWriter {
             }
             self.note_health();
             if let Some(d) = self.drive.as_mut() {
+                let t = Instant::now();
                 d.unload()?;
+                let drive = self.mounted_in;
+                self.marks.push((drive, Phase::Load, t, Instant::now()));
             }
         }
         self.need_switch = false;
@@ -421,6 +437,11 @@ impl VolumeWriter {
     /// The drive's statistics, when it keeps them.
     pub fn drive_stats(&self) -> Option<tapeloom_device::DriveStats> {
         self.drive.as_ref().and_then(|d| d.stats())
+    }
+
+    /// Notes a span of `phase` on the drive the cartridge is in.
+    pub fn mark(&mut self, phase: Phase, from: Instant, to: Instant) {
+        self.marks.push((self.mounted_in, phase, from, to));
     }
 
     /// The drive this writer uses, once it has mounted a cartridge.
