@@ -8,6 +8,7 @@
 //! [`Catalog`]'s methods are grouped by what they keep: `volumes`, `jobs` (with their
 //! streams, segments and errors), `files` (with extents), `samples` and `health`.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 use rusqlite::Connection;
 use std::path::Path;

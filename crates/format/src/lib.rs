@@ -2,6 +2,7 @@
 //! `docs/FORMAT.md`. This crate does no I/O: it turns values into bytes and bytes into
 //! values, and every decoder returns an error instead of panicking on bad input.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod block;
 mod codec;

@@ -12,6 +12,7 @@
 //! Units: time in seconds since the job started; MB means 10^6 bytes, as on tape drive
 //! data sheets.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod draw;
 mod error;
