@@ -1,7 +1,7 @@
 //! The library conformance suite on the virtual library (plain and modeled
 //! drives) and on tgt's changer and drives over iSCSI.
 
-use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::scsi::ScsiLibrary;
 use tapeloom_device::testkit::conformance::{library, Check, Skip};
 use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{LibraryConfig, VirtualLibrary};
@@ -45,23 +45,9 @@ const TGT_SKIPS: &[Skip] = &[Skip {
 
 #[test]
 fn tgt_library_passes_the_library_suite() {
-    if let Err(e) = TgtLibrary::available() {
-        panic!("this test needs tgt: {e}");
-    }
     let t = tempfile::tempdir().unwrap();
-    let tgt = TgtLibrary::start(&TgtOptions {
-        drives: 2,
-        tapes: 3,
-        tape_mb: 8,
-        barcode_prefix: "TLC".into(),
-        dir: t.path().join("vtl"),
-    })
-    .expect("start tgtd");
-    let mut lib = ScsiLibrary::open(&ScsiLibraryConfig {
-        changer: tgt.changer_url.clone(),
-        drives: tgt.drive_urls.clone(),
-    })
-    .unwrap();
+    let tgt = TgtLibrary::start_for_test(&TgtOptions::sized(t.path().join("vtl"), 2, 3, 8, "TLC"));
+    let mut lib = ScsiLibrary::open(&tgt.config()).unwrap();
     let outcome = library::run_all(&mut lib, TGT_SKIPS);
     eprint!("tgt library:\n{}", outcome.skipped_list());
     assert_eq!(outcome.skipped, TGT_SKIPS, "mail slots and the rest ran");

@@ -2,31 +2,23 @@
 //! the conformance suite every drive passes, early warning, and the changer.
 
 use tapeloom_device::scsi::ssc::ScsiDrive;
-use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
+use tapeloom_device::scsi::ScsiLibrary;
 use tapeloom_device::testkit::conformance::{self, Check, Skip};
 use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, ReadOutcome, TapeDrive, TapeLibrary, WriteOutcome};
 
 fn start(dir: &std::path::Path, drives: usize, tapes: usize, tape_mb: u64) -> TgtLibrary {
-    if let Err(e) = TgtLibrary::available() {
-        panic!("these tests need tgt: {e}");
-    }
-    TgtLibrary::start(&TgtOptions {
+    TgtLibrary::start_for_test(&TgtOptions::sized(
+        dir.join("vtl"),
         drives,
         tapes,
         tape_mb,
-        barcode_prefix: "TLD".into(),
-        dir: dir.join("vtl"),
-    })
-    .expect("start tgtd")
+        "TLD",
+    ))
 }
 
 fn library(tgt: &TgtLibrary) -> ScsiLibrary {
-    ScsiLibrary::open(&ScsiLibraryConfig {
-        changer: tgt.changer_url.clone(),
-        drives: tgt.drive_urls.clone(),
-    })
-    .unwrap()
+    ScsiLibrary::open(&tgt.config()).unwrap()
 }
 
 /// What tgt's drive cannot do of the drive suite, and why. Everything else runs:

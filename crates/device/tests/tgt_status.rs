@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tapeloom_device::scsi::ssc::ScsiDrive;
 use tapeloom_device::scsi::{
-    cdb, open_transport, CmdOutcome, DataDir, ScsiLibrary, ScsiLibraryConfig, ScsiTransport,
-    TransportOpener, STATUS_GOOD,
+    cdb, open_transport, CmdOutcome, DataDir, ScsiLibrary, ScsiTransport, TransportOpener,
+    STATUS_GOOD,
 };
 use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, Result, TapeDrive, TapeLibrary};
@@ -67,22 +67,9 @@ fn next_block(dev: &str, len: usize) -> Vec<u8> {
 
 #[test]
 fn library_status_sends_no_motion_command() {
-    if let Err(e) = TgtLibrary::available() {
-        panic!("this test needs tgt: {e}");
-    }
     let t = tempfile::tempdir().unwrap();
-    let tgt = TgtLibrary::start(&TgtOptions {
-        drives: 2,
-        tapes: 3,
-        tape_mb: 8,
-        barcode_prefix: "TLS".into(),
-        dir: t.path().join("vtl"),
-    })
-    .expect("start tgtd");
-    let cfg = ScsiLibraryConfig {
-        changer: tgt.changer_url.clone(),
-        drives: tgt.drive_urls.clone(),
-    };
+    let tgt = TgtLibrary::start_for_test(&TgtOptions::sized(t.path().join("vtl"), 2, 3, 8, "TLS"));
+    let cfg = tgt.config();
     // Drive 0 holds a cartridge stopped in the middle of its data: before block 3
     // of blocks that each hold their own number.
     {
@@ -132,22 +119,9 @@ fn library_status_sends_no_motion_command() {
 fn opening_a_drive_for_use_does_rewind_without_read_position() {
     // The contrast that makes the status path necessary: on tgt (no READ
     // POSITION) opening a drive for use rewinds it to know where it is.
-    if let Err(e) = TgtLibrary::available() {
-        panic!("this test needs tgt: {e}");
-    }
     let t = tempfile::tempdir().unwrap();
-    let tgt = TgtLibrary::start(&TgtOptions {
-        drives: 1,
-        tapes: 1,
-        tape_mb: 8,
-        barcode_prefix: "TLR".into(),
-        dir: t.path().join("vtl"),
-    })
-    .expect("start tgtd");
-    let cfg = ScsiLibraryConfig {
-        changer: tgt.changer_url.clone(),
-        drives: tgt.drive_urls.clone(),
-    };
+    let tgt = TgtLibrary::start_for_test(&TgtOptions::sized(t.path().join("vtl"), 1, 1, 8, "TLR"));
+    let cfg = tgt.config();
     let mut lib = ScsiLibrary::open(&cfg).unwrap();
     let slot = lib.inventory().unwrap().slot_of(&tgt.barcodes[0]).unwrap();
     lib.load(slot, 0).unwrap();

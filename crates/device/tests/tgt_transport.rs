@@ -11,17 +11,7 @@ const GOOD: u8 = 0x00;
 const CHECK: u8 = 0x02;
 
 fn start(dir: &std::path::Path) -> TgtLibrary {
-    if let Err(m) = TgtLibrary::available() {
-        panic!("{m}");
-    }
-    let opts = TgtOptions {
-        drives: 2,
-        tapes: 3,
-        tape_mb: 64,
-        barcode_prefix: "TLT".into(),
-        dir: dir.to_path_buf(),
-    };
-    TgtLibrary::start(&opts).unwrap_or_else(|e| panic!("starting tgt: {e}"))
+    TgtLibrary::start_for_test(&TgtOptions::new(dir))
 }
 
 fn open(url: &str) -> Box<dyn ScsiTransport> {

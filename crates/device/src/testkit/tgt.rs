@@ -102,6 +102,24 @@ pub struct TgtOptions {
 }
 
 impl TgtOptions {
+    /// `drives` drives and `tapes` tapes of `tape_mb` MB labelled `{prefix}001L6`..
+    /// in `dir`.
+    pub fn sized(
+        dir: impl Into<PathBuf>,
+        drives: usize,
+        tapes: usize,
+        tape_mb: u64,
+        prefix: &str,
+    ) -> TgtOptions {
+        TgtOptions {
+            drives,
+            tapes,
+            tape_mb,
+            barcode_prefix: prefix.to_string(),
+            dir: dir.into(),
+        }
+    }
+
     /// Two drives and three 64 MB tapes labelled TLT001L6.. in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> TgtOptions {
         TgtOptions {
@@ -365,6 +383,24 @@ impl TgtLibrary {
     /// names the package to install.
     pub fn available() -> std::result::Result<(), String> {
         find_tools().map(|_| ())
+    }
+
+    /// For tests: starts a library as described in `opts`, or panics with a line
+    /// that says why (tgt missing, with the package to install, or tgtd failing).
+    /// A test that needs tgt fails without it; it is never skipped.
+    pub fn start_for_test(opts: &TgtOptions) -> TgtLibrary {
+        if let Err(e) = TgtLibrary::available() {
+            panic!("this test needs tgt: {e}");
+        }
+        TgtLibrary::start(opts).unwrap_or_else(|e| panic!("starting tgt: {e}"))
+    }
+
+    /// The library's changer and drives, as [`crate::scsi::ScsiLibrary::open`] takes them.
+    pub fn config(&self) -> crate::scsi::ScsiLibraryConfig {
+        crate::scsi::ScsiLibraryConfig {
+            changer: self.changer_url.clone(),
+            drives: self.drive_urls.clone(),
+        }
     }
 
     /// Creates the tape images and starts a library as described in `opts`.
