@@ -771,6 +771,34 @@ impl IscsiTransport {
     }
 }
 
+/// A command's data phase as libiscsi takes it: the direction (none when there is
+/// no data), the length, and the data-in or data-out buffer (null for the other).
+fn transfer(data: DataDir<'_>) -> (c_int, usize, *mut c_uchar, *mut c_uchar) {
+    let (dir, len, in_ptr, out_ptr) = match data {
+        DataDir::None => (
+            SCSI_XFER_NONE,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ),
+        DataDir::In(b) => (
+            SCSI_XFER_READ,
+            b.len(),
+            b.as_mut_ptr(),
+            std::ptr::null_mut(),
+        ),
+        // libiscsi only reads data-out; the pointer is mutable in its type only.
+        DataDir::Out(b) => (
+            SCSI_XFER_WRITE,
+            b.len(),
+            std::ptr::null_mut(),
+            b.as_ptr() as *mut c_uchar,
+        ),
+    };
+    let dir = if len == 0 { SCSI_XFER_NONE } else { dir };
+    (dir, len, in_ptr, out_ptr)
+}
+
 impl ScsiTransport for IscsiTransport {
     fn execute(&mut self, cdb: &[u8], data: DataDir<'_>, timeout: Duration) -> Result<CmdOutcome> {
         let op = cdb.first().copied().unwrap_or(0);
@@ -780,28 +808,7 @@ impl ScsiTransport for IscsiTransport {
                 max: MAX_CDB_LEN,
             }));
         }
-        let (dir, len, in_ptr, out_ptr): (c_int, usize, *mut c_uchar, *mut c_uchar) = match data {
-            DataDir::None => (
-                SCSI_XFER_NONE,
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            ),
-            DataDir::In(b) => (
-                SCSI_XFER_READ,
-                b.len(),
-                b.as_mut_ptr(),
-                std::ptr::null_mut(),
-            ),
-            // libiscsi only reads data-out; the pointer is mutable in its type only.
-            DataDir::Out(b) => (
-                SCSI_XFER_WRITE,
-                b.len(),
-                std::ptr::null_mut(),
-                b.as_ptr() as *mut c_uchar,
-            ),
-        };
-        let dir = if len == 0 { SCSI_XFER_NONE } else { dir };
+        let (dir, len, in_ptr, out_ptr) = transfer(data);
         let expxferlen =
             c_int::try_from(len).map_err(|_| self.error(TransportError::DataTooLarge { len }))?;
         if self.session.is_none() {
