@@ -237,3 +237,90 @@ pub fn label(
         jobs_forgotten,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::Home;
+
+    fn home() -> (tempfile::TempDir, Home, Vec<String>) {
+        let t = tempfile::tempdir().unwrap();
+        let home = Home::open(&t.path().join("home")).unwrap();
+        let barcodes = home.library().unwrap().inventory().unwrap().barcodes();
+        (t, home, barcodes)
+    }
+
+    fn foreign(why: Found) -> String {
+        match why {
+            Found::Foreign(why) => why,
+            Found::Blank => panic!("blank"),
+            Found::Label(l) => panic!("a label of {}", l.barcode),
+        }
+    }
+
+    #[test]
+    fn read_label_tells_blank_labelled_and_foreign_cartridges_apart() {
+        let (_t, home, b) = home();
+        let mut lib = home.library().unwrap();
+        let (_, mut d) = mount(&mut lib, &b[0], Some(0)).unwrap();
+        assert!(matches!(read_label(&mut *d).unwrap(), Found::Blank));
+        d.write_block(&[7u8; 100]).unwrap();
+        d.write_filemarks(1, false).unwrap();
+        assert!(foreign(read_label(&mut *d).unwrap()).contains("(100 bytes)"));
+        drop(d);
+        let (_, mut d) = mount(&mut lib, &b[1], Some(0)).unwrap();
+        d.write_filemarks(1, false).unwrap();
+        assert!(foreign(read_label(&mut *d).unwrap()).contains("filemark"));
+        drop(d);
+        // A block of a label's length that does not decode as one.
+        let (_, mut d) = mount(&mut lib, &b[2], Some(1)).unwrap();
+        d.write_block(&vec![0xab; LABEL_LEN]).unwrap();
+        d.write_filemarks(1, false).unwrap();
+        let why = foreign(read_label(&mut *d).unwrap());
+        assert!(why.contains("not a tapeloom label ("), "{why}");
+        drop(d);
+        drop(lib);
+        label(&home, &b[3], "pool", 65536, false).unwrap();
+        let mut lib = home.library().unwrap();
+        let (_, mut d) = mount(&mut lib, &b[3], None).unwrap();
+        match read_label(&mut *d).unwrap() {
+            Found::Label(l) => assert_eq!((l.barcode.as_str(), l.pool.as_str()), (&*b[3], "pool")),
+            _ => panic!("no label"),
+        }
+    }
+
+    #[test]
+    fn label_writes_over_only_what_tapeloom_knows_unless_forced() {
+        let (_t, home, b) = home();
+        {
+            let mut lib = home.library().unwrap();
+            let (_, mut d) = mount(&mut lib, &b[0], None).unwrap();
+            d.write_block(&[1u8; 4096]).unwrap();
+            d.write_filemarks(1, false).unwrap();
+        }
+        let e = label(&home, &b[0], "default", 262_144, false).unwrap_err();
+        assert!(matches!(e, Error::Media(MediaError::Foreign { .. })), "{e}");
+        let l = label(&home, &b[0], "default", 262_144, true).unwrap();
+        assert_eq!((l.was.as_str(), l.jobs_forgotten.len()), ("foreign", 0));
+        // A volume the catalog knows, with no jobs: labelled again without force.
+        let l = label(&home, &b[0], "other", 65_536, false).unwrap();
+        assert_eq!(l.was, "tapeloom");
+        let v = home.catalog.volume_by_barcode(&b[0]).unwrap().unwrap();
+        assert_eq!((v.pool.as_str(), v.block_size), ("other", 65_536));
+        // A tapeloom label the catalog does not know (another home wrote it).
+        home.connect().unwrap().forget_volume(v.id).unwrap();
+        let e = label(&home, &b[0], "default", 262_144, false).unwrap_err();
+        match e {
+            Error::Media(MediaError::UnknownLabel { barcode, pool }) => {
+                assert_eq!((barcode.as_str(), pool.as_str()), (&*b[0], "other"))
+            }
+            e => panic!("{e}"),
+        }
+        // A blank cartridge needs no force.
+        assert_eq!(
+            label(&home, &b[1], "default", 262_144, false).unwrap().was,
+            "blank"
+        );
+    }
+}
