@@ -992,8 +992,8 @@ fn run(cli: Cli) -> Result<(Value, i32)> {
                     capacity,
                     model: model.clone(),
                     clock: clock.map(|c| match c {
-                        ClockArg::Real => "real".to_string(),
-                        ClockArg::Virtual => "virtual".to_string(),
+                        ClockArg::Real => tapeloom_device::lto::Clock::Real,
+                        ClockArg::Virtual => tapeloom_device::lto::Clock::Virtual,
                     }),
                     scale,
                 })?;

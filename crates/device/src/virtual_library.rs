@@ -23,9 +23,9 @@ pub struct LibraryConfig {
     /// LTO generation whose timing the drives have (`lto1` .. `lto10`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// `virtual` or `real` clock for the model.
+    /// The model's clock (stored as `virtual` or `real`); virtual when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock: Option<String>,
+    pub clock: Option<crate::lto::Clock>,
     /// Rates and buffers of the model multiplied by this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<f64>,
@@ -233,11 +233,7 @@ impl VirtualLibrary {
                 if let Some(f) = c.scale.filter(|f| *f > 0.0 && *f != 1.0) {
                     p = p.scaled(f);
                 }
-                let clock = if c.clock.as_deref() == Some("real") {
-                    crate::lto::Clock::Real
-                } else {
-                    crate::lto::Clock::Virtual
-                };
+                let clock = c.clock.unwrap_or_default();
                 Ok(Box::new(crate::lto::LtoDrive::new(d, p, clock, true)))
             }
         }
@@ -457,5 +453,32 @@ mod tests {
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
         assert_eq!(lib.all_barcodes().len(), 5);
+    }
+
+    #[test]
+    fn the_model_clock_is_kept_as_its_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = LibraryConfig {
+            drives: 1,
+            slots: 1,
+            capacity: 64 << 20,
+            model: Some("lto3".into()),
+            clock: Some(crate::Clock::Real),
+            scale: None,
+        };
+        VirtualLibrary::create(dir.path(), cfg).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("library.json")).unwrap();
+        assert!(text.contains("\"clock\": \"real\""), "{text}");
+        let lib = VirtualLibrary::open(dir.path()).unwrap();
+        assert_eq!(lib.config().clock, Some(crate::Clock::Real));
+        assert_eq!("virtual".parse::<crate::Clock>(), Ok(crate::Clock::Virtual));
+        let e = "wall".parse::<crate::Clock>().unwrap_err();
+        assert_eq!(e.to_string(), "unknown clock \"wall\" (virtual or real)");
+        std::fs::write(
+            dir.path().join("library.json"),
+            text.replace("\"real\"", "\"wall\""),
+        )
+        .unwrap();
+        assert!(VirtualLibrary::open(dir.path()).is_err());
     }
 }

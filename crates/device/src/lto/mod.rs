@@ -16,13 +16,41 @@ pub use params::{generation, generations, LtoParams};
 use crate::{DriveHealth, DriveStats, ReadOutcome, Result, TapeDrive, Travel, WriteOutcome};
 use std::time::{Duration, Instant};
 
-/// How modeled time relates to wall-clock time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How modeled time relates to wall-clock time. Stored (in `library.json`) and
+/// parsed as `virtual` or `real`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Clock {
     /// Add up modeled time; never sleep.
+    #[default]
     Virtual,
     /// Block the caller until the modeled time has passed.
     Real,
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Clock::Virtual => "virtual",
+            Clock::Real => "real",
+        })
+    }
+}
+
+/// A clock name other than `virtual` or `real`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown clock {0:?} (virtual or real)")]
+pub struct UnknownClock(pub String);
+
+impl std::str::FromStr for Clock {
+    type Err = UnknownClock;
+    fn from_str(s: &str) -> std::result::Result<Clock, UnknownClock> {
+        match s {
+            "virtual" => Ok(Clock::Virtual),
+            "real" => Ok(Clock::Real),
+            _ => Err(UnknownClock(s.to_string())),
+        }
+    }
 }
 
 /// How many host bytes the drive's compressor turns into one tape byte, estimated
