@@ -119,3 +119,41 @@ impl TapeDrive for NullDrive {
         Ok((self.bytes, self.capacity))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The drive conformance suite reads every block it wrote back (even its early
+    /// warning and loading checks do), so a drive that keeps no data cannot run
+    /// it; this is what the drive promises instead: positions, filemarks by count,
+    /// early warning and the end of the medium, and a clear error on a read.
+    #[test]
+    fn positions_capacity_and_reads_that_fail_with_no_data_kept() {
+        let mut d = NullDrive::new(10_000, 2_000);
+        assert_eq!(d.write_block(&[1; 4000]).unwrap(), WriteOutcome::Written);
+        assert_eq!(
+            d.write_block(&[1; 4000]).unwrap(),
+            WriteOutcome::EarlyWarning
+        );
+        assert_eq!(
+            d.write_filemarks(1, false).unwrap(),
+            WriteOutcome::EarlyWarning
+        );
+        assert!(matches!(
+            d.write_block(&[1; 4000]),
+            Err(DeviceError::EndOfMedium)
+        ));
+        assert_eq!(d.position().unwrap(), 3);
+        d.locate(1).unwrap();
+        assert_eq!(d.position().unwrap(), 1);
+        d.space_to_eod().unwrap();
+        assert_eq!(d.position().unwrap(), 3);
+        d.rewind().unwrap();
+        let mut buf = [0u8; 100];
+        assert!(matches!(
+            d.read_block(&mut buf),
+            Err(DeviceError::NoDataKept)
+        ));
+    }
+}
