@@ -1,5 +1,8 @@
 //! Sizes on the command line: `262144`, `256K`, `64M`, `1T` (binary: K = 1024), or
 //! `100MB`, `2GB` (decimal: MB = 10^6, as drive vendors count).
+//!
+//! Parsed here rather than with `bytesize`, which reads `K` and `KB` alike as 1000
+//! bytes; printing sizes does use it (`output::bytes`).
 
 /// Parses a size.
 pub fn parse(s: &str) -> Result<u64, String> {

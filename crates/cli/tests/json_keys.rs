@@ -4,22 +4,7 @@
 
 mod common;
 use common::*;
-use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
-
-fn tl(home: &Path, args: &[&str]) -> Value {
-    let out = Command::new(bin())
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    let (code, v, err) = parse(out);
-    assert_eq!(code, 0, "tapeloom {args:?}: {err}");
-    v
-}
 
 #[test]
 fn every_commands_json_keeps_its_keys() {
@@ -28,7 +13,7 @@ fn every_commands_json_keeps_its_keys() {
     let s = |p: &Path| p.to_str().unwrap().to_string();
     let mut missing = Vec::new();
     let mut c = |name: &str, args: &[&str]| {
-        let v = tl(&home, args);
+        let v = ok(&home, args);
         check_keys(name, &v, &mut missing);
         v
     };
@@ -144,7 +129,7 @@ fn every_commands_json_keeps_its_keys() {
     c("library_label", &["library", "label", &blank]);
     c("library_load", &["library", "load", &blank, "--drive", "0"]);
     c("library_unload", &["library", "unload"]);
-    tl(&home, &["library", "load", &blank, "--drive", "0"]);
+    ok(&home, &["library", "load", &blank, "--drive", "0"]);
     c("library_move", &["library", "move", &blank, &addr]);
     c(
         "library_exercise",

@@ -28,12 +28,19 @@ pub enum Clock {
     Real,
 }
 
-impl std::fmt::Display for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Clock {
+    /// `virtual` or `real`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Clock::Virtual => "virtual",
             Clock::Real => "real",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -1,0 +1,336 @@
+//! `tapeloom backup SOURCE...`.
+
+use super::Context;
+use crate::error::CliError;
+use crate::health::{self, CartridgeHealth};
+use crate::output::{self, mb_per_s, Output, PathError};
+use crate::size;
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tapeloom_engine::{BackupOptions, BackupReport, Compress, DriveReport, DriveSet, Progress};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Files or directories to back up. Each is one stream, named after its last
+    /// path component.
+    #[arg(value_name = "SOURCE", required_unless_present = "stream")]
+    sources: Vec<PathBuf>,
+    /// A stream with a name of your choosing: NAME=PATH (repeatable).
+    #[arg(long, value_name = "NAME=PATH")]
+    stream: Vec<String>,
+    /// Streams interleaved on the drive at once: a number, or auto (add a stream
+    /// whenever the drive is about to run dry).
+    #[arg(long, default_value = "auto")]
+    concurrency: String,
+    /// Most data of one stream written in a row before turning to another.
+    #[arg(long, default_value = "64M", value_parser = size::parse)]
+    extent_size: u64,
+    /// Blocks in the buffer pool between the readers and the drive.
+    #[arg(long, default_value_t = 64)]
+    buffers: usize,
+    /// Pool fill (percent) the writer waits for before it starts, and restarts
+    /// after running dry.
+    #[arg(long, default_value_t = 50.0)]
+    high_water: f64,
+    /// Files each stream reads at once. Small files are latency-bound: 16 reads in
+    /// flight keep a disk's (or an array's) queue busy when they are not cached,
+    /// and cost a thread and at most one small file of memory each.
+    #[arg(long, default_value_t = 16)]
+    readers_per_stream: usize,
+    /// Most bytes per second each stream reads (for example 8MB).
+    #[arg(long, value_parser = size::parse)]
+    limit_rate: Option<u64>,
+    /// Data between filemarks inside the job (written with the immediate bit, so
+    /// the drive keeps streaming; restores never need them). 0 for none.
+    #[arg(long, default_value = "16G", value_parser = size::parse)]
+    segment_size: u64,
+    /// Job name.
+    #[arg(long)]
+    name: Option<String>,
+    /// Block size (64K to 8M, a multiple of 4K).
+    #[arg(long, default_value = "256K", value_parser = size::parse)]
+    block_size: u64,
+    /// Drive to write with (the same as --drives D,).
+    #[arg(long, conflicts_with = "drives")]
+    drive: Option<usize>,
+    /// Drives to write with: a number (the first N; 1 lets tapeloom pick the
+    /// drive), all, or a list like 0,2. Streams are balanced across them.
+    #[arg(long, default_value = "1", value_parser = parse_drives)]
+    drives: DriveSet,
+    /// Software compression: none, zstd (data that does not shrink is stored as it
+    /// is), or auto (the drive's compressor when it has one and it is on, zstd when
+    /// a tape drive's is off, none on a library without a drive model).
+    #[arg(long, default_value = "auto", value_parser = parse_compress)]
+    compress: Compress,
+    /// The drive's own compression.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    drive_compression: String,
+}
+
+/// `--drives`: a number, all, or a list of drive indexes.
+fn parse_drives(s: &str) -> Result<DriveSet, String> {
+    s.parse()
+        .map_err(|_| format!("--drives takes a number, all, or a list like 0,2; not '{s}'"))
+}
+
+/// `--compress`: none, zstd or auto.
+fn parse_compress(s: &str) -> Result<Compress, String> {
+    s.parse()
+        .map_err(|_| format!("--compress takes none, zstd or auto; not '{s}'"))
+}
+
+impl Args {
+    /// The sources (positional ones first, then `--stream`s) and the engine's options,
+    /// checked.
+    fn options(self) -> Result<(Vec<PathBuf>, BackupOptions), CliError> {
+        let mut sources = self.sources;
+        let mut stream_names: Vec<Option<String>> = vec![None; sources.len()];
+        for s in &self.stream {
+            let (n, p) = s
+                .split_once('=')
+                .ok_or_else(|| CliError::StreamArg(s.clone()))?;
+            stream_names.push(Some(n.to_string()));
+            sources.push(PathBuf::from(p));
+        }
+        let concurrency = match self.concurrency.as_str() {
+            "auto" => None,
+            k => Some(
+                k.parse::<usize>()
+                    .ok()
+                    .filter(|k| *k > 0)
+                    .ok_or_else(|| CliError::Concurrency(k.to_string()))?,
+            ),
+        };
+        if !(0.0..=100.0).contains(&self.high_water) {
+            return Err(CliError::HighWater);
+        }
+        if self.buffers < 2 {
+            return Err(CliError::Buffers(self.buffers));
+        }
+        if self.readers_per_stream == 0 {
+            return Err(CliError::Readers);
+        }
+        if self.limit_rate == Some(0) {
+            return Err(CliError::LimitRate);
+        }
+        let (block, extent) = (self.block_size, self.extent_size);
+        if extent < block {
+            return Err(CliError::ExtentSize { block, extent });
+        }
+        let block_size = usize::try_from(block).map_err(|_| CliError::BlockSize(block))?;
+        let opts = BackupOptions {
+            name: self.name.unwrap_or_default(),
+            block_size,
+            drives: match self.drive {
+                Some(d) => DriveSet::List(vec![d]),
+                None => self.drives,
+            },
+            concurrency,
+            extent_blocks: (extent as usize / block_size).max(1),
+            buffers: self.buffers,
+            high_water: self.high_water / 100.0,
+            readers: self.readers_per_stream,
+            limit_rate: self.limit_rate.map(|r| r as f64),
+            stream_names,
+            segment_bytes: self.segment_size,
+            compress: self.compress,
+            drive_compression: self.drive_compression == "on",
+        };
+        Ok((sources, opts))
+    }
+}
+
+pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
+    let drive_compression = a.drive_compression.clone();
+    let (sources, opts) = a.options()?;
+    let home = ctx.open_home()?;
+    let progress = Arc::new(Progress::default());
+    let bar = crate::progress::progress_bar(Arc::clone(&progress));
+    let r = tapeloom_engine::backup(&home, &sources, &opts, progress);
+    if let Some(b) = bar {
+        b.finish();
+    }
+    let r = r?;
+    for (p, why) in &r.errors {
+        eprintln!("tapeloom: warning: {p}: {why}");
+    }
+    Ok(BackedUp::new(&r, drive_compression))
+}
+
+/// What a backup wrote, and how fast.
+#[derive(Serialize)]
+pub struct BackedUp {
+    job_id: i64,
+    status: &'static str,
+    files: u64,
+    bytes: u64,
+    seconds: f64,
+    mb_per_s: f64,
+    data_seconds: f64,
+    data_mb_per_s: f64,
+    blocks: u64,
+    volumes: Vec<String>,
+    extents: u64,
+    filemarks: u64,
+    max_concurrency: usize,
+    streams: Vec<Stream>,
+    drives: Vec<Drive>,
+    compression: Compression,
+    errors: Vec<PathError>,
+}
+
+/// One stream: its data and the drive that wrote it.
+#[derive(Serialize)]
+struct Stream {
+    name: String,
+    bytes: u64,
+    files: u64,
+    seconds: f64,
+    mb_per_s: f64,
+    drive: usize,
+}
+
+/// What compressed the data, and by how much.
+#[derive(Serialize)]
+struct Compression {
+    /// zstd or none.
+    software: &'static str,
+    /// `--drive-compression`: on or off.
+    drive: String,
+    raw_bytes: u64,
+    stored_bytes: u64,
+    ratio: f64,
+    compressed_blocks: u64,
+    stored_as_is_blocks: u64,
+}
+
+impl BackedUp {
+    fn new(r: &BackupReport, drive_compression: String) -> Self {
+        BackedUp {
+            job_id: r.job_id,
+            status: r.status.as_str(),
+            files: r.files,
+            bytes: r.bytes,
+            seconds: r.seconds,
+            mb_per_s: mb_per_s(r.bytes, r.seconds),
+            data_seconds: r.data_seconds,
+            data_mb_per_s: mb_per_s(r.bytes, r.data_seconds),
+            blocks: r.blocks,
+            volumes: r.volumes.clone(),
+            extents: r.extents,
+            filemarks: r.filemarks,
+            max_concurrency: r.max_concurrency,
+            streams: r
+                .streams
+                .iter()
+                .map(|s| Stream {
+                    name: s.name.clone(),
+                    bytes: s.bytes,
+                    files: s.files,
+                    seconds: s.seconds,
+                    mb_per_s: mb_per_s(s.bytes, s.seconds),
+                    drive: s.drive.unwrap_or(0),
+                })
+                .collect(),
+            drives: r.drives.iter().map(Drive::new).collect(),
+            compression: Compression {
+                software: if r.software_compression {
+                    "zstd"
+                } else {
+                    "none"
+                },
+                drive: drive_compression,
+                raw_bytes: r.compression_raw_bytes,
+                stored_bytes: r.compression_stored_bytes,
+                ratio: r.compression_raw_bytes as f64 / r.compression_stored_bytes.max(1) as f64,
+                compressed_blocks: r.compressed_blocks.0,
+                stored_as_is_blocks: r.compressed_blocks.1,
+            },
+            errors: PathError::list(&r.errors),
+        }
+    }
+}
+
+impl Output for BackedUp {
+    fn print(&self) {
+        println!(
+            "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
+            self.job_id,
+            self.status,
+            self.files,
+            output::bytes(self.bytes),
+            self.seconds,
+            self.mb_per_s,
+            self.volumes.join(", ")
+        );
+    }
+}
+
+/// One drive of a backup: rate, utilization against the drive's maximum at the
+/// data's compressibility (when the drive has a model), waits and backhitches:
+/// those while the drive's data streamed, and the stops after its last data block
+/// (waiting for the job's other drives, the index, the flush that ends the job).
+/// Utilization counts the time the tape moved or stood during the job, not loads.
+#[derive(Serialize)]
+struct Drive {
+    drive: usize,
+    bytes: u64,
+    mb_per_s: f64,
+    volumes: Vec<String>,
+    streams: Vec<String>,
+    max_concurrency: usize,
+    filemarks: u64,
+    utilization: Option<f64>,
+    backhitches: Option<u64>,
+    stops_after_data: Option<u64>,
+    compression_ratio: Option<f64>,
+    modeled_seconds: Option<f64>,
+    writer_waits: u64,
+    writer_wait_seconds: f64,
+    reader_waits: u64,
+    reader_wait_seconds: f64,
+    drive_compression: Option<bool>,
+    tape_alerts: Option<Vec<String>>,
+    cartridges: Vec<CartridgeHealth>,
+}
+
+impl Drive {
+    fn new(r: &DriveReport) -> Self {
+        let mut d = Drive {
+            drive: r.drive.unwrap_or(0),
+            bytes: r.bytes,
+            mb_per_s: mb_per_s(r.bytes, r.seconds),
+            volumes: r.volumes.clone(),
+            streams: r.streams.clone(),
+            max_concurrency: r.max_concurrency,
+            filemarks: r.filemarks,
+            utilization: None,
+            backhitches: None,
+            stops_after_data: None,
+            compression_ratio: None,
+            modeled_seconds: None,
+            writer_waits: r.writer_waits,
+            writer_wait_seconds: r.writer_wait_seconds,
+            reader_waits: r.reader_waits,
+            reader_wait_seconds: r.reader_wait_seconds,
+            drive_compression: r.drive_compressed,
+            tape_alerts: health::tape_alerts(&r.health),
+            cartridges: health::cartridges(&r.health),
+        };
+        if let Some(s) = &r.drive_stats {
+            let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
+            let ratio = s.compression_ratio();
+            let top = s.speed_steps_mb_s.last().copied().unwrap_or(0.0) * ratio;
+            let rate = s.host_bytes as f64 / secs / 1e6;
+            let streaming = r.backhitches.unwrap_or(s.backhitches);
+            d.utilization = (top > 0.0).then(|| (rate / top).min(1.0));
+            d.backhitches = Some(streaming);
+            d.stops_after_data = Some(s.backhitches.saturating_sub(streaming));
+            d.compression_ratio = Some(ratio);
+            d.modeled_seconds = Some(s.modeled_seconds);
+        }
+        d
+    }
+}

@@ -1,0 +1,111 @@
+//! `tapeloom gen DIR`: a deterministic test tree.
+
+use crate::output::Output;
+use crate::size;
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+use tapeloom_engine::tools::gen::{generate, GenOptions};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folder to create (must be empty or missing).
+    dir: PathBuf,
+    /// Start from a preset: hp-typical (64 KiB-64 MiB, depth 3, breadth 4, 2:1) or
+    /// small-files (4 KiB-64 KiB).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Seed: the same seed gives the same tree, byte for byte.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Levels of folders below DIR.
+    #[arg(long)]
+    depth: Option<u32>,
+    /// Subfolders per folder.
+    #[arg(long)]
+    breadth: Option<u32>,
+    /// Files in each folder.
+    #[arg(long)]
+    files_per_dir: Option<u32>,
+    /// Smallest file size (a power of two).
+    #[arg(long, value_parser = size::parse)]
+    min: Option<u64>,
+    /// Largest file size (a power of two).
+    #[arg(long, value_parser = size::parse)]
+    max: Option<u64>,
+    /// Compressibility of the data (2 = compresses about 2:1; 1 = random).
+    #[arg(long)]
+    ratio: Option<f64>,
+    /// Stop at about this much data (whole rounds of size classes).
+    #[arg(long, value_parser = size::parse)]
+    total: Option<u64>,
+}
+
+impl Args {
+    /// The preset with the flags given over it.
+    fn options(&self) -> Result<GenOptions> {
+        let mut o = GenOptions::preset(self.preset.as_deref().unwrap_or("hp-typical"))?;
+        o.seed = self.seed.unwrap_or(o.seed);
+        o.depth = self.depth.unwrap_or(o.depth);
+        o.breadth = self.breadth.unwrap_or(o.breadth);
+        o.files_per_dir = self.files_per_dir.unwrap_or(o.files_per_dir);
+        o.min = self.min.unwrap_or(o.min);
+        o.max = self.max.unwrap_or(o.max);
+        o.ratio = self.ratio.unwrap_or(o.ratio);
+        o.total = self.total.or(o.total);
+        Ok(o)
+    }
+}
+
+/// The tree made.
+#[derive(Serialize)]
+pub struct Generated {
+    dir: PathBuf,
+    files: u64,
+    bytes: u64,
+    dirs: u64,
+    seed: u64,
+    ratio: f64,
+    classes: Vec<Class>,
+}
+
+/// Files of one size.
+#[derive(Serialize)]
+struct Class {
+    size: u64,
+    files: u64,
+}
+
+pub fn run(a: Args) -> Result<Generated> {
+    let o = a.options()?;
+    let r = generate(&a.dir, &o)?;
+    Ok(Generated {
+        dir: a.dir,
+        files: r.files,
+        bytes: r.bytes,
+        dirs: r.dirs,
+        seed: o.seed,
+        ratio: o.ratio,
+        classes: (r.classes.iter())
+            .map(|c| Class {
+                size: c.size,
+                files: c.files,
+            })
+            .collect(),
+    })
+}
+
+impl Output for Generated {
+    fn print(&self) {
+        println!(
+            "{}: {} files in {} folders, {} bytes",
+            self.dir.display(),
+            self.files,
+            self.dirs,
+            self.bytes
+        );
+        for c in &self.classes {
+            println!("{:>12} bytes: {} files", c.size, c.files);
+        }
+    }
+}

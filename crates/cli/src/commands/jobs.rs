@@ -1,0 +1,70 @@
+//! `tapeloom jobs`: the jobs in the catalog.
+
+use super::Context;
+use crate::output::{self, Output};
+use anyhow::Result;
+use serde::Serialize;
+
+/// Every job, oldest first.
+#[derive(Serialize)]
+pub struct Jobs {
+    jobs: Vec<Job>,
+}
+
+/// One job.
+#[derive(Serialize)]
+struct Job {
+    job_id: i64,
+    name: String,
+    status: &'static str,
+    started: String,
+    ended: Option<String>,
+    files: u64,
+    bytes: u64,
+    seconds: f64,
+    block_size: u32,
+    volumes: Vec<String>,
+}
+
+pub fn run(ctx: &Context) -> Result<Jobs> {
+    let home = ctx.open_home()?;
+    let mut jobs = Vec::new();
+    for j in home.catalog.jobs()? {
+        let volumes = home
+            .catalog
+            .job_volumes(j.id)?
+            .into_iter()
+            .map(|v| v.volume.barcode)
+            .collect();
+        jobs.push(Job {
+            job_id: j.id,
+            name: j.name,
+            status: j.status.as_str(),
+            started: output::time(j.started_ns),
+            ended: j.ended_ns.map(output::time),
+            files: j.files,
+            bytes: j.bytes,
+            seconds: j.seconds,
+            block_size: j.block_size,
+            volumes,
+        });
+    }
+    Ok(Jobs { jobs })
+}
+
+impl Output for Jobs {
+    fn print(&self) {
+        for j in &self.jobs {
+            println!(
+                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}",
+                j.job_id,
+                j.status,
+                j.started,
+                j.files,
+                output::bytes(j.bytes),
+                j.volumes.join(","),
+                j.name
+            );
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! `library load`, `unload`, `move` and `label`: one cartridge (or a few) at a time.
+
+use crate::output::Output;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tapeloom_engine::{Home, MediaError};
+
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// The cartridge's barcode.
+    barcode: String,
+    /// The drive (default: an empty one).
+    #[arg(long)]
+    drive: Option<usize>,
+}
+
+/// A cartridge and the drive it is loaded in.
+#[derive(Serialize)]
+pub struct Loaded {
+    barcode: String,
+    drive: usize,
+}
+
+pub fn load(a: LoadArgs, home: &Home) -> Result<Loaded> {
+    let drive = tapeloom_engine::load_cartridge(home, &a.barcode, a.drive)?;
+    Ok(Loaded {
+        barcode: a.barcode,
+        drive,
+    })
+}
+
+impl Output for Loaded {
+    fn print(&self) {
+        println!("{} loaded in drive {}", self.barcode, self.drive);
+    }
+}
+
+#[derive(clap::Args)]
+pub struct UnloadArgs {
+    /// The drive.
+    #[arg(long)]
+    drive: Option<usize>,
+}
+
+/// The cartridges taken out of drives.
+#[derive(Serialize)]
+pub struct Unloaded {
+    unloaded: Vec<Loaded>,
+}
+
+pub fn unload(a: UnloadArgs, home: &Home) -> Result<Unloaded> {
+    let moved = tapeloom_engine::unload_drives(home, a.drive)?;
+    let unloaded = (moved.into_iter())
+        .map(|(drive, barcode)| Loaded { barcode, drive })
+        .collect();
+    Ok(Unloaded { unloaded })
+}
+
+impl Output for Unloaded {
+    fn print(&self) {
+        if self.unloaded.is_empty() {
+            println!("no cartridge to unload");
+        }
+        for u in &self.unloaded {
+            println!("{} unloaded from drive {}", u.barcode, u.drive);
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct MoveArgs {
+    /// The cartridge's barcode.
+    barcode: String,
+    /// The slot's or mail slot's address, as `library inventory` lists it.
+    slot: usize,
+}
+
+/// A cartridge and the slot it is in now.
+#[derive(Serialize)]
+pub struct Moved {
+    barcode: String,
+    slot: usize,
+}
+
+/// A cartridge from a drive or slot into an empty slot.
+pub fn move_cartridge(a: MoveArgs, home: &Home) -> Result<Moved> {
+    let (barcode, to) = (a.barcode, a.slot);
+    let mut lib = home.library()?;
+    let inv = lib.inventory()?;
+    if let Some(d) = inv.drive_of(&barcode) {
+        lib.unload(d, Some(to))?;
+    } else if let Some(s) = inv.slot_of(&barcode).or(inv.mail_slot_of(&barcode)) {
+        if s != to {
+            lib.transfer(s, to)?;
+        }
+    } else {
+        return Err(tapeloom_engine::Error::Media(MediaError::NotInLibrary { barcode }).into());
+    }
+    Ok(Moved { barcode, slot: to })
+}
+
+impl Output for Moved {
+    fn print(&self) {
+        println!("{} is in slot {}", self.barcode, self.slot);
+    }
+}
+
+#[derive(clap::Args)]
+pub struct LabelArgs {
+    /// The cartridges' barcodes.
+    #[arg(required = true)]
+    barcodes: Vec<String>,
+    /// The pool the volumes belong to.
+    #[arg(long, default_value = "default")]
+    pool: String,
+    /// Overwrite foreign data, or a volume and its jobs.
+    #[arg(long)]
+    force: bool,
+}
+
+/// The cartridges labelled, and for which pool.
+#[derive(Serialize)]
+pub struct Labelled {
+    labelled: Vec<Label>,
+    pool: String,
+}
+
+/// One cartridge labelled: what it held before.
+#[derive(Serialize)]
+struct Label {
+    barcode: String,
+    was: String,
+    jobs_forgotten: Vec<i64>,
+}
+
+pub fn label(a: LabelArgs, home: &Home) -> Result<Labelled> {
+    let mut labelled = Vec::new();
+    let block_size = tapeloom_format::DEFAULT_BLOCK_SIZE as u32;
+    for b in &a.barcodes {
+        let l = tapeloom_engine::label(home, b, &a.pool, block_size, a.force)
+            .with_context(|| format!("label {b}"))?;
+        labelled.push(Label {
+            barcode: l.barcode,
+            was: l.was,
+            jobs_forgotten: l.jobs_forgotten,
+        });
+    }
+    // Cartridges go back to their slots.
+    tapeloom_engine::unload_drives(home, None)?;
+    Ok(Labelled {
+        labelled,
+        pool: a.pool,
+    })
+}
+
+impl Output for Labelled {
+    fn print(&self) {
+        for l in &self.labelled {
+            println!(
+                "{} labelled for pool {} (was {}{})",
+                l.barcode,
+                self.pool,
+                l.was,
+                if l.jobs_forgotten.is_empty() {
+                    String::new()
+                } else {
+                    format!("; jobs forgotten: {:?}", l.jobs_forgotten)
+                }
+            );
+        }
+    }
+}

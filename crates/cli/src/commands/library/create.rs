@@ -1,0 +1,81 @@
+//! `library create`: a new layout for the home's virtual library.
+
+use crate::commands::ClockArg;
+use crate::output::{self, Output};
+use crate::size;
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+use tapeloom_device::LibraryConfig;
+use tapeloom_engine::Home;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Number of drives.
+    #[arg(long, default_value_t = tapeloom_engine::DEFAULT_DRIVES)]
+    drives: usize,
+    /// Number of slots, each with a cartridge.
+    #[arg(long, default_value_t = tapeloom_engine::DEFAULT_SLOTS)]
+    slots: usize,
+    /// Capacity of each cartridge (for example 64M, 1T).
+    #[arg(long, default_value = "1T", value_parser = size::parse)]
+    capacity: u64,
+    /// Give the drives the timing of an LTO generation (lto1 .. lto10).
+    #[arg(long)]
+    model: Option<String>,
+    /// virtual (add up modeled time) or real (take that long), with --model.
+    #[arg(long, requires = "model")]
+    clock: Option<ClockArg>,
+    /// Multiply the model's rates and buffers by this, with --model.
+    #[arg(long, requires = "model", value_parser = size::scale)]
+    scale: Option<f64>,
+}
+
+/// The new library's layout and cartridges.
+#[derive(Serialize)]
+pub struct Created {
+    drives: usize,
+    slots: usize,
+    capacity: u64,
+    model: Option<String>,
+    clock: Option<tapeloom_device::Clock>,
+    scale: Option<f64>,
+    barcodes: Vec<String>,
+    /// Where it lives, for people.
+    #[serde(skip)]
+    dir: PathBuf,
+}
+
+pub fn run(a: Args, home: &Home) -> Result<Created> {
+    let lib = home.create_library(LibraryConfig {
+        drives: a.drives,
+        slots: a.slots,
+        capacity: a.capacity,
+        model: a.model.clone(),
+        clock: a.clock.map(Into::into),
+        scale: a.scale,
+    })?;
+    home.catalog.forget_unused_volumes()?;
+    Ok(Created {
+        drives: a.drives,
+        slots: a.slots,
+        capacity: a.capacity,
+        model: a.model,
+        clock: lib.config().clock,
+        scale: lib.config().scale,
+        barcodes: lib.all_barcodes(),
+        dir: home.library_dir(),
+    })
+}
+
+impl Output for Created {
+    fn print(&self) {
+        println!(
+            "library with {} drives and {} cartridges of {} in {}",
+            self.drives,
+            self.slots,
+            output::bytes(self.capacity),
+            self.dir.display()
+        );
+    }
+}

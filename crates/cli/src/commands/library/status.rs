@@ -1,0 +1,134 @@
+//! `library status`: drives, slots and cartridges, with what the catalog knows.
+
+use crate::output::{self, Output};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tapeloom_device::{DriveHealth, VolumeStatistics};
+use tapeloom_engine::Home;
+
+/// The library's drives, slots and cartridges.
+#[derive(Serialize)]
+pub struct Status {
+    library: String,
+    drives: Vec<Drive>,
+    slots: Vec<super::inventory::Slot>,
+    cartridges: Vec<Cartridge>,
+    bytes_used: u64,
+    /// The slots, drives and cartridge capacity, for the heading.
+    #[serde(skip)]
+    capacity: Option<u64>,
+}
+
+/// A drive, its cartridge, and what it says of its health.
+#[derive(Serialize)]
+struct Drive {
+    index: usize,
+    device: String,
+    loaded: Option<String>,
+    tape_alerts: Option<Vec<String>>,
+    volume_statistics: Option<VolumeStatistics>,
+}
+
+/// A cartridge: where it is, what the catalog knows of it, and how full it is.
+#[derive(Serialize)]
+struct Cartridge {
+    barcode: String,
+    location: String,
+    state: String,
+    jobs: u64,
+    bytes_used: Option<u64>,
+    capacity: Option<u64>,
+    write_protected: bool,
+}
+
+pub fn run(home: &Home) -> Result<Status> {
+    let mut lib = home.library().context("open the library")?;
+    let inv = lib.inventory()?;
+    let capacity = lib.capacity();
+    let vols = home.catalog.volumes()?;
+    let mut cartridges = Vec::new();
+    for b in inv.barcodes() {
+        let used = lib.cartridge_bytes(&b);
+        let v = vols.iter().find(|v| v.barcode == b);
+        let state = match (v, used) {
+            (Some(v), _) => v.status.to_string(),
+            (None, Some(0)) => "blank".into(),
+            (None, Some(_)) => "foreign".into(),
+            (None, None) => "unknown".into(),
+        };
+        let jobs = match v {
+            Some(v) => home.catalog.jobs_on_volume(v.id)?,
+            None => 0,
+        };
+        let location = match (inv.slot_of(&b), inv.drive_of(&b)) {
+            (Some(s), _) => format!("slot {s}"),
+            (_, Some(d)) => format!("drive {d}"),
+            _ => "?".into(),
+        };
+        cartridges.push(Cartridge {
+            write_protected: lib.is_write_protected(&b),
+            barcode: b,
+            location,
+            state,
+            jobs,
+            bytes_used: used,
+            capacity,
+        });
+    }
+    let mut drives = Vec::new();
+    for d in &inv.drives {
+        let h: DriveHealth = lib.drive_health(d.index).unwrap_or_default();
+        drives.push(Drive {
+            index: d.index,
+            device: lib.drive_device(d.index),
+            loaded: d.loaded.clone(),
+            tape_alerts: h.tape_alerts,
+            volume_statistics: h.volume_statistics,
+        });
+    }
+    Ok(Status {
+        library: lib.describe(),
+        drives,
+        slots: super::inventory::slots(&inv.slots),
+        bytes_used: cartridges.iter().filter_map(|c| c.bytes_used).sum(),
+        cartridges,
+        capacity,
+    })
+}
+
+impl Output for Status {
+    fn print(&self) {
+        println!(
+            "{}: {} drives, {} slots{}",
+            self.library,
+            self.drives.len(),
+            self.slots.len(),
+            self.capacity
+                .map(|c| format!(", cartridges of {}", output::bytes(c)))
+                .unwrap_or_default()
+        );
+        for d in &self.drives {
+            println!(
+                "drive {}: {}{}",
+                d.index,
+                d.loaded.as_deref().unwrap_or("empty"),
+                match &d.tape_alerts {
+                    Some(a) if !a.is_empty() => format!("  TapeAlert: {a:?}"),
+                    _ => String::new(),
+                }
+            );
+        }
+        for c in &self.cartridges {
+            println!(
+                "{}  {:<8} {:<8} {:>10} used  {} jobs",
+                c.barcode,
+                c.location,
+                c.state,
+                c.bytes_used
+                    .map(output::bytes)
+                    .unwrap_or_else(|| "?".into()),
+                c.jobs
+            );
+        }
+    }
+}

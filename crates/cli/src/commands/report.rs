@@ -1,0 +1,311 @@
+//! `tapeloom report JOB --out FILE`: a job's per-second samples drawn as plots.
+
+use super::Context;
+use crate::error::CliError;
+use crate::health::CartridgeHealth;
+use crate::output::Output;
+use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tapeloom_catalog::{Mark, Phase};
+use tapeloom_engine::{Home, JobError, Series};
+use tapeloom_report::{render, DataPhase, JobSeries, Sample, Span, Track};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job id.
+    job: i64,
+    /// Output file: .svg, .png or .html.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Which run of the job: its backup, or its last restore.
+    #[arg(long, default_value = "backup", value_parser = ["backup", "restore"])]
+    op: String,
+}
+
+/// The file written, and what the summary says of drives and cartridges.
+#[derive(Serialize)]
+pub struct Drawn {
+    job_id: i64,
+    op: String,
+    out: String,
+    samples: usize,
+    /// The job's rate while data moved (see `DataPhase`), MB/s.
+    data_mb_per_s: Option<f64>,
+    drives: Vec<DriveTotal>,
+    /// When drives loaded, positioned or wrote the index, as drawn.
+    spans: Vec<SpanOut>,
+    cartridges: Vec<DriveCartridge>,
+}
+
+/// A span of the time axis without data, as drawn.
+#[derive(Serialize)]
+struct SpanOut {
+    what: String,
+    drive: Option<String>,
+    from_s: f64,
+    to_s: f64,
+}
+
+/// A drive's last sample: its bytes and backhitches over the run.
+#[derive(Serialize)]
+struct DriveTotal {
+    drive: usize,
+    bytes: u64,
+    backhitches: u64,
+    /// The drive's rate while data moved, MB/s.
+    data_mb_per_s: Option<f64>,
+}
+
+/// What a drive said about a cartridge at the end of its mount.
+#[derive(Serialize)]
+struct DriveCartridge {
+    drive: i64,
+    #[serde(flatten)]
+    health: CartridgeHealth,
+}
+
+pub fn run(a: Args, ctx: &Context) -> Result<Drawn> {
+    draw(&ctx.open_home()?, a.job, &a.op, a.out)
+}
+
+impl Output for Drawn {
+    fn print(&self) {
+        println!("{}", self.out);
+    }
+}
+
+/// A run's samples, by stream name and by drive index (the plots say "drive"
+/// themselves: a drive's track is named by its index).
+#[derive(Default)]
+struct Tracks {
+    streams: Vec<Track>,
+    drives: Vec<(usize, Track)>,
+}
+
+impl Tracks {
+    fn new(rows: &[tapeloom_catalog::Sample]) -> Self {
+        let mut streams: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+        let mut drives: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+        for r in rows {
+            let s = Sample {
+                t: r.t_ms as f64 / 1000.0,
+                bytes: r.bytes,
+                pool_fill: r.pool_fill,
+                buffer_fill: r.buffer_fill,
+                backhitches: r.backhitches,
+                speed_mb_s: r.speed_mb_s,
+            };
+            match &r.series {
+                Series::Stream(name) => streams.entry(name.clone()).or_default().push(s),
+                Series::Drive(d) => drives.entry(*d).or_default().push(s),
+            }
+        }
+        Tracks {
+            streams: (streams.into_iter())
+                .map(|(name, samples)| Track { name, samples })
+                .collect(),
+            drives: (drives.into_iter())
+                .map(|(d, samples)| {
+                    let name = d.to_string();
+                    (d, Track { name, samples })
+                })
+                .collect(),
+        }
+    }
+
+    /// The summary's lines of each drive and stream (from its last sample), and the
+    /// drives' totals.
+    fn summary(&self, summary: &mut Vec<(String, String)>) -> Vec<DriveTotal> {
+        let mb = |bytes: u64, t: f64| (bytes as f64 / 1e6, bytes as f64 / 1e6 / t.max(1e-9));
+        let mut totals = Vec::new();
+        for (drive, t) in &self.drives {
+            if let Some(s) = t.samples.last() {
+                let (m, rate) = mb(s.bytes, s.t);
+                let bh = s.backhitches;
+                let phase = DataPhase::of(t);
+                let data = while_data_moved(phase.as_ref(), false);
+                let line = format!("{m:.1} MB, {rate:.1} MB/s{data}, {bh} backhitches");
+                summary.push((format!("drive {drive}"), line));
+                totals.push(DriveTotal {
+                    drive: *drive,
+                    bytes: s.bytes,
+                    backhitches: bh,
+                    data_mb_per_s: phase.and_then(|p| p.mb_per_s()),
+                });
+            }
+        }
+        for t in &self.streams {
+            if let Some(s) = t.samples.last() {
+                let (m, rate) = mb(s.bytes, s.t);
+                let data = while_data_moved(DataPhase::of(t).as_ref(), false);
+                summary.push((
+                    format!("stream {}", t.name),
+                    format!("{m:.1} MB, {rate:.1} MB/s{data}"),
+                ));
+            }
+        }
+        totals
+    }
+}
+
+/// Renders job `job`'s samples of operation `op` into `out` (.svg, .png or .html).
+fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
+    let cat = &home.catalog;
+    let j = cat
+        .job(job)?
+        .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
+    let rows = cat.samples(job, op)?;
+    if rows.is_empty() {
+        let op = op.to_string();
+        return Err(CliError::NoSamples { job, op }.into());
+    }
+    let tracks = Tracks::new(&rows);
+    let spans = spans(&cat.marks(job, op)?);
+    let data = DataPhase::of_all(tracks.drives.iter().map(|(_, t)| t));
+    let mut summary = vec![
+        ("job".to_string(), format!("{} ({})", j.id, j.name)),
+        ("status".to_string(), j.status.to_string()),
+        ("files".to_string(), j.files.to_string()),
+        (
+            "data".to_string(),
+            format!("{:.1} MB in {:.1} s", j.bytes as f64 / 1e6, j.seconds),
+        ),
+        (
+            "rate".to_string(),
+            format!(
+                "{:.1} MB/s over the whole job{}",
+                j.bytes as f64 / 1e6 / j.seconds.max(1e-9),
+                while_data_moved(data.as_ref(), true)
+            ),
+        ),
+    ];
+    if let Some(row) = time_without_data(&spans) {
+        summary.push(("time without data".to_string(), row));
+    }
+    let drives = tracks.summary(&mut summary);
+    let mut cartridges = Vec::new();
+    for (drive, barcode, text) in cat.drive_health(job, op)? {
+        let h: tapeloom_device::DriveHealth =
+            serde_json::from_str(&text).map_err(|source| CliError::HealthUnreadable {
+                job,
+                barcode: barcode.clone(),
+                source,
+            })?;
+        summary.push((format!("drive {drive} on {barcode}"), health_line(&h)));
+        let health = CartridgeHealth {
+            barcode,
+            tape_alerts: h.tape_alerts,
+            volume_statistics: h.volume_statistics,
+        };
+        cartridges.push(DriveCartridge { drive, health });
+    }
+    let spans_out = (spans.iter())
+        .map(|s| SpanOut {
+            what: s.label.clone(),
+            drive: s.drive.clone(),
+            from_s: s.from,
+            to_s: s.to,
+        })
+        .collect();
+    let series = JobSeries {
+        title: format!("job {} ({op}: {})", j.id, j.name),
+        summary,
+        streams: tracks.streams,
+        drives: tracks.drives.into_iter().map(|(_, t)| t).collect(),
+        spans,
+    };
+    render(&series, &out)?;
+    Ok(Drawn {
+        job_id: job,
+        op: op.to_string(),
+        out: out.display().to_string(),
+        samples: rows.len(),
+        data_mb_per_s: data.and_then(|p| p.mb_per_s()),
+        drives,
+        spans: spans_out,
+        cartridges,
+    })
+}
+
+/// The catalog's marks as the figure's shaded spans.
+fn spans(marks: &[Mark]) -> Vec<Span> {
+    marks
+        .iter()
+        .map(|m| Span {
+            label: match m.phase {
+                Phase::Load => "loading",
+                Phase::Position => "positioning",
+                Phase::Index => "index",
+            }
+            .to_string(),
+            drive: m.drive.map(|d| d.to_string()),
+            from: m.from_ms as f64 / 1000.0,
+            to: m.to_ms as f64 / 1000.0,
+        })
+        .collect()
+}
+
+/// `" (33.0 MB/s while data moved)"`, or with `when`, `"; 33.0 MB/s while data
+/// moved (17.0 to 27.0 s)"`; nothing without a data phase.
+fn while_data_moved(p: Option<&DataPhase>, when: bool) -> String {
+    match p.and_then(|p| Some((p, p.mb_per_s()?))) {
+        Some((p, r)) if when => format!(
+            "; {r:.1} MB/s while data moved ({:.1} to {:.1} s)",
+            p.from, p.to
+        ),
+        Some((_, r)) => format!(" ({r:.1} MB/s while data moved)"),
+        None => String::new(),
+    }
+}
+
+/// Seconds the drives spent on each kind of span, e.g. `loading 17.2 s, index 0.4 s`.
+fn time_without_data(spans: &[Span]) -> Option<String> {
+    let mut by: Vec<(&str, f64)> = Vec::new();
+    for s in spans {
+        match by.iter_mut().find(|(l, _)| *l == s.label) {
+            Some((_, t)) => *t += s.to - s.from,
+            None => by.push((&s.label, s.to - s.from)),
+        }
+    }
+    let parts: Vec<String> = by.iter().map(|(l, t)| format!("{l} {t:.1} s")).collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// One line of a report's summary on what a drive said about a cartridge: its
+/// TapeAlert flags and the main volume statistics.
+fn health_line(h: &tapeloom_device::DriveHealth) -> String {
+    let mut parts = vec![match &h.tape_alerts {
+        None => "no TapeAlert page".to_string(),
+        Some(f) if f.is_empty() => "TapeAlert: none".to_string(),
+        Some(f) => format!("TapeAlert: {}", f.join(", ")),
+    }];
+    match &h.volume_statistics {
+        None => parts.push("no volume statistics".into()),
+        Some(v) => {
+            if let (Some(w), Some(r)) = (v.last_mount_mb_written, v.last_mount_mb_read) {
+                parts.push(format!("this mount {w} MB written, {r} MB read"));
+            }
+            if let (Some(u), Some(c)) = (v.used_native_capacity_mb, v.native_capacity_mb) {
+                parts.push(format!("{u} of {c} MB used"));
+            }
+            for (what, n) in [
+                ("recovered write errors", v.recovered_write_errors),
+                ("unrecovered write errors", v.unrecovered_write_errors),
+                ("recovered read errors", v.recovered_read_errors),
+                ("unrecovered read errors", v.unrecovered_read_errors),
+                ("mounts", v.mounts),
+                ("middle-of-tape passes", v.middle_of_medium_passes),
+            ] {
+                if let Some(n) = n {
+                    parts.push(format!("{n} {what}"));
+                }
+            }
+            if v.write_protected == Some(true) {
+                parts.push("write protected".into());
+            }
+        }
+    }
+    parts.join("; ")
+}

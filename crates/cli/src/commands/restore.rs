@@ -1,0 +1,168 @@
+//! `tapeloom restore JOB --to DIR [PATH...]`.
+
+use super::Context;
+use crate::health::{self, CartridgeHealth};
+use crate::output::{self, mb_per_s, Output, PathError};
+use anyhow::Result;
+use serde::Serialize;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use tapeloom_engine::{RestoreOptions, RestoreReport, SkipBy};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job id.
+    job: i64,
+    /// Where to put the restored tree.
+    #[arg(long, value_name = "DIR")]
+    to: PathBuf,
+    /// Paths (files or directories) of the job; all when none.
+    paths: Vec<PathBuf>,
+    /// Drive to read with.
+    #[arg(long)]
+    drive: Option<usize>,
+    /// Only this stream: its extents are read and the others' skipped.
+    #[arg(long)]
+    stream: Option<String>,
+    /// How to pass over other data between wanted blocks: auto (the drive model
+    /// decides; without one, locate unless the gap is a few blocks), locate, or
+    /// read (read through).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "locate", "read"])]
+    skip_by: String,
+}
+
+/// What a restore did, and at what rate.
+#[derive(Serialize)]
+pub struct Restored {
+    job_id: i64,
+    files: u64,
+    bytes: u64,
+    blocks_read: u64,
+    bytes_read_from_tape: u64,
+    locates: u64,
+    mounts: u64,
+    read_through: u64,
+    seconds: f64,
+    mb_per_s: f64,
+    modeled_seconds: Option<f64>,
+    modeled_mb_per_s: Option<f64>,
+    bound_seconds: Option<f64>,
+    bound_mb_per_s: Option<f64>,
+    streams: Vec<Stream>,
+    drives: Vec<Drive>,
+    errors: Vec<PathError>,
+}
+
+/// One stream's restored bytes.
+#[derive(Serialize)]
+struct Stream {
+    name: String,
+    bytes: u64,
+    mb_per_s: f64,
+}
+
+/// The drive read with.
+#[derive(Serialize)]
+struct Drive {
+    drive: usize,
+    bytes: u64,
+    mb_per_s: f64,
+    backhitches: Option<u64>,
+    compression_ratio: Option<f64>,
+    modeled_seconds: Option<f64>,
+    tape_alerts: Option<Vec<String>>,
+    cartridges: Vec<CartridgeHealth>,
+}
+
+pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
+    let opts = RestoreOptions {
+        to: a.to,
+        paths: a
+            .paths
+            .iter()
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .collect(),
+        drive: a.drive,
+        stream: a.stream,
+        skip_by: match a.skip_by.as_str() {
+            "locate" => SkipBy::Locate,
+            "read" => SkipBy::Read,
+            _ => SkipBy::Auto,
+        },
+    };
+    let r = tapeloom_engine::restore(&ctx.open_home()?, a.job, &opts)?;
+    for (p, why) in &r.errors {
+        eprintln!("tapeloom: {p}: {why}");
+    }
+    Ok(Restored::new(a.job, opts.drive.unwrap_or(0), &r))
+}
+
+impl Restored {
+    fn new(job_id: i64, drive: usize, r: &RestoreReport) -> Self {
+        let rate = |s: f64| mb_per_s(r.bytes, s);
+        Restored {
+            job_id,
+            files: r.files,
+            bytes: r.bytes,
+            blocks_read: r.blocks_read,
+            bytes_read_from_tape: r.bytes_read_from_tape,
+            locates: r.locates,
+            mounts: r.mounts,
+            read_through: r.read_through,
+            seconds: r.seconds,
+            mb_per_s: rate(r.seconds),
+            modeled_seconds: r.modeled_seconds,
+            modeled_mb_per_s: r.modeled_seconds.map(rate),
+            bound_seconds: r.bound_seconds,
+            bound_mb_per_s: r.bound_seconds.map(rate),
+            streams: r
+                .streams
+                .iter()
+                .map(|(name, bytes)| Stream {
+                    name: name.clone(),
+                    bytes: *bytes,
+                    mb_per_s: mb_per_s(*bytes, r.seconds),
+                })
+                .collect(),
+            drives: vec![Drive {
+                drive,
+                bytes: r.bytes_read_from_tape,
+                mb_per_s: mb_per_s(r.bytes_read_from_tape, r.seconds),
+                backhitches: r.drive_stats.as_ref().map(|s| s.backhitches),
+                compression_ratio: r.drive_stats.as_ref().map(|s| s.compression_ratio()),
+                modeled_seconds: r.modeled_seconds,
+                tape_alerts: health::tape_alerts(&r.health),
+                cartridges: health::cartridges(&r.health),
+            }],
+            errors: PathError::list(&r.errors),
+        }
+    }
+}
+
+impl Output for Restored {
+    fn print(&self) {
+        println!(
+            "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}",
+            self.files,
+            output::bytes(self.bytes),
+            self.seconds,
+            self.mb_per_s,
+            self.blocks_read,
+            output::bytes(self.bytes_read_from_tape),
+            if self.errors.is_empty() {
+                String::new()
+            } else {
+                format!("; {} could not be restored", self.errors.len())
+            }
+        );
+    }
+
+    fn failure(&self) -> Option<String> {
+        (!self.errors.is_empty()).then(|| {
+            format!(
+                "{} of the job's entries could not be restored",
+                self.errors.len()
+            )
+        })
+    }
+}

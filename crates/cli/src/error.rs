@@ -1,0 +1,125 @@
+//! Errors on one line: the cli's own refusals, and how to get past a library's
+//! refusal with the flags of the command that met it.
+
+use tapeloom_engine::Error;
+
+/// What the command line itself refuses, before any library is asked.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// `--stream` without `=`.
+    #[error("--stream takes NAME=PATH, not '{0}'")]
+    StreamArg(String),
+    /// `--concurrency` neither auto nor a positive number.
+    #[error("--concurrency takes auto or a number from 1, not '{0}'")]
+    Concurrency(String),
+    /// `--high-water` outside 0..=100.
+    #[error("--high-water takes a percentage from 0 to 100")]
+    HighWater,
+    /// Fewer than two buffers.
+    #[error("--buffers takes a number from 2, not {0}")]
+    Buffers(usize),
+    /// No reader per stream.
+    #[error("--readers-per-stream takes a number from 1, not 0")]
+    Readers,
+    /// A rate limit of nothing.
+    #[error("--limit-rate takes a rate above 0 (for example 8MB)")]
+    LimitRate,
+    /// An extent smaller than a block.
+    #[error("--extent-size must hold at least one block ({block} bytes), not {extent}")]
+    ExtentSize {
+        /// The block size.
+        block: u64,
+        /// The extent size asked for.
+        extent: u64,
+    },
+    /// A block size this machine cannot address.
+    #[error("--block-size {0} is too large")]
+    BlockSize(u64),
+    /// A job without samples of the operation.
+    #[error("job {job} has no {op} samples (jobs written before tapeloom kept them have none)")]
+    NoSamples {
+        /// The job.
+        job: i64,
+        /// backup or restore.
+        op: String,
+    },
+    /// A stored drive health that does not parse.
+    #[error("job {job}: drive health of {barcode} unreadable: {source}")]
+    HealthUnreadable {
+        /// The job.
+        job: i64,
+        /// The cartridge.
+        barcode: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// `library exercise` on a library it cannot exercise.
+    #[error("the library needs a cartridge in a slot and a drive to exercise")]
+    NothingToExercise,
+}
+
+/// How a command tells to get past a library's refusal with its own flags.
+pub type Hint = fn(&Error) -> Option<&'static str>;
+
+/// For commands without a flag that gets past a refusal.
+pub fn no_hint(_: &Error) -> Option<&'static str> {
+    None
+}
+
+/// The error and its causes on one line, with how to get past it.
+pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {
+    let mut s = e.to_string();
+    for c in e.chain().skip(1) {
+        let c = c.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+    }
+    if let Some(h) = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<Error>())
+        .and_then(hint)
+    {
+        s.push_str(&format!(" ({h})"));
+    }
+    s.replace('\n', " ")
+}
+
+/// clap's rendering of a usage error on one line: its message and tips, without the
+/// usage and help pointers.
+pub fn usage_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .fold(String::new(), |mut out, l| {
+            if !out.is_empty() {
+                out.push_str(if out.ends_with(':') { " " } else { "; " });
+            }
+            out.push_str(l);
+            out
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tapeloom_engine::HomeError;
+
+    #[test]
+    fn a_hint_is_added_only_by_a_command_that_has_one() {
+        let e = || {
+            anyhow::Error::from(Error::Home(HomeError::HoldsJobs {
+                barcode: "TL0001L9".into(),
+                what: "replace it",
+            }))
+        };
+        assert!(!one_line(&e(), no_hint).contains("--force"));
+        let force: Hint = |_| Some("--force to do it anyway");
+        assert!(one_line(&e(), force).ends_with("(--force to do it anyway)"));
+    }
+}
