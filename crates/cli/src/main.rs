@@ -10,7 +10,7 @@ mod output;
 mod progress;
 mod size;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use commands::*;
 use error::Hint;
 use output::emit;
@@ -63,6 +63,11 @@ enum Cmd {
     Drive(drive::Args),
     /// The catalog.
     Catalog(catalog::Args),
+    /// Print a shell completion script (for example: tapeloom completions bash >
+    /// /etc/bash_completion.d/tapeloom).
+    Completions(completions::Args),
+    /// Print the manual page (roff) on stdout.
+    Man,
 }
 
 impl Cmd {
@@ -128,5 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Bench(a) => a.run(&ctx),
         Cmd::Drive(a) => a.run(&ctx),
         Cmd::Catalog(a) => a.run(&ctx),
+        Cmd::Completions(a) => completions::run(a, &mut Cli::command()),
+        Cmd::Man => man::run(Cli::command()),
     }
 }

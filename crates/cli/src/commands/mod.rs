@@ -4,12 +4,14 @@
 pub mod backup;
 pub mod bench;
 pub mod catalog;
+pub mod completions;
 pub mod devices;
 pub mod drive;
 pub mod gen;
 pub mod jobs;
 pub mod library;
 pub mod ls;
+pub mod man;
 pub mod readrate;
 pub mod report;
 pub mod restore;
