@@ -50,7 +50,8 @@ pub fn attach(a: AttachArgs, home: &Home) -> Result<Attached> {
     let mut lib = ScsiLibrary::open(&cfg).with_context(|| format!("open changer {}", a.changer))?;
     let mut drives = Vec::new();
     for (index, dev) in a.drives.iter().enumerate() {
-        let d = ScsiDrive::open(dev).with_context(|| format!("open drive {dev}"))?;
+        // Looked at, not used: a drive that cannot tell its position is not rewound.
+        let d = ScsiDrive::open_for_status(dev).with_context(|| format!("open drive {dev}"))?;
         drives.push(Drive {
             index,
             device: dev.clone(),
