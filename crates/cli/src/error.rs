@@ -6,6 +6,12 @@ use tapeloom_engine::Error;
 /// What the command line itself refuses, before any library is asked.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
+    /// `man` asked for a command tapeloom does not have.
+    #[error("tapeloom has no command '{name}' (tapeloom man lists them)")]
+    NoSuchCommand {
+        /// The command path asked for.
+        name: String,
+    },
     /// `--stream` without `=`.
     #[error("--stream takes NAME=PATH, not '{0}'")]
     StreamArg(String),

@@ -66,8 +66,9 @@ enum Cmd {
     /// Print a shell completion script (for example: tapeloom completions bash >
     /// /etc/bash_completion.d/tapeloom).
     Completions(completions::Args),
-    /// Print the manual page (roff) on stdout.
-    Man,
+    /// Print the manual page (roff) on stdout: tapeloom(1), or a command's own page
+    /// (for example: tapeloom man library create).
+    Man(man::Args),
 }
 
 impl Cmd {
@@ -134,6 +135,6 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Drive(a) => a.run(&ctx),
         Cmd::Catalog(a) => a.run(&ctx),
         Cmd::Completions(a) => completions::run(a, &mut Cli::command()),
-        Cmd::Man => man::run(Cli::command()),
+        Cmd::Man(a) => man::run(a, Cli::command()),
     }
 }

@@ -29,3 +29,29 @@ fn the_manual_page_is_roff_and_documents_the_commands() {
         assert!(page.contains(cmd), "no {cmd}");
     }
 }
+
+#[test]
+fn each_command_has_a_manual_page_with_its_options() {
+    let page = stdout(&["man", "backup"]);
+    assert!(
+        page.starts_with(".TH tapeloom-backup"),
+        "{}",
+        &page[..page.len().min(200)]
+    );
+    for opt in [r"\-\-concurrency", r"\-\-limit\-rate", r"\-\-drives"] {
+        assert!(page.contains(opt), "backup page lacks {opt}");
+    }
+    let page = stdout(&["man", "library", "create"]);
+    assert!(
+        page.contains(r"\-\-model"),
+        "library create page lacks --model"
+    );
+    let out = Command::new(bin())
+        .args(["man", "nonesuch"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no command 'nonesuch'"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -1,11 +1,30 @@
-//! `tapeloom man`: the manual page (roff), made from the clap definitions; its
-//! SUBCOMMANDS section names each command, whose options `tapeloom CMD --help` gives.
+//! `tapeloom man [COMMAND...]`: the manual pages (roff), made from the clap
+//! definitions: tapeloom(1), whose SUBCOMMANDS section names each command, and one
+//! page per command with its options (tapeloom-backup(1), tapeloom-library-create(1)).
 
+use crate::error::CliError;
 use anyhow::{Context, Result};
 use std::io::Write;
 
+#[derive(clap::Args)]
+pub struct Args {
+    /// The command whose page to print, e.g. `backup` or `library create`; without
+    /// one, the page of tapeloom itself.
+    command: Vec<String>,
+}
+
 /// Prints the page on stdout.
-pub fn run(cmd: clap::Command) -> Result<i32> {
+pub fn run(a: Args, mut cmd: clap::Command) -> Result<i32> {
+    // Subcommands get their full names (tapeloom-library-create) when built.
+    cmd.build();
+    for name in &a.command {
+        cmd = cmd
+            .find_subcommand(name)
+            .cloned()
+            .ok_or_else(|| CliError::NoSuchCommand {
+                name: a.command.join(" "),
+            })?;
+    }
     let mut page = Vec::new();
     clap_mangen::Man::new(cmd)
         .render(&mut page)
