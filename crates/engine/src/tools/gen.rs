@@ -40,8 +40,8 @@ pub struct GenOptions {
     pub max: u64,
     /// How far an LZ-class compressor shrinks the data (1 means incompressible).
     pub ratio: f64,
-    /// Stop before the total size would pass this many bytes (at the end of a full
-    /// round of size classes, so every class keeps the same number of files).
+    /// Stop before the total size would pass this many bytes; see [`Layout`] for how
+    /// the files are chosen.
     pub total: Option<u64>,
 }
 
@@ -97,6 +97,128 @@ pub struct GenReport {
     pub dirs: u64,
     /// Files per size class, smallest first.
     pub classes: Vec<GenClass>,
+    /// The total asked for ([`GenOptions::total`]), if any.
+    pub requested_bytes: Option<u64>,
+    /// How far below the requested total the tree stayed: `requested_bytes - bytes`,
+    /// never negative because the generator never passes the total (`None` when no
+    /// total was asked for).
+    pub shortfall_bytes: Option<u64>,
+}
+
+/// Which size class each file gets: `rounds` whole rounds of the first `kept` classes
+/// (file `i` of them has class `i % kept`), then one file of each class in `extra`,
+/// in that order.
+///
+/// A total of at least one round of every class makes whole rounds only, so every
+/// class has the same number of files, as HPcreatedata makes them. A smaller total
+/// cannot give every class a file; equal counts of the small sizes are what make the
+/// tree a mix of small and large files (its per-file cost), so the largest classes
+/// that would not fit once are left out, one round of the others is made, and the
+/// rest is filled with at most one more file of each kept class, largest first. The
+/// counts then differ by at most one, and the tree comes within one smallest file
+/// of the total. A total below the smallest file is refused
+/// ([`ToolError::TotalTooSmall`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Whole rounds.
+    pub rounds: u64,
+    /// Classes (from the smallest) in each round.
+    pub kept: usize,
+    /// Classes of the files after the rounds.
+    pub extra: Vec<usize>,
+}
+
+impl Layout {
+    /// The layout of up to `capacity` files of `sizes` (smallest first) that stays
+    /// within `total` bytes, if given.
+    pub fn plan(sizes: &[u64], capacity: u64, total: Option<u64>) -> Result<Layout> {
+        let n = sizes.len();
+        let whole = |rounds: u64| {
+            let rounds = rounds.min(capacity / n as u64);
+            let left = capacity - rounds * n as u64;
+            Layout {
+                rounds,
+                kept: n,
+                extra: Vec::new(),
+            }
+            .with_extra(if total.is_none() { left } else { 0 })
+        };
+        let Some(total) = total else {
+            return Ok(whole(u64::MAX));
+        };
+        let round = sizes.iter().fold(0u64, |a, &s| a.saturating_add(s));
+        if total >= round {
+            return Ok(whole(total / round));
+        }
+        let min = sizes.first().copied().unwrap_or(0);
+        if total < min {
+            return Err(ToolError::TotalTooSmall { total, min }.into());
+        }
+        let mut kept = 0;
+        let mut sum = 0u64;
+        while kept < n && sum.saturating_add(sizes[kept]) <= total {
+            sum += sizes[kept];
+            kept += 1;
+        }
+        let mut left = total - sum;
+        let mut extra = Vec::new();
+        for c in (0..kept).rev() {
+            if sizes[c] <= left {
+                left -= sizes[c];
+                extra.push(c);
+            }
+        }
+        let mut l = Layout {
+            rounds: 1,
+            kept,
+            extra,
+        };
+        if capacity < kept as u64 + l.extra.len() as u64 {
+            // Too few places: the files that fit, in the same order.
+            let mut order: Vec<usize> = (0..kept).chain(l.extra).collect();
+            order.truncate(capacity as usize);
+            l = Layout {
+                rounds: 0,
+                kept,
+                extra: order,
+            };
+        }
+        Ok(l)
+    }
+
+    /// Adds `k` files after the rounds, continuing the classes' cycle.
+    fn with_extra(mut self, k: u64) -> Layout {
+        self.extra = (0..k as usize).map(|j| j % self.kept.max(1)).collect();
+        self
+    }
+
+    /// Files in all.
+    pub fn files(&self) -> u64 {
+        self.rounds * self.kept as u64 + self.extra.len() as u64
+    }
+
+    /// The class of file `i` (below [`Layout::files`]).
+    pub fn class(&self, i: u64) -> usize {
+        let in_rounds = self.rounds * self.kept as u64;
+        if i < in_rounds {
+            (i % self.kept as u64) as usize
+        } else {
+            self.extra[(i - in_rounds) as usize]
+        }
+    }
+
+    /// Files per class and bytes in all.
+    pub fn counts(&self, sizes: &[u64]) -> (Vec<u64>, u64) {
+        let mut counts = vec![0u64; sizes.len()];
+        for c in counts.iter_mut().take(self.kept) {
+            *c = self.rounds;
+        }
+        for &c in &self.extra {
+            counts[c] += 1;
+        }
+        let bytes = counts.iter().zip(sizes).map(|(&k, &s)| k * s).sum();
+        (counts, bytes)
+    }
 }
 
 /// Generates the tree `opts` describes under `dir`, which is created if missing and
@@ -105,22 +227,17 @@ pub struct GenReport {
 /// The directories are `depth` levels below `dir` with `breadth` subdirectories
 /// each, named `dir{level}_{index:03}` (index within the parent). Directories are
 /// filled breadth first with `files_per_dir` files each; file `i` (counted across the
-/// tree) is named `File{size}_{i:06}` and has size class `i % classes`.
+/// tree) is named `File{size}_{i:06}` and has the size class [`Layout::class`] gives
+/// it (`i % classes` when there is no total, or a total of whole rounds).
 pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
     let sizes = size_classes(opts.min, opts.max)?;
     if !(opts.ratio >= 1.0 && opts.ratio.is_finite()) {
         return Err(ToolError::Ratio { ratio: opts.ratio }.into());
     }
     let dirs = tree(opts.depth, opts.breadth)?;
-    let nclasses = sizes.len() as u64;
     let capacity = dirs.len() as u64 * u64::from(opts.files_per_dir);
-    let nfiles = match opts.total {
-        None => capacity,
-        Some(total) => {
-            let round = sizes.iter().fold(0u64, |a, &s| a.saturating_add(s));
-            (total / round).min(capacity / nclasses) * nclasses
-        }
-    };
+    let layout = Layout::plan(&sizes, capacity, opts.total)?;
+    let nfiles = layout.files();
     let pattern = if opts.ratio > 1.0 {
         Pattern::Ratio(opts.ratio)
     } else {
@@ -144,7 +261,7 @@ pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
             if i >= nfiles {
                 break 'dirs;
             }
-            let class = (i % nclasses) as usize;
+            let class = layout.class(i);
             let size = sizes[class];
             let path = dir.join(d).join(format!("File{size}_{i:06}"));
             let mut noise = Noise::new(opts.seed ^ i.wrapping_mul(SEED_MIX));
@@ -174,6 +291,8 @@ pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
             .zip(counts)
             .map(|(&size, files)| GenClass { size, files })
             .collect(),
+        requested_bytes: opts.total,
+        shortfall_bytes: opts.total.map(|t| t.saturating_sub(bytes)),
     })
 }
 
@@ -386,7 +505,7 @@ mod tests {
     #[test]
     fn gen_total_is_respected_in_whole_rounds() {
         let round = 1024 + 2048 + 4096 + 8192 + 16384;
-        for (total, rounds) in [(3 * round + round / 2, 3), (round - 1, 0), (u64::MAX, 7)] {
+        for (total, rounds) in [(3 * round + round / 2, 3), (round, 1), (u64::MAX, 7)] {
             let t = tempfile::tempdir().unwrap();
             let opts = GenOptions {
                 total: Some(total),
@@ -397,11 +516,100 @@ mod tests {
             assert_eq!(r.bytes, rounds * round);
             assert!(r.bytes <= total);
             assert!(r.classes.iter().all(|c| c.files == rounds));
+            assert_eq!(r.requested_bytes, Some(total));
+            assert_eq!(r.shortfall_bytes, Some(total - r.bytes));
             // The whole tree is there even when the files run out.
             let snap = snapshot(t.path());
             assert_eq!(snap.values().filter(|v| v.0).count(), 6);
             assert_eq!(snap.values().filter(|v| !v.0).count() as u64, rounds * 5);
         }
+    }
+
+    /// hp-typical's classes and the places its tree has.
+    fn hp_typical() -> (Vec<u64>, u64) {
+        let p = GenOptions::preset("hp-typical").unwrap();
+        let sizes = size_classes(p.min, p.max).unwrap();
+        let places = tree(p.depth, p.breadth).unwrap().len() as u64 * u64::from(p.files_per_dir);
+        (sizes, places)
+    }
+
+    #[test]
+    fn gen_total_below_one_round_drops_the_largest_classes() {
+        // 100 MiB of hp-typical, whose round is 128 MiB less 64 KiB: the 64 MiB class
+        // cannot have a file, the others get one or two.
+        let (sizes, places) = hp_typical();
+        let total = 100 << 20;
+        let l = Layout::plan(&sizes, places, Some(total)).unwrap();
+        let (counts, bytes) = l.counts(&sizes);
+        assert!((90_000_000..=110_000_000).contains(&bytes), "{bytes}");
+        assert!(bytes <= total && total - bytes < sizes[0], "{bytes}");
+        assert_eq!(counts[10], 0, "{counts:?}");
+        assert!(counts[..10].iter().all(|&c| c == 1 || c == 2), "{counts:?}");
+        assert_eq!(l.files(), counts.iter().sum::<u64>());
+        // The largest kept class first after the round.
+        assert_eq!((l.rounds, l.kept, l.class(10)), (1, 10, 9));
+
+        // Through the tree, on a small preset: one byte short of a round.
+        let t = tempfile::tempdir().unwrap();
+        let round = 1024 + 2048 + 4096 + 8192 + 16384;
+        let opts = GenOptions {
+            total: Some(round - 1),
+            ..small()
+        };
+        let r = generate(t.path(), &opts).unwrap();
+        let files: Vec<u64> = r.classes.iter().map(|c| c.files).collect();
+        assert_eq!(files, [2, 2, 2, 2, 0]);
+        assert_eq!(r.bytes, 2 * (1024 + 2048 + 4096 + 8192));
+        assert_eq!(r.shortfall_bytes, Some(round - 1 - r.bytes));
+        assert_eq!(snapshot(t.path()).values().filter(|v| !v.0).count(), 8);
+    }
+
+    #[test]
+    fn gen_total_below_the_smallest_file_is_refused() {
+        let (sizes, places) = hp_typical();
+        for total in [0, 1, 65535] {
+            assert!(matches!(
+                Layout::plan(&sizes, places, Some(total)),
+                Err(Error::Tool(ToolError::TotalTooSmall { total: t, min: 65536 })) if t == total
+            ));
+        }
+        assert_eq!(
+            Layout::plan(&sizes, places, Some(65536))
+                .unwrap()
+                .counts(&sizes),
+            (vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 65536)
+        );
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("tiny");
+        let opts = GenOptions {
+            total: Some(1000),
+            ..small()
+        };
+        assert!(generate(&d, &opts).is_err());
+        assert!(!d.exists(), "a refused total touched the disk");
+    }
+
+    #[test]
+    fn gen_total_of_whole_rounds_is_unchanged() {
+        // 200 MiB: one round of every class (134 MB), as before.
+        let (sizes, places) = hp_typical();
+        let l = Layout::plan(&sizes, places, Some(200 << 20)).unwrap();
+        assert_eq!(
+            l,
+            Layout {
+                rounds: 1,
+                kept: 11,
+                extra: vec![]
+            }
+        );
+        assert_eq!(l.counts(&sizes), (vec![1; 11], 134_152_192));
+        // No total: every place, the classes in turn.
+        let l = Layout::plan(&sizes, places, None).unwrap();
+        assert_eq!(l.files(), places);
+        assert!((0..places).all(|i| l.class(i) == (i % 11) as usize));
+        // A total larger than the tree: whole rounds that fit.
+        let l = Layout::plan(&sizes, places, Some(u64::MAX)).unwrap();
+        assert_eq!((l.rounds, l.files()), (places / 11, places / 11 * 11));
     }
 
     #[test]
