@@ -66,6 +66,10 @@ pub struct Generated {
     dirs: u64,
     seed: u64,
     ratio: f64,
+    /// The total asked for (`--total`), if any.
+    requested_bytes: Option<u64>,
+    /// How far below that total the tree stayed.
+    shortfall_bytes: Option<u64>,
     classes: Vec<Class>,
 }
 
@@ -86,6 +90,8 @@ pub fn run(a: Args) -> Result<Generated> {
         dirs: r.dirs,
         seed: o.seed,
         ratio: o.ratio,
+        requested_bytes: r.requested_bytes,
+        shortfall_bytes: r.shortfall_bytes,
         classes: (r.classes.iter())
             .map(|c| Class {
                 size: c.size,
@@ -104,6 +110,11 @@ impl Output for Generated {
             self.dirs,
             self.bytes
         );
+        if let (Some(want), Some(short)) = (self.requested_bytes, self.shortfall_bytes) {
+            if short > 0 {
+                println!("{short} bytes short of the {want} bytes asked for (the size classes allow no closer)");
+            }
+        }
         for c in &self.classes {
             println!("{:>12} bytes: {} files", c.size, c.files);
         }
