@@ -10,6 +10,7 @@
 //! [`plan`] decides what a job does before anything is read; [`report`] holds what
 //! it tells when it ends.
 
+pub(crate) mod estimate;
 pub(crate) mod index;
 pub(crate) mod mux;
 pub(crate) mod pack;
@@ -60,6 +61,7 @@ pub fn backup(
     let tapes = Arc::new(Tapes::new(lib));
     let drives = resolve_drives(&opts.drives, tapes.drives()?)?;
     let n_streams = plan.names.len();
+    let estimates = Arc::new(estimate::Estimates::new(n_streams));
     let job = JobShared {
         opts,
         tag: start.job_tag,
@@ -75,7 +77,17 @@ pub fn backup(
         expected: n_streams.div_ceil(drives.len()).clamp(1, 4),
         software,
         counters: Arc::new(CompressionCounters::default()),
+        estimates: Arc::clone(&estimates),
+        drives: drives.len(),
     };
+    // Only the automatic concurrency asks how large the streams are.
+    if opts.concurrency.is_none() {
+        let sources = job.pending.lock().map_or_else(
+            |_| Vec::new(),
+            |q| q.iter().map(|p| (p.id, p.abs.clone())).collect(),
+        );
+        estimates.start(sources, job.skip.clone());
+    }
     let mut writers = mount_all(home, &tapes, &drives, job_id, &start, opts, n_streams)?;
     // Data flows from here on: the first cartridge is mounted and positioned.
     let t_data = Instant::now();

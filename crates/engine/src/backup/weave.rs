@@ -2,12 +2,15 @@
 //! holds in extents, lands their blocks through its [`VolumeWriter`], records where
 //! every entry went, and samples its counters every second.
 //!
-//! Streams are balanced across drives by pull: a drive takes the next waiting stream
-//! when its own writer runs dry (`--concurrency auto`) or when one of its streams ends
-//! (a fixed concurrency). A drive fed by fast streams stays with few; a drive whose
+//! Streams are balanced across drives by pull: a drive takes a waiting stream when
+//! its own writer runs dry or when the queue's tail must start for the streams to end
+//! together (`--concurrency auto`, see [`ConcurrencyRule`]), or when one of its
+//! streams ends (a fixed concurrency). Once every waiting stream's size is estimated,
+//! the largest goes first. A drive fed by fast streams stays with few; a drive whose
 //! streams are slow takes more. A stream never moves between drives, so each stream's
 //! blocks stay in order along one drive's chain of cartridges.
 
+use crate::backup::estimate::Estimates;
 use crate::backup::mux::{Done, Extents, Lane, Msg, Outlet, Shared};
 use crate::backup::{BackupOptions, DriveReport, Progress, StreamReport};
 use crate::error::{Error, Result};
@@ -47,12 +50,33 @@ pub(crate) struct JobShared<'a> {
     pub software: bool,
     /// What they did.
     pub counters: Arc<crate::compress::CompressionCounters>,
+    /// Each stream's estimated size.
+    pub estimates: Arc<Estimates>,
+    /// Drives writing the job.
+    pub drives: usize,
 }
 
 impl JobShared<'_> {
     fn next_stream(&self) -> Option<Pending> {
-        self.pending.lock().ok().and_then(|mut q| q.pop_front())
+        let mut q = self.pending.lock().ok()?;
+        let i = largest_first(q.iter().map(|p| self.estimates.get(p.id)));
+        q.remove(i)
     }
+}
+
+/// Which waiting stream to take, given their estimated sizes in queue order: the
+/// largest, once every size is known, else the first. Largest first is the classic
+/// rule for ending parallel work together: the small streams come last and fill in
+/// around the large ones.
+fn largest_first(sizes: impl Iterator<Item = Option<u64>>) -> usize {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, s) in sizes.enumerate() {
+        let Some(s) = s else { return 0 };
+        if best.is_none_or(|(_, b)| s > b) {
+            best = Some((i, s));
+        }
+    }
+    best.map_or(0, |(i, _)| i)
 }
 
 /// What one drive's writer hands back.
@@ -65,10 +89,17 @@ pub(crate) struct Woven {
     pub samples: Vec<Sample>,
 }
 
-/// When a drive with `--concurrency auto` takes another stream: when its writer
-/// waited for data a fifth or more of the last tenth of a second, the streams in hand
-/// cannot keep the drive busy. A drive that never waits is saturated and takes no
-/// more. With a fixed concurrency, the target never moves.
+/// When a drive with `--concurrency auto` takes another stream.
+///
+/// - When its writer waited for data a fifth or more of the last tenth of a second:
+///   the streams in hand cannot keep the drive busy. A drive that never waits is
+///   saturated and takes no more on this account.
+/// - When the next waiting stream, if it were started only as a held one ends, would
+///   end after all the others and run alone, or with too few to keep the drive
+///   streaming: see [`Backlog::next_ends_late`]. This is what makes the streams of
+///   a job end together instead of leaving the last one to stall the drive.
+///
+/// With a fixed concurrency, the target never moves.
 #[derive(Debug)]
 pub(crate) struct ConcurrencyRule {
     fixed: bool,
@@ -99,12 +130,20 @@ impl ConcurrencyRule {
     }
 
     /// Closes the window when it is over; returns how many streams to hold, given
-    /// that `held` are held now.
-    pub fn target(&mut self, now: Instant, held: usize) -> usize {
+    /// that `held` are held now and what `backlog` tells (asked only when a window
+    /// closes; `None` when sizes are not known yet).
+    pub fn target(
+        &mut self,
+        now: Instant,
+        held: usize,
+        backlog: impl FnOnce() -> Option<Backlog>,
+    ) -> usize {
         let span = now.saturating_duration_since(self.window_start);
         if span >= WINDOW {
             if !self.fixed && self.window_wait.as_secs_f64() >= DRY_SHARE * span.as_secs_f64() {
                 self.target = self.target.max(held) + 1;
+            } else if !self.fixed && backlog().is_some_and(|b| b.next_ends_late(held)) {
+                self.target = self.target.max(held + 1);
             }
             self.window_start = now;
             self.window_wait = Duration::ZERO;
@@ -116,6 +155,72 @@ impl ConcurrencyRule {
     pub fn none_left(&mut self, held: usize) {
         self.target = held;
     }
+}
+
+/// What a drive knows of the bytes still to come when it decides whether to take
+/// one more stream (sizes are estimates, see [`crate::backup::estimate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Backlog {
+    /// Bytes the streams this drive holds have still to send.
+    pub held_left: u64,
+    /// Size of the next waiting stream (the largest, see [`largest_first`]).
+    pub next: u64,
+    /// Bytes of all the waiting streams, the next one included.
+    pub waiting: u64,
+    /// Drives taking streams from the waiting queue.
+    pub drives: usize,
+}
+
+impl Backlog {
+    /// Whether the next waiting stream must start now for the streams to end together.
+    ///
+    /// A drive shares itself evenly among the streams it holds (it turns to the next
+    /// stream with data after each extent), so the next stream, started now beside
+    /// the `held` ones, is done once the drive has written about `(held + 1) * next`
+    /// bytes, or sooner if the others end first. This drive's remaining work is what
+    /// its streams still hold plus its share of the queue (at least the next
+    /// stream). When that work is no more than the next stream would take, starting
+    /// it any later would make it end after everything else, with the drive fed by
+    /// it alone: a single slow stream is below the drive's lowest speed step, and
+    /// the tape stops and starts. The rule needs no rates, only remaining bytes, and
+    /// a long queue keeps it quiet until its tail, so interleaving stays the least
+    /// the waits call for until then.
+    pub fn next_ends_late(&self, held: usize) -> bool {
+        let share = (self.waiting / self.drives.max(1) as u64).max(self.next);
+        let work = self.held_left.saturating_add(share);
+        (held as u64 + 1).saturating_mul(self.next) >= work
+    }
+}
+
+/// The bytes still to come for a drive holding `lanes`, of which `sent` have been
+/// written, when every stream held and waiting has its size estimated. Bytes are
+/// counted as they land in blocks (after any software compression, so a compressed
+/// stream looks further from its end than it is, and starts its followers a little
+/// early).
+fn backlog(job: &JobShared<'_>, lanes: &[Lane], sent: &HashMap<u16, u64>) -> Option<Backlog> {
+    let sizes = &job.estimates;
+    let mut held_left = 0u64;
+    for l in lanes {
+        let done = sent.get(&l.id).copied().unwrap_or(0);
+        held_left = held_left.saturating_add(sizes.get(l.id)?.saturating_sub(done));
+    }
+    let q = job.pending.lock().ok()?;
+    let mut next = 0u64;
+    let mut waiting = 0u64;
+    for p in q.iter() {
+        let s = sizes.get(p.id)?;
+        next = next.max(s);
+        waiting = waiting.saturating_add(s);
+    }
+    if q.is_empty() {
+        return None;
+    }
+    Some(Backlog {
+        held_left,
+        next,
+        waiting,
+        drives: job.drives,
+    })
 }
 
 /// Where a stream's blocks landed, from the oldest block an unfinished entry still
@@ -276,7 +381,10 @@ impl<'j, 'w> Weaver<'j, 'w> {
     /// Takes streams from the job's queue up to the rule's target.
     fn admit(&mut self) {
         let held = self.lanes.len();
-        let target = self.rule.target(Instant::now(), held);
+        let (job, lanes, sent) = (self.job, &self.lanes, &self.stream_written);
+        let target = self
+            .rule
+            .target(Instant::now(), held, || backlog(job, lanes, sent));
         while self.lanes.len() < target {
             let Some(p) = self.job.next_stream() else {
                 self.rule.none_left(self.lanes.len());
@@ -492,20 +600,20 @@ mod tests {
     fn auto_concurrency_adds_a_stream_when_the_writer_waits() {
         let t0 = Instant::now();
         let mut r = ConcurrencyRule::new(None, t0);
-        assert_eq!(r.target(t0, 0), 1);
+        assert_eq!(r.target(t0, 0, || None), 1);
         // Waiting 10 ms of 100: saturated, no more.
         r.waited(Duration::from_millis(10));
-        assert_eq!(r.target(t0 + Duration::from_millis(100), 1), 1);
+        assert_eq!(r.target(t0 + Duration::from_millis(100), 1, || None), 1);
         // Waiting 30 ms of the next 100: one more.
         r.waited(Duration::from_millis(30));
-        assert_eq!(r.target(t0 + Duration::from_millis(200), 1), 2);
+        assert_eq!(r.target(t0 + Duration::from_millis(200), 1, || None), 2);
         // Before the window is over nothing changes, however long the wait.
         r.waited(Duration::from_millis(90));
-        assert_eq!(r.target(t0 + Duration::from_millis(250), 2), 2);
-        assert_eq!(r.target(t0 + Duration::from_millis(300), 2), 3);
+        assert_eq!(r.target(t0 + Duration::from_millis(250), 2, || None), 2);
+        assert_eq!(r.target(t0 + Duration::from_millis(300), 2, || None), 3);
         // No stream left: the target is what is held.
         r.none_left(2);
-        assert_eq!(r.target(t0 + Duration::from_millis(310), 2), 2);
+        assert_eq!(r.target(t0 + Duration::from_millis(310), 2, || None), 2);
     }
 
     #[test]
@@ -513,7 +621,130 @@ mod tests {
         let t0 = Instant::now();
         let mut r = ConcurrencyRule::new(Some(3), t0);
         r.waited(Duration::from_millis(100));
-        assert_eq!(r.target(t0 + Duration::from_millis(100), 3), 3);
+        assert_eq!(r.target(t0 + Duration::from_millis(100), 3, || None), 3);
+    }
+
+    /// One drive writing `rate` bytes a tick of 100 ms, shared evenly among the
+    /// streams it holds, each of which sends at most `cap` bytes a tick; the rule
+    /// decides when the streams of `sizes` start, with their remaining bytes known
+    /// or not. Returns the tick at which each stream ended, in queue order.
+    fn simulate(sizes: &[u64], rate: u64, cap: u64, known: bool) -> Vec<u64> {
+        let tick = Duration::from_millis(100);
+        let t0 = Instant::now();
+        let mut rule = ConcurrencyRule::new(None, t0);
+        let mut queue: VecDeque<(usize, u64)> = sizes.iter().copied().enumerate().collect();
+        let mut held: Vec<(usize, u64)> = Vec::new();
+        let mut ended = vec![0; sizes.len()];
+        for k in 1..100_000u32 {
+            let now = t0 + tick * k;
+            let backlog = || {
+                known.then(|| Backlog {
+                    held_left: held.iter().map(|h| h.1).sum(),
+                    next: queue.iter().map(|q| q.1).max().unwrap_or(0),
+                    waiting: queue.iter().map(|q| q.1).sum(),
+                    drives: 1,
+                })
+            };
+            let target = rule.target(now, held.len(), backlog);
+            while held.len() < target {
+                let i = largest_first(queue.iter().map(|q| known.then_some(q.1)));
+                match queue.remove(i) {
+                    Some(q) => held.push(q),
+                    None => {
+                        rule.none_left(held.len());
+                        break;
+                    }
+                }
+            }
+            if held.is_empty() {
+                return ended;
+            }
+            // The drive's rate, shared evenly; what a stream cannot take goes to
+            // the others.
+            held.sort_by_key(|h| h.1.min(cap));
+            let mut free = rate;
+            let n = held.len() as u64;
+            for (j, h) in held.iter_mut().enumerate() {
+                let give = (free / (n - j as u64)).min(cap).min(h.1);
+                h.1 -= give;
+                free -= give;
+            }
+            rule.waited(tick.mul_f64(free as f64 / rate as f64));
+            for h in held.iter().filter(|h| h.1 == 0) {
+                ended[h.0] = u64::from(k);
+            }
+            held.retain(|h| h.1 > 0);
+        }
+        panic!("the simulated job never ended");
+    }
+
+    #[test]
+    fn auto_concurrency_starts_streams_so_that_they_end_together() {
+        // A drive taking 42 MB/s fed by streams of 8 MB/s of unequal sizes (1.2 GB
+        // in all, 28.6 s at best): one stream alone runs the drive below its lowest
+        // speed step. (At exactly 40 MB/s four streams would leave the writer
+        // waiting just a fifth of the time, the threshold itself.)
+        const MB: u64 = 1_000_000;
+        let sizes = [240, 40, 200, 120, 80, 160, 60, 240, 60].map(|m| m * MB);
+        let (rate, cap) = (42 * MB / 10, 8 * MB / 10);
+        let alone = |ends: &[u64]| {
+            let mut e = ends.to_vec();
+            e.sort_unstable();
+            e[e.len() - 1] - e[e.len() - 2]
+        };
+        // Started in queue order and only when the writer waits, the last stream
+        // starts when another ends, and runs alone for a long while.
+        let waits_only = simulate(&sizes, rate, cap, false);
+        assert!(alone(&waits_only) >= 100, "{waits_only:?}");
+        // Knowing the remaining bytes, the largest streams go first and the rule
+        // starts the tail of the queue early enough that the last two streams end
+        // within a second of each other, and the job takes little longer than the
+        // drive needs.
+        let ends = simulate(&sizes, rate, cap, true);
+        assert!(alone(&ends) <= 10, "{ends:?}");
+        let last = ends.iter().max().copied().unwrap_or(0);
+        assert!(last <= 315, "{ends:?}");
+    }
+
+    #[test]
+    fn the_largest_waiting_stream_goes_first_once_every_size_is_known() {
+        assert_eq!(
+            largest_first([Some(5), Some(9), Some(9), Some(1)].into_iter()),
+            1
+        );
+        assert_eq!(largest_first([Some(5), None, Some(9)].into_iter()), 0);
+        assert_eq!(largest_first(std::iter::empty()), 0);
+    }
+
+    #[test]
+    fn the_next_stream_starts_when_the_rest_of_the_work_is_no_more_than_it_takes() {
+        // Seven held streams with 100 left each; the last waiting one (134) would
+        // end after them if started when one of them ends.
+        let b = Backlog {
+            held_left: 700,
+            next: 134,
+            waiting: 134,
+            drives: 1,
+        };
+        assert!(b.next_ends_late(7));
+        // A long queue: the drive has plenty to do after this stream.
+        let long = Backlog {
+            held_left: 200,
+            next: 100,
+            waiting: 1000,
+            drives: 1,
+        };
+        assert!(!long.next_ends_late(2));
+        // The same queue shared by ten drives is this drive's tail.
+        assert!(Backlog { drives: 10, ..long }.next_ends_late(2));
+        // With the sizes known, the rule raises the target by one a window; a fixed
+        // concurrency never moves.
+        let t0 = Instant::now();
+        let mut r = ConcurrencyRule::new(None, t0);
+        assert_eq!(r.target(t0 + WINDOW, 7, || Some(b.clone())), 8);
+        assert_eq!(r.target(t0 + WINDOW, 7, || Some(b.clone())), 8);
+        let mut f = ConcurrencyRule::new(Some(7), t0);
+        assert_eq!(f.target(t0 + WINDOW, 7, || Some(b.clone())), 7);
     }
 
     #[test]
