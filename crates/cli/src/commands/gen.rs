@@ -36,7 +36,8 @@ pub struct Args {
     /// Compressibility of the data (2 = compresses about 2:1; 1 = random).
     #[arg(long)]
     ratio: Option<f64>,
-    /// Stop at about this much data (whole rounds of size classes).
+    /// Stop at about this much data: whole rounds of size classes; below one round,
+    /// the classes that fit, to within one smallest file (the JSON says how far short).
     #[arg(long, value_parser = size::parse)]
     total: Option<u64>,
 }
