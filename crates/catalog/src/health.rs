@@ -65,7 +65,7 @@ mod tests {
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();
         let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        c.add_job_volume(job, 0, v.id, 0).unwrap();
+        c.add_job_volume(job, 0, 0, v.id, 0).unwrap();
         c.add_drive_health(job, "backup", 1, "TL0001L9", "{\"a\":1}")
             .unwrap();
         c.add_drive_health(job, "backup", 0, "TL0002L9", "{}")

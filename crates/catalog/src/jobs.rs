@@ -41,6 +41,10 @@ pub struct JobVolume {
     pub first_lbn: u64,
     /// Last block of the segment (before its filemark), once known.
     pub last_lbn: Option<u64>,
+    /// The chain of cartridges the volume belongs to, named by the sequence number of
+    /// the chain's first volume: one chain per drive that wrote the job, each holding
+    /// whole streams. `None` in catalogs written before chains were recorded.
+    pub chain: Option<u32>,
 }
 
 /// One stream of a job.
@@ -101,12 +105,21 @@ impl Catalog {
         run().doing("start a job")
     }
 
-    /// Records that segment `seq` of job `job` starts at `first_lbn` of volume `volume`.
-    /// The job must not have a segment `seq` yet ([`CatalogError::SegmentExists`]).
-    pub fn add_job_volume(&self, job: i64, seq: u32, volume: i64, first_lbn: u64) -> Result<()> {
+    /// Records that segment `seq` of job `job`, in the chain whose first volume is
+    /// `chain`, starts at `first_lbn` of volume `volume`. The job must not have a
+    /// segment `seq` yet ([`CatalogError::SegmentExists`]).
+    pub fn add_job_volume(
+        &self,
+        job: i64,
+        seq: u32,
+        chain: u32,
+        volume: i64,
+        first_lbn: u64,
+    ) -> Result<()> {
         match self.conn.execute(
-            "INSERT INTO job_volumes (job_id, seq, volume_id, first_lbn) VALUES (?1, ?2, ?3, ?4)",
-            params![job, seq, volume, first_lbn as i64],
+            "INSERT INTO job_volumes (job_id, seq, chain, volume_id, first_lbn) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![job, seq, chain, volume, first_lbn as i64],
         ) {
             Ok(_) => Ok(()),
             Err(e) if is_duplicate_key(&e) => Err(CatalogError::SegmentExists { job, seq }),
@@ -214,7 +227,7 @@ impl Catalog {
     pub fn job_volumes(&self, job: i64) -> Result<Vec<JobVolume>> {
         let run = || -> rusqlite::Result<Vec<JobVolume>> {
             let mut st = self.conn.prepare(&format!(
-                "SELECT jv.seq, jv.first_lbn, jv.last_lbn, {VOLUME_COLS} FROM job_volumes jv \
+                "SELECT jv.seq, jv.first_lbn, jv.last_lbn, jv.chain, {VOLUME_COLS} FROM job_volumes jv \
                  JOIN volumes v ON v.id = jv.volume_id WHERE jv.job_id = ?1 ORDER BY jv.seq"
             ))?;
             let v = st
@@ -223,7 +236,8 @@ impl Catalog {
                         seq: r.get(0)?,
                         first_lbn: r.get::<_, i64>(1)? as u64,
                         last_lbn: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
-                        volume: volume_row(r, 3)?,
+                        chain: r.get(3)?,
+                        volume: volume_row(r, 4)?,
                     })
                 })?
                 .collect();
@@ -291,22 +305,26 @@ mod tests {
             .map(|b| c.add_volume(b, [1; 16], "default", 262144, 0).unwrap())
             .collect();
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        // Two drives mount in turn: sequence numbers are not recorded in order.
-        c.add_job_volume(j, 2, vols[0].id, 30).unwrap();
-        c.add_job_volume(j, 0, vols[1].id, 2).unwrap();
-        c.add_job_volume(j, 1, vols[2].id, 20).unwrap();
+        // Two drives mount in turn: sequence numbers are not recorded in order. The
+        // first drive's chain is volumes 0 and 2, the second's volume 1.
+        c.add_job_volume(j, 2, 0, vols[0].id, 30).unwrap();
+        c.add_job_volume(j, 0, 0, vols[1].id, 2).unwrap();
+        c.add_job_volume(j, 1, 1, vols[2].id, 20).unwrap();
         c.end_job_volume(j, 0, 99).unwrap();
         let jv = c.job_volumes(j).unwrap();
         let got: Vec<_> = jv
             .iter()
-            .map(|v| (v.seq, v.volume.barcode.as_str(), v.first_lbn, v.last_lbn))
+            .map(|v| {
+                let b = v.volume.barcode.as_str();
+                (v.seq, b, v.first_lbn, v.last_lbn, v.chain)
+            })
             .collect();
         assert_eq!(
             got,
             vec![
-                (0, "TL0001L9", 2, Some(99)),
-                (1, "TL0002L9", 20, None),
-                (2, "TL0003L9", 30, None)
+                (0, "TL0001L9", 2, Some(99), Some(0)),
+                (1, "TL0002L9", 20, None, Some(1)),
+                (2, "TL0003L9", 30, None, Some(0))
             ]
         );
         assert_eq!(jv[0].volume, vols[1]);

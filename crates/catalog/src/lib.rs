@@ -91,12 +91,12 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 5);
+        assert_eq!(c.schema_version().unwrap(), 6);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();
         let j = c.begin_job(42, "n", 1, 262144, &[]).unwrap();
-        c.add_job_volume(j, 0, v.id, 2).unwrap();
+        c.add_job_volume(j, 0, 0, v.id, 2).unwrap();
         c.add_files(
             j,
             &[
@@ -170,9 +170,9 @@ mod tests {
             Err(CatalogError::VolumeExists { barcode }) if barcode == "TL0001L9"
         ));
         let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        c.add_job_volume(job, 0, v.id, 2).unwrap();
+        c.add_job_volume(job, 0, 0, v.id, 2).unwrap();
         assert!(matches!(
-            c.add_job_volume(job, 0, v.id, 9),
+            c.add_job_volume(job, 0, 0, v.id, 9),
             Err(CatalogError::SegmentExists { job: j, seq: 0 }) if j == job
         ));
         assert!(matches!(

@@ -119,6 +119,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX marks_by_job ON marks (job_id, op);
     ",
+    // 6: which drive's chain of cartridges each segment of a job belongs to (the
+    // sequence number of the chain's first volume). Rows of older catalogs have none.
+    "
+    ALTER TABLE job_volumes ADD COLUMN chain INTEGER;
+    ",
 ];
 
 impl Catalog {
@@ -155,6 +160,34 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_of_a_catalog_without_chains_open_with_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = Catalog::open(&path).unwrap();
+        let v = c
+            .add_volume("TL0001L9", [1; 16], "default", 262144, 0)
+            .unwrap();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        // The catalog as version 5 left it: no chain column.
+        c.conn
+            .execute_batch("ALTER TABLE job_volumes DROP COLUMN chain; PRAGMA user_version = 5;")
+            .unwrap();
+        c.conn
+            .execute(
+                "INSERT INTO job_volumes (job_id, seq, volume_id, first_lbn) VALUES (?1, 0, ?2, 2)",
+                rusqlite::params![j, v.id],
+            )
+            .unwrap();
+        drop(c);
+        let c = Catalog::open(&path).unwrap();
+        assert_eq!(c.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        let jv = c.job_volumes(j).unwrap();
+        assert_eq!((jv.len(), jv[0].first_lbn, jv[0].chain), (1, 2, None));
+        c.add_job_volume(j, 1, 1, v.id, 40).unwrap();
+        assert_eq!(c.job_volumes(j).unwrap()[1].chain, Some(1));
+    }
 
     #[test]
     fn a_catalog_from_a_newer_tapeloom_is_refused() {

@@ -186,7 +186,7 @@ mod tests {
         };
         let j = c.begin_job(tag, "j", 0, 262144, &[stream]).unwrap();
         for (seq, v) in volumes.iter().enumerate() {
-            c.add_job_volume(j, seq as u32, *v, 2).unwrap();
+            c.add_job_volume(j, seq as u32, 0, *v, 2).unwrap();
         }
         c.add_files(j, &[row("a", 2)]).unwrap();
         let extent = Extent {
