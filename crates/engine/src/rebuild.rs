@@ -5,11 +5,17 @@
 //! its `JobStart` or `Continuation` record. Stream 0 of each job, put back together
 //! across its volumes, holds the index (every entry and where it is) and `JobEnd`.
 //! Data streams are not decoded: the index says everything the catalog needs.
+//!
+//! Which drive wrote a segment is not on tape, but each stream is written by one
+//! drive, and stream 0 by the first: segments that hold a common stream are recorded
+//! as one chain (`restore::chains::group`). A drive's segments that share no stream
+//! become chains of their own, which a restore reads as well (each holds whole
+//! streams).
 
 use crate::error::{MediaError, Result};
 use crate::home::Home;
 use crate::media::policy::{mount, read_label, Found};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tapeloom_catalog::{FileRow, JobState, Stream, Volume};
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
@@ -42,6 +48,8 @@ struct Segment {
     start: Option<JobStart>,
     /// Stream 0 payloads: (stream offset, bytes).
     control: Vec<(u64, Vec<u8>)>,
+    /// The streams with blocks in the segment (stream 0 included).
+    streams: BTreeSet<u16>,
 }
 
 /// The first record of a block's payload, when it starts at offset 0 and fits.
@@ -173,6 +181,7 @@ fn scan(
                     last_lbn: this,
                     start: None,
                     control: Vec::new(),
+                    streams: BTreeSet::new(),
                 },
             )
         });
@@ -188,6 +197,9 @@ fn scan(
                 seg.seq = Some(s.volume_seq);
                 seg.start = Some(s);
             }
+        }
+        if h.stream != CONTINUATION_STREAM {
+            seg.streams.insert(h.stream);
         }
         if h.stream == CONTROL_STREAM {
             seg.control.push((h.stream_offset, payload.to_vec()));
@@ -228,9 +240,16 @@ fn add_job(
         start.block_size,
         &streams,
     )?;
+    let chains = crate::restore::chains::group(
+        segs.iter().filter_map(|s| s.seq),
+        segs.iter()
+            .filter_map(|s| s.seq.map(|q| (q, &s.streams)))
+            .flat_map(|(q, st)| st.iter().map(move |&x| (q, x))),
+    );
     for s in &segs {
         let seq = s.seq.unwrap_or_default();
-        cat.add_job_volume(id, seq, s.volume.id, s.first_lbn)?;
+        let chain = chains.get(&seq).copied().unwrap_or(seq);
+        cat.add_job_volume(id, seq, chain, s.volume.id, s.first_lbn)?;
         cat.end_job_volume(id, seq, s.last_lbn)?;
     }
     let rows: Vec<FileRow> = index.iter().map(file_row).collect();

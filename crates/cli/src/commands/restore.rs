@@ -18,9 +18,13 @@ pub struct Args {
     to: PathBuf,
     /// Paths (files or directories) of the job; all when none.
     paths: Vec<PathBuf>,
-    /// Drive to read with.
-    #[arg(long)]
+    /// Drive to read with (the only one).
+    #[arg(long, conflicts_with = "drives")]
     drive: Option<usize>,
+    /// Most drives to read with at once, the library's first ones; all when not
+    /// given. A job written by several drives is read on as many.
+    #[arg(long)]
+    drives: Option<usize>,
     /// Only this stream: its extents are read and the others' skipped.
     #[arg(long)]
     stream: Option<String>,
@@ -48,6 +52,8 @@ pub struct Restored {
     modeled_mb_per_s: Option<f64>,
     bound_seconds: Option<f64>,
     bound_mb_per_s: Option<f64>,
+    /// The job's chains of cartridges (one per drive that wrote it).
+    chains: usize,
     streams: Vec<Stream>,
     drives: Vec<Drive>,
     errors: Vec<PathError>,
@@ -61,15 +67,17 @@ struct Stream {
     mb_per_s: f64,
 }
 
-/// The drive read with.
+/// A drive read with, and the chains it read.
 #[derive(Serialize)]
 struct Drive {
     drive: usize,
+    chains: Vec<u32>,
     bytes: u64,
     mb_per_s: f64,
     backhitches: Option<u64>,
     compression_ratio: Option<f64>,
     modeled_seconds: Option<f64>,
+    bound_seconds: Option<f64>,
     tape_alerts: Option<Vec<String>>,
     cartridges: Vec<CartridgeHealth>,
 }
@@ -83,6 +91,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             .map(|p| p.as_os_str().as_bytes().to_vec())
             .collect(),
         drive: a.drive,
+        drives: a.drives,
         stream: a.stream,
         skip_by: match a.skip_by.as_str() {
             "locate" => SkipBy::Locate,
@@ -94,11 +103,11 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     for (p, why) in &r.errors {
         eprintln!("tapeloom: {p}: {why}");
     }
-    Ok(Restored::new(a.job, opts.drive.unwrap_or(0), &r))
+    Ok(Restored::new(a.job, &r))
 }
 
 impl Restored {
-    fn new(job_id: i64, drive: usize, r: &RestoreReport) -> Self {
+    fn new(job_id: i64, r: &RestoreReport) -> Self {
         let rate = |s: f64| mb_per_s(r.bytes, s);
         Restored {
             job_id,
@@ -115,6 +124,7 @@ impl Restored {
             modeled_mb_per_s: r.modeled_seconds.map(rate),
             bound_seconds: r.bound_seconds,
             bound_mb_per_s: r.bound_seconds.map(rate),
+            chains: r.chains,
             streams: r
                 .streams
                 .iter()
@@ -124,16 +134,20 @@ impl Restored {
                     mb_per_s: mb_per_s(*bytes, r.seconds),
                 })
                 .collect(),
-            drives: vec![Drive {
-                drive,
-                bytes: r.bytes_read_from_tape,
-                mb_per_s: mb_per_s(r.bytes_read_from_tape, r.seconds),
-                backhitches: r.drive_stats.as_ref().map(|s| s.backhitches),
-                compression_ratio: r.drive_stats.as_ref().map(|s| s.compression_ratio()),
-                modeled_seconds: r.modeled_seconds,
-                tape_alerts: health::tape_alerts(&r.health),
-                cartridges: health::cartridges(&r.health),
-            }],
+            drives: (r.drives.iter())
+                .map(|d| Drive {
+                    drive: d.drive,
+                    chains: d.chains.clone(),
+                    bytes: d.bytes_read_from_tape,
+                    mb_per_s: mb_per_s(d.bytes_read_from_tape, r.seconds),
+                    backhitches: d.stats.as_ref().map(|s| s.backhitches),
+                    compression_ratio: d.stats.as_ref().map(|s| s.compression_ratio()),
+                    modeled_seconds: d.modeled_seconds,
+                    bound_seconds: d.bound_seconds,
+                    tape_alerts: health::tape_alerts(&d.health),
+                    cartridges: health::cartridges(&d.health),
+                })
+                .collect(),
             errors: PathError::list(&r.errors),
         }
     }
@@ -142,13 +156,17 @@ impl Restored {
 impl Output for Restored {
     fn print(&self) {
         println!(
-            "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}",
+            "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}{}",
             self.files,
             output::bytes(self.bytes),
             self.seconds,
             self.mb_per_s,
             self.blocks_read,
             output::bytes(self.bytes_read_from_tape),
+            match self.drives.len() {
+                0 | 1 => String::new(),
+                n => format!(" with {n} drives at once"),
+            },
             if self.errors.is_empty() {
                 String::new()
             } else {

@@ -3,8 +3,9 @@
 use crate::error::{Error, JobError, MediaError, Result};
 use crate::home::Library;
 use crate::media::policy::Drive;
-use crate::media::policy::{mount, read_label, Found};
+use crate::media::policy::{place, read_label, Found};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tapeloom_catalog::JobVolume;
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
@@ -25,13 +26,23 @@ pub(crate) enum Got {
     End,
 }
 
-/// Reads the blocks of one job, positioning by logical block.
+/// A library several readers share: the changer moves one cartridge at a time.
+pub(crate) type SharedLibrary = Arc<Mutex<Library>>;
+
+/// Reads the blocks of one job, positioning by logical block. It follows one order
+/// of the job's volumes: all of them in sequence, or one drive's chain.
 pub(crate) struct JobReader {
-    lib: Library,
+    lib: SharedLibrary,
     prefer_drive: Option<usize>,
     vols: Vec<JobVolume>,
+    /// The volumes to read, in order (sequence numbers).
+    order: Vec<u32>,
     job_tag: u64,
     cur: Option<(u32, Drive)>,
+    /// The drive in use, once one was mounted.
+    pub drive: Option<usize>,
+    /// The order was read to its end.
+    ended: bool,
     lbn: u64,
     buf: Vec<u8>,
     len: usize,
@@ -48,6 +59,8 @@ pub(crate) struct JobReader {
     pub mounts: u64,
     /// Modeled seconds of drives already let go (with a timing model).
     modeled_done: Option<f64>,
+    /// Statistics of the last drive let go.
+    last_stats: Option<tapeloom_device::DriveStats>,
     /// Modeled seconds no reading plan can avoid: loads, label reads and unloads.
     pub fixed_seconds: f64,
     health: Vec<(String, tapeloom_device::DriveHealth)>,
@@ -67,7 +80,7 @@ impl JobReader {
             return Err(JobError::NothingOnTape(job_id).into());
         }
         let reader = JobReader::new(
-            home.library()?,
+            Arc::new(Mutex::new(home.library()?)),
             vols.clone(),
             job.tag,
             job.block_size as usize,
@@ -76,19 +89,26 @@ impl JobReader {
         Ok((reader, vols))
     }
 
+    /// A reader of `vols` (all the job's volumes), following them in sequence order
+    /// until told to follow a chain ([`JobReader::follow`]).
     pub fn new(
-        lib: Library,
+        lib: SharedLibrary,
         vols: Vec<JobVolume>,
         job_tag: u64,
         block_size: usize,
         prefer_drive: Option<usize>,
     ) -> Self {
+        let mut order: Vec<u32> = vols.iter().map(|v| v.seq).collect();
+        order.sort_unstable();
         JobReader {
             lib,
             prefer_drive,
             vols,
+            order,
             job_tag,
             cur: None,
+            drive: None,
+            ended: false,
             lbn: 0,
             buf: vec![0; block_size.max(tapeloom_format::MAX_BLOCK_SIZE)],
             len: 0,
@@ -99,6 +119,7 @@ impl JobReader {
             locates: 0,
             mounts: 0,
             modeled_done: None,
+            last_stats: None,
             fixed_seconds: 0.0,
             health: Vec::new(),
         }
@@ -109,6 +130,21 @@ impl JobReader {
             .as_ref()
             .and_then(|(_, d)| d.stats())
             .map(|s| s.modeled_seconds)
+    }
+
+    /// Follows these volumes (sequence numbers, in reading order) from now on: one
+    /// chain of the job. The cartridge in the drive stays until the next seek.
+    pub fn follow(&mut self, order: Vec<u32>) {
+        self.order = order;
+    }
+
+    /// Lets the drive go: notes what it said and keeps its modeled time and counters.
+    fn retire(&mut self, d: &mut dyn tapeloom_device::TapeDrive, seq: u32) {
+        self.note_health(seq, d);
+        if let Some(s) = d.stats() {
+            *self.modeled_done.get_or_insert(0.0) += s.modeled_seconds;
+            self.last_stats = Some(s);
+        }
     }
 
     /// What the drives said about each cartridge read, at the end of its mount (the
@@ -129,9 +165,12 @@ impl JobReader {
         }
     }
 
-    /// The current drive's statistics, when it keeps them.
+    /// The current drive's statistics (else the last one's), when it keeps them.
     pub fn drive_stats(&self) -> Option<tapeloom_device::DriveStats> {
-        self.cur.as_ref().and_then(|(_, d)| d.stats())
+        match &self.cur {
+            Some((_, d)) => d.stats(),
+            None => self.last_stats.clone(),
+        }
     }
 
     /// Modeled seconds of all the reading so far, when the drives have a model.
@@ -174,18 +213,27 @@ impl JobReader {
 
     /// Positions at block `lbn` of the job's volume `seq`.
     pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
+        self.ended = false;
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
             if let Some((old, mut d)) = self.cur.take() {
-                self.note_health(old, &mut *d);
                 let before = d.stats().map(|s| s.modeled_seconds);
                 d.unload()?;
                 if let (Some(b), Some(s)) = (before, d.stats()) {
                     self.fixed_seconds += s.modeled_seconds - b;
-                    *self.modeled_done.get_or_insert(0.0) += s.modeled_seconds;
                 }
+                self.retire(&mut *d, old);
             }
             let v = self.volume(seq)?.clone();
-            let (_, mut drive) = mount(&mut self.lib, &v.volume.barcode, self.prefer_drive)?;
+            let prefer = self.prefer_drive.or(self.drive);
+            let (i, mut drive, moved) = {
+                let mut lib = self.lib.lock().map_err(|_| MediaError::LibraryPoisoned)?;
+                place(&mut lib, &v.volume.barcode, prefer)?
+            };
+            // The load needs no changer: other drives go on meanwhile.
+            if moved {
+                drive.load()?;
+            }
+            self.drive = Some(i);
             match read_label(&mut *drive)? {
                 Found::Label(l) if l.uuid == v.volume.uuid => {}
                 _ => {
@@ -235,26 +283,38 @@ impl JobReader {
         Ok(())
     }
 
-    /// Where the next read happens: (volume seq, LBN).
+    /// Where the next read happens: (volume seq, LBN); `None` before the first seek
+    /// and after the end of the order.
     pub fn at(&self) -> Option<(u32, u64)> {
+        if self.ended {
+            return None;
+        }
         self.cur.as_ref().map(|c| (c.0, self.lbn))
     }
 
+    /// Moves on to the next volume of the order; false (and the drive let go) after
+    /// the last.
     fn next_volume(&mut self) -> Result<bool> {
         let Some((seq, _)) = self.cur.as_ref() else {
             return Ok(false);
         };
-        let next = seq + 1;
-        match self.vols.iter().find(|v| v.seq == next) {
+        let seq = *seq;
+        let next = self
+            .order
+            .iter()
+            .position(|s| *s == seq)
+            .and_then(|i| self.order.get(i + 1))
+            .and_then(|n| self.vols.iter().find(|v| v.seq == *n));
+        match next {
             Some(v) => {
-                let first = v.first_lbn;
+                let (next, first) = (v.seq, v.first_lbn);
                 self.seek(next, first)?;
                 Ok(true)
             }
             None => {
-                if let Some((seq, mut d)) = self.cur.take() {
-                    self.note_health(seq, &mut *d);
-                }
+                // The cartridge stays in the drive, and its time in the totals, until
+                // a seek needs another.
+                self.ended = true;
                 Ok(false)
             }
         }
@@ -263,6 +323,9 @@ impl JobReader {
     /// Reads the next block of the job.
     pub fn next(&mut self) -> Result<Got> {
         loop {
+            if self.ended {
+                return Ok(Got::End);
+            }
             let Some((seq, _)) = self.cur.as_ref() else {
                 return Ok(Got::End);
             };
@@ -446,6 +509,11 @@ impl Streams {
                 Ok(())
             }
         }
+    }
+
+    /// The streams fed so far.
+    pub fn ids(&self) -> impl Iterator<Item = u16> + '_ {
+        self.map.keys().copied()
     }
 
     /// Ends decoding: a stream that stopped mid-record lost its tail.

@@ -270,8 +270,10 @@ impl VolumeWriter {
             } else {
                 self.tapes.next_seq.fetch_add(1, Ordering::SeqCst)
             };
+            // This drive's chain is named by its first volume.
+            let chain = self.volumes.first().map_or(self.seq, |v| v.0);
             self.cat
-                .add_job_volume(self.job_id, self.seq, volume.id, self.lbn)?;
+                .add_job_volume(self.job_id, self.seq, chain, volume.id, self.lbn)?;
             self.volumes.push((self.seq, volume.clone()));
             self.volume = Some(volume);
             self.drive = Some(drive);

@@ -1,10 +1,14 @@
 //! Restore: whole jobs, or chosen paths, reading only the blocks that hold them.
 //!
-//! [`plan`] chooses the wanted entries and the runs of blocks that hold them; the
-//! job reader (`crate::media::reader`) reads those runs, passing over the gaps by
-//! locate or read-through, whichever the drive model says is cheaper; the
-//! [`restorer`] places what it decodes with [`place`] and [`writers`].
+//! [`plan`] chooses the wanted entries and the runs of blocks that hold them;
+//! [`chains`] groups the job's volumes into the chains its drives wrote and gives
+//! each chain to a drive, so a job written by several drives is read by as many at
+//! once. On each drive a job reader (`crate::media::reader`) reads the runs of its
+//! chains, passing over the gaps by locate or read-through, whichever the drive
+//! model says is cheaper; the [`restorer`], which all drives share, places what
+//! they decode with [`place`] and [`writers`].
 
+pub(crate) mod chains;
 pub(crate) mod place;
 pub(crate) mod plan;
 pub(crate) mod restorer;
@@ -12,16 +16,20 @@ pub(crate) mod writers;
 
 pub use plan::normalize;
 
-use crate::error::Result;
+use crate::error::{Error, JobError, MediaError, OptionsError, Result};
 use crate::home::Home;
-use crate::media::reader::{Got, JobReader, Streams};
+use crate::media::reader::{Got, JobReader, SharedLibrary, Streams};
 use crate::sampler::Sampler;
-use plan::{plan_runs, select, Run};
+use chains::{assign, Chain};
+use plan::{plan_runs, select, Hints, Run};
 use restorer::Restorer;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tapeloom_catalog::{Catalog, JobVolume};
+use tapeloom_catalog::{Catalog, FileRow, JobVolume, Sample};
+use tapeloom_device::{DriveHealth, DriveStats};
 
 /// How to restore.
 #[derive(Debug, Clone, Default)]
@@ -30,12 +38,42 @@ pub struct RestoreOptions {
     pub to: PathBuf,
     /// Paths (files or directories) of the job to restore; all when empty.
     pub paths: Vec<Vec<u8>>,
-    /// Drive to read with, when the user chose one.
+    /// Drive to read with, when the user chose one (then it is the only one).
     pub drive: Option<usize>,
+    /// Most drives to read with at once (the first ones of the library); all when
+    /// `None`. No more are used than the job has chains.
+    pub drives: Option<usize>,
     /// Restore only this stream (by name).
     pub stream: Option<String>,
     /// How to pass over data that is not wanted between two wanted runs.
     pub skip_by: SkipBy,
+}
+
+/// What one drive of a restore read.
+#[derive(Debug, Clone, Default)]
+pub struct DriveRead {
+    /// The drive (library index).
+    pub drive: usize,
+    /// The chains it read, by the sequence number of their first volume.
+    pub chains: Vec<u32>,
+    /// Blocks read from tape.
+    pub blocks_read: u64,
+    /// Bytes read from tape.
+    pub bytes_read_from_tape: u64,
+    /// Locates done.
+    pub locates: u64,
+    /// Cartridges mounted.
+    pub mounts: u64,
+    /// Gaps passed by reading through.
+    pub read_through: u64,
+    /// Modeled seconds of its work, when it has a timing model.
+    pub modeled_seconds: Option<f64>,
+    /// The model's lower bound for its reads (see [`RestoreReport::bound_seconds`]).
+    pub bound_seconds: Option<f64>,
+    /// Its statistics (of its last cartridge), when it keeps them.
+    pub stats: Option<DriveStats>,
+    /// What it said about each cartridge at the end of its mount.
+    pub health: Vec<(String, DriveHealth)>,
 }
 
 /// How a restore passes over unwanted blocks between two wanted runs of one volume.
@@ -70,17 +108,23 @@ pub struct RestoreReport {
     pub read_through: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
-    /// Modeled seconds of the drives' work, when they have a timing model.
+    /// Modeled seconds of the restore, when the drives have a timing model: the
+    /// longest of the drives' times, since they read at once.
     pub modeled_seconds: Option<f64>,
     /// Data bytes restored per stream, by name.
     pub streams: Vec<(String, u64)>,
-    /// The last drive's statistics, when it keeps them.
+    /// The first drive's statistics (of its last cartridge), when it keeps them.
     pub drive_stats: Option<tapeloom_device::DriveStats>,
-    /// The model's lower bound for the same reads: every wanted block read at full
-    /// speed, every gap passed the cheaper way (locate or read through), plus loads
-    /// and unloads. With no overheads beyond the tape's physics, this is the best any
-    /// restore of these blocks can do on this drive.
+    /// The model's lower bound for the same reads on the same drives: on each drive,
+    /// every wanted block read at full speed, every gap passed the cheaper way (locate
+    /// or read through), plus loads and unloads; the longest of the drives. With no
+    /// overheads beyond the tape's physics, this is the best any restore of these
+    /// blocks can do with this sharing of chains.
     pub bound_seconds: Option<f64>,
+    /// The chains of cartridges the job's drives wrote (1 for a job of one drive).
+    pub chains: usize,
+    /// What each drive read, in drive order.
+    pub drives: Vec<DriveRead>,
     /// Objects that could not be restored: path and reason.
     pub errors: Vec<(String, String)>,
     /// What the drive said about each cartridge at the end of its mount.
@@ -91,40 +135,114 @@ pub struct RestoreReport {
 pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<RestoreReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
-    let (mut reader, vols) = JobReader::open(home, job_id, opts.drive)?;
-    let (want, mut rows) = select(cat, job_id, opts)?;
-    let mut rs = Restorer::new(&opts.to, want)?;
+    let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
+    let vols = cat.job_volumes(job_id)?;
+    if vols.is_empty() {
+        return Err(JobError::NothingOnTape(job_id).into());
+    }
+    let (want, rows) = select(cat, job_id, opts)?;
+    let whole = want.is_none();
+    let rs = Mutex::new(Restorer::new(&opts.to, want)?);
     let names: HashMap<u16, String> = cat
         .streams(job_id)?
         .into_iter()
         .map(|s| (s.stream, s.name))
         .collect();
     let extents = cat.extents(job_id)?;
-    let (runs, hints) = plan_runs(&vols, &mut rows, rs.want.is_none(), &extents);
-    let mut read = Reading {
-        cat,
+    let chains = chains::chains(&vols, &extents);
+    let (work, hints) = plan_chains(&chains, rows, whole, &extents);
+
+    let mut lib = home.library()?;
+    let inv = lib.inventory()?;
+    let have = inv.drives.len();
+    let drives: Vec<usize> = match (opts.drive, opts.drives) {
+        (Some(d), _) if d >= have => return Err(MediaError::NoSuchDrive { drive: d, have }.into()),
+        (Some(d), _) => vec![d],
+        (None, Some(0)) => return Err(OptionsError::TooManyDrives { asked: 0, have }.into()),
+        (None, Some(n)) if n > have => {
+            return Err(OptionsError::TooManyDrives { asked: n, have }.into())
+        }
+        (None, n) => (0..n.unwrap_or(have)).collect(),
+    };
+    let held: HashMap<usize, String> = inv
+        .drives
+        .iter()
+        .filter_map(|d| d.loaded.clone().map(|b| (d.index, b)))
+        .collect();
+    let todo: Vec<Chain> = work.iter().map(|(c, _)| c.clone()).collect();
+    let plan = assign(&todo, &drives, &held);
+    let lib: SharedLibrary = Arc::new(Mutex::new(lib));
+    let stop = AtomicBool::new(false);
+    let shared = Shared {
         job_id,
+        tag: job.tag,
+        block_size: job.block_size as usize,
         vols: &vols,
         opts,
         names: &names,
-        sampler: Sampler::new(t0),
-        bound: 0.0,
-        modeled: false,
+        hints: &hints,
+        rs: &rs,
+        lib: &lib,
+        stop: &stop,
+        t0,
     };
-    let mut streams = Streams::default();
-    for run in runs {
-        read.run(&mut reader, &run, &hints, &mut streams, &mut rs)?;
+    // Each drive looks up the files of a bad block through a connection of its own.
+    let mut tasks = Vec::new();
+    for (drive, list) in plan {
+        let mine: Vec<&(Chain, Vec<Run>)> = list.iter().map(|&i| &work[i]).collect();
+        tasks.push((drive, mine, home.connect()?));
     }
-    streams.finish(&mut rs);
-    read.sample(&reader, &rs);
+    let results: Vec<Result<(DriveRead, Vec<Sample>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = tasks
+            .into_iter()
+            .map(|(drive, mine, conn)| {
+                let shared = &shared;
+                s.spawn(move || {
+                    let r = shared.read(drive, &mine, &conn);
+                    if r.is_err() {
+                        shared.stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or(Err(Error::Panicked {
+                    what: "a drive's reader",
+                }))
+            })
+            .collect()
+    });
+    let mut reads = Vec::new();
+    let mut samples = Vec::new();
+    let mut failed = None;
+    for r in results {
+        match r {
+            Ok((d, s)) => {
+                reads.push(d);
+                samples.extend(s);
+            }
+            // The first cause, not the drives that stopped because of it.
+            Err(Error::Stopped) => {}
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    reads.sort_by_key(|d| d.drive);
+    let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
+        what: "a drive's reader",
+    })?;
     cat.clear_samples(job_id, "restore")?;
-    cat.add_samples(job_id, "restore", &read.sampler.out)?;
-    let health = reader.take_health();
+    cat.add_samples(job_id, "restore", &samples)?;
     crate::media::save_health(
         cat,
         job_id,
         "restore",
-        [(opts.drive.unwrap_or(0), health.as_slice())],
+        reads.iter().map(|d| (d.drive, d.health.as_slice())),
     )?;
     if let Some(w) = rs.writers.take() {
         let (files, bytes, errors) = w.finish();
@@ -138,62 +256,177 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     // A file named for a bad block may also have failed its checksum: name it once.
     let mut seen = HashSet::new();
     report.errors.retain(|e| seen.insert(e.0.clone()));
-    report.blocks_read = reader.blocks_read;
-    report.bytes_read_from_tape = reader.bytes_read;
-    report.locates = reader.locates;
-    report.mounts = reader.mounts;
-    report.drive_stats = reader.drive_stats();
-    report.health = health;
+    for d in &reads {
+        report.blocks_read += d.blocks_read;
+        report.bytes_read_from_tape += d.bytes_read_from_tape;
+        report.locates += d.locates;
+        report.mounts += d.mounts;
+        report.read_through += d.read_through;
+        report.health.extend(d.health.iter().cloned());
+    }
+    report.drive_stats = reads.first().and_then(|d| d.stats.clone());
+    // The drives read at once: the restore takes as long as the slowest.
+    let longest = |f: fn(&DriveRead) -> Option<f64>| reads.iter().filter_map(f).reduce(f64::max);
+    report.modeled_seconds = longest(|d| d.modeled_seconds);
+    report.bound_seconds = longest(|d| d.bound_seconds);
+    report.chains = chains.len();
+    report.drives = reads;
     let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
     per.sort();
     report.streams = per
         .into_iter()
         .map(|(id, b)| (names.get(&id).cloned().unwrap_or_default(), b))
         .collect();
-    report.modeled_seconds = reader.modeled_seconds();
-    if read.modeled || report.modeled_seconds.is_some() {
-        report.bound_seconds = Some(read.bound + reader.fixed_seconds);
-    }
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
 }
 
-/// One restore's reading: the runs in turn, the model's bound for the same reads,
-/// and the samples.
-struct Reading<'a> {
-    cat: &'a Catalog,
+/// The runs to read in each chain, chains with nothing wanted left out; and where
+/// wanted entries start.
+fn plan_chains(
+    chains: &[Chain],
+    rows: Vec<FileRow>,
+    whole: bool,
+    extents: &[tapeloom_catalog::Extent],
+) -> (Vec<(Chain, Vec<Run>)>, Hints) {
+    let chain_of: HashMap<u32, u32> = chains
+        .iter()
+        .flat_map(|c| c.vols.iter().map(move |v| (v.seq, c.id)))
+        .collect();
+    let mut rows_of: HashMap<u32, Vec<FileRow>> = HashMap::new();
+    for r in rows {
+        let c = chain_of.get(&r.start_seq).copied().unwrap_or(r.start_seq);
+        rows_of.entry(c).or_default().push(r);
+    }
+    let mut hints = Hints::new();
+    let mut work = Vec::new();
+    for c in chains {
+        let mut rows = rows_of.remove(&c.id).unwrap_or_default();
+        if !whole && rows.is_empty() {
+            continue;
+        }
+        let ext: Vec<tapeloom_catalog::Extent> = extents
+            .iter()
+            .filter(|e| chain_of.get(&e.seq) == Some(&c.id))
+            .cloned()
+            .collect();
+        let (runs, h) = plan_runs(&c.vols, &mut rows, whole, &ext);
+        hints.extend(h);
+        work.push((c.clone(), runs));
+    }
+    (work, hints)
+}
+
+/// What the drives of one restore share.
+struct Shared<'a> {
     job_id: i64,
+    tag: u64,
+    block_size: usize,
     vols: &'a [JobVolume],
     opts: &'a RestoreOptions,
     names: &'a HashMap<u16, String>,
+    hints: &'a Hints,
+    rs: &'a Mutex<Restorer>,
+    lib: &'a SharedLibrary,
+    /// Set when a drive failed: the others stop too.
+    stop: &'a AtomicBool,
+    t0: Instant,
+}
+
+impl Shared<'_> {
+    /// One drive's part: its chains one after another, each run in turn.
+    fn read(
+        &self,
+        drive: usize,
+        chains: &[&(Chain, Vec<Run>)],
+        cat: &Catalog,
+    ) -> Result<(DriveRead, Vec<Sample>)> {
+        let mut reader = JobReader::new(
+            Arc::clone(self.lib),
+            self.vols.to_vec(),
+            self.tag,
+            self.block_size,
+            Some(drive),
+        );
+        let mut read = Reading {
+            cat,
+            shared: self,
+            drive,
+            sampler: Sampler::new(self.t0),
+            bound: 0.0,
+            modeled: false,
+            read_through: 0,
+        };
+        let mut streams = Streams::default();
+        for (chain, runs) in chains {
+            reader.follow(chain.order());
+            for run in runs {
+                read.run(&mut reader, run, &mut streams)?;
+            }
+        }
+        {
+            let mut rs = self.lock()?;
+            streams.finish(&mut *rs);
+            read.sample(&reader, &streams, &rs);
+        }
+        let modeled_seconds = reader.modeled_seconds();
+        let out = DriveRead {
+            drive,
+            chains: chains.iter().map(|(c, _)| c.id).collect(),
+            blocks_read: reader.blocks_read,
+            bytes_read_from_tape: reader.bytes_read,
+            locates: reader.locates,
+            mounts: reader.mounts,
+            read_through: read.read_through,
+            modeled_seconds,
+            bound_seconds: (read.modeled || modeled_seconds.is_some())
+                .then_some(read.bound + reader.fixed_seconds),
+            stats: reader.drive_stats(),
+            health: reader.take_health(),
+        };
+        Ok((out, read.sampler.out))
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Restorer>> {
+        self.rs.lock().map_err(|_| Error::Panicked {
+            what: "a drive's reader",
+        })
+    }
+}
+
+/// One drive's reading: the runs in turn, the model's bound for the same reads,
+/// and the samples.
+struct Reading<'a, 'b> {
+    cat: &'a Catalog,
+    shared: &'a Shared<'b>,
+    drive: usize,
     sampler: Sampler,
     /// The model's lower bound for the reads so far: wanted blocks at full speed,
     /// each gap passed the cheaper way.
     bound: f64,
     /// Whether the drive answered for its travel times.
     modeled: bool,
+    /// Gaps passed by reading through.
+    read_through: u64,
 }
 
-impl Reading<'_> {
+impl Reading<'_, '_> {
     /// Reads one run: positions at its start (reading through a short or cheap gap),
     /// then feeds its blocks to the decoders.
-    fn run(
-        &mut self,
-        reader: &mut JobReader,
-        run: &Run,
-        hints: &HashMap<(u32, u64, u16), u32>,
-        streams: &mut Streams,
-        rs: &mut Restorer,
-    ) -> Result<()> {
+    fn run(&mut self, reader: &mut JobReader, run: &Run, streams: &mut Streams) -> Result<()> {
         if self.position(reader, run)? {
-            rs.report.read_through += 1;
+            self.read_through += 1;
         }
         while let Some(at) = reader.at() {
             if at > run.end {
                 break;
             }
+            if self.shared.stop.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
+            }
             if self.sampler.due() {
-                self.sample(reader, rs);
+                let rs = self.shared.lock()?;
+                self.sample(reader, streams, &rs);
             }
             if let Some(c) = reader.read_cost(at.1, at.1 + 1) {
                 self.bound += c;
@@ -202,12 +435,15 @@ impl Reading<'_> {
                 Got::End => break,
                 Got::Bad { seq, lbn, why } => {
                     let barcode = self
+                        .shared
                         .vols
                         .iter()
                         .find(|v| v.seq == seq)
                         .map(|v| v.volume.barcode.as_str())
                         .unwrap_or("?");
-                    for p in self.cat.files_in_block(self.job_id, seq, lbn)? {
+                    let paths = self.cat.files_in_block(self.shared.job_id, seq, lbn)?;
+                    let mut rs = self.shared.lock()?;
+                    for p in paths {
                         if rs.wanted(&p) {
                             rs.fail(&p, format!("block {lbn} of {barcode} is bad: {why}"));
                         }
@@ -215,8 +451,9 @@ impl Reading<'_> {
                 }
                 Got::Block { seq, lbn, header } => {
                     let payload = header.payload(reader.block());
-                    let hint = hints.get(&(seq, lbn, header.stream)).copied();
-                    streams.feed(&header, payload, (seq, lbn), hint, rs)?;
+                    let hint = self.shared.hints.get(&(seq, lbn, header.stream)).copied();
+                    let mut rs = self.shared.lock()?;
+                    streams.feed(&header, payload, (seq, lbn), hint, &mut *rs)?;
                 }
             }
         }
@@ -239,7 +476,7 @@ impl Reading<'_> {
                     self.bound += t.read.min(t.locate);
                     self.modeled = true;
                 }
-                let read = match self.opts.skip_by {
+                let read = match self.shared.opts.skip_by {
                     SkipBy::Read => true,
                     SkipBy::Locate => false,
                     SkipBy::Auto => travel.is_some_and(|t| t.read <= t.locate),
@@ -256,16 +493,117 @@ impl Reading<'_> {
         Ok(passed)
     }
 
-    /// Samples the drive and the streams restored so far.
-    fn sample(&mut self, reader: &JobReader, rs: &Restorer) {
+    /// Samples the drive and the streams it restored so far.
+    fn sample(&mut self, reader: &JobReader, streams: &Streams, rs: &Restorer) {
         let t = self.sampler.round();
         let stats = reader.drive_stats();
-        let drive = self.opts.drive.unwrap_or(0);
         self.sampler
-            .drive(t, drive, reader.bytes_read, 0.0, stats.as_ref(), None);
-        for (id, b) in &rs.per_stream {
-            let name = self.names.get(id).map(|s| s.as_str()).unwrap_or("?");
-            self.sampler.stream(t, name, *b, 0.0, None);
+            .drive(t, self.drive, reader.bytes_read, 0.0, stats.as_ref(), None);
+        for id in streams.ids() {
+            let Some(&b) = rs.per_stream.get(&id) else {
+                continue;
+            };
+            let name = self
+                .shared
+                .names
+                .get(&id)
+                .map(|s| s.as_str())
+                .unwrap_or("?");
+            self.sampler.stream(t, name, b, 0.0, None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tapeloom_catalog::{Extent, Volume, VolumeState};
+
+    fn vol(seq: u32, chain: u32) -> JobVolume {
+        JobVolume {
+            seq,
+            volume: Volume {
+                id: seq as i64 + 1,
+                barcode: format!("TL{:04}L3", seq + 1),
+                uuid: [seq as u8; 16],
+                pool: "default".into(),
+                block_size: 262144,
+                status: VolumeState::Full,
+            },
+            first_lbn: 2,
+            last_lbn: Some(100),
+            chain: Some(chain),
+        }
+    }
+
+    fn row(stream: u16, start: (u32, u64), end: (u32, u64)) -> FileRow {
+        FileRow {
+            path: format!("s{stream}/{}-{}", start.0, start.1).into_bytes(),
+            stream,
+            kind: 1,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            mtime_ns: 0,
+            start_seq: start.0,
+            start_lbn: start.1,
+            start_off: 0,
+            end_seq: end.0,
+            end_lbn: end.1,
+            crc: 0,
+            link: vec![],
+        }
+    }
+
+    fn ext(stream: u16, seq: u32, first_lbn: u64, blocks: u64) -> Extent {
+        Extent {
+            stream,
+            seq,
+            first_lbn,
+            blocks,
+            stream_offset: 0,
+        }
+    }
+
+    type Span = ((u32, u64), (u32, u64));
+
+    fn spans(work: &[(Chain, Vec<Run>)]) -> Vec<(u32, Vec<Span>)> {
+        work.iter()
+            .map(|(c, runs)| (c.id, runs.iter().map(|r| (r.start, r.end)).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn each_chain_gets_the_runs_of_its_own_volumes() {
+        // Drive A wrote volumes 0 and 2 (stream 1), drive B volume 1 (stream 2).
+        let vols = [vol(0, 0), vol(1, 1), vol(2, 0)];
+        let extents = [ext(1, 0, 2, 99), ext(2, 1, 2, 99), ext(1, 2, 2, 50)];
+        let chains = chains::chains(&vols, &extents);
+        // The whole job: one run per chain, from its first volume on.
+        let (whole, _) = plan_chains(&chains, vec![], true, &extents);
+        assert_eq!(
+            spans(&whole),
+            vec![
+                (0, vec![((0, 2), (u32::MAX, u64::MAX))]),
+                (1, vec![((1, 2), (u32::MAX, u64::MAX))])
+            ]
+        );
+        // A file of stream 1 spans volumes 0 to 2, one of stream 2 lies on volume 1
+        // in between: in sequence order the two would merge into one run across
+        // volume 1; by chain they stay apart.
+        let rows = vec![row(1, (0, 90), (2, 10)), row(2, (1, 40), (1, 42))];
+        let (runs, hints) = plan_chains(&chains, rows, false, &extents);
+        assert_eq!(
+            spans(&runs),
+            vec![
+                (0, vec![((0, 90), (0, 100)), ((2, 2), (2, 10))]),
+                (1, vec![((1, 40), (1, 42))])
+            ]
+        );
+        assert_eq!(hints.get(&(1, 40, 2)), Some(&0));
+        // Only stream 2 wanted: chain 0 has nothing to read and is left out.
+        let (only, _) = plan_chains(&chains, vec![row(2, (1, 5), (1, 6))], false, &extents);
+        assert_eq!(spans(&only), vec![(1, vec![((1, 5), (1, 6))])]);
     }
 }

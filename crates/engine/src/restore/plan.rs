@@ -217,6 +217,7 @@ mod tests {
             },
             first_lbn: 2,
             last_lbn: None,
+            chain: Some(0),
         }
     }
 
