@@ -456,3 +456,114 @@ fn the_real_clock_takes_the_modeled_time() {
         "{row}"
     );
 }
+
+/// Reads a restore's modeled and bound seconds, which a modeled library must give.
+fn modeled_and_bound(r: &Value) -> (f64, f64) {
+    let m = r["modeled_seconds"].as_f64().expect("modeled seconds");
+    let b = r["bound_seconds"].as_f64().expect("bound seconds");
+    (m, b)
+}
+
+/// A job written by two drives has two chains of cartridges: restored on both drives
+/// at once, it takes at most 60 % of the modeled time one drive takes reading the
+/// chains one after another; and the bound stays below the modeled time either way.
+#[test]
+fn a_two_drive_job_restores_on_both_drives_at_once() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    ok(
+        &home,
+        &[
+            "library", "create", "--drives", "2", "--slots", "4", "--model", "lto3", "--clock",
+            "virtual",
+        ],
+    );
+    let mut srcs = Vec::new();
+    for s in 0..4u64 {
+        let d = t.path().join(format!("src/s{s}"));
+        for i in 0..2 {
+            write(
+                &d.join(format!("f{i}")),
+                &noise(70 + 10 * s + i, 12_000_000),
+            );
+        }
+        srcs.push(d.to_str().unwrap().to_string());
+    }
+    let mut args = vec!["backup", "--drives", "2", "--concurrency", "2"];
+    args.extend(srcs.iter().map(|s| s.as_str()));
+    let b = ok(&home, &args);
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    let restore = |to: &str, extra: &[&str]| {
+        // Each restore starts with every cartridge in its slot.
+        ok(&home, &["library", "unload"]);
+        let out = t.path().join(to);
+        let mut a = vec!["restore", &job, "--to", out.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let r = ok(&home, &a);
+        for s in 0..4 {
+            let s = format!("s{s}");
+            assert_same_tree(&t.path().join("src").join(&s), &out.join(&s));
+        }
+        r
+    };
+    let one = restore("one", &["--drives", "1"]);
+    let both = restore("both", &[]);
+    assert_eq!(one["chains"], 2, "{one}");
+    assert_eq!(one["drives"].as_array().unwrap().len(), 1, "{one}");
+    let drives = both["drives"].as_array().unwrap();
+    let used: Vec<u64> = drives
+        .iter()
+        .map(|d| d["drive"].as_u64().unwrap())
+        .collect();
+    assert_eq!(used, vec![0, 1], "{both}");
+    for d in drives {
+        assert!(d["bytes"].as_u64().unwrap() > 40_000_000, "{both}");
+        assert_eq!(d["chains"].as_array().unwrap().len(), 1, "{both}");
+    }
+    let (m1, b1) = modeled_and_bound(&one);
+    let (m2, b2) = modeled_and_bound(&both);
+    assert!(b1 > 0.0 && b1 <= m1, "one drive: bound {b1} > modeled {m1}");
+    assert!(
+        b2 > 0.0 && b2 <= m2,
+        "two drives: bound {b2} > modeled {m2}"
+    );
+    assert!(m2 <= 0.6 * m1, "two drives {m2} s vs one {m1} s");
+    // The same from a catalog rebuilt from the tapes: the chains are found again.
+    forget_catalog(&home);
+    ok(&home, &["catalog", "rebuild"]);
+    let again = restore("again", &[]);
+    assert_eq!(again["chains"], 2, "{again}");
+    assert_eq!(again["drives"].as_array().unwrap().len(), 2, "{again}");
+}
+
+/// A one-drive LTO-3 library, backed up and restored with the cartridge still in the
+/// drive: the restore's modeled figures are numbers, and the bound stays below.
+#[test]
+fn a_restore_from_the_cartridge_left_in_the_drive_is_modeled() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src, out) = (
+        t.path().join("home"),
+        t.path().join("src"),
+        t.path().join("out"),
+    );
+    ok(
+        &home,
+        &[
+            "library", "create", "--drives", "1", "--slots", "2", "--model", "lto3", "--clock",
+            "virtual",
+        ],
+    );
+    write(&src.join("f"), &noise(5, 20_000_000));
+    let b = ok(&home, &["backup", src.to_str().unwrap()]);
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    let st = ok(&home, &["library", "status"]);
+    assert!(st["drives"][0]["loaded"].is_string(), "{st}");
+    let r = ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&src, &out);
+    let (m, bound) = modeled_and_bound(&r);
+    assert!(m > 0.0 && bound <= m, "{r}");
+    let d = &r["drives"][0];
+    assert_eq!(d["modeled_seconds"].as_f64(), Some(m), "{r}");
+    assert!(d["backhitches"].as_u64().is_some(), "{r}");
+    assert!(d["compression_ratio"].as_f64().is_some(), "{r}");
+}
