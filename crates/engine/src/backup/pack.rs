@@ -4,7 +4,7 @@
 //! them to its lane of the buffer pool.
 
 use crate::backup::mux::{Done, Msg, Outlet, Stopped};
-use crate::backup::source::{Content, Fetched, Item};
+use crate::backup::source::{Batch, Content, Fetched, Item};
 use crate::compress::{CompressionCounters, Compressor};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
@@ -101,7 +101,7 @@ pub(crate) fn pack_stream(
     stream: u16,
     tag: u64,
     block_size: usize,
-    fetched: Receiver<Receiver<Fetched>>,
+    fetched: Receiver<Receiver<Batch>>,
     out: Outlet,
     host: &HostPath,
     comp: Option<(Compressor, Arc<CompressionCounters>)>,
@@ -117,42 +117,44 @@ pub(crate) fn pack_stream(
     let mut links: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
     let (mut entries, mut stored) = (0u64, 0u64);
     for one in fetched.iter() {
-        let Ok(f) = one.recv() else { break };
-        let r = match f {
-            Fetched::Error(p, why) => pk.error(p, why),
-            Fetched::Item(item) => {
-                let Item {
-                    mut entry,
-                    ino,
-                    content,
-                } = *item;
-                if entry.kind == EntryType::Socket {
-                    // Sockets cannot be restored; like tar, leave them out.
-                    continue;
-                }
-                let mut content = content;
-                if entry.kind != EntryType::Directory && ino.2 > 1 {
-                    match links.get(&(ino.0, ino.1)) {
-                        Some(first) => {
-                            entry.kind = EntryType::HardLink;
-                            entry.link = first.clone();
-                            entry.size = 0;
-                            entry.sparse = None;
-                            content = Content::None;
-                        }
-                        None => {
-                            links.insert((ino.0, ino.1), entry.path.clone());
+        let Ok(mut batch) = one.recv() else { break };
+        for f in batch.items.drain(..) {
+            let r = match f {
+                Fetched::Error(p, why) => pk.error(p, why),
+                Fetched::Item(item) => {
+                    let Item {
+                        mut entry,
+                        ino,
+                        content,
+                    } = *item;
+                    if entry.kind == EntryType::Socket {
+                        // Sockets cannot be restored; like tar, leave them out.
+                        continue;
+                    }
+                    let mut content = content;
+                    if entry.kind != EntryType::Directory && ino.2 > 1 {
+                        match links.get(&(ino.0, ino.1)) {
+                            Some(first) => {
+                                entry.kind = EntryType::HardLink;
+                                entry.link = first.clone();
+                                entry.size = 0;
+                                entry.sparse = None;
+                                content = Content::None;
+                            }
+                            None => {
+                                links.insert((ino.0, ino.1), entry.path.clone());
+                            }
                         }
                     }
+                    entries += 1;
+                    stored += entry.stored_len();
+                    pack_item(&mut pk, entry, content, &batch.data, host)
                 }
-                entries += 1;
-                stored += entry.stored_len();
-                pack_item(&mut pk, entry, content, host)
+            };
+            if r.is_err() {
+                // The writer is gone; it reports why.
+                return;
             }
-        };
-        if r.is_err() {
-            // The writer is gone; it reports why.
-            return;
         }
     }
     let se = StreamEnd {
@@ -170,6 +172,7 @@ fn pack_item(
     pk: &mut Packer,
     entry: Entry,
     content: Content,
+    data: &[u8],
     host: &HostPath,
 ) -> std::result::Result<(), Stopped> {
     let body = entry.encode();
@@ -184,9 +187,9 @@ fn pack_item(
         let mut status = FileStatus::Ok;
         let mut problem = None;
         match content {
-            Content::Bytes(b) => {
-                crc = crc32c::crc32c(&b);
-                pk.p.write(&b);
+            Content::Bytes { at, crc: c } => {
+                crc = c;
+                pk.p.write(&data[at]);
                 pk.drain()?;
             }
             Content::File(f) => {

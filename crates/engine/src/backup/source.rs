@@ -1,14 +1,23 @@
 //! Reading sources: a walker that lists objects in a fixed order and readers that fetch
 //! their metadata and small files in parallel, handed back in walk order.
+//!
+//! The walker keeps each directory open while its objects are fetched, so a reader
+//! opens a file by its name in that directory (`openat`) instead of looking its whole
+//! path up again, and learns its metadata from the open descriptor. Objects travel
+//! in batches, one channel message each way per batch; a batch's small files are read
+//! into one buffer, which goes back to a pool once the batch is packed.
 
 use nix::unistd::{lseek, Whence};
+use rustix::fs::{FileType, Mode, OFlags};
 use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use tapeloom_format::{Entry, EntryType, Timestamp};
@@ -19,6 +28,12 @@ pub const SMALL_FILE: u64 = 64 * 1024;
 /// Objects between the walker and the packer: bounds memory to about
 /// `WINDOW * SMALL_FILE`.
 const WINDOW: usize = 1024;
+/// Objects per batch. Each reader fetches a batch's objects one after another, so
+/// `WINDOW / BATCH` batches in flight keep that many reads going at once.
+const BATCH: usize = 32;
+/// Directories deeper than this are not kept open: their objects are opened by path,
+/// so a deep tree cannot exhaust the process's descriptors.
+const OPEN_DEPTH: usize = 256;
 
 /// One object to back up, read and ready.
 pub struct Item {
@@ -34,8 +49,8 @@ pub struct Item {
 pub enum Content {
     /// Not a regular file.
     None,
-    /// Read whole.
-    Bytes(Vec<u8>),
+    /// Read whole into its batch's buffer (`Batch::data[at]`), with its CRC32C.
+    Bytes { at: Range<usize>, crc: u32 },
     /// Open, to be streamed (dense, or by the sparse extents in the entry).
     File(File),
 }
@@ -48,25 +63,251 @@ pub enum Fetched {
     Error(Vec<u8>, String),
 }
 
-struct Work {
+/// Consecutive objects in walk order and the data of their small files. The buffer
+/// goes back to the readers' pool when the batch is dropped.
+pub struct Batch {
+    /// The objects.
+    pub items: Vec<Fetched>,
+    /// The data the items' `Content::Bytes` point into.
+    pub data: Vec<u8>,
+    pool: Arc<Pool>,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.data));
+    }
+}
+
+/// Batch buffers for reuse: their pages are in place and need no zeroing again.
+#[derive(Default)]
+struct Pool(Mutex<Vec<Vec<u8>>>);
+
+impl Pool {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+    fn give(&self, buf: Vec<u8>) {
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() < WINDOW / BATCH + 2 {
+                v.push(buf);
+            }
+        }
+    }
+}
+
+/// A directory being walked: open (unless too deep) so that its objects are opened
+/// by name.
+pub(crate) struct Folder {
+    fd: Option<OwnedFd>,
+    /// Its path on the host, as given.
     abs: PathBuf,
+    /// Its path in the job's namespace.
     rel: Vec<u8>,
-    reply: SyncSender<Fetched>,
+}
+
+impl Folder {
+    /// A directory found from the root path `abs`, following a symlink there when
+    /// `follow`; `rel` is its name in the job's namespace.
+    pub(crate) fn open(abs: &Path, rel: Vec<u8>, follow: bool) -> std::io::Result<Folder> {
+        let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        let fd = rustix::fs::open(abs, flags, Mode::empty())?;
+        Ok(Folder {
+            fd: Some(fd),
+            abs: abs.to_path_buf(),
+            rel,
+        })
+    }
+}
+
+/// An object the walker found: `name` in directory `dir`, and its type as the
+/// directory listing gave it.
+pub(crate) struct Found {
+    pub dir: Arc<Folder>,
+    pub name: CString,
+    pub kind: FileType,
+}
+
+impl Found {
+    /// Its path on the host.
+    pub fn abs(&self) -> PathBuf {
+        self.dir.abs.join(OsStr::from_bytes(self.name.to_bytes()))
+    }
+
+    /// Its path in the job's namespace.
+    fn rel(&self) -> Vec<u8> {
+        join_rel(&self.dir.rel, self.name.to_bytes())
+    }
+
+    /// Opens it (without following a final symlink when `flags` say so): by name in its
+    /// directory, or by path when the directory is not kept open.
+    pub fn open(&self, flags: OFlags) -> std::io::Result<File> {
+        let fd = match &self.dir.fd {
+            Some(d) => rustix::fs::openat(d, self.name.as_c_str(), flags, Mode::empty())?,
+            None => rustix::fs::open(self.abs(), flags, Mode::empty())?,
+        };
+        Ok(File::from(fd))
+    }
+}
+
+fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir == b"." {
+        return name.to_vec();
+    }
+    let mut r = Vec::with_capacity(dir.len() + 1 + name.len());
+    r.extend_from_slice(dir);
+    r.push(b'/');
+    r.extend_from_slice(name);
+    r
+}
+
+/// What the walker reports, in walk order.
+pub(crate) enum Walked {
+    /// An object.
+    Found(Found),
+    /// A directory whose contents could not be listed: its path and why.
+    Unlisted(Vec<u8>, String),
+}
+
+/// Lists the contents of `dir` depth first: a directory before its contents, names
+/// in byte order, symlinks not followed. Directories in `skip` (device, inode) are
+/// left out with their contents. Stops with the first error `sink` returns.
+pub(crate) fn walk_contents<E>(
+    dir: &Arc<Folder>,
+    skip: &[(u64, u64)],
+    sink: &mut impl FnMut(Walked) -> Result<(), E>,
+) -> Result<(), E> {
+    walk_in(dir, 1, skip, sink)
+}
+
+fn walk_in<E>(
+    dir: &Arc<Folder>,
+    depth: usize,
+    skip: &[(u64, u64)],
+    sink: &mut impl FnMut(Walked) -> Result<(), E>,
+) -> Result<(), E> {
+    let kids = match list(dir) {
+        Ok(k) => k,
+        Err(e) => {
+            let why = format!("cannot list directory: {e}");
+            return sink(Walked::Unlisted(
+                dir.abs.as_os_str().as_bytes().to_vec(),
+                why,
+            ));
+        }
+    };
+    for (name, kind) in kids {
+        let found = Found {
+            dir: Arc::clone(dir),
+            name,
+            kind,
+        };
+        if kind != FileType::Directory {
+            sink(Walked::Found(found))?;
+            continue;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let sub = found.open(flags).and_then(|f| {
+            let md = f.metadata()?;
+            Ok((OwnedFd::from(f), md.dev(), md.ino()))
+        });
+        match sub {
+            Ok((_, dev, ino)) if skip.contains(&(dev, ino)) => {}
+            Ok((fd, _, _)) => {
+                let sub = Arc::new(Folder {
+                    fd: (depth < OPEN_DEPTH).then_some(fd),
+                    abs: found.abs(),
+                    rel: found.rel(),
+                });
+                sink(Walked::Found(found))?;
+                walk_in(&sub, depth + 1, skip, sink)?;
+            }
+            Err(e) => {
+                let loopy = matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::ENOTDIR) | Some(nix::libc::ELOOP)
+                );
+                let abs = found.abs();
+                sink(Walked::Found(found))?;
+                // No longer a directory: the object alone is what there is.
+                if !loopy {
+                    let why = format!("cannot list directory: {e}");
+                    sink(Walked::Unlisted(abs.as_os_str().as_bytes().to_vec(), why))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The names in a directory and their types, sorted by name.
+fn list(dir: &Folder) -> std::io::Result<Vec<(CString, FileType)>> {
+    let reopened;
+    let fd = match &dir.fd {
+        Some(fd) => fd,
+        None => {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            reopened = rustix::fs::open(&dir.abs, flags, Mode::empty())?;
+            &reopened
+        }
+    };
+    let mut kids = Vec::new();
+    for d in rustix::fs::Dir::read_from(fd)? {
+        let d = d?;
+        let name = d.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let mut kind = d.file_type();
+        if kind == FileType::Unknown {
+            // The file system does not say in its listing: ask the object.
+            if let Ok(st) = rustix::fs::statat(fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                kind = FileType::from_raw_mode(st.st_mode);
+            }
+        }
+        kids.push((name.to_owned(), kind));
+    }
+    kids.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(kids)
+}
+
+/// What a reader fetches.
+enum Job {
+    /// A source's root: its path on the host and in the job's namespace.
+    Root(PathBuf, Vec<u8>),
+    /// An object the walker found.
+    Found(Found),
+    /// Settled by the walker.
+    Done(Fetched),
+}
+
+struct Work {
+    jobs: Vec<Job>,
+    reply: SyncSender<Batch>,
 }
 
 /// Starts walking `sources` (each with the namespace prefix its entries get) with
 /// `readers` threads, leaving out the directories in `skip` (device, inode): the
-/// tapeloom home, so a backup never reads its own tapes. Returns the ordered results.
+/// tapeloom home, so a backup never reads its own tapes. Returns the ordered batches.
 pub fn start(
     sources: Vec<(PathBuf, Vec<u8>)>,
     readers: usize,
     skip: Vec<(u64, u64)>,
-) -> Receiver<Receiver<Fetched>> {
-    let (order_tx, order_rx) = sync_channel::<Receiver<Fetched>>(WINDOW);
-    let (work_tx, work_rx) = sync_channel::<Work>(WINDOW);
+) -> Receiver<Receiver<Batch>> {
+    let (order_tx, order_rx) = sync_channel::<Receiver<Batch>>(WINDOW / BATCH);
+    let (work_tx, work_rx) = sync_channel::<Work>(WINDOW / BATCH);
     let work_rx = Arc::new(Mutex::new(work_rx));
+    let pool = Arc::new(Pool::default());
     for _ in 0..readers.max(1) {
         let rx = Arc::clone(&work_rx);
+        let pool = Arc::clone(&pool);
         std::thread::spawn(move || {
             let mut names = Names::default();
             loop {
@@ -77,8 +318,8 @@ pub fn start(
                         Err(_) => return,
                     }
                 };
-                let r = fetch(&w.abs, w.rel, &mut names);
-                let _ = w.reply.send(r);
+                let batch = fetch_batch(w.jobs, &mut names, &pool);
+                let _ = w.reply.send(batch);
             }
         });
     }
@@ -86,89 +327,99 @@ pub fn start(
         let mut walker = Walker {
             order: order_tx,
             work: work_tx,
-            skip,
+            jobs: Vec::with_capacity(BATCH),
         };
         for (abs, rel) in sources {
-            if walker.walk(abs, rel).is_err() {
+            if walker.root(abs, rel, &skip).is_err() {
                 return;
             }
         }
+        let _ = walker.flush();
     });
     order_rx
 }
 
 struct Walker {
-    order: SyncSender<Receiver<Fetched>>,
+    order: SyncSender<Receiver<Batch>>,
     work: SyncSender<Work>,
-    skip: Vec<(u64, u64)>,
+    jobs: Vec<Job>,
 }
 
 /// The packer stopped listening.
 struct Gone;
 
 impl Walker {
-    fn push(&mut self, abs: PathBuf, rel: Vec<u8>) -> Result<(), Gone> {
-        let (tx, rx) = sync_channel(1);
-        self.order.send(rx).map_err(|_| Gone)?;
-        self.work
-            .send(Work {
-                abs,
-                rel,
-                reply: tx,
-            })
-            .map_err(|_| Gone)
-    }
-
-    fn error(&mut self, abs: &std::path::Path, why: String) -> Result<(), Gone> {
-        let (tx, rx) = sync_channel(1);
-        let _ = tx.send(Fetched::Error(abs.as_os_str().as_bytes().to_vec(), why));
-        self.order.send(rx).map_err(|_| Gone)
-    }
-
-    /// Depth first, a directory before its contents, names in byte order.
-    fn walk(&mut self, abs: PathBuf, rel: Vec<u8>) -> Result<(), Gone> {
-        let is_dir = match std::fs::symlink_metadata(&abs) {
-            Ok(m) if m.is_dir() && self.skip.contains(&(m.dev(), m.ino())) => return Ok(()),
-            Ok(m) => m.is_dir(),
-            Err(e) => return self.error(&abs, e.to_string()),
-        };
-        self.push(abs.clone(), rel.clone())?;
-        if !is_dir {
-            return Ok(());
-        }
-        let rd = match std::fs::read_dir(&abs) {
-            Ok(rd) => rd,
-            Err(e) => return self.error(&abs, format!("cannot list directory: {e}")),
-        };
-        let mut kids = Vec::new();
-        for d in rd {
-            match d {
-                Ok(d) => {
-                    let dir = d.file_type().map(|t| t.is_dir()).unwrap_or(false);
-                    kids.push((d.file_name(), dir));
-                }
-                Err(e) => return self.error(&abs, format!("cannot list directory: {e}")),
-            }
-        }
-        kids.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        for (name, dir) in kids {
-            let child_abs = abs.join(&name);
-            let child_rel = if rel == b"." {
-                name.as_bytes().to_vec()
-            } else {
-                let mut r = rel.clone();
-                r.push(b'/');
-                r.extend_from_slice(name.as_bytes());
-                r
-            };
-            if dir {
-                self.walk(child_abs, child_rel)?;
-            } else {
-                self.push(child_abs, child_rel)?;
-            }
+    fn push(&mut self, job: Job) -> Result<(), Gone> {
+        self.jobs.push(job);
+        if self.jobs.len() >= BATCH {
+            self.flush()?;
         }
         Ok(())
     }
+
+    fn flush(&mut self) -> Result<(), Gone> {
+        if self.jobs.is_empty() {
+            return Ok(());
+        }
+        let jobs = std::mem::replace(&mut self.jobs, Vec::with_capacity(BATCH));
+        let (tx, rx) = sync_channel(1);
+        self.order.send(rx).map_err(|_| Gone)?;
+        self.work.send(Work { jobs, reply: tx }).map_err(|_| Gone)
+    }
+
+    fn error(&mut self, abs: &Path, why: String) -> Result<(), Gone> {
+        let abs = abs.as_os_str().as_bytes().to_vec();
+        self.push(Job::Done(Fetched::Error(abs, why)))
+    }
+
+    /// A source: the object itself, then (for a directory) its contents.
+    fn root(&mut self, abs: PathBuf, rel: Vec<u8>, skip: &[(u64, u64)]) -> Result<(), Gone> {
+        let is_dir = match std::fs::symlink_metadata(&abs) {
+            Ok(m) if m.is_dir() && skip.contains(&(m.dev(), m.ino())) => return Ok(()),
+            Ok(m) => m.is_dir(),
+            Err(e) => return self.error(&abs, e.to_string()),
+        };
+        self.push(Job::Root(abs.clone(), rel.clone()))?;
+        if !is_dir {
+            return Ok(());
+        }
+        let dir = match Folder::open(&abs, rel, false) {
+            Ok(d) => Arc::new(d),
+            Err(e) => return self.error(&abs, format!("cannot list directory: {e}")),
+        };
+        walk_contents(&dir, skip, &mut |w| match w {
+            Walked::Found(f) => self.push(Job::Found(f)),
+            Walked::Unlisted(abs, why) => self.push(Job::Done(Fetched::Error(abs, why))),
+        })
+    }
+}
+
+/// Fetches a batch's objects in order, their small files into one buffer.
+fn fetch_batch(jobs: Vec<Job>, names: &mut Names, pool: &Arc<Pool>) -> Batch {
+    let mut data = Data {
+        buf: pool.take(),
+        used: 0,
+    };
+    let mut items = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        items.push(match job {
+            Job::Root(abs, rel) => fetch(&abs, rel, names, &mut data),
+            Job::Found(f) => fetch_found(&f, names, &mut data),
+            Job::Done(d) => d,
+        });
+    }
+    Batch {
+        items,
+        data: data.buf,
+        pool: Arc::clone(pool),
+    }
+}
+
+/// A batch's buffer: `buf[..used]` holds small files read so far; `buf` keeps its
+/// length (zeroed once) for the next batch that takes it from the pool.
+struct Data {
+    buf: Vec<u8>,
+    used: usize,
 }
 
 #[derive(Default)]
@@ -204,12 +455,12 @@ impl Names {
     }
 }
 
-fn err(abs: &std::path::Path, why: impl std::fmt::Display) -> Fetched {
+fn err(abs: &Path, why: impl std::fmt::Display) -> Fetched {
     Fetched::Error(abs.as_os_str().as_bytes().to_vec(), why.to_string())
 }
 
-/// Reads one object's metadata (and a small file's data).
-fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
+/// Reads one object's metadata (and a small file's data) by its path.
+fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
     let md = match std::fs::symlink_metadata(abs) {
         Ok(m) => m,
         Err(e) => return err(abs, e),
@@ -223,18 +474,79 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
     } else {
         Vec::new()
     };
+    if kind != EntryType::Regular {
+        let xattrs = path_xattrs(abs);
+        let entry = describe(kind, &md, rel, link, xattrs, names);
+        return item(entry, &md, Content::None);
+    }
     // A regular file is opened once and everything else is read through the
     // descriptor: path lookups are most of the cost of a small file.
-    let file = if kind == EntryType::Regular {
-        match open_regular(abs) {
-            Ok(f) => Some(f),
-            Err(e) => return err(abs, e),
+    match open_regular(abs) {
+        Ok(f) => regular(f, &md, rel, names, data).unwrap_or_else(|e| err(abs, e)),
+        Err(e) => err(abs, e),
+    }
+}
+
+/// Fetches an object the walker found. A regular file is opened by name in its
+/// directory and described from the descriptor; anything else, or a file that cannot
+/// be opened so or is no longer regular, is fetched by its path.
+fn fetch_found(f: &Found, names: &mut Names, data: &mut Data) -> Fetched {
+    if f.kind == FileType::RegularFile {
+        // Not blocking, should the name have become a pipe since it was listed.
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let opened = f.open(flags | OFlags::NOATIME).or_else(|e| {
+            // Only the owner (or root) may leave the atime alone.
+            if e.raw_os_error() == Some(nix::libc::EPERM) {
+                f.open(flags)
+            } else {
+                Err(e)
+            }
+        });
+        if let Ok(file) = opened {
+            if let Ok(md) = file.metadata() {
+                if md.is_file() {
+                    return regular(file, &md, f.rel(), names, data)
+                        .unwrap_or_else(|e| err(&f.abs(), e));
+                }
+            }
         }
-    } else {
-        None
-    };
-    let xattrs = read_xattrs(abs, file.as_ref());
-    let mut entry = Entry {
+    }
+    fetch(&f.abs(), f.rel(), names, data)
+}
+
+/// An open regular file described by `md`: its entry and content.
+fn regular(
+    f: File,
+    md: &std::fs::Metadata,
+    rel: Vec<u8>,
+    names: &mut Names,
+    data: &mut Data,
+) -> std::io::Result<Fetched> {
+    let xattrs = file_xattrs(&f);
+    let mut entry = describe(EntryType::Regular, md, rel, Vec::new(), xattrs, names);
+    let content = read_content(f, md, &mut entry, data)?;
+    Ok(item(entry, md, content))
+}
+
+fn item(entry: Entry, md: &std::fs::Metadata, content: Content) -> Fetched {
+    Fetched::Item(Box::new(Item {
+        entry,
+        ino: (md.dev(), md.ino(), md.nlink()),
+        content,
+    }))
+}
+
+/// The entry of an object of type `kind` with metadata `md`.
+fn describe(
+    kind: EntryType,
+    md: &std::fs::Metadata,
+    rel: Vec<u8>,
+    link: Vec<u8>,
+    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    names: &mut Names,
+) -> Entry {
+    Entry {
         kind,
         mode: md.mode() & 0o7777,
         uid: md.uid(),
@@ -263,20 +575,7 @@ fn fetch(abs: &std::path::Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
         group: names.group(md.gid()),
         xattrs,
         sparse: None,
-    };
-    let ino = (md.dev(), md.ino(), md.nlink());
-    let content = match file {
-        None => Content::None,
-        Some(f) => match read_content(f, &md, &mut entry) {
-            Ok(c) => c,
-            Err(e) => return err(abs, e),
-        },
-    };
-    Fetched::Item(Box::new(Item {
-        entry,
-        ino,
-        content,
-    }))
+    }
 }
 
 /// The entry type of a file type.
@@ -300,7 +599,7 @@ fn kind_of(ft: std::fs::FileType) -> EntryType {
 
 /// Opens a regular file for reading without following a symlink, without touching
 /// its atime where the file system lets us.
-fn open_regular(abs: &std::path::Path) -> std::io::Result<File> {
+fn open_regular(abs: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NOATIME)
@@ -313,20 +612,25 @@ fn open_regular(abs: &std::path::Path) -> std::io::Result<File> {
         })
 }
 
-/// The extended attributes of an object, through its descriptor when it is open.
-fn read_xattrs(abs: &std::path::Path, file: Option<&File>) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// The extended attributes of an open file.
+fn file_xattrs(f: &File) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut xattrs = Vec::new();
-    let listed = match file {
-        Some(f) => xattr::FileExt::list_xattr(f),
-        None => xattr::list(abs),
-    };
-    if let Ok(list) = listed {
+    if let Ok(list) = xattr::FileExt::list_xattr(f) {
         for name in list {
-            let v = match file {
-                Some(f) => xattr::FileExt::get_xattr(f, &name),
-                None => xattr::get(abs, &name),
-            };
-            if let Ok(Some(v)) = v {
+            if let Ok(Some(v)) = xattr::FileExt::get_xattr(f, &name) {
+                xattrs.push((name.as_bytes().to_vec(), v));
+            }
+        }
+    }
+    xattrs
+}
+
+/// The extended attributes of an object by its path (not following a symlink).
+fn path_xattrs(abs: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut xattrs = Vec::new();
+    if let Ok(list) = xattr::list(abs) {
+        for name in list {
+            if let Ok(Some(v)) = xattr::get(abs, &name) {
                 xattrs.push((name.as_bytes().to_vec(), v));
             }
         }
@@ -340,17 +644,19 @@ fn read_content(
     mut f: File,
     md: &std::fs::Metadata,
     entry: &mut Entry,
+    data: &mut Data,
 ) -> std::io::Result<Content> {
     let size = md.size();
     if md.blocks() * 512 < size {
         entry.sparse = sparse_extents(&f, size);
     }
     if size <= SMALL_FILE && entry.sparse.is_none() {
-        let mut buf = Vec::with_capacity(size as usize + 1);
-        (&mut f).take(size + 1).read_to_end(&mut buf)?;
-        // A file that changed size since lstat is stored as read.
-        entry.size = buf.len() as u64;
-        return Ok(Content::Bytes(buf));
+        let at = read_small(&mut f, size as usize, data)?;
+        // A file that changed size since it was described is stored as read.
+        entry.size = at.len() as u64;
+        let crc = crc32c::crc32c(&data.buf[at.clone()]);
+        data.used = at.end;
+        return Ok(Content::Bytes { at, crc });
     }
     // The size of the open file is what gets stored.
     entry.size = f.metadata()?.size();
@@ -362,6 +668,33 @@ fn read_content(
         entry.sparse = sparse_extents(&f, entry.size);
     }
     Ok(Content::File(f))
+}
+
+/// Reads a file described as `size` bytes long into `data` after what it holds: all
+/// it has, up to one byte more than `size`, so that a file that grew shows. A read
+/// that comes back short of what was asked is at the end of the file, so a file still
+/// `size` long takes one read, not a second one that returns nothing.
+fn read_small(f: &mut File, size: usize, data: &mut Data) -> std::io::Result<Range<usize>> {
+    let (start, want) = (data.used, size + 1);
+    if data.buf.len() < start + want {
+        data.buf.resize(start + want, 0);
+    }
+    let buf = &mut data.buf[start..start + want];
+    let mut got = 0;
+    while got < want {
+        match f.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if got == size {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(start..start + got)
 }
 
 /// The data extents of a file with holes, or `None` when it has none after all.
@@ -385,4 +718,125 @@ fn sparse_extents(f: &File, size: u64) -> Option<Vec<(u64, u64)>> {
     let _ = lseek(fd, 0, Whence::SeekSet);
     let stored: u64 = ext.iter().map(|e| e.1).sum();
     (stored < size).then_some(ext)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> Data {
+        Data {
+            buf: Vec::new(),
+            used: 0,
+        }
+    }
+
+    #[test]
+    fn small_reads_store_what_the_file_holds_up_to_one_byte_more() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        std::fs::write(&p, vec![5u8; 1000]).unwrap();
+        let mut d = data();
+        // As described: all of it.
+        let at = read_small(&mut File::open(&p).unwrap(), 1000, &mut d).unwrap();
+        assert_eq!(at, 0..1000);
+        d.used = at.end;
+        // Grew since described: one byte past the old size shows it.
+        let at = read_small(&mut File::open(&p).unwrap(), 10, &mut d).unwrap();
+        assert_eq!(at, 1000..1011);
+        d.used = at.end;
+        // Shrank since described: what is left.
+        let at = read_small(&mut File::open(&p).unwrap(), 4000, &mut d).unwrap();
+        assert_eq!(at, 1011..2011);
+        assert!(d.buf[..2011].iter().all(|&b| b == 5));
+        // Empty.
+        std::fs::write(&p, b"").unwrap();
+        let at = read_small(&mut File::open(&p).unwrap(), 0, &mut d).unwrap();
+        assert!(at.is_empty());
+    }
+
+    /// The objects a walk of `root` fetches: path in the namespace, kind, data.
+    fn fetched(root: &Path, skip: Vec<(u64, u64)>) -> Vec<(Vec<u8>, EntryType, Vec<u8>)> {
+        let order = start(vec![(root.to_path_buf(), b".".to_vec())], 3, skip);
+        let mut out = Vec::new();
+        for one in order.iter() {
+            let mut batch = one.recv().unwrap();
+            for f in batch.items.drain(..) {
+                let Fetched::Item(item) = f else {
+                    panic!("an error")
+                };
+                let bytes = match &item.content {
+                    Content::Bytes { at, crc } => {
+                        let b = batch.data[at.clone()].to_vec();
+                        assert_eq!(*crc, crc32c::crc32c(&b));
+                        assert_eq!(item.entry.size, b.len() as u64);
+                        b
+                    }
+                    Content::File(f) => {
+                        let mut b = Vec::new();
+                        (&*f).read_to_end(&mut b).unwrap();
+                        b
+                    }
+                    Content::None => Vec::new(),
+                };
+                out.push((item.entry.path.clone(), item.entry.kind, bytes));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn walk_order_is_depth_first_in_byte_order_with_each_directory_first() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for d in ["b", "a/z", "a/c", "skipped/x"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        for (f, n) in [
+            ("B", 1),
+            ("a/c/f", 2),
+            ("a/a", 3),
+            ("b/big", 100_000),
+            ("a/z/_", 0),
+        ] {
+            std::fs::write(r.join(f), vec![n as u8; n]).unwrap();
+        }
+        std::os::unix::fs::symlink("a", r.join("link")).unwrap();
+        let m = std::fs::metadata(r.join("skipped")).unwrap();
+        let got = fetched(r, vec![(m.dev(), m.ino())]);
+        let paths: Vec<&[u8]> = got.iter().map(|g| g.0.as_slice()).collect();
+        let want: Vec<&[u8]> = vec![
+            b".", b"B", b"a", b"a/a", b"a/c", b"a/c/f", b"a/z", b"a/z/_", b"b", b"b/big", b"link",
+        ];
+        assert_eq!(paths, want);
+        for (p, kind, bytes) in &got {
+            let on_disk = r.join(OsStr::from_bytes(p));
+            match kind {
+                EntryType::Regular => assert_eq!(bytes, &std::fs::read(on_disk).unwrap()),
+                EntryType::Directory => assert!(on_disk.is_dir()),
+                EntryType::Symlink => assert_eq!(p.as_slice(), b"link"),
+                k => panic!("{k:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_opened_by_name_keeps_its_xattrs() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        std::fs::write(&p, b"data").unwrap();
+        if xattr::set(&p, "user.tapeloom", b"v").is_err() {
+            return; // The file system keeps no user xattrs.
+        }
+        let order = start(vec![(t.path().to_path_buf(), b".".to_vec())], 1, vec![]);
+        let batch = order.recv().unwrap().recv().unwrap();
+        let Some(Fetched::Item(item)) = batch.items.get(1) else {
+            panic!("no file")
+        };
+        assert_eq!(item.entry.path, b"f");
+        assert_eq!(
+            item.entry.xattrs,
+            vec![(b"user.tapeloom".to_vec(), b"v".to_vec())]
+        );
+    }
 }

@@ -2,12 +2,15 @@
 //! reads them, as HP's HPreaddata measures, to tell whether the disks can keep a tape
 //! drive streaming.
 //!
-//! Each directory is one stream; all streams run at once. A stream's walker lists the
-//! directory depth first (a directory before its contents, names in byte order,
-//! symlinks not followed) and hands the regular files, in that order, to the stream's
-//! reader threads, which read each one from start to end and throw the data away.
+//! Each directory is one stream; all streams run at once. A stream walks the
+//! directory with the backup's walker (depth first, a directory before its contents,
+//! names in byte order, symlinks not followed) and hands the regular files, in that
+//! order, to the stream's reader threads, which open each one by name in its
+//! directory, as a backup does, read it from start to end and throw the data away.
 
+use crate::backup::source::{walk_contents, Folder, Found, Walked};
 use crate::error::{io, Error, Result, ToolError};
+use rustix::fs::{FileType, OFlags};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
@@ -15,6 +18,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::thread::Builder;
 use std::time::Instant;
@@ -131,7 +135,7 @@ struct Tally {
 /// One stream: walks `dir` on this thread and reads with `readers` threads.
 fn stream(dir: &Path, readers: usize, direct: bool, start: Instant) -> Result<StreamRate> {
     let direct_ok = AtomicBool::new(direct);
-    let (tx, rx) = sync_channel::<PathBuf>(QUEUE);
+    let (tx, rx) = sync_channel::<Target>(QUEUE);
     let rx = Mutex::new(rx);
     let mut total = std::thread::scope(|s| -> Result<Tally> {
         // Owned here so that the readers see the end of the list however this returns.
@@ -146,11 +150,9 @@ fn stream(dir: &Path, readers: usize, direct: bool, start: Instant) -> Result<St
         let mut walked = Tally::default();
         match std::fs::metadata(dir) {
             Ok(m) if m.is_file() => {
-                let _ = tx.send(dir.to_path_buf());
+                let _ = tx.send(Target::Path(dir.to_path_buf()));
             }
-            _ => {
-                walk(dir, &tx, &mut walked.errors);
-            }
+            _ => walk(dir, &tx, &mut walked.errors),
         }
         drop(tx);
         for h in handles {
@@ -186,50 +188,45 @@ fn shown(p: &Path) -> String {
     crate::display_path(p.as_os_str().as_bytes())
 }
 
-/// Sends the regular files under `dir` in backup order; false when the readers are
-/// gone.
-fn walk(dir: &Path, tx: &SyncSender<PathBuf>, errors: &mut Vec<(String, String)>) -> bool {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
+/// A file to read: a source given as a file, or one the walker found.
+enum Target {
+    Path(PathBuf),
+    Found(Found),
+}
+
+impl Target {
+    fn shown(&self) -> String {
+        match self {
+            Target::Path(p) => shown(p),
+            Target::Found(f) => shown(&f.abs()),
+        }
+    }
+}
+
+/// Sends the regular files under `dir` in backup order, until the readers are gone.
+fn walk(dir: &Path, tx: &SyncSender<Target>, errors: &mut Vec<(String, String)>) {
+    // A source given as a symlink to a directory is read; symlinks below it are not
+    // followed.
+    let root = match Folder::open(dir, b".".to_vec(), true) {
+        Ok(f) => Arc::new(f),
         Err(e) => {
             errors.push((shown(dir), format!("cannot list directory: {e}")));
-            return true;
+            return;
         }
     };
-    let mut kids = Vec::new();
-    for d in rd {
-        match d {
-            Ok(d) => kids.push((d.file_name(), d.file_type())),
-            Err(e) => {
-                errors.push((shown(dir), format!("cannot list directory: {e}")));
-                break;
-            }
+    let _ = walk_contents(&root, &[], &mut |w| match w {
+        // Symlinks, devices, sockets and pipes hold no file data to back up.
+        Walked::Found(f) if f.kind == FileType::RegularFile => tx.send(Target::Found(f)),
+        Walked::Found(_) => Ok(()),
+        Walked::Unlisted(p, why) => {
+            errors.push((crate::display_path(&p), why));
+            Ok(())
         }
-    }
-    kids.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    for (name, kind) in kids {
-        let p = dir.join(&name);
-        match kind {
-            Ok(t) if t.is_dir() => {
-                if !walk(&p, tx, errors) {
-                    return false;
-                }
-            }
-            Ok(t) if t.is_file() => {
-                if tx.send(p).is_err() {
-                    return false;
-                }
-            }
-            // Symlinks, devices, sockets and pipes hold no file data to back up.
-            Ok(_) => {}
-            Err(e) => errors.push((shown(&p), format!("cannot stat: {e}"))),
-        }
-    }
-    true
+    });
 }
 
 /// Reads the files from `rx` until the list ends.
-fn reader(rx: &Mutex<Receiver<PathBuf>>, direct: &AtomicBool) -> Tally {
+fn reader(rx: &Mutex<Receiver<Target>>, direct: &AtomicBool) -> Tally {
     let mut raw = vec![0u8; BUF + ALIGN];
     // Always below ALIGN for bytes; if not, reads are unaligned and O_DIRECT falls
     // back to normal reads.
@@ -238,39 +235,50 @@ fn reader(rx: &Mutex<Receiver<PathBuf>>, direct: &AtomicBool) -> Tally {
     let buf = &mut raw[off..off + BUF];
     let mut tally = Tally::default();
     loop {
-        let path = {
+        let target = {
             let Ok(guard) = rx.lock() else { break };
             match guard.recv() {
                 Ok(p) => p,
                 Err(_) => break,
             }
         };
-        match read_file(&path, buf, direct, &mut tally.bytes) {
+        match read_file(&target, buf, direct, &mut tally.bytes) {
             Ok(()) => tally.files += 1,
-            Err(e) => tally.errors.push((shown(&path), e.to_string())),
+            Err(e) => tally.errors.push((target.shown(), e.to_string())),
         }
     }
     tally
 }
 
-fn open(path: &Path, direct: bool) -> std::io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.read(true);
-    if direct {
-        o.custom_flags(nix::libc::O_DIRECT);
+fn open(target: &Target, direct: bool) -> std::io::Result<File> {
+    match target {
+        Target::Path(path) => {
+            let mut o = OpenOptions::new();
+            o.read(true);
+            if direct {
+                o.custom_flags(nix::libc::O_DIRECT);
+            }
+            o.open(path)
+        }
+        Target::Found(f) => {
+            let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
+            if direct {
+                flags |= OFlags::DIRECT;
+            }
+            f.open(flags)
+        }
     }
-    o.open(path)
 }
 
 fn is_einval(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(nix::libc::EINVAL)
 }
 
-/// Reads `path` from start to end into `buf`, adding to `bytes` as it goes. Falls back
+/// Reads `target` from start to end into `buf`, adding to `bytes` as it goes. Falls back
 /// from `O_DIRECT` to normal reads (for the whole stream) when the file system refuses
 /// it.
 fn read_file(
-    path: &Path,
+    path: &Target,
     buf: &mut [u8],
     direct: &AtomicBool,
     bytes: &mut u64,
