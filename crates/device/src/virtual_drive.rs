@@ -13,6 +13,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 const IDX_LEN: u64 = 16;
+/// Written data is handed to the disk every this many bytes, so that the flush at a
+/// synchronous filemark or an unload waits for little (as a drive's buffer drains to
+/// tape as it goes) instead of for everything written since the last one.
+const WRITE_BEHIND: u64 = 32 << 20;
 const KIND_BLOCK: u32 = 0;
 const KIND_FILEMARK: u32 = 1;
 
@@ -33,6 +37,8 @@ pub struct VirtualTape {
     capacity: u64,
     early_warning: u64,
     write_protected: bool,
+    /// Data before this offset has been handed to the disk.
+    handed: u64,
 }
 
 impl VirtualTape {
@@ -97,6 +103,7 @@ impl VirtualTape {
             capacity,
             early_warning,
             write_protected,
+            handed: 0,
         };
         tape.truncate_files()?;
         Ok(tape)
@@ -142,7 +149,24 @@ impl VirtualTape {
         )?;
         self.objects.push(o);
         self.pos = self.objects.len();
+        self.write_behind();
         Ok(())
+    }
+
+    /// Starts writing the data written since the last call out to disk, without
+    /// waiting for it, once there is enough of it.
+    fn write_behind(&mut self) {
+        let end = self.end_offset();
+        if end < self.handed {
+            // Rewritten from an earlier point.
+            self.handed = end;
+        }
+        if end - self.handed >= WRITE_BEHIND {
+            // Only advice: dirty pages are queued for writing, none is lost.
+            let len = std::num::NonZeroU64::new(end - self.handed);
+            let _ = rustix::fs::fadvise(&self.data, self.handed, len, rustix::fs::Advice::DontNeed);
+            self.handed = end;
+        }
     }
 
     fn outcome(&self) -> WriteOutcome {
