@@ -178,4 +178,29 @@ fn loading_and_index_are_marked_and_data_phase_rates_shown() {
         "summary lacks the spans"
     );
     assert!(page.contains("loading"), "figure lacks the loading span");
+    // A restore marks its load (the cartridge back from its slot) and the label
+    // read, as the restore's own spans.
+    ok(&home, &["library", "unload"]);
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    let svg = t.path().join("r.svg");
+    let x = ok(
+        &home,
+        &[
+            "report",
+            &job,
+            "--op",
+            "restore",
+            "--out",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let whats: Vec<&str> = (x["spans"].as_array().unwrap().iter())
+        .filter_map(|s| s["what"].as_str())
+        .collect();
+    assert!(
+        whats.contains(&"loading") && whats.contains(&"positioning"),
+        "{x}"
+    );
+    assert!(!whats.contains(&"index"), "{x}");
 }

@@ -7,21 +7,22 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 pub use tapeloom_catalog::Series;
-use tapeloom_catalog::{Mark, Sample};
+use tapeloom_catalog::{Mark, Phase, Sample};
 use tapeloom_device::DriveStats;
 
-/// The marks of a job's drives, in milliseconds since `t0`, in time order.
-pub(crate) fn marks(t0: Instant, writers: &[crate::media::writer::VolumeWriter]) -> Vec<Mark> {
+/// A drive's span without data: (drive, phase, from, to).
+pub(crate) type Marked = (Option<usize>, Phase, Instant, Instant);
+
+/// Marks of a job's drives, in milliseconds since `t0`, in time order.
+pub(crate) fn marks<'a>(t0: Instant, marked: impl IntoIterator<Item = &'a Marked>) -> Vec<Mark> {
     let ms = |t: Instant| t.saturating_duration_since(t0).as_millis() as u64;
-    let mut out: Vec<Mark> = writers
-        .iter()
-        .flat_map(|w| {
-            w.marks.iter().map(|(drive, phase, from, to)| Mark {
-                drive: *drive,
-                phase: *phase,
-                from_ms: ms(*from),
-                to_ms: ms(*to),
-            })
+    let mut out: Vec<Mark> = marked
+        .into_iter()
+        .map(|(drive, phase, from, to)| Mark {
+            drive: *drive,
+            phase: *phase,
+            from_ms: ms(*from),
+            to_ms: ms(*to),
         })
         .collect();
     out.sort_by_key(|m| (m.from_ms, m.drive));

@@ -285,7 +285,8 @@ fn finish(
     };
     writers[0].end(&job_end.encode())?;
     writers[0].mark(Phase::Index, t_index, Instant::now());
-    cat.set_marks(job_id, "backup", &crate::sampler::marks(job.t0, writers))?;
+    let marked = writers.iter().flat_map(|w| w.marks.iter());
+    cat.set_marks(job_id, "backup", &crate::sampler::marks(job.t0, marked))?;
     let status = JobState::from(job_end.status);
     let seconds = job.t0.elapsed().as_secs_f64();
     cat.add_samples(job_id, "backup", &samples)?;

@@ -6,7 +6,8 @@ use crate::media::policy::Drive;
 use crate::media::policy::{place, read_label, Found};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tapeloom_catalog::JobVolume;
+use std::time::Instant;
+use tapeloom_catalog::{JobVolume, Phase};
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
     expand_block, BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
@@ -64,6 +65,8 @@ pub(crate) struct JobReader {
     /// Modeled seconds no reading plan can avoid: loads, label reads and unloads.
     pub fixed_seconds: f64,
     health: Vec<(String, tapeloom_device::DriveHealth)>,
+    /// When the drive changed cartridges or found its place: (drive, phase, from, to).
+    pub marks: Vec<crate::sampler::Marked>,
 }
 
 impl JobReader {
@@ -122,6 +125,7 @@ impl JobReader {
             last_stats: None,
             fixed_seconds: 0.0,
             health: Vec::new(),
+            marks: Vec::new(),
         }
     }
 
@@ -217,13 +221,17 @@ impl JobReader {
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
             if let Some((old, mut d)) = self.cur.take() {
                 let before = d.stats().map(|s| s.modeled_seconds);
+                let t = Instant::now();
                 d.unload()?;
+                self.marks
+                    .push((self.drive, Phase::Load, t, Instant::now()));
                 if let (Some(b), Some(s)) = (before, d.stats()) {
                     self.fixed_seconds += s.modeled_seconds - b;
                 }
                 self.retire(&mut *d, old);
             }
             let v = self.volume(seq)?.clone();
+            let t_load = Instant::now();
             let prefer = self.prefer_drive.or(self.drive);
             let (i, mut drive, moved) = {
                 let mut lib = self.lib.lock().map_err(|_| MediaError::LibraryPoisoned)?;
@@ -234,7 +242,12 @@ impl JobReader {
                 drive.load()?;
             }
             self.drive = Some(i);
-            match read_label(&mut *drive)? {
+            let t_label = Instant::now();
+            self.marks.push((self.drive, Phase::Load, t_load, t_label));
+            let label = read_label(&mut *drive)?;
+            self.marks
+                .push((self.drive, Phase::Position, t_label, Instant::now()));
+            match label {
                 Found::Label(l) if l.uuid == v.volume.uuid => {}
                 _ => {
                     return Err(MediaError::WrongVolume {
@@ -254,8 +267,11 @@ impl JobReader {
         }
         if self.lbn != lbn {
             if let Some((_, d)) = self.cur.as_mut() {
+                let t = Instant::now();
                 d.locate(lbn)?;
                 self.locates += 1;
+                self.marks
+                    .push((self.drive, Phase::Position, t, Instant::now()));
             }
             self.lbn = lbn;
         }

@@ -86,7 +86,7 @@ pub(crate) struct VolumeWriter {
     pub drive_compressed: Option<bool>,
     /// When this drive changed cartridges, found its place on one, or wrote the
     /// index: (drive, phase, from, to).
-    pub marks: Vec<(Option<usize>, Phase, Instant, Instant)>,
+    pub marks: Vec<crate::sampler::Marked>,
     /// The library's drive the current cartridge is in.
     mounted_in: Option<usize>,
 }

@@ -19,7 +19,7 @@ pub use plan::normalize;
 use crate::error::{Error, JobError, MediaError, OptionsError, Result};
 use crate::home::Home;
 use crate::media::reader::{Got, JobReader, SharedLibrary, Streams};
-use crate::sampler::Sampler;
+use crate::sampler::{Marked, Sampler};
 use chains::{assign, Chain};
 use plan::{plan_runs, select, Hints, Run};
 use restorer::Restorer;
@@ -131,6 +131,9 @@ pub struct RestoreReport {
     pub health: Vec<(String, tapeloom_device::DriveHealth)>,
 }
 
+/// What one drive's reader brings back: its figures, samples and marks.
+type Read = (DriveRead, Vec<Sample>, Vec<Marked>);
+
 /// Restores job `job_id` (or the chosen paths of it) under `opts.to`.
 pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<RestoreReport> {
     let t0 = Instant::now();
@@ -192,7 +195,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         let mine: Vec<&(Chain, Vec<Run>)> = list.iter().map(|&i| &work[i]).collect();
         tasks.push((drive, mine, home.connect()?));
     }
-    let results: Vec<Result<(DriveRead, Vec<Sample>)>> = std::thread::scope(|s| {
+    let results: Vec<Result<Read>> = std::thread::scope(|s| {
         let handles: Vec<_> = tasks
             .into_iter()
             .map(|(drive, mine, conn)| {
@@ -217,12 +220,14 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     });
     let mut reads = Vec::new();
     let mut samples = Vec::new();
+    let mut marked = Vec::new();
     let mut failed = None;
     for r in results {
         match r {
-            Ok((d, s)) => {
+            Ok((d, s, m)) => {
                 reads.push(d);
                 samples.extend(s);
+                marked.extend(m);
             }
             // The first cause, not the drives that stopped because of it.
             Err(Error::Stopped) => {}
@@ -238,6 +243,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     })?;
     cat.clear_samples(job_id, "restore")?;
     cat.add_samples(job_id, "restore", &samples)?;
+    cat.set_marks(job_id, "restore", &crate::sampler::marks(t0, &marked))?;
     crate::media::save_health(
         cat,
         job_id,
@@ -335,12 +341,7 @@ struct Shared<'a> {
 
 impl Shared<'_> {
     /// One drive's part: its chains one after another, each run in turn.
-    fn read(
-        &self,
-        drive: usize,
-        chains: &[&(Chain, Vec<Run>)],
-        cat: &Catalog,
-    ) -> Result<(DriveRead, Vec<Sample>)> {
+    fn read(&self, drive: usize, chains: &[&(Chain, Vec<Run>)], cat: &Catalog) -> Result<Read> {
         let mut reader = JobReader::new(
             Arc::clone(self.lib),
             self.vols.to_vec(),
@@ -384,7 +385,7 @@ impl Shared<'_> {
             stats: reader.drive_stats(),
             health: reader.take_health(),
         };
-        Ok((out, read.sampler.out))
+        Ok((out, read.sampler.out, reader.marks))
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Restorer>> {
