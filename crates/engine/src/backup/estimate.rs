@@ -1,6 +1,6 @@
 //! How many bytes each stream will send, estimated before its packer gets there, so
 //! that a drive with `--concurrency auto` can start streams early enough that they
-//! end together (see [`crate::backup::weave::ConcurrencyRule`]).
+//! end together (see `ConcurrencyRule` in the weaver).
 //!
 //! The estimate is a quick walk of each source on a thread of its own, in the order
 //! the drives take the streams, adding up the sizes of the regular files. It runs

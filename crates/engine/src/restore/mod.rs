@@ -157,16 +157,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
 
     let mut lib = home.library()?;
     let inv = lib.inventory()?;
-    let have = inv.drives.len();
-    let drives: Vec<usize> = match (opts.drive, opts.drives) {
-        (Some(d), _) if d >= have => return Err(MediaError::NoSuchDrive { drive: d, have }.into()),
-        (Some(d), _) => vec![d],
-        (None, Some(0)) => return Err(OptionsError::TooManyDrives { asked: 0, have }.into()),
-        (None, Some(n)) if n > have => {
-            return Err(OptionsError::TooManyDrives { asked: n, have }.into())
-        }
-        (None, n) => (0..n.unwrap_or(have)).collect(),
-    };
+    let drives = which_drives(opts, inv.drives.len())?;
     let held: HashMap<usize, String> = inv
         .drives
         .iter()
@@ -195,48 +186,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         let mine: Vec<&(Chain, Vec<Run>)> = list.iter().map(|&i| &work[i]).collect();
         tasks.push((drive, mine, home.connect()?));
     }
-    let results: Vec<Result<Read>> = std::thread::scope(|s| {
-        let handles: Vec<_> = tasks
-            .into_iter()
-            .map(|(drive, mine, conn)| {
-                let shared = &shared;
-                s.spawn(move || {
-                    let r = shared.read(drive, &mine, &conn);
-                    if r.is_err() {
-                        shared.stop.store(true, Ordering::Relaxed);
-                    }
-                    r
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or(Err(Error::Panicked {
-                    what: "a drive's reader",
-                }))
-            })
-            .collect()
-    });
-    let mut reads = Vec::new();
-    let mut samples = Vec::new();
-    let mut marked = Vec::new();
-    let mut failed = None;
-    for r in results {
-        match r {
-            Ok((d, s, m)) => {
-                reads.push(d);
-                samples.extend(s);
-                marked.extend(m);
-            }
-            // The first cause, not the drives that stopped because of it.
-            Err(Error::Stopped) => {}
-            Err(e) => failed = failed.or(Some(e)),
-        }
-    }
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    let (mut reads, samples, marked) = read_all(&shared, tasks)?;
     reads.sort_by_key(|d| d.drive);
     let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
         what: "a drive's reader",
@@ -285,6 +235,74 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         .collect();
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The drives to read with: `--drive`, else the first `--drives`, else all.
+fn which_drives(opts: &RestoreOptions, have: usize) -> Result<Vec<usize>> {
+    Ok(match (opts.drive, opts.drives) {
+        (Some(d), _) if d >= have => return Err(MediaError::NoSuchDrive { drive: d, have }.into()),
+        (Some(d), _) => vec![d],
+        (None, Some(0)) => return Err(OptionsError::TooManyDrives { asked: 0, have }.into()),
+        (None, Some(n)) if n > have => {
+            return Err(OptionsError::TooManyDrives { asked: n, have }.into())
+        }
+        (None, n) => (0..n.unwrap_or(have)).collect(),
+    })
+}
+
+/// A drive's task: its index, its chains with their runs, its catalog connection.
+type Task<'w> = (usize, Vec<&'w (Chain, Vec<Run>)>, Catalog);
+
+/// Runs every drive's task on a thread of its own; a drive that fails stops the
+/// others. Returns what the drives read, their samples and marks, or the first
+/// cause of a failure.
+fn read_all(
+    shared: &Shared<'_>,
+    tasks: Vec<Task<'_>>,
+) -> Result<(Vec<DriveRead>, Vec<Sample>, Vec<Marked>)> {
+    let results: Vec<Result<Read>> = std::thread::scope(|s| {
+        let handles: Vec<_> = tasks
+            .into_iter()
+            .map(|(drive, mine, conn)| {
+                let shared = &shared;
+                s.spawn(move || {
+                    let r = shared.read(drive, &mine, &conn);
+                    if r.is_err() {
+                        shared.stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or(Err(Error::Panicked {
+                    what: "a drive's reader",
+                }))
+            })
+            .collect()
+    });
+    let mut reads = Vec::new();
+    let mut samples = Vec::new();
+    let mut marked = Vec::new();
+    let mut failed = None;
+    for r in results {
+        match r {
+            Ok((d, s, m)) => {
+                reads.push(d);
+                samples.extend(s);
+                marked.extend(m);
+            }
+            // The first cause, not the drives that stopped because of it.
+            Err(Error::Stopped) => {}
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok((reads, samples, marked))
 }
 
 /// The runs to read in each chain, chains with nothing wanted left out; and where
