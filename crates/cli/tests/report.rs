@@ -3,28 +3,31 @@
 mod common;
 use common::*;
 
+/// Backs up two sources, alpha and beta, of `files` files of 4 MB each, woven
+/// together at 8 MB/s per stream; returns the backup's JSON.
+fn back_up_two_streams(
+    dir: &std::path::Path,
+    home: &std::path::Path,
+    files: u64,
+) -> serde_json::Value {
+    let (a, b) = (dir.join("alpha"), dir.join("beta"));
+    for i in 0..files {
+        write(&a.join(format!("a{i}")), &noise(i, 4_000_000));
+        write(&b.join(format!("b{i}")), &noise(10 + i, 4_000_000));
+    }
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    ok(
+        home,
+        &["backup", a, b, "--concurrency", "2", "--limit-rate", "8MB"],
+    )
+}
+
 #[test]
 fn samples_are_stored_and_drawn_as_svg_png_and_html() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let (a, b) = (t.path().join("alpha"), t.path().join("beta"));
-    for i in 0..3 {
-        write(&a.join(format!("a{i}")), &noise(i, 4_000_000));
-        write(&b.join(format!("b{i}")), &noise(10 + i, 4_000_000));
-    }
     // 24 MB at 8 MB/s per stream: about a second and a half, so a few samples.
-    let r = ok(
-        &home,
-        &[
-            "backup",
-            a.to_str().unwrap(),
-            b.to_str().unwrap(),
-            "--concurrency",
-            "2",
-            "--limit-rate",
-            "8MB",
-        ],
-    );
+    let r = back_up_two_streams(t.path(), &home, 3);
     let job = r["job_id"].as_i64().unwrap().to_string();
     for ext in ["svg", "png", "html"] {
         let out = t.path().join(format!("job.{ext}"));
@@ -126,23 +129,7 @@ fn loading_and_index_are_marked_and_data_phase_rates_shown() {
             "lto3",
         ],
     );
-    let (a, b) = (t.path().join("alpha"), t.path().join("beta"));
-    for i in 0..2 {
-        write(&a.join(format!("a{i}")), &noise(i, 4_000_000));
-        write(&b.join(format!("b{i}")), &noise(10 + i, 4_000_000));
-    }
-    let r = ok(
-        &home,
-        &[
-            "backup",
-            a.to_str().unwrap(),
-            b.to_str().unwrap(),
-            "--concurrency",
-            "2",
-            "--limit-rate",
-            "8MB",
-        ],
-    );
+    let r = back_up_two_streams(t.path(), &home, 2);
     let job = r["job_id"].as_i64().unwrap().to_string();
     let html = t.path().join("j.html");
     let x = ok(&home, &["report", &job, "--out", html.to_str().unwrap()]);
