@@ -143,11 +143,13 @@ pub(crate) fn assign(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tapeloom_catalog::{Volume, VolumeState};
 
-    fn vol(seq: u32, chain: Option<u32>, blocks: u64) -> JobVolume {
+    /// A full volume of sequence `seq` holding `blocks` blocks from block 2, in
+    /// `chain`; the restore's own tests use it too.
+    pub(crate) fn vol(seq: u32, chain: Option<u32>, blocks: u64) -> JobVolume {
         JobVolume {
             seq,
             volume: Volume {

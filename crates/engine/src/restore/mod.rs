@@ -536,23 +536,11 @@ impl Reading<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tapeloom_catalog::{Extent, Volume, VolumeState};
+    use tapeloom_catalog::Extent;
 
     fn vol(seq: u32, chain: u32) -> JobVolume {
-        JobVolume {
-            seq,
-            volume: Volume {
-                id: seq as i64 + 1,
-                barcode: format!("TL{:04}L3", seq + 1),
-                uuid: [seq as u8; 16],
-                pool: "default".into(),
-                block_size: 262144,
-                status: VolumeState::Full,
-            },
-            first_lbn: 2,
-            last_lbn: Some(100),
-            chain: Some(chain),
-        }
+        // Blocks 2 to 100.
+        super::chains::tests::vol(seq, Some(chain), 99)
     }
 
     fn row(stream: u16, start: (u32, u64), end: (u32, u64)) -> FileRow {
