@@ -80,8 +80,10 @@ pub fn backup(
         estimates: Arc::clone(&estimates),
         drives: drives.len(),
     };
-    // Only the automatic concurrency asks how large the streams are.
-    if opts.concurrency.is_none() {
+    // Only the automatic concurrency asks how large the streams are, and only to
+    // choose among streams: a single stream is taken at once whatever its size, so
+    // its source is not walked twice.
+    if opts.concurrency.is_none() && n_streams > 1 {
         let sources = job.pending.lock().map_or_else(
             |_| Vec::new(),
             |q| q.iter().map(|p| (p.id, p.abs.clone())).collect(),
