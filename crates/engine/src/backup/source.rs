@@ -30,7 +30,7 @@ pub const SMALL_FILE: u64 = 64 * 1024;
 const WINDOW: usize = 1024;
 /// Objects per batch. Each reader fetches a batch's objects one after another, so
 /// `WINDOW / BATCH` batches in flight keep that many reads going at once.
-const BATCH: usize = 32;
+const BATCH: usize = 128;
 /// Directories deeper than this are not kept open: their objects are opened by path,
 /// so a deep tree cannot exhaust the process's descriptors.
 const OPEN_DEPTH: usize = 256;
