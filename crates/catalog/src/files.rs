@@ -69,6 +69,30 @@ const FILE_COLS: &str =
     "path, stream, type, mode, uid, gid, size, mtime_ns, start_seq, start_lbn, \
                          start_off, end_seq, end_lbn, crc, link";
 
+/// Columns of `FILE_COLS`.
+const FILE_COL_COUNT: usize = 15;
+/// Rows per `INSERT` statement when recording files: fewer statements to run, and
+/// well below SQLite's limit on parameters.
+const ROWS_PER_INSERT: usize = 32;
+
+/// An `INSERT OR REPLACE` of `n` file rows: `?1` is the job, then each row's
+/// `FILE_COLS` in order. Rows of one statement are stored in order, as one statement
+/// each would store them.
+fn insert_files_sql(n: usize) -> String {
+    let mut s = format!("INSERT OR REPLACE INTO files (job_id, {FILE_COLS}) VALUES ");
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str("(?1");
+        for c in 0..FILE_COL_COUNT {
+            s.push_str(&format!(", ?{}", 2 + i * FILE_COL_COUNT + c));
+        }
+        s.push(')');
+    }
+    s
+}
+
 fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
     Ok(FileRow {
         path: r.get(0)?,
@@ -90,34 +114,39 @@ fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
 }
 
 impl Catalog {
-    /// Records files, in one transaction.
+    /// Records files, in one transaction, several rows per statement.
     pub fn add_files(&self, job: i64, rows: &[FileRow]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
             let tx = self.conn.unchecked_transaction()?;
             {
-                let mut st = tx.prepare_cached(&format!(
-                    "INSERT OR REPLACE INTO files (job_id, {FILE_COLS}) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-                ))?;
-                for f in rows {
-                    st.execute(params![
-                        job,
-                        f.path,
-                        f.stream,
-                        f.kind,
-                        f.mode,
-                        f.uid,
-                        f.gid,
-                        f.size as i64,
-                        f.mtime_ns,
-                        f.start_seq,
-                        f.start_lbn as i64,
-                        f.start_off,
-                        f.end_seq,
-                        f.end_lbn as i64,
-                        f.crc,
-                        f.link
-                    ])?;
+                let full = insert_files_sql(ROWS_PER_INSERT);
+                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                    let sql = if chunk.len() == ROWS_PER_INSERT {
+                        std::borrow::Cow::Borrowed(full.as_str())
+                    } else {
+                        std::borrow::Cow::Owned(insert_files_sql(chunk.len()))
+                    };
+                    let mut st = tx.prepare_cached(&sql)?;
+                    st.raw_bind_parameter(1, job)?;
+                    for (i, f) in chunk.iter().enumerate() {
+                        let b = 2 + i * FILE_COL_COUNT;
+                        st.raw_bind_parameter(b, &f.path)?;
+                        st.raw_bind_parameter(b + 1, f.stream)?;
+                        st.raw_bind_parameter(b + 2, f.kind)?;
+                        st.raw_bind_parameter(b + 3, f.mode)?;
+                        st.raw_bind_parameter(b + 4, f.uid)?;
+                        st.raw_bind_parameter(b + 5, f.gid)?;
+                        st.raw_bind_parameter(b + 6, f.size as i64)?;
+                        st.raw_bind_parameter(b + 7, f.mtime_ns)?;
+                        st.raw_bind_parameter(b + 8, f.start_seq)?;
+                        st.raw_bind_parameter(b + 9, f.start_lbn as i64)?;
+                        st.raw_bind_parameter(b + 10, f.start_off)?;
+                        st.raw_bind_parameter(b + 11, f.end_seq)?;
+                        st.raw_bind_parameter(b + 12, f.end_lbn as i64)?;
+                        st.raw_bind_parameter(b + 13, f.crc)?;
+                        st.raw_bind_parameter(b + 14, &f.link)?;
+                    }
+                    st.raw_execute()?;
                 }
             }
             tx.commit()
