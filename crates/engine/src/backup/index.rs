@@ -16,12 +16,16 @@ pub(crate) fn write_index(cat: &Catalog, job_id: i64, w: &mut VolumeWriter) -> R
     let mut after: Option<Vec<u8>> = None;
     loop {
         let page = cat.files_after(job_id, after.as_deref(), PAGE)?;
-        let chunk: Vec<IndexEntry> = page.iter().map(index_entry).collect::<Result<_>>()?;
+        let next = match page.last() {
+            Some(last) if page.len() == PAGE => Some(last.path.clone()),
+            _ => None,
+        };
+        let chunk: Vec<IndexEntry> = page.into_iter().map(index_entry).collect::<Result<_>>()?;
         let at = w.index_chunk(&IndexEntry::encode_chunk(&chunk))?;
         first_at.get_or_insert(at);
-        match page.last() {
-            Some(last) if page.len() == PAGE => after = Some(last.path.clone()),
-            _ => break,
+        match next {
+            Some(path) => after = Some(path),
+            None => break,
         }
     }
     match first_at {
@@ -30,7 +34,7 @@ pub(crate) fn write_index(cat: &Catalog, job_id: i64, w: &mut VolumeWriter) -> R
     }
 }
 
-fn index_entry(r: &FileRow) -> Result<IndexEntry> {
+fn index_entry(r: FileRow) -> Result<IndexEntry> {
     Ok(IndexEntry {
         stream: r.stream,
         kind: EntryType::from_u8(r.kind)?,
@@ -48,7 +52,7 @@ fn index_entry(r: &FileRow) -> Result<IndexEntry> {
             offset: 0,
         },
         crc: r.crc,
-        path: r.path.clone(),
-        link: r.link.clone(),
+        path: r.path,
+        link: r.link,
     })
 }
