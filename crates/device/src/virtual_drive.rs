@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 const IDX_LEN: u64 = 16;
 /// Written data is handed to the disk every this many bytes, so that the flush at a
 /// synchronous filemark or an unload waits for little (as a drive's buffer drains to
-/// tape as it goes) instead of for everything written since the last one.
+/// tape as it goes) instead of for everything written since the last one. The window
+/// handed over before is then waited for and dropped from the page cache: a cartridge
+/// being written holds at most about two windows of memory, as a drive holds its
+/// buffer, and the pages it frees are the ones its next writes reuse.
 const WRITE_BEHIND: u64 = 32 << 20;
 const KIND_BLOCK: u32 = 0;
 const KIND_FILEMARK: u32 = 1;
@@ -39,6 +42,8 @@ pub struct VirtualTape {
     write_protected: bool,
     /// Data before this offset has been handed to the disk.
     handed: u64,
+    /// Data before this offset is on disk and out of the page cache.
+    dropped: u64,
 }
 
 impl VirtualTape {
@@ -104,6 +109,7 @@ impl VirtualTape {
             early_warning,
             write_protected,
             handed: 0,
+            dropped: 0,
         };
         tape.truncate_files()?;
         Ok(tape)
@@ -154,19 +160,30 @@ impl VirtualTape {
     }
 
     /// Starts writing the data written since the last call out to disk, without
-    /// waiting for it, once there is enough of it.
+    /// waiting for it, once there is enough of it; then waits for the window handed
+    /// over the time before and drops it from the page cache.
     fn write_behind(&mut self) {
         let end = self.end_offset();
         if end < self.handed {
             // Rewritten from an earlier point.
             self.handed = end;
+            self.dropped = self.dropped.min(end);
         }
-        if end - self.handed >= WRITE_BEHIND {
-            // Only advice: dirty pages are queued for writing, none is lost.
-            let len = std::num::NonZeroU64::new(end - self.handed);
-            let _ = rustix::fs::fadvise(&self.data, self.handed, len, rustix::fs::Advice::DontNeed);
-            self.handed = end;
+        if end - self.handed < WRITE_BEHIND {
+            return;
         }
+        // Only advice: a failure leaves dirty pages to the kernel's own writeback, and
+        // the flush at the next filemark or unload reports any write error.
+        let _ = crate::fsio::start_writeback(&self.data, self.handed, end - self.handed);
+        if self.dropped < self.handed {
+            let (from, len) = (self.dropped, self.handed - self.dropped);
+            if crate::fsio::wait_writeback(&self.data, from, len).is_ok() {
+                let len = std::num::NonZeroU64::new(len);
+                let _ = rustix::fs::fadvise(&self.data, from, len, rustix::fs::Advice::DontNeed);
+            }
+        }
+        self.dropped = self.handed;
+        self.handed = end;
     }
 
     fn outcome(&self) -> WriteOutcome {
@@ -402,6 +419,43 @@ mod tests {
             std::fs::create_dir(&d).unwrap();
             Box::new(drive(&d, capacity, ew))
         });
+    }
+
+    /// Bytes of `path` in the page cache, as util-linux `fincore` counts them.
+    fn cached(path: &Path) -> u64 {
+        let out = std::process::Command::new("fincore")
+            .args(["--bytes", "--noheadings", "--raw", "--output", "RES"])
+            .arg(path)
+            .output()
+            .expect("fincore (util-linux) runs");
+        assert!(out.status.success(), "fincore failed: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    #[test]
+    fn a_cartridge_being_written_holds_about_two_windows_of_page_cache() {
+        // On the disk the build uses, not a tmpfs, whose pages cannot be dropped.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut d = drive(dir.path(), 1 << 30, 1 << 20);
+        let block = vec![7u8; 256 << 10];
+        let total = 8 * WRITE_BEHIND;
+        for _ in 0..total / block.len() as u64 {
+            d.write_block(&block).unwrap();
+        }
+        let (dp, _) = VirtualTape::paths(dir.path(), "T1");
+        let held = cached(&dp);
+        assert!(
+            held <= 3 * WRITE_BEHIND,
+            "{held} bytes of {total} written still in the page cache"
+        );
+        // What was dropped is on disk and reads back.
+        d.rewind().unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        assert_eq!(
+            d.read_block(&mut buf).unwrap(),
+            ReadOutcome::Block(block.len())
+        );
+        assert_eq!(&buf[..block.len()], &block[..]);
     }
 
     #[test]
