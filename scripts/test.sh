@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 need_debian=()
 command -v setpriv >/dev/null || need_debian+=(util-linux)
+# fincore counts a file's pages in the page cache.
+command -v fincore >/dev/null || need_debian+=(util-linux-extra)
 command -v python3 >/dev/null || need_debian+=(python3)
 command -v zstd >/dev/null || need_debian+=(zstd)
 # PNG reports draw their text with DejaVu Sans.
