@@ -1,36 +1,98 @@
-//! The job's index and its end: after every drive's data is on tape, the first drive
-//! writes the catalog's rows of the job as index chunks in the control stream, then
+//! The job's index and its end: as each file's blocks land, the drive that wrote
+//! them encodes its index entry into the job's index spool; after every drive's data
+//! is on tape, the first drive writes the spooled chunks in the control stream, then
 //! the `JobEnd` record that points at them.
+//!
+//! The spool is an unnamed temporary file, so a job of many millions of files holds
+//! one chunk of entries in memory, and the index needs no second pass over the
+//! catalog's rows. Entries are in the order their files landed on tape (FORMAT.md
+//! 5.6 asks for none).
 
-use crate::error::Result;
+use crate::error::{io, Result};
 use crate::media::writer::VolumeWriter;
-use tapeloom_catalog::{Catalog, FileRow};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use tapeloom_catalog::FileRow;
 use tapeloom_format::{EntryType, IndexEntry, Pos, Timestamp};
 
-/// Rows per index chunk (and per catalog page read).
-const PAGE: usize = 2048;
+/// Entries per index chunk.
+const PAGE: u32 = 2048;
 
-/// Writes the job's index with `w`; returns where it starts.
-pub(crate) fn write_index(cat: &Catalog, job_id: i64, w: &mut VolumeWriter) -> Result<Pos> {
-    let mut first_at = None;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = cat.files_after(job_id, after.as_deref(), PAGE)?;
-        let next = match page.last() {
-            Some(last) if page.len() == PAGE => Some(last.path.clone()),
-            _ => None,
-        };
-        let chunk: Vec<IndexEntry> = page.into_iter().map(index_entry).collect::<Result<_>>()?;
-        let at = w.index_chunk(&IndexEntry::encode_chunk(&chunk))?;
-        first_at.get_or_insert(at);
-        match next {
-            Some(path) => after = Some(path),
-            None => break,
+/// Index entries encoded as files land, in chunks of [`PAGE`], kept in a temporary file.
+pub(crate) struct IndexSpool {
+    file: Option<File>,
+    /// The chunk being filled: its count (patched when it is full) and entries.
+    open: Vec<u8>,
+    count: u32,
+    /// Where each full chunk lies in the file.
+    chunks: Vec<(u64, usize)>,
+    end: u64,
+}
+
+impl IndexSpool {
+    pub(crate) fn new() -> Self {
+        IndexSpool {
+            file: None,
+            open: 0u32.to_le_bytes().to_vec(),
+            count: 0,
+            chunks: Vec::new(),
+            end: 0,
         }
     }
-    match first_at {
-        Some(at) => w.ctl_position(at),
-        None => Ok(Pos::default()),
+
+    /// Encodes the entries of `rows`, which have landed.
+    pub(crate) fn add(&mut self, rows: Vec<FileRow>) -> Result<()> {
+        for r in rows {
+            index_entry(r)?.encode_into(&mut self.open);
+            self.count += 1;
+            if self.count == PAGE {
+                self.close_chunk()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the open chunk to the file.
+    fn close_chunk(&mut self) -> Result<()> {
+        self.open[..4].copy_from_slice(&self.count.to_le_bytes());
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(io(tempfile::tempfile(), || {
+                "create the job's index spool (a temporary file)".to_string()
+            })?),
+        };
+        io(file.write_all_at(&self.open, self.end), || {
+            "write the job's index spool".to_string()
+        })?;
+        self.chunks.push((self.end, self.open.len()));
+        self.end += self.open.len() as u64;
+        self.open.truncate(4);
+        self.count = 0;
+        Ok(())
+    }
+
+    /// Writes the index with `w`; returns where it starts.
+    pub(crate) fn write(mut self, w: &mut VolumeWriter) -> Result<Pos> {
+        let mut first_at = None;
+        for &(at, len) in &self.chunks {
+            let mut buf = vec![0u8; len];
+            if let Some(f) = &self.file {
+                io(f.read_exact_at(&mut buf, at), || {
+                    "read the job's index spool".to_string()
+                })?;
+            }
+            let pos = w.index_chunk(&buf)?;
+            first_at.get_or_insert(pos);
+        }
+        if self.count > 0 || first_at.is_none() {
+            self.open[..4].copy_from_slice(&self.count.to_le_bytes());
+            let pos = w.index_chunk(&self.open)?;
+            first_at.get_or_insert(pos);
+        }
+        match first_at {
+            Some(at) => w.ctl_position(at),
+            None => Ok(Pos::default()),
+        }
     }
 }
 

@@ -79,6 +79,7 @@ pub fn backup(
         counters: Arc::new(CompressionCounters::default()),
         estimates: Arc::clone(&estimates),
         drives: drives.len(),
+        index: Mutex::new(index::IndexSpool::new()),
     };
     // Only the automatic concurrency asks how large the streams are, and only to
     // choose among streams: a single stream is taken at once whatever its size, so
@@ -270,7 +271,13 @@ fn finish(
         .collect();
     all_volumes.sort_by_key(|(seq, _)| *seq);
     let t_index = Instant::now();
-    let index_start = index::write_index(cat, job_id, &mut writers[0])?;
+    let spool = std::mem::replace(
+        &mut *job.index.lock().map_err(|_| Error::Panicked {
+            what: "a drive thread holding the index",
+        })?,
+        index::IndexSpool::new(),
+    );
+    let index_start = spool.write(&mut writers[0])?;
     let ended = Timestamp::now();
     let job_end = JobEnd {
         job_tag: job.tag,

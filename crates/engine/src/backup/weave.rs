@@ -54,6 +54,8 @@ pub(crate) struct JobShared<'a> {
     pub estimates: Arc<Estimates>,
     /// Drives writing the job.
     pub drives: usize,
+    /// The index entries of the files that have landed, from every drive.
+    pub index: Mutex<crate::backup::index::IndexSpool>,
 }
 
 impl JobShared<'_> {
@@ -587,8 +589,14 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.w.cat.add_extents(job, &self.extents.closed)?;
         self.extents.closed.clear();
         self.w.cat.add_files(job, &self.rows)?;
-        self.rows.clear();
-        Ok(())
+        let rows = std::mem::take(&mut self.rows);
+        self.job
+            .index
+            .lock()
+            .map_err(|_| Error::Panicked {
+                what: "a drive thread holding the index",
+            })?
+            .add(rows)
     }
 }
 
