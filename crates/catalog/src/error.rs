@@ -67,6 +67,60 @@ pub enum CatalogError {
         /// The volume sequence.
         seq: u32,
     },
+    /// A stage with this path is in the catalog already.
+    #[error("stage {} is in the catalog already", path.display())]
+    StageExists {
+        /// The stage's folder.
+        path: PathBuf,
+    },
+    /// The catalog keeps stage paths as text; this one is not UTF-8.
+    #[error("stage path {} is not UTF-8", path.display())]
+    StagePathNotUtf8 {
+        /// The path.
+        path: PathBuf,
+    },
+    /// No stage with this id.
+    #[error("no stage {id} in the catalog")]
+    NoStage {
+        /// The stage id asked for.
+        id: i64,
+    },
+    /// The stage holds chunks whose blocks are not on tape yet.
+    #[error("stage {} holds {chunks} chunks not yet on tape, of jobs {}", path.display(), list(jobs))]
+    StageHoldsData {
+        /// The stage's folder.
+        path: PathBuf,
+        /// Number of chunks not despooled.
+        chunks: u64,
+        /// Their jobs, in order.
+        jobs: Vec<i64>,
+    },
+    /// The chunk is recorded already.
+    #[error("chunk {seq} of job {job} stream {stream} is in the catalog already")]
+    ChunkExists {
+        /// The job.
+        job: i64,
+        /// The stream.
+        stream: u16,
+        /// The chunk's number within the stream.
+        seq: u64,
+    },
+    /// No such chunk.
+    #[error("no chunk {seq} of job {job} stream {stream} in the catalog")]
+    NoChunk {
+        /// The job.
+        job: i64,
+        /// The stream.
+        stream: u16,
+        /// The chunk's number within the stream.
+        seq: u64,
+    },
+}
+
+/// Job ids as `1, 2, 3`.
+fn list(jobs: &[i64]) -> String {
+    let v: Vec<String> = jobs.iter().map(i64::to_string).collect();
+    v.join(", ")
 }
 
 /// Result of catalog operations.

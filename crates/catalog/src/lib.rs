@@ -6,7 +6,8 @@
 //! [`Catalog::recover_interrupted`].
 //!
 //! [`Catalog`]'s methods are grouped by what they keep: `volumes`, `jobs` (with their
-//! streams, segments and errors), `files` (with extents), `samples` and `health`.
+//! streams, segments and errors), `files` (with extents), `samples`, `health` and
+//! `stages` (disk stages and the chunks spooled to them).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -19,6 +20,7 @@ mod health;
 mod jobs;
 mod samples;
 mod schema;
+mod stages;
 mod state;
 mod volumes;
 
@@ -27,7 +29,8 @@ pub use error::{CatalogError, Result};
 pub use files::{Extent, FileRow};
 pub use jobs::{Job, JobVolume, Stream};
 pub use samples::{Mark, Phase, Sample, Series};
-pub use state::{JobState, UnknownState, VolumeState};
+pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
+pub use state::{ChunkState, JobState, UnknownState, VolumeState};
 pub use volumes::Volume;
 
 /// The catalog database.
@@ -91,7 +94,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 6);
+        assert_eq!(c.schema_version().unwrap(), 7);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

@@ -124,6 +124,30 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE job_volumes ADD COLUMN chain INTEGER;
     ",
+    // 7: disk stages, and the chunks of job streams spooled to them before tape.
+    "
+    CREATE TABLE stages (
+        id INTEGER PRIMARY KEY,
+        path TEXT NOT NULL UNIQUE,
+        size_limit INTEGER NOT NULL,
+        added_ns INTEGER NOT NULL
+    );
+    CREATE TABLE staged_chunks (
+        job_id INTEGER NOT NULL,
+        stream INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        stage_id INTEGER NOT NULL REFERENCES stages(id),
+        file TEXT NOT NULL,
+        first_block INTEGER NOT NULL,
+        blocks INTEGER NOT NULL,
+        stream_offset INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        created_ns INTEGER NOT NULL,
+        PRIMARY KEY (job_id, stream, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX staged_chunks_by_stage ON staged_chunks (stage_id, state);
+    ",
 ];
 
 impl Catalog {
@@ -172,7 +196,10 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 5 left it: no chain column.
         c.conn
-            .execute_batch("ALTER TABLE job_volumes DROP COLUMN chain; PRAGMA user_version = 5;")
+            .execute_batch(
+                "ALTER TABLE job_volumes DROP COLUMN chain; \
+                 DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 5;",
+            )
             .unwrap();
         c.conn
             .execute(
@@ -187,6 +214,31 @@ mod tests {
         assert_eq!((jv.len(), jv[0].first_lbn, jv[0].chain), (1, 2, None));
         c.add_job_volume(j, 1, 1, v.id, 40).unwrap();
         assert_eq!(c.job_volumes(j).unwrap()[1].chain, Some(1));
+    }
+
+    #[test]
+    fn a_catalog_of_version_6_gains_empty_stage_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = Catalog::open(&path).unwrap();
+        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+        // The catalog as version 6 left it: no stages.
+        c.conn
+            .execute_batch("DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 6;")
+            .unwrap();
+        drop(c);
+        let c = Catalog::open(&path).unwrap();
+        assert_eq!(c.schema_version().unwrap(), 7);
+        assert!(c.stages().unwrap().is_empty());
+        assert!(c
+            .staged_chunks(&crate::ChunkFilter::default())
+            .unwrap()
+            .is_empty());
+        assert_eq!(c.job(j).unwrap().unwrap().name, "j");
+        let s = c
+            .add_stage(std::path::Path::new("/stage/a"), 1 << 30, 5)
+            .unwrap();
+        assert_eq!(c.stages().unwrap(), vec![s]);
     }
 
     #[test]

@@ -71,6 +71,25 @@ impl VolumeState {
     }
 }
 
+/// Where a chunk of a stream spooled to a disk stage stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChunkState {
+    /// Its file on the stage holds blocks that are not on tape yet.
+    Spooled,
+    /// Its blocks are on tape and recorded; its file may be deleted.
+    Despooled,
+}
+
+impl ChunkState {
+    /// The word the catalog stores and the binary prints.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ChunkState::Spooled => "spooled",
+            ChunkState::Despooled => "despooled",
+        }
+    }
+}
+
 /// A word that names no state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} {text:?}")]
@@ -119,6 +138,7 @@ macro_rules! state_text {
 
 state_text!(JobState, "job state", [Running, Ok, Partial, Failed]);
 state_text!(VolumeState, "volume state", [Append, Full]);
+state_text!(ChunkState, "chunk state", [Spooled, Despooled]);
 
 #[cfg(test)]
 mod tests {
@@ -137,6 +157,9 @@ mod tests {
         }
         for s in [VolumeState::Append, VolumeState::Full] {
             assert_eq!(s.as_str().parse::<VolumeState>(), Ok(s));
+        }
+        for s in [ChunkState::Spooled, ChunkState::Despooled] {
+            assert_eq!(s.as_str().parse::<ChunkState>(), Ok(s));
         }
         assert_eq!(
             ["running", "ok", "partial", "failed", "append", "full"],

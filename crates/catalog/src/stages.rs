@@ -1,0 +1,466 @@
+//! Disk stages: the folders streams are spooled to before tape, and the chunk files
+//! each holds (STAGE.md). A chunk is recorded once its file is complete on disk, and
+//! marked despooled once its blocks are on tape and recorded.
+
+use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
+use crate::{Catalog, ChunkState};
+use rusqlite::{params, OptionalExtension, ToSql};
+use std::path::{Path, PathBuf};
+
+/// A disk stage: a folder and how much of it tapeloom may fill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    /// Catalog id.
+    pub id: i64,
+    /// The folder, absolute.
+    pub path: PathBuf,
+    /// Bytes of chunk files tapeloom may keep there.
+    pub size_limit: u64,
+    /// When it was added (ns since the epoch).
+    pub added_ns: i64,
+}
+
+/// A chunk file of one stream, complete on a stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedChunk {
+    /// The job.
+    pub job_id: i64,
+    /// The stream within the job.
+    pub stream: u16,
+    /// The chunk's number within the stream, from 0.
+    pub seq: u64,
+    /// The stage holding it.
+    pub stage_id: i64,
+    /// Its file, relative to the stage's folder.
+    pub file: String,
+    /// Stream block seq of its first block.
+    pub first_block: u64,
+    /// Number of blocks in it.
+    pub blocks: u64,
+    /// Stream offset of its first block's payload.
+    pub stream_offset: u64,
+    /// Size of its file.
+    pub bytes: u64,
+    /// Whether its blocks are on tape yet.
+    pub state: ChunkState,
+    /// When it was recorded (ns since the epoch).
+    pub created_ns: i64,
+}
+
+/// Which chunks [`Catalog::staged_chunks`] lists; `None` fields match all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkFilter {
+    /// Of this job.
+    pub job: Option<i64>,
+    /// Of this stream (of any job unless `job` is set).
+    pub stream: Option<u16>,
+    /// In this state.
+    pub state: Option<ChunkState>,
+    /// On this stage.
+    pub stage: Option<i64>,
+}
+
+/// What a stage holds, by the catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageUse {
+    /// Bytes of chunks not yet on tape: the space the stage's limit counts.
+    pub spooled_bytes: u64,
+    /// Chunks not yet on tape.
+    pub spooled_chunks: u64,
+    /// Bytes of chunks on tape whose rows are kept.
+    pub despooled_bytes: u64,
+    /// Chunks on tape whose rows are kept.
+    pub despooled_chunks: u64,
+}
+
+const CHUNK_COLS: &str = "job_id, stream, seq, stage_id, file, first_block, blocks, \
+                          stream_offset, bytes, state, created_ns";
+
+fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StagedChunk> {
+    Ok(StagedChunk {
+        job_id: r.get(0)?,
+        stream: r.get(1)?,
+        seq: r.get::<_, i64>(2)? as u64,
+        stage_id: r.get(3)?,
+        file: r.get(4)?,
+        first_block: r.get::<_, i64>(5)? as u64,
+        blocks: r.get::<_, i64>(6)? as u64,
+        stream_offset: r.get::<_, i64>(7)? as u64,
+        bytes: r.get::<_, i64>(8)? as u64,
+        state: r.get(9)?,
+        created_ns: r.get(10)?,
+    })
+}
+
+fn stage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stage> {
+    Ok(Stage {
+        id: r.get(0)?,
+        path: PathBuf::from(r.get::<_, String>(1)?),
+        size_limit: r.get::<_, i64>(2)? as u64,
+        added_ns: r.get(3)?,
+    })
+}
+
+fn path_text(path: &Path) -> Result<&str> {
+    path.to_str().ok_or_else(|| CatalogError::StagePathNotUtf8 {
+        path: path.to_path_buf(),
+    })
+}
+
+impl Catalog {
+    /// Records a stage. Its path must not be in the catalog
+    /// ([`CatalogError::StageExists`]); the caller makes it absolute.
+    pub fn add_stage(&self, path: &Path, size_limit: u64, added_ns: i64) -> Result<Stage> {
+        let text = path_text(path)?;
+        match self.conn.execute(
+            "INSERT INTO stages (path, size_limit, added_ns) VALUES (?1, ?2, ?3)",
+            params![text, size_limit as i64, added_ns],
+        ) {
+            Ok(_) => Ok(Stage {
+                id: self.conn.last_insert_rowid(),
+                path: path.to_path_buf(),
+                size_limit,
+                added_ns,
+            }),
+            Err(e) if is_duplicate_key(&e) => Err(CatalogError::StageExists {
+                path: path.to_path_buf(),
+            }),
+            Err(e) => Err(e).doing("record a stage"),
+        }
+    }
+
+    /// Every stage, in the order they were added.
+    pub fn stages(&self) -> Result<Vec<Stage>> {
+        let run = || -> rusqlite::Result<Vec<Stage>> {
+            let mut st = self
+                .conn
+                .prepare("SELECT id, path, size_limit, added_ns FROM stages ORDER BY id")?;
+            let v = st.query_map([], stage_row)?.collect();
+            v
+        };
+        run().doing("list the stages")
+    }
+
+    /// The stage at `path`, if one is.
+    pub fn stage_by_path(&self, path: &Path) -> Result<Option<Stage>> {
+        let text = path_text(path)?;
+        self.conn
+            .query_row(
+                "SELECT id, path, size_limit, added_ns FROM stages WHERE path = ?1",
+                [text],
+                stage_row,
+            )
+            .optional()
+            .doing("look up a stage")
+    }
+
+    /// Forgets a stage and the rows of its despooled chunks. Refused while it holds
+    /// chunks not yet on tape ([`CatalogError::StageHoldsData`], naming their jobs).
+    pub fn remove_stage(&mut self, id: i64) -> Result<()> {
+        let run = |c: &mut Catalog| -> rusqlite::Result<std::result::Result<(), CatalogError>> {
+            let tx = c.conn.transaction()?;
+            let path: Option<String> = tx
+                .query_row("SELECT path FROM stages WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            let Some(path) = path else {
+                return Ok(Err(CatalogError::NoStage { id }));
+            };
+            let jobs: Vec<(i64, i64)> = {
+                let mut st = tx.prepare(
+                    "SELECT job_id, COUNT(*) FROM staged_chunks \
+                     WHERE stage_id = ?1 AND state = ?2 GROUP BY job_id ORDER BY job_id",
+                )?;
+                let v = st
+                    .query_map(params![id, ChunkState::Spooled], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                v
+            };
+            if !jobs.is_empty() {
+                return Ok(Err(CatalogError::StageHoldsData {
+                    path: PathBuf::from(path),
+                    chunks: jobs.iter().map(|&(_, n)| n as u64).sum(),
+                    jobs: jobs.into_iter().map(|(j, _)| j).collect(),
+                }));
+            }
+            tx.execute("DELETE FROM staged_chunks WHERE stage_id = ?1", [id])?;
+            tx.execute("DELETE FROM stages WHERE id = ?1", [id])?;
+            tx.commit()?;
+            Ok(Ok(()))
+        };
+        run(self).doing("remove a stage")?
+    }
+
+    /// Records a chunk whose file is complete on its stage. The same (job, stream,
+    /// seq) must not be recorded ([`CatalogError::ChunkExists`]).
+    pub fn add_staged_chunk(&self, c: &StagedChunk) -> Result<()> {
+        match self.conn.execute(
+            &format!(
+                "INSERT INTO staged_chunks ({CHUNK_COLS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ),
+            params![
+                c.job_id,
+                c.stream,
+                c.seq as i64,
+                c.stage_id,
+                c.file,
+                c.first_block as i64,
+                c.blocks as i64,
+                c.stream_offset as i64,
+                c.bytes as i64,
+                c.state,
+                c.created_ns
+            ],
+        ) {
+            Ok(_) => Ok(()),
+            Err(e) if is_duplicate_key(&e) => Err(CatalogError::ChunkExists {
+                job: c.job_id,
+                stream: c.stream,
+                seq: c.seq,
+            }),
+            Err(e) => Err(e).doing("record a staged chunk"),
+        }
+    }
+
+    /// Marks a chunk despooled: its blocks are on tape and recorded.
+    pub fn mark_chunk_despooled(&self, job: i64, stream: u16, seq: u64) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE staged_chunks SET state = ?4 WHERE job_id = ?1 AND stream = ?2 AND seq = ?3",
+                params![job, stream, seq as i64, ChunkState::Despooled],
+            )
+            .doing("mark a chunk despooled")?;
+        if n == 0 {
+            return Err(CatalogError::NoChunk { job, stream, seq });
+        }
+        Ok(())
+    }
+
+    /// The chunks `filter` matches, by job, stream and seq.
+    pub fn staged_chunks(&self, filter: &ChunkFilter) -> Result<Vec<StagedChunk>> {
+        let stage_id = filter.stage;
+        let mut conds = Vec::new();
+        let mut args: Vec<&dyn ToSql> = Vec::new();
+        if let Some(j) = &filter.job {
+            conds.push("job_id = ?");
+            args.push(j);
+        }
+        if let Some(s) = &filter.stream {
+            conds.push("stream = ?");
+            args.push(s);
+        }
+        if let Some(s) = &filter.state {
+            conds.push("state = ?");
+            args.push(s);
+        }
+        if let Some(s) = &stage_id {
+            conds.push("stage_id = ?");
+            args.push(s);
+        }
+        let mut sql = format!("SELECT {CHUNK_COLS} FROM staged_chunks");
+        if !conds.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&conds.join(" AND "));
+        }
+        sql.push_str(" ORDER BY job_id, stream, seq");
+        let run = || -> rusqlite::Result<Vec<StagedChunk>> {
+            let mut st = self.conn.prepare(&sql)?;
+            let v = st.query_map(&args[..], chunk_row)?.collect();
+            v
+        };
+        run().doing("list staged chunks")
+    }
+
+    /// What each stage holds, by stage id; stages without chunks are absent.
+    pub fn stage_use(&self) -> Result<Vec<(i64, StageUse)>> {
+        let run = || -> rusqlite::Result<Vec<(i64, StageUse)>> {
+            let mut st = self.conn.prepare(
+                "SELECT stage_id, \
+                   SUM(CASE WHEN state = ?1 THEN bytes ELSE 0 END), \
+                   SUM(CASE WHEN state = ?1 THEN 1 ELSE 0 END), \
+                   SUM(CASE WHEN state = ?1 THEN 0 ELSE bytes END), \
+                   SUM(CASE WHEN state = ?1 THEN 0 ELSE 1 END) \
+                 FROM staged_chunks GROUP BY stage_id ORDER BY stage_id",
+            )?;
+            let v = st
+                .query_map([ChunkState::Spooled], |r| {
+                    Ok((
+                        r.get(0)?,
+                        StageUse {
+                            spooled_bytes: r.get::<_, i64>(1)? as u64,
+                            spooled_chunks: r.get::<_, i64>(2)? as u64,
+                            despooled_bytes: r.get::<_, i64>(3)? as u64,
+                            despooled_chunks: r.get::<_, i64>(4)? as u64,
+                        },
+                    ))
+                })?
+                .collect();
+            v
+        };
+        run().doing("add up the stages' use")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::scratch;
+
+    fn chunk(job: i64, stream: u16, seq: u64, stage: i64, bytes: u64) -> StagedChunk {
+        StagedChunk {
+            job_id: job,
+            stream,
+            seq,
+            stage_id: stage,
+            file: format!("job-{job:08}/stream-{stream:04}/chunk-{seq:06}.tlc"),
+            first_block: seq * 10,
+            blocks: 10,
+            stream_offset: seq * 1000,
+            bytes,
+            state: ChunkState::Spooled,
+            created_ns: 7,
+        }
+    }
+
+    #[test]
+    fn stages_are_added_once_and_listed_in_order() {
+        let (_d, c) = scratch();
+        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+        let b = c.add_stage(Path::new("/s/b"), 200, 2).unwrap();
+        assert_eq!(c.stages().unwrap(), vec![a.clone(), b]);
+        assert_eq!(c.stage_by_path(Path::new("/s/a")).unwrap(), Some(a));
+        assert_eq!(c.stage_by_path(Path::new("/s/c")).unwrap(), None);
+        assert!(matches!(
+            c.add_stage(Path::new("/s/a"), 5, 3),
+            Err(CatalogError::StageExists { path }) if path == Path::new("/s/a")
+        ));
+    }
+
+    #[test]
+    fn a_stage_holding_chunks_not_on_tape_is_not_removed() {
+        let (_d, mut c) = scratch();
+        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+        c.add_staged_chunk(&chunk(42, 0, 0, a.id, 10)).unwrap();
+        c.add_staged_chunk(&chunk(42, 1, 0, a.id, 10)).unwrap();
+        c.add_staged_chunk(&chunk(7, 0, 0, a.id, 10)).unwrap();
+        let e = c.remove_stage(a.id).unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::StageHoldsData { chunks: 3, jobs, .. } if jobs == &[7, 42]),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "stage /s/a holds 3 chunks not yet on tape, of jobs 7, 42"
+        );
+        c.mark_chunk_despooled(42, 0, 0).unwrap();
+        c.mark_chunk_despooled(42, 1, 0).unwrap();
+        let e = c.remove_stage(a.id).unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::StageHoldsData { chunks: 1, jobs, .. } if jobs == &[7]),
+            "{e:?}"
+        );
+        c.mark_chunk_despooled(7, 0, 0).unwrap();
+        c.remove_stage(a.id).unwrap();
+        assert!(c.stages().unwrap().is_empty());
+        assert!(c.staged_chunks(&ChunkFilter::default()).unwrap().is_empty());
+        assert!(matches!(
+            c.remove_stage(a.id),
+            Err(CatalogError::NoStage { id }) if id == a.id
+        ));
+    }
+
+    #[test]
+    fn chunks_are_recorded_once_marked_and_listed_by_filter() {
+        let (_d, c) = scratch();
+        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+        let b = c.add_stage(Path::new("/s/b"), 100, 1).unwrap();
+        let rows = [
+            chunk(1, 0, 0, a.id, 10),
+            chunk(1, 0, 1, b.id, 20),
+            chunk(1, 2, 0, a.id, 30),
+            chunk(2, 0, 0, b.id, 40),
+        ];
+        for r in &rows {
+            c.add_staged_chunk(r).unwrap();
+        }
+        assert!(matches!(
+            c.add_staged_chunk(&rows[1]),
+            Err(CatalogError::ChunkExists {
+                job: 1,
+                stream: 0,
+                seq: 1
+            })
+        ));
+        assert!(matches!(
+            c.mark_chunk_despooled(1, 0, 9),
+            Err(CatalogError::NoChunk {
+                job: 1,
+                stream: 0,
+                seq: 9
+            })
+        ));
+        c.mark_chunk_despooled(1, 0, 0).unwrap();
+        let all = c.staged_chunks(&ChunkFilter::default()).unwrap();
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[0].state, ChunkState::Despooled);
+        assert_eq!(all[1], rows[1]);
+        let seqs = |f: ChunkFilter| -> Vec<(i64, u16, u64)> {
+            c.staged_chunks(&f)
+                .unwrap()
+                .iter()
+                .map(|r| (r.job_id, r.stream, r.seq))
+                .collect()
+        };
+        let job1 = ChunkFilter {
+            job: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(seqs(job1), vec![(1, 0, 0), (1, 0, 1), (1, 2, 0)]);
+        assert_eq!(
+            seqs(ChunkFilter {
+                stream: Some(0),
+                ..job1
+            }),
+            vec![(1, 0, 0), (1, 0, 1)]
+        );
+        assert_eq!(
+            seqs(ChunkFilter {
+                state: Some(ChunkState::Spooled),
+                ..job1
+            }),
+            vec![(1, 0, 1), (1, 2, 0)]
+        );
+        assert_eq!(
+            seqs(ChunkFilter {
+                stage: Some(b.id),
+                ..Default::default()
+            }),
+            vec![(1, 0, 1), (2, 0, 0)]
+        );
+        assert_eq!(
+            c.stage_use().unwrap(),
+            vec![
+                (
+                    a.id,
+                    StageUse {
+                        spooled_bytes: 30,
+                        spooled_chunks: 1,
+                        despooled_bytes: 10,
+                        despooled_chunks: 1
+                    }
+                ),
+                (
+                    b.id,
+                    StageUse {
+                        spooled_bytes: 60,
+                        spooled_chunks: 2,
+                        ..Default::default()
+                    }
+                )
+            ]
+        );
+    }
+}
