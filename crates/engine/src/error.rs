@@ -54,6 +54,9 @@ pub enum Error {
     /// A measurement tool's input.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A disk stage or a chunk file on it.
+    #[error(transparent)]
+    Stage(#[from] StageError),
     /// This drive's writer stopped because another drive of the job failed.
     #[error("stopped: another drive of the job failed")]
     Stopped,
@@ -414,6 +417,130 @@ pub enum ToolError {
         /// The smallest file size.
         min: u64,
     },
+}
+
+/// A disk stage that cannot be used, or a chunk file on it that cannot be read.
+#[derive(Debug, Error)]
+pub enum StageError {
+    /// The home has no stage.
+    #[error("no disk stage (tapeloom stage add DIR --size SIZE adds one)")]
+    NoStages,
+    /// More space asked for than the largest stage holds: waiting would never end.
+    #[error("{bytes} bytes do not fit on any stage (the largest holds {largest})")]
+    TooLarge {
+        /// Bytes asked for.
+        bytes: u64,
+        /// Size limit of the largest stage.
+        largest: u64,
+    },
+    /// A stage of no size.
+    #[error("a stage needs a size above 0")]
+    ZeroSize,
+    /// The stage's folder exists and is not a folder.
+    #[error("{} exists and is not a directory", path.display())]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A chunk file's header is damaged or from another tapeloom.
+    #[error("{}: {problem}", path.display())]
+    ChunkHeader {
+        /// The chunk file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: ChunkHeaderProblem,
+    },
+    /// A chunk file holds another job's or stream's blocks than the catalog says.
+    #[error("{} holds job {found_tag:016x} stream {found_stream}, not job {job_tag:016x} stream {stream}", path.display())]
+    WrongChunk {
+        /// The chunk file.
+        path: PathBuf,
+        /// The job tag expected.
+        job_tag: u64,
+        /// The stream expected.
+        stream: u16,
+        /// The job tag in the file.
+        found_tag: u64,
+        /// The stream in the file.
+        found_stream: u16,
+    },
+    /// A chunk file ends before the blocks its header counts.
+    #[error("{} is cut short: {blocks} of its {expected} blocks of stream {stream} are whole", path.display())]
+    TornTail {
+        /// The chunk file.
+        path: PathBuf,
+        /// The stream.
+        stream: u16,
+        /// Blocks read whole.
+        blocks: u64,
+        /// Blocks its header counts.
+        expected: u64,
+    },
+    /// A block length that no block has: the chunk cannot be read past it.
+    #[error("{}: a block length of {len} at byte {at}", path.display())]
+    BlockLength {
+        /// The chunk file.
+        path: PathBuf,
+        /// The length read.
+        len: u32,
+        /// Where in the file.
+        at: u64,
+    },
+    /// A block whose checksum or header does not hold: the stream's bytes from `from`
+    /// up to `to` are lost from this chunk.
+    #[error("{}: block {seq} of stream {stream} is damaged (stream bytes {from} to {to}): {source}", path.display())]
+    DamagedBlock {
+        /// The chunk file.
+        path: PathBuf,
+        /// The stream.
+        stream: u16,
+        /// The block's seq within the stream.
+        seq: u64,
+        /// Stream offset of the first byte lost.
+        from: u64,
+        /// Stream offset after the last byte lost.
+        to: u64,
+        /// Why the block was refused.
+        #[source]
+        source: tapeloom_format::FormatError,
+    },
+    /// An intact block where another was due: of another job, stream or place.
+    #[error("{}: block {seq} of stream {stream} is out of place ({what})", path.display())]
+    MisplacedBlock {
+        /// The chunk file, or the one being written.
+        path: PathBuf,
+        /// The stream.
+        stream: u16,
+        /// The block's seq expected.
+        seq: u64,
+        /// What does not match.
+        what: &'static str,
+    },
+}
+
+/// What is wrong with a chunk file's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ChunkHeaderProblem {
+    /// The file is shorter than a header.
+    #[error("shorter than a chunk header")]
+    Truncated,
+    /// The magic is not `TLCH`.
+    #[error("not a tapeloom chunk file")]
+    BadMagic,
+    /// A layout version this tapeloom does not read.
+    #[error("chunk layout version {0} is not known")]
+    Version(u16),
+    /// The header's checksum does not match.
+    #[error("chunk header checksum {stored:08x} != {computed:08x}")]
+    BadCrc {
+        /// The checksum stored.
+        stored: u32,
+        /// The checksum of the bytes.
+        computed: u32,
+    },
+    /// A field that must be zero is not, or the header length is wrong.
+    #[error("chunk header fields out of range")]
+    Fields,
 }
 
 /// Result of engine operations.

@@ -18,6 +18,7 @@ mod media;
 mod rebuild;
 mod restore;
 mod sampler;
+pub mod stage;
 pub mod tools;
 mod verify;
 
@@ -27,7 +28,8 @@ pub use backup::{
 };
 pub use compress::Compress;
 pub use error::{
-    Error, HomeError, JobError, MediaError, OptionsError, PlaceError, Result, ToolError,
+    ChunkHeaderProblem, Error, HomeError, JobError, MediaError, OptionsError, PlaceError, Result,
+    StageError, ToolError,
 };
 pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,

@@ -1,0 +1,63 @@
+//! Disk stages: folders a backup spools its streams to before they go to tape at the
+//! drive's rate (docs/STAGE.md).
+//!
+//! A stage keeps its data under `DIR/tapeloom-stage/`, one folder per job and stream,
+//! in chunk files ([`ChunkWriter`], [`ChunkReader`]) that hold the stream's blocks
+//! sealed as for tape. A chunk file is data once it has its final name and is recorded
+//! in the catalog; it may be deleted once its blocks are on tape and recorded.
+//! [`StageSet`] shares the stages' space between the threads that spool to them, and
+//! makes them wait while the stages are full. [`StreamSpool`] writes one stream as a
+//! run of chunks. [`StageSet::open`] reports what the stages hold that the catalog
+//! does not know, and what the catalog knows that they lost.
+
+mod check;
+mod chunk;
+mod read;
+mod set;
+mod spool;
+
+pub use check::{check_stage, StageReport};
+pub use chunk::{ChunkWriter, CHUNK_HEADER_LEN, CHUNK_MAGIC, CHUNK_VERSION};
+pub use read::{ChunkReader, StagedBlock};
+pub use set::{Reservation, StageSet, StageSpace, StageWaits};
+pub use spool::StreamSpool;
+
+use std::path::{Path, PathBuf};
+
+/// Chunk size when none is given: chunks roll over at 64 MiB.
+pub const DEFAULT_CHUNK_SIZE: u64 = 64 << 20;
+
+/// The folder of a stage that tapeloom keeps its data in.
+pub const STAGE_DATA_DIR: &str = "tapeloom-stage";
+
+/// Suffix of a complete chunk file.
+pub const CHUNK_SUFFIX: &str = ".tlc";
+
+/// Suffix of a chunk file being written: never data.
+pub const PART_SUFFIX: &str = ".tlc.part";
+
+/// The folder under `stage` that holds tapeloom's data.
+pub fn data_dir(stage: &Path) -> PathBuf {
+    stage.join(STAGE_DATA_DIR)
+}
+
+/// A chunk file's name relative to its stage's folder, as the catalog keeps it:
+/// `tapeloom-stage/job-00000042/stream-0003/chunk-000007.tlc`.
+pub fn chunk_file(job_id: i64, stream: u16, seq: u64) -> String {
+    format!("{STAGE_DATA_DIR}/job-{job_id:08}/stream-{stream:04}/chunk-{seq:06}{CHUNK_SUFFIX}")
+}
+
+/// Flushes a folder's entries (a rename in it) to disk.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Nanoseconds since the epoch, now.
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,268 @@
+//! The stages' space, shared by the threads that spool to them.
+
+use super::check::{check_stage, StageReport};
+use crate::error::{Result, StageError};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tapeloom_catalog::Catalog;
+
+/// A stage's size and how much of it is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageSpace {
+    /// Catalog id.
+    pub id: i64,
+    /// The stage's folder.
+    pub path: PathBuf,
+    /// Bytes tapeloom may keep there.
+    pub limit: u64,
+    /// Bytes taken: chunks not yet on tape, and reservations.
+    pub used: u64,
+}
+
+impl StageSpace {
+    /// Bytes not taken.
+    pub fn free(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// Space reserved on one stage for a chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// The stage's catalog id.
+    pub stage_id: i64,
+    /// The stage's folder.
+    pub path: PathBuf,
+    /// Bytes reserved.
+    pub bytes: u64,
+}
+
+/// How often and how long reservations waited for space.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageWaits {
+    /// Reservations that had to wait.
+    pub count: u64,
+    /// Time they waited, in all.
+    pub total: Duration,
+}
+
+struct State {
+    stages: Vec<StageSpace>,
+    waits: StageWaits,
+}
+
+/// The home's stages with their limits and use, shared between threads (clones share
+/// one state). [`StageSet::reserve`] takes space for a chunk on the stage with the
+/// most free space, and waits while none has room: that wait is the backpressure that
+/// holds a backup's sources to the pace of the tape. [`StageSet::release`] gives space
+/// back and wakes the waiting.
+#[derive(Clone)]
+pub struct StageSet {
+    inner: Arc<(Mutex<State>, Condvar)>,
+}
+
+impl StageSet {
+    /// A set of the stages given.
+    pub fn new(stages: Vec<StageSpace>) -> Self {
+        StageSet {
+            inner: Arc::new((
+                Mutex::new(State {
+                    stages,
+                    waits: StageWaits::default(),
+                }),
+                Condvar::new(),
+            )),
+        }
+    }
+
+    /// The catalog's stages, each using the bytes of its chunks not yet on tape, and
+    /// what checking each against the catalog found (see [`check_stage`]).
+    pub fn open(catalog: &Catalog) -> Result<(Self, Vec<StageReport>)> {
+        let usage = catalog.stage_use()?;
+        let mut spaces = Vec::new();
+        let mut reports = Vec::new();
+        for s in catalog.stages()? {
+            let used = usage
+                .iter()
+                .find(|(id, _)| *id == s.id)
+                .map_or(0, |(_, u)| u.spooled_bytes);
+            reports.push(check_stage(catalog, &s)?);
+            spaces.push(StageSpace {
+                id: s.id,
+                path: s.path,
+                limit: s.size_limit,
+                used,
+            });
+        }
+        Ok((Self::new(spaces), reports))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A thread that panicked holding the lock left the figures whole: each
+        // change is one assignment.
+        self.inner.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reserves `bytes` on the stage with the most free space, waiting until one has
+    /// room. Refused when no stage could ever hold them.
+    pub fn reserve(&self, bytes: u64) -> Result<Reservation> {
+        let mut st = self.lock();
+        let largest = st.stages.iter().map(|s| s.limit).max();
+        match largest {
+            None => return Err(StageError::NoStages.into()),
+            Some(largest) if bytes > largest => {
+                return Err(StageError::TooLarge { bytes, largest }.into())
+            }
+            Some(_) => {}
+        }
+        let mut since: Option<Instant> = None;
+        loop {
+            let roomiest = st.stages.iter_mut().filter(|s| s.free() >= bytes).fold(
+                None::<&mut StageSpace>,
+                |best, s| match best {
+                    Some(b) if b.free() >= s.free() => Some(b),
+                    _ => Some(s),
+                },
+            );
+            if let Some(s) = roomiest {
+                s.used += bytes;
+                let r = Reservation {
+                    stage_id: s.id,
+                    path: s.path.clone(),
+                    bytes,
+                };
+                if let Some(t) = since {
+                    st.waits.count += 1;
+                    st.waits.total += t.elapsed();
+                }
+                return Ok(r);
+            }
+            since.get_or_insert_with(Instant::now);
+            st = self
+                .inner
+                .1
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Gives `bytes` back to stage `stage_id` and wakes the reservations waiting.
+    pub fn release(&self, stage_id: i64, bytes: u64) {
+        let mut st = self.lock();
+        if let Some(s) = st.stages.iter_mut().find(|s| s.id == stage_id) {
+            s.used = s.used.saturating_sub(bytes);
+        }
+        drop(st);
+        self.inner.1.notify_all();
+    }
+
+    /// How often and how long reservations have waited.
+    pub fn waits(&self) -> StageWaits {
+        self.lock().waits
+    }
+
+    /// The stages and their use now.
+    pub fn stages(&self) -> Vec<StageSpace> {
+        self.lock().stages.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    fn space(id: i64, limit: u64, used: u64) -> StageSpace {
+        StageSpace {
+            id,
+            path: PathBuf::from(format!("/s/{id}")),
+            limit,
+            used,
+        }
+    }
+
+    #[test]
+    fn a_chunk_goes_to_the_stage_with_the_most_free_space() {
+        let set = StageSet::new(vec![
+            space(1, 100, 10),
+            space(2, 200, 150),
+            space(3, 100, 0),
+        ]);
+        assert_eq!(set.reserve(50).unwrap().stage_id, 3);
+        assert_eq!(set.reserve(50).unwrap().stage_id, 1);
+        // Stages 1, 2 and 3 have 40, 50 and 50 free: the first of the roomiest.
+        assert_eq!(set.reserve(45).unwrap().stage_id, 2);
+        let used: Vec<u64> = set.stages().iter().map(|s| s.used).collect();
+        assert_eq!(used, vec![60, 195, 50]);
+        assert_eq!(set.waits(), StageWaits::default());
+    }
+
+    #[test]
+    fn more_than_the_largest_stage_is_refused_not_waited_for() {
+        let set = StageSet::new(vec![space(1, 100, 100), space(2, 300, 300)]);
+        assert!(matches!(
+            set.reserve(301),
+            Err(Error::Stage(StageError::TooLarge {
+                bytes: 301,
+                largest: 300
+            }))
+        ));
+        assert!(matches!(
+            StageSet::new(vec![]).reserve(1),
+            Err(Error::Stage(StageError::NoStages))
+        ));
+    }
+
+    #[test]
+    fn a_full_stage_holds_the_writer_until_another_thread_releases() {
+        let set = StageSet::new(vec![space(1, 100, 0)]);
+        let first = set.reserve(80).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = {
+            let set = set.clone();
+            std::thread::spawn(move || {
+                let r = set.reserve(50).unwrap();
+                tx.send(r.bytes).unwrap();
+            })
+        };
+        // The writer waits: 20 bytes free, 50 asked for.
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        assert_eq!(set.waits().count, 0);
+        set.release(first.stage_id, first.bytes);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 50);
+        writer.join().unwrap();
+        let w = set.waits();
+        assert_eq!(w.count, 1);
+        assert!(w.total >= Duration::from_millis(150), "{w:?}");
+        assert_eq!(set.stages()[0].used, 50);
+    }
+
+    #[test]
+    fn many_writers_share_a_small_stage_without_overfilling_it() {
+        let set = StageSet::new(vec![space(1, 10, 0), space(2, 10, 0)]);
+        let peak = Arc::new(Mutex::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let set = set.clone();
+                let peak = peak.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let r = set.reserve(4).unwrap();
+                        let used: u64 = set.stages().iter().map(|s| s.used).sum();
+                        let mut p = peak.lock().unwrap();
+                        *p = (*p).max(used);
+                        drop(p);
+                        std::thread::yield_now();
+                        set.release(r.stage_id, r.bytes);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(*peak.lock().unwrap() <= 16);
+        assert!(set.stages().iter().all(|s| s.used == 0));
+    }
+}
