@@ -433,6 +433,12 @@ pub enum StageError {
         /// Size limit of the largest stage.
         largest: u64,
     },
+    /// No stage at this path.
+    #[error("no stage at {}", path.display())]
+    NoSuchStage {
+        /// The path given, resolved.
+        path: PathBuf,
+    },
     /// A stage of no size.
     #[error("a stage needs a size above 0")]
     ZeroSize,

@@ -10,12 +10,14 @@
 //! run of chunks. [`StageSet::open`] reports what the stages hold that the catalog
 //! does not know, and what the catalog knows that they lost.
 
+mod admin;
 mod check;
 mod chunk;
 mod read;
 mod set;
 mod spool;
 
+pub use admin::{add_stage, remove_stage};
 pub use check::{check_stage, StageReport};
 pub use chunk::{ChunkWriter, CHUNK_HEADER_LEN, CHUNK_MAGIC, CHUNK_VERSION};
 pub use read::{ChunkReader, StagedBlock};

@@ -366,3 +366,50 @@ fn opening_the_stages_removes_part_files_and_reports_strays_and_losses() {
     c.mark_chunk_despooled(42, 3, 1).unwrap();
     assert!(check_stage(&c, &stage).unwrap().lost.is_empty());
 }
+
+#[test]
+fn a_stage_is_added_once_and_removed_once_its_chunks_are_on_tape() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Catalog::open(&dir.path().join("c.db")).unwrap();
+    let d = dir.path().join("a/b");
+    assert!(matches!(
+        add_stage(&c, &d, 0),
+        Err(Error::Stage(StageError::ZeroSize))
+    ));
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(matches!(
+        add_stage(&c, &file, 10),
+        Err(Error::Stage(StageError::NotADirectory { .. }))
+    ));
+    let s = add_stage(&c, &d, 1 << 20).unwrap();
+    assert!(d.is_dir());
+    assert_eq!(s.path, d.canonicalize().unwrap());
+    assert!(matches!(
+        add_stage(&c, &dir.path().join("a/./b"), 5),
+        Err(Error::Catalog(
+            tapeloom_catalog::CatalogError::StageExists { .. }
+        ))
+    ));
+    let mut bs = blocks(3, 0, 2);
+    let (path, row) = write_chunk(&s.path, 0, &mut bs);
+    c.add_staged_chunk(&StagedChunk {
+        stage_id: s.id,
+        ..row
+    })
+    .unwrap();
+    assert!(matches!(
+        remove_stage(&mut c, &d),
+        Err(Error::Catalog(tapeloom_catalog::CatalogError::StageHoldsData { ref jobs, .. })) if jobs == &[42]
+    ));
+    c.mark_chunk_despooled(42, 3, 0).unwrap();
+    let (gone, deleted) = remove_stage(&mut c, &d).unwrap();
+    assert_eq!((gone.id, deleted), (s.id, 1));
+    assert!(!path.exists());
+    assert!(!data_dir(&s.path).exists());
+    assert!(d.is_dir());
+    assert!(matches!(
+        remove_stage(&mut c, &d),
+        Err(Error::Stage(StageError::NoSuchStage { .. }))
+    ));
+}
