@@ -63,6 +63,8 @@ enum Cmd {
     Drive(drive::Args),
     /// The catalog.
     Catalog(catalog::Args),
+    /// Disk stages: folders backups spool to before tape.
+    Stage(stage::Args),
     /// Print a shell completion script (for example: tapeloom completions bash >
     /// /etc/bash_completion.d/tapeloom).
     Completions(completions::Args),
@@ -134,6 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Bench(a) => a.run(&ctx),
         Cmd::Drive(a) => a.run(&ctx),
         Cmd::Catalog(a) => a.run(&ctx),
+        Cmd::Stage(a) => a.run(&ctx),
         Cmd::Completions(a) => completions::run(a, &mut Cli::command()),
         Cmd::Man(a) => man::run(a, Cli::command()),
     }

@@ -150,6 +150,16 @@ fn every_commands_json_keeps_its_keys() {
     );
     common::forget_catalog(&home);
     c("catalog_rebuild", &["catalog", "rebuild"]);
+
+    // A disk stage holding one chunk, so that status lists a stream.
+    let stage = t.path().join("stage");
+    c("stage_add", &["stage", "add", &s(&stage), "--size", "1G"]);
+    let stage = stage.canonicalize().unwrap();
+    common::stage_chunk(&home, &stage, 1, 0, 2);
+    c("stage_list", &["stage", "list"]);
+    c("stage_status", &["stage", "status"]);
+    common::despool(&home, 1, 0);
+    c("stage_remove", &["stage", "remove", &s(&stage)]);
     assert!(
         missing.is_empty(),
         "keys gone from --json output:\n{}",

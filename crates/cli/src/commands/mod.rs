@@ -15,6 +15,7 @@ pub mod man;
 pub mod readrate;
 pub mod report;
 pub mod restore;
+pub mod stage;
 pub mod verify;
 
 use anyhow::Result;

@@ -329,3 +329,36 @@ pub fn check_keys(name: &str, v: &Value, missing: &mut Vec<String>) {
         }
     }
 }
+
+/// Writes chunk 0 of `stream` of `job` (`blocks` blocks) on the stage at `stage`, as
+/// a backup spooling to it would, and records it in the home's catalog.
+pub fn stage_chunk(
+    home: &Path,
+    stage: &Path,
+    job: i64,
+    stream: u16,
+    blocks: usize,
+) -> tapeloom_catalog::StagedChunk {
+    use tapeloom_format::{Kind, StreamPacker};
+    let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let s = c.stage_by_path(stage).unwrap().expect("a stage");
+    let mut p = StreamPacker::new(stream, job as u64, 4096);
+    for _ in 0..blocks {
+        p.record(Kind::Data, &[7u8; 4000]);
+        p.finish_block();
+    }
+    let mut w =
+        tapeloom_engine::stage::ChunkWriter::create(stage, job, job as u64, stream, 0, 0).unwrap();
+    for b in &mut p.ready {
+        w.push(b).unwrap();
+    }
+    let row = w.finish(s.id).unwrap();
+    c.add_staged_chunk(&row).unwrap();
+    row
+}
+
+/// Marks chunk 0 of `stream` of `job` as on tape in the home's catalog.
+pub fn despool(home: &Path, job: i64, stream: u16) {
+    let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    c.mark_chunk_despooled(job, stream, 0).unwrap();
+}

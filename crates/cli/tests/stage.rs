@@ -1,0 +1,115 @@
+//! `tapeloom stage ...` end to end: adding, listing, status figures and refusals.
+
+mod common;
+use common::*;
+use std::ffi::OsStr;
+use std::path::Path;
+
+/// Runs and insists on failure with `code`; returns stderr.
+fn refused(home: &Path, args: &[&str], code: i32) -> String {
+    let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    let (c, v, err) = run(home, &a);
+    assert_eq!(c, code, "tapeloom {args:?}: {v} {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn stages_are_added_listed_and_refused_as_they_should_be() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let s1 = t.path().join("s1");
+    let s2 = t.path().join("new/s2");
+    let p = |p: &Path| p.to_str().unwrap().to_string();
+    let v = ok(&home, &["stage", "add", &p(&s1), "--size", "1M"]);
+    assert_eq!(v["size"], 1 << 20);
+    assert_eq!(v["path"], p(&s1.canonicalize().unwrap()));
+    ok(&home, &["stage", "add", &p(&s2), "--size", "2M"]);
+    assert!(s2.is_dir());
+    let s1 = s1.canonicalize().unwrap();
+    let s2 = s2.canonicalize().unwrap();
+
+    let e = refused(&home, &["stage", "add", &p(&s1), "--size", "5M"], 1);
+    assert!(e.contains("in the catalog already"), "{e}");
+    let e = refused(
+        &home,
+        &["stage", "add", &p(&t.path().join("z")), "--size", "0"],
+        1,
+    );
+    assert!(e.contains("size above 0"), "{e}");
+    let file = t.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let e = refused(&home, &["stage", "add", &p(&file), "--size", "1M"], 1);
+    assert!(e.contains("not a directory"), "{e}");
+    refused(&home, &["stage", "add", &p(&s1), "--size", "lots"], 2);
+    let e = refused(&home, &["stage", "remove", &p(&t.path().join("z"))], 1);
+    assert!(e.contains("no stage at"), "{e}");
+
+    let a = stage_chunk(&home, &s1, 7, 0, 3);
+    let b = stage_chunk(&home, &s1, 7, 1, 2);
+    let c = stage_chunk(&home, &s1, 9, 0, 1);
+    despool(&home, 9, 0);
+
+    let v = ok(&home, &["stage", "list"]);
+    let stages = v["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2);
+    assert_eq!(stages[0]["path"], p(&s1));
+    assert_eq!(stages[0]["used"], a.bytes + b.bytes);
+    assert_eq!(stages[0]["free"], (1 << 20) - a.bytes - b.bytes);
+    assert_eq!(stages[1]["used"], 0);
+
+    let v = ok(&home, &["stage", "status"]);
+    let st = &v["stages"][0];
+    assert_eq!(st["used"], a.bytes + b.bytes);
+    let streams = st["streams"].as_array().unwrap();
+    let fig = |i: usize| {
+        let s = &streams[i];
+        (
+            s["job_id"].as_i64().unwrap(),
+            s["stream"].as_u64().unwrap(),
+            s["staged_bytes"].as_u64().unwrap(),
+            s["staged_chunks"].as_u64().unwrap(),
+            s["despooled_bytes"].as_u64().unwrap(),
+            s["despooled_chunks"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(streams.len(), 3);
+    assert_eq!(fig(0), (7, 0, a.bytes, 1, 0, 0));
+    assert_eq!(fig(1), (7, 1, b.bytes, 1, 0, 0));
+    assert_eq!(fig(2), (9, 0, 0, 0, c.bytes, 1));
+    assert!(v["stages"][1]["streams"].as_array().unwrap().is_empty());
+
+    let e = refused(&home, &["stage", "remove", &p(&s1)], 1);
+    assert!(e.contains("2 chunks not yet on tape, of jobs 7"), "{e}");
+    despool(&home, 7, 0);
+    despool(&home, 7, 1);
+    let v = ok(&home, &["stage", "remove", &p(&s1)]);
+    assert_eq!(v["chunk_files_deleted"], 3);
+    assert!(!s1.join("tapeloom-stage").exists());
+    let v = ok(&home, &["stage", "list"]);
+    assert_eq!(v["stages"].as_array().unwrap().len(), 1);
+    assert_eq!(v["stages"][0]["path"], p(&s2));
+}
+
+#[test]
+fn stage_status_prints_for_people() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let s1 = t.path().join("s1");
+    ok(
+        &home,
+        &["stage", "add", s1.to_str().unwrap(), "--size", "1G"],
+    );
+    stage_chunk(&home, &s1.canonicalize().unwrap(), 4, 2, 2);
+    let out = std::process::Command::new(bin())
+        .arg("--home")
+        .arg(&home)
+        .args(["stage", "status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("of 1.0 GiB used"), "{text}");
+    assert!(text.contains("job     4 stream   2: staged"), "{text}");
+    assert!(text.contains("in    1 chunks"), "{text}");
+}
