@@ -413,3 +413,111 @@ fn a_stage_is_added_once_and_removed_once_its_chunks_are_on_tape() {
         Err(Error::Stage(StageError::NoSuchStage { .. }))
     ));
 }
+
+mod damage {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Whatever bit flips, the reader says so, and every block it returns is the
+        /// block written.
+        #[test]
+        fn a_flipped_bit_is_reported_and_never_returned(at in 0.0f64..1.0, bit in 0u8..8) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut bs = blocks(3, 0, 6);
+            let (path, _) = write_chunk(dir.path(), 0, &mut bs);
+            let mut bytes = std::fs::read(&path).unwrap();
+            let pos = ((bytes.len() as f64 * at) as usize).min(bytes.len() - 1);
+            bytes[pos] ^= 1 << bit;
+            std::fs::write(&path, &bytes).unwrap();
+            match ChunkReader::open(&path) {
+                Err(_) => prop_assert!(pos < CHUNK_HEADER_LEN),
+                Ok(r) => {
+                    let got: Vec<_> = r.collect();
+                    prop_assert!(got.iter().any(|b| b.is_err()), "flip at {} unnoticed", pos);
+                    for b in got.iter().flatten() {
+                        prop_assert_eq!(&b.block, &bs[b.seq as usize].buf);
+                    }
+                }
+            }
+        }
+
+        /// Any bytes after a valid header are read without a panic.
+        #[test]
+        fn any_bytes_after_a_header_never_panic(
+            blocks in 0u64..20,
+            tail in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("c.tlc");
+            let head = chunk::ChunkHeader {
+                job_tag: TAG, stream: 3, seq: 0, first_block: 0, blocks,
+                first_offset: 0, end_offset: 100,
+            };
+            let mut bytes = head.encode().to_vec();
+            bytes.extend_from_slice(&tail);
+            std::fs::write(&path, &bytes).unwrap();
+            let got: Vec<_> = ChunkReader::open(&path).unwrap().collect();
+            prop_assert!(got.len() as u64 <= blocks);
+        }
+
+        /// Any file at all is opened or refused without a panic.
+        #[test]
+        fn any_file_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("c.tlc");
+            std::fs::write(&path, &bytes).unwrap();
+            if let Ok(r) = ChunkReader::open(&path) {
+                let _ = r.count();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_spooling_stream_waits_for_the_despooler_to_free_its_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    // Room for two chunks of 20000 bytes.
+    let (c, stage) = catalog_with_stage(dir.path(), 40_000);
+    let (set, _) = StageSet::open(&c).unwrap();
+    let spooler = {
+        let set = set.clone();
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let c = Catalog::open(&db).unwrap();
+            let mut spool = StreamSpool::new(set, &c, 42, TAG, 3, 20_000);
+            let mut n = 0;
+            for b in &mut blocks(3, 0, 40) {
+                n += spool.push(b).unwrap().map_or(0, |_| 1);
+            }
+            n + spool.finish().unwrap().map_or(0, |_| 1)
+        })
+    };
+    // The despooler: takes each recorded chunk, deletes its file and frees its space.
+    let mut despooled = 0u64;
+    let spooled = ChunkFilter {
+        state: Some(ChunkState::Spooled),
+        ..Default::default()
+    };
+    while !spooler.is_finished() || !c.staged_chunks(&spooled).unwrap().is_empty() {
+        for ch in c.staged_chunks(&spooled).unwrap() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            c.mark_chunk_despooled(ch.job_id, ch.stream, ch.seq)
+                .unwrap();
+            std::fs::remove_file(stage.path.join(&ch.file)).unwrap();
+            set.release(ch.stage_id, ch.bytes);
+            despooled += ch.blocks;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let chunks = spooler.join().unwrap();
+    assert!(chunks > 4, "{chunks} chunks");
+    assert_eq!(despooled, 40);
+    let w = set.waits();
+    assert!(w.count >= 1, "{w:?}");
+    assert!(w.total > std::time::Duration::ZERO);
+    assert_eq!(set.stages()[0].used, 0);
+}
