@@ -1,11 +1,12 @@
 //! The chunk file's header and its writer (STAGE.md 3).
 
-use super::{chunk_file, now_ns, sync_dir, CHUNK_SUFFIX, PART_SUFFIX};
+use super::{chunk_file, now_ns, CHUNK_SUFFIX, PART_SUFFIX};
 use crate::error::{io, ChunkHeaderProblem, Result, StageError};
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use tapeloom_catalog::{ChunkState, StagedChunk};
+use tapeloom_device::fsio::sync_dir;
 use tapeloom_format::{BlockHeader, PackedBlock, BLOCK_HEADER_LEN, MAX_BLOCK_SIZE};
 
 /// Magic at the start of every chunk file.

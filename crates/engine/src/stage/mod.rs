@@ -49,16 +49,9 @@ pub fn chunk_file(job_id: i64, stream: u16, seq: u64) -> String {
     format!("{STAGE_DATA_DIR}/job-{job_id:08}/stream-{stream:04}/chunk-{seq:06}{CHUNK_SUFFIX}")
 }
 
-/// Flushes a folder's entries (a rename in it) to disk.
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
 /// Nanoseconds since the epoch, now.
 fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
+    tapeloom_format::Timestamp::now().as_nanos()
 }
 
 #[cfg(test)]
