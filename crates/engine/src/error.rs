@@ -522,6 +522,17 @@ pub enum StageError {
         /// What does not match.
         what: &'static str,
     },
+    /// A stream's blocks or records out of the order FORMAT.md 5 gives them: which
+    /// entries the stream holds, and where, cannot be told past this block.
+    #[error("block {seq} of stream {stream}: {what}")]
+    StreamOrder {
+        /// The stream.
+        stream: u16,
+        /// The block's seq within the stream.
+        seq: u64,
+        /// What is out of order.
+        what: &'static str,
+    },
 }
 
 /// What is wrong with a chunk file's header.

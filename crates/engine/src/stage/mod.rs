@@ -14,6 +14,7 @@ mod admin;
 mod check;
 mod chunk;
 mod read;
+pub(crate) mod rows;
 mod set;
 mod spool;
 
