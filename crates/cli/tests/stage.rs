@@ -113,3 +113,110 @@ fn stage_status_prints_for_people() {
     assert!(text.contains("job     4 stream   2: staged"), "{text}");
     assert!(text.contains("in    1 chunks"), "{text}");
 }
+
+/// Backs up `sources` through the home's stage; returns the backup's JSON.
+fn staged_backup(home: &Path, sources: &[&Path], extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["backup", "--via", "stage"];
+    args.extend(sources.iter().map(|p| p.to_str().unwrap()));
+    args.extend(extra);
+    ok(home, &args)
+}
+
+#[test]
+fn a_backup_through_the_stage_restores_identical_and_leaves_the_stage_empty() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    rich_tree(&a);
+    for i in 0..6 {
+        write(
+            &b.join(format!("f{i}")),
+            &noise(i, 300_000 + 7 * i as usize),
+        );
+    }
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "64M"],
+    );
+    let v = staged_backup(
+        &home,
+        &[&a, &b],
+        &["--chunk-size", "256K", "--block-size", "64K"],
+    );
+    assert_eq!(v["via"], "stage", "{v}");
+    assert_eq!(v["status"], "ok", "{v}");
+    for s in v["streams"].as_array().unwrap() {
+        assert!(s["spool_mb_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert!(
+        v["drives"][0]["despool_mb_per_s"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    // Everything reached tape: nothing is left on the stage, every chunk despooled.
+    let st = ok(&home, &["stage", "status"]);
+    let s0 = &st["stages"][0];
+    assert_eq!(s0["used"], 0, "{st}");
+    let streams = s0["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{st}");
+    for s in streams {
+        assert_eq!(s["staged_chunks"], 0, "{st}");
+        assert!(s["despooled_chunks"].as_u64().unwrap() >= 2, "{st}");
+    }
+    let leftover: Vec<_> = walk_files(&stage);
+    assert!(leftover.is_empty(), "{leftover:?}");
+    let job = v["job_id"].to_string();
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&a, &out.join("a"));
+    assert_same_tree(&b, &out.join("b"));
+    let x = ok(&home, &["verify", &job]);
+    assert_eq!(x["ok"], true, "{x}");
+    assert!(x["files_checked"].as_u64().unwrap() > 6, "{x}");
+}
+
+#[test]
+fn a_job_larger_than_its_stage_waits_for_space_and_completes() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let src = t.path().join("src");
+    // 24 MB of incompressible data through a stage of 4 MiB in chunks of 512 KiB.
+    for i in 0..12 {
+        write(&src.join(format!("f{i:02}")), &noise(100 + i, 2_000_000));
+    }
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "4M"],
+    );
+    let v = staged_backup(
+        &home,
+        &[&src],
+        &["--chunk-size", "512K", "--block-size", "64K"],
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    assert!(v["stage_waits"]["count"].as_u64().unwrap() > 0, "{v}");
+    let st = ok(&home, &["stage", "status"]);
+    assert_eq!(st["stages"][0]["used"], 0, "{st}");
+    let out = t.path().join("out");
+    let job = v["job_id"].to_string();
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&src, &out);
+}
+
+/// The files under `dir`, at any depth.
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

@@ -210,6 +210,12 @@ pub trait TapeDrive: Send {
     fn stats(&self) -> Option<DriveStats> {
         None
     }
+    /// Host bytes per second the drive takes at its top speed for data like
+    /// `sample` (a block), when it knows without measuring (a drive model); `None`
+    /// for a drive whose rate can only be measured.
+    fn streaming_rate(&mut self, _sample: &[u8]) -> Option<f64> {
+        None
+    }
     /// Switches the drive's own compression on or off. Returns false when the drive
     /// has no compressor.
     fn set_compression(&mut self, _on: bool) -> Result<bool> {

@@ -9,7 +9,9 @@ use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tapeloom_engine::{BackupOptions, BackupReport, Compress, DriveReport, DriveSet, Progress};
+use tapeloom_engine::{
+    BackupOptions, BackupReport, Compress, DriveReport, DriveSet, Progress, Via,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -67,6 +69,15 @@ pub struct Args {
     /// The drive's own compression.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     drive_compression: String,
+    /// Straight to the drives (direct), through the disk stages (stage: the
+    /// sources spool at their own pace while the drives despool each stream in
+    /// long runs), or auto (the stage when there is one and the streams' rate
+    /// limits add up to less than the drive's lowest speed step).
+    #[arg(long, default_value = "direct", value_parser = ["direct", "stage", "auto"])]
+    via: String,
+    /// Size of the chunk files a stream spools to the stage in.
+    #[arg(long, default_value = "16M", value_parser = size::parse)]
+    chunk_size: u64,
 }
 
 /// `--drives`: a number, all, or a list of drive indexes.
@@ -137,6 +148,12 @@ impl Args {
             segment_bytes: self.segment_size,
             compress: self.compress,
             drive_compression: self.drive_compression == "on",
+            via: match self.via.as_str() {
+                "stage" => Via::Stage,
+                "auto" => Via::Auto,
+                _ => Via::Direct,
+            },
+            chunk_bytes: self.chunk_size,
         };
         Ok((sources, opts))
     }
@@ -178,7 +195,18 @@ pub struct BackedUp {
     streams: Vec<Stream>,
     drives: Vec<Drive>,
     compression: Compression,
+    /// direct or stage.
+    via: &'static str,
+    /// Through the stage: how often and how long spooling waited for space.
+    stage_waits: Option<StageWaits>,
     errors: Vec<PathError>,
+}
+
+/// How often and how long spooling waited for stage space.
+#[derive(Serialize)]
+struct StageWaits {
+    count: u64,
+    seconds: f64,
 }
 
 /// One stream: its data and the drive that wrote it.
@@ -190,6 +218,9 @@ struct Stream {
     seconds: f64,
     mb_per_s: f64,
     drive: usize,
+    /// Through the stage: the stream's rate onto the stage (its payload over the
+    /// seconds from the job's start until its last block was staged).
+    spool_mb_per_s: Option<f64>,
 }
 
 /// What compressed the data, and by how much.
@@ -232,6 +263,7 @@ impl BackedUp {
                     seconds: s.seconds,
                     mb_per_s: mb_per_s(s.bytes, s.seconds),
                     drive: s.drive.unwrap_or(0),
+                    spool_mb_per_s: s.spool.map(|(b, secs)| mb_per_s(b, secs)),
                 })
                 .collect(),
             drives: r.drives.iter().map(Drive::new).collect(),
@@ -248,6 +280,11 @@ impl BackedUp {
                 compressed_blocks: r.compressed_blocks.0,
                 stored_as_is_blocks: r.compressed_blocks.1,
             },
+            via: if r.staged { "stage" } else { "direct" },
+            stage_waits: r.staged.then_some(StageWaits {
+                count: r.stage_waits.0,
+                seconds: r.stage_waits.1,
+            }),
             errors: PathError::list(&r.errors),
         }
     }
@@ -294,6 +331,11 @@ struct Drive {
     drive_compression: Option<bool>,
     tape_alerts: Option<Vec<String>>,
     cartridges: Vec<CartridgeHealth>,
+    /// Through the stage: the drive's rate from its first despooled block to its
+    /// last, and the most it takes for this data (when its model says).
+    despool_mb_per_s: Option<f64>,
+    despool_max_mb_per_s: Option<f64>,
+    despool_seconds: Option<f64>,
 }
 
 impl Drive {
@@ -318,6 +360,13 @@ impl Drive {
             drive_compression: r.drive_compressed,
             tape_alerts: health::tape_alerts(&r.health),
             cartridges: health::cartridges(&r.health),
+            despool_mb_per_s: r.despool.as_ref().map(|x| mb_per_s(x.bytes, x.seconds)),
+            despool_max_mb_per_s: r
+                .despool
+                .as_ref()
+                .and_then(|x| x.max_bytes_per_s)
+                .map(|b| b / 1e6),
+            despool_seconds: r.despool.as_ref().map(|x| x.seconds),
         };
         if let Some(s) = &r.drive_stats {
             let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);

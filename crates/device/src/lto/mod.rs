@@ -329,6 +329,10 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
             self.note_offset(lbn + i as u64, self.model.tape_pos);
             t = self.model.filemark(immediate);
         }
+        if count == 0 && !immediate {
+            // No filemark, only the flush of the drive's buffer to tape.
+            t = self.model.flush();
+        }
         self.wait(t);
         Ok(out)
     }
@@ -339,6 +343,16 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
 
     fn stats(&self) -> Option<DriveStats> {
         Some(self.model.snapshot())
+    }
+
+    fn streaming_rate(&mut self, sample: &[u8]) -> Option<f64> {
+        let ratio = if self.compression {
+            self.estimator
+                .ratio(sample, self.model.params().max_compression)
+        } else {
+            1.0
+        };
+        Some(self.model.params().native() * ratio)
     }
 
     /// The cartridge's health as the drive under the model reports it, with the

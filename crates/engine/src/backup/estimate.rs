@@ -42,6 +42,19 @@ impl Estimates {
         (b != UNKNOWN).then_some(b)
     }
 
+    /// Every stream's size added up, once all are known.
+    pub fn total(&self) -> Option<u64> {
+        let mut sum = 0u64;
+        for b in &self.bytes {
+            let b = b.load(Ordering::Relaxed);
+            if b == UNKNOWN {
+                return None;
+            }
+            sum = sum.saturating_add(b);
+        }
+        Some(sum)
+    }
+
     fn set(&self, id: u16, bytes: u64) {
         if let Some(b) = usize::from(id)
             .checked_sub(1)

@@ -17,10 +17,11 @@ pub(crate) mod pack;
 pub(crate) mod plan;
 pub(crate) mod report;
 pub(crate) mod source;
+pub(crate) mod staged;
 pub(crate) mod weave;
 
-pub use plan::{BackupOptions, DriveSet, DEFAULT_EXTENT_BYTES};
-pub use report::{BackupReport, DriveReport, Progress, StreamReport};
+pub use plan::{BackupOptions, DriveSet, Via, DEFAULT_EXTENT_BYTES};
+pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 
 use crate::compress::{Compress, CompressionCounters};
 use crate::error::{Error, Result};
@@ -80,11 +81,13 @@ pub fn backup(
         estimates: Arc::clone(&estimates),
         drives: drives.len(),
         index: Mutex::new(index::IndexSpool::new()),
+        feed: None,
     };
+    let mut job = job;
     // Only the automatic concurrency asks how large the streams are, and only to
     // choose among streams: a single stream is taken at once whatever its size, so
-    // its source is not walked twice.
-    if opts.concurrency.is_none() && n_streams > 1 {
+    // its source is not walked twice. The despooler's start rule needs the sizes.
+    if (opts.concurrency.is_none() && n_streams > 1) || opts.via != Via::Direct {
         let sources = job.pending.lock().map_or_else(
             |_| Vec::new(),
             |q| q.iter().map(|p| (p.id, p.abs.clone())).collect(),
@@ -94,7 +97,29 @@ pub fn backup(
     let mut writers = mount_all(home, &tapes, &drives, job_id, &start, opts, n_streams)?;
     // Data flows from here on: the first cartridge is mounted and positioned.
     let t_data = Instant::now();
-    let woven = weave_all(&job, &mut writers)?;
+    let spoolers = match staged::through_stage(home, opts, n_streams, &writers)? {
+        Some(set) => {
+            let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
+            let feed = Arc::new(staged::Feed::new(set, opts.chunk_bytes, &ids));
+            job.feed = Some(Arc::clone(&feed));
+            staged::start_spoolers(home, &job, &feed)?
+        }
+        None => Vec::new(),
+    };
+    let woven = weave_all(&job, &mut writers);
+    if let Some(feed) = &job.feed {
+        if woven.is_err() {
+            feed.cancel();
+        }
+        for h in spoolers {
+            let _ = h.join();
+        }
+        if let Some(e) = feed.take_failure() {
+            woven?;
+            return Err(e);
+        }
+    }
+    let woven = woven?;
     let data_seconds = t_data.elapsed().as_secs_f64();
     // The other drives end their segments; their data is on tape before the index.
     for w in writers.iter_mut().skip(1) {
@@ -251,6 +276,9 @@ fn finish(
     let mut per_stream = Vec::new();
     let mut samples = Vec::new();
     let mut drive_reports = Vec::new();
+    if let Some(feed) = &job.feed {
+        errors.extend(feed.take_errors());
+    }
     for x in woven {
         files += x.report.files;
         bytes += x.report.bytes;
@@ -294,6 +322,11 @@ fn finish(
     };
     writers[0].end(&job_end.encode())?;
     writers[0].mark(Phase::Index, t_index, Instant::now());
+    if let Some(feed) = &job.feed {
+        // Every block is on tape and flushed, every entry recorded: the stages are
+        // free of this job.
+        feed.release_all(cat)?;
+    }
     let marked = writers.iter().flat_map(|w| w.marks.iter());
     cat.set_marks(job_id, "backup", &crate::sampler::marks(job.t0, marked))?;
     let status = JobState::from(job_end.status);
@@ -317,6 +350,15 @@ fn finish(
             .map(|d| (d.drive.unwrap_or(0), d.health.as_slice())),
     )?;
     per_stream.sort_by_key(|(id, _)| *id);
+    if let Some(feed) = &job.feed {
+        for (id, r) in per_stream.iter_mut() {
+            r.spool = feed.spool_figures(*id);
+        }
+    }
+    let stage_waits = job.feed.as_ref().map_or((0, 0.0), |f| {
+        let w = f.set.waits();
+        (w.count, w.total.as_secs_f64())
+    });
     let c = &job.counters;
     Ok(BackupReport {
         job_id,
@@ -340,6 +382,8 @@ fn finish(
             c.compressed_blocks.load(Ordering::Relaxed),
             c.raw_blocks.load(Ordering::Relaxed),
         ),
+        staged: job.feed.is_some(),
+        stage_waits,
     })
 }
 

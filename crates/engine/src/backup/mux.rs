@@ -202,6 +202,15 @@ impl Lane {
         self.peeked.is_some()
     }
 
+    /// The waiting message's block, if it is one.
+    pub fn peek_block(&mut self) -> Option<&PackedBlock> {
+        self.ready();
+        match &self.peeked {
+            Some(Msg::Block { block, .. }) => Some(block),
+            _ => None,
+        }
+    }
+
     /// The waiting message.
     pub fn take(&mut self) -> Option<Msg> {
         let m = self.peeked.take();

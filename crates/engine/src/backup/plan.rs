@@ -39,6 +39,24 @@ pub struct BackupOptions {
     pub compress: Compress,
     /// The drive's own compression.
     pub drive_compression: bool,
+    /// Straight to the drives, or through the home's disk stages.
+    pub via: Via,
+    /// Bytes per chunk file when spooling to a stage.
+    pub chunk_bytes: u64,
+}
+
+/// Whether a backup goes through the disk stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// Streams are interleaved onto the drives as they are read.
+    Direct,
+    /// Streams spool to the stages at their sources' pace and are despooled to the
+    /// drives, each in runs as long as the stage holds.
+    Stage,
+    /// The stage when the home has one and the sources are known to be slower
+    /// together than the drive's lowest speed step (a rate limit says so); else
+    /// direct.
+    Auto,
 }
 
 /// Default filemark spacing: 16 GiB, about 40 seconds of an LTO-9 at full speed.
@@ -71,6 +89,8 @@ impl Default for BackupOptions {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             compress: Compress::Auto,
             drive_compression: true,
+            via: Via::Direct,
+            chunk_bytes: crate::stage::DEFAULT_CHUNK_SIZE,
         }
     }
 }

@@ -56,6 +56,10 @@ pub struct BackupReport {
     pub compression_stored_bytes: u64,
     /// Blocks stored compressed, and stored as they were.
     pub compressed_blocks: (u64, u64),
+    /// Whether the job went through the disk stages.
+    pub staged: bool,
+    /// Times spooling waited for stage space, and the seconds it waited.
+    pub stage_waits: (u64, f64),
 }
 
 /// One stream of a finished backup.
@@ -71,6 +75,9 @@ pub struct StreamReport {
     pub seconds: f64,
     /// The drive that carried it, when the job chose drives.
     pub drive: Option<usize>,
+    /// Through the stage: the stream's payload bytes spooled, and the seconds from
+    /// the job's start until its last block was staged.
+    pub spool: Option<(u64, f64)>,
 }
 
 /// What one drive did.
@@ -112,4 +119,18 @@ pub struct DriveReport {
     pub health: Vec<(String, tapeloom_device::DriveHealth)>,
     /// Whether the drive's own compressor ran (at the last mount).
     pub drive_compressed: Option<bool>,
+    /// Through the stage: what the drive despooled.
+    pub despool: Option<Despool>,
+}
+
+/// What one drive despooled.
+#[derive(Debug, Clone, Default)]
+pub struct Despool {
+    /// Payload bytes written.
+    pub bytes: u64,
+    /// Seconds from its first despooled block to its last.
+    pub seconds: f64,
+    /// Bytes per second the drive takes at its top speed for this data, when its
+    /// model says.
+    pub max_bytes_per_s: Option<f64>,
 }

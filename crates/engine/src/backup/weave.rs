@@ -12,6 +12,7 @@
 
 use crate::backup::estimate::Estimates;
 use crate::backup::mux::{Done, Extents, Lane, Msg, Outlet, Shared};
+use crate::backup::staged::{self, Feed};
 use crate::backup::{BackupOptions, DriveReport, Progress, StreamReport};
 use crate::error::{Error, Result};
 use crate::media::writer::VolumeWriter;
@@ -26,6 +27,7 @@ use tapeloom_catalog::{FileRow, Sample};
 use tapeloom_format::{EntryType, PackedBlock};
 
 /// A stream not yet started: id, source, and its root in the job's namespace.
+#[derive(Debug, Clone)]
 pub(crate) struct Pending {
     pub id: u16,
     pub name: String,
@@ -56,6 +58,8 @@ pub(crate) struct JobShared<'a> {
     pub drives: usize,
     /// The index entries of the files that have landed, from every drive.
     pub index: Mutex<crate::backup::index::IndexSpool>,
+    /// When the job goes through the stages: what its spoolers have staged.
+    pub feed: Option<Arc<Feed>>,
 }
 
 impl JobShared<'_> {
@@ -249,6 +253,29 @@ impl Landed {
     }
 }
 
+/// Starts a stream's walker, readers and packer, sending its blocks to `out`.
+pub(crate) fn spawn_packer(
+    job: &JobShared<'_>,
+    p: Pending,
+    out: Outlet,
+) -> std::thread::JoinHandle<()> {
+    let opts = job.opts;
+    let skip = job.skip.clone();
+    let Pending { id, abs, root, .. } = p;
+    let comp = if job.software {
+        crate::compress::Compressor::new().map(|c| (c, Arc::clone(&job.counters)))
+    } else {
+        None
+    };
+    let (tag, block_size, readers) = (job.tag, opts.block_size, opts.readers);
+    std::thread::spawn(move || {
+        let fetched =
+            crate::backup::source::start(vec![(abs.clone(), root.clone())], readers, skip);
+        let host = crate::backup::pack::HostPath { abs, root };
+        crate::backup::pack::pack_stream(id, tag, block_size, fetched, out, &host, comp);
+    })
+}
+
 /// One drive's writer: it holds the lanes of the streams it weaves and what it has
 /// learned of them, until no stream is left for it.
 pub(crate) struct Weaver<'j, 'w> {
@@ -277,13 +304,25 @@ pub(crate) struct Weaver<'j, 'w> {
     /// The writer ran out of data: wait for the high-water mark before writing on.
     dry: bool,
     lanes_done: usize,
+    /// When despooling: the drive's streaming rate for the staged data, bytes/s.
+    rate: Option<f64>,
+    /// Blocks landed, for the despooler's periodic checks.
+    since_check: u64,
+    /// When the first and the last data block landed.
+    first_land: Option<Instant>,
+    last_land: Option<Instant>,
 }
 
 impl<'j, 'w> Weaver<'j, 'w> {
     /// A writer for `w`'s drive.
     pub fn new(job: &'j JobShared<'j>, w: &'w mut VolumeWriter) -> Self {
         let opts = job.opts;
-        let fixed = opts.concurrency.map(|k| k.max(1));
+        // Despooling holds all its streams at once: each has what is staged of it,
+        // and the writer takes them one whole run after another.
+        let fixed = match &job.feed {
+            Some(feed) => Some(feed.streams().div_ceil(job.drives).max(1)),
+            None => opts.concurrency.map(|k| k.max(1)),
+        };
         let lane_cap = (opts.buffers / fixed.unwrap_or(job.expected).max(1)).max(2);
         let report = DriveReport {
             drive: w.drive_index(),
@@ -313,6 +352,10 @@ impl<'j, 'w> Weaver<'j, 'w> {
             run: 0,
             dry: true,
             lanes_done: 0,
+            rate: None,
+            since_check: 0,
+            first_land: None,
+            last_land: None,
         }
     }
 
@@ -333,6 +376,16 @@ impl<'j, 'w> Weaver<'j, 'w> {
         r.writer_wait_seconds = self.writer_wait.as_secs_f64();
         r.reader_waits = self.shared.reader_waits.load(Ordering::Relaxed);
         r.reader_wait_seconds = self.shared.reader_wait_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        if self.job.feed.is_some() {
+            r.despool = Some(crate::backup::Despool {
+                bytes: self.written,
+                seconds: match (self.first_land, self.last_land) {
+                    (Some(a), Some(b)) => (b - a).as_secs_f64(),
+                    _ => 0.0,
+                },
+                max_bytes_per_s: self.rate,
+            });
+        }
         Ok(Woven {
             report: self.report,
             streams: self.per_stream.into_iter().collect(),
@@ -355,10 +408,21 @@ impl<'j, 'w> Weaver<'j, 'w> {
             if self.lanes.is_empty() {
                 break;
             }
+            if let Some(e) = self.job.feed.as_ref().and_then(|f| f.take_failure()) {
+                return Err(e);
+            }
             if self.dry {
-                self.fill_to_high_water();
+                match self.job.feed.clone() {
+                    Some(feed) => self.wait_for_stage(&feed),
+                    None => self.fill_to_high_water(),
+                }
             }
             if !self.choose_lane() {
+                // Nothing to write: a spooler may be waiting for the space this
+                // drive's landed chunks hold.
+                if let Some(feed) = self.job.feed.clone() {
+                    self.give_back_staged(&feed)?;
+                }
                 continue;
             }
             let id = self.lanes[self.cur].id;
@@ -401,6 +465,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
                     files: 0,
                     seconds: 0.0,
                     drive: self.w.drive_index(),
+                    spool: None,
                 },
             );
             self.report.streams.push(p.name.clone());
@@ -410,32 +475,30 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.report.max_concurrency = self.report.max_concurrency.max(self.lanes.len());
     }
 
-    /// Starts a stream's walker, readers and packer, feeding a lane of this drive.
+    /// Starts what feeds a lane of this drive: the stream's walker, readers and
+    /// packer, or, when the job goes through the stages, its despooler.
     fn start_lane(&self, p: Pending) -> Lane {
         let job = self.job;
-        let opts = job.opts;
         let (tx, rx) = sync_channel::<Msg>(self.lane_cap);
         let queued = Arc::new(AtomicUsize::new(0));
         let out = Outlet::new(
             tx,
             Arc::clone(&self.shared),
             Arc::clone(&queued),
-            opts.limit_rate,
+            if job.feed.is_some() {
+                None
+            } else {
+                job.opts.limit_rate
+            },
         );
-        let skip = job.skip.clone();
-        let Pending { id, abs, root, .. } = p;
-        let comp = if job.software {
-            crate::compress::Compressor::new().map(|c| (c, Arc::clone(&job.counters)))
-        } else {
-            None
+        let id = p.id;
+        let thread = match &job.feed {
+            Some(feed) => {
+                let (feed, tag) = (Arc::clone(feed), job.tag);
+                std::thread::spawn(move || staged::despool_stream(&feed, tag, id, out))
+            }
+            None => spawn_packer(job, p, out),
         };
-        let (tag, block_size, readers) = (job.tag, opts.block_size, opts.readers);
-        let thread = std::thread::spawn(move || {
-            let fetched =
-                crate::backup::source::start(vec![(abs.clone(), root.clone())], readers, skip);
-            let host = crate::backup::pack::HostPath { abs, root };
-            crate::backup::pack::pack_stream(id, tag, block_size, fetched, out, &host, comp);
-        });
         Lane::new(id, rx, queued, thread)
     }
 
@@ -485,10 +548,84 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.dry = false;
     }
 
+    /// Waits, before the drive starts (and after it ran dry), until the stage holds
+    /// enough for the drive to stream to the end of the sources (see
+    /// [`staged::start_now`]).
+    fn wait_for_stage(&mut self, feed: &Feed) {
+        let t = Instant::now();
+        let mut waited = false;
+        loop {
+            if self.job.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if self.rate.is_none() {
+                self.sample_rate();
+            }
+            let sources = self.job.estimates.total();
+            if feed.may_start(self.rate, sources) {
+                break;
+            }
+            waited = true;
+            if self.give_back_staged(feed).is_err() {
+                // The write that fails next reports it.
+                break;
+            }
+            let seen = self.shared.rung();
+            self.shared.wait(seen, Duration::from_millis(20));
+            if self.sampler.due() {
+                self.sample(false);
+            }
+        }
+        if waited {
+            self.writer_wait += t.elapsed();
+        }
+        self.dry = false;
+    }
+
+    /// The drive's streaming rate for the staged data, from a block waiting in a lane.
+    fn sample_rate(&mut self) {
+        for l in self.lanes.iter_mut() {
+            if let Some(b) = l.peek_block() {
+                self.rate = self.w.streaming_rate(&b.buf);
+                return;
+            }
+        }
+    }
+
+    /// Keeps the drive's rate for the staged data up to date, every 64 blocks.
+    fn staged_rate(&mut self, block: &PackedBlock) {
+        self.since_check += 1;
+        if self.since_check.is_multiple_of(64) {
+            if let Some(r) = self.w.streaming_rate(&block.buf) {
+                self.rate = Some(self.rate.map_or(r, |old| 0.8 * old + 0.2 * r));
+            }
+        }
+    }
+
+    /// When a spooler waits for space and chunks of this drive's streams are on
+    /// tape, flushes the drive, stores the rows of the entries that ended, and gives
+    /// those chunks back to their stage.
+    fn give_back_staged(&mut self, feed: &Feed) -> Result<()> {
+        if !feed.set.pressed() {
+            return Ok(());
+        }
+        let ids: Vec<u16> = self.lanes.iter().map(|l| l.id).collect();
+        if !feed.releasable(&ids) {
+            return Ok(());
+        }
+        self.flush()?;
+        self.w.sync()?;
+        feed.release(&self.w.cat, &ids)
+    }
+
     /// Stays with the current stream for up to an extent while it has data, else
     /// turns to the next with data. False when none has any (after waiting a while).
     fn choose_lane(&mut self) -> bool {
-        let extent = self.job.opts.extent_blocks.max(1);
+        // A despooled stream is written for as long as the stage holds of it.
+        let extent = match self.job.feed {
+            Some(_) => usize::MAX,
+            None => self.job.opts.extent_blocks.max(1),
+        };
         if self.cur < self.lanes.len() && self.run < extent && self.lanes[self.cur].ready() {
             return true;
         }
@@ -526,6 +663,9 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.run += 1;
         let len = block.header.payload_len as u64;
         let at = self.w.write(&mut block)?;
+        let now = Instant::now();
+        self.first_land.get_or_insert(now);
+        self.last_land = Some(now);
         self.written += len;
         *self.stream_written.entry(id).or_default() += len;
         self.extents
@@ -557,6 +697,13 @@ impl<'j, 'w> Weaver<'j, 'w> {
             self.rows.push(row);
         }
         landed.forget_before(keep_from);
+        if let Some(feed) = self.job.feed.clone() {
+            feed.landed(id, block.seq, keep_from, len);
+            self.staged_rate(&block);
+            if self.since_check.is_multiple_of(16) {
+                self.give_back_staged(&feed)?;
+            }
+        }
         self.shared.give(block.buf);
         if self.rows.len() >= 4096 || self.extents.closed.len() >= 1024 {
             self.flush()?;

@@ -436,6 +436,22 @@ impl VolumeWriter {
         }
     }
 
+    /// Flushes the drive's buffer to tape (a write of no filemark, without the
+    /// immediate bit): every block written so far is durable. A drive with no
+    /// cartridge yet has nothing to flush.
+    pub fn sync(&mut self) -> Result<()> {
+        if let Some(d) = self.drive.as_mut() {
+            d.write_filemarks(0, false)?;
+        }
+        Ok(())
+    }
+
+    /// Host bytes per second the drive takes at its top speed for data like
+    /// `sample`, when it knows without measuring.
+    pub fn streaming_rate(&mut self, sample: &[u8]) -> Option<f64> {
+        self.drive.as_mut().and_then(|d| d.streaming_rate(sample))
+    }
+
     /// The drive's statistics, when it keeps them.
     pub fn drive_stats(&self) -> Option<tapeloom_device::DriveStats> {
         self.drive.as_ref().and_then(|d| d.stats())

@@ -5,13 +5,6 @@
 //! disk stage may go to tape after its packer is gone, after a crash even; then
 //! [`StreamRows`] reads the same facts back from the blocks' records, so that the
 //! catalog rows come out as the packer would have sent them.
-#![cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "writing staged streams to tape is the first user, still to come"
-    )
-)]
 
 use crate::backup::mux::Done;
 use crate::error::{Error, Result, StageError};
@@ -141,6 +134,13 @@ impl StreamRows {
 
     /// Problems the stream records about its files (FileEnd status Shrank, Grew,
     /// ReadError), as (path in the job namespace, reason).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "a job finished from its chunks after a crash reports them; a live one has its packer's"
+        )
+    )]
     pub(crate) fn take_problems(&mut self) -> Vec<(Vec<u8>, String)> {
         std::mem::take(&mut self.walk.problems)
     }

@@ -50,6 +50,10 @@ pub struct StageWaits {
 struct State {
     stages: Vec<StageSpace>,
     waits: StageWaits,
+    /// Reservations waiting now.
+    waiting: usize,
+    /// Set when the job using the set stopped: waiting reservations give up.
+    cancelled: bool,
 }
 
 /// The home's stages with their limits and use, shared between threads (clones share
@@ -70,6 +74,8 @@ impl StageSet {
                 Mutex::new(State {
                     stages,
                     waits: StageWaits::default(),
+                    waiting: 0,
+                    cancelled: false,
                 }),
                 Condvar::new(),
             )),
@@ -118,6 +124,12 @@ impl StageSet {
         }
         let mut since: Option<Instant> = None;
         loop {
+            if st.cancelled {
+                if since.is_some() {
+                    st.waiting -= 1;
+                }
+                return Err(crate::error::Error::Stopped);
+            }
             let roomiest = st.stages.iter_mut().filter(|s| s.free() >= bytes).fold(
                 None::<&mut StageSpace>,
                 |best, s| match best {
@@ -135,10 +147,14 @@ impl StageSet {
                 if let Some(t) = since {
                     st.waits.count += 1;
                     st.waits.total += t.elapsed();
+                    st.waiting -= 1;
                 }
                 return Ok(r);
             }
-            since.get_or_insert_with(Instant::now);
+            if since.is_none() {
+                since = Some(Instant::now());
+                st.waiting += 1;
+            }
             st = self
                 .inner
                 .1
@@ -154,6 +170,20 @@ impl StageSet {
             s.used = s.used.saturating_sub(bytes);
         }
         drop(st);
+        self.inner.1.notify_all();
+    }
+
+    /// Whether a reservation is waiting for space now.
+    pub fn pressed(&self) -> bool {
+        self.lock().waiting > 0
+    }
+
+    /// Makes every waiting and later reservation give up (with [`Error::Stopped`]):
+    /// the job that spools has stopped.
+    ///
+    /// [`Error::Stopped`]: crate::error::Error::Stopped
+    pub fn cancel(&self) {
+        self.lock().cancelled = true;
         self.inner.1.notify_all();
     }
 

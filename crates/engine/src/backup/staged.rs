@@ -1,0 +1,644 @@
+//! Backup through the disk stages (disk to disk to tape).
+//!
+//! Every stream's walker, readers and packer run as for a direct backup, but the
+//! packer's blocks go to a spooler thread that writes them to the stages in chunk
+//! files ([`crate::stage`]) at the sources' own pace. The drives' writers weave lanes
+//! fed by despool threads, which read the finished chunks back (each block's CRC
+//! checked), derive what the packer said about each entry from the blocks themselves
+//! ([`crate::stage::rows`], so a job can be finished from its chunks alone), and hand
+//! the blocks to the writer like a packer would.
+//!
+//! The [`Feed`] joins the two sides: the chunks each stream has staged, what of them
+//! has landed on tape, and the figures the despool start rule needs. A chunk is given
+//! back to its stage (marked despooled in the catalog, its file deleted, its space
+//! released) only once its blocks are on tape, flushed, and no entry still open needs
+//! their positions.
+
+use crate::backup::mux::{Msg, Outlet, Shared};
+use crate::backup::plan::{BackupOptions, Via};
+use crate::backup::weave::{spawn_packer, JobShared, Pending};
+use crate::error::{io, Error, Result, StageError};
+use crate::home::Home;
+use crate::media::writer::VolumeWriter;
+use crate::stage::rows::StreamRows;
+use crate::stage::{ChunkReader, StageSet, StreamSpool};
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tapeloom_catalog::{Catalog, StagedChunk};
+use tapeloom_format::{expand_block, PackedBlock, BLOCK_HEADER_LEN};
+
+/// One stream's side of the feed.
+#[derive(Default)]
+struct FeedStream {
+    /// Finished chunks not yet handed to the despool thread.
+    ready: VecDeque<StagedChunk>,
+    /// Chunks handed over, not yet given back to their stage.
+    handed: VecDeque<StagedChunk>,
+    /// The stream's end as its packer sent it: (entries, stored bytes).
+    ended: Option<(u64, u64)>,
+    /// Payload bytes spooled so far.
+    spooled: u64,
+    /// Seconds from the job's start until its end was staged.
+    spool_seconds: Option<f64>,
+    /// The last block landed on tape, and the oldest block still needed then.
+    landed: Option<u64>,
+    keep_from: u64,
+    /// Bytes of this stream's chunks given back after landing.
+    despooled: u64,
+}
+
+#[derive(Default)]
+struct FeedState {
+    streams: HashMap<u16, FeedStream>,
+    /// File bytes of finished chunks, and payload bytes landed on tape, in all.
+    staged_bytes: u64,
+    written_bytes: u64,
+    /// Payload bytes spooled, in all.
+    spooled: u64,
+    /// The first failure of a spooler or despooler: the job stops with it.
+    failure: Option<Error>,
+    /// Problems with source objects the spoolers were told of: (path, reason).
+    errors: Vec<(String, String)>,
+}
+
+/// What spoolers and despoolers of one job share.
+pub(crate) struct Feed {
+    /// The stages' space.
+    pub set: StageSet,
+    paths: HashMap<i64, PathBuf>,
+    state: Mutex<FeedState>,
+    cv: Condvar,
+    /// Bytes per chunk file.
+    pub chunk_bytes: u64,
+    t0: Instant,
+    /// Set when the job stops: despoolers give up waiting.
+    stop: AtomicBool,
+}
+
+impl Feed {
+    pub(crate) fn new(set: StageSet, chunk_bytes: u64, streams: &[u16]) -> Self {
+        let paths = set.stages().into_iter().map(|s| (s.id, s.path)).collect();
+        let state = FeedState {
+            streams: streams
+                .iter()
+                .map(|&s| (s, FeedStream::default()))
+                .collect(),
+            ..Default::default()
+        };
+        Feed {
+            set,
+            paths,
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+            chunk_bytes,
+            t0: Instant::now(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The job's streams.
+    pub(crate) fn streams(&self) -> usize {
+        self.lock().streams.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FeedState> {
+        // Each change under the lock is whole: a panicking holder leaves it usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notify(&self) {
+        self.cv.notify_all();
+    }
+
+    /// Stops the job's spooling and despooling: waits end.
+    pub(crate) fn cancel(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.set.cancel();
+        self.notify();
+    }
+
+    fn fail(&self, e: Error) {
+        let mut st = self.lock();
+        if st.failure.is_none() && !matches!(e, Error::Stopped) {
+            st.failure = Some(e);
+        }
+        drop(st);
+        self.cancel();
+    }
+
+    /// The failure that stopped a spooler or despooler, once.
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        self.lock().failure.take()
+    }
+
+    /// The problems with source objects the spoolers were told of.
+    pub(crate) fn take_errors(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.lock().errors)
+    }
+
+    fn chunk_done(&self, stream: u16, c: StagedChunk) {
+        let mut st = self.lock();
+        st.staged_bytes += c.bytes;
+        if let Some(s) = st.streams.get_mut(&stream) {
+            s.ready.push_back(c);
+        }
+        drop(st);
+        self.notify();
+    }
+
+    fn spooled(&self, stream: u16, bytes: u64) {
+        let mut st = self.lock();
+        st.spooled += bytes;
+        if let Some(s) = st.streams.get_mut(&stream) {
+            s.spooled += bytes;
+        }
+    }
+
+    fn stream_end(&self, stream: u16, end: (u64, u64)) {
+        let secs = self.t0.elapsed().as_secs_f64();
+        if let Some(s) = self.lock().streams.get_mut(&stream) {
+            s.ended = Some(end);
+            s.spool_seconds = Some(secs);
+        }
+        self.notify();
+    }
+
+    /// The next chunk of `stream` to despool, waiting for one; `None` when the
+    /// stream has ended (with its end) or the job stopped.
+    fn next_chunk(&self, stream: u16) -> std::result::Result<StagedChunk, Option<(u64, u64)>> {
+        let mut st = self.lock();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(None);
+            }
+            let Some(s) = st.streams.get_mut(&stream) else {
+                return Err(None);
+            };
+            if let Some(c) = s.ready.pop_front() {
+                s.handed.push_back(c.clone());
+                return Ok(c);
+            }
+            if let Some(end) = s.ended {
+                return Err(Some(end));
+            }
+            st = self
+                .cv
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn path_of(&self, c: &StagedChunk) -> PathBuf {
+        self.paths
+            .get(&c.stage_id)
+            .map(|p| p.join(&c.file))
+            .unwrap_or_else(|| PathBuf::from(&c.file))
+    }
+
+    /// A block of `stream` landed on tape; `keep_from` is the oldest block of the
+    /// stream whose position an entry still needs.
+    pub(crate) fn landed(&self, stream: u16, seq: u64, keep_from: u64, payload: u64) {
+        let mut st = self.lock();
+        st.written_bytes += payload;
+        if let Some(s) = st.streams.get_mut(&stream) {
+            s.landed = Some(seq);
+            s.keep_from = keep_from;
+        }
+    }
+
+    /// Whether chunks of `streams` could be given back after a flush.
+    pub(crate) fn releasable(&self, streams: &[u16]) -> bool {
+        let st = self.lock();
+        streams.iter().any(|id| {
+            st.streams
+                .get(id)
+                .and_then(|s| s.handed.front().map(|c| (c, s)))
+                .is_some_and(|(c, s)| chunk_released(c, s))
+        })
+    }
+
+    /// Gives back the chunks of `streams` whose blocks are on tape (the caller has
+    /// flushed the drive and stored the rows of the entries that ended in them):
+    /// marks them despooled in `cat`, deletes their files and frees their space.
+    pub(crate) fn release(&self, cat: &Catalog, streams: &[u16]) -> Result<()> {
+        let mut gone = Vec::new();
+        {
+            let mut st = self.lock();
+            for id in streams {
+                let Some(s) = st.streams.get_mut(id) else {
+                    continue;
+                };
+                while s.handed.front().is_some_and(|c| chunk_released(c, s)) {
+                    if let Some(c) = s.handed.pop_front() {
+                        s.despooled += c.bytes;
+                        gone.push(c);
+                    }
+                }
+            }
+        }
+        for c in gone {
+            cat.mark_chunk_despooled(c.job_id, c.stream, c.seq)?;
+            let path = self.path_of(&c);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return io(Err(e), || format!("delete {}", path.display())),
+            }
+            self.set.release(c.stage_id, c.bytes);
+        }
+        Ok(())
+    }
+
+    /// A stream's payload bytes spooled and the seconds its spool took, once ended.
+    pub(crate) fn spool_figures(&self, stream: u16) -> Option<(u64, f64)> {
+        let st = self.lock();
+        let s = st.streams.get(&stream)?;
+        Some((s.spooled, s.spool_seconds?))
+    }
+
+    /// Gives back every chunk whose blocks are on tape (see [`Feed::release`]).
+    pub(crate) fn release_all(&self, cat: &Catalog) -> Result<()> {
+        let ids: Vec<u16> = self.lock().streams.keys().copied().collect();
+        self.release(cat, &ids)
+    }
+
+    /// Whether every stream has sent its end.
+    pub(crate) fn all_spooled(&self) -> bool {
+        self.lock().streams.values().all(|s| s.ended.is_some())
+    }
+
+    /// Streams still spooling.
+    fn unfinished(&self) -> u64 {
+        self.lock()
+            .streams
+            .values()
+            .filter(|s| s.ended.is_none())
+            .count() as u64
+    }
+
+    /// Bytes staged and not yet on tape.
+    pub(crate) fn backlog(&self) -> u64 {
+        let st = self.lock();
+        st.staged_bytes.saturating_sub(st.written_bytes)
+    }
+
+    /// Payload bytes spooled per second since the job began.
+    fn spool_rate(&self) -> f64 {
+        let secs = self.t0.elapsed().as_secs_f64().max(1e-3);
+        self.lock().spooled as f64 / secs
+    }
+
+    /// Payload bytes spooled so far.
+    fn spooled_total(&self) -> u64 {
+        self.lock().spooled
+    }
+
+    /// Whether a drive taking `rate` bytes per second (when known) may start now
+    /// and not run dry before the sources end, given `source_bytes` in all (when
+    /// known). See [`start_now`].
+    pub(crate) fn may_start(&self, rate: Option<f64>, source_bytes: Option<u64>) -> bool {
+        if self.all_spooled() {
+            return true;
+        }
+        let staged = self.backlog();
+        let capacity: u64 = self.set.stages().iter().map(|s| s.limit).sum();
+        let left = source_bytes.map(|b| b.saturating_sub(self.spooled_total()));
+        start_now(StartFigures {
+            staged,
+            capacity,
+            chunk: self.chunk_bytes,
+            drive_rate: rate,
+            spool_rate: self.spool_rate(),
+            left,
+            pressed: self.set.pressed(),
+            unfinished: self.unfinished() * self.chunk_bytes,
+        })
+    }
+}
+
+/// Whether a stream's oldest handed chunk may go: all its blocks landed and no open
+/// entry starts in it.
+fn chunk_released(c: &StagedChunk, s: &FeedStream) -> bool {
+    let last = c.first_block + c.blocks.saturating_sub(1);
+    s.landed.is_some_and(|l| l >= last) && s.keep_from > last
+}
+
+/// What the despool start rule looks at.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StartFigures {
+    /// Bytes staged and not yet on tape.
+    pub staged: u64,
+    /// The stages' size, in all.
+    pub capacity: u64,
+    /// Bytes per chunk.
+    pub chunk: u64,
+    /// Bytes per second the drive takes at its top speed, when known.
+    pub drive_rate: Option<f64>,
+    /// Bytes per second the sources spool.
+    pub spool_rate: f64,
+    /// Source bytes still to spool, when known.
+    pub left: Option<u64>,
+    /// A spooler waits for space.
+    pub pressed: bool,
+    /// Bytes spooled into chunks not yet finished, at most: the despooler cannot see
+    /// them yet.
+    pub unfinished: u64,
+}
+
+/// The despool start rule. A drive writing at rate `R` while the sources add `S`
+/// drains the stage at `R - S`; it must not run dry before the sources have sent the
+/// `left` bytes still to come, which takes `left / S`. So it starts once
+///
+/// ```text
+/// staged >= (R - S) * left / S
+/// ```
+///
+/// and from then on streams at full speed, finishing about when the sources do. The
+/// chunks the streams are still filling (`unfinished`) are added, as the despooler
+/// cannot read them before they are finished.
+/// When the stages cannot hold that much it starts when they are three quarters
+/// full (or a spooler already waits for space): it will run dry once, which nothing
+/// but a larger stage avoids. Without a known drive rate or source size (a real
+/// drive before it has been measured, sources not yet sized) it starts when the
+/// stages are half full.
+pub(crate) fn start_now(f: StartFigures) -> bool {
+    let full = (f.capacity as f64 * 0.75) as u64;
+    if f.pressed || f.staged >= full {
+        return f.staged > 0;
+    }
+    let (Some(r), Some(left)) = (f.drive_rate, f.left) else {
+        return f.staged >= f.capacity / 2;
+    };
+    if f.spool_rate >= r {
+        return f.staged >= f.chunk;
+    }
+    if f.spool_rate <= 0.0 {
+        return false;
+    }
+    let need = (r - f.spool_rate) * left as f64 / f.spool_rate + f.unfinished as f64;
+    f.staged as f64 >= need
+}
+
+/// Whether this backup goes through the stages, and their space if so.
+///
+/// `--via stage` needs a stage. `--via auto` takes the stages when the home has one
+/// and the sources are known to be slower together than the drive's lowest speed
+/// step: each stream limited to a rate (`--limit-rate`), the limits adding up to
+/// less than the first drive's lowest step. Without a rate limit or a drive model
+/// tapeloom cannot tell, and writes direct.
+pub(crate) fn through_stage(
+    home: &Home,
+    opts: &BackupOptions,
+    streams: usize,
+    writers: &[VolumeWriter],
+) -> Result<Option<StageSet>> {
+    let slow = || {
+        let lowest = writers
+            .first()
+            .and_then(|w| w.drive_stats())
+            .and_then(|s| s.speed_steps_mb_s.first().copied());
+        match (opts.limit_rate, lowest) {
+            (Some(rate), Some(step)) => rate * (streams as f64) < step * 1e6,
+            _ => false,
+        }
+    };
+    let wanted = match opts.via {
+        Via::Direct => false,
+        Via::Stage => true,
+        Via::Auto => !home.catalog.stages()?.is_empty() && slow(),
+    };
+    if !wanted {
+        return Ok(None);
+    }
+    let (set, _reports) = StageSet::open(&home.catalog)?;
+    if set.stages().is_empty() {
+        return Err(StageError::NoStages.into());
+    }
+    Ok(Some(set))
+}
+
+/// Starts every stream's walker, readers and packer, each with a spooler thread
+/// that writes its blocks to the stages; returns their threads.
+pub(crate) fn start_spoolers(
+    home: &Home,
+    job: &JobShared<'_>,
+    feed: &Arc<Feed>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let pending: Vec<Pending> = job
+        .pending
+        .lock()
+        .map_err(|_| Error::Panicked {
+            what: "a drive thread holding the stream queue",
+        })?
+        .iter()
+        .cloned()
+        .collect();
+    let mut threads = Vec::new();
+    for p in pending {
+        let cat = home.connect()?;
+        let (tx, rx) = sync_channel::<Msg>(SPOOL_QUEUE);
+        let shared = Arc::new(Shared::default());
+        let out = Outlet::new(
+            tx,
+            Arc::clone(&shared),
+            Arc::new(AtomicUsize::new(0)),
+            job.opts.limit_rate,
+        );
+        let id = p.id;
+        threads.push(spawn_packer(job, p, out));
+        let (feed, ids) = (Arc::clone(feed), (job.job_id, job.tag));
+        threads.push(std::thread::spawn(move || {
+            spool_stream(&feed, &cat, ids, id, rx, &shared)
+        }));
+    }
+    Ok(threads)
+}
+
+/// Blocks between a stream's packer and its spooler.
+const SPOOL_QUEUE: usize = 16;
+
+/// Spools one stream: takes its packer's messages and writes its blocks to the
+/// stages, recording each finished chunk in `cat` (the thread's own connection).
+pub(crate) fn spool_stream(
+    feed: &Feed,
+    cat: &Catalog,
+    job: (i64, u64),
+    stream: u16,
+    rx: Receiver<Msg>,
+    shared: &Shared,
+) {
+    let r = spool_messages(feed, cat, job, stream, rx, shared);
+    if let Err(e) = r {
+        feed.fail(e);
+    }
+}
+
+fn spool_messages(
+    feed: &Feed,
+    cat: &Catalog,
+    (job_id, tag): (i64, u64),
+    stream: u16,
+    rx: Receiver<Msg>,
+    shared: &Shared,
+) -> Result<()> {
+    let mut spool = StreamSpool::new(feed.set.clone(), cat, job_id, tag, stream, feed.chunk_bytes);
+    for m in rx {
+        match m {
+            Msg::Block { mut block, .. } => {
+                feed.spooled(stream, block.header.payload_len as u64);
+                if let Some(c) = spool.push(&mut block)? {
+                    feed.chunk_done(stream, c);
+                }
+                shared.give(block.buf);
+            }
+            Msg::Error(path, why) => {
+                cat.add_error(job_id, &path, &why)?;
+                feed.lock().errors.push((crate::display_path(&path), why));
+            }
+            Msg::End(entries, stored) => {
+                if let Some(c) = spool.finish()? {
+                    feed.chunk_done(stream, c);
+                }
+                feed.stream_end(stream, (entries, stored));
+                return Ok(());
+            }
+        }
+    }
+    // The packer went away without its end: the job is stopping.
+    Err(Error::Stopped)
+}
+
+/// Despools one stream into a writer's lane: its chunks in order as they are
+/// finished, each block checked, with the entries that end in it.
+pub(crate) fn despool_stream(feed: &Feed, tag: u64, stream: u16, mut out: Outlet) {
+    if let Err(e) = despool_chunks(feed, tag, stream, &mut out) {
+        feed.fail(e);
+    }
+}
+
+fn despool_chunks(feed: &Feed, tag: u64, stream: u16, out: &mut Outlet) -> Result<()> {
+    let mut rows = StreamRows::new(stream);
+    let mut expanded = Vec::new();
+    let end = loop {
+        let chunk = match feed.next_chunk(stream) {
+            Ok(c) => c,
+            Err(Some(end)) => break end,
+            Err(None) => return Err(Error::Stopped),
+        };
+        let reader = ChunkReader::open_expecting(&feed.path_of(&chunk), tag, stream)?;
+        for b in reader {
+            let b = b?;
+            let len = b.header.payload_len as usize;
+            let payload: &[u8] = if b.header.compressed {
+                expand_block(&b.header, &b.block, &mut expanded)?;
+                &expanded
+            } else {
+                b.block
+                    .get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + len)
+                    .ok_or(tapeloom_format::FormatError::Truncated("block"))?
+            };
+            let (done, keep_from) = rows.block(b.seq, payload)?;
+            let block = PackedBlock {
+                buf: b.block,
+                header: b.header,
+                seq: b.seq,
+            };
+            let m = Msg::Block {
+                block,
+                done,
+                keep_from,
+            };
+            out.block(m, len).map_err(|_| Error::Stopped)?;
+        }
+    };
+    // The stream's own StreamEnd record, which the packer wrote from the same
+    // counts, is what the tape holds.
+    let (entries, stored) = rows.end().unwrap_or(end);
+    out.other(Msg::End(entries, stored))
+        .map_err(|_| Error::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures() -> StartFigures {
+        StartFigures {
+            staged: 0,
+            capacity: 4 << 30,
+            chunk: 16 << 20,
+            drive_rate: Some(40e6),
+            spool_rate: 6e6,
+            left: Some(600_000_000),
+            pressed: false,
+            unfinished: 0,
+        }
+    }
+
+    #[test]
+    fn the_drive_starts_when_the_stage_outlasts_the_sources() {
+        // 40 MB/s against 6: the stage drains at 34 MB/s while 600 MB take 100 s to
+        // come, so 3.4 GB must be staged first... more than three quarters of 4 GiB.
+        let f = figures();
+        assert!(!start_now(StartFigures {
+            staged: 1 << 30,
+            ..f
+        }));
+        assert!(start_now(StartFigures {
+            staged: 3_300_000_000,
+            ..f
+        }));
+        // 60 MB left: 340 MB staged is enough.
+        let f = StartFigures {
+            left: Some(60_000_000),
+            ..f
+        };
+        assert!(!start_now(StartFigures {
+            staged: 300_000_000,
+            ..f
+        }));
+        assert!(start_now(StartFigures {
+            staged: 340_000_000,
+            ..f
+        }));
+    }
+
+    #[test]
+    fn a_pressed_stage_or_unknown_figures_start_the_drive_early() {
+        let f = figures();
+        assert!(start_now(StartFigures {
+            staged: 1,
+            pressed: true,
+            ..f
+        }));
+        let unknown = StartFigures {
+            drive_rate: None,
+            ..f
+        };
+        assert!(!start_now(StartFigures {
+            staged: 1 << 30,
+            ..unknown
+        }));
+        assert!(start_now(StartFigures {
+            staged: 2 << 30,
+            ..unknown
+        }));
+        // Sources as fast as the drive: a chunk is enough.
+        let fast = StartFigures {
+            spool_rate: 50e6,
+            ..f
+        };
+        assert!(start_now(StartFigures {
+            staged: 16 << 20,
+            ..fast
+        }));
+    }
+}
