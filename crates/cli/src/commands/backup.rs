@@ -221,6 +221,9 @@ struct Stream {
     /// Through the stage: the stream's rate onto the stage (its payload over the
     /// seconds from the job's start until its last block was staged).
     spool_mb_per_s: Option<f64>,
+    /// Through the stage: seconds from the job's start until its last block was
+    /// staged.
+    spool_seconds: Option<f64>,
 }
 
 /// What compressed the data, and by how much.
@@ -264,6 +267,7 @@ impl BackedUp {
                     mb_per_s: mb_per_s(s.bytes, s.seconds),
                     drive: s.drive.unwrap_or(0),
                     spool_mb_per_s: s.spool.map(|(b, secs)| mb_per_s(b, secs)),
+                    spool_seconds: s.spool.map(|(_, secs)| secs),
                 })
                 .collect(),
             drives: r.drives.iter().map(Drive::new).collect(),
@@ -336,6 +340,25 @@ struct Drive {
     despool_mb_per_s: Option<f64>,
     despool_max_mb_per_s: Option<f64>,
     despool_seconds: Option<f64>,
+    /// The tape's mean speed while it moved, as a share of its top speed step (from
+    /// the drive's model): 1.0 when it streamed at full speed throughout.
+    streaming_speed_share: Option<f64>,
+}
+
+/// The tape's time-weighted mean speed step over its top one, when it moved.
+fn speed_share(s: &tapeloom_device::DriveStats) -> Option<f64> {
+    let top = s.speed_steps_mb_s.last().copied()?;
+    let moving: f64 = s.seconds_at_step.iter().sum();
+    if moving <= 0.0 || top <= 0.0 {
+        return None;
+    }
+    let weighted: f64 = s
+        .speed_steps_mb_s
+        .iter()
+        .zip(&s.seconds_at_step)
+        .map(|(v, t)| v * t)
+        .sum();
+    Some(weighted / moving / top)
 }
 
 impl Drive {
@@ -367,6 +390,7 @@ impl Drive {
                 .and_then(|x| x.max_bytes_per_s)
                 .map(|b| b / 1e6),
             despool_seconds: r.despool.as_ref().map(|x| x.seconds),
+            streaming_speed_share: None,
         };
         if let Some(s) = &r.drive_stats {
             let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
@@ -379,6 +403,7 @@ impl Drive {
             d.stops_after_data = Some(s.backhitches.saturating_sub(streaming));
             d.compression_ratio = Some(ratio);
             d.modeled_seconds = Some(s.modeled_seconds);
+            d.streaming_speed_share = speed_share(s);
         }
         d
     }

@@ -94,30 +94,35 @@ pub fn backup(
         );
         estimates.start(sources, job.skip.clone());
     }
-    let mut writers = mount_all(home, &tapes, &drives, job_id, &start, opts, n_streams)?;
-    // Data flows from here on: the first cartridge is mounted and positioned.
-    let t_data = Instant::now();
-    let spoolers = match staged::through_stage(home, opts, n_streams, &writers)? {
-        Some(set) => {
-            let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
-            let feed = Arc::new(staged::Feed::new(set, opts.chunk_bytes, &ids));
-            job.feed = Some(Arc::clone(&feed));
-            staged::start_spoolers(home, &job, &feed)?
-        }
-        None => Vec::new(),
-    };
-    let woven = weave_all(&job, &mut writers);
-    if let Some(feed) = &job.feed {
-        if woven.is_err() {
-            feed.cancel();
-        }
-        for h in spoolers {
-            let _ = h.join();
-        }
-        if let Some(e) = feed.take_failure() {
-            woven?;
+    // Through the stage, the sources spool while the drives load; `--via auto` needs
+    // the drive's speed steps to decide, so it starts once they are mounted.
+    let mut spoolers = Vec::new();
+    if opts.via == Via::Stage {
+        spoolers = start_staging(home, &mut job, &plan, &[])?;
+    }
+    let mounted = mount_all(home, &tapes, &drives, job_id, &start, opts, n_streams);
+    let mut writers = match mounted {
+        Ok(w) => w,
+        Err(e) => {
+            stop_staging(&job, spoolers);
             return Err(e);
         }
+    };
+    // Data flows from here on: the first cartridge is mounted and positioned.
+    let t_data = Instant::now();
+    if opts.via == Via::Auto {
+        spoolers = start_staging(home, &mut job, &plan, &writers)?;
+    }
+    let woven = weave_all(&job, &mut writers);
+    if woven.is_err() {
+        stop_staging(&job, Vec::new());
+    }
+    for h in spoolers {
+        let _ = h.join();
+    }
+    if let Some(e) = job.feed.as_ref().and_then(|f| f.take_failure()) {
+        woven?;
+        return Err(e);
     }
     let woven = woven?;
     let data_seconds = t_data.elapsed().as_secs_f64();
@@ -126,6 +131,33 @@ pub fn backup(
         w.finish()?;
     }
     finish(home, &job, &mut writers, woven, data_seconds)
+}
+
+/// Starts spooling every stream to the stages when the job goes through them
+/// ([`staged::through_stage`] decides); returns the spooling threads.
+fn start_staging(
+    home: &Home,
+    job: &mut JobShared<'_>,
+    plan: &Plan,
+    writers: &[VolumeWriter],
+) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
+    let Some(set) = staged::through_stage(home, job.opts, ids.len(), writers)? else {
+        return Ok(Vec::new());
+    };
+    let feed = Arc::new(staged::Feed::new(set, job.opts.chunk_bytes, &ids, job.t0));
+    job.feed = Some(Arc::clone(&feed));
+    staged::start_spoolers(home, job, &feed)
+}
+
+/// Stops the job's spooling (when it has any) and waits for its threads.
+fn stop_staging(job: &JobShared<'_>, spoolers: Vec<std::thread::JoinHandle<()>>) {
+    if let Some(feed) = &job.feed {
+        feed.cancel();
+    }
+    for h in spoolers {
+        let _ = h.join();
+    }
 }
 
 /// Records the job in the catalog and makes its start record.

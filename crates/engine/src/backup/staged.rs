@@ -77,13 +77,15 @@ pub(crate) struct Feed {
     cv: Condvar,
     /// Bytes per chunk file.
     pub chunk_bytes: u64,
+    /// When spooling began, and when the job did.
     t0: Instant,
+    job_t0: Instant,
     /// Set when the job stops: despoolers give up waiting.
     stop: AtomicBool,
 }
 
 impl Feed {
-    pub(crate) fn new(set: StageSet, chunk_bytes: u64, streams: &[u16]) -> Self {
+    pub(crate) fn new(set: StageSet, chunk_bytes: u64, streams: &[u16], job_t0: Instant) -> Self {
         let paths = set.stages().into_iter().map(|s| (s.id, s.path)).collect();
         let state = FeedState {
             streams: streams
@@ -99,6 +101,7 @@ impl Feed {
             cv: Condvar::new(),
             chunk_bytes,
             t0: Instant::now(),
+            job_t0,
             stop: AtomicBool::new(false),
         }
     }
@@ -162,7 +165,7 @@ impl Feed {
     }
 
     fn stream_end(&self, stream: u16, end: (u64, u64)) {
-        let secs = self.t0.elapsed().as_secs_f64();
+        let secs = self.job_t0.elapsed().as_secs_f64();
         if let Some(s) = self.lock().streams.get_mut(&stream) {
             s.ended = Some(end);
             s.spool_seconds = Some(secs);
@@ -257,7 +260,8 @@ impl Feed {
         Ok(())
     }
 
-    /// A stream's payload bytes spooled and the seconds its spool took, once ended.
+    /// A stream's payload bytes spooled and the seconds from the job's start until
+    /// its end was staged.
     pub(crate) fn spool_figures(&self, stream: u16) -> Option<(u64, f64)> {
         let st = self.lock();
         let s = st.streams.get(&stream)?;
@@ -275,13 +279,19 @@ impl Feed {
         self.lock().streams.values().all(|s| s.ended.is_some())
     }
 
-    /// Streams still spooling.
-    fn unfinished(&self) -> u64 {
-        self.lock()
-            .streams
+    /// Bytes the streams still spooling may hold in chunks not yet finished: a
+    /// chunk each, of at most its size or a chunk age of the stream's rate.
+    fn unfinished_bytes(&self) -> u64 {
+        let st = self.lock();
+        let secs = self.t0.elapsed().as_secs_f64().max(1e-3);
+        st.streams
             .values()
             .filter(|s| s.ended.is_none())
-            .count() as u64
+            .map(|s| {
+                let aged = s.spooled as f64 / secs * CHUNK_AGE.as_secs_f64();
+                (aged as u64).min(self.chunk_bytes)
+            })
+            .sum()
     }
 
     /// Bytes staged and not yet on tape.
@@ -319,7 +329,7 @@ impl Feed {
             spool_rate: self.spool_rate(),
             left,
             pressed: self.set.pressed(),
-            unfinished: self.unfinished() * self.chunk_bytes,
+            unfinished: self.unfinished_bytes(),
         })
     }
 }
@@ -462,6 +472,11 @@ pub(crate) fn start_spoolers(
     Ok(threads)
 }
 
+/// Age at which a spooled chunk is finished whatever its size: a slow stream's data
+/// reaches the despooler within about a second, so the drive can start late and the
+/// job end soon after its sources.
+pub(crate) const CHUNK_AGE: Duration = Duration::from_secs(1);
+
 /// Blocks between a stream's packer and its spooler.
 const SPOOL_QUEUE: usize = 16;
 
@@ -489,7 +504,8 @@ fn spool_messages(
     rx: Receiver<Msg>,
     shared: &Shared,
 ) -> Result<()> {
-    let mut spool = StreamSpool::new(feed.set.clone(), cat, job_id, tag, stream, feed.chunk_bytes);
+    let mut spool = StreamSpool::new(feed.set.clone(), cat, job_id, tag, stream, feed.chunk_bytes)
+        .with_max_age(CHUNK_AGE);
     for m in rx {
         match m {
             Msg::Block { mut block, .. } => {

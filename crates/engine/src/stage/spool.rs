@@ -20,6 +20,11 @@ pub struct StreamSpool<'c> {
     stream: u16,
     chunk_size: u64,
     current: Option<(ChunkWriter, Reservation)>,
+    /// When the chunk being written was begun.
+    begun: std::time::Instant,
+    /// Age at which a chunk is finished whatever its size, so a slow stream's data
+    /// reaches the despooler within about that long.
+    max_age: std::time::Duration,
     next_seq: u64,
 }
 
@@ -42,8 +47,16 @@ impl<'c> StreamSpool<'c> {
             stream,
             chunk_size,
             current: None,
+            begun: std::time::Instant::now(),
+            max_age: std::time::Duration::MAX,
             next_seq: 0,
         }
+    }
+
+    /// Finishes each chunk once it is `age` old, whatever its size.
+    pub fn with_max_age(mut self, age: std::time::Duration) -> Self {
+        self.max_age = age;
+        self
     }
 
     /// Appends the stream's next block; returns the chunk this completed, if the
@@ -52,7 +65,7 @@ impl<'c> StreamSpool<'c> {
         let need = 4 + block.buf.len() as u64;
         let mut done = None;
         if let Some((w, r)) = &self.current {
-            if w.bytes() + need > r.bytes {
+            if w.bytes() + need > r.bytes || self.begun.elapsed() >= self.max_age {
                 done = self.finish_current()?;
             }
         }
@@ -60,6 +73,7 @@ impl<'c> StreamSpool<'c> {
             let r = self
                 .set
                 .reserve(self.chunk_size.max(CHUNK_HEADER_LEN as u64 + need))?;
+            self.begun = std::time::Instant::now();
             match ChunkWriter::create(
                 &r.path,
                 self.job_id,
