@@ -3,7 +3,7 @@
 use crate::error::Result;
 use crate::home::Home;
 use crate::media::reader::{Got, JobReader, Sink, Streams};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, FileStatus, Kind};
 
@@ -31,6 +31,8 @@ pub struct VerifyReport {
 struct Checker {
     open: HashMap<u16, (Vec<u8>, u32)>,
     affected: BTreeSet<Vec<u8>>,
+    /// Entries the job left out ([`crate::restore::plan::left_out`]): not checked.
+    left_out: HashSet<Vec<u8>>,
     good: u64,
     seen: u64,
 }
@@ -46,6 +48,7 @@ impl Sink for Checker {
                     self.affected.insert(p);
                 }
                 match Entry::decode(body) {
+                    Ok(e) if self.left_out.contains(&e.path) => {}
                     Ok(e) => {
                         self.seen += 1;
                         if e.kind == EntryType::Regular {
@@ -100,6 +103,7 @@ pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyRe
     let mut ck = Checker {
         open: HashMap::new(),
         affected: BTreeSet::new(),
+        left_out: crate::restore::plan::left_out(cat, job_id)?,
         good: 0,
         seen: 0,
     };

@@ -217,6 +217,15 @@ impl Feed {
         }
     }
 
+    /// Every block of `stream` that will land has landed: its chunks may all be
+    /// given back, those whose last blocks were left out too.
+    pub(crate) fn stream_landed(&self, stream: u16) {
+        if let Some(s) = self.lock().streams.get_mut(&stream) {
+            s.landed = Some(u64::MAX);
+            s.keep_from = u64::MAX;
+        }
+    }
+
     /// Whether chunks of `streams` could be given back after a flush.
     pub(crate) fn releasable(&self, streams: &[u16]) -> bool {
         let st = self.lock();
@@ -532,26 +541,44 @@ fn spool_messages(
     Err(Error::Stopped)
 }
 
-/// Despools one stream into a writer's lane: its chunks in order as they are
-/// finished, each block checked, with the entries that end in it.
-pub(crate) fn despool_stream(feed: &Feed, tag: u64, stream: u16, mut out: Outlet) {
-    if let Err(e) = despool_chunks(feed, tag, stream, &mut out) {
+/// Despools one stream, named `name`, into a writer's lane: its chunks in order as
+/// they are finished, each block checked, with the entries that end in it. A block
+/// damaged on the stage is left out, and the entries it cuts into are reported as
+/// job errors (docs/STAGE.md 3.3).
+pub(crate) fn despool_stream(feed: &Feed, tag: u64, stream: u16, name: &str, mut out: Outlet) {
+    if let Err(e) = despool_chunks(feed, tag, (stream, name), &mut out) {
         feed.fail(e);
     }
 }
 
-fn despool_chunks(feed: &Feed, tag: u64, stream: u16, out: &mut Outlet) -> Result<()> {
+fn despool_chunks(
+    feed: &Feed,
+    tag: u64,
+    (stream, name): (u16, &str),
+    out: &mut Outlet,
+) -> Result<()> {
     let mut rows = StreamRows::new(stream);
     let mut expanded = Vec::new();
+    // Entries sent with their blocks, and whether any were lost.
+    let (mut sent, mut any_lost) = (0u64, false);
     let end = loop {
         let chunk = match feed.next_chunk(stream) {
             Ok(c) => c,
             Err(Some(end)) => break end,
             Err(None) => return Err(Error::Stopped),
         };
-        let reader = ChunkReader::open_expecting(&feed.path_of(&chunk), tag, stream)?;
+        let path = feed.path_of(&chunk);
+        damage_for_test(stream, chunk.seq, &path)?;
+        let reader = ChunkReader::open_expecting(&path, tag, stream)?;
         for b in reader {
-            let b = b?;
+            let b = match b {
+                Ok(b) => b,
+                Err(Error::Stage(StageError::DamagedBlock { seq, from, to, .. })) => {
+                    rows.lost_block(seq, from, to)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let len = b.header.payload_len as usize;
             let payload: &[u8] = if b.header.compressed {
                 expand_block(&b.header, &b.block, &mut expanded)?;
@@ -561,7 +588,9 @@ fn despool_chunks(feed: &Feed, tag: u64, stream: u16, out: &mut Outlet) -> Resul
                     .get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + len)
                     .ok_or(tapeloom_format::FormatError::Truncated("block"))?
             };
-            let (done, keep_from) = rows.block(b.seq, payload)?;
+            let (done, keep_from) = rows.block(b.seq, b.header.first_record, payload)?;
+            sent += done.len() as u64;
+            any_lost |= report_lost(&mut rows, name, out)?;
             let block = PackedBlock {
                 buf: b.block,
                 header: b.header,
@@ -575,11 +604,63 @@ fn despool_chunks(feed: &Feed, tag: u64, stream: u16, out: &mut Outlet) -> Resul
             out.block(m, len).map_err(|_| Error::Stopped)?;
         }
     };
+    rows.finish();
+    any_lost |= report_lost(&mut rows, name, out)?;
     // The stream's own StreamEnd record, which the packer wrote from the same
-    // counts, is what the tape holds.
+    // counts, is what the tape holds; entries lost on the stage are not in the job.
     let (entries, stored) = rows.end().unwrap_or(end);
+    let entries = if any_lost { sent } else { entries };
     out.other(Msg::End(entries, stored))
         .map_err(|_| Error::Stopped)
+}
+
+/// Sends the entries of stream `name` lost with damaged blocks as job errors;
+/// whether there were any. An entry whose path was lost too is named after the
+/// stream and the bytes lost (docs/STAGE.md 3.3).
+fn report_lost(rows: &mut StreamRows, name: &str, out: &mut Outlet) -> Result<bool> {
+    let lost = rows.take_lost();
+    let any = !lost.is_empty();
+    for l in lost {
+        let (from, to) = (l.from, l.to);
+        let (path, why) = match l.path {
+            Some(p) => (p, format!("damaged on the disk stage (stream bytes {from}..{to}) before it reached tape; not backed up")),
+            None => (
+                format!("<stream {name}, bytes {from}..{to}>").into_bytes(),
+                "damaged on the disk stage before it reached tape; the entries whose records started in these bytes are not backed up".to_string(),
+            ),
+        };
+        out.other(Msg::Error(path, why))
+            .map_err(|_| Error::Stopped)?;
+    }
+    Ok(any)
+}
+
+/// Fault injection for tests: `TAPELOOM_TEST_DAMAGE_CHUNK=STREAM:CHUNK:OFFSET`
+/// flips the byte at OFFSET of that chunk file of the stream just before it is
+/// despooled, as damage on the disk would.
+fn damage_for_test(stream: u16, chunk: u64, path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let Ok(spec) = std::env::var("TAPELOOM_TEST_DAMAGE_CHUNK") else {
+        return Ok(());
+    };
+    let mut it = spec.split(':').map(str::parse::<u64>);
+    let (Some(Ok(s)), Some(Ok(c)), Some(Ok(at))) = (it.next(), it.next(), it.next()) else {
+        return Ok(());
+    };
+    if (s, c) != (u64::from(stream), chunk) {
+        return Ok(());
+    }
+    let what = || format!("damage {}", path.display());
+    let f = io(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path),
+        what,
+    )?;
+    let mut b = [0u8];
+    io(f.read_exact_at(&mut b, at), what)?;
+    io(f.write_all_at(&[b[0] ^ 0xff], at), what)
 }
 
 #[cfg(test)]

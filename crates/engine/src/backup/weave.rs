@@ -230,25 +230,30 @@ fn backlog(job: &JobShared<'_>, lanes: &[Lane], sent: &HashMap<u16, u64>) -> Opt
 }
 
 /// Where a stream's blocks landed, from the oldest block an unfinished entry still
-/// needs: volume sequence and block number, by the stream's block sequence.
+/// needs: volume sequence and block number, by the stream's block sequence. Seqs
+/// rise but may skip: a block damaged on a disk stage never lands.
 #[derive(Debug, Default)]
 struct Landed {
-    base: u64,
-    at: VecDeque<(u32, u64)>,
+    at: VecDeque<(u64, (u32, u64))>,
 }
 
 impl Landed {
+    /// Block `seq`, after every block already landed, landed at `at`.
+    fn push(&mut self, seq: u64, at: (u32, u64)) {
+        self.at.push_back((seq, at));
+    }
+
     fn get(&self, seq: u64, what: &'static str) -> Result<(u32, u64)> {
-        seq.checked_sub(self.base)
-            .and_then(|i| self.at.get(i as usize))
-            .copied()
-            .ok_or(Error::PositionLost { what })
+        let i = self.at.partition_point(|&(s, _)| s < seq);
+        match self.at.get(i) {
+            Some(&(s, at)) if s == seq => Ok(at),
+            _ => Err(Error::PositionLost { what }),
+        }
     }
 
     fn forget_before(&mut self, keep_from: u64) {
-        while self.base < keep_from && !self.at.is_empty() {
+        while self.at.front().is_some_and(|&(s, _)| s < keep_from) {
             self.at.pop_front();
-            self.base += 1;
         }
     }
 }
@@ -494,8 +499,8 @@ impl<'j, 'w> Weaver<'j, 'w> {
         let id = p.id;
         let thread = match &job.feed {
             Some(feed) => {
-                let (feed, tag) = (Arc::clone(feed), job.tag);
-                std::thread::spawn(move || staged::despool_stream(&feed, tag, id, out))
+                let (feed, tag, name) = (Arc::clone(feed), job.tag, p.name);
+                std::thread::spawn(move || staged::despool_stream(&feed, tag, id, &name, out))
             }
             None => spawn_packer(job, p, out),
         };
@@ -670,11 +675,8 @@ impl<'j, 'w> Weaver<'j, 'w> {
         *self.stream_written.entry(id).or_default() += len;
         self.extents
             .landed(id, block.header.stream_offset, at.0, at.1);
-        let landed = self.landed.entry(id).or_insert_with(|| Landed {
-            base: block.seq,
-            at: VecDeque::new(),
-        });
-        landed.at.push_back(at);
+        let landed = self.landed.entry(id).or_default();
+        landed.push(block.seq, at);
         let progress = &self.job.progress;
         for d in done {
             let s = landed.get(d.start_block, "entry start")?;
@@ -717,6 +719,11 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.stored += stored;
         if let Some(sr) = self.per_stream.get_mut(&id) {
             sr.seconds = self.job.t0.elapsed().as_secs_f64();
+        }
+        if let Some(feed) = &self.job.feed {
+            // Every block the despooler sent has landed; blocks it left out (damaged
+            // on the stage) hold nothing more to wait for.
+            feed.stream_landed(id);
         }
         let mut lane = self.lanes.remove(self.cur);
         lane.ended = true;
@@ -904,10 +911,10 @@ mod tests {
 
     #[test]
     fn landed_positions_are_found_until_forgotten() {
-        let mut l = Landed {
-            base: 10,
-            at: VecDeque::from([(1, 100), (1, 101), (2, 0)]),
-        };
+        let mut l = Landed::default();
+        for (seq, at) in [(10, (1, 100)), (11, (1, 101)), (12, (2, 0))] {
+            l.push(seq, at);
+        }
         assert_eq!(l.get(12, "x").unwrap(), (2, 0));
         l.forget_before(11);
         assert_eq!(l.get(11, "x").unwrap(), (1, 101));
@@ -917,5 +924,22 @@ mod tests {
                 what: "entry start"
             })
         ));
+    }
+
+    #[test]
+    fn blocks_that_never_landed_leave_the_others_positions_in_place() {
+        // Blocks 3 and 4 were damaged on the stage: block 5 went to tape after 2.
+        let mut l = Landed::default();
+        for (seq, at) in [(1, (0, 7)), (2, (0, 8)), (5, (0, 9)), (6, (1, 0))] {
+            l.push(seq, at);
+        }
+        assert_eq!(l.get(5, "x").unwrap(), (0, 9));
+        assert_eq!(l.get(6, "x").unwrap(), (1, 0));
+        assert!(l.get(4, "x").is_err());
+        assert!(l.get(7, "x").is_err());
+        // Forgetting up to a block that never landed keeps the next one that did.
+        l.forget_before(4);
+        assert!(l.get(2, "x").is_err());
+        assert_eq!(l.get(5, "x").unwrap(), (0, 9));
     }
 }

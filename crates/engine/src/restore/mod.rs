@@ -145,7 +145,9 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     }
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
-    let rs = Mutex::new(Restorer::new(&opts.to, want)?);
+    let mut restorer = Restorer::new(&opts.to, want)?;
+    restorer.left_out = plan::left_out(cat, job_id)?;
+    let rs = Mutex::new(restorer);
     let names: HashMap<u16, String> = cat
         .streams(job_id)?
         .into_iter()

@@ -82,6 +82,20 @@ pub(crate) fn select(
     Ok((Some(set), rows))
 }
 
+/// Paths the job reported as not backed up and holds no row for: a job error without
+/// an entry. The records of such an entry may be partly on tape, cut by a block that
+/// was damaged on a disk stage and never written (docs/STAGE.md 3.3); reading the
+/// whole job passes over them.
+pub(crate) fn left_out(cat: &Catalog, job_id: i64) -> Result<HashSet<Vec<u8>>> {
+    let mut out = HashSet::new();
+    for (path, _) in cat.errors(job_id)? {
+        if cat.file(job_id, &path)?.is_none() {
+            out.insert(path);
+        }
+    }
+    Ok(out)
+}
+
 /// A stretch of a job's blocks to read in one go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Run {

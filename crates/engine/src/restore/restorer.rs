@@ -29,6 +29,9 @@ pub(crate) struct Open {
 pub(crate) struct Restorer {
     pub(crate) placer: Placer,
     pub(crate) want: Option<HashSet<Vec<u8>>>,
+    /// Entries the job left out, though their records may be partly on tape
+    /// ([`crate::restore::plan::left_out`]).
+    pub(crate) left_out: HashSet<Vec<u8>>,
     pub(crate) open: std::collections::HashMap<u16, Open>,
     pub(crate) dirs: Vec<Entry>,
     pub(crate) report: RestoreReport,
@@ -45,6 +48,7 @@ impl Restorer {
         Ok(Restorer {
             placer: Placer::new(to)?,
             want,
+            left_out: HashSet::new(),
             open: Default::default(),
             dirs: Vec::new(),
             report: RestoreReport::default(),
@@ -54,7 +58,7 @@ impl Restorer {
     }
 
     pub fn wanted(&self, path: &[u8]) -> bool {
-        self.want.as_ref().is_none_or(|w| w.contains(path))
+        !self.left_out.contains(path) && self.want.as_ref().is_none_or(|w| w.contains(path))
     }
 
     pub fn fail(&mut self, path: &[u8], why: String) {

@@ -5,14 +5,47 @@
 //! disk stage may go to tape after its packer is gone, after a crash even; then
 //! [`StreamRows`] reads the same facts back from the blocks' records, so that the
 //! catalog rows come out as the packer would have sent them.
+//!
+//! A block damaged on the stage never goes to tape. [`StreamRows::lost_block`] is told
+//! of it instead; the records are followed again from the first record that starts in
+//! a later intact block (`BlockHeader::first_record`), and the entries whose records
+//! overlap the lost bytes get no row: they are reported as [`Lost`] (docs/STAGE.md
+//! 3.3).
 
 use crate::backup::mux::Done;
 use crate::error::{Error, Result, StageError};
 use tapeloom_catalog::FileRow;
 use tapeloom_format::{
     Entry, EntryType, Event, FileEnd, FileStatus, Kind, RecordDecoder, RecordHeader, StreamEnd,
-    BLOCK_HEADER_LEN, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
+    BLOCK_HEADER_LEN, MAX_BLOCK_SIZE, NO_RECORD, RECORD_HEADER_LEN,
 };
+
+/// Body length of a `FileEnd` record (FORMAT.md 5.4).
+const FILE_END_LEN: u64 = 8;
+/// Length of the `StreamEnd` record, header and body (FORMAT.md 5.5).
+const STREAM_END_RECORD: u64 = RECORD_HEADER_LEN as u64 + 16;
+
+/// Entries lost with damaged blocks: they have no row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lost {
+    /// The entry's path in the job namespace; `None` for entries whose `Entry`
+    /// record was itself lost, so that neither their paths nor their number are known.
+    pub path: Option<Vec<u8>>,
+    /// The stream bytes lost: from the first byte to after the last.
+    pub from: u64,
+    pub to: u64,
+}
+
+/// Bytes lost from the stream, until the records are followed again.
+struct Gap {
+    from: u64,
+    to: u64,
+    /// Every entry whose `Entry` record starts before this stream offset is either
+    /// rowed already or `open`.
+    known_end: u64,
+    /// The entry the lost bytes cut into, when its `Entry` record was read.
+    open: Option<Vec<u8>>,
+}
 
 /// Derives, block by block, what the packer said about a stream's entries.
 pub(crate) struct StreamRows {
@@ -40,6 +73,12 @@ struct Walk {
     data_len: u64,
     end: Option<StreamEnd>,
     problems: Vec<(Vec<u8>, String)>,
+    /// Lost bytes not yet followed by a record read again.
+    gap: Option<Gap>,
+    /// The decoder is out of step: the next intact block is read from its first
+    /// record.
+    resync: bool,
+    lost: Vec<Lost>,
 }
 
 /// A regular file whose `Data` and `FileEnd` records are still to come.
@@ -47,6 +86,8 @@ struct Open {
     row: FileRow,
     start_block: u64,
     stored: u64,
+    /// Stream offset after the entry's last record.
+    end_at: u64,
 }
 
 impl Open {
@@ -69,6 +110,9 @@ enum Expect {
     FileEnd(Open),
     /// Nothing: the `StreamEnd` has been read.
     Nothing,
+    /// After lost bytes: the `Data` and `FileEnd` records of entries lost with them
+    /// are passed over until an `Entry` or the `StreamEnd`.
+    Skip,
 }
 
 impl StreamRows {
@@ -86,27 +130,75 @@ impl StreamRows {
                 data_len: 0,
                 end: None,
                 problems: Vec::new(),
+                gap: None,
+                resync: false,
+                lost: Vec::new(),
             },
             damaged: false,
         }
     }
 
-    /// The stream's next block: its seq and its payload (already expanded when the
-    /// block was compressed; `payload_len` bytes). Returns the entries that end in this
-    /// block, in order, and `keep_from` exactly as pack.rs computes it for this block.
+    /// The stream's next block: its seq, where its first record starts (its header's
+    /// `first_record`, looked at only after lost bytes) and its payload (already
+    /// expanded when the block was compressed; `payload_len` bytes). Returns the
+    /// entries that end in this block, in order, and `keep_from` exactly as pack.rs
+    /// computes it for this block (after lost bytes: for the entries still known).
     ///
-    /// Blocks must come in order from seq 0. Once a block is refused, every later one
-    /// is too.
-    pub(crate) fn block(&mut self, seq: u64, payload: &[u8]) -> Result<(Vec<Done>, u64)> {
+    /// Blocks must come in order from seq 0, intact ones here and damaged ones to
+    /// [`StreamRows::lost_block`]. Once a block is refused, every later one is too.
+    pub(crate) fn block(
+        &mut self,
+        seq: u64,
+        first_record: u32,
+        payload: &[u8],
+    ) -> Result<(Vec<Done>, u64)> {
         if self.damaged {
             return Err(self.walk.order(seq, "a block after damage to the stream"));
         }
-        let r = self.read(seq, payload);
+        let r = self.read(seq, first_record, payload);
         self.damaged = r.is_err();
         r
     }
 
-    fn read(&mut self, seq: u64, payload: &[u8]) -> Result<(Vec<Done>, u64)> {
+    /// Block `seq` was damaged on the stage and goes no further: the stream bytes
+    /// `from..to` are lost. The entries they cut into are reported by
+    /// [`StreamRows::take_lost`] once the records are read again, or at
+    /// [`StreamRows::finish`].
+    pub(crate) fn lost_block(&mut self, seq: u64, from: u64, to: u64) -> Result<()> {
+        if self.damaged {
+            return Err(self.walk.order(seq, "a block after damage to the stream"));
+        }
+        let w = &mut self.walk;
+        let r = if seq != w.seq {
+            Err(w.order(seq, "a block out of sequence"))
+        } else if from != w.fed || to < from {
+            Err(w.order(seq, "lost bytes elsewhere than the block due"))
+        } else {
+            w.lose(from, to);
+            self.dec.reset();
+            Ok(())
+        };
+        self.damaged = r.is_err();
+        r
+    }
+
+    /// The entries lost with damaged blocks, once known.
+    pub(crate) fn take_lost(&mut self) -> Vec<Lost> {
+        std::mem::take(&mut self.walk.lost)
+    }
+
+    /// The stream has no more blocks: lost bytes after which no record was read
+    /// again are settled (see [`StreamRows::take_lost`]).
+    pub(crate) fn finish(&mut self) {
+        let w = &mut self.walk;
+        if w.gap.is_some() {
+            // What follows the last entry known is the StreamEnd record, or an entry.
+            let last = w.fed.saturating_sub(STREAM_END_RECORD);
+            w.resolve(last);
+        }
+    }
+
+    fn read(&mut self, seq: u64, first_record: u32, payload: &[u8]) -> Result<(Vec<Done>, u64)> {
         let w = &mut self.walk;
         if seq != w.seq {
             return Err(w.order(seq, "a block out of sequence"));
@@ -115,9 +207,25 @@ impl StreamRows {
             return Err(w.order(seq, "a payload larger than any block's"));
         }
         let end = w.fed + payload.len() as u64;
+        let mut from = 0;
+        if w.resync {
+            // After lost bytes, follow the records again where one starts.
+            if first_record == NO_RECORD {
+                w.fed = end;
+                w.seq += 1;
+                return Ok((Vec::new(), seq + 1));
+            }
+            if first_record as usize >= payload.len() {
+                return Err(w.order(seq, "a first record outside its payload"));
+            }
+            from = first_record as usize;
+            w.resync = false;
+            w.next_at = w.fed + u64::from(first_record);
+            w.next = (seq, first_record);
+        }
         let mut done = Vec::new();
         self.dec
-            .feed::<Error>(payload, &mut |ev| w.event(ev, end, &mut done))?;
+            .feed::<Error>(&payload[from..], &mut |ev| w.event(ev, end, &mut done))?;
         if matches!(w.expect, Expect::Nothing) && w.next_at < end {
             return Err(w.order(seq, "bytes after the StreamEnd record"));
         }
@@ -160,12 +268,23 @@ impl Walk {
     fn event(&mut self, ev: Event<'_>, end: u64, done: &mut Vec<Done>) -> Result<()> {
         match ev {
             Event::Record { kind, body } => {
-                let at = self.next;
+                let (at, start) = (self.next, self.next_at);
                 self.passed(body.len() as u64, end);
+                if matches!(self.expect, Expect::Skip) {
+                    if matches!(kind, Kind::FileEnd) {
+                        return Ok(());
+                    }
+                    self.resolve(start);
+                }
                 self.record(kind, body, at, done)
             }
             Event::DataStart { len } => {
                 match std::mem::replace(&mut self.expect, Expect::Nothing) {
+                    Expect::Skip => {
+                        self.data_len = len;
+                        self.expect = Expect::Skip;
+                        Ok(())
+                    }
                     Expect::Data(open) if open.stored == len => {
                         self.data_len = len;
                         self.expect = Expect::FileEnd(open);
@@ -199,9 +318,13 @@ impl Walk {
             (Kind::Entry, Expect::Entry) => {
                 let e = Entry::decode(body)?;
                 let regular = e.kind == EntryType::Regular;
+                let stored = e.stored_len();
+                // Its Data and FileEnd records follow at once.
+                let records = 2 * RECORD_HEADER_LEN as u64 + FILE_END_LEN;
                 let open = Open {
-                    stored: e.stored_len(),
+                    stored,
                     start_block: at.0,
+                    end_at: self.next_at.saturating_add(stored).saturating_add(records),
                     row: self.row(e, at.1),
                 };
                 if regular {
@@ -234,8 +357,59 @@ impl Walk {
             (_, Expect::Nothing) => {
                 return Err(self.order(self.seq, "a record after the StreamEnd record"))
             }
+            (_, Expect::Skip) => {
+                return Err(self.order(self.seq, "a record other than an Entry after lost bytes"))
+            }
         }
         Ok(())
+    }
+
+    /// The block due is lost: stream bytes `from..to`.
+    fn lose(&mut self, from: u64, to: u64) {
+        if let Some(g) = self.gap.as_mut() {
+            g.to = to;
+        } else {
+            let (open, known_end) = match std::mem::replace(&mut self.expect, Expect::Skip) {
+                Expect::Data(o) | Expect::FileEnd(o) => (Some(o.row.path), o.end_at),
+                // The record under way, if any, started at `next_at`.
+                Expect::Entry | Expect::Skip => (None, self.next_at),
+                Expect::Nothing => (None, u64::MAX),
+            };
+            self.gap = Some(Gap {
+                from,
+                to,
+                known_end,
+                open,
+            });
+        }
+        self.expect = Expect::Skip;
+        self.entry_begun = false;
+        self.resync = true;
+        self.fed = to;
+        self.seq += 1;
+    }
+
+    /// Records are read again from stream offset `start`, where an `Entry` or the
+    /// `StreamEnd` begins: the entries cut by the lost bytes are known.
+    fn resolve(&mut self, start: u64) {
+        if matches!(self.expect, Expect::Skip) {
+            self.expect = Expect::Entry;
+        }
+        let Some(g) = self.gap.take() else { return };
+        if let Some(path) = g.open {
+            self.lost.push(Lost {
+                path: Some(path),
+                from: g.from,
+                to: g.to,
+            });
+        }
+        if g.known_end < start {
+            self.lost.push(Lost {
+                path: None,
+                from: g.from,
+                to: g.to,
+            });
+        }
     }
 
     /// The catalog row of an entry whose record starts at `start_off`, as pack_item
@@ -281,7 +455,7 @@ impl Walk {
         match &self.expect {
             Expect::Data(open) | Expect::FileEnd(open) => Some(open.start_block),
             Expect::Nothing => None,
-            Expect::Entry => {
+            Expect::Entry | Expect::Skip => {
                 if self.next.0 == self.seq {
                     if let Some(&lead) = payload.get(self.next.1 as usize) {
                         // The kind leads a record header, low byte first; between

@@ -26,6 +26,7 @@ type Records = Vec<(Kind, Vec<u8>)>;
 /// What the packer sent with one block.
 struct Sent {
     seq: u64,
+    first_record: u32,
     payload: Vec<u8>,
     done: Vec<(FileRow, u64, u64)>,
     keep_from: u64,
@@ -138,6 +139,7 @@ fn pack(root: &Path, zstd: bool) -> Packed {
                 assert_eq!(payload.len(), len);
                 blocks.push(Sent {
                     seq: block.seq,
+                    first_record: block.header.first_record,
                     payload,
                     done: done
                         .into_iter()
@@ -162,7 +164,7 @@ fn pack(root: &Path, zstd: bool) -> Packed {
 fn replay(p: &Packed) {
     let mut rows = StreamRows::new(STREAM);
     for b in &p.blocks {
-        let (done, keep_from) = rows.block(b.seq, &b.payload).unwrap();
+        let (done, keep_from) = rows.block(b.seq, b.first_record, &b.payload).unwrap();
         let done: Vec<_> = done
             .into_iter()
             .map(|d| (d.row, d.start_block, d.end_block))
@@ -292,14 +294,14 @@ fn first_error(blocks: &[Vec<u8>]) -> Option<Error> {
     blocks
         .iter()
         .enumerate()
-        .find_map(|(seq, b)| rows.block(seq as u64, b).err())
+        .find_map(|(seq, b)| rows.block(seq as u64, NO_RECORD, b).err())
 }
 
 #[test]
 fn files_read_with_trouble_are_reported_as_the_packer_reports_them() {
     let mut rows = StreamRows::new(STREAM);
     for (seq, b) in payloads(&small_stream(FileStatus::Grew)).iter().enumerate() {
-        rows.block(seq as u64, b).unwrap();
+        rows.block(seq as u64, NO_RECORD, b).unwrap();
     }
     assert_eq!(
         rows.take_problems(),
@@ -378,13 +380,92 @@ fn hostile_records_are_refused() {
 fn blocks_out_of_sequence_are_refused() {
     let blocks = payloads(&small_stream(FileStatus::Ok));
     let mut rows = StreamRows::new(STREAM);
-    rows.block(0, &blocks[0]).unwrap();
+    rows.block(0, NO_RECORD, &blocks[0]).unwrap();
     assert!(matches!(
-        rows.block(2, &blocks[2]),
+        rows.block(2, NO_RECORD, &blocks[2]),
         Err(Error::Stage(StageError::StreamOrder { seq: 2, .. }))
     ));
     // Once refused, the stream cannot be followed on.
-    assert!(rows.block(1, &blocks[1]).is_err());
+    assert!(rows.block(1, NO_RECORD, &blocks[1]).is_err());
+}
+
+/// Feeds the packed blocks with block `lost` lost; returns the rows (entry, start
+/// and end block) and what was reported lost.
+fn replay_without(p: &Packed, lost: u64) -> (Vec<(FileRow, u64, u64)>, Vec<Lost>) {
+    let mut rows = StreamRows::new(STREAM);
+    let (mut kept, mut keep_from, mut offset) = (Vec::new(), 0, 0u64);
+    for b in &p.blocks {
+        let end = offset + b.payload.len() as u64;
+        if b.seq == lost {
+            rows.lost_block(b.seq, offset, end).unwrap();
+        } else {
+            let (done, keep) = rows.block(b.seq, b.first_record, &b.payload).unwrap();
+            for d in done {
+                // The writer knows the positions of blocks from `keep_from` on, and
+                // of no lost block.
+                assert!(d.start_block >= keep_from, "{} forgotten", d.start_block);
+                assert!(d.start_block != lost && d.end_block == b.seq);
+                kept.push((d.row, d.start_block, d.end_block));
+            }
+            keep_from = keep;
+        }
+        offset = end;
+    }
+    rows.finish();
+    (kept, rows.take_lost())
+}
+
+#[test]
+fn after_a_lost_block_the_entries_it_cuts_are_reported_and_the_others_rowed() {
+    let dir = tempfile::tempdir().unwrap();
+    tree(dir.path(), 100);
+    let p = pack(dir.path(), false);
+    let all: Vec<_> = p.blocks.iter().flat_map(|b| b.done.clone()).collect();
+    let mut unknown = 0;
+    for k in 0..p.blocks.len() as u64 {
+        let (kept, lost) = replay_without(&p, k);
+        let (cut, whole): (Vec<_>, Vec<_>) =
+            all.iter().cloned().partition(|r| r.1 <= k && k <= r.2);
+        assert_eq!(kept, whole, "block {k} lost");
+        let range = (k as usize * CAP) as u64
+            ..((k as usize * CAP) + p.blocks[k as usize].payload.len()) as u64;
+        assert!(lost
+            .iter()
+            .all(|l| l.from == range.start && l.to == range.end));
+        let named: Vec<_> = lost.iter().filter_map(|l| l.path.clone()).collect();
+        assert!(named.len() <= 1, "block {k}: {named:?}");
+        assert!(named.iter().all(|n| cut.iter().any(|c| &c.0.path == n)));
+        let nameless = lost.iter().filter(|l| l.path.is_none()).count();
+        assert_eq!(
+            nameless,
+            usize::from(cut.len() > named.len()),
+            "block {k}: {lost:?}"
+        );
+        unknown += nameless;
+    }
+    assert!(unknown > 0);
+}
+
+#[test]
+fn blocks_in_which_no_record_starts_are_passed_over_after_a_loss() {
+    // `big` is 200 000 bytes: blocks in the middle of its data hold no record start.
+    let dir = tempfile::tempdir().unwrap();
+    tree(dir.path(), 100);
+    let p = pack(dir.path(), false);
+    let big = p
+        .blocks
+        .iter()
+        .flat_map(|b| &b.done)
+        .find(|d| d.0.path == b"big")
+        .unwrap();
+    let k = big.1 + 2;
+    assert_eq!(p.blocks[k as usize + 1].first_record, NO_RECORD);
+    let (kept, lost) = replay_without(&p, k);
+    assert_eq!(kept.len(), 44);
+    assert_eq!(
+        lost.iter().map(|l| l.path.clone()).collect::<Vec<_>>(),
+        vec![Some(b"big".to_vec())]
+    );
 }
 
 proptest! {
@@ -409,4 +490,21 @@ proptest! {
         }
         let _ = first_error(&blocks);
     }
+}
+
+#[test]
+fn the_fixed_record_lengths_are_the_formats() {
+    let fe = FileEnd {
+        crc: 1,
+        status: FileStatus::Ok,
+    };
+    assert_eq!(fe.encode().len() as u64, FILE_END_LEN);
+    let se = StreamEnd {
+        entries: 1,
+        bytes: 2,
+    };
+    assert_eq!(
+        (RECORD_HEADER_LEN + se.encode().len()) as u64,
+        STREAM_END_RECORD
+    );
 }
