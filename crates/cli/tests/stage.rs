@@ -220,3 +220,137 @@ fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Bytes of a chunk file before its first block, and of each block's length.
+const CHUNK_HEAD: u64 = 72;
+const BLOCK_LEN: u64 = 4;
+/// Bytes of a data block's header.
+const BLOCK_HEAD: u64 = 64;
+
+/// Backs `src` up through the home's stage in chunks of three 64 KiB blocks, with
+/// the byte `at` of chunk `chunk` of stream 1 flipped on the stage before it is
+/// despooled; returns the backup's JSON.
+fn backup_with_damage(home: &Path, src: &Path, chunk: u64, at: u64) -> serde_json::Value {
+    let out = std::process::Command::new(bin())
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(["backup", "--via", "stage", "--chunk-size", "256K"])
+        .args(["--block-size", "64K"])
+        .arg(src)
+        .env("TAPELOOM_TEST_DAMAGE_CHUNK", format!("1:{chunk}:{at}"))
+        .output()
+        .unwrap();
+    let (code, v, err) = parse(out);
+    assert_eq!(code, 0, "{err}");
+    v
+}
+
+/// Offset in a chunk file of byte `k` of the payload of its block `i` (uncompressed
+/// blocks of 64 KiB).
+fn payload_byte(i: u64, k: u64) -> u64 {
+    CHUNK_HEAD + i * (BLOCK_LEN + (64 << 10)) + BLOCK_LEN + BLOCK_HEAD + k
+}
+
+/// Restores `job` to `out` and checks each file restored is its source's twin;
+/// returns the names of the files of `src` that were not restored.
+fn restore_and_compare(home: &Path, job: &str, src: &Path, out: &Path) -> Vec<String> {
+    ok(home, &["restore", job, "--to", out.to_str().unwrap()]);
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(src).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        let back = out.join(&name);
+        match std::fs::read(&back) {
+            Ok(b) => assert!(b == std::fs::read(src.join(&name)).unwrap(), "{name}"),
+            Err(_) => missing.push(name),
+        }
+    }
+    missing.sort();
+    missing
+}
+
+#[test]
+fn a_block_damaged_on_the_stage_drops_only_the_file_it_holds() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let src = t.path().join("src");
+    write(&src.join("a0"), &noise(1, 50_000));
+    // Blocks 1 to 15 of the stream hold nothing but its data.
+    write(&src.join("big"), &noise(2, 1_000_000));
+    for i in 0..4 {
+        write(&src.join(format!("z{i}")), &noise(10 + i, 30_000));
+    }
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "64M"],
+    );
+    // Block 4 of the stream: the second block of its second chunk.
+    let v = backup_with_damage(&home, &src, 1, payload_byte(1, 1000));
+    assert_eq!(v["status"], "partial", "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    assert_eq!(errors[0]["path"], "big", "{v}");
+    let why = errors[0]["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("damaged on the disk stage (stream bytes "),
+        "{why}"
+    );
+    assert!(
+        why.ends_with("before it reached tape; not backed up"),
+        "{why}"
+    );
+    // Nothing is left on the stage.
+    let st = ok(&home, &["stage", "status"]);
+    assert_eq!(st["stages"][0]["used"], 0, "{st}");
+    assert!(walk_files(&stage).is_empty());
+    let job = v["job_id"].to_string();
+    let missing = restore_and_compare(&home, &job, &src, &t.path().join("out"));
+    assert_eq!(missing, vec!["big"]);
+    let x = ok(&home, &["verify", &job]);
+    assert_eq!(x["ok"], true, "{x}");
+}
+
+#[test]
+fn a_damaged_block_holding_entries_is_reported_by_its_stream_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let src = t.path().join("src");
+    // About 1.1 KB of records each: some sixty entries start in every block.
+    for i in 0..300 {
+        write(&src.join(format!("f{i:03}")), &noise(i, 1000));
+    }
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "64M"],
+    );
+    // Block 3 of the stream: the first of its second chunk.
+    let v = backup_with_damage(&home, &src, 1, payload_byte(0, 500));
+    assert_eq!(v["status"], "partial", "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    let paths: Vec<&str> = errors.iter().map(|e| e["path"].as_str().unwrap()).collect();
+    let nameless: Vec<&str> = paths
+        .iter()
+        .copied()
+        .filter(|p| p.starts_with("<stream "))
+        .collect();
+    assert_eq!(nameless.len(), 1, "{v}");
+    assert!(nameless[0].contains(", bytes "), "{v}");
+    assert!(errors.len() <= 2, "{v}");
+    let job = v["job_id"].to_string();
+    let missing = restore_and_compare(&home, &job, &src, &t.path().join("out"));
+    // The files missing are those of one block, the files named among them.
+    assert!((50..=70).contains(&missing.len()), "{missing:?}");
+    for p in paths.iter().filter(|p| !p.starts_with('<')) {
+        let name = p.rsplit('/').next().unwrap();
+        assert!(missing.iter().any(|m| m == name), "{p}: {missing:?}");
+    }
+    let x = ok(&home, &["verify", &job]);
+    assert_eq!(x["ok"], true, "{x}");
+    assert_eq!(
+        x["files_checked"].as_u64().unwrap(),
+        301 - missing.len() as u64,
+        "{x}"
+    );
+}
