@@ -13,21 +13,27 @@ pub enum Series {
     Drive(usize),
     /// A stream of the job, by name.
     Stream(String),
+    /// The disk stages a job was backed up through: the space held on them.
+    Stage,
 }
 
 impl fmt::Display for Series {
-    /// The name the catalog stores: `drive:N` or `stream:NAME`.
+    /// The name the catalog stores: `drive:N`, `stream:NAME` or `stage`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Series::Drive(d) => write!(f, "drive:{d}"),
             Series::Stream(s) => write!(f, "stream:{s}"),
+            Series::Stage => f.write_str("stage"),
         }
     }
 }
 
 impl Series {
-    /// Reads a stored series name back; `None` for a name of neither form.
+    /// Reads a stored series name back; `None` for a name of none of the forms.
     pub fn parse(s: &str) -> Option<Series> {
+        if s == "stage" {
+            return Some(Series::Stage);
+        }
         if let Some(name) = s.strip_prefix("stream:") {
             return Some(Series::Stream(name.to_string()));
         }
@@ -43,9 +49,9 @@ impl ToSql for Series {
     }
 }
 
-/// A stored name of neither form.
+/// A stored name of none of the forms.
 #[derive(Debug, thiserror::Error)]
-#[error("the series name {0:?} is neither drive:N nor stream:NAME")]
+#[error("the series name {0:?} is none of drive:N, stream:NAME, stage")]
 struct UnknownSeries(String);
 
 impl FromSql for Series {
@@ -113,16 +119,20 @@ pub struct Mark {
     pub to_ms: u64,
 }
 
-/// One measurement of one stream or drive during a job.
+/// One measurement of one stream, drive or the stages during a job.
+///
+/// A [`Series::Stage`] sample is a level, not a count: `bytes` is the space the
+/// stages hold (chunks staged and not yet given back, and the chunk being written),
+/// and `pool_fill` that space as a share of the stages' size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
-    /// The stream or drive measured.
+    /// The stream, drive or stages measured.
     pub series: Series,
     /// Milliseconds since the job (or the restore) started.
     pub t_ms: u64,
-    /// Bytes so far.
+    /// Bytes so far; for the stages, bytes held now.
     pub bytes: u64,
-    /// Fill of the buffer pool, 0 to 1.
+    /// Fill of the buffer pool, 0 to 1; for the stages, their fill, 0 to 1.
     pub pool_fill: f64,
     /// Fill of the drive's own buffer, 0 to 1, when the drive reports it.
     pub buffer_fill: Option<f64>,
@@ -340,11 +350,14 @@ mod tests {
             Series::Drive(0),
             Series::Drive(12),
             Series::Stream("a:b".into()),
+            Series::Stream("stage".into()),
+            Series::Stage,
         ] {
             assert_eq!(Series::parse(&s.to_string()), Some(s));
         }
         assert_eq!(Series::parse("drive:x"), None);
         assert_eq!(Series::parse("other"), None);
+        assert_eq!(Series::parse("stage:0"), None);
     }
 
     #[test]

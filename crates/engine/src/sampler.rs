@@ -1,6 +1,6 @@
 //! Per-second samples of a job's drives and streams, for backups and restores alike:
 //! bytes so far, pool fill, and what the drive says of its buffer, speed step and
-//! backhitches. The samples are stored with the job and drawn by `tapeloom report`;
+//! backhitches; for a backup through the disk stages, also how full the stages are. The samples are stored with the job and drawn by `tapeloom report`;
 //! the latest of each series also feeds the progress lines on a terminal.
 
 use std::collections::BTreeMap;
@@ -105,6 +105,24 @@ impl Sampler {
             speed_mb_s: None,
         });
     }
+
+    /// The stages' sample: `held` bytes of their `size` in all.
+    pub fn stage(&mut self, t_ms: u64, held: u64, size: u64) {
+        let fill = if size == 0 {
+            0.0
+        } else {
+            (held as f64 / size as f64).min(1.0)
+        };
+        self.out.push(Sample {
+            series: Series::Stage,
+            t_ms,
+            bytes: held,
+            pool_fill: fill,
+            buffer_fill: None,
+            backhitches: 0,
+            speed_mb_s: None,
+        });
+    }
 }
 
 #[cfg(test)]
@@ -124,5 +142,15 @@ mod tests {
         let l = live.lock().unwrap();
         assert_eq!(l[&Series::Stream("x".into())], (40, None));
         assert!(!s.due());
+    }
+
+    #[test]
+    fn the_stage_sample_holds_bytes_and_their_share_of_the_size() {
+        let mut s = Sampler::new(Instant::now());
+        s.stage(1000, 3 << 20, 4 << 20);
+        s.stage(2000, 1, 0);
+        assert_eq!(s.out[0].series, Series::Stage);
+        assert_eq!((s.out[0].bytes, s.out[0].pool_fill), (3 << 20, 0.75));
+        assert_eq!(s.out[1].pool_fill, 0.0);
     }
 }

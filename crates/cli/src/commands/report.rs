@@ -100,6 +100,8 @@ impl Tracks {
             match &r.series {
                 Series::Stream(name) => streams.entry(name.clone()).or_default().push(s),
                 Series::Drive(d) => drives.entry(*d).or_default().push(s),
+                // The figure has no stage panel yet.
+                Series::Stage => {}
             }
         }
         Tracks {

@@ -309,6 +309,15 @@ impl Feed {
         st.staged_bytes.saturating_sub(st.written_bytes)
     }
 
+    /// The space held on the stages now (chunks staged and not yet given back, and
+    /// those being written), and the stages' size, in bytes.
+    pub(crate) fn stage_use(&self) -> (u64, u64) {
+        let stages = self.set.stages();
+        let used = stages.iter().map(|s| s.used).sum();
+        let size = stages.iter().map(|s| s.limit).sum();
+        (used, size)
+    }
+
     /// Payload bytes spooled per second since the job began.
     fn spool_rate(&self) -> f64 {
         let secs = self.t0.elapsed().as_secs_f64().max(1e-3);

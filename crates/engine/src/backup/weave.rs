@@ -530,6 +530,10 @@ impl<'j, 'w> Weaver<'j, 'w> {
             };
             self.sampler.stream(t, name, bytes, fill, live);
         }
+        if let Some(feed) = &self.job.feed {
+            let (held, size) = feed.stage_use();
+            self.sampler.stage(t, held, size);
+        }
     }
 
     /// The pool fills to the high-water mark before the writer starts, and after it
