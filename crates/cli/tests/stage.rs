@@ -204,6 +204,71 @@ fn a_job_larger_than_its_stage_waits_for_space_and_completes() {
     assert_same_tree(&src, &out);
 }
 
+/// The report of a backup through the stage draws how full the stage was under the
+/// drive's throughput and gives the peak; a direct job's report has no stage panel.
+#[test]
+fn the_report_draws_the_stage_fill_of_a_staged_backup_only() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let src = t.path().join("src");
+    // 24 MB at 8 MB/s: about three seconds, so a few samples.
+    for i in 0..8 {
+        write(&src.join(format!("f{i}")), &noise(200 + i, 3_000_000));
+    }
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "8M"],
+    );
+    let v = staged_backup(
+        &home,
+        &[&src],
+        &[
+            "--chunk-size",
+            "512K",
+            "--block-size",
+            "64K",
+            "--limit-rate",
+            "8MB",
+        ],
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    let job = v["job_id"].to_string();
+    let size = 8u64 << 20;
+    for ext in ["svg", "html"] {
+        let out = t.path().join(format!("staged.{ext}"));
+        let x = ok(&home, &["report", &job, "--out", out.to_str().unwrap()]);
+        assert_eq!(x["staged"], true, "{x}");
+        let fill = &x["stage_fill"];
+        let peak = fill["peak_bytes"].as_u64().unwrap();
+        assert!(peak > 0 && peak <= size, "{x}");
+        let share = fill["peak_share"].as_f64().unwrap();
+        assert!(share > 0.0 && share <= 1.0, "{x}");
+        assert_eq!(fill["size_bytes"], size, "{x}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("Stage fill"), "{ext}: no stage panel");
+        // The legend's row, a text element of its own.
+        assert!(text.contains("\nstage fill\n"), "{ext}: no stage legend");
+    }
+    let html = std::fs::read_to_string(t.path().join("staged.html")).unwrap();
+    assert!(
+        html.contains("<th scope=\"row\">stage fill</th>"),
+        "no summary row"
+    );
+
+    let direct = ok(&home, &["backup", src.to_str().unwrap()]);
+    let job = direct["job_id"].to_string();
+    let out = t.path().join("direct.svg");
+    let x = ok(&home, &["report", &job, "--out", out.to_str().unwrap()]);
+    assert_eq!(x["staged"], false, "{x}");
+    assert!(x["stage_fill"].is_null(), "{x}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !text.to_lowercase().contains("stage"),
+        "a direct job has no stage panel"
+    );
+}
+
 /// The files under `dir`, at any depth.
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();

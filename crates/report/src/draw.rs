@@ -1,6 +1,7 @@
-//! The figure: a title and three panels over a shared time axis, each with its legend
-//! in a column to the right (see `legend`). One drawing routine serves both backends;
-//! only the SVG and PNG wrappers differ.
+//! The figure: a title and three panels over a shared time axis (four for a job backed
+//! up through the stages), each with its legend in a column to the right (see
+//! `legend`). One drawing routine serves both backends; only the SVG and PNG wrappers
+//! differ.
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -10,12 +11,15 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::error::{draw_failed, Backend, ReportError};
 use crate::font::FAMILY;
 use crate::legend::{draw_legend, shorten, Swatch, BAND_ALPHA};
-use crate::prepare::Prepared;
+use crate::prepare::{percent, Prepared, StageLine};
 use crate::Span;
 
 const WIDTH: u32 = 1400;
 const HEIGHT: u32 = 1050;
 const LEGEND_WIDTH: u32 = 320;
+/// The stage panel's height: the figure grows by it, so the other panels keep their
+/// size.
+const STAGE_HEIGHT: u32 = 250;
 
 /// Drives draw thick and dark so they stand out from the streams that feed them.
 const DRIVE_COLORS: [RGBColor; 5] = [
@@ -38,6 +42,7 @@ const STREAM_COLORS: [RGBColor; 9] = [
     RGBColor(0x79, 0x70, 0x6e),
 ];
 const BACKHITCH: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const STAGE: RGBColor = RGBColor(0x00, 0x7c, 0x91);
 const NOTE: RGBColor = RGBColor(0x70, 0x70, 0x70);
 
 /// Shades of the spans without data, by what the drive was doing.
@@ -109,11 +114,19 @@ const STREAM_WIDTH: u32 = 2;
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
+/// The figure's height in pixels.
+fn height(p: &Prepared) -> u32 {
+    match p.stage {
+        Some(_) => HEIGHT + STAGE_HEIGHT,
+        None => HEIGHT,
+    }
+}
+
 /// The figure as an SVG document.
 pub(crate) fn svg(p: &Prepared) -> Result<String, ReportError> {
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (WIDTH, height(p))).into_drawing_area();
         figure(&root, p)?;
         root.present().map_err(draw_failed)?;
     }
@@ -122,14 +135,15 @@ pub(crate) fn svg(p: &Prepared) -> Result<String, ReportError> {
 
 /// The figure as a PNG file's bytes.
 pub(crate) fn png(p: &Prepared) -> Result<Vec<u8>, ReportError> {
-    let mut rgb = vec![0u8; WIDTH as usize * HEIGHT as usize * 3];
+    let height = height(p);
+    let mut rgb = vec![0u8; WIDTH as usize * height as usize * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, height)).into_drawing_area();
         figure(&root, p)?;
         root.present().map_err(draw_failed)?;
     }
     let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+    let mut encoder = png::Encoder::new(&mut out, WIDTH, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     let encode = ReportError::EncodePng;
@@ -145,14 +159,24 @@ fn figure<DB: Backend>(root: &DrawingArea<DB, Shift>, p: &Prepared) -> Result<()
     let body = root.titled(&p.title, bold(26.0)).map_err(draw_failed)?;
     let (w, h) = body.dim_in_pixel();
     let (plots, legends) = body.split_horizontally(w.saturating_sub(LEGEND_WIDTH));
+    let stage_height = if p.stage.is_some() { STAGE_HEIGHT } else { 0 };
+    let h = h.saturating_sub(stage_height);
     let first = (h as f64 * 0.38) as i32;
     let second = (h as f64 * 0.31) as i32;
-    let (p1, rest) = plots.split_vertically(first);
-    let (p2, p3) = rest.split_vertically(second);
-    let (l1, rest) = legends.split_vertically(first);
-    let (l2, l3) = rest.split_vertically(second);
-
+    let (p1, plots) = plots.split_vertically(first);
+    let (l1, legends) = legends.split_vertically(first);
     throughput_panel(&p1, &l1, p)?;
+    let (plots, legends) = match &p.stage {
+        Some(stage) => {
+            let (ps, plots) = plots.split_vertically(stage_height);
+            let (ls, legends) = legends.split_vertically(stage_height);
+            stage_panel(&ps, &ls, p, stage)?;
+            (plots, legends)
+        }
+        None => (plots, legends),
+    };
+    let (p2, p3) = plots.split_vertically(second);
+    let (l2, l3) = legends.split_vertically(second);
     fill_panel(&p2, &l2, p)?;
     speed_panel(&p3, &l3, p)
 }
@@ -346,6 +370,42 @@ fn fill_panel<DB: Backend>(
             Swatch::Line(stream_color(i), STREAM_WIDTH),
             format!("stream {}: pool share", shorten(&line.name)),
         ));
+    }
+    draw_legend(legend_area, &legend)
+}
+
+/// The stages' fill in percent, shaded below the line, with its peak in the legend.
+fn stage_panel<DB: Backend>(
+    area: &DrawingArea<DB, Shift>,
+    legend_area: &DrawingArea<DB, Shift>,
+    p: &Prepared,
+    stage: &StageLine,
+) -> Result<(), ReportError> {
+    let mut chart = axes(area, "Stage fill", p.t_end, 105.0, "stage fill (%)", false)?;
+    shade(&mut chart, &p.spans, false)?;
+    if let (Some(first), Some(last)) = (stage.fill.first(), stage.fill.last()) {
+        let mut outline = vec![(first.0, 0.0)];
+        outline.extend(stage.fill.iter().copied());
+        outline.push((last.0, 0.0));
+        chart
+            .draw_series([Polygon::new(outline, STAGE.mix(0.18).filled())])
+            .map_err(draw_failed)?;
+    }
+    line_series(&mut chart, &stage.fill, STAGE.stroke_width(DRIVE_WIDTH))?;
+    let mut legend = vec![(Swatch::Line(STAGE, DRIVE_WIDTH), "stage fill".to_string())];
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    match (stage.peak, stage.size) {
+        (Some(peak), Some(size)) => legend.push((
+            Swatch::Blank,
+            format!(
+                "peak {:.1} of {:.1} MB ({:.0}%)",
+                mb(peak.bytes),
+                mb(size),
+                percent(peak.share)
+            ),
+        )),
+        (Some(_), None) => legend.push((Swatch::Blank, "the stages stayed empty".to_string())),
+        (None, _) => note(&chart, "no stage samples recorded for this job")?,
     }
     draw_legend(legend_area, &legend)
 }

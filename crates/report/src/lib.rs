@@ -43,6 +43,45 @@ pub struct JobSeries {
     pub spans: Vec<Span>,
 }
 
+/// How full the disk stages were during a job backed up through them: drawn in a
+/// panel of its own, under the throughput, by [`render_staged`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageFill {
+    /// In time order, about one per second; the spacing may be irregular.
+    pub samples: Vec<StageSample>,
+}
+
+/// One measurement of the stages.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageSample {
+    /// Seconds since the job started.
+    pub t: f64,
+    /// Bytes held on the stages now: staged and not yet given back.
+    pub bytes: u64,
+    /// The same as a share of the stages' size, 0..=1.
+    pub share: f64,
+}
+
+impl StageFill {
+    /// The sample that held the most; `None` without a sample of usable time and
+    /// share.
+    pub fn peak(&self) -> Option<StageSample> {
+        self.samples
+            .iter()
+            .filter(|s| s.t.is_finite() && s.share.is_finite())
+            .copied()
+            .reduce(|a, b| if b.bytes > a.bytes { b } else { a })
+    }
+
+    /// The stages' size in bytes, as the peak's bytes and share give it; `None` when
+    /// they never held anything.
+    pub fn size(&self) -> Option<u64> {
+        let peak = self.peak()?;
+        (peak.share > 0.0 && peak.bytes > 0)
+            .then(|| (peak.bytes as f64 / peak.share).round() as u64)
+    }
+}
+
 /// A span of the time axis in which a drive did something other than move data.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Span {
@@ -176,9 +215,20 @@ impl Format {
 /// Errors ([`ReportError`]) have one-line messages: an unknown extension, a missing
 /// font for PNG, or a failure to draw, encode or write the file.
 pub fn render(job: &JobSeries, out: &Path) -> Result<(), ReportError> {
+    figure(job, None, out)
+}
+
+/// [`render`] for a job backed up through the disk stages: the figure gains a panel
+/// under the throughput with the stages' fill in percent over the same time axis,
+/// its peak in bytes named in the legend.
+pub fn render_staged(job: &JobSeries, stage: &StageFill, out: &Path) -> Result<(), ReportError> {
+    figure(job, Some(stage), out)
+}
+
+fn figure(job: &JobSeries, stage: Option<&StageFill>, out: &Path) -> Result<(), ReportError> {
     let format = Format::of(out)?;
     let font = font::ensure_registered();
-    let prepared = prepare::Prepared::from_job(job);
+    let prepared = prepare::Prepared::from_job(job, stage);
     let bytes = match format {
         Format::Svg => draw::svg(&prepared)?.into_bytes(),
         Format::Html => html::page(job, &draw::svg(&prepared)?).into_bytes(),

@@ -1,7 +1,7 @@
 //! Turns raw samples into the lines the panels draw: cleaned, converted to display
 //! units, and thinned to a size a figure can show. No drawing here.
 
-use crate::{JobSeries, Sample, Span, Track};
+use crate::{JobSeries, Sample, Span, StageFill, StageSample, Track};
 
 /// More points than this per line are averaged in buckets: a day at one sample per
 /// second is 86,400 points, far more than the figure has pixels, and SVG or HTML output
@@ -54,17 +54,50 @@ pub(crate) struct Prepared {
     pub any_samples: bool,
     /// The job's spans without data, cleaned: finite, from 0, `from <= to`, in order.
     pub spans: Vec<Span>,
+    /// The stages' fill, for a job backed up through them.
+    pub stage: Option<StageLine>,
+}
+
+/// The stages' fill, in display units.
+#[derive(Debug, Default)]
+pub(crate) struct StageLine {
+    /// (s, %)
+    pub fill: Vec<(f64, f64)>,
+    /// The sample that held the most.
+    pub peak: Option<StageSample>,
+    /// The stages' size in bytes, when known.
+    pub size: Option<u64>,
+}
+
+impl StageLine {
+    fn from_fill(stage: &StageFill) -> StageLine {
+        let mut samples: Vec<StageSample> = (stage.samples.iter())
+            .filter(|s| s.t.is_finite())
+            .map(|s| StageSample {
+                t: s.t.max(0.0),
+                ..*s
+            })
+            .collect();
+        samples.sort_by(|a, b| a.t.total_cmp(&b.t));
+        StageLine {
+            fill: thin(samples.iter().map(|s| (s.t, percent(s.share))).collect()),
+            peak: stage.peak(),
+            size: stage.size(),
+        }
+    }
 }
 
 impl Prepared {
-    pub(crate) fn from_job(job: &JobSeries) -> Prepared {
+    pub(crate) fn from_job(job: &JobSeries, stage: Option<&StageFill>) -> Prepared {
         let streams: Vec<Line> = job.streams.iter().map(Line::from_track).collect();
         let drives: Vec<Line> = job.drives.iter().map(Line::from_track).collect();
+        let stage = stage.map(StageLine::from_fill);
         let all = || streams.iter().chain(drives.iter());
         let spans = clean_spans(&job.spans);
         let t_end = all()
             .flat_map(|l| l.t_last)
             .chain(spans.iter().map(|s| s.to))
+            .chain(stage.iter().flat_map(|s| s.fill.last().map(|p| p.0)))
             .fold(0.0, f64::max);
         let throughput_max = all()
             .flat_map(|l| l.throughput.iter())
@@ -87,6 +120,7 @@ impl Prepared {
             streams,
             drives,
             spans,
+            stage,
         }
     }
 }
@@ -211,7 +245,7 @@ fn clean(samples: &[Sample]) -> Vec<Sample> {
 
 /// 0..=1 to 0..=100; NaN counts as empty rather than dropping the point, so a line
 /// has no hole where a value was unknown.
-fn percent(fill: f64) -> f64 {
+pub(crate) fn percent(fill: f64) -> f64 {
     if fill.is_nan() {
         0.0
     } else {
@@ -426,9 +460,30 @@ mod tests {
     }
 
     #[test]
+    fn stage_fill_is_cleaned_sorted_and_stretches_the_time_axis() {
+        let at = |t, bytes, share| StageSample { t, bytes, share };
+        let fill = StageFill {
+            samples: vec![
+                at(2.0, 3_000_000, 0.75),
+                at(f64::NAN, 9_000_000, 1.0),
+                at(1.0, 1_000_000, 0.25),
+                at(30.0, 0, 0.0),
+            ],
+        };
+        let p = Prepared::from_job(&JobSeries::default(), Some(&fill));
+        let s = p.stage.as_ref().unwrap();
+        assert_eq!(s.fill, vec![(1.0, 25.0), (2.0, 75.0), (30.0, 0.0)]);
+        assert_eq!(s.peak, Some(at(2.0, 3_000_000, 0.75)));
+        assert_eq!(s.size, Some(4_000_000));
+        assert_eq!(p.t_end, 30.0);
+        assert_eq!(StageFill::default().size(), None);
+    }
+
+    #[test]
     fn empty_job_has_usable_axes() {
-        let p = Prepared::from_job(&JobSeries::default());
+        let p = Prepared::from_job(&JobSeries::default(), None);
         assert!(!p.any_samples);
+        assert!(p.stage.is_none());
         assert!(p.t_end > 0.0 && p.throughput_top > 0.0 && p.speed_top > 0.0);
     }
 }

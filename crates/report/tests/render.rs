@@ -2,7 +2,10 @@
 
 use std::path::Path;
 
-use tapeloom_report::{render, DataPhase, JobSeries, ReportError, Sample, Span, Track};
+use tapeloom_report::{
+    render, render_staged, DataPhase, JobSeries, ReportError, Sample, Span, StageFill, StageSample,
+    Track,
+};
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
@@ -318,4 +321,43 @@ fn unwritable_path_is_an_error() {
     assert!(source.is::<std::io::Error>(), "{source}");
     let err = err.to_string();
     assert!(err.contains("write"), "{err}");
+}
+
+#[test]
+fn a_staged_job_gets_a_stage_fill_panel_and_a_direct_one_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 64_000_000u64;
+    let samples = (0..=120u32)
+        .map(|i| {
+            let bytes = u64::from(i.min(120 - i)) * 800_000;
+            StageSample {
+                t: f64::from(i),
+                bytes,
+                share: bytes as f64 / size as f64,
+            }
+        })
+        .collect();
+    let stage = StageFill { samples };
+    assert_eq!(stage.peak().map(|p| p.bytes), Some(48_000_000));
+    assert_eq!(stage.size(), Some(size));
+    for ext in ["svg", "html", "png"] {
+        let path = dir.path().join(format!("staged.{ext}"));
+        render_staged(&job(), &stage, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        if ext == "png" {
+            assert_eq!(&bytes[..8], PNG_MAGIC);
+            continue;
+        }
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains("Stage fill"), "{ext}");
+        assert!(text.contains("peak 48.0 of 64.0 MB (75%)"), "{ext}");
+    }
+    let direct = String::from_utf8(render_to(&job(), dir.path(), "direct.svg")).unwrap();
+    assert!(!direct.contains("Stage fill") && !direct.contains("stage fill"));
+    // No samples still draws the panel, saying so.
+    let empty = StageFill::default();
+    let path = dir.path().join("empty.svg");
+    render_staged(&JobSeries::default(), &empty, &path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("no stage samples recorded"));
 }

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tapeloom_catalog::{Mark, Phase};
 use tapeloom_engine::{Home, JobError, Series};
-use tapeloom_report::{render, DataPhase, JobSeries, Sample, Span, Track};
+use tapeloom_report::{
+    render, render_staged, DataPhase, JobSeries, Sample, Span, StageFill, StageSample, Track,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,6 +39,20 @@ pub struct Drawn {
     /// When drives loaded, positioned or wrote the index, as drawn.
     spans: Vec<SpanOut>,
     cartridges: Vec<DriveCartridge>,
+    /// Whether the job was backed up through the disk stages.
+    staged: bool,
+    /// How full the stages got during the run drawn, for a staged backup.
+    stage_fill: Option<StagePeak>,
+}
+
+/// The most the stages held during a staged backup.
+#[derive(Serialize)]
+struct StagePeak {
+    peak_bytes: u64,
+    /// The peak as a share of the stages' size, 0 to 1.
+    peak_share: f64,
+    /// The stages' size, when they held anything.
+    size_bytes: Option<u64>,
 }
 
 /// A span of the time axis without data, as drawn.
@@ -77,17 +93,20 @@ impl Output for Drawn {
 }
 
 /// A run's samples, by stream name and by drive index (the plots say "drive"
-/// themselves: a drive's track is named by its index).
+/// themselves: a drive's track is named by its index), and the stages' fill of a
+/// staged backup.
 #[derive(Default)]
 struct Tracks {
     streams: Vec<Track>,
     drives: Vec<(usize, Track)>,
+    stage: Option<StageFill>,
 }
 
 impl Tracks {
     fn new(rows: &[tapeloom_catalog::Sample]) -> Self {
         let mut streams: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
         let mut drives: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+        let mut stage: Option<StageFill> = None;
         for r in rows {
             let s = Sample {
                 t: r.t_ms as f64 / 1000.0,
@@ -100,8 +119,11 @@ impl Tracks {
             match &r.series {
                 Series::Stream(name) => streams.entry(name.clone()).or_default().push(s),
                 Series::Drive(d) => drives.entry(*d).or_default().push(s),
-                // The figure has no stage panel yet.
-                Series::Stage => {}
+                Series::Stage => stage.get_or_insert_default().samples.push(StageSample {
+                    t: s.t,
+                    bytes: s.bytes,
+                    share: s.pool_fill,
+                }),
             }
         }
         Tracks {
@@ -114,6 +136,7 @@ impl Tracks {
                     (d, Track { name, samples })
                 })
                 .collect(),
+            stage,
         }
     }
 
@@ -148,7 +171,32 @@ impl Tracks {
                 ));
             }
         }
+        if let Some(peak) = self.stage_peak() {
+            let size = match peak.size_bytes {
+                Some(b) => format!(" of {:.1} MB", b as f64 / 1e6),
+                None => String::new(),
+            };
+            summary.push((
+                "stage fill".to_string(),
+                format!(
+                    "peak {:.1} MB{size} ({:.0}%)",
+                    peak.peak_bytes as f64 / 1e6,
+                    peak.peak_share * 100.0
+                ),
+            ));
+        }
         totals
+    }
+
+    /// The most the stages held, for a staged backup with stage samples.
+    fn stage_peak(&self) -> Option<StagePeak> {
+        let stage = self.stage.as_ref()?;
+        let peak = stage.peak()?;
+        Some(StagePeak {
+            peak_bytes: peak.bytes,
+            peak_share: peak.share,
+            size_bytes: stage.size(),
+        })
     }
 }
 
@@ -187,6 +235,11 @@ fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
         summary.push(("time without data".to_string(), row));
     }
     let drives = tracks.summary(&mut summary);
+    let stage_fill = tracks.stage_peak();
+    let staged = match op {
+        "backup" => tracks.stage.is_some(),
+        _ => (cat.samples(job, "backup")?.iter()).any(|r| r.series == Series::Stage),
+    };
     let mut cartridges = Vec::new();
     for (drive, barcode, text) in cat.drive_health(job, op)? {
         let h: tapeloom_device::DriveHealth =
@@ -218,7 +271,10 @@ fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
         drives: tracks.drives.into_iter().map(|(_, t)| t).collect(),
         spans,
     };
-    render(&series, &out)?;
+    match &tracks.stage {
+        Some(stage) => render_staged(&series, stage, &out)?,
+        None => render(&series, &out)?,
+    }
     Ok(Drawn {
         job_id: job,
         op: op.to_string(),
@@ -228,6 +284,8 @@ fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
         drives,
         spans: spans_out,
         cartridges,
+        staged,
+        stage_fill,
     })
 }
 
