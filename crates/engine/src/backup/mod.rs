@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::media::random_uuid;
 use crate::media::writer::{Tapes, VolumeWriter};
+use plan::Pending;
 use plan::{resolve_drives, Plan};
 use std::collections::VecDeque;
 use std::os::unix::fs::MetadataExt;
@@ -37,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{JobState, Phase, Stream};
 use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus, Timestamp};
-use weave::{JobShared, Pending, Weaver, Woven};
+use weave::{JobShared, Weaver, Woven};
 
 /// Backs up `sources` to the home's library.
 pub fn backup(
@@ -147,7 +148,17 @@ fn start_staging(
     };
     let feed = Arc::new(staged::Feed::new(set, job.opts.chunk_bytes, &ids, job.t0));
     job.feed = Some(Arc::clone(&feed));
-    staged::start_spoolers(home, job, &feed)
+    let streams: Vec<Pending> = job
+        .pending
+        .lock()
+        .map_err(|_| Error::Panicked {
+            what: "a drive thread holding the stream queue",
+        })?
+        .iter()
+        .cloned()
+        .collect();
+    let ids = (job.job_id, job.opts.limit_rate);
+    staged::start_spoolers(home, &job.packer_setup(), streams, ids, &feed)
 }
 
 /// Stops the job's spooling (when it has any) and waits for its threads.
@@ -366,12 +377,7 @@ fn finish(
     cat.add_samples(job_id, "backup", &samples)?;
     cat.finish_job(job_id, status, files, bytes, seconds, ended.as_nanos())?;
     for (d, w) in drive_reports.iter_mut().zip(writers.iter()) {
-        d.blocks = w.blocks;
-        d.filemarks = w.filemarks;
-        d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();
-        d.drive_stats = w.drive_stats();
-        d.health = w.health.clone();
-        d.drive_compressed = w.drive_compressed;
+        fill_drive_report(d, w);
     }
     crate::media::save_health(
         cat,
@@ -417,6 +423,16 @@ fn finish(
         staged: job.feed.is_some(),
         stage_waits,
     })
+}
+
+/// What the drive's writer knows at the end: blocks, filemarks, cartridges, health.
+fn fill_drive_report(d: &mut DriveReport, w: &VolumeWriter) {
+    d.blocks = w.blocks;
+    d.filemarks = w.filemarks;
+    d.volumes = w.volumes.iter().map(|(_, v)| v.barcode.clone()).collect();
+    d.drive_stats = w.drive_stats();
+    d.health = w.health.clone();
+    d.drive_compressed = w.drive_compressed;
 }
 
 /// Waits for one scoped thread per drive; a panic becomes that drive's error.

@@ -4,6 +4,7 @@
 //! them to its lane of the buffer pool.
 
 use crate::backup::mux::{Done, Msg, Outlet, Stopped};
+use crate::backup::plan::Pending;
 use crate::backup::source::{Batch, Content, Fetched, Item};
 use crate::compress::{CompressionCounters, Compressor};
 use std::collections::HashMap;
@@ -95,6 +96,37 @@ impl Packer {
     fn error(&mut self, path: Vec<u8>, why: String) -> std::result::Result<(), Stopped> {
         self.out.other(Msg::Error(path, why))
     }
+}
+
+/// What a stream's packer is started with.
+pub(crate) struct PackerSetup {
+    /// The job's tag.
+    pub tag: u64,
+    /// Block size in bytes.
+    pub block_size: usize,
+    /// Reader threads.
+    pub readers: usize,
+    /// Directories left out (device, inode).
+    pub skip: Vec<(u64, u64)>,
+    /// Where the compressors count, when blocks are compressed in software.
+    pub counters: Option<Arc<CompressionCounters>>,
+}
+
+/// Starts a stream's walker, readers and packer, sending its blocks to `out`.
+pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread::JoinHandle<()> {
+    let Pending { id, abs, root, .. } = p;
+    let comp = setup
+        .counters
+        .as_ref()
+        .and_then(|c| Compressor::new().map(|z| (z, Arc::clone(c))));
+    let (tag, block_size, readers) = (setup.tag, setup.block_size, setup.readers);
+    let skip = setup.skip.clone();
+    std::thread::spawn(move || {
+        let fetched =
+            crate::backup::source::start(vec![(abs.clone(), root.clone())], readers, skip);
+        let host = HostPath { abs, root };
+        pack_stream(id, tag, block_size, fetched, out, &host, comp);
+    })
 }
 
 pub(crate) fn pack_stream(

@@ -95,6 +95,15 @@ impl Default for BackupOptions {
     }
 }
 
+/// A stream not yet started: id, source, and its root in the job's namespace.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    pub id: u16,
+    pub name: String,
+    pub abs: PathBuf,
+    pub root: Vec<u8>,
+}
+
 /// The streams of a job: checked sources, their names and their roots.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {

@@ -15,8 +15,9 @@
 //! their positions.
 
 use crate::backup::mux::{Msg, Outlet, Shared};
+use crate::backup::pack::{spawn, PackerSetup};
+use crate::backup::plan::Pending;
 use crate::backup::plan::{BackupOptions, Via};
-use crate::backup::weave::{spawn_packer, JobShared, Pending};
 use crate::error::{io, Error, Result, StageError};
 use crate::home::Home;
 use crate::media::writer::VolumeWriter;
@@ -457,20 +458,13 @@ pub(crate) fn through_stage(
 /// that writes its blocks to the stages; returns their threads.
 pub(crate) fn start_spoolers(
     home: &Home,
-    job: &JobShared<'_>,
+    setup: &PackerSetup,
+    streams: Vec<Pending>,
+    (job_id, limit_rate): (i64, Option<f64>),
     feed: &Arc<Feed>,
 ) -> Result<Vec<JoinHandle<()>>> {
-    let pending: Vec<Pending> = job
-        .pending
-        .lock()
-        .map_err(|_| Error::Panicked {
-            what: "a drive thread holding the stream queue",
-        })?
-        .iter()
-        .cloned()
-        .collect();
     let mut threads = Vec::new();
-    for p in pending {
+    for p in streams {
         let cat = home.connect()?;
         let (tx, rx) = sync_channel::<Msg>(SPOOL_QUEUE);
         let shared = Arc::new(Shared::default());
@@ -478,11 +472,11 @@ pub(crate) fn start_spoolers(
             tx,
             Arc::clone(&shared),
             Arc::new(AtomicUsize::new(0)),
-            job.opts.limit_rate,
+            limit_rate,
         );
         let id = p.id;
-        threads.push(spawn_packer(job, p, out));
-        let (feed, ids) = (Arc::clone(feed), (job.job_id, job.tag));
+        threads.push(spawn(setup, p, out));
+        let (feed, ids) = (Arc::clone(feed), (job_id, setup.tag));
         threads.push(std::thread::spawn(move || {
             spool_stream(&feed, &cat, ids, id, rx, &shared)
         }));

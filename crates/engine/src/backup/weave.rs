@@ -12,28 +12,20 @@
 
 use crate::backup::estimate::Estimates;
 use crate::backup::mux::{Done, Extents, Lane, Msg, Outlet, Shared};
+use crate::backup::pack::PackerSetup;
+use crate::backup::plan::Pending;
 use crate::backup::staged::{self, Feed};
 use crate::backup::{BackupOptions, DriveReport, Progress, StreamReport};
 use crate::error::{Error, Result};
 use crate::media::writer::VolumeWriter;
 use crate::sampler::Sampler;
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{FileRow, Sample};
 use tapeloom_format::{EntryType, PackedBlock};
-
-/// A stream not yet started: id, source, and its root in the job's namespace.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    pub id: u16,
-    pub name: String,
-    pub abs: PathBuf,
-    pub root: Vec<u8>,
-}
 
 /// What the drives of one job share.
 pub(crate) struct JobShared<'a> {
@@ -63,6 +55,17 @@ pub(crate) struct JobShared<'a> {
 }
 
 impl JobShared<'_> {
+    /// What each stream's packer is started with.
+    pub(crate) fn packer_setup(&self) -> PackerSetup {
+        PackerSetup {
+            tag: self.tag,
+            block_size: self.opts.block_size,
+            readers: self.opts.readers,
+            skip: self.skip.clone(),
+            counters: self.software.then(|| Arc::clone(&self.counters)),
+        }
+    }
+
     fn next_stream(&self) -> Option<Pending> {
         let mut q = self.pending.lock().ok()?;
         let i = largest_first(q.iter().map(|p| self.estimates.get(p.id)));
@@ -256,29 +259,6 @@ impl Landed {
             self.at.pop_front();
         }
     }
-}
-
-/// Starts a stream's walker, readers and packer, sending its blocks to `out`.
-pub(crate) fn spawn_packer(
-    job: &JobShared<'_>,
-    p: Pending,
-    out: Outlet,
-) -> std::thread::JoinHandle<()> {
-    let opts = job.opts;
-    let skip = job.skip.clone();
-    let Pending { id, abs, root, .. } = p;
-    let comp = if job.software {
-        crate::compress::Compressor::new().map(|c| (c, Arc::clone(&job.counters)))
-    } else {
-        None
-    };
-    let (tag, block_size, readers) = (job.tag, opts.block_size, opts.readers);
-    std::thread::spawn(move || {
-        let fetched =
-            crate::backup::source::start(vec![(abs.clone(), root.clone())], readers, skip);
-        let host = crate::backup::pack::HostPath { abs, root };
-        crate::backup::pack::pack_stream(id, tag, block_size, fetched, out, &host, comp);
-    })
 }
 
 /// One drive's writer: it holds the lanes of the streams it weaves and what it has
@@ -502,7 +482,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
                 let (feed, tag, name) = (Arc::clone(feed), job.tag, p.name);
                 std::thread::spawn(move || staged::despool_stream(&feed, tag, id, &name, out))
             }
-            None => spawn_packer(job, p, out),
+            None => crate::backup::pack::spawn(&job.packer_setup(), p, out),
         };
         Lane::new(id, rx, queued, thread)
     }
