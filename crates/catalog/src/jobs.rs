@@ -187,6 +187,17 @@ impl Catalog {
         run().doing("mark interrupted jobs failed")
     }
 
+    /// Marks a job that had failed as running again: it goes on.
+    pub fn set_job_running(&self, job: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE jobs SET status = ?2 WHERE id = ?1",
+                params![job, JobState::Running],
+            )
+            .doing("mark a job running again")?;
+        Ok(())
+    }
+
     /// Every job, oldest first.
     pub fn jobs(&self) -> Result<Vec<Job>> {
         let run = || -> rusqlite::Result<Vec<Job>> {

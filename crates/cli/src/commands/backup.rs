@@ -163,6 +163,13 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     let drive_compression = a.drive_compression.clone();
     let (sources, opts) = a.options()?;
     let home = ctx.open_home()?;
+    // What earlier backups left on the stages goes to tape first.
+    if opts.via != Via::Direct {
+        let done = super::stage::resume(&home)?;
+        if !done.is_empty() && !ctx.json {
+            done.print();
+        }
+    }
     let progress = Arc::new(Progress::default());
     let bar = crate::progress::progress_bar(Arc::clone(&progress));
     let r = tapeloom_engine::backup(&home, &sources, &opts, progress);
@@ -241,7 +248,7 @@ struct Compression {
 }
 
 impl BackedUp {
-    fn new(r: &BackupReport, drive_compression: String) -> Self {
+    pub(crate) fn new(r: &BackupReport, drive_compression: String) -> Self {
         BackedUp {
             job_id: r.job_id,
             status: r.status.as_str(),

@@ -27,6 +27,9 @@ enum Cmd {
     Remove(RemoveArgs),
     /// Per stage, what each job's streams have staged and despooled.
     Status,
+    /// Finish the backups whose process died with data on the stages: despool
+    /// what they staged and end them (a backup through the stage does this first).
+    Resume,
 }
 
 #[derive(clap::Args)]
@@ -66,8 +69,47 @@ impl Args {
                 )
             }
             Cmd::Status => emit(&status(&home.catalog)?, json),
+            Cmd::Resume => emit(&resume(&home)?, json),
         }
     }
+}
+
+/// The jobs `stage resume` finished.
+#[derive(Serialize)]
+pub struct Resumed {
+    jobs: Vec<super::backup::BackedUp>,
+}
+
+impl Resumed {
+    /// Whether no job was resumed.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+}
+
+impl Output for Resumed {
+    fn print(&self) {
+        if self.jobs.is_empty() {
+            println!("no backup left data on the stages");
+        }
+        for j in &self.jobs {
+            j.print();
+        }
+    }
+}
+
+/// Finishes every job that left data on the stages.
+pub fn resume(home: &tapeloom_engine::Home) -> Result<Resumed> {
+    let mut jobs = Vec::new();
+    for id in tapeloom_engine::unfinished_staged_jobs(home)? {
+        let progress = std::sync::Arc::new(tapeloom_engine::Progress::default());
+        let r = tapeloom_engine::resume_job(home, id, progress)?;
+        for (p, why) in &r.errors {
+            eprintln!("tapeloom: warning: job {id}: {p}: {why}");
+        }
+        jobs.push(super::backup::BackedUp::new(&r, "on".into()));
+    }
+    Ok(Resumed { jobs })
 }
 
 /// The stage `stage add` added.

@@ -16,12 +16,14 @@ pub(crate) mod mux;
 pub(crate) mod pack;
 pub(crate) mod plan;
 pub(crate) mod report;
+pub(crate) mod resume;
 pub(crate) mod source;
 pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use plan::{BackupOptions, DriveSet, Via, DEFAULT_EXTENT_BYTES};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
+pub use resume::{resume_job, unfinished_staged_jobs};
 
 use crate::compress::{Compress, CompressionCounters};
 use crate::error::{Error, Result};
@@ -83,6 +85,7 @@ pub fn backup(
         drives: drives.len(),
         index: Mutex::new(index::IndexSpool::new()),
         feed: None,
+        prior: None,
     };
     let mut job = job;
     // Only the automatic concurrency asks how large the streams are, and only to
@@ -101,7 +104,14 @@ pub fn backup(
     if opts.via == Via::Stage {
         spoolers = start_staging(home, &mut job, &plan, &[])?;
     }
-    let mounted = mount_all(home, &tapes, &drives, job_id, &start, opts, n_streams);
+    let mounted = mount_all(
+        home,
+        &tapes,
+        &drives,
+        (job_id, &start, None),
+        opts,
+        n_streams,
+    );
     let mut writers = match mounted {
         Ok(w) => w,
         Err(e) => {
@@ -146,7 +156,12 @@ fn start_staging(
     let Some(set) = staged::through_stage(home, job.opts, ids.len(), writers)? else {
         return Ok(Vec::new());
     };
-    let feed = Arc::new(staged::Feed::new(set, job.opts.chunk_bytes, &ids, job.t0));
+    // A chunk takes at most a quarter of the largest stage, so that a small stage
+    // still holds several and the despooler can free one while another fills.
+    let largest = set.stages().iter().map(|s| s.limit).max().unwrap_or(0);
+    let floor = (job.opts.block_size + 4 + crate::stage::CHUNK_HEADER_LEN) as u64;
+    let chunk = job.opts.chunk_bytes.min(largest / 4).max(floor);
+    let feed = Arc::new(staged::Feed::new(set, chunk, &ids, job.t0));
     job.feed = Some(Arc::clone(&feed));
     let streams: Vec<Pending> = job
         .pending
@@ -227,8 +242,7 @@ fn mount_all(
     home: &Home,
     tapes: &Arc<Tapes>,
     drives: &[Option<usize>],
-    job_id: i64,
-    start: &JobStart,
+    (job_id, start, chain): (i64, &JobStart, Option<u32>),
     opts: &BackupOptions,
     n_streams: usize,
 ) -> Result<Vec<VolumeWriter>> {
@@ -246,8 +260,16 @@ fn mount_all(
                 let (tapes, start) = (Arc::clone(tapes), start.clone());
                 let compression = opts.drive_compression;
                 sc.spawn(move || {
-                    let mut w =
-                        VolumeWriter::begin(cat, tapes, *d, job_id, start, i == 0, compression)?;
+                    let mut w = VolumeWriter::begin(
+                        cat,
+                        tapes,
+                        *d,
+                        job_id,
+                        start,
+                        chain.is_none() && i == 0,
+                        compression,
+                    )?;
+                    w.chain = chain;
                     if i < used {
                         w.prepare()?;
                     }
@@ -314,31 +336,20 @@ fn finish(
 ) -> Result<BackupReport> {
     let cat = &home.catalog;
     let job_id = job.job_id;
-    let (mut files, mut bytes, mut stored, mut entries) = (0u64, 0u64, 0u64, 0u64);
-    let mut errors = Vec::new();
-    let mut per_stream = Vec::new();
-    let mut samples = Vec::new();
-    let mut drive_reports = Vec::new();
-    if let Some(feed) = &job.feed {
-        errors.extend(feed.take_errors());
-    }
-    for x in woven {
-        files += x.report.files;
-        bytes += x.report.bytes;
-        stored += x.stored;
-        entries += x.entries;
-        errors.extend(x.errors);
-        per_stream.extend(x.streams);
-        samples.extend(x.samples);
-        drive_reports.push(x.report);
-    }
-    // Every entry the packers sent was recorded as it landed.
-    debug_assert_eq!(entries, files);
-    let _ = entries;
+    let Gathered {
+        files,
+        bytes,
+        stored,
+        errors,
+        mut per_stream,
+        samples,
+        mut drive_reports,
+    } = gather(job, woven);
     let n_extents = cat.extents(job_id)?.len() as u64;
     let mut all_volumes: Vec<(u32, tapeloom_catalog::Volume)> = writers
         .iter()
         .flat_map(|w| w.volumes.iter().cloned())
+        .chain(job.prior.iter().flat_map(|p| p.volumes.iter().cloned()))
         .collect();
     all_volumes.sort_by_key(|(seq, _)| *seq);
     let t_index = Instant::now();
@@ -423,6 +434,53 @@ fn finish(
         staged: job.feed.is_some(),
         stage_waits,
     })
+}
+
+/// What every drive's writer did, added up (with what a resumed job had done).
+struct Gathered {
+    files: u64,
+    bytes: u64,
+    stored: u64,
+    errors: Vec<(String, String)>,
+    per_stream: Vec<(u16, StreamReport)>,
+    samples: Vec<tapeloom_catalog::Sample>,
+    drive_reports: Vec<DriveReport>,
+}
+
+fn gather(job: &JobShared<'_>, woven: Vec<Woven>) -> Gathered {
+    let (mut files, mut bytes, mut stored, mut entries) = (0u64, 0u64, 0u64, 0u64);
+    let mut errors = Vec::new();
+    let mut per_stream = Vec::new();
+    let mut samples = Vec::new();
+    let mut drive_reports = Vec::new();
+    if let Some(feed) = &job.feed {
+        errors.extend(feed.take_errors());
+    }
+    for x in woven {
+        files += x.report.files;
+        bytes += x.report.bytes;
+        stored += x.stored;
+        entries += x.entries;
+        errors.extend(x.errors);
+        per_stream.extend(x.streams);
+        samples.extend(x.samples);
+        drive_reports.push(x.report);
+    }
+    // Every entry the packers sent was recorded as it landed.
+    debug_assert_eq!(entries, files);
+    if let Some(p) = &job.prior {
+        (files, bytes, stored) = (files + p.files, bytes + p.bytes, stored + p.stored);
+        errors.extend(p.errors.iter().cloned());
+    }
+    Gathered {
+        files,
+        bytes,
+        stored,
+        errors,
+        per_stream,
+        samples,
+        drive_reports,
+    }
 }
 
 /// What the drive's writer knows at the end: blocks, filemarks, cartridges, health.

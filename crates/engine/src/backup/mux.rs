@@ -27,6 +27,14 @@ pub(crate) enum Msg {
         done: Vec<Done>,
         keep_from: u64,
     },
+    /// A block a despooler found on tape already, where it landed before the job's
+    /// process died, with the entries that end in it: nothing to write, only rows.
+    OnTape {
+        seq: u64,
+        at: (u32, u64),
+        done: Vec<Done>,
+        keep_from: u64,
+    },
     /// A source object that could not be backed up.
     Error(Vec<u8>, String),
     /// The stream is complete: (entries, stored bytes).

@@ -104,6 +104,18 @@ pub(crate) struct Pending {
     pub root: Vec<u8>,
 }
 
+/// What a job that goes on after its process died had already done: its files
+/// (entries), data bytes, stored bytes and volumes, counted into its end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Prior {
+    pub files: u64,
+    pub bytes: u64,
+    pub stored: u64,
+    pub volumes: Vec<(u32, tapeloom_catalog::Volume)>,
+    /// Source objects it could not back up: path and reason.
+    pub errors: Vec<(String, String)>,
+}
+
 /// The streams of a job: checked sources, their names and their roots.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {

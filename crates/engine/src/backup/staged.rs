@@ -22,7 +22,7 @@ use crate::error::{io, Error, Result, StageError};
 use crate::home::Home;
 use crate::media::writer::VolumeWriter;
 use crate::stage::rows::StreamRows;
-use crate::stage::{ChunkReader, StageSet, StreamSpool};
+use crate::stage::{ChunkReader, StageSet, StreamSpool, DEFAULT_CHUNK_SIZE};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
@@ -83,6 +83,33 @@ pub(crate) struct Feed {
     job_t0: Instant,
     /// Set when the job stops: despoolers give up waiting.
     stop: AtomicBool,
+    /// When the job goes on after its process died: where each stream's despool
+    /// resumes, and the paths the catalog has rows for already.
+    resume: Option<Resume>,
+}
+
+/// Where a job killed with data on the stages goes on from.
+#[derive(Debug, Default)]
+pub(crate) struct Resume {
+    /// Per stream: the first block still staged and its stream offset.
+    pub from: HashMap<u16, (u64, u64)>,
+    /// Paths with rows in the catalog: their entries reached tape before.
+    pub known: std::collections::HashSet<Vec<u8>>,
+    /// Per stream, the extents its blocks landed in before.
+    pub on_tape: HashMap<u16, Vec<tapeloom_catalog::Extent>>,
+    /// Payload bytes of a full block: stream offsets advance by this much a block.
+    pub payload: u64,
+}
+
+impl Resume {
+    /// Where the block of `stream` at `offset` landed before, if it did.
+    fn landed_at(&self, stream: u16, offset: u64) -> Option<(u32, u64)> {
+        let p = self.payload.max(1);
+        self.on_tape.get(&stream)?.iter().find_map(|e| {
+            let i = offset.checked_sub(e.stream_offset)?;
+            (i % p == 0 && i / p < e.blocks).then(|| (e.seq, e.first_lbn + i / p))
+        })
+    }
 }
 
 impl Feed {
@@ -104,7 +131,38 @@ impl Feed {
             t0: Instant::now(),
             job_t0,
             stop: AtomicBool::new(false),
+            resume: None,
         }
+    }
+
+    /// The feed of a job that goes on after its process died: `chunks`, the chunks
+    /// it left spooled, in order, are all there is.
+    pub(crate) fn resuming(
+        set: StageSet,
+        chunks: Vec<StagedChunk>,
+        before: Resume,
+        job_t0: Instant,
+    ) -> Self {
+        let mut ids: Vec<u16> = chunks.iter().map(|c| c.stream).collect();
+        ids.dedup();
+        let mut feed = Feed::new(set, DEFAULT_CHUNK_SIZE, &ids, job_t0);
+        let mut resume = before;
+        {
+            let st = feed.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+            for c in chunks {
+                resume
+                    .from
+                    .entry(c.stream)
+                    .or_insert((c.first_block, c.stream_offset));
+                st.staged_bytes += c.bytes;
+                if let Some(s) = st.streams.get_mut(&c.stream) {
+                    s.ready.push_back(c);
+                    s.ended = Some((0, 0));
+                }
+            }
+        }
+        feed.resume = Some(resume);
+        feed
     }
 
     /// The job's streams.
@@ -228,20 +286,20 @@ impl Feed {
     }
 
     /// Whether chunks of `streams` could be given back after a flush.
-    pub(crate) fn releasable(&self, streams: &[u16]) -> bool {
+    pub(crate) fn releasable(&self, streams: &[u16], force: bool) -> bool {
         let st = self.lock();
         streams.iter().any(|id| {
             st.streams
                 .get(id)
                 .and_then(|s| s.handed.front().map(|c| (c, s)))
-                .is_some_and(|(c, s)| chunk_released(c, s))
+                .is_some_and(|(c, s)| chunk_released(c, s, force))
         })
     }
 
     /// Gives back the chunks of `streams` whose blocks are on tape (the caller has
     /// flushed the drive and stored the rows of the entries that ended in them):
     /// marks them despooled in `cat`, deletes their files and frees their space.
-    pub(crate) fn release(&self, cat: &Catalog, streams: &[u16]) -> Result<()> {
+    pub(crate) fn release(&self, cat: &Catalog, streams: &[u16], force: bool) -> Result<()> {
         let mut gone = Vec::new();
         {
             let mut st = self.lock();
@@ -249,7 +307,11 @@ impl Feed {
                 let Some(s) = st.streams.get_mut(id) else {
                     continue;
                 };
-                while s.handed.front().is_some_and(|c| chunk_released(c, s)) {
+                while s
+                    .handed
+                    .front()
+                    .is_some_and(|c| chunk_released(c, s, force))
+                {
                     if let Some(c) = s.handed.pop_front() {
                         s.despooled += c.bytes;
                         gone.push(c);
@@ -281,7 +343,7 @@ impl Feed {
     /// Gives back every chunk whose blocks are on tape (see [`Feed::release`]).
     pub(crate) fn release_all(&self, cat: &Catalog) -> Result<()> {
         let ids: Vec<u16> = self.lock().streams.keys().copied().collect();
-        self.release(cat, &ids)
+        self.release(cat, &ids, true)
     }
 
     /// Whether every stream has sent its end.
@@ -354,10 +416,15 @@ impl Feed {
 }
 
 /// Whether a stream's oldest handed chunk may go: all its blocks landed and no open
-/// entry starts in it.
-fn chunk_released(c: &StagedChunk, s: &FeedStream) -> bool {
+/// entry starts in it; or, when `force`d, all its blocks landed.
+///
+/// An entry open across a chunk given back is whole on tape once it ends, but a job
+/// killed before then cannot be finished from the stage for that entry: its start
+/// is gone. Only a stage too full to take the rest of such entries forces it (every
+/// stream's staged blocks landed, the spoolers waiting), as the only way on.
+fn chunk_released(c: &StagedChunk, s: &FeedStream, force: bool) -> bool {
     let last = c.first_block + c.blocks.saturating_sub(1);
-    s.landed.is_some_and(|l| l >= last) && s.keep_from > last
+    s.landed.is_some_and(|l| l >= last) && (force || s.keep_from > last)
 }
 
 /// What the despool start rule looks at.
@@ -522,11 +589,16 @@ fn spool_messages(
         match m {
             Msg::Block { mut block, .. } => {
                 feed.spooled(stream, block.header.payload_len as u64);
+                if let Some(c) = spool.roll(&block)? {
+                    feed.chunk_done(stream, c);
+                }
                 if let Some(c) = spool.push(&mut block)? {
                     feed.chunk_done(stream, c);
                 }
                 shared.give(block.buf);
             }
+            // Only despoolers send blocks found on tape.
+            Msg::OnTape { .. } => {}
             Msg::Error(path, why) => {
                 cat.add_error(job_id, &path, &why)?;
                 feed.lock().errors.push((crate::display_path(&path), why));
@@ -560,10 +632,15 @@ fn despool_chunks(
     (stream, name): (u16, &str),
     out: &mut Outlet,
 ) -> Result<()> {
-    let mut rows = StreamRows::new(stream);
+    let resume = feed.resume.as_ref();
+    let from = resume.and_then(|r| r.from.get(&stream).copied());
+    let mut rows = match from {
+        Some((seq, offset)) => StreamRows::from_block(stream, seq, offset),
+        None => StreamRows::new(stream),
+    };
     let mut expanded = Vec::new();
     // Entries sent with their blocks, and whether any were lost.
-    let (mut sent, mut any_lost) = (0u64, false);
+    let (mut sent, mut sent_bytes, mut any_lost) = (0u64, 0u64, false);
     let end = loop {
         let chunk = match feed.next_chunk(stream) {
             Ok(c) => c,
@@ -584,15 +661,40 @@ fn despool_chunks(
             };
             let len = b.header.payload_len as usize;
             let payload: &[u8] = if b.header.compressed {
+                // The expanded block is its header, then its payload.
                 expand_block(&b.header, &b.block, &mut expanded)?;
-                &expanded
+                expanded
+                    .get(BLOCK_HEADER_LEN..)
+                    .ok_or(tapeloom_format::FormatError::Truncated("block"))?
             } else {
                 b.block
                     .get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + len)
                     .ok_or(tapeloom_format::FormatError::Truncated("block"))?
             };
-            let (done, keep_from) = rows.block(b.seq, b.header.first_record, payload)?;
+            let (mut done, keep_from) = rows.block(b.seq, b.header.first_record, payload)?;
+            if let Some(r) = resume {
+                // Entries that reached tape before the job stopped keep their rows.
+                done.retain(|d| !r.known.contains(&d.row.path));
+                // A block that reached tape too is not written again: its entries
+                // point at it where it is.
+                if let Some(at) = r.landed_at(stream, b.header.stream_offset) {
+                    sent += done.len() as u64;
+                    let m = Msg::OnTape {
+                        seq: b.seq,
+                        at,
+                        done,
+                        keep_from,
+                    };
+                    out.other(m).map_err(|_| Error::Stopped)?;
+                    continue;
+                }
+            }
             sent += done.len() as u64;
+            sent_bytes += done
+                .iter()
+                .filter(|d| d.row.kind == tapeloom_format::EntryType::Regular as u8)
+                .map(|d| d.row.size)
+                .sum::<u64>();
             any_lost |= report_lost(&mut rows, name, out)?;
             let block = PackedBlock {
                 buf: b.block,
@@ -611,8 +713,27 @@ fn despool_chunks(
     any_lost |= report_lost(&mut rows, name, out)?;
     // The stream's own StreamEnd record, which the packer wrote from the same
     // counts, is what the tape holds; entries lost on the stage are not in the job.
+    if resume.is_some() && rows.end().is_none() {
+        // The file being spooled when the backup stopped is named, so that reading
+        // the whole job passes over its records (see restore::plan::left_out).
+        if let Some(path) = rows.open_entry() {
+            let why = "the backup stopped while this file was spooled; it is not in the job";
+            out.other(Msg::Error(path.to_vec(), why.into()))
+                .map_err(|_| Error::Stopped)?;
+        }
+        let why = "the backup stopped while this stream was spooling: what was staged of it is in the job, the rest is not";
+        out.other(Msg::Error(
+            format!("<stream {name}>").into_bytes(),
+            why.into(),
+        ))
+        .map_err(|_| Error::Stopped)?;
+    }
     let (entries, stored) = rows.end().unwrap_or(end);
-    let entries = if any_lost { sent } else { entries };
+    let (entries, stored) = match (any_lost, resume.is_some()) {
+        (_, true) => (sent, sent_bytes),
+        (true, false) => (sent, stored),
+        (false, false) => (entries, stored),
+    };
     out.other(Msg::End(entries, stored))
         .map_err(|_| Error::Stopped)
 }

@@ -52,6 +52,8 @@ pub(crate) struct JobShared<'a> {
     pub index: Mutex<crate::backup::index::IndexSpool>,
     /// When the job goes through the stages: what its spoolers have staged.
     pub feed: Option<Arc<Feed>>,
+    /// When the job goes on after its process died: what it had done.
+    pub prior: Option<crate::backup::plan::Prior>,
 }
 
 impl JobShared<'_> {
@@ -406,7 +408,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
                 // Nothing to write: a spooler may be waiting for the space this
                 // drive's landed chunks hold.
                 if let Some(feed) = self.job.feed.clone() {
-                    self.give_back_staged(&feed)?;
+                    self.give_back_staged(&feed, true)?;
                 }
                 continue;
             }
@@ -417,6 +419,12 @@ impl<'j, 'w> Weaver<'j, 'w> {
                     done,
                     keep_from,
                 }) => self.land(id, block, done, keep_from)?,
+                Some(Msg::OnTape {
+                    seq,
+                    at,
+                    done,
+                    keep_from,
+                }) => self.on_tape(id, (seq, at), done, keep_from)?,
                 Some(Msg::Error(p, why)) => {
                     self.w.cat.add_error(self.job.job_id, &p, &why)?;
                     self.errors.push((crate::display_path(&p), why));
@@ -555,7 +563,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
                 break;
             }
             waited = true;
-            if self.give_back_staged(feed).is_err() {
+            if self.give_back_staged(feed, true).is_err() {
                 // The write that fails next reports it.
                 break;
             }
@@ -593,18 +601,24 @@ impl<'j, 'w> Weaver<'j, 'w> {
 
     /// When a spooler waits for space and chunks of this drive's streams are on
     /// tape, flushes the drive, stores the rows of the entries that ended, and gives
-    /// those chunks back to their stage.
-    fn give_back_staged(&mut self, feed: &Feed) -> Result<()> {
+    /// those chunks back to their stage. When the writer is `idle` (it has written
+    /// everything staged) and no chunk is free of open entries, it gives back what
+    /// landed all the same: nothing else can make room (see `chunk_released`).
+    fn give_back_staged(&mut self, feed: &Feed, idle: bool) -> Result<()> {
         if !feed.set.pressed() {
             return Ok(());
         }
         let ids: Vec<u16> = self.lanes.iter().map(|l| l.id).collect();
-        if !feed.releasable(&ids) {
+        let force = if feed.releasable(&ids, false) {
+            false
+        } else if idle && feed.releasable(&ids, true) {
+            true
+        } else {
             return Ok(());
-        }
+        };
         self.flush()?;
         self.w.sync()?;
-        feed.release(&self.w.cat, &ids)
+        feed.release(&self.w.cat, &ids, force)
     }
 
     /// Stays with the current stream for up to an extent while it has data, else
@@ -659,8 +673,33 @@ impl<'j, 'w> Weaver<'j, 'w> {
         *self.stream_written.entry(id).or_default() += len;
         self.extents
             .landed(id, block.header.stream_offset, at.0, at.1);
+        self.record_done(id, block.seq, at, done, keep_from)?;
+        if let Some(feed) = self.job.feed.clone() {
+            feed.landed(id, block.seq, keep_from, len);
+            self.staged_rate(&block);
+            if self.since_check.is_multiple_of(16) {
+                self.give_back_staged(&feed, false)?;
+            }
+        }
+        self.shared.give(block.buf);
+        if self.rows.len() >= 4096 || self.extents.closed.len() >= 1024 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Block `seq` of stream `id` is at `at`: the rows of the entries that ended in
+    /// it get their positions.
+    fn record_done(
+        &mut self,
+        id: u16,
+        seq: u64,
+        at: (u32, u64),
+        done: Vec<Done>,
+        keep_from: u64,
+    ) -> Result<()> {
         let landed = self.landed.entry(id).or_default();
-        landed.push(block.seq, at);
+        landed.push(seq, at);
         let progress = &self.job.progress;
         for d in done {
             let s = landed.get(d.start_block, "entry start")?;
@@ -683,16 +722,20 @@ impl<'j, 'w> Weaver<'j, 'w> {
             self.rows.push(row);
         }
         landed.forget_before(keep_from);
-        if let Some(feed) = self.job.feed.clone() {
-            feed.landed(id, block.seq, keep_from, len);
-            self.staged_rate(&block);
-            if self.since_check.is_multiple_of(16) {
-                self.give_back_staged(&feed)?;
-            }
-        }
-        self.shared.give(block.buf);
-        if self.rows.len() >= 4096 || self.extents.closed.len() >= 1024 {
-            self.flush()?;
+        Ok(())
+    }
+
+    /// A block a despooler found on tape already: its entries' rows, no write.
+    fn on_tape(
+        &mut self,
+        id: u16,
+        (seq, at): (u64, (u32, u64)),
+        done: Vec<Done>,
+        keep_from: u64,
+    ) -> Result<()> {
+        self.record_done(id, seq, at, done, keep_from)?;
+        if let Some(feed) = &self.job.feed {
+            feed.landed(id, seq, keep_from, 0);
         }
         Ok(())
     }
@@ -724,6 +767,11 @@ impl<'j, 'w> Weaver<'j, 'w> {
     /// Stores the rows and closed extents gathered so far.
     fn flush(&mut self) -> Result<()> {
         let job = self.job.job_id;
+        if self.job.feed.is_some() {
+            // A job through the stage may be finished by another process: the rows
+            // stored must find their blocks in stored extents.
+            self.extents.finish();
+        }
         self.w.cat.add_extents(job, &self.extents.closed)?;
         self.extents.closed.clear();
         self.w.cat.add_files(job, &self.rows)?;

@@ -37,6 +37,14 @@ impl Tapes {
         }
     }
 
+    /// For a job that goes on after its process died: its volumes so far have
+    /// sequence numbers below `next_seq`, so every new one continues.
+    pub fn continuing(lib: Library, next_seq: u32) -> Self {
+        let t = Tapes::new(lib);
+        t.next_seq.store(next_seq, Ordering::SeqCst);
+        t
+    }
+
     /// Drives of the library.
     pub fn drives(&self) -> Result<usize> {
         let mut g = self.lock()?;
@@ -71,6 +79,9 @@ pub(crate) struct VolumeWriter {
     pub blocks: u64,
     /// Bytes between two filemarks inside a segment (0: none).
     pub segment_bytes: u64,
+    /// The chain this writer's volumes join, when it continues one (a job that goes
+    /// on after its process died); else its first volume names a new one.
+    pub chain: Option<u32>,
     since_filemark: u64,
     /// Filemarks written inside segments.
     pub filemarks: u64,
@@ -121,6 +132,7 @@ impl VolumeWriter {
             ctl_pos: HashMap::new(),
             blocks: 0,
             segment_bytes: 0,
+            chain: None,
             since_filemark: 0,
             filemarks: 0,
             drive_compression,
@@ -271,7 +283,9 @@ impl VolumeWriter {
                 self.tapes.next_seq.fetch_add(1, Ordering::SeqCst)
             };
             // This drive's chain is named by its first volume.
-            let chain = self.volumes.first().map_or(self.seq, |v| v.0);
+            let chain = self
+                .chain
+                .unwrap_or_else(|| self.volumes.first().map_or(self.seq, |v| v.0));
             self.cat
                 .add_job_volume(self.job_id, self.seq, chain, volume.id, self.lbn)?;
             self.volumes.push((self.seq, volume.clone()));

@@ -138,6 +138,19 @@ impl StreamRows {
         }
     }
 
+    /// Follows a stream from block `seq`, whose payload starts at stream offset
+    /// `fed`, on: the blocks before it are on tape and every entry that starts in
+    /// them has its row already. Records are read from the first that starts in a
+    /// block; the bytes before it (the end of such an entry) are passed over.
+    pub(crate) fn from_block(stream: u16, seq: u64, fed: u64) -> Self {
+        let mut r = StreamRows::new(stream);
+        let w = &mut r.walk;
+        (w.seq, w.fed, w.next_at, w.next) = (seq, fed, fed, (seq, 0));
+        w.expect = Expect::Skip;
+        w.resync = true;
+        r
+    }
+
     /// The stream's next block: its seq, where its first record starts (its header's
     /// `first_record`, looked at only after lost bytes) and its payload (already
     /// expanded when the block was compressed; `payload_len` bytes). Returns the
@@ -233,6 +246,15 @@ impl StreamRows {
         w.fed = end;
         w.seq += 1;
         Ok((done, keep_from))
+    }
+
+    /// The path of the regular file whose records were begun and not finished: at
+    /// the end of a stream cut short, the file cut.
+    pub(crate) fn open_entry(&self) -> Option<&[u8]> {
+        match &self.walk.expect {
+            Expect::Data(o) | Expect::FileEnd(o) => Some(&o.row.path),
+            _ => None,
+        }
     }
 
     /// The stream's StreamEnd record, once seen: (entries, bytes).

@@ -59,6 +59,20 @@ impl<'c> StreamSpool<'c> {
         self
     }
 
+    /// Finishes the chunk being written if `block` would not fit in it (or it is old
+    /// enough), and returns it: call before [`StreamSpool::push`], so that the
+    /// finished chunk can go to the despooler before the push waits for space (the
+    /// despooler may need it to free that space).
+    pub fn roll(&mut self, block: &PackedBlock) -> Result<Option<StagedChunk>> {
+        let need = 4 + block.buf.len() as u64;
+        match &self.current {
+            Some((w, r)) if w.bytes() + need > r.bytes || self.begun.elapsed() >= self.max_age => {
+                self.finish_current()
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Appends the stream's next block; returns the chunk this completed, if the
     /// block did not fit in the chunk being written.
     pub fn push(&mut self, block: &mut PackedBlock) -> Result<Option<StagedChunk>> {

@@ -150,6 +150,7 @@ fn pack(root: &Path, zstd: bool) -> Packed {
             }
             Msg::Error(path, why) => panic!("{}: {why}", String::from_utf8_lossy(&path)),
             Msg::End(entries, stored) => end = Some((entries, stored)),
+            Msg::OnTape { .. } => panic!("a packer found a block on tape"),
         }
     }
     packer.join().unwrap();

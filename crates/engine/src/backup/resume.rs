@@ -1,0 +1,239 @@
+//! Finishing backups whose process died with data on the disk stages.
+//!
+//! A job killed while it spooled or despooled leaves chunks recorded as spooled in
+//! the catalog, rows for the entries that reached tape, and a tape segment without an
+//! end. Resuming mounts a cartridge of the pool, begins a new segment of the same job
+//! with a continuation record (as a job spanning cartridges does), despools what is
+//! left of each stream from its first staged chunk (entries with rows already are
+//! not written twice into the catalog), then writes the job's whole index (the rows
+//! from before and the new ones) and its end. A stream cut short while spooling
+//! ends with what was staged of it, and the job is `partial`, saying so.
+
+use super::index::IndexSpool;
+use super::plan::{BackupOptions, DriveSet, Pending, Prior, Via};
+use super::staged::Feed;
+use super::weave::JobShared;
+use super::{estimate, finish, mount_all, stop_staging, weave_all, BackupReport, Progress};
+use crate::error::Result;
+use crate::home::Home;
+use crate::media::writer::Tapes;
+use crate::stage::StageSet;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tapeloom_catalog::{ChunkFilter, ChunkState, JobState, StagedChunk};
+use tapeloom_format::{JobStart, StreamInfo, Timestamp};
+
+/// Jobs that ended without finishing and left chunks spooled on the stages.
+pub fn unfinished_staged_jobs(home: &Home) -> Result<Vec<i64>> {
+    let chunks = home.catalog.staged_chunks(&ChunkFilter {
+        state: Some(ChunkState::Spooled),
+        ..ChunkFilter::default()
+    })?;
+    let mut jobs: Vec<i64> = chunks.iter().map(|c| c.job_id).collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    let mut out = Vec::new();
+    for id in jobs {
+        match home.catalog.job(id)? {
+            Some(j) if j.status == JobState::Failed => out.push(id),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Despools what job `job_id` left on the stages and ends it.
+pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<BackupReport> {
+    let t0 = Instant::now();
+    let cat = &home.catalog;
+    let job = cat
+        .job(job_id)?
+        .ok_or(crate::error::JobError::NoJob(job_id))?;
+    let mut chunks: Vec<StagedChunk> = cat.staged_chunks(&ChunkFilter {
+        job: Some(job_id),
+        state: Some(ChunkState::Spooled),
+        ..ChunkFilter::default()
+    })?;
+    chunks.sort_by_key(|c| (c.stream, c.seq));
+    let rows = cat.files(job_id, None)?;
+    let prior = prior(home, job_id, &rows)?;
+    let extents = cat.extents(job_id)?;
+    end_open_segments(home, job_id, &extents)?;
+    let mut on_tape: HashMap<u16, Vec<tapeloom_catalog::Extent>> = HashMap::new();
+    for e in extents {
+        on_tape.entry(e.stream).or_default().push(e);
+    }
+    let before = super::staged::Resume {
+        known: rows.iter().map(|r| r.path.clone()).collect(),
+        from: HashMap::new(),
+        on_tape,
+        payload: (job.block_size as usize).saturating_sub(tapeloom_format::BLOCK_HEADER_LEN) as u64,
+    };
+    let (set, _reports) = StageSet::open(cat)?;
+    let names: HashMap<u16, String> = cat
+        .streams(job_id)?
+        .into_iter()
+        .map(|s| (s.stream, s.name))
+        .collect();
+    let start = job_start(home, &job)?;
+    let pending = pending_streams(&chunks, &names);
+    let n_streams = pending.len();
+    let opts = BackupOptions {
+        block_size: job.block_size as usize,
+        via: Via::Stage,
+        drives: DriveSet::Count(1),
+        ..BackupOptions::default()
+    };
+    let feed = Arc::new(Feed::resuming(set, chunks, before, t0));
+    let mut index = IndexSpool::new();
+    index.add(rows)?;
+    let next_seq = prior.volumes.iter().map(|(s, _)| s + 1).max().unwrap_or(0);
+    // The streams go on in the chain of cartridges they were in (one drive's).
+    let chain = cat
+        .job_volumes(job_id)?
+        .iter()
+        .max_by_key(|jv| jv.seq)
+        .and_then(|jv| jv.chain)
+        .unwrap_or(0);
+    let lib = home.library()?;
+    let tapes = Arc::new(Tapes::continuing(lib, next_seq));
+    let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
+    let shared = JobShared {
+        opts: &opts,
+        tag: job.tag,
+        job_id,
+        skip: Vec::new(),
+        pending: Mutex::new(pending),
+        progress,
+        t0,
+        stop: AtomicBool::new(false),
+        expected: n_streams.div_ceil(drives.len()).clamp(1, 4),
+        software: false,
+        counters: Arc::default(),
+        estimates: Arc::new(estimate::Estimates::new(n_streams)),
+        drives: drives.len(),
+        index: Mutex::new(index),
+        feed: Some(feed),
+        prior: Some(prior),
+    };
+    cat.set_job_running(job_id)?;
+    let mounted = mount_all(
+        home,
+        &tapes,
+        &drives,
+        (job_id, &start, Some(chain)),
+        &opts,
+        n_streams,
+    );
+    let mut writers = match mounted {
+        Ok(w) => w,
+        Err(e) => {
+            stop_staging(&shared, Vec::new());
+            return Err(e);
+        }
+    };
+    let t_data = Instant::now();
+    let woven = weave_all(&shared, &mut writers);
+    if woven.is_err() {
+        stop_staging(&shared, Vec::new());
+    }
+    if let Some(e) = shared.feed.as_ref().and_then(|f| f.take_failure()) {
+        woven?;
+        return Err(e);
+    }
+    let woven = woven?;
+    let data_seconds = t_data.elapsed().as_secs_f64();
+    for w in writers.iter_mut().skip(1) {
+        w.finish()?;
+    }
+    finish(home, &shared, &mut writers, woven, data_seconds)
+}
+
+/// The job's start record as its continuation records repeat it.
+fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
+    let streams = home.catalog.streams(job.id)?;
+    Ok(JobStart {
+        job_tag: job.tag,
+        started: Timestamp::from_nanos(job.started_ns),
+        block_size: job.block_size,
+        volume_seq: 0,
+        name: job.name.clone(),
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        streams: streams
+            .iter()
+            .map(|s| StreamInfo {
+                id: s.stream,
+                name: s.name.clone(),
+                source: s.source.clone(),
+            })
+            .collect(),
+    })
+}
+
+/// The streams with chunks left, in order, for the drives to take.
+fn pending_streams(chunks: &[StagedChunk], names: &HashMap<u16, String>) -> VecDeque<Pending> {
+    let mut ids: Vec<u16> = chunks.iter().map(|c| c.stream).collect();
+    ids.dedup();
+    ids.into_iter()
+        .map(|id| Pending {
+            id,
+            name: names.get(&id).cloned().unwrap_or_else(|| id.to_string()),
+            abs: PathBuf::new(),
+            root: Vec::new(),
+        })
+        .collect()
+}
+
+/// Ends the segments the job's process left open at their last block the catalog
+/// knows (in a stored extent): blocks written after it are not the job's, as a
+/// reader of the whole job must not take them (they are written again).
+fn end_open_segments(home: &Home, job_id: i64, extents: &[tapeloom_catalog::Extent]) -> Result<()> {
+    let cat = &home.catalog;
+    for jv in cat.job_volumes(job_id)? {
+        if jv.last_lbn.is_some() {
+            continue;
+        }
+        let last = extents
+            .iter()
+            .filter(|e| e.seq == jv.seq && e.blocks > 0)
+            .map(|e| e.first_lbn + e.blocks - 1)
+            .max()
+            .unwrap_or(jv.first_lbn)
+            .max(jv.first_lbn);
+        cat.end_job_volume(job_id, jv.seq, last)?;
+    }
+    Ok(())
+}
+
+/// What the job had done before it stopped, from the catalog.
+fn prior(home: &Home, job_id: i64, rows: &[tapeloom_catalog::FileRow]) -> Result<Prior> {
+    let cat = &home.catalog;
+    let volumes = cat
+        .job_volumes(job_id)?
+        .into_iter()
+        .map(|jv| (jv.seq, jv.volume))
+        .collect();
+    let regular = tapeloom_format::EntryType::Regular as u8;
+    let bytes = rows
+        .iter()
+        .filter(|r| r.kind == regular)
+        .map(|r| r.size)
+        .sum();
+    let errors = cat
+        .errors(job_id)?
+        .into_iter()
+        .map(|(p, why)| (crate::display_path(&p), why))
+        .collect();
+    Ok(Prior {
+        files: rows.len() as u64,
+        bytes,
+        stored: bytes,
+        volumes,
+        errors,
+    })
+}
