@@ -148,6 +148,11 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX staged_chunks_by_stage ON staged_chunks (stage_id, state);
     ",
+    // 8: chunks kept on their stage after they reached tape, until a time (ns since
+    // the epoch); none for chunks whose file is gone. Rows of older catalogs have none.
+    "
+    ALTER TABLE staged_chunks ADD COLUMN keep_until_ns INTEGER;
+    ",
 ];
 
 impl Catalog {
@@ -228,7 +233,7 @@ mod tests {
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 7);
+        assert_eq!(c.schema_version().unwrap(), MIGRATIONS.len() as i64);
         assert!(c.stages().unwrap().is_empty());
         assert!(c
             .staged_chunks(&crate::ChunkFilter::default())
@@ -239,6 +244,37 @@ mod tests {
             .add_stage(std::path::Path::new("/stage/a"), 1 << 30, 5)
             .unwrap();
         assert_eq!(c.stages().unwrap(), vec![s]);
+    }
+
+    #[test]
+    fn chunks_of_a_catalog_of_version_7_open_kept_by_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = Catalog::open(&path).unwrap();
+        let s = c
+            .add_stage(std::path::Path::new("/stage/a"), 1 << 30, 5)
+            .unwrap();
+        // The catalog as version 7 left it: chunks are not kept after tape.
+        c.conn
+            .execute_batch(
+                "ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; PRAGMA user_version = 7;",
+            )
+            .unwrap();
+        c.conn
+            .execute(
+                "INSERT INTO staged_chunks (job_id, stream, seq, stage_id, file, first_block, \
+                 blocks, stream_offset, bytes, state, created_ns) \
+                 VALUES (3, 0, 0, ?1, 'f', 0, 1, 0, 100, 'despooled', 9)",
+                [s.id],
+            )
+            .unwrap();
+        drop(c);
+        let c = Catalog::open(&path).unwrap();
+        assert_eq!(c.schema_version().unwrap(), 8);
+        let rows = c.staged_chunks(&crate::ChunkFilter::default()).unwrap();
+        assert_eq!((rows.len(), rows[0].keep_until_ns), (1, None));
+        let u = c.stage_use().unwrap();
+        assert_eq!((u[0].1.despooled_bytes, u[0].1.kept_bytes), (100, 0));
     }
 
     #[test]

@@ -45,6 +45,22 @@ pub struct StagedChunk {
     pub state: ChunkState,
     /// When it was recorded (ns since the epoch).
     pub created_ns: i64,
+    /// Despooled and kept: its file stays on the stage until this time (ns since the
+    /// epoch), or until its space is needed. `None`: not kept (spooled, or its file
+    /// is gone).
+    pub keep_until_ns: Option<i64>,
+}
+
+impl StagedChunk {
+    /// Whether its blocks are on tape and its file is kept on the stage.
+    pub fn is_kept(&self) -> bool {
+        self.state == ChunkState::Despooled && self.keep_until_ns.is_some()
+    }
+
+    /// Whether the catalog says its file is on the stage: spooled, or kept.
+    pub fn on_stage(&self) -> bool {
+        self.state == ChunkState::Spooled || self.is_kept()
+    }
 }
 
 /// Which chunks [`Catalog::staged_chunks`] lists; `None` fields match all.
@@ -67,14 +83,26 @@ pub struct StageUse {
     pub spooled_bytes: u64,
     /// Chunks not yet on tape.
     pub spooled_chunks: u64,
-    /// Bytes of chunks on tape whose rows are kept.
+    /// Bytes of chunks on tape whose rows are kept, their files kept or not.
     pub despooled_bytes: u64,
     /// Chunks on tape whose rows are kept.
     pub despooled_chunks: u64,
+    /// Bytes of chunks on tape whose files are kept on the stage (part of
+    /// `despooled_bytes`); the stage's limit counts them.
+    pub kept_bytes: u64,
+    /// Chunks on tape whose files are kept on the stage.
+    pub kept_chunks: u64,
+}
+
+impl StageUse {
+    /// The space the stage's limit counts: chunks not yet on tape, and kept ones.
+    pub fn used(&self) -> u64 {
+        self.spooled_bytes + self.kept_bytes
+    }
 }
 
 const CHUNK_COLS: &str = "job_id, stream, seq, stage_id, file, first_block, blocks, \
-                          stream_offset, bytes, state, created_ns";
+                          stream_offset, bytes, state, created_ns, keep_until_ns";
 
 fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StagedChunk> {
     Ok(StagedChunk {
@@ -89,6 +117,7 @@ fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StagedChunk> {
         bytes: r.get::<_, i64>(8)? as u64,
         state: r.get(9)?,
         created_ns: r.get(10)?,
+        keep_until_ns: r.get(11)?,
     })
 }
 
@@ -198,7 +227,7 @@ impl Catalog {
         match self.conn.execute(
             &format!(
                 "INSERT INTO staged_chunks ({CHUNK_COLS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ),
             params![
                 c.job_id,
@@ -211,7 +240,8 @@ impl Catalog {
                 c.stream_offset as i64,
                 c.bytes as i64,
                 c.state,
-                c.created_ns
+                c.created_ns,
+                c.keep_until_ns
             ],
         ) {
             Ok(_) => Ok(()),
@@ -224,19 +254,68 @@ impl Catalog {
         }
     }
 
-    /// Marks a chunk despooled: its blocks are on tape and recorded.
+    /// Marks a chunk despooled: its blocks are on tape and recorded. Its file is
+    /// gone (or about to be).
     pub fn mark_chunk_despooled(&self, job: i64, stream: u16, seq: u64) -> Result<()> {
+        self.mark_chunk_despooled_until(job, stream, seq, None)
+    }
+
+    /// Marks a chunk despooled, its file kept on the stage until `keep_until_ns`
+    /// when that is given.
+    pub fn mark_chunk_despooled_until(
+        &self,
+        job: i64,
+        stream: u16,
+        seq: u64,
+        keep_until_ns: Option<i64>,
+    ) -> Result<()> {
         let n = self
             .conn
             .execute(
-                "UPDATE staged_chunks SET state = ?4 WHERE job_id = ?1 AND stream = ?2 AND seq = ?3",
-                params![job, stream, seq as i64, ChunkState::Despooled],
+                "UPDATE staged_chunks SET state = ?4, keep_until_ns = ?5 \
+                 WHERE job_id = ?1 AND stream = ?2 AND seq = ?3",
+                params![
+                    job,
+                    stream,
+                    seq as i64,
+                    ChunkState::Despooled,
+                    keep_until_ns
+                ],
             )
             .doing("mark a chunk despooled")?;
         if n == 0 {
             return Err(CatalogError::NoChunk { job, stream, seq });
         }
         Ok(())
+    }
+
+    /// A kept chunk's file is gone from its stage (its keep ran out, or its space
+    /// was needed): it is no longer kept. A chunk not kept is left as it is.
+    pub fn drop_kept_chunk(&self, job: i64, stream: u16, seq: u64) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE staged_chunks SET keep_until_ns = NULL \
+                 WHERE job_id = ?1 AND stream = ?2 AND seq = ?3 AND state = ?4",
+                params![job, stream, seq as i64, ChunkState::Despooled],
+            )
+            .doing("drop a kept chunk")?;
+        if n == 0 && !self.chunk_exists(job, stream, seq)? {
+            return Err(CatalogError::NoChunk { job, stream, seq });
+        }
+        Ok(())
+    }
+
+    fn chunk_exists(&self, job: i64, stream: u16, seq: u64) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM staged_chunks WHERE job_id = ?1 AND stream = ?2 AND seq = ?3",
+                params![job, stream, seq as i64],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|r| r.is_some())
+            .doing("look up a chunk")
     }
 
     /// The chunks `filter` matches, by job, stream and seq.
@@ -282,7 +361,9 @@ impl Catalog {
                    SUM(CASE WHEN state = ?1 THEN bytes ELSE 0 END), \
                    SUM(CASE WHEN state = ?1 THEN 1 ELSE 0 END), \
                    SUM(CASE WHEN state = ?1 THEN 0 ELSE bytes END), \
-                   SUM(CASE WHEN state = ?1 THEN 0 ELSE 1 END) \
+                   SUM(CASE WHEN state = ?1 THEN 0 ELSE 1 END), \
+                   SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE bytes END), \
+                   SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE 1 END) \
                  FROM staged_chunks GROUP BY stage_id ORDER BY stage_id",
             )?;
             let v = st
@@ -294,6 +375,8 @@ impl Catalog {
                             spooled_chunks: r.get::<_, i64>(2)? as u64,
                             despooled_bytes: r.get::<_, i64>(3)? as u64,
                             despooled_chunks: r.get::<_, i64>(4)? as u64,
+                            kept_bytes: r.get::<_, i64>(5)? as u64,
+                            kept_chunks: r.get::<_, i64>(6)? as u64,
                         },
                     ))
                 })?
@@ -322,6 +405,7 @@ mod tests {
             bytes,
             state: ChunkState::Spooled,
             created_ns: 7,
+            keep_until_ns: None,
         }
     }
 
@@ -449,7 +533,8 @@ mod tests {
                         spooled_bytes: 30,
                         spooled_chunks: 1,
                         despooled_bytes: 10,
-                        despooled_chunks: 1
+                        despooled_chunks: 1,
+                        ..Default::default()
                     }
                 ),
                 (
@@ -462,5 +547,34 @@ mod tests {
                 )
             ]
         );
+    }
+
+    #[test]
+    fn a_chunk_despooled_and_kept_counts_until_its_file_is_dropped() {
+        let (_d, c) = scratch();
+        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+        c.add_staged_chunk(&chunk(1, 0, 0, a.id, 10)).unwrap();
+        c.add_staged_chunk(&chunk(1, 0, 1, a.id, 20)).unwrap();
+        c.mark_chunk_despooled_until(1, 0, 0, Some(500)).unwrap();
+        c.mark_chunk_despooled(1, 0, 1).unwrap();
+        let rows = c.staged_chunks(&ChunkFilter::default()).unwrap();
+        assert_eq!(rows[0].keep_until_ns, Some(500));
+        assert!(rows[0].is_kept() && rows[0].on_stage());
+        assert!(!rows[1].is_kept() && !rows[1].on_stage());
+        let u = c.stage_use().unwrap()[0].1;
+        assert_eq!(
+            (u.despooled_bytes, u.kept_bytes, u.kept_chunks),
+            (30, 10, 1)
+        );
+        assert_eq!(u.used(), 10);
+        c.drop_kept_chunk(1, 0, 0).unwrap();
+        // Dropping a chunk not kept changes nothing; one not recorded is refused.
+        c.drop_kept_chunk(1, 0, 1).unwrap();
+        assert!(matches!(
+            c.drop_kept_chunk(1, 0, 7),
+            Err(CatalogError::NoChunk { seq: 7, .. })
+        ));
+        let u = c.stage_use().unwrap()[0].1;
+        assert_eq!((u.kept_bytes, u.used()), (0, 0));
     }
 }

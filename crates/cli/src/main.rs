@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+mod duration;
 mod error;
 mod health;
 mod output;

@@ -78,6 +78,12 @@ pub struct Args {
     /// Size of the chunk files a stream spools to the stage in.
     #[arg(long, default_value = "16M", value_parser = size::parse)]
     chunk_size: u64,
+    /// Through the stage: keep each chunk on the stage for this long once it is on
+    /// tape (for example 2h or 7d), so a restore in that time reads it from disk.
+    /// Kept chunks count against the stage's size; a spooler that finds no room
+    /// deletes the oldest kept chunks rather than wait.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    keep_staged: Option<std::time::Duration>,
 }
 
 /// `--drives`: a number, all, or a list of drive indexes.
@@ -154,6 +160,7 @@ impl Args {
                 _ => Via::Direct,
             },
             chunk_bytes: self.chunk_size,
+            keep_staged: self.keep_staged,
         };
         Ok((sources, opts))
     }

@@ -57,7 +57,10 @@ impl Args {
                 let s = engine_stage::add_stage(&home.catalog, &a.dir, a.size)?;
                 emit(&Added::from(&s), json)
             }
-            Cmd::List => emit(&list(&home.catalog)?, json),
+            Cmd::List => {
+                open_stages(&home.catalog)?;
+                emit(&list(&home.catalog)?, json)
+            }
             Cmd::Remove(a) => {
                 let (s, deleted) = engine_stage::remove_stage(&mut home.catalog, &a.dir)?;
                 emit(
@@ -68,7 +71,10 @@ impl Args {
                     json,
                 )
             }
-            Cmd::Status => emit(&status(&home.catalog)?, json),
+            Cmd::Status => {
+                open_stages(&home.catalog)?;
+                emit(&status(&home.catalog)?, json)
+            }
             Cmd::Resume => emit(&resume(&home)?, json),
         }
     }
@@ -112,6 +118,37 @@ pub fn resume(home: &tapeloom_engine::Home) -> Result<Resumed> {
     Ok(Resumed { jobs })
 }
 
+/// Opens the stages as a backup would, so that what they hold is checked against
+/// the catalog first and the kept chunks whose time ran out are deleted; warns of
+/// what the check found.
+fn open_stages(catalog: &Catalog) -> Result<()> {
+    let (_, reports) = engine_stage::StageSet::open(catalog)?;
+    for r in reports {
+        for p in &r.removed_parts {
+            eprintln!(
+                "tapeloom: warning: removed unfinished chunk {}",
+                p.display()
+            );
+        }
+        for p in &r.unrecorded {
+            eprintln!(
+                "tapeloom: warning: {} is not in the catalog; left alone",
+                p.display()
+            );
+        }
+        for c in &r.lost {
+            eprintln!(
+                "tapeloom: warning: chunk {} of job {} stream {} is missing from {}: not on tape",
+                c.seq,
+                c.job_id,
+                c.stream,
+                r.path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The stage `stage add` added.
 #[derive(Serialize)]
 pub struct Added {
@@ -150,7 +187,8 @@ impl Output for Removed {
     }
 }
 
-/// One stage's size and use. `used` counts the chunks not yet on tape.
+/// One stage's size and use. `used` counts the chunks not yet on tape and those kept
+/// on the stage after tape.
 #[derive(Serialize)]
 struct StageRow {
     path: String,
@@ -174,7 +212,7 @@ fn stage_rows(catalog: &Catalog) -> Result<Vec<(Stage, StageRow)>> {
             let used = usage
                 .iter()
                 .find(|(id, _)| *id == s.id)
-                .map_or(0, |(_, u)| u.spooled_bytes);
+                .map_or(0, |(_, u)| u.used());
             let row = StageRow {
                 path: s.path.display().to_string(),
                 size: s.size_limit,
@@ -220,6 +258,9 @@ struct StreamUse {
     staged_chunks: u64,
     despooled_bytes: u64,
     despooled_chunks: u64,
+    /// Of the despooled chunks, those whose files are kept on the stage.
+    kept_bytes: u64,
+    kept_chunks: u64,
 }
 
 /// One stage with what each job's streams hold on it.
@@ -255,6 +296,10 @@ fn status(catalog: &Catalog) -> Result<Status> {
                     u.despooled_chunks += 1;
                 }
             }
+            if c.is_kept() {
+                u.kept_bytes += c.bytes;
+                u.kept_chunks += 1;
+            }
         }
         let streams = by
             .into_iter()
@@ -265,6 +310,8 @@ fn status(catalog: &Catalog) -> Result<Status> {
                 staged_chunks: u.spooled_chunks,
                 despooled_bytes: u.despooled_bytes,
                 despooled_chunks: u.despooled_chunks,
+                kept_bytes: u.kept_bytes,
+                kept_chunks: u.kept_chunks,
             })
             .collect();
         stages.push(StageStatus {
@@ -290,8 +337,17 @@ impl Output for Status {
                 output::bytes(st.free)
             );
             for u in &s.streams {
+                let kept = if u.kept_chunks > 0 {
+                    format!(
+                        ", kept {} in {} chunks",
+                        output::bytes(u.kept_bytes),
+                        u.kept_chunks
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  job {:>5} stream {:>3}: staged {:>10} in {:>4} chunks, despooled {:>10} in {:>4} chunks",
+                    "  job {:>5} stream {:>3}: staged {:>10} in {:>4} chunks, despooled {:>10} in {:>4} chunks{kept}",
                     u.job_id,
                     u.stream,
                     output::bytes(u.staged_bytes),

@@ -161,7 +161,12 @@ fn start_staging(
     let largest = set.stages().iter().map(|s| s.limit).max().unwrap_or(0);
     let floor = (job.opts.block_size + 4 + crate::stage::CHUNK_HEADER_LEN) as u64;
     let chunk = job.opts.chunk_bytes.min(largest / 4).max(floor);
-    let feed = Arc::new(staged::Feed::new(set, chunk, &ids, job.t0));
+    let feed = Arc::new(staged::Feed::new(
+        set,
+        (chunk, job.opts.keep_staged),
+        &ids,
+        job.t0,
+    ));
     job.feed = Some(Arc::clone(&feed));
     let streams: Vec<Pending> = job
         .pending

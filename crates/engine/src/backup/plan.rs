@@ -43,6 +43,9 @@ pub struct BackupOptions {
     pub via: Via,
     /// Bytes per chunk file when spooling to a stage.
     pub chunk_bytes: u64,
+    /// How long a stream's chunks stay on the stage once on tape, so a restore can
+    /// read them from there; `None` deletes them as soon as they are on tape.
+    pub keep_staged: Option<std::time::Duration>,
 }
 
 /// Whether a backup goes through the disk stages.
@@ -91,6 +94,7 @@ impl Default for BackupOptions {
             drive_compression: true,
             via: Via::Direct,
             chunk_bytes: crate::stage::DEFAULT_CHUNK_SIZE,
+            keep_staged: None,
         }
     }
 }

@@ -83,6 +83,9 @@ pub(crate) struct Feed {
     job_t0: Instant,
     /// Set when the job stops: despoolers give up waiting.
     stop: AtomicBool,
+    /// How long chunks stay on their stage once on tape (`--keep-staged`); `None`
+    /// deletes them at once.
+    keep: Option<Duration>,
     /// When the job goes on after its process died: where each stream's despool
     /// resumes, and the paths the catalog has rows for already.
     resume: Option<Resume>,
@@ -113,7 +116,12 @@ impl Resume {
 }
 
 impl Feed {
-    pub(crate) fn new(set: StageSet, chunk_bytes: u64, streams: &[u16], job_t0: Instant) -> Self {
+    pub(crate) fn new(
+        set: StageSet,
+        (chunk_bytes, keep): (u64, Option<Duration>),
+        streams: &[u16],
+        job_t0: Instant,
+    ) -> Self {
         let paths = set.stages().into_iter().map(|s| (s.id, s.path)).collect();
         let state = FeedState {
             streams: streams
@@ -132,6 +140,7 @@ impl Feed {
             job_t0,
             stop: AtomicBool::new(false),
             resume: None,
+            keep,
         }
     }
 
@@ -145,7 +154,7 @@ impl Feed {
     ) -> Self {
         let mut ids: Vec<u16> = chunks.iter().map(|c| c.stream).collect();
         ids.dedup();
-        let mut feed = Feed::new(set, DEFAULT_CHUNK_SIZE, &ids, job_t0);
+        let mut feed = Feed::new(set, (DEFAULT_CHUNK_SIZE, None), &ids, job_t0);
         let mut resume = before;
         {
             let st = feed.state.get_mut().unwrap_or_else(PoisonError::into_inner);
@@ -298,7 +307,9 @@ impl Feed {
 
     /// Gives back the chunks of `streams` whose blocks are on tape (the caller has
     /// flushed the drive and stored the rows of the entries that ended in them):
-    /// marks them despooled in `cat`, deletes their files and frees their space.
+    /// marks them despooled in `cat`, deletes their files and frees their space; or,
+    /// with a keep time, marks them kept until then and leaves their files and their
+    /// space to the stage (see [`StageSet::keep`]).
     pub(crate) fn release(&self, cat: &Catalog, streams: &[u16], force: bool) -> Result<()> {
         let mut gone = Vec::new();
         {
@@ -320,6 +331,18 @@ impl Feed {
             }
         }
         for c in gone {
+            if let Some(keep) = self.keep {
+                let until = tapeloom_format::Timestamp::now()
+                    .as_nanos()
+                    .saturating_add(i64::try_from(keep.as_nanos()).unwrap_or(i64::MAX));
+                cat.mark_chunk_despooled_until(c.job_id, c.stream, c.seq, Some(until))?;
+                self.set.keep(StagedChunk {
+                    state: tapeloom_catalog::ChunkState::Despooled,
+                    keep_until_ns: Some(until),
+                    ..c
+                });
+                continue;
+            }
             cat.mark_chunk_despooled(c.job_id, c.stream, c.seq)?;
             let path = self.path_of(&c);
             match std::fs::remove_file(&path) {

@@ -1,6 +1,5 @@
 //! Adding and removing stages: the folder on disk and its row in the catalog.
 
-use super::data_dir;
 use crate::error::{io, Result, StageError};
 use std::path::{Path, PathBuf};
 use tapeloom_catalog::{Catalog, ChunkFilter, Stage};
@@ -39,20 +38,10 @@ pub fn remove_stage(catalog: &mut Catalog, dir: &Path) -> Result<(Stage, u64)> {
     catalog.remove_stage(stage.id)?;
     let mut deleted = 0;
     for c in &chunks {
-        let f = stage.path.join(&c.file);
-        match std::fs::remove_file(&f) {
-            Ok(()) => deleted += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return io(Err(e), || format!("remove {}", f.display())),
+        if super::remove_chunk_file(&stage.path, &c.file)? {
+            deleted += 1;
         }
-        // Folders other files still hold stay.
-        let mut d = f.parent();
-        while let Some(p) = d.filter(|p| p.starts_with(data_dir(&stage.path))) {
-            if std::fs::remove_dir(p).is_err() {
-                break;
-            }
-            d = p.parent();
-        }
+        super::prune_chunk_dirs(&stage.path, &c.file);
     }
     Ok((stage, deleted))
 }

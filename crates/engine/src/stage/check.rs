@@ -20,6 +20,11 @@ pub struct StageReport {
     pub unrecorded: Vec<PathBuf>,
     /// Chunks not yet on tape whose file is missing: their blocks are lost.
     pub lost: Vec<StagedChunk>,
+    /// Chunks kept after tape whose time ran out: their files were deleted.
+    pub expired: Vec<StagedChunk>,
+    /// Chunks kept after tape whose file was missing: no longer kept (their blocks
+    /// are on tape).
+    pub kept_missing: Vec<StagedChunk>,
 }
 
 impl StageReport {
@@ -29,18 +34,32 @@ impl StageReport {
     }
 }
 
-/// Checks a stage against the catalog: removes the `.part` files under its data
-/// folder, and reports the chunk files the catalog does not record and the recorded
-/// chunks not yet on tape whose file is gone.
+/// Checks a stage against the catalog: deletes the files of kept chunks whose time
+/// ran out, removes the `.part` files under its data folder, and reports the chunk
+/// files the catalog does not record and the recorded chunks not yet on tape whose
+/// file is gone. A kept chunk whose file is gone is no longer kept.
 pub fn check_stage(catalog: &Catalog, stage: &Stage) -> Result<StageReport> {
-    let chunks = catalog.staged_chunks(&ChunkFilter {
+    let mut chunks = catalog.staged_chunks(&ChunkFilter {
         stage: Some(stage.id),
         ..Default::default()
     })?;
+    let now = super::now_ns();
+    let mut expired = Vec::new();
+    for c in chunks.iter_mut() {
+        if c.keep_until_ns.is_some_and(|t| t <= now) && c.is_kept() {
+            // The file first: a crash between the two leaves a kept row without its
+            // file, which the next check drops.
+            super::remove_chunk_file(&stage.path, &c.file)?;
+            catalog.drop_kept_chunk(c.job_id, c.stream, c.seq)?;
+            c.keep_until_ns = None;
+            expired.push(c.clone());
+        }
+    }
     let recorded: HashSet<&str> = chunks.iter().map(|c| c.file.as_str()).collect();
     let mut report = StageReport {
         stage_id: stage.id,
         path: stage.path.clone(),
+        expired,
         ..Default::default()
     };
     let mut found = HashSet::new();
@@ -56,10 +75,17 @@ pub fn check_stage(catalog: &Catalog, stage: &Stage) -> Result<StageReport> {
             report.unrecorded.push(path);
         }
     }
-    report.lost = chunks
+    let (missing, _): (Vec<StagedChunk>, _) = chunks
         .into_iter()
-        .filter(|c| c.state == ChunkState::Spooled && !found.contains(&c.file))
-        .collect();
+        .partition(|c| c.on_stage() && !found.contains(&c.file));
+    for c in missing {
+        if c.state == ChunkState::Spooled {
+            report.lost.push(c);
+        } else {
+            catalog.drop_kept_chunk(c.job_id, c.stream, c.seq)?;
+            report.kept_missing.push(c);
+        }
+    }
     Ok(report)
 }
 

@@ -287,6 +287,7 @@ impl ChunkWriter {
             bytes,
             state: ChunkState::Spooled,
             created_ns: now_ns(),
+            keep_until_ns: None,
         })
     }
 

@@ -2,10 +2,11 @@
 
 use super::check::{check_stage, StageReport};
 use crate::error::{Result, StageError};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tapeloom_catalog::Catalog;
+use tapeloom_catalog::{Catalog, ChunkFilter, ChunkState, StagedChunk};
 
 /// A stage's size and how much of it is taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +17,8 @@ pub struct StageSpace {
     pub path: PathBuf,
     /// Bytes tapeloom may keep there.
     pub limit: u64,
-    /// Bytes taken: chunks not yet on tape, and reservations.
+    /// Bytes taken: chunks not yet on tape, chunks kept after tape, and
+    /// reservations.
     pub used: u64,
 }
 
@@ -54,6 +56,10 @@ struct State {
     waiting: usize,
     /// Set when the job using the set stopped: waiting reservations give up.
     cancelled: bool,
+    /// Chunks on tape whose files are kept, oldest first: evicted rather than wait.
+    kept: VecDeque<StagedChunk>,
+    /// Chunks evicted whose catalog rows still say they are kept.
+    evicted: Vec<StagedChunk>,
 }
 
 /// The home's stages with their limits and use, shared between threads (clones share
@@ -76,32 +82,48 @@ impl StageSet {
                     waits: StageWaits::default(),
                     waiting: 0,
                     cancelled: false,
+                    kept: VecDeque::new(),
+                    evicted: Vec::new(),
                 }),
                 Condvar::new(),
             )),
         }
     }
 
-    /// The catalog's stages, each using the bytes of its chunks not yet on tape, and
-    /// what checking each against the catalog found (see [`check_stage`]).
+    /// The catalog's stages, each using the bytes of its chunks not yet on tape and
+    /// of those kept after tape, and what checking each against the catalog found
+    /// (see [`check_stage`]; it deletes the kept chunks whose time ran out).
     pub fn open(catalog: &Catalog) -> Result<(Self, Vec<StageReport>)> {
-        let usage = catalog.stage_use()?;
-        let mut spaces = Vec::new();
+        let stages = catalog.stages()?;
         let mut reports = Vec::new();
-        for s in catalog.stages()? {
-            let used = usage
-                .iter()
-                .find(|(id, _)| *id == s.id)
-                .map_or(0, |(_, u)| u.spooled_bytes);
-            reports.push(check_stage(catalog, &s)?);
-            spaces.push(StageSpace {
+        for s in &stages {
+            reports.push(check_stage(catalog, s)?);
+        }
+        let usage = catalog.stage_use()?;
+        let spaces = stages
+            .into_iter()
+            .map(|s| StageSpace {
+                used: usage
+                    .iter()
+                    .find(|(id, _)| *id == s.id)
+                    .map_or(0, |(_, u)| u.used()),
                 id: s.id,
                 path: s.path,
                 limit: s.size_limit,
-                used,
-            });
-        }
-        Ok((Self::new(spaces), reports))
+            })
+            .collect();
+        let set = Self::new(spaces);
+        let mut kept: Vec<StagedChunk> = catalog
+            .staged_chunks(&ChunkFilter {
+                state: Some(ChunkState::Despooled),
+                ..Default::default()
+            })?
+            .into_iter()
+            .filter(StagedChunk::is_kept)
+            .collect();
+        kept.sort_by_key(|c| c.created_ns);
+        set.lock().kept = kept.into();
+        Ok((set, reports))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -151,6 +173,27 @@ impl StageSet {
                 }
                 return Ok(r);
             }
+            if let Some(c) = st.kept.pop_front() {
+                // Rather than wait, give up the oldest chunk kept after tape.
+                let evicted = st
+                    .stages
+                    .iter()
+                    .position(|s| s.id == c.stage_id)
+                    .map_or(Ok(false), |i| {
+                        super::remove_chunk_file(&st.stages[i].path, &c.file)
+                    });
+                if let Err(e) = evicted {
+                    if since.is_some() {
+                        st.waiting -= 1;
+                    }
+                    return Err(e);
+                }
+                if let Some(s) = st.stages.iter_mut().find(|s| s.id == c.stage_id) {
+                    s.used = s.used.saturating_sub(c.bytes);
+                }
+                st.evicted.push(c);
+                continue;
+            }
             if since.is_none() {
                 since = Some(Instant::now());
                 st.waiting += 1;
@@ -171,6 +214,30 @@ impl StageSet {
         }
         drop(st);
         self.inner.1.notify_all();
+    }
+
+    /// Keeps a chunk whose blocks are on tape on its stage: its bytes stay taken
+    /// until a reservation that would otherwise wait evicts it (oldest first).
+    pub fn keep(&self, chunk: StagedChunk) {
+        let mut st = self.lock();
+        let at = st
+            .kept
+            .partition_point(|k| k.created_ns <= chunk.created_ns);
+        st.kept.insert(at, chunk);
+    }
+
+    /// Records in `catalog` that the chunks evicted so far are no longer kept.
+    pub fn forget_evicted(&self, catalog: &Catalog) -> Result<()> {
+        let evicted = std::mem::take(&mut self.lock().evicted);
+        for c in evicted {
+            catalog.drop_kept_chunk(c.job_id, c.stream, c.seq)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of chunks kept after tape.
+    pub fn kept_bytes(&self) -> u64 {
+        self.lock().kept.iter().map(|c| c.bytes).sum()
     }
 
     /// Whether a reservation is waiting for space now.
@@ -266,6 +333,46 @@ mod tests {
         assert_eq!(w.count, 1);
         assert!(w.total >= Duration::from_millis(150), "{w:?}");
         assert_eq!(set.stages()[0].used, 50);
+    }
+
+    #[test]
+    fn a_full_stage_evicts_kept_chunks_oldest_first_instead_of_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s1 = space(1, 100, 0);
+        s1.path = dir.path().to_path_buf();
+        let set = StageSet::new(vec![s1]);
+        let kept = |seq: u64, created_ns: i64| {
+            let file = crate::stage::chunk_file(5, 0, seq);
+            let f = dir.path().join(&file);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(&f, b"x").unwrap();
+            let r = set.reserve(40).unwrap();
+            set.keep(StagedChunk {
+                job_id: 5,
+                stream: 0,
+                seq,
+                stage_id: r.stage_id,
+                file,
+                first_block: 0,
+                blocks: 1,
+                stream_offset: 0,
+                bytes: 40,
+                state: ChunkState::Despooled,
+                created_ns,
+                keep_until_ns: Some(i64::MAX),
+            });
+            f
+        };
+        let newer = kept(1, 20);
+        let older = kept(0, 10);
+        assert_eq!(set.kept_bytes(), 80);
+        // 20 free, 30 asked for: the older kept chunk goes, the newer stays.
+        set.reserve(30).unwrap();
+        assert!(!older.exists() && newer.exists());
+        assert_eq!((set.kept_bytes(), set.stages()[0].used), (40, 70));
+        assert_eq!(set.waits(), StageWaits::default());
+        let evicted = set.lock().evicted.clone();
+        assert_eq!(evicted.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![0]);
     }
 
     #[test]

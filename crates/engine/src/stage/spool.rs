@@ -87,6 +87,10 @@ impl<'c> StreamSpool<'c> {
             let r = self
                 .set
                 .reserve(self.chunk_size.max(CHUNK_HEADER_LEN as u64 + need))?;
+            if let Err(e) = self.set.forget_evicted(self.catalog) {
+                self.set.release(r.stage_id, r.bytes);
+                return Err(e);
+            }
             self.begun = std::time::Instant::now();
             match ChunkWriter::create(
                 &r.path,
