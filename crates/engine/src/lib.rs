@@ -36,7 +36,7 @@ pub use home::{
 };
 pub use media::policy::{label, load_cartridge, unload_drives, Labelled};
 pub use rebuild::{rebuild, RebuildReport};
-pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy};
+pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy, Source};
 pub use sampler::{Live, Series};
 pub use verify::{verify, VerifyReport};
 

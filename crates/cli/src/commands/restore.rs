@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use tapeloom_engine::{RestoreOptions, RestoreReport, SkipBy};
+use tapeloom_engine::{RestoreOptions, RestoreReport, SkipBy, Source};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -54,6 +54,10 @@ pub struct Restored {
     bound_mb_per_s: Option<f64>,
     /// The job's chains of cartridges (one per drive that wrote it).
     chains: usize,
+    /// Where the streams were read: stage, tape, or stage+tape.
+    source: &'static str,
+    blocks_read_from_stage: u64,
+    bytes_read_from_stage: u64,
     streams: Vec<Stream>,
     drives: Vec<Drive>,
     errors: Vec<PathError>,
@@ -65,6 +69,8 @@ struct Stream {
     name: String,
     bytes: u64,
     mb_per_s: f64,
+    /// Where it was read: stage or tape.
+    source: &'static str,
 }
 
 /// A drive read with, and the chains it read.
@@ -125,6 +131,9 @@ impl Restored {
             bound_seconds: r.bound_seconds,
             bound_mb_per_s: r.bound_seconds.map(rate),
             chains: r.chains,
+            source: r.source.as_str(),
+            blocks_read_from_stage: r.blocks_read_from_stage,
+            bytes_read_from_stage: r.bytes_read_from_stage,
             streams: r
                 .streams
                 .iter()
@@ -132,6 +141,10 @@ impl Restored {
                     name: name.clone(),
                     bytes: *bytes,
                     mb_per_s: mb_per_s(*bytes, r.seconds),
+                    source: (r.stream_sources.iter())
+                        .find(|(n, _)| n == name)
+                        .map_or(Source::Tape, |(_, s)| *s)
+                        .as_str(),
                 })
                 .collect(),
             drives: (r.drives.iter())
@@ -155,8 +168,15 @@ impl Restored {
 
 impl Output for Restored {
     fn print(&self) {
+        let stage = match self.blocks_read_from_stage {
+            0 => String::new(),
+            n => format!(
+                "; read {n} blocks ({}) from the disk stage",
+                output::bytes(self.bytes_read_from_stage)
+            ),
+        };
         println!(
-            "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}{}",
+            "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}{stage}{}",
             self.files,
             output::bytes(self.bytes),
             self.seconds,

@@ -6,15 +6,19 @@
 //! once. On each drive a job reader (`crate::media::reader`) reads the runs of its
 //! chains, passing over the gaps by locate or read-through, whichever the drive
 //! model says is cheaper; the [`restorer`], which all drives share, places what
-//! they decode with [`place`] and [`writers`].
+//! they decode with [`place`] and [`writers`]. A stream wholly on a disk stage is
+//! read from its chunk files instead ([`staged`]), before the drives start, by the
+//! same decoding and placing; when every stream wanted is, no cartridge is mounted.
 
 pub(crate) mod chains;
 pub(crate) mod place;
 pub(crate) mod plan;
 pub(crate) mod restorer;
+pub(crate) mod staged;
 pub(crate) mod writers;
 
 pub use plan::normalize;
+pub use staged::Source;
 
 use crate::error::{Error, JobError, MediaError, OptionsError, Result};
 use crate::home::Home;
@@ -23,7 +27,7 @@ use crate::sampler::{Marked, Sampler};
 use chains::{assign, Chain};
 use plan::{plan_runs, select, Hints, Run};
 use restorer::Restorer;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -113,6 +117,15 @@ pub struct RestoreReport {
     pub modeled_seconds: Option<f64>,
     /// Data bytes restored per stream, by name.
     pub streams: Vec<(String, u64)>,
+    /// Where the restore read the streams it needed: all from the stages, all from
+    /// tape, or some from each.
+    pub source: Source,
+    /// Where it read each stream it needed, by name, in stream order.
+    pub stream_sources: Vec<(String, Source)>,
+    /// Blocks read from chunk files on the stages.
+    pub blocks_read_from_stage: u64,
+    /// Bytes of chunk files read from the stages.
+    pub bytes_read_from_stage: u64,
     /// The first drive's statistics (of its last cartridge), when it keeps them.
     pub drive_stats: Option<tapeloom_device::DriveStats>,
     /// The model's lower bound for the same reads on the same drives: on each drive,
@@ -134,25 +147,118 @@ pub struct RestoreReport {
 /// What one drive's reader brings back: its figures, samples and marks.
 type Read = (DriveRead, Vec<Sample>, Vec<Marked>);
 
-/// Restores job `job_id` (or the chosen paths of it) under `opts.to`.
+/// Restores job `job_id` (or the chosen paths of it) under `opts.to`: the streams
+/// wholly on a disk stage from their chunk files, the others from tape.
 pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<RestoreReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
-    let vols = cat.job_volumes(job_id)?;
-    if vols.is_empty() {
-        return Err(JobError::NothingOnTape(job_id).into());
-    }
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
-    let mut restorer = Restorer::new(&opts.to, want)?;
-    restorer.left_out = plan::left_out(cat, job_id)?;
-    let rs = Mutex::new(restorer);
     let names: HashMap<u16, String> = cat
         .streams(job_id)?
         .into_iter()
         .map(|s| (s.stream, s.name))
         .collect();
+    let needed: BTreeSet<u16> = if whole {
+        names.keys().copied().collect()
+    } else {
+        rows.iter().map(|r| r.stream).collect()
+    };
+    let on_stage = staged::on_stage(cat, job_id, &needed)?;
+    let rows: Vec<FileRow> = rows
+        .into_iter()
+        .filter(|r| !on_stage.contains_key(&r.stream))
+        .collect();
+    let mut restorer = Restorer::new(&opts.to, want)?;
+    restorer.left_out = plan::left_out(cat, job_id)?;
+    let from_stage = staged::read(job.tag, &on_stage, &mut restorer)?;
+    let rs = Mutex::new(restorer);
+    let (reads, chains) = if needed.iter().all(|s| on_stage.contains_key(s)) {
+        (Vec::new(), 0)
+    } else {
+        let skip: HashSet<u16> = on_stage.keys().copied().collect();
+        let job = (job_id, job.tag, job.block_size as usize);
+        read_tape(home, job, (rows, whole), (&names, &skip), (opts, &rs, t0))?
+    };
+    let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
+        what: "a drive's reader",
+    })?;
+    if let Some(w) = rs.writers.take() {
+        let (files, bytes, errors) = w.finish();
+        rs.report.files += files;
+        rs.report.bytes += bytes;
+        rs.report.errors.extend(errors);
+    }
+    rs.finish_dirs();
+    let per_stream = std::mem::take(&mut rs.per_stream);
+    let mut report = rs.report;
+    // A file named for a bad block may also have failed its checksum: name it once.
+    let mut seen = HashSet::new();
+    report.errors.retain(|e| seen.insert(e.0.clone()));
+    add_drives(&mut report, reads);
+    report.chains = chains;
+    let name = |id: &u16| names.get(id).cloned().unwrap_or_default();
+    let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
+    per.sort();
+    report.streams = per.iter().map(|(id, b)| (name(id), *b)).collect();
+    report.stream_sources = needed
+        .iter()
+        .map(|id| match on_stage.contains_key(id) {
+            true => (name(id), Source::Stage),
+            false => (name(id), Source::Tape),
+        })
+        .collect();
+    report.source = match (on_stage.len(), needed.len() - on_stage.len()) {
+        (0, _) => Source::Tape,
+        (_, 0) => Source::Stage,
+        _ => Source::StageAndTape,
+    };
+    report.blocks_read_from_stage = from_stage.blocks;
+    report.bytes_read_from_stage = from_stage.bytes;
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Adds what the drives read to the report.
+fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) {
+    reads.sort_by_key(|d| d.drive);
+    for d in &reads {
+        report.blocks_read += d.blocks_read;
+        report.bytes_read_from_tape += d.bytes_read_from_tape;
+        report.locates += d.locates;
+        report.mounts += d.mounts;
+        report.read_through += d.read_through;
+        report.health.extend(d.health.iter().cloned());
+    }
+    report.drive_stats = reads.first().and_then(|d| d.stats.clone());
+    // The drives read at once: the restore takes as long as the slowest.
+    let longest = |f: fn(&DriveRead) -> Option<f64>| reads.iter().filter_map(f).reduce(f64::max);
+    report.modeled_seconds = longest(|d| d.modeled_seconds);
+    report.bound_seconds = longest(|d| d.bound_seconds);
+    report.drives = reads;
+}
+
+/// What a tape read needs to know of the job: its id, tag and block size.
+type JobFacts = (i64, u64, usize);
+
+/// Reads from tape what a restore wants of the streams not in `skip` (`rows` as
+/// [`select`] gives them, less the streams on a stage; `whole` for the whole job),
+/// on as many drives as the job has chains and the options allow; stores the
+/// drives' samples, marks and health. Returns what each drive read, and the
+/// number of chains of the job.
+fn read_tape(
+    home: &Home,
+    (job_id, tag, block_size): JobFacts,
+    (rows, whole): (Vec<FileRow>, bool),
+    (names, skip): (&HashMap<u16, String>, &HashSet<u16>),
+    (opts, rs, t0): (&RestoreOptions, &Mutex<Restorer>, Instant),
+) -> Result<(Vec<DriveRead>, usize)> {
+    let cat = &home.catalog;
+    let vols = cat.job_volumes(job_id)?;
+    if vols.is_empty() {
+        return Err(JobError::NothingOnTape(job_id).into());
+    }
     let extents = cat.extents(job_id)?;
     let chains = chains::chains(&vols, &extents);
     let (work, hints) = plan_chains(&chains, rows, whole, &extents);
@@ -171,13 +277,14 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let stop = AtomicBool::new(false);
     let shared = Shared {
         job_id,
-        tag: job.tag,
-        block_size: job.block_size as usize,
+        tag,
+        block_size,
         vols: &vols,
         opts,
-        names: &names,
+        names,
         hints: &hints,
-        rs: &rs,
+        skip,
+        rs,
         lib: &lib,
         stop: &stop,
         t0,
@@ -188,11 +295,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         let mine: Vec<&(Chain, Vec<Run>)> = list.iter().map(|&i| &work[i]).collect();
         tasks.push((drive, mine, home.connect()?));
     }
-    let (mut reads, samples, marked) = read_all(&shared, tasks)?;
-    reads.sort_by_key(|d| d.drive);
-    let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
-        what: "a drive's reader",
-    })?;
+    let (reads, samples, marked) = read_all(&shared, tasks)?;
     cat.clear_samples(job_id, "restore")?;
     cat.add_samples(job_id, "restore", &samples)?;
     cat.set_marks(job_id, "restore", &crate::sampler::marks(t0, &marked))?;
@@ -202,41 +305,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         "restore",
         reads.iter().map(|d| (d.drive, d.health.as_slice())),
     )?;
-    if let Some(w) = rs.writers.take() {
-        let (files, bytes, errors) = w.finish();
-        rs.report.files += files;
-        rs.report.bytes += bytes;
-        rs.report.errors.extend(errors);
-    }
-    rs.finish_dirs();
-    let per_stream = std::mem::take(&mut rs.per_stream);
-    let mut report = rs.report;
-    // A file named for a bad block may also have failed its checksum: name it once.
-    let mut seen = HashSet::new();
-    report.errors.retain(|e| seen.insert(e.0.clone()));
-    for d in &reads {
-        report.blocks_read += d.blocks_read;
-        report.bytes_read_from_tape += d.bytes_read_from_tape;
-        report.locates += d.locates;
-        report.mounts += d.mounts;
-        report.read_through += d.read_through;
-        report.health.extend(d.health.iter().cloned());
-    }
-    report.drive_stats = reads.first().and_then(|d| d.stats.clone());
-    // The drives read at once: the restore takes as long as the slowest.
-    let longest = |f: fn(&DriveRead) -> Option<f64>| reads.iter().filter_map(f).reduce(f64::max);
-    report.modeled_seconds = longest(|d| d.modeled_seconds);
-    report.bound_seconds = longest(|d| d.bound_seconds);
-    report.chains = chains.len();
-    report.drives = reads;
-    let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
-    per.sort();
-    report.streams = per
-        .into_iter()
-        .map(|(id, b)| (names.get(&id).cloned().unwrap_or_default(), b))
-        .collect();
-    report.seconds = t0.elapsed().as_secs_f64();
-    Ok(report)
+    Ok((reads, chains.len()))
 }
 
 /// The drives to read with: `--drive`, else the first `--drives`, else all.
@@ -352,6 +421,8 @@ struct Shared<'a> {
     opts: &'a RestoreOptions,
     names: &'a HashMap<u16, String>,
     hints: &'a Hints,
+    /// Streams read from a disk stage: their blocks on tape are passed over.
+    skip: &'a HashSet<u16>,
     rs: &'a Mutex<Restorer>,
     lib: &'a SharedLibrary,
     /// Set when a drive failed: the others stop too.
@@ -470,6 +541,7 @@ impl Reading<'_, '_> {
                         }
                     }
                 }
+                Got::Block { header, .. } if self.shared.skip.contains(&header.stream) => {}
                 Got::Block { seq, lbn, header } => {
                     let payload = header.payload(reader.block());
                     let hint = self.shared.hints.get(&(seq, lbn, header.stream)).copied();
