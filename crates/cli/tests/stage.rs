@@ -519,5 +519,165 @@ fn a_backup_killed_while_spooling_or_despooling_is_finished_by_stage_resume() {
         );
         assert_same_tree(&srcs[0], &again.join("s0"));
         assert_same_tree(&srcs[1], &again.join("s1"));
+
+/// A home with a 64 MiB stage and two sources, `a` (every kind of entry) and `b`
+/// (incompressible files filling several chunks); returns (home, stage, a, b).
+fn home_with_stage_and_sources(
+    t: &Path,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let home = t.join("home");
+    let (a, b) = (t.join("a"), t.join("b"));
+    rich_tree(&a);
+    for i in 0..5 {
+        write(
+            &b.join(format!("f{i}")),
+            &noise(40 + i, 200_000 + 11 * i as usize),
+        );
+    }
+    let stage = t.join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "64M"],
+    );
+    (home, stage, a, b)
+}
+
+const SMALL_CHUNKS: [&str; 4] = ["--chunk-size", "256K", "--block-size", "64K"];
+
+#[test]
+fn a_job_kept_on_the_stage_restores_from_it_without_a_cartridge() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, stage, a, b) = home_with_stage_and_sources(t.path());
+    let mut args = SMALL_CHUNKS.to_vec();
+    args.extend(["--keep-staged", "1h"]);
+    let kept = staged_backup(&home, &[&a, &b], &args);
+    assert_eq!(kept["status"], "ok", "{kept}");
+    let plain = staged_backup(&home, &[&a, &b], &SMALL_CHUNKS);
+    assert_eq!(plain["status"], "ok", "{plain}");
+
+    // The kept job's chunks are on the stage and count as used; the other job's are
+    // deleted.
+    let st = ok(&home, &["stage", "status"]);
+    let s0 = &st["stages"][0];
+    let kept_job = kept["job_id"].as_i64().unwrap();
+    let mut kept_bytes = 0;
+    for s in s0["streams"].as_array().unwrap() {
+        assert_eq!(s["staged_chunks"], 0, "{st}");
+        let k = s["kept_bytes"].as_u64().unwrap();
+        if s["job_id"] == kept_job {
+            assert!(k > 0 && s["kept_chunks"] == s["despooled_chunks"], "{st}");
+        } else {
+            assert_eq!((k, s["kept_chunks"].as_u64()), (0, Some(0)), "{st}");
+        }
+        kept_bytes += k;
+    }
+    assert_eq!(s0["used"], kept_bytes, "{st}");
+    assert_eq!(walk_files(&stage).len() as u64, {
+        let n: u64 = (s0["streams"].as_array().unwrap().iter())
+            .map(|s| s["kept_chunks"].as_u64().unwrap())
+            .sum();
+        n
+    });
+
+    let job = kept["job_id"].to_string();
+    let out = t.path().join("whole");
+    let r = ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_eq!(r["source"], "stage", "{r}");
+    assert_eq!(
+        (r["mounts"].as_u64(), r["blocks_read"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
+    assert!(r["blocks_read_from_stage"].as_u64().unwrap() > 2, "{r}");
+    for s in r["streams"].as_array().unwrap() {
+        assert_eq!(s["source"], "stage", "{r}");
+    }
+    assert_same_tree(&a, &out.join("a"));
+    assert_same_tree(&b, &out.join("b"));
+
+    let one = t.path().join("one");
+    let r = ok(
+        &home,
+        &[
+            "restore",
+            &job,
+            "--to",
+            one.to_str().unwrap(),
+            "--stream",
+            "b",
+        ],
+    );
+    assert_eq!(
+        (r["source"].as_str(), r["mounts"].as_u64()),
+        (Some("stage"), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["streams"][0]["name"], "b", "{r}");
+    assert_eq!(r["streams"][0]["source"], "stage", "{r}");
+    assert_same_tree(&b, &one.join("b"));
+    assert!(!one.join("a").exists());
+
+    // The job whose chunks were not kept comes from tape.
+    let job = plain["job_id"].to_string();
+    let out = t.path().join("tape");
+    let r = ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_eq!(r["source"], "tape", "{r}");
+    assert!(r["blocks_read"].as_u64().unwrap() > 2, "{r}");
+    assert_eq!(r["blocks_read_from_stage"], 0, "{r}");
+    assert_same_tree(&a, &out.join("a"));
+    assert_same_tree(&b, &out.join("b"));
+}
+
+#[test]
+fn chunks_kept_past_their_time_are_deleted_when_the_stages_are_opened() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, stage, a, b) = home_with_stage_and_sources(t.path());
+    let mut args = SMALL_CHUNKS.to_vec();
+    args.extend(["--keep-staged", "1s"]);
+    let v = staged_backup(&home, &[&a, &b], &args);
+    assert_eq!(v["status"], "ok", "{v}");
+    assert!(!walk_files(&stage).is_empty());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let st = ok(&home, &["stage", "status"]);
+    let s0 = &st["stages"][0];
+    assert_eq!(s0["used"], 0, "{st}");
+    for s in s0["streams"].as_array().unwrap() {
+        assert_eq!(s["kept_chunks"], 0, "{st}");
+        assert!(s["despooled_chunks"].as_u64().unwrap() > 0, "{st}");
+    }
+    let left: Vec<_> = walk_files(&stage);
+    assert!(left.is_empty(), "{left:?}");
+    let out = t.path().join("out");
+    let r = ok(
+        &home,
+        &[
+            "restore",
+            &v["job_id"].to_string(),
+            "--to",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r["source"], "tape", "{r}");
+    assert_same_tree(&a, &out.join("a"));
+    assert_same_tree(&b, &out.join("b"));
+}
+
+#[test]
+fn keep_staged_takes_a_number_and_a_unit() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, _stage, a, _b) = home_with_stage_and_sources(t.path());
+    let a = a.to_str().unwrap();
+    for bad in ["2", "2w", "0h", "h"] {
+        let e = refused(
+            &home,
+            &["backup", "--via", "stage", a, "--keep-staged", bad],
+            2,
+        );
+        assert!(e.contains(bad), "{e}");
     }
 }
