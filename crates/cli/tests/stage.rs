@@ -681,3 +681,87 @@ fn keep_staged_takes_a_number_and_a_unit() {
         assert!(e.contains(bad), "{e}");
     }
 }
+
+#[test]
+fn a_stream_partly_on_the_stage_comes_from_tape_and_the_others_from_the_stage() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, stage, a, b) = home_with_stage_and_sources(t.path());
+    let mut args = SMALL_CHUNKS.to_vec();
+    args.extend(["--keep-staged", "1h"]);
+    let v = staged_backup(&home, &[&a, &b], &args);
+    assert_eq!(v["status"], "ok", "{v}");
+    // One chunk of stream a (the job's stream 1) is gone from the disk.
+    let job = v["job_id"].as_i64().unwrap();
+    let gone = stage.canonicalize().unwrap().join(format!(
+        "tapeloom-stage/job-{job:08}/stream-0001/chunk-000001.tlc"
+    ));
+    std::fs::remove_file(&gone).unwrap();
+    let out = t.path().join("out");
+    let r = ok(
+        &home,
+        &["restore", &job.to_string(), "--to", out.to_str().unwrap()],
+    );
+    assert_eq!(r["source"], "stage+tape", "{r}");
+    let source = |name: &str| {
+        let s = r["streams"].as_array().unwrap().iter();
+        s.filter(|s| s["name"] == name)
+            .map(|s| s["source"].clone())
+            .next()
+    };
+    assert_eq!(source("a"), Some("tape".into()), "{r}");
+    assert_eq!(source("b"), Some("stage".into()), "{r}");
+    assert!(r["blocks_read"].as_u64().unwrap() > 0, "{r}");
+    assert_same_tree(&a, &out.join("a"));
+    assert_same_tree(&b, &out.join("b"));
+}
+
+#[test]
+fn a_backup_that_finds_the_stage_full_of_kept_chunks_evicts_the_oldest() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let (one, two) = (t.path().join("one"), t.path().join("two"));
+    for i in 0..3 {
+        write(&one.join(format!("f{i}")), &noise(60 + i, 1_000_000));
+        write(&two.join(format!("f{i}")), &noise(70 + i, 1_000_000));
+    }
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "4M"],
+    );
+    let keep = [
+        "--chunk-size",
+        "512K",
+        "--block-size",
+        "64K",
+        "--keep-staged",
+        "1h",
+    ];
+    let first = staged_backup(&home, &[&one], &keep);
+    let kept = |st: &serde_json::Value, job: &serde_json::Value| -> u64 {
+        (st["stages"][0]["streams"].as_array().unwrap().iter())
+            .filter(|s| &s["job_id"] == job)
+            .map(|s| s["kept_bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let before = kept(&ok(&home, &["stage", "status"]), &first["job_id"]);
+    assert!(before > 2_500_000, "{before}");
+    let second = staged_backup(&home, &[&two], &keep);
+    assert_eq!(second["status"], "ok", "{second}");
+    let st = ok(&home, &["stage", "status"]);
+    assert!(kept(&st, &first["job_id"]) < before, "{st}");
+    assert!(st["stages"][0]["used"].as_u64().unwrap() <= 4 << 20, "{st}");
+    // The first job lost its oldest chunks from the stage: it comes from tape.
+    let out = t.path().join("out");
+    let r = ok(
+        &home,
+        &[
+            "restore",
+            &first["job_id"].to_string(),
+            "--to",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r["source"], "tape", "{r}");
+    assert_same_tree(&one, &out);
+}
