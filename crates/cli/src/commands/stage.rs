@@ -118,34 +118,10 @@ pub fn resume(home: &tapeloom_engine::Home) -> Result<Resumed> {
     Ok(Resumed { jobs })
 }
 
-/// Opens the stages as a backup would, so that what they hold is checked against
-/// the catalog first and the kept chunks whose time ran out are deleted; warns of
-/// what the check found.
+/// Deletes the files of kept chunks whose time ran out before the stages are shown.
+/// Only that: a backup may be spooling to them now.
 fn open_stages(catalog: &Catalog) -> Result<()> {
-    let (_, reports) = engine_stage::StageSet::open(catalog)?;
-    for r in reports {
-        for p in &r.removed_parts {
-            eprintln!(
-                "tapeloom: warning: removed unfinished chunk {}",
-                p.display()
-            );
-        }
-        for p in &r.unrecorded {
-            eprintln!(
-                "tapeloom: warning: {} is not in the catalog; left alone",
-                p.display()
-            );
-        }
-        for c in &r.lost {
-            eprintln!(
-                "tapeloom: warning: chunk {} of job {} stream {} is missing from {}: not on tape",
-                c.seq,
-                c.job_id,
-                c.stream,
-                r.path.display()
-            );
-        }
-    }
+    engine_stage::expire_kept_chunks(catalog)?;
     Ok(())
 }
 

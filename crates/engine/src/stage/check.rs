@@ -43,18 +43,7 @@ pub fn check_stage(catalog: &Catalog, stage: &Stage) -> Result<StageReport> {
         stage: Some(stage.id),
         ..Default::default()
     })?;
-    let now = super::now_ns();
-    let mut expired = Vec::new();
-    for c in chunks.iter_mut() {
-        if c.keep_until_ns.is_some_and(|t| t <= now) && c.is_kept() {
-            // The file first: a crash between the two leaves a kept row without its
-            // file, which the next check drops.
-            super::remove_chunk_file(&stage.path, &c.file)?;
-            catalog.drop_kept_chunk(c.job_id, c.stream, c.seq)?;
-            c.keep_until_ns = None;
-            expired.push(c.clone());
-        }
-    }
+    let expired = expire_kept(catalog, stage, &mut chunks)?;
     let recorded: HashSet<&str> = chunks.iter().map(|c| c.file.as_str()).collect();
     let mut report = StageReport {
         stage_id: stage.id,
@@ -87,6 +76,43 @@ pub fn check_stage(catalog: &Catalog, stage: &Stage) -> Result<StageReport> {
         }
     }
     Ok(report)
+}
+
+/// Deletes the files of the kept chunks among `chunks` (the stage's) whose keep time
+/// has passed and drops their keep in the catalog (and in `chunks`); returns them.
+fn expire_kept(
+    catalog: &Catalog,
+    stage: &Stage,
+    chunks: &mut [StagedChunk],
+) -> Result<Vec<StagedChunk>> {
+    let now = super::now_ns();
+    let mut expired = Vec::new();
+    for c in chunks.iter_mut() {
+        if c.is_kept() && c.keep_until_ns.is_some_and(|t| t <= now) {
+            // The file first: a crash between the two leaves a kept row without its
+            // file, which the next check drops.
+            super::remove_chunk_file(&stage.path, &c.file)?;
+            catalog.drop_kept_chunk(c.job_id, c.stream, c.seq)?;
+            c.keep_until_ns = None;
+            expired.push(c.clone());
+        }
+    }
+    Ok(expired)
+}
+
+/// Deletes the files of every stage's kept chunks whose keep time has passed, and
+/// nothing else: safe while a backup spools. Returns the chunks expired.
+pub fn expire_kept_chunks(catalog: &Catalog) -> Result<Vec<StagedChunk>> {
+    let mut expired = Vec::new();
+    for stage in catalog.stages()? {
+        let mut chunks = catalog.staged_chunks(&ChunkFilter {
+            stage: Some(stage.id),
+            state: Some(ChunkState::Despooled),
+            ..Default::default()
+        })?;
+        expired.extend(expire_kept(catalog, &stage, &mut chunks)?);
+    }
+    Ok(expired)
 }
 
 /// The chunk and `.part` files in `job-*/stream-*/` folders under `data`, with their

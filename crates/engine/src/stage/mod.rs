@@ -22,7 +22,7 @@ mod set;
 mod spool;
 
 pub use admin::{add_stage, remove_stage};
-pub use check::{check_stage, StageReport};
+pub use check::{check_stage, expire_kept_chunks, StageReport};
 pub use chunk::{ChunkWriter, CHUNK_HEADER_LEN, CHUNK_MAGIC, CHUNK_VERSION};
 pub use read::{ChunkReader, StagedBlock};
 pub use set::{Reservation, StageSet, StageSpace, StageWaits};
