@@ -519,6 +519,8 @@ fn a_backup_killed_while_spooling_or_despooling_is_finished_by_stage_resume() {
         );
         assert_same_tree(&srcs[0], &again.join("s0"));
         assert_same_tree(&srcs[1], &again.join("s1"));
+    }
+}
 
 /// A home with a 64 MiB stage and two sources, `a` (every kind of entry) and `b`
 /// (incompressible files filling several chunks); returns (home, stage, a, b).
