@@ -767,3 +767,19 @@ fn a_backup_that_finds_the_stage_full_of_kept_chunks_evicts_the_oldest() {
     assert_eq!(r["source"], "tape", "{r}");
     assert_same_tree(&one, &out);
 }
+
+#[test]
+fn a_backup_through_the_stage_without_one_is_refused_and_records_no_job() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let src = t.path().join("src");
+    write(&src.join("f"), b"data");
+    let e = refused(
+        &home,
+        &["backup", "--via", "stage", src.to_str().unwrap()],
+        1,
+    );
+    assert!(e.contains("no disk stage"), "{e}");
+    let jobs = ok(&home, &["jobs"]);
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "{jobs}");
+}

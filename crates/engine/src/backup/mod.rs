@@ -52,6 +52,10 @@ pub fn backup(
     let t0 = Instant::now();
     check_block_size(opts.block_size)?;
     let plan = Plan::new(sources, opts)?;
+    if opts.via == Via::Stage && home.catalog.stages()?.is_empty() {
+        // Refused before the job is recorded: nothing was begun.
+        return Err(crate::error::StageError::NoStages.into());
+    }
     let (job_id, start) = begin_job(home, &plan, opts)?;
     let lib = home.library()?;
     // The drive's compressor runs at line rate with no host CPU; software compression
