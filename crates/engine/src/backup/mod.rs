@@ -128,9 +128,21 @@ pub fn backup(
     if opts.via == Via::Auto {
         spoolers = start_staging(home, &mut job, &plan, &writers)?;
     }
-    let woven = weave_all(&job, &mut writers);
+    run_and_finish(home, &job, &mut writers, spoolers, t_data)
+}
+
+/// Weaves until every stream is on tape (stopping the spoolers if a drive fails, and
+/// waiting for them), ends the other drives' segments, and ends the job.
+fn run_and_finish(
+    home: &Home,
+    job: &JobShared<'_>,
+    writers: &mut [VolumeWriter],
+    spoolers: Vec<std::thread::JoinHandle<()>>,
+    t_data: Instant,
+) -> Result<BackupReport> {
+    let woven = weave_all(job, writers);
     if woven.is_err() {
-        stop_staging(&job, Vec::new());
+        stop_staging(job, Vec::new());
     }
     for h in spoolers {
         let _ = h.join();
@@ -145,7 +157,7 @@ pub fn backup(
     for w in writers.iter_mut().skip(1) {
         w.finish()?;
     }
-    finish(home, &job, &mut writers, woven, data_seconds)
+    finish(home, job, writers, woven, data_seconds)
 }
 
 /// Starts spooling every stream to the stages when the job goes through them

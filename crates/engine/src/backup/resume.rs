@@ -13,7 +13,7 @@ use super::index::IndexSpool;
 use super::plan::{BackupOptions, DriveSet, Pending, Prior, Via};
 use super::staged::Feed;
 use super::weave::JobShared;
-use super::{estimate, finish, mount_all, stop_staging, weave_all, BackupReport, Progress};
+use super::{estimate, mount_all, stop_staging, BackupReport, Progress};
 use crate::error::Result;
 use crate::home::Home;
 use crate::media::writer::Tapes;
@@ -135,21 +135,7 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
             return Err(e);
         }
     };
-    let t_data = Instant::now();
-    let woven = weave_all(&shared, &mut writers);
-    if woven.is_err() {
-        stop_staging(&shared, Vec::new());
-    }
-    if let Some(e) = shared.feed.as_ref().and_then(|f| f.take_failure()) {
-        woven?;
-        return Err(e);
-    }
-    let woven = woven?;
-    let data_seconds = t_data.elapsed().as_secs_f64();
-    for w in writers.iter_mut().skip(1) {
-        w.finish()?;
-    }
-    finish(home, &shared, &mut writers, woven, data_seconds)
+    super::run_and_finish(home, &shared, &mut writers, Vec::new(), Instant::now())
 }
 
 /// The job's start record as its continuation records repeat it.
