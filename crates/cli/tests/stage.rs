@@ -783,3 +783,104 @@ fn a_backup_through_the_stage_without_one_is_refused_and_records_no_job() {
     let jobs = ok(&home, &["jobs"]);
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "{jobs}");
 }
+
+/// Four rate-limited sources of `files` noise files each, under `t`.
+fn four_sources(t: &Path, files: u64) -> Vec<std::path::PathBuf> {
+    (0..4u64)
+        .map(|k| {
+            let d = t.join(format!("s{k}"));
+            for f in 0..files {
+                write(&d.join(format!("f{f}")), &noise(k * 1000 + f, 1_000_000));
+            }
+            d
+        })
+        .collect()
+}
+
+#[test]
+fn two_drives_despool_different_streams_each_in_one_run() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    ok(
+        &home,
+        &[
+            "library", "create", "--drives", "2", "--slots", "4", "--model", "lto3", "--clock",
+            "virtual", "--scale", "0.05",
+        ],
+    );
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "256M"],
+    );
+    let srcs = four_sources(t.path(), 6);
+    let src: Vec<&Path> = srcs.iter().map(|p| p.as_path()).collect();
+    let v = staged_backup(
+        &home,
+        &src,
+        &[
+            "--drives",
+            "2",
+            "--limit-rate",
+            "4MB",
+            "--chunk-size",
+            "1M",
+            "--block-size",
+            "256K",
+        ],
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(v["despool"], "whole", "{v}");
+    // Both drives wrote, each its own streams; every stream lies in one extent.
+    let drives = v["drives"].as_array().unwrap();
+    assert_eq!(drives.len(), 2, "{v}");
+    let mut by_drive = std::collections::HashMap::new();
+    for s in v["streams"].as_array().unwrap() {
+        *by_drive.entry(s["drive"].as_u64().unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(by_drive.len(), 2, "{v}");
+    assert_eq!(v["extents"], 4, "{v}");
+    let job = v["job_id"].to_string();
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    for (k, s) in srcs.iter().enumerate() {
+        assert_same_tree(s, &out.join(format!("s{k}")));
+    }
+    assert_eq!(ok(&home, &["verify", &job])["ok"], true);
+    let st = ok(&home, &["stage", "status"]);
+    assert_eq!(st["stages"][0]["used"], 0, "{st}");
+}
+
+#[test]
+fn despool_early_is_recorded_and_restores_identical() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let stage = t.path().join("stage");
+    ok(
+        &home,
+        &["stage", "add", stage.to_str().unwrap(), "--size", "64M"],
+    );
+    let srcs = four_sources(t.path(), 2);
+    let src: Vec<&Path> = srcs.iter().map(|p| p.as_path()).collect();
+    let v = staged_backup(
+        &home,
+        &src,
+        &[
+            "--despool",
+            "early",
+            "--chunk-size",
+            "512K",
+            "--block-size",
+            "64K",
+        ],
+    );
+    assert_eq!(v["despool"], "early", "{v}");
+    let out = t.path().join("out");
+    let job = v["job_id"].to_string();
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    for (k, s) in srcs.iter().enumerate() {
+        assert_same_tree(s, &out.join(format!("s{k}")));
+    }
+    let bad = refused(&home, &["backup", "--via", "stage", "--despool", "soon"], 2);
+    assert!(bad.contains("soon"), "{bad}");
+}

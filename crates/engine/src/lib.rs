@@ -23,8 +23,8 @@ pub mod tools;
 mod verify;
 
 pub use backup::{
-    backup, resume_job, unfinished_staged_jobs, BackupOptions, BackupReport, Despool, DriveReport,
-    DriveSet, Progress, StreamReport, Via, DEFAULT_EXTENT_BYTES,
+    backup, resume_job, unfinished_staged_jobs, BackupOptions, BackupReport, Despool, DespoolOrder,
+    DriveReport, DriveSet, Progress, StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
 pub use compress::Compress;
 pub use error::{

@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::{
-    BackupOptions, BackupReport, Compress, DriveReport, DriveSet, Progress, Via,
+    BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet, Progress, Via,
 };
 
 #[derive(clap::Args)]
@@ -84,6 +84,13 @@ pub struct Args {
     /// deletes the oldest kept chunks rather than wait.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     keep_staged: Option<std::time::Duration>,
+    /// Through the stage: whole (each stream in one run where the stage holds it;
+    /// the drive starts when it can write the streams back to back, and the job may
+    /// end up to a despool time after its sources) or early (the drive starts as
+    /// soon as it will not run dry before the sources end; the job ends soon after
+    /// them and streams land in several runs).
+    #[arg(long, default_value = "whole", value_parser = ["whole", "early"])]
+    despool: String,
 }
 
 /// `--drives`: a number, all, or a list of drive indexes.
@@ -161,6 +168,10 @@ impl Args {
             },
             chunk_bytes: self.chunk_size,
             keep_staged: self.keep_staged,
+            despool: match self.despool.as_str() {
+                "early" => DespoolOrder::Early,
+                _ => DespoolOrder::Whole,
+            },
         };
         Ok((sources, opts))
     }
@@ -211,6 +222,8 @@ pub struct BackedUp {
     compression: Compression,
     /// direct or stage.
     via: &'static str,
+    /// Through the stage: whole or early (`--despool`).
+    despool: Option<&'static str>,
     /// Through the stage: how often and how long spooling waited for space.
     stage_waits: Option<StageWaits>,
     errors: Vec<PathError>,
@@ -299,6 +312,10 @@ impl BackedUp {
                 stored_as_is_blocks: r.compressed_blocks.1,
             },
             via: if r.staged { "stage" } else { "direct" },
+            despool: r.despool.map(|d| match d {
+                DespoolOrder::Whole => "whole",
+                DespoolOrder::Early => "early",
+            }),
             stage_waits: r.staged.then_some(StageWaits {
                 count: r.stage_waits.0,
                 seconds: r.stage_waits.1,

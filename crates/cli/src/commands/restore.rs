@@ -52,6 +52,11 @@ pub struct Restored {
     modeled_mb_per_s: Option<f64>,
     bound_seconds: Option<f64>,
     bound_mb_per_s: Option<f64>,
+    /// Modeled seconds until the first wanted block was under the head.
+    first_block_seconds: Option<f64>,
+    /// File bytes over the modeled seconds from the first wanted block on: the
+    /// reading, without the mount and the travel to where the data starts.
+    modeled_data_mb_per_s: Option<f64>,
     /// The job's chains of cartridges (one per drive that wrote it).
     chains: usize,
     /// Where the streams were read: stage, tape, or stage+tape.
@@ -130,6 +135,11 @@ impl Restored {
             modeled_mb_per_s: r.modeled_seconds.map(rate),
             bound_seconds: r.bound_seconds,
             bound_mb_per_s: r.bound_seconds.map(rate),
+            first_block_seconds: r.first_block_seconds,
+            modeled_data_mb_per_s: r
+                .modeled_seconds
+                .zip(r.first_block_seconds)
+                .map(|(m, f)| rate(m - f)),
             chains: r.chains,
             source: r.source.as_str(),
             blocks_read_from_stage: r.blocks_read_from_stage,

@@ -21,7 +21,7 @@ pub(crate) mod source;
 pub(crate) mod staged;
 pub(crate) mod weave;
 
-pub use plan::{BackupOptions, DriveSet, Via, DEFAULT_EXTENT_BYTES};
+pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{resume_job, unfinished_staged_jobs};
 
@@ -453,6 +453,7 @@ fn finish(
             c.raw_blocks.load(Ordering::Relaxed),
         ),
         staged: job.feed.is_some(),
+        despool: job.feed.is_some().then_some(job.opts.despool),
         stage_waits,
     })
 }

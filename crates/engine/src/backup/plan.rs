@@ -46,6 +46,29 @@ pub struct BackupOptions {
     /// How long a stream's chunks stay on the stage once on tape, so a restore can
     /// read them from there; `None` deletes them as soon as they are on tape.
     pub keep_staged: Option<std::time::Duration>,
+    /// When a staged job's drive starts and how it orders the streams' runs.
+    pub despool: DespoolOrder,
+}
+
+/// How the drives write a job that goes through the stages.
+///
+/// With equal sources that end together, a drive cannot both lay each stream down in
+/// one run and end soon after the sources: a stream's run cannot end before its
+/// source does, and the runs follow one another, so the last of `n` equal runs ends
+/// `(n - 1) / n` of the despool time after the sources. Each order gives up one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DespoolOrder {
+    /// Each stream in one run where the stages can hold it, whose source ends first
+    /// first: the drive starts when it can write the streams back to back, each
+    /// whole, without running dry (see [`crate::backup::staged::whole_runs_fit`]).
+    /// A restore of one stream reads one run; the job ends up to a despool time
+    /// after its sources.
+    #[default]
+    Whole,
+    /// The drive starts as soon as it will not run dry before the sources end (see
+    /// [`crate::backup::staged::start_now`]) and writes whatever is staged: the job
+    /// ends soon after its sources, and streams land in several runs.
+    Early,
 }
 
 /// Whether a backup goes through the disk stages.
@@ -95,6 +118,7 @@ impl Default for BackupOptions {
             via: Via::Direct,
             chunk_bytes: crate::stage::DEFAULT_CHUNK_SIZE,
             keep_staged: None,
+            despool: DespoolOrder::Whole,
         }
     }
 }

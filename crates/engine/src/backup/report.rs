@@ -58,6 +58,8 @@ pub struct BackupReport {
     pub compressed_blocks: (u64, u64),
     /// Whether the job went through the disk stages.
     pub staged: bool,
+    /// Through the stages: the order the drives despooled in.
+    pub despool: Option<crate::backup::plan::DespoolOrder>,
     /// Times spooling waited for stage space, and the seconds it waited.
     pub stage_waits: (u64, f64),
 }

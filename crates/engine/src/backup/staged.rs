@@ -53,6 +53,8 @@ struct FeedStream {
     keep_from: u64,
     /// Bytes of this stream's chunks given back after landing.
     despooled: u64,
+    /// Payload bytes landed on tape.
+    written: u64,
 }
 
 #[derive(Default)]
@@ -280,6 +282,7 @@ impl Feed {
         let mut st = self.lock();
         st.written_bytes += payload;
         if let Some(s) = st.streams.get_mut(&stream) {
+            s.written += payload;
             s.landed = Some(seq);
             s.keep_from = keep_from;
         }
@@ -436,6 +439,105 @@ impl Feed {
             unfinished: self.unfinished_bytes(),
         })
     }
+}
+
+impl Feed {
+    /// What the whole-run rule needs of `streams`, given each one's estimated size
+    /// (`None` when a stream's size is not known yet, or a source still spooling has
+    /// sent nothing to measure its rate by).
+    pub(crate) fn run_figures(
+        &self,
+        streams: &[u16],
+        estimate: impl Fn(u16) -> Option<u64>,
+    ) -> Option<Vec<RunFigures>> {
+        let st = self.lock();
+        let secs = self.t0.elapsed().as_secs_f64().max(1e-3);
+        streams
+            .iter()
+            .map(|&id| {
+                let s = st.streams.get(&id)?;
+                if s.ended.is_some() {
+                    return Some(RunFigures {
+                        id,
+                        unwritten: s.spooled.saturating_sub(s.written) as f64,
+                        to_end: 0.0,
+                    });
+                }
+                let total = estimate(id)?.max(s.spooled);
+                let rate = s.spooled as f64 / secs;
+                if rate <= 0.0 {
+                    return None;
+                }
+                Some(RunFigures {
+                    id,
+                    unwritten: total.saturating_sub(s.written) as f64,
+                    // The despooler sees a stream's bytes a chunk age late at most.
+                    to_end: (total - s.spooled) as f64 / rate + CHUNK_AGE.as_secs_f64(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a drive writing `streams` at `rate` bytes per second may start now
+    /// under [`DespoolOrder::Whole`](crate::backup::plan::DespoolOrder): everything
+    /// is staged, the stages are pressed or three quarters full, or the streams'
+    /// whole runs fit back to back ([`whole_runs_fit`]). Without the figures the rule
+    /// needs it falls back to [`Feed::may_start`].
+    pub(crate) fn may_start_whole(
+        &self,
+        streams: &[u16],
+        rate: Option<f64>,
+        estimate: impl Fn(u16) -> Option<u64>,
+        source_bytes: Option<u64>,
+    ) -> bool {
+        if self.all_spooled() {
+            return true;
+        }
+        let staged = self.backlog();
+        let capacity: u64 = self.set.stages().iter().map(|s| s.limit).sum();
+        if self.set.pressed() || staged >= capacity / 4 * 3 {
+            return staged > 0;
+        }
+        match (rate, self.run_figures(streams, estimate)) {
+            (Some(r), Some(f)) if r > 0.0 => whole_runs_fit(f, r),
+            _ => self.may_start(rate, source_bytes),
+        }
+    }
+}
+
+/// One stream as the whole-run rule sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RunFigures {
+    pub id: u16,
+    /// Bytes of the stream not yet on tape, those its source has still to send
+    /// included.
+    pub unwritten: f64,
+    /// Seconds until the despooler has the stream's last byte (0 once it has).
+    pub to_end: f64,
+}
+
+/// Seconds of margin a run keeps over its source: a drive buffer's worth of rate
+/// changes.
+const RUN_MARGIN_S: f64 = 1.0;
+
+/// The whole-run rule. A run of one stream written at `rate` from now catches up
+/// with its source (the drive runs dry) unless it ends after the source does: its
+/// bytes arrive no faster than the run takes them only if `unwritten / rate >=
+/// to_end`. Runs written back to back, the streams whose sources end first first
+/// (the order that suits every deadline best), fit when for every `k`
+///
+/// ```text
+/// sum(unwritten[..=k]) / rate >= to_end[k] + margin
+/// ```
+///
+/// The drive then streams from the first run to the last, each stream in one run.
+pub(crate) fn whole_runs_fit(mut streams: Vec<RunFigures>, rate: f64) -> bool {
+    streams.sort_by(|a, b| a.to_end.total_cmp(&b.to_end));
+    let mut end = 0.0;
+    streams.iter().all(|s| {
+        end += s.unwritten / rate;
+        s.to_end <= 0.0 || end >= s.to_end + RUN_MARGIN_S
+    })
 }
 
 /// Whether a stream's oldest handed chunk may go: all its blocks landed and no open
@@ -884,5 +986,39 @@ mod tests {
             staged: 16 << 20,
             ..fast
         }));
+    }
+
+    fn run(id: u16, unwritten: f64, to_end: f64) -> RunFigures {
+        RunFigures {
+            id,
+            unwritten,
+            to_end,
+        }
+    }
+
+    #[test]
+    fn whole_runs_fit_once_each_run_ends_after_its_source() {
+        // Four 800 MB streams at 8 MB/s, 100 s from their ends, on a 40 MB/s drive:
+        // a run takes 20 s, so the first may start 20 s before the sources end.
+        let at = |to_end: f64| (1..=4).map(|i| run(i, 800e6, to_end)).collect::<Vec<_>>();
+        assert!(!whole_runs_fit(at(100.0), 40e6));
+        assert!(!whole_runs_fit(at(20.0), 40e6));
+        assert!(whole_runs_fit(at(19.0), 40e6));
+        // Streams that have ended never hold the drive back.
+        assert!(whole_runs_fit(vec![run(1, 800e6, 0.0)], 40e6));
+    }
+
+    #[test]
+    fn whole_runs_put_the_stream_that_ends_first_first() {
+        // A small stream ending in 5 s goes first, and its run (2.5 s) would end
+        // before its source does: the drive would catch up with it, so it waits.
+        let f = vec![run(1, 100e6, 5.0), run(2, 1e9, 30.0)];
+        assert!(!whole_runs_fit(f, 40e6));
+        // With 8 s to go on the large one the two runs fit, small one first.
+        let f = vec![run(2, 1e9, 8.0), run(1, 100e6, 0.5)];
+        assert!(whole_runs_fit(f, 40e6));
+        // Each run's deadline counts: the second stream ends after both runs would.
+        let f = vec![run(1, 400e6, 5.0), run(2, 40e6, 12.0)];
+        assert!(!whole_runs_fit(f, 40e6));
     }
 }

@@ -13,7 +13,7 @@
 use crate::backup::estimate::Estimates;
 use crate::backup::mux::{Done, Extents, Lane, Msg, Outlet, Shared};
 use crate::backup::pack::PackerSetup;
-use crate::backup::plan::Pending;
+use crate::backup::plan::{DespoolOrder, Pending};
 use crate::backup::staged::{self, Feed};
 use crate::backup::{BackupOptions, DriveReport, Progress, StreamReport};
 use crate::error::{Error, Result};
@@ -290,6 +290,8 @@ pub(crate) struct Weaver<'j, 'w> {
     run: usize,
     /// The writer ran out of data: wait for the high-water mark before writing on.
     dry: bool,
+    /// The stream of the current run, when despooling in whole runs.
+    whole: Option<u16>,
     lanes_done: usize,
     /// When despooling: the drive's streaming rate for the staged data, bytes/s.
     rate: Option<f64>,
@@ -338,6 +340,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
             cur: 0,
             run: 0,
             dry: true,
+            whole: None,
             lanes_done: 0,
             rate: None,
             since_check: 0,
@@ -558,8 +561,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
             if self.rate.is_none() {
                 self.sample_rate();
             }
-            let sources = self.job.estimates.total();
-            if feed.may_start(self.rate, sources) {
+            if self.may_despool(feed) {
                 break;
             }
             waited = true;
@@ -577,6 +579,20 @@ impl<'j, 'w> Weaver<'j, 'w> {
             self.writer_wait += t.elapsed();
         }
         self.dry = false;
+    }
+
+    /// Whether the drive may start (or go on after it stopped) under the job's
+    /// despool order.
+    fn may_despool(&self, feed: &Feed) -> bool {
+        let job = self.job;
+        let sources = job.estimates.total();
+        match job.opts.despool {
+            DespoolOrder::Early => feed.may_start(self.rate, sources),
+            DespoolOrder::Whole => {
+                let ids: Vec<u16> = self.lanes.iter().map(|l| l.id).collect();
+                feed.may_start_whole(&ids, self.rate, |id| job.estimates.get(id), sources)
+            }
+        }
     }
 
     /// The drive's streaming rate for the staged data, from a block waiting in a lane.
@@ -624,6 +640,11 @@ impl<'j, 'w> Weaver<'j, 'w> {
     /// Stays with the current stream for up to an extent while it has data, else
     /// turns to the next with data. False when none has any (after waiting a while).
     fn choose_lane(&mut self) -> bool {
+        if let Some(feed) = self.job.feed.clone() {
+            if self.job.opts.despool == DespoolOrder::Whole {
+                return self.choose_whole(&feed);
+            }
+        }
         // A despooled stream is written for as long as the stage holds of it.
         let extent = match self.job.feed {
             Some(_) => usize::MAX,
@@ -652,6 +673,64 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.rule.waited(t.elapsed());
         self.dry = true;
         false
+    }
+
+    /// Under [`DespoolOrder::Whole`]: stays with the current run's stream until it
+    /// ends, waiting for its next chunk, and turns to another only when the stages
+    /// are pressed and must make room. A new run takes the ready stream whose source
+    /// ends first, once the runs left fit ([`Weaver::may_despool`]); until then the
+    /// drive waits as one that has not started.
+    fn choose_whole(&mut self, feed: &Feed) -> bool {
+        let cur = self
+            .whole
+            .and_then(|id| self.lanes.iter().position(|l| l.id == id));
+        if let Some(i) = cur {
+            self.cur = i;
+            let seen = self.shared.rung();
+            if self.lanes[i].ready() {
+                return true;
+            }
+            if !feed.set.pressed() {
+                self.report.writer_waits += 1;
+                let t = Instant::now();
+                self.shared.wait(seen, Duration::from_millis(50));
+                self.writer_wait += t.elapsed();
+                return false;
+            }
+        }
+        if !self.may_despool(feed) {
+            self.dry = true;
+            return false;
+        }
+        let job = self.job;
+        let ids: Vec<u16> = self.lanes.iter().map(|l| l.id).collect();
+        let mut order = feed
+            .run_figures(&ids, |id| job.estimates.get(id))
+            .unwrap_or_default();
+        order.sort_by(|a, b| a.to_end.total_cmp(&b.to_end));
+        let ranked = order.iter().map(|f| f.id).chain(ids.iter().copied());
+        let at: Vec<usize> = ranked
+            .filter_map(|id| self.lanes.iter().position(|l| l.id == id))
+            .collect();
+        let next = at.into_iter().find(|&i| self.lanes[i].ready());
+        match next {
+            Some(i) => {
+                self.cur = i;
+                self.whole = Some(self.lanes[i].id);
+                true
+            }
+            None => {
+                self.run = 0;
+                self.whole = None;
+                let seen = self.shared.rung();
+                self.report.writer_waits += 1;
+                let t = Instant::now();
+                self.shared.wait(seen, Duration::from_millis(50));
+                self.writer_wait += t.elapsed();
+                self.dry = true;
+                false
+            }
+        }
     }
 
     /// Writes one block of stream `id` and records the entries that ended in it.

@@ -72,6 +72,9 @@ pub struct DriveRead {
     pub read_through: u64,
     /// Modeled seconds of its work, when it has a timing model.
     pub modeled_seconds: Option<f64>,
+    /// Modeled seconds until its first wanted block was under the head (mounts,
+    /// label and the travel to where the wanted data starts).
+    pub first_block_seconds: Option<f64>,
     /// The model's lower bound for its reads (see [`RestoreReport::bound_seconds`]).
     pub bound_seconds: Option<f64>,
     /// Its statistics (of its last cartridge), when it keeps them.
@@ -115,6 +118,10 @@ pub struct RestoreReport {
     /// Modeled seconds of the restore, when the drives have a timing model: the
     /// longest of the drives' times, since they read at once.
     pub modeled_seconds: Option<f64>,
+    /// Modeled seconds until the first wanted block was under the head, on the
+    /// drive that got there first: the rest of `modeled_seconds` is reading (and
+    /// passing over what lies between the wanted runs).
+    pub first_block_seconds: Option<f64>,
     /// Data bytes restored per stream, by name.
     pub streams: Vec<(String, u64)>,
     /// Where the restore read the streams it needed: all from the stages, all from
@@ -236,6 +243,10 @@ fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) {
     let longest = |f: fn(&DriveRead) -> Option<f64>| reads.iter().filter_map(f).reduce(f64::max);
     report.modeled_seconds = longest(|d| d.modeled_seconds);
     report.bound_seconds = longest(|d| d.bound_seconds);
+    report.first_block_seconds = reads
+        .iter()
+        .filter_map(|d| d.first_block_seconds)
+        .reduce(f64::min);
     report.drives = reads;
 }
 
@@ -446,6 +457,7 @@ impl Shared<'_> {
             drive,
             sampler: Sampler::new(self.t0),
             bound: 0.0,
+            first_block: None,
             modeled: false,
             read_through: 0,
         };
@@ -471,6 +483,7 @@ impl Shared<'_> {
             mounts: reader.mounts,
             read_through: read.read_through,
             modeled_seconds,
+            first_block_seconds: read.first_block,
             bound_seconds: (read.modeled || modeled_seconds.is_some())
                 .then_some(read.bound + reader.fixed_seconds),
             stats: reader.drive_stats(),
@@ -496,6 +509,8 @@ struct Reading<'a, 'b> {
     /// The model's lower bound for the reads so far: wanted blocks at full speed,
     /// each gap passed the cheaper way.
     bound: f64,
+    /// Modeled seconds when the first run's start was reached.
+    first_block: Option<f64>,
     /// Whether the drive answered for its travel times.
     modeled: bool,
     /// Gaps passed by reading through.
@@ -508,6 +523,9 @@ impl Reading<'_, '_> {
     fn run(&mut self, reader: &mut JobReader, run: &Run, streams: &mut Streams) -> Result<()> {
         if self.position(reader, run)? {
             self.read_through += 1;
+        }
+        if self.first_block.is_none() {
+            self.first_block = reader.modeled_seconds();
         }
         while let Some(at) = reader.at() {
             if at > run.end {
