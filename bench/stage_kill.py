@@ -41,10 +41,10 @@ stream each. A trial:
 Phases, their windows measured by one backup per phase run to its end (the
 "calibration" in the JSON) with the same options:
 
-  spool    A stage of 1G: the drive starts only when the rule of the despool start
-           (staged >= (R - S) * left / S) holds, late in the job. Window: from the
-           first chunk file (*.tlc) on the stage until the drive began writing the
-           job's data in the calibration run. Kill at a uniform fraction in
+  spool    A stage of 1G: the drive starts only when the despool start rule (the
+           default `--despool whole`: the streams' runs fit back to back) holds,
+           late in the job. Window: from the first chunk file (*.tlc) on the stage
+           until the drive began writing the job's data in the calibration run. Kill at a uniform fraction in
            [0.02, 0.85] of it after the first *.tlc of the trial's own backup.
   despool  A stage of 2 chunks per stream: it is three quarters full within a second
            or two, so the drive despools while the sources spool, to their end.

@@ -37,4 +37,18 @@ set -e
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 rm -f "$log"
-exit "$status"
+[ "$status" -eq 0 ] || exit "$status"
+# Backups through the stage killed with SIGKILL while spooling and while
+# despooling, then finished by `stage resume` and checked (bench/stage_kill.py).
+echo "== kill -9 trials"
+trials=$(mktemp)
+work=$(mktemp -d)
+python3 bench/stage_kill.py --quick --bin target/release/tapeloom --work "$work" > "$trials"
+python3 - "$trials" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["totals"]
+print(f"kill -9 trials: {t['passed']} passed, {t['failed']} failed")
+sys.exit(0 if d["pass"] else 1)
+PY
+rm -rf "$trials" "$work"

@@ -153,6 +153,19 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE staged_chunks ADD COLUMN keep_until_ns INTEGER;
     ",
+    // 9: the chunk holding a stream's end (so a job finished after its process died
+    // tells a stream that ended from one cut short, when all its chunks are on
+    // tape), and the entries whose start left a full stage for tape before they
+    // ended (a job that dies then cannot finish them from the stage).
+    "
+    ALTER TABLE staged_chunks ADD COLUMN last INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE stage_cuts (
+        job_id INTEGER NOT NULL,
+        stream INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        PRIMARY KEY (job_id, stream, path)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 impl Catalog {
@@ -203,7 +216,7 @@ mod tests {
         c.conn
             .execute_batch(
                 "ALTER TABLE job_volumes DROP COLUMN chain; \
-                 DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 5;",
+                 DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 5;",
             )
             .unwrap();
         c.conn
@@ -229,7 +242,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 6;")
+            .execute_batch("DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -257,7 +270,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; PRAGMA user_version = 7;",
+                "DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn
@@ -270,7 +283,7 @@ mod tests {
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 8);
+        assert_eq!(c.schema_version().unwrap(), 9);
         let rows = c.staged_chunks(&crate::ChunkFilter::default()).unwrap();
         assert_eq!((rows.len(), rows[0].keep_until_ns), (1, None));
         let u = c.stage_use().unwrap();

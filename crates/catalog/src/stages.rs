@@ -254,6 +254,68 @@ impl Catalog {
         }
     }
 
+    /// The jobs with chunks recorded, in any state.
+    pub fn jobs_with_chunks(&self) -> Result<Vec<i64>> {
+        let run = || -> rusqlite::Result<Vec<i64>> {
+            let mut st = self
+                .conn
+                .prepare("SELECT DISTINCT job_id FROM staged_chunks ORDER BY job_id")?;
+            let v = st.query_map([], |r| r.get(0))?.collect();
+            v
+        };
+        run().doing("list the jobs with staged chunks")
+    }
+
+    /// Marks chunk `seq` as the one holding its stream's end.
+    pub fn mark_chunk_last(&self, job: i64, stream: u16, seq: u64) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE staged_chunks SET last = 1 WHERE job_id = ?1 AND stream = ?2 AND seq = ?3",
+                params![job, stream, seq as i64],
+            )
+            .map(|_| ())
+            .doing("mark a stream's last chunk")
+    }
+
+    /// The streams of `job` whose last chunk was recorded: they were spooled whole.
+    pub fn streams_spooled_whole(&self, job: i64) -> Result<Vec<u16>> {
+        let run = || -> rusqlite::Result<Vec<u16>> {
+            let mut st = self.conn.prepare(
+                "SELECT DISTINCT stream FROM staged_chunks WHERE job_id = ?1 AND last = 1 \
+                 ORDER BY stream",
+            )?;
+            let v = st.query_map([job], |r| r.get(0))?.collect();
+            v
+        };
+        run().doing("list the streams spooled whole")
+    }
+
+    /// Records that entry `path` of `stream` was open when the chunk holding its
+    /// start left the stage (a full stage gives back what is on tape).
+    pub fn add_stage_cut(&self, job: i64, stream: u16, path: &[u8]) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO stage_cuts (job_id, stream, path) VALUES (?1, ?2, ?3)",
+                params![job, stream, path],
+            )
+            .map(|_| ())
+            .doing("record an entry cut from the stage")
+    }
+
+    /// The entries of `job` recorded by [`Catalog::add_stage_cut`]: (stream, path).
+    pub fn stage_cuts(&self, job: i64) -> Result<Vec<(u16, Vec<u8>)>> {
+        let run = || -> rusqlite::Result<Vec<(u16, Vec<u8>)>> {
+            let mut st = self.conn.prepare(
+                "SELECT stream, path FROM stage_cuts WHERE job_id = ?1 ORDER BY stream, path",
+            )?;
+            let v = st
+                .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect();
+            v
+        };
+        run().doing("list the entries cut from the stage")
+    }
+
     /// Marks a chunk despooled: its blocks are on tape and recorded. Its file is
     /// gone (or about to be).
     pub fn mark_chunk_despooled(&self, job: i64, stream: u16, seq: u64) -> Result<()> {
@@ -576,5 +638,22 @@ mod tests {
         ));
         let u = c.stage_use().unwrap()[0].1;
         assert_eq!((u.kept_bytes, u.used()), (0, 0));
+    }
+
+    #[test]
+    fn last_chunks_and_cut_entries_are_recorded_per_job() {
+        let (_d, c) = scratch();
+        let st = c.add_stage(Path::new("/s/a"), 1000, 1).unwrap().id;
+        for (stream, seq) in [(1, 0), (1, 1), (2, 0)] {
+            c.add_staged_chunk(&chunk(5, stream, seq, st, 10)).unwrap();
+        }
+        assert!(c.streams_spooled_whole(5).unwrap().is_empty());
+        c.mark_chunk_last(5, 1, 1).unwrap();
+        assert_eq!(c.streams_spooled_whole(5).unwrap(), vec![1]);
+        assert!(c.streams_spooled_whole(6).unwrap().is_empty());
+        c.add_stage_cut(5, 2, b"b/big").unwrap();
+        c.add_stage_cut(5, 2, b"b/big").unwrap();
+        assert_eq!(c.stage_cuts(5).unwrap(), vec![(2, b"b/big".to_vec())]);
+        assert!(c.stage_cuts(6).unwrap().is_empty());
     }
 }

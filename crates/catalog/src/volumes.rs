@@ -158,6 +158,7 @@ impl Catalog {
                     "streams",
                     "job_errors",
                     "job_volumes",
+                    "stage_cuts",
                 ] {
                     tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [j])?;
                 }

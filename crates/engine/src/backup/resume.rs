@@ -26,15 +26,10 @@ use std::time::Instant;
 use tapeloom_catalog::{ChunkFilter, ChunkState, JobState, StagedChunk};
 use tapeloom_format::{JobStart, StreamInfo, Timestamp};
 
-/// Jobs that ended without finishing and left chunks spooled on the stages.
+/// Jobs through the stages that ended without finishing: failed, with chunks
+/// recorded (spooled ones left to despool, or all on tape and the job's end not).
 pub fn unfinished_staged_jobs(home: &Home) -> Result<Vec<i64>> {
-    let chunks = home.catalog.staged_chunks(&ChunkFilter {
-        state: Some(ChunkState::Spooled),
-        ..ChunkFilter::default()
-    })?;
-    let mut jobs: Vec<i64> = chunks.iter().map(|c| c.job_id).collect();
-    jobs.sort_unstable();
-    jobs.dedup();
+    let jobs = home.catalog.jobs_with_chunks()?;
     let mut out = Vec::new();
     for id in jobs {
         match home.catalog.job(id)? {
@@ -58,7 +53,13 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         ..ChunkFilter::default()
     })?;
     chunks.sort_by_key(|c| (c.stream, c.seq));
+    let names: HashMap<u16, String> = cat
+        .streams(job_id)?
+        .into_iter()
+        .map(|s| (s.stream, s.name))
+        .collect();
     let rows = cat.files(job_id, None)?;
+    name_what_was_cut(home, job_id, &chunks, &names, &rows)?;
     let prior = prior(home, job_id, &rows)?;
     let extents = cat.extents(job_id)?;
     end_open_segments(home, job_id, &extents)?;
@@ -73,11 +74,6 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         payload: (job.block_size as usize).saturating_sub(tapeloom_format::BLOCK_HEADER_LEN) as u64,
     };
     let (set, _reports) = StageSet::open(cat)?;
-    let names: HashMap<u16, String> = cat
-        .streams(job_id)?
-        .into_iter()
-        .map(|s| (s.stream, s.name))
-        .collect();
     let start = job_start(home, &job)?;
     let pending = pending_streams(&chunks, &names);
     let n_streams = pending.len();
@@ -137,6 +133,48 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
     };
     super::run_and_finish(home, &shared, &mut writers, Vec::new(), Instant::now())
 }
+
+/// Records as the job's errors what it cannot finish from the stages: each stream
+/// cut short while spooling with nothing of it left on them (one that still has
+/// chunks there is named by its despooler), and each entry whose start a full stage
+/// gave back to make room before the entry ended, whose row the job never stored.
+fn name_what_was_cut(
+    home: &Home,
+    job_id: i64,
+    spooled: &[StagedChunk],
+    names: &HashMap<u16, String>,
+    rows: &[tapeloom_catalog::FileRow],
+) -> Result<()> {
+    let cat = &home.catalog;
+    let whole = cat.streams_spooled_whole(job_id)?;
+    let said: std::collections::HashSet<Vec<u8>> =
+        cat.errors(job_id)?.into_iter().map(|(p, _)| p).collect();
+    let mut ids: Vec<&u16> = names.keys().collect();
+    ids.sort();
+    for id in ids {
+        if whole.contains(id) || spooled.iter().any(|c| c.stream == *id) {
+            continue;
+        }
+        let path = format!("<stream {}>", names[id]).into_bytes();
+        if !said.contains(&path) {
+            cat.add_error(job_id, &path, STREAM_CUT)?;
+        }
+    }
+    let known: std::collections::HashSet<&[u8]> = rows.iter().map(|r| r.path.as_slice()).collect();
+    for (_, path) in cat.stage_cuts(job_id)? {
+        if !known.contains(path.as_slice()) && !said.contains(&path) {
+            cat.add_error(job_id, &path, ENTRY_CUT)?;
+        }
+    }
+    Ok(())
+}
+
+/// Why a stream that stopped while spooling is not whole in its job.
+pub(crate) const STREAM_CUT: &str =
+    "the backup stopped while this stream was spooling: what was staged of it is in the job, the rest is not";
+
+/// Why an entry whose start left a full stage before it ended is not in its job.
+const ENTRY_CUT: &str = "the stage was full, so the start of this file went to tape before its end was staged, and the backup stopped before it ended: it is not in the job";
 
 /// The job's start record as its continuation records repeat it.
 fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {

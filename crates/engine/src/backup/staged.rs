@@ -55,6 +55,9 @@ struct FeedStream {
     despooled: u64,
     /// Payload bytes landed on tape.
     written: u64,
+    /// The entry still open at the end of each handed chunk that has one, by chunk
+    /// seq: if the chunk must go before that entry ends, the entry is cut.
+    open_at_end: HashMap<u64, Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -269,6 +272,13 @@ impl Feed {
         }
     }
 
+    /// After the despooler read chunk `seq` of `stream`: the entry open at its end.
+    fn open_after(&self, stream: u16, seq: u64, open: Option<&[u8]>) {
+        if let (Some(path), Some(s)) = (open, self.lock().streams.get_mut(&stream)) {
+            s.open_at_end.insert(seq, path.to_vec());
+        }
+    }
+
     fn path_of(&self, c: &StagedChunk) -> PathBuf {
         self.paths
             .get(&c.stage_id)
@@ -314,7 +324,7 @@ impl Feed {
     /// with a keep time, marks them kept until then and leaves their files and their
     /// space to the stage (see [`StageSet::keep`]).
     pub(crate) fn release(&self, cat: &Catalog, streams: &[u16], force: bool) -> Result<()> {
-        let mut gone = Vec::new();
+        let (mut gone, mut cut) = (Vec::new(), Vec::new());
         {
             let mut st = self.lock();
             for id in streams {
@@ -328,10 +338,19 @@ impl Feed {
                 {
                     if let Some(c) = s.handed.pop_front() {
                         s.despooled += c.bytes;
+                        let open = s.open_at_end.remove(&c.seq);
+                        if !chunk_released(&c, s, false) {
+                            // Forced: the entry open across its end loses its start.
+                            cut.extend(open.map(|p| (c.job_id, c.stream, p)));
+                        }
                         gone.push(c);
                     }
                 }
             }
+        }
+        // Recorded before the chunks go, so a job that dies next can say so.
+        for (job, stream, path) in cut {
+            cat.add_stage_cut(job, stream, &path)?;
         }
         for c in gone {
             if let Some(keep) = self.keep {
@@ -833,6 +852,7 @@ fn despool_chunks(
             };
             out.block(m, len).map_err(|_| Error::Stopped)?;
         }
+        feed.open_after(stream, chunk.seq, rows.open_entry());
     };
     rows.finish();
     any_lost |= report_lost(&mut rows, name, out)?;
@@ -846,10 +866,9 @@ fn despool_chunks(
             out.other(Msg::Error(path.to_vec(), why.into()))
                 .map_err(|_| Error::Stopped)?;
         }
-        let why = "the backup stopped while this stream was spooling: what was staged of it is in the job, the rest is not";
         out.other(Msg::Error(
             format!("<stream {name}>").into_bytes(),
-            why.into(),
+            crate::backup::resume::STREAM_CUT.into(),
         ))
         .map_err(|_| Error::Stopped)?;
     }

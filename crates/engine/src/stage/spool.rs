@@ -113,9 +113,15 @@ impl<'c> StreamSpool<'c> {
         Ok(done)
     }
 
-    /// Completes the chunk being written, if it holds blocks; returns it.
+    /// Completes the chunk being written, if it holds blocks, and records the
+    /// stream's last chunk as such: the stream has ended. Returns the chunk.
     pub fn finish(mut self) -> Result<Option<StagedChunk>> {
-        self.finish_current()
+        let c = self.finish_current()?;
+        if let Some(seq) = self.next_seq.checked_sub(1) {
+            self.catalog
+                .mark_chunk_last(self.job_id, self.stream, seq)?;
+        }
+        Ok(c)
     }
 
     fn finish_current(&mut self) -> Result<Option<StagedChunk>> {
