@@ -251,25 +251,21 @@ impl Catalog {
     pub fn add_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
             let tx = self.conn.unchecked_transaction()?;
-            {
-                let mut st = tx.prepare_cached(
-                    "INSERT INTO extents (job_id, stream, seq, first_lbn, blocks, stream_offset) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?;
-                for e in extents {
-                    st.execute(params![
-                        job,
-                        e.stream,
-                        e.seq,
-                        e.first_lbn as i64,
-                        e.blocks as i64,
-                        e.stream_offset as i64
-                    ])?;
-                }
-            }
+            insert_extents(&tx, job, extents)?;
             tx.commit()
         };
         run().doing("record extents")
+    }
+
+    /// Replaces the extents of a job with `extents`, in one transaction.
+    pub fn replace_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
+        let run = || -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            tx.execute("DELETE FROM extents WHERE job_id = ?1", [job])?;
+            insert_extents(&tx, job, extents)?;
+            tx.commit()
+        };
+        run().doing("replace a job's extents")
     }
 
     /// The extents of a job in tape order.
@@ -294,6 +290,28 @@ impl Catalog {
         };
         run().doing("read a job's extents")
     }
+}
+
+fn insert_extents(
+    tx: &rusqlite::Transaction<'_>,
+    job: i64,
+    extents: &[Extent],
+) -> rusqlite::Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO extents (job_id, stream, seq, first_lbn, blocks, stream_offset) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for e in extents {
+        st.execute(params![
+            job,
+            e.stream,
+            e.seq,
+            e.first_lbn as i64,
+            e.blocks as i64,
+            e.stream_offset as i64
+        ])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

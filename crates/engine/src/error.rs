@@ -80,6 +80,14 @@ pub enum JobError {
     /// No such job.
     #[error("no job {0} in the catalog")]
     NoJob(i64),
+    /// Only a job that did not end can be recovered from its data streams.
+    #[error("job {id} is {status}, not failed: only a job that did not end is recovered from its data streams")]
+    NotFailed {
+        /// Job id.
+        id: i64,
+        /// Its status.
+        status: &'static str,
+    },
     /// The job has no volume: it wrote nothing.
     #[error("job {0} wrote nothing to tape")]
     NothingOnTape(i64),

@@ -16,6 +16,7 @@ mod error;
 mod home;
 mod media;
 mod rebuild;
+mod recover;
 mod restore;
 mod sampler;
 pub mod stage;
@@ -36,6 +37,7 @@ pub use home::{
 };
 pub use media::policy::{label, load_cartridge, unload_drives, Labelled};
 pub use rebuild::{rebuild, RebuildReport};
+pub use recover::{recover, RecoverReport};
 pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy, Source};
 pub use sampler::{Live, Series};
 pub use verify::{verify, VerifyReport};

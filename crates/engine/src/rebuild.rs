@@ -4,7 +4,8 @@
 //! tied to its job by the job tag in its blocks and ordered by the volume sequence of
 //! its `JobStart` or `Continuation` record. Stream 0 of each job, put back together
 //! across its volumes, holds the index (every entry and where it is) and `JobEnd`.
-//! Data streams are not decoded: the index says everything the catalog needs.
+//! Data streams are decoded only for a job without `JobEnd` (killed before it wrote
+//! its index): [`crate::recover`] finds its entries there.
 //!
 //! Which drive wrote a segment is not on tape, but each stream is written by one
 //! drive, and stream 0 by the first: segments that hold a common stream are recorded
@@ -34,6 +35,9 @@ pub struct RebuildReport {
     pub jobs_added: Vec<i64>,
     /// Jobs found on tape that the catalog already had.
     pub jobs_known: u64,
+    /// Jobs without an index whose entries were recovered from their data streams
+    /// ([`crate::recover`]).
+    pub jobs_recovered: Vec<i64>,
     /// Entries added.
     pub files_added: u64,
     /// Blocks that failed their checks.
@@ -123,7 +127,11 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             report.jobs_known += 1;
             continue;
         }
-        add_job(cat, tag, segs, &mut report)?;
+        if let Some(id) = add_job(cat, tag, segs, &mut report)? {
+            let r = crate::recover::recover_with(cat, &mut lib, id)?;
+            report.files_added += r.files_added;
+            report.jobs_recovered.push(id);
+        }
     }
     Ok(report)
 }
@@ -212,14 +220,16 @@ fn scan(
 }
 
 /// Adds one job found on tape to the catalog, from its segments, index and end.
+/// Returns its id when it has no end: its entries are then to be recovered from its
+/// data streams.
 fn add_job(
     cat: &tapeloom_catalog::Catalog,
     tag: u64,
     mut segs: Vec<Segment>,
     report: &mut RebuildReport,
-) -> Result<()> {
+) -> Result<Option<i64>> {
     let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
-        return Ok(());
+        return Ok(None);
     };
     segs.retain(|s| s.seq.is_some());
     segs.sort_by_key(|s| s.seq);
@@ -276,7 +286,7 @@ fn add_job(
     )?;
     report.files_added += rows.len() as u64;
     report.jobs_added.push(id);
-    Ok(())
+    Ok(end.is_none().then_some(id))
 }
 
 /// A catalog row from an index entry on tape (owners are not in the index).

@@ -16,6 +16,13 @@ enum Cmd {
     /// Read every labelled cartridge and add the jobs the catalog lacks, from the
     /// indexes on tape.
     Rebuild,
+    /// Recover a job that did not end (killed before it wrote its index) from its
+    /// data streams on tape: every entry whose blocks reached tape whole gets its
+    /// row; the others are named in the job's errors. The job becomes partial.
+    Recover {
+        /// The job's id.
+        job: i64,
+    },
 }
 
 impl Args {
@@ -23,6 +30,7 @@ impl Args {
     pub fn run(self, ctx: &Context) -> Result<i32> {
         match self.cmd {
             Cmd::Rebuild => emit(&rebuild(ctx)?, ctx.json),
+            Cmd::Recover { job } => emit(&recover(ctx, job)?, ctx.json),
         }
     }
 }
@@ -34,6 +42,8 @@ pub struct Rebuilt {
     volumes_added: u64,
     jobs_added: Vec<i64>,
     jobs_known: u64,
+    /// Jobs without an index whose entries were recovered from their data streams.
+    jobs_recovered: Vec<i64>,
     files_added: u64,
     bad_blocks: u64,
 }
@@ -45,6 +55,7 @@ fn rebuild(ctx: &Context) -> Result<Rebuilt> {
         volumes_added: r.volumes_added,
         jobs_added: r.jobs_added,
         jobs_known: r.jobs_known,
+        jobs_recovered: r.jobs_recovered,
         files_added: r.files_added,
         bad_blocks: r.bad_blocks,
     })
@@ -61,5 +72,49 @@ impl Output for Rebuilt {
             self.volumes_added,
             self.bad_blocks
         );
+    }
+}
+
+/// What `catalog recover` found.
+#[derive(Serialize)]
+pub struct Recovered {
+    job_id: i64,
+    files_known: u64,
+    files_added: u64,
+    bytes_added: u64,
+    blocks_read: u64,
+    bad_blocks: u64,
+    /// Entries not whole on tape, with the reason.
+    not_recovered: Vec<crate::output::PathError>,
+}
+
+fn recover(ctx: &Context, job: i64) -> Result<Recovered> {
+    let r = tapeloom_engine::recover(&ctx.open_home()?, job)?;
+    Ok(Recovered {
+        job_id: r.job_id,
+        files_known: r.files_known,
+        files_added: r.files_added,
+        bytes_added: r.bytes_added,
+        blocks_read: r.blocks_read,
+        bad_blocks: r.bad_blocks,
+        not_recovered: crate::output::PathError::list(&r.cut),
+    })
+}
+
+impl Output for Recovered {
+    fn print(&self) {
+        println!(
+            "job {}: {} entries recovered from {} blocks ({} bytes), {} known before, {} not whole on tape, {} bad blocks",
+            self.job_id,
+            self.files_added,
+            self.blocks_read,
+            self.bytes_added,
+            self.files_known,
+            self.not_recovered.len(),
+            self.bad_blocks
+        );
+        for e in &self.not_recovered {
+            println!("  not recovered: {}: {}", e.path, e.reason);
+        }
     }
 }
