@@ -38,17 +38,20 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 rm -f "$log"
 [ "$status" -eq 0 ] || exit "$status"
-# Backups through the stage killed with SIGKILL while spooling and while
-# despooling, then finished by `stage resume` and checked (bench/stage_kill.py).
-echo "== kill -9 trials"
-trials=$(mktemp)
-work=$(mktemp -d)
-python3 bench/stage_kill.py --quick --bin target/release/tapeloom --work "$work" > "$trials"
-python3 - "$trials" <<'PY'
+# Commands killed with SIGKILL at random moments, then checked: backups (direct,
+# spanning, and through the stage while spooling and despooling), restores,
+# verifies and catalog rebuilds (bench/kill.py, bench/stage_kill.py).
+for harness in kill stage_kill; do
+    echo "== kill -9 trials: $harness"
+    trials=$(mktemp)
+    work=$(mktemp -d)
+    python3 "bench/$harness.py" --quick --bin target/release/tapeloom --work "$work" > "$trials"
+    python3 - "$trials" "$harness" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 t = d["totals"]
-print(f"kill -9 trials: {t['passed']} passed, {t['failed']} failed")
+print(f"kill -9 trials ({sys.argv[2]}): {t['passed']} passed, {t['failed']} failed")
 sys.exit(0 if d["pass"] else 1)
 PY
-rm -rf "$trials" "$work"
+    rm -rf "$trials" "$work"
+done

@@ -123,11 +123,15 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             .unwrap_or_default()
     });
     for (tag, segs) in jobs {
-        if cat.job_by_tag(tag)?.is_some() {
-            report.jobs_known += 1;
-            continue;
-        }
-        if let Some(id) = add_job(cat, tag, segs, &mut report)? {
+        let existing = match cat.job_by_tag(tag)? {
+            Some(j) if unfinished_rebuild(cat, &j)? => Some(j.id),
+            Some(_) => {
+                report.jobs_known += 1;
+                continue;
+            }
+            None => None,
+        };
+        if let Some(id) = add_job(cat, tag, segs, existing, &mut report)? {
             let r = crate::recover::recover_with(cat, &mut lib, id)?;
             report.files_added += r.files_added;
             report.jobs_recovered.push(id);
@@ -219,13 +223,29 @@ fn scan(
     Ok(())
 }
 
-/// Adds one job found on tape to the catalog, from its segments, index and end.
-/// Returns its id when it has no end: its entries are then to be recovered from its
-/// data streams.
+/// Whether a job the catalog has is one a rebuild stopped adding (its process died
+/// before the job's end was recorded): `failed`, with no chunks left on a stage for
+/// `stage resume` to finish. A rebuild fills it in.
+fn unfinished_rebuild(cat: &tapeloom_catalog::Catalog, j: &tapeloom_catalog::Job) -> Result<bool> {
+    if j.status != JobState::Failed {
+        return Ok(false);
+    }
+    let staged = cat.staged_chunks(&tapeloom_catalog::ChunkFilter {
+        job: Some(j.id),
+        state: Some(tapeloom_catalog::ChunkState::Spooled),
+        ..Default::default()
+    })?;
+    Ok(staged.is_empty())
+}
+
+/// Adds one job found on tape to the catalog, from its segments, index and end (or
+/// fills in `existing`, the same job recorded in part). Returns its id when it has
+/// no end: its entries are then to be recovered from its data streams.
 fn add_job(
     cat: &tapeloom_catalog::Catalog,
     tag: u64,
     mut segs: Vec<Segment>,
+    existing: Option<i64>,
     report: &mut RebuildReport,
 ) -> Result<Option<i64>> {
     let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
@@ -243,13 +263,16 @@ fn add_job(
             source: s.source.clone(),
         })
         .collect();
-    let id = cat.begin_job(
-        tag,
-        &start.name,
-        start.started.as_nanos(),
-        start.block_size,
-        &streams,
-    )?;
+    let id = match existing {
+        Some(id) => id,
+        None => cat.begin_job(
+            tag,
+            &start.name,
+            start.started.as_nanos(),
+            start.block_size,
+            &streams,
+        )?,
+    };
     let chains = crate::restore::chains::group(
         segs.iter().filter_map(|s| s.seq),
         segs.iter()
@@ -259,14 +282,29 @@ fn add_job(
     for s in &segs {
         let seq = s.seq.unwrap_or_default();
         let chain = chains.get(&seq).copied().unwrap_or(seq);
-        cat.add_job_volume(id, seq, chain, s.volume.id, s.first_lbn)?;
+        match cat.add_job_volume(id, seq, chain, s.volume.id, s.first_lbn) {
+            Err(tapeloom_catalog::CatalogError::SegmentExists { .. }) if existing.is_some() => {}
+            r => r?,
+        }
         cat.end_job_volume(id, seq, s.last_lbn)?;
     }
-    let rows: Vec<FileRow> = index.iter().map(file_row).collect();
+    let have: std::collections::HashSet<Vec<u8>> = match existing {
+        Some(id) => cat.files(id, None)?.into_iter().map(|r| r.path).collect(),
+        None => Default::default(),
+    };
+    let rows: Vec<FileRow> = index
+        .iter()
+        .map(file_row)
+        .filter(|r| !have.contains(&r.path))
+        .collect();
     for chunk in rows.chunks(4096) {
         cat.add_files(id, chunk)?;
     }
-    let bytes: u64 = rows
+    let all = match existing {
+        Some(id) => cat.files(id, None)?,
+        None => rows.clone(),
+    };
+    let bytes: u64 = all
         .iter()
         .filter(|r| r.kind == tapeloom_format::EntryType::Regular as u8)
         .map(|r| r.size)
@@ -279,7 +317,7 @@ fn add_job(
     cat.finish_job(
         id,
         status,
-        rows.len() as u64,
+        all.len() as u64,
         bytes,
         seconds,
         ended.as_nanos(),
