@@ -11,7 +11,7 @@ pub mod fsio;
 pub mod lto;
 mod null_drive;
 pub mod scsi;
-#[cfg(any(test, feature = "testkit"))]
+#[cfg(any(test, feature = "testkit", feature = "faults"))]
 pub mod testkit;
 mod virtual_drive;
 mod virtual_library;

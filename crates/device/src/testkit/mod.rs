@@ -5,9 +5,15 @@
 //!   [`TapeLibrary`](crate::TapeLibrary) must pass.
 //! - [`tgt`]: a tgt virtual tape library on loopback, reached over iSCSI, so that
 //!   the SCSI drivers are tested against real SCSI devices without hardware.
+//! - [`faults`]: a library and drives that fail as a plan says, for tests and for
+//!   experiments (`TAPELOOM_FAULTS`, `docs/FAULTS.md`).
 //!
 //! Enable it for tests only: `tapeloom-device = { workspace = true, features =
-//! ["testkit"] }` under `[dev-dependencies]`.
+//! ["testkit"] }` under `[dev-dependencies]`. The feature `faults` (which
+//! `testkit` includes) builds only [`faults`], for the engine's experiment hook.
 
+#[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
+pub mod faults;
+#[cfg(any(test, feature = "testkit"))]
 pub mod tgt;
