@@ -325,6 +325,13 @@ pub enum HomeError {
         /// What was refused.
         what: &'static str,
     },
+    /// `TAPELOOM_FAULTS` holds a fault spec that does not parse.
+    #[error("TAPELOOM_FAULTS: {source}")]
+    FaultSpec {
+        /// What is wrong with it.
+        #[source]
+        source: tapeloom_device::testkit::faults::FaultSpecError,
+    },
 }
 
 /// A measurement tool's input that cannot be used.

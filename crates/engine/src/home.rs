@@ -4,8 +4,10 @@ use crate::error::{io, Error, HomeError, Result};
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use tapeloom_catalog::Catalog;
 pub use tapeloom_device::scsi::ScsiLibraryConfig;
+use tapeloom_device::testkit::faults::{FaultPlan, FaultSpecError, Faults};
 use tapeloom_device::{LibraryConfig, TapeLibrary, VirtualLibrary};
 
 /// An open library of the home: the virtual one, or real devices attached to it.
@@ -35,6 +37,21 @@ const CATALOG_FILE: &str = "catalog.sqlite";
 
 /// The file naming the SCSI devices attached to the home.
 const DEVICES_FILE: &str = "devices.json";
+
+/// The faults `TAPELOOM_FAULTS` asks for. Parsed once per process and shared by
+/// every library opened, so a fault that fires once fires once in the process.
+fn injected_faults() -> Result<Option<Faults>> {
+    static FAULTS: OnceLock<std::result::Result<Option<Faults>, FaultSpecError>> = OnceLock::new();
+    FAULTS
+        .get_or_init(|| match std::env::var("TAPELOOM_FAULTS") {
+            Ok(spec) if !spec.trim().is_empty() => {
+                FaultPlan::parse(&spec).map(|p| Some(Faults::new(p)))
+            }
+            _ => Ok(None),
+        })
+        .clone()
+        .map_err(|source| HomeError::FaultSpec { source }.into())
+}
 
 /// An open home. Holding it holds the home's lock: one process changes a home at a time.
 pub struct Home {
@@ -106,12 +123,18 @@ impl Home {
     }
 
     /// Opens the home's library: the SCSI devices attached to it, else the virtual
-    /// library.
+    /// library; wrapped in the faults `TAPELOOM_FAULTS` asks for, when it holds a
+    /// spec (`docs/FAULTS.md`).
     pub fn library(&self) -> Result<Library> {
-        if let Some(cfg) = self.attached()? {
-            return Ok(Box::new(tapeloom_device::scsi::ScsiLibrary::open(&cfg)?));
-        }
-        Ok(Box::new(self.virtual_library()?))
+        let faults = injected_faults()?;
+        let lib: Library = match self.attached()? {
+            Some(cfg) => Box::new(tapeloom_device::scsi::ScsiLibrary::open(&cfg)?),
+            None => Box::new(self.virtual_library()?),
+        };
+        Ok(match faults {
+            Some(f) => Box::new(f.wrap(lib)),
+            None => lib,
+        })
     }
 
     /// Opens the virtual library.
