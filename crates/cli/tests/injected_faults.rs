@@ -1,0 +1,178 @@
+//! Faults injected with `TAPELOOM_FAULTS` (docs/FAULTS.md), through the binary: what
+//! a backup, a restore and the changer do today when the drive or the robot fails.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs tapeloom with `--home home --json` and the fault spec; (exit code, JSON,
+/// stderr).
+fn run_with(home: &Path, spec: &str, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(bin())
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .env("TAPELOOM_FAULTS", spec)
+        .output()
+        .expect("run tapeloom");
+    parse(out)
+}
+
+/// A one-line error naming all of `words`, and a non-zero exit.
+fn assert_one_line_error(code: i32, err: &str, words: &[&str]) {
+    assert_ne!(code, 0, "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("tapeloom: error: "), "{err}");
+    for w in words {
+        assert!(lines[0].contains(w), "{w:?} not in {err}");
+    }
+}
+
+/// Eight files of 2 MB: several blocks each.
+fn source(dir: &Path) {
+    for i in 0..8 {
+        write(&dir.join(format!("f{i}")), &noise(i, 2_000_000));
+    }
+}
+
+/// Each file's first block, in block order.
+fn first_blocks(home: &Path, job: &str) -> Vec<(String, u64)> {
+    let ls = ok(home, &["ls", job]);
+    let mut v: Vec<(String, u64)> = ls["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "file")
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["block"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by_key(|(_, b)| *b);
+    v
+}
+
+#[test]
+fn a_write_error_fails_the_backup_with_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    source(&src);
+    let (code, _, err) = run_with(
+        &home,
+        "write-error@lbn=10",
+        &["backup", src.to_str().unwrap()],
+    );
+    assert_one_line_error(code, &err, &["WRITE failed", "MEDIUM ERROR", "0C/00"]);
+    let jobs = ok(&home, &["jobs"]);
+    assert_eq!(jobs["jobs"][0]["status"], "failed", "{jobs}");
+}
+
+#[test]
+fn a_read_error_at_a_block_ends_the_restore_there() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src, out) = (
+        t.path().join("home"),
+        t.path().join("src"),
+        t.path().join("out"),
+    );
+    source(&src);
+    let b = ok(&home, &["backup", src.to_str().unwrap()]);
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    let files = first_blocks(&home, &job);
+    // A block in the middle of the third file.
+    let (hit, lbn) = (&files[2].0, files[2].1 + 2);
+    let spec = format!("read-error@lbn={lbn},every");
+    let (code, r, err) = run_with(
+        &home,
+        &spec,
+        &["restore", &job, "--to", out.to_str().unwrap()],
+    );
+    // Today the restore stops at the bad block with the drive's error on one line:
+    // no JSON report, the file of the block is left part written, and the files
+    // after it are not restored. (Reading on after the block, naming the files it
+    // touches and restoring the rest would be the better behaviour.)
+    assert_one_line_error(code, &err, &["READ failed", "MEDIUM ERROR", "11/00"]);
+    assert_eq!(r, Value::Null, "{r}");
+    let src_of = |name: &str| std::fs::read(src.join(name)).unwrap();
+    for (name, _) in &files[..2] {
+        assert_eq!(
+            std::fs::read(out.join(name)).unwrap(),
+            src_of(name),
+            "{name}"
+        );
+    }
+    let partial = std::fs::read(out.join(hit)).unwrap();
+    assert!(
+        partial.len() < 2_000_000,
+        "{hit} has {} bytes",
+        partial.len()
+    );
+    for (name, _) in &files[3..] {
+        assert!(!out.join(name).exists(), "{name} restored after the error");
+    }
+    // Without the fault the same restore is whole.
+    let again = t.path().join("again");
+    ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
+    assert_same_tree(&src, &again);
+}
+
+#[test]
+fn a_write_reported_done_but_never_on_tape_is_found_by_verify_only() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    source(&src);
+    let (code, b, err) = run_with(
+        &home,
+        "write-ok-unwritten@lbn=12",
+        &["backup", src.to_str().unwrap()],
+    );
+    // The drive said the block was written: the backup cannot tell.
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(b["status"], "ok", "{b}");
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    let (code, v, _) = run_with(&home, "", &["verify", &job]);
+    assert_eq!(code, 1);
+    assert_eq!(v["ok"], false, "{v}");
+    // Every block after the lost one stands one place early on tape.
+    assert_eq!(v["bad_blocks"][0]["block"], 12, "{v}");
+    assert!(v["bad_blocks"].as_array().unwrap().len() > 1, "{v}");
+}
+
+#[test]
+fn a_failed_changer_move_is_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    source(&src);
+    let (code, _, err) = run_with(&home, "move-fail@n=1", &["backup", src.to_str().unwrap()]);
+    assert_one_line_error(
+        code,
+        &err,
+        &[
+            "MOVE MEDIUM from slot 0 to drive 0",
+            "HARDWARE ERROR",
+            "15/01",
+        ],
+    );
+    let (code, _, err) = run_with(&home, "slot-empty=0", &["library", "load", "TL0001L9"]);
+    assert_one_line_error(code, &err, &["ILLEGAL REQUEST", "3B/0E"]);
+    // Nothing moved: the cartridge is still in its slot, and loads without faults.
+    ok(&home, &["library", "load", "TL0001L9"]);
+}
+
+#[test]
+fn a_bad_fault_spec_is_one_line_naming_the_bad_part() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let (code, _, err) = run_with(
+        &home,
+        "seed=1;read-error@lbn=5;stall=2hours@lbn=3",
+        &["library", "status"],
+    );
+    assert_one_line_error(code, &err, &["TAPELOOM_FAULTS", "'stall=2hours@lbn=3'"]);
+}
