@@ -3,11 +3,12 @@
 //! output; this file parses, dispatches and prints errors.
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod output;
 mod commands;
 mod duration;
 mod error;
 mod health;
-mod output;
 mod progress;
 mod size;
 

@@ -327,7 +327,7 @@ impl BackedUp {
 
 impl Output for BackedUp {
     fn print(&self) {
-        println!(
+        outln!(
             "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
             self.job_id,
             self.status,

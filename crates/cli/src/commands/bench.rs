@@ -179,7 +179,7 @@ fn drive(a: DriveArgs, ctx: &Context) -> Result<DriveBench> {
 
 impl Output for DriveBench {
     fn print(&self) {
-        println!(
+        outln!(
             "{} ({} clock{}), {}, compression {}",
             self.model,
             self.clock,
@@ -191,12 +191,17 @@ impl Output for DriveBench {
             self.pattern,
             if self.compression { "on" } else { "off" }
         );
-        println!(
+        outln!(
             "{:>10} {:>10} {:>10} {:>6} {:>11} {:>10}",
-            "block", "host MB/s", "tape MB/s", "ratio", "backhitches", "seconds"
+            "block",
+            "host MB/s",
+            "tape MB/s",
+            "ratio",
+            "backhitches",
+            "seconds"
         );
         for r in &self.rows {
-            println!(
+            outln!(
                 "{:>10} {:>10.1} {:>10.1} {:>6.2} {:>11} {:>10.1}",
                 r.block_size,
                 r.host_mb_per_s,
@@ -273,7 +278,7 @@ fn locate(a: LocateArgs) -> Result<Located> {
 
 impl Output for Located {
     fn print(&self) {
-        println!(
+        outln!(
             "{}: {} from {} to {}: {:.1} s modeled, equivalent {:.1} MB/s (wrap {} at {:.0} m to wrap {} at {:.0} m)",
             self.model, self.how, self.from, self.to, self.modeled_seconds, self.equivalent_mb_per_s,
             self.from_wrap, self.from_metres, self.to_wrap, self.to_metres

@@ -63,7 +63,7 @@ fn rebuild(ctx: &Context) -> Result<Rebuilt> {
 
 impl Output for Rebuilt {
     fn print(&self) {
-        println!(
+        outln!(
             "read {} cartridges: {} jobs added ({} entries), {} already known, {} volumes added, {} bad blocks",
             self.volumes_scanned,
             self.jobs_added.len(),

@@ -1,7 +1,6 @@
 //! `tapeloom completions SHELL`: a completion script made from the clap definitions.
 
-use anyhow::{Context, Result};
-use std::io::Write;
+use anyhow::Result;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,8 +15,7 @@ pub fn run(a: Args, cmd: &mut clap::Command) -> Result<i32> {
     // Into a buffer first: clap_complete panics on a write error (a closed pipe).
     let mut script = Vec::new();
     clap_complete::generate(a.shell, cmd, name, &mut script);
-    std::io::stdout()
-        .write_all(&script)
-        .context("write the completion script")?;
+    crate::output::write_stdout_bytes(&script);
+    crate::output::finish()?;
     Ok(0)
 }

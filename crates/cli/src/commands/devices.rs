@@ -65,13 +65,13 @@ pub fn run(a: Args) -> Result<Devices> {
 impl Output for Devices {
     fn print(&self) {
         if self.devices.is_empty() {
-            println!(
+            outln!(
                 "no SCSI devices found (name iSCSI logical units as iscsi://HOST:PORT/TARGET/LUN)"
             );
         }
         for d in &self.devices {
             match d {
-                Device::Failed { device, error } => println!("{device}: {error}"),
+                Device::Failed { device, error } => outln!("{device}: {error}"),
                 Device::Found {
                     device,
                     kind,
@@ -80,7 +80,7 @@ impl Output for Devices {
                     revision,
                     serial,
                     ..
-                } => println!(
+                } => outln!(
                     "{:<44} {:<8} {} {} {}{}",
                     device,
                     kind,

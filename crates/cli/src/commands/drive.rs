@@ -96,7 +96,7 @@ fn models() -> Models {
 
 impl Output for Models {
     fn print(&self) {
-        println!(
+        outln!(
             "{:<6} {:>7} {:>13} {:>6} {:>8} {:>9} {:>8} {:>9} {:>6} {:>6} {:>9}",
             "model",
             "native",
@@ -111,7 +111,7 @@ impl Output for Models {
             "locate m/s"
         );
         for g in &self.models {
-            println!(
+            outln!(
                 "{:<6} {:>7} {:>5}-{:<4}x{:<2} {:>5}M {:>8} {:>8}G {:>8.0} {:>9} {:>6} {:>6} {:>9}",
                 g.name,
                 g.native_mb_per_s,

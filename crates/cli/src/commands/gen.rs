@@ -104,7 +104,7 @@ pub fn run(a: Args) -> Result<Generated> {
 
 impl Output for Generated {
     fn print(&self) {
-        println!(
+        outln!(
             "{}: {} files in {} folders, {} bytes",
             self.dir.display(),
             self.files,
@@ -113,11 +113,11 @@ impl Output for Generated {
         );
         if let (Some(want), Some(short)) = (self.requested_bytes, self.shortfall_bytes) {
             if short > 0 {
-                println!("{short} bytes short of the {want} bytes asked for (the size classes allow no closer)");
+                outln!("{short} bytes short of the {want} bytes asked for (the size classes allow no closer)");
             }
         }
         for c in &self.classes {
-            println!("{:>12} bytes: {} files", c.size, c.files);
+            outln!("{:>12} bytes: {} files", c.size, c.files);
         }
     }
 }

@@ -55,7 +55,7 @@ pub fn run(ctx: &Context) -> Result<Jobs> {
 impl Output for Jobs {
     fn print(&self) {
         for j in &self.jobs {
-            println!(
+            outln!(
                 "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}",
                 j.job_id,
                 j.status,

@@ -90,9 +90,15 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
 
 impl Entry {
     fn print(&self) {
-        println!(
+        outln!(
             "{:<8} {:o} {:>12} {} {}:{} {}",
-            self.kind, self.mode, self.size, self.mtime, self.volume, self.block, self.path
+            self.kind,
+            self.mode,
+            self.size,
+            self.mtime,
+            self.volume,
+            self.block,
+            self.path
         );
     }
 }

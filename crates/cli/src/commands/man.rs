@@ -4,7 +4,6 @@
 
 use crate::error::CliError;
 use anyhow::{Context, Result};
-use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,9 +28,8 @@ pub fn run(a: Args, mut cmd: clap::Command) -> Result<i32> {
     clap_mangen::Man::new(cmd)
         .render(&mut page)
         .context("render the manual page")?;
-    std::io::stdout()
-        .write_all(title_first(&String::from_utf8_lossy(&page)).as_bytes())
-        .context("write the manual page")?;
+    crate::output::write_stdout_bytes(title_first(&String::from_utf8_lossy(&page)).as_bytes());
+    crate::output::finish()?;
     Ok(0)
 }
 

@@ -102,7 +102,7 @@ pub fn run(a: Args) -> Result<ReadRate> {
 impl Output for ReadRate {
     fn print(&self) {
         for s in &self.streams {
-            println!(
+            outln!(
                 "{}: {} files, {} bytes, {:.1} MB/s, {:.0} files/s{}",
                 s.path.display(),
                 s.files,
@@ -116,6 +116,6 @@ impl Output for ReadRate {
                 }
             );
         }
-        println!("total {:.1} MB/s: {}", self.total_mb_per_s, self.verdict);
+        outln!("total {:.1} MB/s: {}", self.total_mb_per_s, self.verdict);
     }
 }

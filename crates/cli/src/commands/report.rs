@@ -88,7 +88,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Drawn> {
 
 impl Output for Drawn {
     fn print(&self) {
-        println!("{}", self.out);
+        outln!("{}", self.out);
     }
 }
 

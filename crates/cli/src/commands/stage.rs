@@ -96,7 +96,7 @@ impl Resumed {
 impl Output for Resumed {
     fn print(&self) {
         if self.jobs.is_empty() {
-            println!("no backup left data on the stages");
+            outln!("no backup left data on the stages");
         }
         for j in &self.jobs {
             j.print();
@@ -143,7 +143,7 @@ impl From<&Stage> for Added {
 
 impl Output for Added {
     fn print(&self) {
-        println!("added stage {} ({})", self.path, output::bytes(self.size));
+        outln!("added stage {} ({})", self.path, output::bytes(self.size));
     }
 }
 
@@ -156,9 +156,10 @@ pub struct Removed {
 
 impl Output for Removed {
     fn print(&self) {
-        println!(
+        outln!(
             "removed stage {} ({} chunk files already on tape deleted)",
-            self.path, self.chunk_files_deleted
+            self.path,
+            self.chunk_files_deleted
         );
     }
 }
@@ -209,12 +210,12 @@ fn list(catalog: &Catalog) -> Result<List> {
 impl Output for List {
     fn print(&self) {
         if self.stages.is_empty() {
-            println!("no stages (tapeloom stage add DIR --size SIZE adds one)");
+            outln!("no stages (tapeloom stage add DIR --size SIZE adds one)");
             return;
         }
-        println!("{:>12} {:>12} {:>12}  path", "size", "used", "free");
+        outln!("{:>12} {:>12} {:>12}  path", "size", "used", "free");
         for s in &self.stages {
-            println!(
+            outln!(
                 "{:>12} {:>12} {:>12}  {}",
                 output::bytes(s.size),
                 output::bytes(s.used),
@@ -301,11 +302,11 @@ fn status(catalog: &Catalog) -> Result<Status> {
 impl Output for Status {
     fn print(&self) {
         if self.stages.is_empty() {
-            println!("no stages (tapeloom stage add DIR --size SIZE adds one)");
+            outln!("no stages (tapeloom stage add DIR --size SIZE adds one)");
         }
         for s in &self.stages {
             let st = &s.stage;
-            println!(
+            outln!(
                 "{}: {} of {} used, {} free",
                 st.path,
                 output::bytes(st.used),
@@ -322,7 +323,7 @@ impl Output for Status {
                 } else {
                     String::new()
                 };
-                println!(
+                outln!(
                     "  job {:>5} stream {:>3}: staged {:>10} in {:>4} chunks, despooled {:>10} in {:>4} chunks{kept}",
                     u.job_id,
                     u.stream,

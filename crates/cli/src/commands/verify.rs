@@ -56,7 +56,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
 
 impl Output for Verified {
     fn print(&self) {
-        println!(
+        outln!(
             "job {}: {} — {} blocks checked, {} bad, {} files checked, {} damaged",
             self.job_id,
             if self.ok { "ok" } else { "DAMAGED" },
@@ -66,10 +66,10 @@ impl Output for Verified {
             self.files_affected.len()
         );
         for b in &self.bad_blocks {
-            println!("bad block {} on {}", b.block, b.volume);
+            outln!("bad block {} on {}", b.block, b.volume);
         }
         for p in &self.files_affected {
-            println!("damaged: {p}");
+            outln!("damaged: {p}");
         }
     }
 

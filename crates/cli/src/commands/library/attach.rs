@@ -72,14 +72,14 @@ pub fn attach(a: AttachArgs, home: &Home) -> Result<Attached> {
 
 impl Output for Attached {
     fn print(&self) {
-        println!(
+        outln!(
             "attached changer {} ({} slots) with {} drives",
             self.changer,
             self.slots,
             self.drives.len()
         );
         for d in &self.drives {
-            println!("drive {}: {} ({})", d.index, d.device, d.description);
+            outln!("drive {}: {} ({})", d.index, d.device, d.description);
         }
     }
 }
@@ -110,6 +110,6 @@ pub fn detach(a: DetachArgs, home: &Home) -> Result<Detached> {
 
 impl Output for Detached {
     fn print(&self) {
-        println!("using the virtual library {}", self.library.display());
+        outln!("using the virtual library {}", self.library.display());
     }
 }

@@ -31,7 +31,7 @@ pub fn load(a: LoadArgs, home: &Home) -> Result<Loaded> {
 
 impl Output for Loaded {
     fn print(&self) {
-        println!("{} loaded in drive {}", self.barcode, self.drive);
+        outln!("{} loaded in drive {}", self.barcode, self.drive);
     }
 }
 
@@ -59,10 +59,10 @@ pub fn unload(a: UnloadArgs, home: &Home) -> Result<Unloaded> {
 impl Output for Unloaded {
     fn print(&self) {
         if self.unloaded.is_empty() {
-            println!("no cartridge to unload");
+            outln!("no cartridge to unload");
         }
         for u in &self.unloaded {
-            println!("{} unloaded from drive {}", u.barcode, u.drive);
+            outln!("{} unloaded from drive {}", u.barcode, u.drive);
         }
     }
 }
@@ -101,7 +101,7 @@ pub fn move_cartridge(a: MoveArgs, home: &Home) -> Result<Moved> {
 
 impl Output for Moved {
     fn print(&self) {
-        println!("{} is in slot {}", self.barcode, self.slot);
+        outln!("{} is in slot {}", self.barcode, self.slot);
     }
 }
 
@@ -156,7 +156,7 @@ pub fn label(a: LabelArgs, home: &Home) -> Result<Labelled> {
 impl Output for Labelled {
     fn print(&self) {
         for l in &self.labelled {
-            println!(
+            outln!(
                 "{} labelled for pool {} (was {}{})",
                 l.barcode,
                 self.pool,

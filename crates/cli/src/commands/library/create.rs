@@ -70,7 +70,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
 
 impl Output for Created {
     fn print(&self) {
-        println!(
+        outln!(
             "library with {} drives and {} cartridges of {} in {}",
             self.drives,
             self.slots,

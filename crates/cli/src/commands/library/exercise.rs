@@ -137,7 +137,7 @@ impl Timings {
 
 impl Output for Exercised {
     fn print(&self) {
-        println!(
+        outln!(
             "{} cycles, {} failures; moves {:.2} s mean, {:.2} s max; loads {:.2} s mean; {:.0} mounts per hour",
             self.cycles, self.failures, self.mean_move_seconds, self.max_move_seconds,
             self.mean_load_seconds, self.mounts_per_hour

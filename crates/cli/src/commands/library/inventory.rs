@@ -72,9 +72,9 @@ pub fn run(a: Args, home: &Home) -> Result<Inventory> {
 
 impl Output for Inventory {
     fn print(&self) {
-        println!("{}", self.library);
+        outln!("{}", self.library);
         for d in &self.drives {
-            println!(
+            outln!(
                 "drive {} ({}): {}",
                 d.index,
                 d.device,
@@ -82,14 +82,14 @@ impl Output for Inventory {
             );
         }
         for s in &self.slots {
-            println!(
+            outln!(
                 "slot {:>4}: {}",
                 s.address,
                 s.barcode.as_deref().unwrap_or("empty")
             );
         }
         for s in &self.import_export {
-            println!(
+            outln!(
                 "mail slot {:>4}: {}",
                 s.address,
                 s.barcode.as_deref().unwrap_or("empty")

@@ -98,7 +98,7 @@ pub fn run(home: &Home) -> Result<Status> {
 
 impl Output for Status {
     fn print(&self) {
-        println!(
+        outln!(
             "{}: {} drives, {} slots{}",
             self.library,
             self.drives.len(),
@@ -108,7 +108,7 @@ impl Output for Status {
                 .unwrap_or_default()
         );
         for d in &self.drives {
-            println!(
+            outln!(
                 "drive {}: {}{}",
                 d.index,
                 d.loaded.as_deref().unwrap_or("empty"),
@@ -119,7 +119,7 @@ impl Output for Status {
             );
         }
         for c in &self.cartridges {
-            println!(
+            outln!(
                 "{}  {:<8} {:<8} {:>10} used  {} jobs",
                 c.barcode,
                 c.location,
