@@ -38,7 +38,9 @@ pub use home::{
 pub use media::policy::{label, load_cartridge, unload_drives, Labelled};
 pub use rebuild::{rebuild, RebuildReport};
 pub use recover::{recover, RecoverReport};
-pub use restore::{normalize, restore, RestoreOptions, RestoreReport, SkipBy, Source};
+pub use restore::{
+    normalize, restore, Kept, Overwrite, RestoreOptions, RestoreReport, SkipBy, Source,
+};
 pub use sampler::{Live, Series};
 pub use verify::{verify, VerifyReport};
 

@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use tapeloom_engine::{RestoreOptions, RestoreReport, SkipBy, Source};
+use tapeloom_engine::{Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,6 +33,32 @@ pub struct Args {
     /// read (read through).
     #[arg(long, default_value = "auto", value_parser = ["auto", "locate", "read"])]
     skip_by: String,
+    /// What to do with a file already at a restored path: never (keep it when it
+    /// differs, and report it), always (replace it), if-newer (replace it when the
+    /// backup's mtime is later), if-changed (replace it when its size, mtime or type
+    /// differ). A file with the backed-up size and mtime counts as restored and is
+    /// left as it is, except with always.
+    #[arg(long, value_enum, default_value = "never", value_name = "WHEN")]
+    overwrite: OverwriteArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OverwriteArg {
+    Always,
+    IfNewer,
+    IfChanged,
+    Never,
+}
+
+impl From<OverwriteArg> for Overwrite {
+    fn from(a: OverwriteArg) -> Self {
+        match a {
+            OverwriteArg::Always => Overwrite::Always,
+            OverwriteArg::IfNewer => Overwrite::IfNewer,
+            OverwriteArg::IfChanged => Overwrite::IfChanged,
+            OverwriteArg::Never => Overwrite::Never,
+        }
+    }
 }
 
 /// What a restore did, and at what rate.
@@ -66,6 +92,13 @@ pub struct Restored {
     streams: Vec<Stream>,
     drives: Vec<Drive>,
     errors: Vec<PathError>,
+    /// Files already there, identical to the backed-up ones (size and mtime), left
+    /// as they were; counted in `files`.
+    unchanged: u64,
+    /// How many files already there differ and were kept (`--overwrite`).
+    skipped_count: usize,
+    /// Those files, and why each was kept: `differs` or `not-older`.
+    skipped: Vec<PathError>,
 }
 
 /// One stream's restored bytes.
@@ -109,6 +142,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             "read" => SkipBy::Read,
             _ => SkipBy::Auto,
         },
+        overwrite: a.overwrite.into(),
     };
     let r = tapeloom_engine::restore(&ctx.open_home()?, a.job, &opts)?;
     for (p, why) in &r.errors {
@@ -172,6 +206,14 @@ impl Restored {
                 })
                 .collect(),
             errors: PathError::list(&r.errors),
+            unchanged: r.unchanged,
+            skipped_count: r.skipped.len(),
+            skipped: (r.skipped.iter())
+                .map(|(path, why)| PathError {
+                    path: path.clone(),
+                    reason: why.as_str().to_string(),
+                })
+                .collect(),
         }
     }
 }
@@ -185,7 +227,7 @@ impl Output for Restored {
                 output::bytes(self.bytes_read_from_stage)
             ),
         };
-        println!(
+        outln!(
             "restored {} files, {} in {:.1} s ({:.1} MB/s); read {} blocks ({}) from tape{}{stage}{}",
             self.files,
             output::bytes(self.bytes),
@@ -203,6 +245,25 @@ impl Output for Restored {
                 format!("; {} could not be restored", self.errors.len())
             }
         );
+        if self.unchanged > 0 {
+            outln!(
+                "{} files already there were identical (size and mtime) and left as they were",
+                self.unchanged
+            );
+        }
+        if self.skipped_count > 0 {
+            outln!(
+                "kept {} files already there that differ from the backup (--overwrite always|if-newer|if-changed replaces them):",
+                self.skipped_count
+            );
+            for s in &self.skipped {
+                let why = match s.reason.as_str() {
+                    "not-older" => "it is as new as the backup's or newer",
+                    _ => "it differs",
+                };
+                outln!("  kept {}: {why}", s.path);
+            }
+        }
     }
 
     fn failure(&self) -> Option<String> {

@@ -11,12 +11,14 @@
 //! same decoding and placing; when every stream wanted is, no cartridge is mounted.
 
 pub(crate) mod chains;
+pub(crate) mod overwrite;
 pub(crate) mod place;
 pub(crate) mod plan;
 pub(crate) mod restorer;
 pub(crate) mod staged;
 pub(crate) mod writers;
 
+pub use overwrite::{Kept, Overwrite};
 pub use plan::normalize;
 pub use staged::Source;
 
@@ -51,6 +53,8 @@ pub struct RestoreOptions {
     pub stream: Option<String>,
     /// How to pass over data that is not wanted between two wanted runs.
     pub skip_by: SkipBy,
+    /// What to do with an object already at a restored path.
+    pub overwrite: Overwrite,
 }
 
 /// What one drive of a restore read.
@@ -147,6 +151,12 @@ pub struct RestoreReport {
     pub drives: Vec<DriveRead>,
     /// Objects that could not be restored: path and reason.
     pub errors: Vec<(String, String)>,
+    /// Objects already at their path that differ from the backed-up ones and were
+    /// kept (`--overwrite`): path and why. Not errors.
+    pub skipped: Vec<(String, Kept)>,
+    /// Objects already at their path and identical to the backed-up ones, left as
+    /// they were (counted in `files` too).
+    pub unchanged: u64,
     /// What the drive said about each cartridge at the end of its mount.
     pub health: Vec<(String, tapeloom_device::DriveHealth)>,
 }
@@ -177,7 +187,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         .into_iter()
         .filter(|r| !on_stage.contains_key(&r.stream))
         .collect();
-    let mut restorer = Restorer::new(&opts.to, want)?;
+    let mut restorer = Restorer::new(&opts.to, opts.overwrite, want)?;
     restorer.left_out = plan::left_out(cat, job_id)?;
     let from_stage = staged::read(job.tag, &on_stage, &mut restorer)?;
     let rs = Mutex::new(restorer);

@@ -1,6 +1,7 @@
 //! Putting objects back on the file system, safely under one root, with their metadata.
 
 use crate::error::{io, PlaceError, Result};
+use crate::restore::overwrite::{self, Overwrite, Verdict};
 use nix::sys::stat::{utimensat, Mode, SFlag, UtimensatFlags};
 use nix::sys::time::TimeSpec;
 use std::collections::{HashMap, HashSet};
@@ -17,7 +18,11 @@ use tapeloom_format::{Entry, EntryType};
 pub(crate) struct Placer {
     root: PathBuf,
     known_dirs: HashSet<Vec<u8>>,
+    /// Directories this restore created (the root as `""`): nothing was in them, so
+    /// their entries need no look for an object in the way.
+    fresh_dirs: HashSet<Vec<u8>>,
     owners: Owners,
+    overwrite: Overwrite,
 }
 
 /// Maps the owner names and numbers on tape to this host's, with a cache; `None`
@@ -132,14 +137,20 @@ fn show(rel: &[u8]) -> String {
 }
 
 impl Placer {
-    pub fn new(root: &Path) -> Result<Self> {
+    pub fn new(root: &Path, overwrite: Overwrite) -> Result<Self> {
+        let mut fresh_dirs = HashSet::new();
+        if std::fs::symlink_metadata(root).is_err() {
+            fresh_dirs.insert(Vec::new());
+        }
         io(std::fs::create_dir_all(root), || {
             format!("create restore folder {}", root.display())
         })?;
         Ok(Placer {
             root: root.to_path_buf(),
             known_dirs: HashSet::new(),
+            fresh_dirs,
             owners: Owners::new(),
+            overwrite,
         })
     }
 
@@ -181,13 +192,46 @@ impl Placer {
                     }
                     .into())
                 }
-                Err(_) => io(std::fs::create_dir(&p), || {
-                    format!("create {}", p.display())
-                })?,
+                Err(_) => {
+                    io(std::fs::create_dir(&p), || {
+                        format!("create {}", p.display())
+                    })?;
+                    self.fresh_dirs.insert(sub.to_vec());
+                }
             }
             self.known_dirs.insert(sub.to_vec());
         }
         Ok(())
+    }
+
+    /// Whether to place `e` over what is already at its path, by the `--overwrite`
+    /// policy. Its parents are made sure of first, so the look never goes through a
+    /// symlink.
+    pub fn check(&mut self, e: &Entry) -> Result<Verdict> {
+        let rel = e.path.as_slice();
+        self.parents(rel)?;
+        if e.kind == EntryType::HardLink {
+            self.parents(&e.link)?;
+        }
+        let parent = rel
+            .iter()
+            .rposition(|&b| b == b'/')
+            .map_or(&[][..], |cut| &rel[..cut]);
+        if rel != b"." && self.fresh_dirs.contains(parent) {
+            return Ok(Verdict::Place);
+        }
+        let p = dest(&self.root, rel);
+        let Ok(existing) = std::fs::symlink_metadata(&p) else {
+            return Ok(Verdict::Place);
+        };
+        let target = (e.kind == EntryType::HardLink).then(|| dest(&self.root, &e.link));
+        Ok(overwrite::verdict(
+            self.overwrite,
+            e,
+            &p,
+            &existing,
+            target.as_deref(),
+        ))
     }
 
     /// Creates the object of `e`. Returns the open file of a regular file.
@@ -205,9 +249,12 @@ impl Placer {
                             format!("create {}", p.display())
                         })?;
                     }
-                    Err(_) => io(std::fs::create_dir(&p), || {
-                        format!("create {}", p.display())
-                    })?,
+                    Err(_) => {
+                        io(std::fs::create_dir(&p), || {
+                            format!("create {}", p.display())
+                        })?;
+                        self.fresh_dirs.insert(rel.to_vec());
+                    }
                 }
                 // Owner-writable until its own metadata is set at the end.
                 let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700));

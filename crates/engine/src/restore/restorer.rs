@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::media::reader::Sink;
+use crate::restore::overwrite::{Overwrite, Verdict};
 use crate::restore::place::Placer;
 use crate::restore::writers::{Writers, SMALL};
 use crate::restore::RestoreReport;
@@ -42,11 +43,15 @@ pub(crate) struct Restorer {
 }
 
 impl Restorer {
-    /// A restorer placing entries under `to`; `want` as [`crate::restore::plan::select`]
-    /// gives it.
-    pub fn new(to: &std::path::Path, want: Option<HashSet<Vec<u8>>>) -> Result<Self> {
+    /// A restorer placing entries under `to`, over what is there by `overwrite`;
+    /// `want` as [`crate::restore::plan::select`] gives it.
+    pub fn new(
+        to: &std::path::Path,
+        overwrite: Overwrite,
+        want: Option<HashSet<Vec<u8>>>,
+    ) -> Result<Self> {
         Ok(Restorer {
-            placer: Placer::new(to)?,
+            placer: Placer::new(to, overwrite)?,
             want,
             left_out: HashSet::new(),
             open: Default::default(),
@@ -102,9 +107,10 @@ impl Restorer {
         let file = o.file.take();
         match o.failed {
             Some(why) => {
-                let p = self.placer.path_of(&o.entry.path);
-                if o.entry.kind == EntryType::Regular {
-                    let _ = std::fs::remove_file(p);
+                // Only a file this restore created goes: what failed before its
+                // creation (a parent in the way, say) may be someone else's.
+                if file.is_some() {
+                    let _ = std::fs::remove_file(self.placer.path_of(&o.entry.path));
                 }
                 self.fail(&o.entry.path, why);
             }
@@ -127,7 +133,29 @@ impl Restorer {
         if self.open.contains_key(&stream) {
             self.lost(stream, "the entry after it began before its data ended");
         }
-        let wanted = self.wanted(&e.path);
+        let mut wanted = self.wanted(&e.path);
+        let mut failed = None;
+        if wanted && e.kind != EntryType::Socket {
+            if e.kind == EntryType::HardLink {
+                // Its target may still be with the writers.
+                if let Some(w) = &self.writers {
+                    w.wait();
+                }
+            }
+            match self.placer.check(&e) {
+                Ok(Verdict::Place) => {}
+                Ok(Verdict::Same) => {
+                    wanted = false;
+                    self.report.files += 1;
+                    self.report.unchanged += 1;
+                }
+                Ok(Verdict::Keep(why)) => {
+                    wanted = false;
+                    (self.report.skipped).push((crate::display_path(&e.path), why));
+                }
+                Err(err) => failed = Some(err.to_string()),
+            }
+        }
         let mut o = Open {
             entry: e,
             wanted,
@@ -135,25 +163,19 @@ impl Restorer {
             buf: None,
             crc: 0,
             written: 0,
-            failed: None,
+            failed,
         };
         let small =
             o.entry.kind == EntryType::Regular && o.entry.sparse.is_none() && o.entry.size <= SMALL;
-        if wanted && small {
-            match self.placer.parents(&o.entry.path) {
-                Ok(()) => o.buf = Some(Vec::with_capacity(o.entry.size as usize)),
-                Err(err) => o.failed = Some(err.to_string()),
-            }
-        } else if wanted {
-            if o.entry.kind == EntryType::HardLink {
-                // Its target may still be with the writers.
-                if let Some(w) = &self.writers {
-                    w.wait();
+        if wanted && o.failed.is_none() {
+            if small {
+                // `check` made its parents.
+                o.buf = Some(Vec::with_capacity(o.entry.size as usize));
+            } else {
+                match self.placer.create(&o.entry) {
+                    Ok(f) => o.file = f,
+                    Err(err) => o.failed = Some(err.to_string()),
                 }
-            }
-            match self.placer.create(&o.entry) {
-                Ok(f) => o.file = f,
-                Err(err) => o.failed = Some(err.to_string()),
             }
         }
         if o.entry.kind == EntryType::Regular {
