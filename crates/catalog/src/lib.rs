@@ -7,13 +7,14 @@
 //!
 //! [`Catalog`]'s methods are grouped by what they keep: `volumes`, `jobs` (with their
 //! streams, segments and errors), `files` (with extents), `samples`, `health` and
-//! `stages` (disk stages and the chunks spooled to them).
+//! `stages` (disk stages and the chunks spooled to them); `check` checks them all.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use rusqlite::Connection;
 use std::path::Path;
 
+mod check;
 mod error;
 mod files;
 mod health;
@@ -24,6 +25,7 @@ mod stages;
 mod state;
 mod volumes;
 
+pub use check::{CheckReport, Problem, ProblemKind};
 use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileRow};

@@ -150,6 +150,7 @@ fn every_commands_json_keeps_its_keys() {
     );
     common::forget_catalog(&home);
     c("catalog_rebuild", &["catalog", "rebuild"]);
+    c("catalog_check", &["catalog", "check"]);
 
     // A disk stage holding one chunk, so that status lists a stream.
     let stage = t.path().join("stage");

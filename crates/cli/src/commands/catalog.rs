@@ -23,6 +23,11 @@ enum Cmd {
         /// The job's id.
         job: i64,
     },
+    /// Check the catalog: SQLite's integrity check, then that every file row and
+    /// extent lies inside its job's segments, that no two extents of a job overlap,
+    /// and that no row names a job or volume the catalog lacks. Exits 1 when it
+    /// finds a problem.
+    Check,
 }
 
 impl Args {
@@ -31,6 +36,7 @@ impl Args {
         match self.cmd {
             Cmd::Rebuild => emit(&rebuild(ctx)?, ctx.json),
             Cmd::Recover { job } => emit(&recover(ctx, job)?, ctx.json),
+            Cmd::Check => emit(&check(ctx)?, ctx.json),
         }
     }
 }
@@ -103,7 +109,7 @@ fn recover(ctx: &Context, job: i64) -> Result<Recovered> {
 
 impl Output for Recovered {
     fn print(&self) {
-        println!(
+        outln!(
             "job {}: {} entries recovered from {} blocks ({} bytes), {} known before, {} not whole on tape, {} bad blocks",
             self.job_id,
             self.files_added,
@@ -114,7 +120,73 @@ impl Output for Recovered {
             self.bad_blocks
         );
         for e in &self.not_recovered {
-            println!("  not recovered: {}: {}", e.path, e.reason);
+            outln!("  not recovered: {}: {}", e.path, e.reason);
         }
+/// What `catalog check` found.
+#[derive(Serialize)]
+pub struct Checked {
+    ok: bool,
+    jobs: u64,
+    volumes: u64,
+    segments: u64,
+    files: u64,
+    extents: u64,
+    problems: Vec<Problem>,
+}
+
+/// One thing wrong in the catalog.
+#[derive(Serialize)]
+struct Problem {
+    /// `sqlite`, `orphan`, `missing-volume`, `segment`, `file-outside-segment`,
+    /// `extent-outside-segment`, `extent-overlap` or `empty-extent`.
+    kind: &'static str,
+    job: Option<i64>,
+    detail: String,
+}
+
+fn check(ctx: &Context) -> Result<Checked> {
+    let r = ctx.open_home()?.catalog.check()?;
+    Ok(Checked {
+        ok: r.ok(),
+        jobs: r.jobs,
+        volumes: r.volumes,
+        segments: r.segments,
+        files: r.files,
+        extents: r.extents,
+        problems: (r.problems.into_iter())
+            .map(|p| Problem {
+                kind: p.kind.as_str(),
+                job: p.job,
+                detail: p.detail,
+            })
+            .collect(),
+    })
+}
+
+impl Output for Checked {
+    fn print(&self) {
+        for p in &self.problems {
+            match p.job {
+                Some(job) => outln!("{} (job {job}): {}", p.kind, p.detail),
+                None => outln!("{}: {}", p.kind, p.detail),
+            }
+        }
+        outln!(
+            "{}: {} jobs, {} volumes, {} segments, {} files, {} extents",
+            if self.ok {
+                "the catalog is sound".to_string()
+            } else {
+                format!("{} problems", self.problems.len())
+            },
+            self.jobs,
+            self.volumes,
+            self.segments,
+            self.files,
+            self.extents
+        );
+    }
+
+    fn failure(&self) -> Option<String> {
+        (!self.ok).then(|| format!("the catalog has {} problems", self.problems.len()))
     }
 }
