@@ -512,6 +512,8 @@ fn a_backup_killed_while_spooling_or_despooling_is_finished_by_stage_resume() {
         assert_eq!(ok(&home, &["verify", &job])["ok"], true);
         let earlier = first["job_id"].to_string();
         assert_eq!(ok(&home, &["verify", &earlier])["ok"], true);
+        let check = ok(&home, &["catalog", "check"]);
+        assert_eq!(check["ok"], true, "{check}");
         let again = t.path().join(format!("again{n}"));
         ok(
             &home,
