@@ -380,6 +380,22 @@ mod tests {
         c.add_error(j, b"x", "unreadable").unwrap();
         c.end_job_volume(j, 0, 30).unwrap();
         c.finish_job(j, JobState::Ok, 3, 30, 1.0, 9).unwrap();
+        // A row in every other table that belongs to a job.
+        let stage = c
+            .add_stage(std::path::Path::new("/stage/a"), 1 << 30, 5)
+            .unwrap();
+        c.conn
+            .execute_batch(&format!(
+                "INSERT INTO samples VALUES ({j}, 'backup', 'drive:0', 0, 1, 0.5, NULL, 0, NULL); \
+                 INSERT INTO marks VALUES ({j}, 'backup', 0, 'load', 0, 10); \
+                 INSERT INTO drive_health VALUES ({j}, 'backup', 0, 'TL0001L9', '{{}}'); \
+                 INSERT INTO staged_chunks (job_id, stream, seq, stage_id, file, first_block, \
+                     blocks, stream_offset, bytes, state, created_ns) \
+                     VALUES ({j}, 1, 0, {}, 'f', 0, 1, 0, 100, 'despooled', 9); \
+                 INSERT INTO stage_cuts VALUES ({j}, 1, X'61');",
+                stage.id
+            ))
+            .unwrap();
         c.conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
         (dir, c, j)
     }
@@ -482,9 +498,26 @@ mod tests {
             })
             .collect();
         tables.sort();
+        let mut all = JOB_TABLES.to_vec();
+        all.sort();
+        assert_eq!(tables, all);
+    }
+
+    #[test]
+    fn chunks_on_a_missing_stage_are_orphans() {
+        let (_d, c, j) = sound();
+        sql(&c, "DELETE FROM stages");
+        let r = c.check().unwrap();
+        assert_eq!(r.problems.len(), 1, "{r:?}");
         assert_eq!(
-            tables,
-            ["extents", "files", "job_errors", "job_volumes", "streams"]
+            (r.problems[0].kind, r.problems[0].job),
+            (ProblemKind::Orphan, Some(j))
+        );
+        assert!(
+            r.problems[0]
+                .detail
+                .contains("on stage 1, which is missing"),
+            "{r:?}"
         );
     }
 
