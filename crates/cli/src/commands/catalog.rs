@@ -122,6 +122,9 @@ impl Output for Recovered {
         for e in &self.not_recovered {
             outln!("  not recovered: {}: {}", e.path, e.reason);
         }
+    }
+}
+
 /// What `catalog check` found.
 #[derive(Serialize)]
 pub struct Checked {
