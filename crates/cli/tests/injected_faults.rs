@@ -74,7 +74,7 @@ fn a_write_error_fails_the_backup_with_one_line() {
 }
 
 #[test]
-fn a_read_error_at_a_block_ends_the_restore_there() {
+fn a_read_error_at_a_block_costs_only_the_file_it_holds() {
     let t = tempfile::tempdir().unwrap();
     let (home, src, out) = (
         t.path().join("home"),
@@ -85,7 +85,7 @@ fn a_read_error_at_a_block_ends_the_restore_there() {
     let b = ok(&home, &["backup", src.to_str().unwrap()]);
     let job = b["job_id"].as_i64().unwrap().to_string();
     let files = first_blocks(&home, &job);
-    // A block in the middle of the third file.
+    // A block in the middle of the third file, unreadable every time.
     let (hit, lbn) = (&files[2].0, files[2].1 + 2);
     let spec = format!("read-error@lbn={lbn},every");
     let (code, r, err) = run_with(
@@ -93,29 +93,30 @@ fn a_read_error_at_a_block_ends_the_restore_there() {
         &spec,
         &["restore", &job, "--to", out.to_str().unwrap()],
     );
-    // Today the restore stops at the bad block with the drive's error on one line:
-    // no JSON report, the file of the block is left part written, and the files
-    // after it are not restored. (Reading on after the block, naming the files it
-    // touches and restoring the rest would be the better behaviour.)
-    assert_one_line_error(code, &err, &["READ failed", "MEDIUM ERROR", "11/00"]);
-    assert_eq!(r, Value::Null, "{r}");
-    let src_of = |name: &str| std::fs::read(src.join(name)).unwrap();
-    for (name, _) in &files[..2] {
+    // The restore reads on past the bad block: the file it holds is named (and not
+    // left part written), every other file is restored.
+    assert_eq!(code, 1, "{err}");
+    let errors = r["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{r}");
+    assert_eq!(errors[0]["path"], hit.as_str(), "{r}");
+    let why = errors[0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("block {lbn}")) && why.contains("MEDIUM ERROR"),
+        "{why}"
+    );
+    assert!(!out.join(hit).exists(), "{hit} left part written");
+    for (name, _) in files.iter().filter(|(n, _)| n != hit) {
         assert_eq!(
             std::fs::read(out.join(name)).unwrap(),
-            src_of(name),
+            std::fs::read(src.join(name)).unwrap(),
             "{name}"
         );
     }
-    let partial = std::fs::read(out.join(hit)).unwrap();
-    assert!(
-        partial.len() < 2_000_000,
-        "{hit} has {} bytes",
-        partial.len()
-    );
-    for (name, _) in &files[3..] {
-        assert!(!out.join(name).exists(), "{name} restored after the error");
-    }
+    // verify names the block and the file, and reads the rest.
+    let (code, v, err) = run_with(&home, &spec, &["verify", &job]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["files_affected"], serde_json::json!([hit]), "{v}");
     // Without the fault the same restore is whole.
     let again = t.path().join("again");
     ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);

@@ -48,6 +48,20 @@ pub enum DeviceError {
     Io(String, #[source] std::io::Error),
 }
 
+impl DeviceError {
+    /// Whether the drive could not read (or write) the medium at its position: a
+    /// MEDIUM ERROR sense, not deferred. The block is bad; the drive and the rest of
+    /// the cartridge may be fine.
+    pub fn is_medium_error(&self) -> bool {
+        match self {
+            DeviceError::Scsi(e) => e
+                .sense()
+                .is_some_and(|s| s.key == crate::scsi::sense::MEDIUM_ERROR && !s.deferred),
+            _ => false,
+        }
+    }
+}
+
 /// Why a changer or library refused a request. The text names the drive, slot or
 /// cartridge as the library numbers them.
 #[derive(Debug, thiserror::Error)]

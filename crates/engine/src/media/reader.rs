@@ -437,6 +437,19 @@ impl JobReader {
                         why: format!("block of {actual} bytes is larger than any tapeloom block"),
                     });
                 }
+                Err(e) if e.is_medium_error() => {
+                    // The block cannot be read: it is bad, the ones after it may
+                    // not be. Drives differ in where they stand after the error, so
+                    // the reader places itself after the block.
+                    self.lbn += 1;
+                    self.blocks_read += 1;
+                    drive.locate(self.lbn)?;
+                    return Ok(Got::Bad {
+                        seq,
+                        lbn,
+                        why: e.to_string(),
+                    });
+                }
                 Err(e) => return Err(e.into()),
             }
         }
