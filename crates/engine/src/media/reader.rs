@@ -244,11 +244,18 @@ impl JobReader {
             self.drive = Some(i);
             let t_label = Instant::now();
             self.marks.push((self.drive, Phase::Load, t_load, t_label));
-            let label = read_label(&mut *drive)?;
+            let label = match read_label(&mut *drive) {
+                // A label the drive cannot read is a bad block like any other: every
+                // block read after it still proves its cartridge by the volume UUID
+                // in its header.
+                Err(crate::error::Error::Device(e)) if e.is_medium_error() => None,
+                r => Some(r?),
+            };
             self.marks
                 .push((self.drive, Phase::Position, t_label, Instant::now()));
             match label {
-                Found::Label(l) if l.uuid == v.volume.uuid => {}
+                None => {}
+                Some(Found::Label(l)) if l.uuid == v.volume.uuid => {}
                 _ => {
                     return Err(MediaError::WrongVolume {
                         barcode: v.volume.barcode.clone(),
