@@ -181,6 +181,17 @@ pub enum OptionsError {
 /// Cartridges and drives the volume policy refuses or cannot find.
 #[derive(Debug, Error)]
 pub enum MediaError {
+    /// After a flush the drive stands elsewhere than the blocks it accepted put it:
+    /// it lost writes it reported done.
+    #[error("cartridge {barcode}: after a flush the drive stands at block {found}, but {expected} blocks were written: the drive lost writes it said were done")]
+    PositionMismatch {
+        /// Barcode.
+        barcode: String,
+        /// Where the blocks written put it.
+        expected: u64,
+        /// Where the drive says it is.
+        found: u64,
+    },
     /// The cartridge is not in the library.
     #[error("cartridge {barcode} is not in the library")]
     NotInLibrary {

@@ -301,6 +301,33 @@ impl VolumeWriter {
         self.cat
             .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
         self.lbn += 1;
+        if flush {
+            self.check_position()?;
+        }
+        Ok(())
+    }
+
+    /// After a flush, the drive must stand where the blocks it accepted put it: a
+    /// drive that reported a write done and dropped it is caught here, before the
+    /// job is recorded as whole.
+    fn check_position(&mut self) -> Result<()> {
+        let Some(d) = self.drive.as_mut() else {
+            return Ok(());
+        };
+        let found = d.position()?;
+        if found != self.lbn {
+            let barcode = self
+                .volume
+                .as_ref()
+                .map(|v| v.barcode.clone())
+                .unwrap_or_default();
+            return Err(MediaError::PositionMismatch {
+                barcode,
+                expected: self.lbn,
+                found,
+            }
+            .into());
+        }
         Ok(())
     }
 
@@ -456,6 +483,7 @@ impl VolumeWriter {
     pub fn sync(&mut self) -> Result<()> {
         if let Some(d) = self.drive.as_mut() {
             d.write_filemarks(0, false)?;
+            self.check_position()?;
         }
         Ok(())
     }
