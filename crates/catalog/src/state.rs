@@ -59,6 +59,9 @@ pub enum VolumeState {
     Append,
     /// A job reached early warning on it: nothing more is written to it.
     Full,
+    /// A write to it failed (a medium error): nothing more is written to it; what
+    /// is on it still reads.
+    Suspect,
 }
 
 impl VolumeState {
@@ -67,6 +70,7 @@ impl VolumeState {
         match self {
             VolumeState::Append => "append",
             VolumeState::Full => "full",
+            VolumeState::Suspect => "suspect",
         }
     }
 }
@@ -137,7 +141,7 @@ macro_rules! state_text {
 }
 
 state_text!(JobState, "job state", [Running, Ok, Partial, Failed]);
-state_text!(VolumeState, "volume state", [Append, Full]);
+state_text!(VolumeState, "volume state", [Append, Full, Suspect]);
 state_text!(ChunkState, "chunk state", [Spooled, Despooled]);
 
 #[cfg(test)]
@@ -155,7 +159,7 @@ mod tests {
             assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
             assert_eq!(s.to_string(), s.as_str());
         }
-        for s in [VolumeState::Append, VolumeState::Full] {
+        for s in [VolumeState::Append, VolumeState::Full, VolumeState::Suspect] {
             assert_eq!(s.as_str().parse::<VolumeState>(), Ok(s));
         }
         for s in [ChunkState::Spooled, ChunkState::Despooled] {

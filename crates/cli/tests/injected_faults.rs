@@ -71,6 +71,21 @@ fn a_write_error_fails_the_backup_with_one_line() {
     assert_one_line_error(code, &err, &["WRITE failed", "MEDIUM ERROR", "0C/00"]);
     let jobs = ok(&home, &["jobs"]);
     assert_eq!(jobs["jobs"][0]["status"], "failed", "{jobs}");
+    // The cartridge is suspect: no job writes to it again, the next one takes
+    // another cartridge and ends whole.
+    let state = |home: &Path, barcode: &str| {
+        let st = ok(home, &["library", "status"]);
+        let c = st["cartridges"].as_array().unwrap().iter();
+        c.clone()
+            .find(|c| c["barcode"] == barcode)
+            .map(|c| c["state"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(state(&home, "TL0001L9"), "suspect");
+    let b = ok(&home, &["backup", src.to_str().unwrap()]);
+    assert_eq!(b["status"], "ok", "{b}");
+    assert_eq!(b["volumes"], serde_json::json!(["TL0002L9"]), "{b}");
+    assert_eq!(state(&home, "TL0001L9"), "suspect");
 }
 
 #[test]

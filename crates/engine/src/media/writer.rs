@@ -375,9 +375,17 @@ impl VolumeWriter {
         let uuid = self.volume.as_ref().map(|v| v.uuid).unwrap_or_default();
         let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
         b.seal(uuid, self.lbn);
-        match drive.write_block(&b.buf)? {
-            WriteOutcome::Written => {}
-            WriteOutcome::EarlyWarning => self.need_switch = true,
+        match drive.write_block(&b.buf) {
+            Ok(WriteOutcome::Written) => {}
+            Ok(WriteOutcome::EarlyWarning) => self.need_switch = true,
+            Err(e) if e.is_medium_error() => {
+                // The cartridge takes no more writes from any job.
+                if let Some(v) = &self.volume {
+                    self.cat.set_volume_status(v.id, VolumeState::Suspect)?;
+                }
+                return Err(e.into());
+            }
+            Err(e) => return Err(e.into()),
         }
         self.lbn += 1;
         self.blocks += 1;
