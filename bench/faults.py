@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""Restores under injected read errors, as one JSON document on stdout (progress on
-stderr).
+"""Backups under injected write errors and restores under injected read errors, as
+one JSON document on stdout (progress on stderr).
 
+Backups: --backups times, a fresh home (virtual library, 8 slots) backs up the
+sources with `TAPELOOM_FAULTS="write-error-rate=P;seed=N"` (P = --write-errors over
+the job's blocks, so most jobs meet one or more). Each job must end ok (a cartridge
+a write failed on is left and the job goes on on the next), verify, and restore
+identical to its sources.
+
+Restores:
 One job is backed up on the virtual library (no drive model: disk speed) from
 --streams folders of `tapeloom gen --preset hp-typical` and a folder of small files,
 woven into one multiplexed job. Then, --restores times, with
@@ -56,11 +63,50 @@ def touched(db, job, bad):
     return out
 
 
+def write_trials(a, srcs, blocks):
+    """Backups under random write errors: each must end ok, verify and restore
+    identical."""
+    rate = a.write_errors / blocks
+    runs, failures = [], []
+    for n in range(1, a.backups + 1):
+        home = os.path.join(a.work, f"wb-{n}")
+        tl(a, home, ["library", "create", "--drives", 1, "--slots", 8])
+        code, b, err = tl(a, home, ["backup", *srcs], f"write-error-rate={rate:.6f};seed={n}")
+        row = {"seed": n, "exit": code, "status": (b or {}).get("status"),
+               "cartridges": len((b or {}).get("volumes", []))}
+        ok = code == 0 and row["status"] == "ok"
+        if ok:
+            c, v, err = tl(a, home, ["verify", b["job_id"]])
+            ok = c == 0 and v and v.get("ok")
+        if ok:
+            out = os.path.join(a.work, "wb-out")
+            shutil.rmtree(out, ignore_errors=True)
+            c, _, err = tl(a, home, ["restore", b["job_id"], "--to", out])
+            ok = c == 0 and all(
+                subprocess.run(["diff", "-rq", s, os.path.join(out, os.path.basename(s))],
+                               stdout=subprocess.DEVNULL).returncode == 0 for s in srcs)
+        row["ok"] = bool(ok)
+        if not ok:
+            row["error"] = err[-200:]
+            failures.append(row)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+        runs.append(row)
+        if n % 10 == 0:
+            log(f"{n} backups, {len(failures)} failed")
+    return {"write_error_rate": rate, "backups": len(runs),
+            "meeting_write_errors": sum(r["cartridges"] > 1 for r in runs),
+            "cartridges_left": sum(max(r["cartridges"] - 1, 0) for r in runs),
+            "ok_verified_identical": sum(r["ok"] for r in runs), "failures": failures}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
     ap.add_argument("--work", default="/var/tmp/tapeloom-faults")
     ap.add_argument("--restores", type=int, default=100)
+    ap.add_argument("--backups", type=int, default=100)
+    ap.add_argument("--write-errors", type=float, default=1.5, help="failed writes per backup, on average")
     ap.add_argument("--streams", type=int, default=2)
     ap.add_argument("--stream-size", type=parse_size, default=parse_size("24M"))
     ap.add_argument("--bad-blocks", type=float, default=3.0, help="bad blocks per restore, on average")
@@ -116,7 +162,10 @@ def main():
         runs.append(row)
         if n % 10 == 0:
             log(f"{n} restores, {len(failures)} failed")
-    doc = {"benchmark": "faults", "job_blocks": job["blocks"], "read_error_rate": rate,
+    backups = write_trials(a, srcs, job["blocks"])
+    failures += backups["failures"]
+    doc = {"benchmark": "faults", "job_blocks": job["blocks"], "backups": backups,
+           "read_error_rate": rate,
            "restores": len(runs),
            "restores_meeting_bad_blocks": sum(r["bad_blocks"] > 0 for r in runs),
            "bad_blocks": sum(r["bad_blocks"] for r in runs),

@@ -226,13 +226,15 @@ impl Reading {
             done: Vec::new(),
             broken: None,
         });
-        if s.broken.is_some() {
+        if s.broken.is_some() || h.stream_offset < s.next_offset {
+            // A block of bytes already read is the copy of one written again after
+            // a write was reported failed: the first is as good.
             return;
         }
         if h.stream_offset != s.next_offset {
             // Blocks missing (bad, or never written): their bytes are lost.
             let (from, to) = (s.next_offset, h.stream_offset);
-            if to < from || s.rows.lost_block(s.seq, from, to).is_err() {
+            if s.rows.lost_block(s.seq, from, to).is_err() {
                 s.broken = Some(format!("stream bytes {from}..{to} out of order"));
                 return;
             }

@@ -510,6 +510,11 @@ impl Streams {
             return Ok(());
         }
         let st = self.map.entry(h.stream).or_default();
+        if st.next.is_some_and(|n| h.stream_offset < n) {
+            // Bytes already decoded: the copy of a block written again on the next
+            // cartridge after a write reported failed had put it on tape too.
+            return Ok(());
+        }
         let from = if st.next == Some(h.stream_offset) {
             0
         } else {

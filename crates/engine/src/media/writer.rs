@@ -58,7 +58,12 @@ impl Tapes {
     }
 }
 
-/// Writes a job's blocks to one drive, spanning cartridges as they fill.
+/// Most cartridges one writer leaves because a write failed on them, before it
+/// gives up: a drive that fails on every cartridge is the drive's fault.
+const MAX_FAILOVERS: u32 = 8;
+
+/// Writes a job's blocks to one drive, spanning cartridges as they fill, and
+/// leaving a cartridge a write failed on (see `fail_over`).
 pub(crate) struct VolumeWriter {
     /// This writer's own catalog connection (each drive writes from its own thread).
     pub cat: Catalog,
@@ -83,6 +88,8 @@ pub(crate) struct VolumeWriter {
     /// on after its process died); else its first volume names a new one.
     pub chain: Option<u32>,
     since_filemark: u64,
+    /// Cartridges left after a write failed on them.
+    failovers: u32,
     /// Filemarks written inside segments.
     pub filemarks: u64,
     /// The drive's own compression, set at each mount.
@@ -134,6 +141,7 @@ impl VolumeWriter {
             segment_bytes: 0,
             chain: None,
             since_filemark: 0,
+            failovers: 0,
             filemarks: 0,
             drive_compression,
             first,
@@ -228,10 +236,25 @@ impl VolumeWriter {
                         block_size: self.start.block_size,
                     };
                     drive.rewind()?;
-                    drive.write_block(&label.encode())?;
                     // With the immediate bit: the drive keeps streaming into the job's
                     // first blocks; the flush at the job's end makes the label durable.
-                    drive.write_filemarks(1, true)?;
+                    let written = drive
+                        .write_block(&label.encode())
+                        .and_then(|_| drive.write_filemarks(1, true));
+                    match written {
+                        Ok(_) => {}
+                        Err(e) if e.is_medium_error() => {
+                            // A cartridge that takes no label takes no job: the next.
+                            eprintln!(
+                                "tapeloom: cartridge {barcode}: its label could not be written ({e}); not writing to it"
+                            );
+                            drive.unload()?;
+                            drop(drive);
+                            put_back(&mut self.tapes.lock()?.0, &barcode)?;
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                     self.cat.add_volume(
                         &barcode,
                         label.uuid,
@@ -356,6 +379,37 @@ impl VolumeWriter {
         }
         self.need_switch = false;
         self.mount_next()?;
+        self.continuation()
+    }
+
+    /// A write failed on the medium (not deferred: the blocks before it were taken).
+    /// The cartridge is suspect; its segment ends at the last block written before
+    /// the failed one, and the job goes on on the next cartridge of the pool, from
+    /// the failed block, as a job spanning cartridges does.
+    fn fail_over(&mut self) -> Result<()> {
+        self.cat
+            .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
+        if let Some(d) = self.drive.as_mut() {
+            // A filemark helps a reader counting them; a failing medium may refuse
+            // it, and the catalog has the segment's end already.
+            let _ = d.write_filemarks(1, false);
+        }
+        self.note_health();
+        if let Some(d) = self.drive.as_mut() {
+            let t = Instant::now();
+            d.unload()?;
+            let drive = self.mounted_in;
+            self.marks.push((drive, Phase::Load, t, Instant::now()));
+        }
+        self.failovers += 1;
+        self.need_switch = false;
+        self.mount_next()?;
+        self.continuation()
+    }
+
+    /// Begins the segment on a newly mounted cartridge with the job's continuation
+    /// record.
+    fn continuation(&mut self) -> Result<()> {
         let mut cont = self.start.clone();
         cont.volume_seq = self.seq;
         let mut p = StreamPacker::new(
@@ -415,6 +469,9 @@ impl VolumeWriter {
                 Err(Error::Device(DeviceError::EndOfMedium)) if !retried => {
                     retried = true;
                     self.need_switch = true;
+                }
+                Err(Error::Device(e)) if e.is_medium_error() && self.failovers < MAX_FAILOVERS => {
+                    self.fail_over()?;
                 }
                 r => return r,
             }
