@@ -60,13 +60,13 @@ pub struct BackupOptions {
 pub enum DespoolOrder {
     /// Each stream in one run where the stages can hold it, whose source ends first
     /// first: the drive starts when it can write the streams back to back, each
-    /// whole, without running dry (see [`crate::backup::staged::whole_runs_fit`]).
+    /// whole, without running dry (the rule `whole_runs_fit` of the staged backup).
     /// A restore of one stream reads one run; the job ends up to a despool time
     /// after its sources.
     #[default]
     Whole,
     /// The drive starts as soon as it will not run dry before the sources end (see
-    /// [`crate::backup::staged::start_now`]) and writes whatever is staged: the job
+    /// `start_now` of the staged backup) and writes whatever is staged: the job
     /// ends soon after its sources, and streams land in several runs.
     Early,
 }
