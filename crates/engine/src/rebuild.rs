@@ -16,12 +16,12 @@
 use crate::error::{MediaError, Result};
 use crate::home::Home;
 use crate::media::policy::{mount, read_label, Found};
+use crate::media::scan::{Scan, Scanned};
 use std::collections::{BTreeMap, BTreeSet};
 use tapeloom_catalog::{FileRow, JobState, Stream, Volume};
-use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
-    BlockHeader, Event, FormatError, IndexEntry, JobEnd, JobStart, Kind, RecordDecoder,
-    CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
+    Event, FormatError, IndexEntry, JobEnd, JobStart, Kind, RecordDecoder, CONTINUATION_STREAM,
+    CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
 };
 
 /// What a rebuild found and added.
@@ -152,27 +152,16 @@ fn scan(
     report: &mut RebuildReport,
 ) -> Result<()> {
     drive.locate(2)?;
-    let mut lbn = 2u64;
+    let mut scan = Scan { lbn: 2, uuid };
     let mut open: Option<(u64, Segment)> = None;
     loop {
-        let got = drive.read_block(buf);
-        let this = lbn;
-        lbn += 1;
-        let n = match got {
-            Ok(ReadOutcome::Block(n)) => n,
+        let (this, h, n) = match scan.next(drive, buf)? {
+            Scanned::Block { lbn, header, len } => (lbn, header, len),
             // A filemark may lie inside a segment (every --segment-size): the
             // segment goes on while the blocks after it carry the same job tag.
-            Ok(ReadOutcome::Filemark) => continue,
-            Ok(ReadOutcome::EndOfData) => break,
-            Err(DeviceError::BlockTooLarge { .. }) => {
-                report.bad_blocks += 1;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let h = match BlockHeader::open(&buf[..n]) {
-            Ok(h) if h.volume == uuid && h.lbn == this => h,
-            _ => {
+            Scanned::Filemark => continue,
+            Scanned::End => break,
+            Scanned::Bad => {
                 report.bad_blocks += 1;
                 continue;
             }

@@ -16,10 +16,10 @@ use crate::backup::mux::Extents;
 use crate::error::{JobError, Result};
 use crate::home::{Home, Library};
 use crate::media::policy::mount;
+use crate::media::scan::{Scan, Scanned};
 use crate::stage::rows::StreamRows;
 use std::collections::{BTreeMap, HashSet};
 use tapeloom_catalog::{Catalog, FileRow, JobState, JobVolume};
-use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
     expand_block, BlockHeader, EntryType, FormatError, BLOCK_HEADER_LEN, CONTINUATION_STREAM,
     CONTROL_STREAM, MAX_BLOCK_SIZE,
@@ -170,28 +170,21 @@ impl Reading {
     ) -> Result<Option<u64>> {
         let (_, mut drive) = mount(lib, &v.volume.barcode, None)?;
         drive.locate(v.first_lbn)?;
-        let mut lbn = v.first_lbn;
+        let mut scan = Scan {
+            lbn: v.first_lbn,
+            uuid: v.volume.uuid,
+        };
         let mut last = None;
         loop {
-            if v.last_lbn.is_some_and(|l| lbn > l) {
+            if v.last_lbn.is_some_and(|l| scan.lbn > l) {
                 break;
             }
-            let this = lbn;
-            lbn += 1;
-            let n = match drive.read_block(&mut self.buf) {
-                Ok(ReadOutcome::Block(n)) => n,
+            let (this, h, n) = match scan.next(&mut *drive, &mut self.buf)? {
+                Scanned::Block { lbn, header, len } => (lbn, header, len),
                 // Filemarks lie inside segments (every --segment-size).
-                Ok(ReadOutcome::Filemark) => continue,
-                Ok(ReadOutcome::EndOfData) => break,
-                Err(DeviceError::BlockTooLarge { .. }) => {
-                    report.bad_blocks += 1;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let h = match BlockHeader::open(&self.buf[..n]) {
-                Ok(h) if h.volume == v.volume.uuid && h.lbn == this => h,
-                _ => {
+                Scanned::Filemark => continue,
+                Scanned::End => break,
+                Scanned::Bad => {
                     report.bad_blocks += 1;
                     continue;
                 }

@@ -245,12 +245,8 @@ impl VolumeWriter {
                         Ok(_) => {}
                         Err(e) if e.is_medium_error() => {
                             // A cartridge that takes no label takes no job: the next.
-                            eprintln!(
-                                "tapeloom: cartridge {barcode}: its label could not be written ({e}); not writing to it"
-                            );
-                            drive.unload()?;
-                            drop(drive);
-                            put_back(&mut self.tapes.lock()?.0, &barcode)?;
+                            let why = format!("its label could not be written ({e})");
+                            self.pass_over(drive, &barcode, &why)?;
                             continue;
                         }
                         Err(e) => return Err(e.into()),
@@ -276,12 +272,8 @@ impl VolumeWriter {
                         Found::Foreign(w) => w,
                         _ => "a tapeloom label the catalog does not know".into(),
                     };
-                    eprintln!(
-                        "tapeloom: cartridge {barcode} holds data tapeloom did not write ({why}); not writing to it"
-                    );
-                    drive.unload()?;
-                    drop(drive);
-                    put_back(&mut self.tapes.lock()?.0, &barcode)?;
+                    let why = format!("it holds data tapeloom did not write ({why})");
+                    self.pass_over(drive, &barcode, &why)?;
                     continue;
                 }
             };
@@ -316,6 +308,15 @@ impl VolumeWriter {
             self.drive = Some(drive);
             return Ok(());
         }
+    }
+
+    /// Leaves a cartridge the job will not write to: says why, unloads it and puts
+    /// it back.
+    fn pass_over(&mut self, mut drive: Drive, barcode: &str, why: &str) -> Result<()> {
+        eprintln!("tapeloom: cartridge {barcode}: {why}; not writing to it");
+        drive.unload()?;
+        drop(drive);
+        put_back(&mut self.tapes.lock()?.0, barcode)
     }
 
     fn end_segment(&mut self, flush: bool) -> Result<()> {
