@@ -13,6 +13,8 @@
 mod backup;
 mod compress;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod home;
 mod media;
 mod rebuild;
