@@ -581,7 +581,8 @@ pub enum ChunkHeaderProblem {
         /// The checksum of the bytes.
         computed: u32,
     },
-    /// A field that must be zero is not, or the header length is wrong.
+    /// A field that must be zero is not, the header length is wrong, the end offset
+    /// is before the first, or the block seqs would overflow.
     #[error("chunk header fields out of range")]
     Fields,
 }

@@ -86,7 +86,10 @@ impl ChunkHeader {
             first_offset: u64_at(48),
             end_offset: u64_at(56),
         };
-        if head.end_offset < head.first_offset {
+        // Block seqs are `first_block + i` for every `i < blocks`: they must not overflow.
+        if head.end_offset < head.first_offset
+            || head.first_block.checked_add(head.blocks).is_none()
+        {
             return Err(ChunkHeaderProblem::Fields);
         }
         Ok(head)
@@ -309,11 +312,20 @@ mod tests {
     proptest! {
         #[test]
         fn headers_round_trip(job_tag in any::<u64>(), stream in any::<u16>(), seq in any::<u64>(),
-                              first_block in any::<u64>(), blocks in any::<u64>(),
+                              first_block in 0u64..1 << 62, blocks in 0u64..1 << 62,
                               first_offset in 0u64..1 << 62, len in 0u64..1 << 62) {
             let h = ChunkHeader { job_tag, stream, seq, first_block, blocks, first_offset,
                                   end_offset: first_offset + len };
             prop_assert_eq!(ChunkHeader::decode(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn block_seqs_that_overflow_are_refused(first_block in 1u64.., extra in 0u64..1 << 20) {
+            let blocks = (u64::MAX - first_block).saturating_add(1).saturating_add(extra);
+            prop_assume!(first_block.checked_add(blocks).is_none());
+            let h = ChunkHeader { job_tag: 9, stream: 2, seq: 1, first_block, blocks,
+                                  first_offset: 10, end_offset: 20 };
+            prop_assert_eq!(ChunkHeader::decode(&h.encode()), Err(ChunkHeaderProblem::Fields));
         }
 
         #[test]

@@ -200,6 +200,9 @@ impl ChunkReader {
             }
         };
         self.done += 1;
+        let end = header
+            .stream_offset
+            .checked_add(u64::from(header.payload_len));
         let misplaced = if header.job_tag != self.head.job_tag {
             Some("another job")
         } else if header.stream != stream {
@@ -210,10 +213,12 @@ impl ChunkReader {
             Some("sealed for a volume")
         } else if header.stream_offset != self.next_offset {
             Some("another stream offset")
+        } else if end.is_none() {
+            Some("a payload past the end of any stream")
         } else {
             None
         };
-        self.next_offset = header.stream_offset + u64::from(header.payload_len);
+        self.next_offset = end.unwrap_or(u64::MAX);
         if let Some(what) = misplaced {
             return Err(StageError::MisplacedBlock {
                 path: self.path.clone(),
