@@ -63,7 +63,10 @@ fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
     if h.kind != kind {
         return None;
     }
-    let body = payload.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.len as usize)?;
+    let end = usize::try_from(h.len)
+        .ok()?
+        .checked_add(RECORD_HEADER_LEN)?;
+    let body = payload.get(RECORD_HEADER_LEN..end)?;
     JobStart::decode(body).ok()
 }
 

@@ -531,7 +531,8 @@ impl Streams {
                 None => h.first_record as usize,
             }
         };
-        st.next = Some(h.stream_offset + h.payload_len as u64);
+        // A block that claims to end past 2^64 leaves the next one to resynchronise.
+        st.next = h.stream_offset.checked_add(u64::from(h.payload_len));
         let stream = h.stream;
         let r = st
             .dec
