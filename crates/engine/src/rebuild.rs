@@ -56,7 +56,8 @@ struct Segment {
     streams: BTreeSet<u16>,
 }
 
-/// The first record of a block's payload, when it starts at offset 0 and fits.
+/// The first record of a block's payload, when it starts at offset 0, fits, and names a
+/// block size a job may use (the catalog keeps it, and readers size buffers by it).
 fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
     let head: [u8; RECORD_HEADER_LEN] = payload.get(..RECORD_HEADER_LEN)?.try_into().ok()?;
     let h = tapeloom_format::RecordHeader::decode(&head).ok()?;
@@ -67,7 +68,9 @@ fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
         .ok()?
         .checked_add(RECORD_HEADER_LEN)?;
     let body = payload.get(RECORD_HEADER_LEN..end)?;
-    JobStart::decode(body).ok()
+    JobStart::decode(body)
+        .ok()
+        .filter(|s| tapeloom_format::check_block_size(s.block_size as usize).is_ok())
 }
 
 /// Segments found on tape, by job tag.
