@@ -472,6 +472,7 @@ impl ReadPath {
             drives: None,
             stream: None,
             skip_by: Default::default(),
+            overwrite: Default::default(),
         };
         no_panic("restore", restore(home, job, &opts))?;
         check_beside(to)
