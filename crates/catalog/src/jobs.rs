@@ -28,6 +28,9 @@ pub struct Job {
     pub seconds: f64,
     /// Block size.
     pub block_size: u32,
+    /// For an encrypted job: the fingerprint of its master key (hex) and its
+    /// `JobKey` record's body (the wrapped data key).
+    pub key: Option<(String, Vec<u8>)>,
 }
 
 /// One volume of a job, in order.
@@ -59,7 +62,7 @@ pub struct Stream {
 }
 
 const JOB_COLS: &str =
-    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size";
+    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size, key_fingerprint, job_key";
 
 fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
@@ -73,6 +76,13 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
         bytes: r.get::<_, i64>(7)? as u64,
         seconds: r.get(8)?,
         block_size: r.get(9)?,
+        key: match (
+            r.get::<_, Option<String>>(10)?,
+            r.get::<_, Option<Vec<u8>>>(11)?,
+        ) {
+            (Some(f), Some(k)) => Some((f, k)),
+            _ => None,
+        },
     })
 }
 
@@ -185,6 +195,18 @@ impl Catalog {
             Ok(ids)
         };
         run().doing("mark interrupted jobs failed")
+    }
+
+    /// Records that job `job` is encrypted: its master key's fingerprint (hex) and its
+    /// `JobKey` record's body.
+    pub fn set_job_key(&self, job: i64, fingerprint: &str, job_key: &[u8]) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE jobs SET key_fingerprint = ?2, job_key = ?3 WHERE id = ?1",
+                params![job, fingerprint, job_key],
+            )
+            .doing("record a job's key")?;
+        Ok(())
     }
 
     /// Marks a job that had failed as running again: it goes on.

@@ -166,6 +166,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job_id, stream, path)
     ) WITHOUT ROWID;
     ",
+    // 10: an encrypted job's `JobKey` record (its data key, wrapped by the master
+    // key whose fingerprint is kept beside it, hex). Older jobs have none.
+    "
+    ALTER TABLE jobs ADD COLUMN key_fingerprint TEXT;
+    ALTER TABLE jobs ADD COLUMN job_key BLOB;
+    ",
 ];
 
 impl Catalog {
@@ -216,7 +222,7 @@ mod tests {
         c.conn
             .execute_batch(
                 "ALTER TABLE job_volumes DROP COLUMN chain; \
-                 DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 5;",
+                 DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
         c.conn
@@ -242,7 +248,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; PRAGMA user_version = 6;")
+            .execute_batch("DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -270,7 +276,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; PRAGMA user_version = 7;",
+                "DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn
@@ -283,7 +289,7 @@ mod tests {
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 9);
+        assert_eq!(c.schema_version().unwrap(), 10);
         let rows = c.staged_chunks(&crate::ChunkFilter::default()).unwrap();
         assert_eq!((rows.len(), rows[0].keep_until_ns), (1, None));
         let u = c.stage_use().unwrap();

@@ -67,6 +67,12 @@ pub enum CliError {
 /// How a command tells to get past a library's refusal with its own flags.
 pub type Hint = fn(&Error) -> Option<&'static str>;
 
+/// For commands that read encrypted jobs with `--key`.
+pub fn key_hint(e: &Error) -> Option<&'static str> {
+    matches!(e, Error::Crypt(tapeloom_engine::CryptError::NoKey { .. }))
+        .then_some("give --key FILE")
+}
+
 /// For commands without a flag that gets past a refusal.
 pub fn no_hint(_: &Error) -> Option<&'static str> {
     None

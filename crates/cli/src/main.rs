@@ -65,6 +65,8 @@ enum Cmd {
     Drive(drive::Args),
     /// The catalog.
     Catalog(catalog::Args),
+    /// Key files for encrypted backups.
+    Key(key::Args),
     /// Disk stages: folders backups spool to before tape.
     Stage(stage::Args),
     /// Print a shell completion script (for example: tapeloom completions bash >
@@ -81,6 +83,7 @@ impl Cmd {
         match self {
             Cmd::Library(a) => a.hint(),
             Cmd::Bench(a) => a.hint(),
+            Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) => error::key_hint,
             _ => error::no_hint,
         }
     }
@@ -138,6 +141,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Bench(a) => a.run(&ctx),
         Cmd::Drive(a) => a.run(&ctx),
         Cmd::Catalog(a) => a.run(&ctx),
+        Cmd::Key(a) => a.run(&ctx),
         Cmd::Stage(a) => a.run(&ctx),
         Cmd::Completions(a) => completions::run(a, &mut Cli::command()),
         Cmd::Man(a) => man::run(a, Cli::command()),

@@ -57,6 +57,9 @@ pub enum Error {
     /// A disk stage or a chunk file on it.
     #[error(transparent)]
     Stage(#[from] StageError),
+    /// A key file, or a job's key.
+    #[error(transparent)]
+    Crypt(#[from] CryptError),
     /// This drive's writer stopped because another drive of the job failed.
     #[error("stopped: another drive of the job failed")]
     Stopped,
@@ -71,6 +74,38 @@ pub enum Error {
     PositionLost {
         /// Which position ("entry start").
         what: &'static str,
+    },
+}
+
+/// An encrypted job without its key, or a key file that does not open.
+#[derive(Debug, Error)]
+pub enum CryptError {
+    /// The job is encrypted and no key was given.
+    #[error("job {job} is encrypted with key {fingerprint}; no key was given")]
+    NoKey {
+        /// The job's id (or tag, before it is in the catalog).
+        job: String,
+        /// Short fingerprint of the job's key.
+        fingerprint: String,
+    },
+    /// The job is encrypted with another key than the one given.
+    #[error("job {job} is encrypted with key {fingerprint}, not with the given key {given}")]
+    WrongKey {
+        /// The job's id (or tag).
+        job: String,
+        /// Short fingerprint of the job's key.
+        fingerprint: String,
+        /// Short fingerprint of the key given.
+        given: String,
+    },
+    /// A key file could not be decoded or unlocked.
+    #[error("key file {}: {source}", path.display())]
+    KeyFile {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: tapeloom_format::FormatError,
     },
 }
 

@@ -59,6 +59,8 @@ pub struct Home {
     _lock: nix::fcntl::Flock<File>,
     /// The catalog.
     pub catalog: Catalog,
+    /// Master keys given for reading encrypted jobs (`--key`).
+    pub keys: Vec<tapeloom_format::MasterKey>,
 }
 
 impl Home {
@@ -90,6 +92,7 @@ impl Home {
             dir: dir.to_path_buf(),
             _lock: lock,
             catalog,
+            keys: Vec::new(),
         };
         if !VirtualLibrary::exists(&home.library_dir()) {
             VirtualLibrary::create(

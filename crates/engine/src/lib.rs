@@ -12,6 +12,7 @@
 
 mod backup;
 mod compress;
+mod crypt;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -30,9 +31,10 @@ pub use backup::{
     DriveReport, DriveSet, Progress, StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
 pub use compress::Compress;
+pub use crypt::{create_key_file, open_key_file, read_key_file, write_key_file};
 pub use error::{
-    ChunkHeaderProblem, Error, HomeError, JobError, MediaError, OptionsError, PlaceError, Result,
-    StageError, ToolError,
+    ChunkHeaderProblem, CryptError, Error, HomeError, JobError, MediaError, OptionsError,
+    PlaceError, Result, StageError, ToolError,
 };
 pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,

@@ -13,15 +13,17 @@
 //! become chains of their own, which a restore reads as well (each holds whole
 //! streams).
 
+use crate::crypt::JobCrypt;
 use crate::error::{MediaError, Result};
 use crate::home::Home;
 use crate::media::policy::{mount, read_label, Found};
 use crate::media::scan::{Scan, Scanned};
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use tapeloom_catalog::{FileRow, JobState, Stream, Volume};
 use tapeloom_format::{
-    Event, FormatError, IndexEntry, JobEnd, JobStart, Kind, RecordDecoder, CONTINUATION_STREAM,
-    CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
+    open_block, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart, Kind, MasterKey,
+    RecordDecoder, CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
 };
 
 /// What a rebuild found and added.
@@ -50,6 +52,8 @@ struct Segment {
     first_lbn: u64,
     last_lbn: u64,
     start: Option<JobStart>,
+    /// An encrypted job's `JobKey` record, from the segment's first block.
+    job_key: Option<JobKey>,
     /// Stream 0 payloads: (stream offset, bytes).
     control: Vec<(u64, Vec<u8>)>,
     /// The streams with blocks in the segment (stream 0 included).
@@ -73,8 +77,32 @@ fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
         .filter(|s| tapeloom_format::check_block_size(s.block_size as usize).is_ok())
 }
 
+/// The `JobKey` record that follows a segment's first record (`JobStart` or
+/// `Continuation`) in its block, in an encrypted job.
+fn job_key_record(payload: &[u8]) -> Option<JobKey> {
+    let record = |at: usize| {
+        let head: [u8; RECORD_HEADER_LEN] =
+            payload.get(at..at + RECORD_HEADER_LEN)?.try_into().ok()?;
+        let h = tapeloom_format::RecordHeader::decode(&head).ok()?;
+        let body = payload.get(at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + h.len as usize)?;
+        Some((h.kind, body))
+    };
+    let (_, first) = record(0)?;
+    match record(RECORD_HEADER_LEN + first.len())? {
+        (Kind::JobKey, body) => JobKey::decode(body).ok(),
+        _ => None,
+    }
+}
+
 /// Segments found on tape, by job tag.
 type Segments = BTreeMap<u64, Vec<Segment>>;
+
+/// What a rebuild reads encrypted jobs with: the master keys given, and the data
+/// keys of the jobs found so far, by tag.
+struct Keys<'a> {
+    masters: &'a [MasterKey],
+    jobs: HashMap<u64, DataKey>,
+}
 
 /// Reads every labelled cartridge and adds the jobs the catalog does not have.
 pub fn rebuild(home: &Home) -> Result<RebuildReport> {
@@ -83,6 +111,10 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
     let mut report = RebuildReport::default();
     let mut jobs: Segments = BTreeMap::new();
     let mut buf = vec![0u8; MAX_BLOCK_SIZE];
+    let mut keys = Keys {
+        masters: &home.keys,
+        jobs: HashMap::new(),
+    };
     for barcode in lib.inventory()?.barcodes() {
         let (_, mut drive) = mount(&mut lib, &barcode, None)?;
         let label = match read_label(&mut *drive)? {
@@ -114,7 +146,7 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             &volume,
             label.uuid,
             &mut buf,
-            &mut jobs,
+            (&mut jobs, &mut keys),
             &mut report,
         )?;
         drive.unload()?;
@@ -138,7 +170,7 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             None => None,
         };
         if let Some(id) = add_job(cat, tag, segs, existing, &mut report)? {
-            let r = crate::recover::recover_with(cat, &mut lib, id)?;
+            let r = crate::recover::recover_with(cat, &mut lib, &home.keys, id)?;
             report.files_added += r.files_added;
             report.jobs_recovered.push(id);
         }
@@ -154,9 +186,10 @@ fn scan(
     volume: &Volume,
     uuid: [u8; 16],
     buf: &mut [u8],
-    jobs: &mut Segments,
+    (jobs, keys): (&mut Segments, &mut Keys<'_>),
     report: &mut RebuildReport,
 ) -> Result<()> {
+    let mut opened = Vec::new();
     drive.locate(2)?;
     let mut scan = Scan { lbn: 2, uuid };
     let mut open: Option<(u64, Segment)> = None;
@@ -187,6 +220,7 @@ fn scan(
                     first_lbn: this,
                     last_lbn: this,
                     start: None,
+                    job_key: None,
                     control: Vec::new(),
                     streams: BTreeSet::new(),
                 },
@@ -203,8 +237,32 @@ fn scan(
             if let Some(s) = start {
                 seg.seq = Some(s.volume_seq);
                 seg.start = Some(s);
+                seg.job_key = job_key_record(payload);
+                if let Some(k) = &seg.job_key {
+                    if !keys.jobs.contains_key(&h.job_tag) {
+                        let job = format!("with tag {:016x}", h.job_tag);
+                        let c = JobCrypt::unwrap(keys.masters, &job, k.clone())?;
+                        keys.jobs.insert(h.job_tag, c.data);
+                    }
+                }
             }
         }
+        let payload = if h.encrypted {
+            // Only stream 0 is needed here; a block whose tag fails is bad.
+            if h.stream != CONTROL_STREAM {
+                &[][..]
+            } else {
+                match open_block(&h, &buf[..n], keys.jobs.get(&h.job_tag), &mut opened) {
+                    Ok(()) => h.payload(&opened),
+                    Err(_) => {
+                        report.bad_blocks += 1;
+                        continue;
+                    }
+                }
+            }
+        } else {
+            payload
+        };
         if h.stream != CONTINUATION_STREAM {
             seg.streams.insert(h.stream);
         }
@@ -268,6 +326,9 @@ fn add_job(
             &streams,
         )?,
     };
+    if let Some(k) = segs.iter().find_map(|s| s.job_key.as_ref()) {
+        cat.set_job_key(id, &k.fingerprint.to_string(), &k.encode())?;
+    }
     let chains = crate::restore::chains::group(
         segs.iter().filter_map(|s| s.seq),
         segs.iter()

@@ -21,8 +21,8 @@ use crate::stage::rows::StreamRows;
 use std::collections::{BTreeMap, HashSet};
 use tapeloom_catalog::{Catalog, FileRow, JobState, JobVolume};
 use tapeloom_format::{
-    expand_block, BlockHeader, EntryType, FormatError, BLOCK_HEADER_LEN, CONTINUATION_STREAM,
-    CONTROL_STREAM, MAX_BLOCK_SIZE,
+    open_block, BlockHeader, DataKey, EntryType, FormatError, BLOCK_HEADER_LEN,
+    CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE,
 };
 
 /// What a recovery found.
@@ -48,12 +48,18 @@ pub struct RecoverReport {
 /// job that did not end (`failed`) can be recovered; the jobs before it are not read.
 pub fn recover(home: &Home, job_id: i64) -> Result<RecoverReport> {
     let mut lib = home.library()?;
-    recover_with(&home.catalog, &mut lib, job_id)
+    recover_with(&home.catalog, &mut lib, &home.keys, job_id)
 }
 
 /// [`recover`], with the library already open.
-pub(crate) fn recover_with(cat: &Catalog, lib: &mut Library, job_id: i64) -> Result<RecoverReport> {
+pub(crate) fn recover_with(
+    cat: &Catalog,
+    lib: &mut Library,
+    keys: &[tapeloom_format::MasterKey],
+    job_id: i64,
+) -> Result<RecoverReport> {
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
+    let key = crate::crypt::JobCrypt::for_job(keys, &job)?.map(|c| c.data);
     if job.status != JobState::Failed {
         return Err(JobError::NotFailed {
             id: job_id,
@@ -84,6 +90,7 @@ pub(crate) fn recover_with(cat: &Catalog, lib: &mut Library, job_id: i64) -> Res
         extents: Extents::default(),
         buf: vec![0u8; MAX_BLOCK_SIZE],
         expanded: Vec::new(),
+        key,
     };
     for v in &vols {
         let last = reading.segment(lib, v, &mut report)?;
@@ -157,6 +164,8 @@ struct Reading {
     extents: Extents,
     buf: Vec<u8>,
     expanded: Vec<u8>,
+    /// The job's data key, when it is encrypted.
+    key: Option<DataKey>,
 }
 
 impl Reading {
@@ -235,8 +244,8 @@ impl Reading {
             s.seq += 1;
         }
         let block = &self.buf[..n];
-        let payload: std::result::Result<&[u8], FormatError> = if h.compressed {
-            expand_block(h, block, &mut self.expanded).and_then(|()| {
+        let payload: std::result::Result<&[u8], FormatError> = if h.compressed || h.encrypted {
+            open_block(h, block, self.key.as_ref(), &mut self.expanded).and_then(|()| {
                 self.expanded
                     .get(BLOCK_HEADER_LEN..)
                     .ok_or(FormatError::Truncated("block"))

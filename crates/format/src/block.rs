@@ -31,34 +31,81 @@ pub struct BlockHeader {
     /// header and the frame, with no padding, and `payload_len` is the length the
     /// frame expands to.
     pub compressed: bool,
+    /// The stored payload (the payload, or the zstd frame) is encrypted with
+    /// AES-256-GCM (format version 3): it is followed by the nonce and the tag
+    /// ([`crate::CRYPT_TAIL_LEN`] bytes), and the block reads only with the job's
+    /// data key.
+    pub encrypted: bool,
 }
 
 /// Flag bit of a block whose payload is a zstd frame.
 const FLAG_ZSTD: u16 = 1;
+/// Flag bit of a block whose stored payload is encrypted.
+const FLAG_AES_GCM: u16 = 2;
 
 impl BlockHeader {
     /// Writes the header into `block[..64]` and the CRC over the whole block.
     /// `block` is the full block (header, payload and padding; or header and zstd
     /// frame when compressed).
     pub fn seal(&self, block: &mut [u8]) {
+        block[..60].copy_from_slice(&self.encode_fields());
+        let crc = block_crc(block);
+        block[60..64].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The read version a block with these flags has.
+    fn read_version(&self) -> u8 {
+        // Readers of version 1 would take a zstd frame for records, readers of
+        // version 2 ciphertext for a payload.
+        if self.encrypted {
+            3
+        } else if self.compressed {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn flags(&self) -> u16 {
+        let mut f = 0;
+        if self.compressed {
+            f |= FLAG_ZSTD;
+        }
+        if self.encrypted {
+            f |= FLAG_AES_GCM;
+        }
+        f
+    }
+
+    /// Header bytes 0..60, without the CRC.
+    fn encode_fields(&self) -> Vec<u8> {
         let mut h = Vec::with_capacity(BLOCK_HEADER_LEN);
         let mut e = Enc(&mut h);
         e.raw(BLOCK_MAGIC);
         e.u8(WRITE_VERSION as u8);
-        // Readers of version 1 would take a zstd frame for records.
-        e.u8(if self.compressed { 2 } else { 1 });
+        e.u8(self.read_version());
         e.u16(BLOCK_HEADER_LEN as u16);
         e.raw(&self.volume);
         e.u64(self.lbn);
         e.u64(self.job_tag);
         e.u16(self.stream);
-        e.u16(if self.compressed { FLAG_ZSTD } else { 0 });
+        e.u16(self.flags());
         e.u32(self.payload_len);
         e.u64(self.stream_offset);
         e.u32(self.first_record);
-        block[..60].copy_from_slice(&h);
-        let crc = block_crc(block);
-        block[60..64].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    /// The associated data an encrypted block's tag covers: header bytes 0..8 and
+    /// 32..60, every field but where the block landed (volume, LBN) and the CRC, which
+    /// are filled in when it is written and may change (a block refused at end of
+    /// medium is written again elsewhere; a staged block goes to tape later).
+    pub fn associated_data(&self) -> [u8; 36] {
+        let h = self.encode_fields();
+        let mut a = [0u8; 36];
+        a[..8].copy_from_slice(&h[..8]);
+        a[8..].copy_from_slice(&h[32..60]);
+        a
     }
 
     /// Decodes and checks a whole block: magic, version, CRC and payload length.
@@ -96,17 +143,25 @@ impl BlockHeader {
         let job_tag = d.u64()?;
         let stream = d.u16()?;
         let flags = d.u16()?;
-        if flags & !FLAG_ZSTD != 0 || (flags != 0 && read_version < 2) {
+        if flags & !(FLAG_ZSTD | FLAG_AES_GCM) != 0
+            || (flags & FLAG_ZSTD != 0 && read_version < 2)
+            || (flags & FLAG_AES_GCM != 0 && read_version < 3)
+        {
             return Err(FormatError::UnknownBlockFlags(flags));
         }
         let compressed = flags & FLAG_ZSTD != 0;
+        let encrypted = flags & FLAG_AES_GCM != 0;
+        let tail = if encrypted { crate::CRYPT_TAIL_LEN } else { 0 };
         let payload_len = d.u32()?;
         let stream_offset = d.u64()?;
         let first_record = d.u32()?;
         if compressed && payload_len as usize > crate::MAX_BLOCK_SIZE - BLOCK_HEADER_LEN {
             return Err(FormatError::CompressedPayloadTooLong(payload_len));
         }
-        if !compressed && payload_len as usize > block.len() - BLOCK_HEADER_LEN {
+        if compressed && block.len() < BLOCK_HEADER_LEN + tail {
+            return Err(FormatError::Truncated("block"));
+        }
+        if !compressed && payload_len as usize + tail > block.len() - BLOCK_HEADER_LEN {
             return Err(FormatError::PayloadTooLong(payload_len));
         }
         if first_record != NO_RECORD && first_record >= payload_len {
@@ -121,14 +176,21 @@ impl BlockHeader {
             stream_offset,
             first_record,
             compressed,
+            encrypted,
         })
     }
 
     /// The payload of a block opened with [`BlockHeader::open`]; for a compressed
-    /// block, the zstd frame (which expands to `payload_len` bytes).
+    /// block, the zstd frame (which expands to `payload_len` bytes); for an encrypted
+    /// one, the ciphertext (without nonce and tag).
     pub fn payload<'a>(&self, block: &'a [u8]) -> &'a [u8] {
         let end = if self.compressed {
-            block.len()
+            let tail = if self.encrypted {
+                crate::CRYPT_TAIL_LEN
+            } else {
+                0
+            };
+            block.len().saturating_sub(tail)
         } else {
             BLOCK_HEADER_LEN + self.payload_len as usize
         };
@@ -159,6 +221,7 @@ mod tests {
         )
             .prop_map(
                 |(volume, lbn, job_tag, stream, payload_len, stream_offset, fr, compressed)| {
+                    let encrypted = lbn % 3 == 0;
                     BlockHeader {
                         volume,
                         lbn,
@@ -172,6 +235,7 @@ mod tests {
                             fr % payload_len
                         },
                         compressed,
+                        encrypted,
                     }
                 },
             )
@@ -185,7 +249,8 @@ mod tests {
             h.seal(&mut b);
             let o = BlockHeader::open(&b).unwrap();
             prop_assert_eq!(o, h);
-            let want = if h.compressed { 4096 - 64 } else { h.payload_len as usize };
+            let tail = if h.encrypted { crate::CRYPT_TAIL_LEN } else { 0 };
+            let want = if h.compressed { 4096 - 64 - tail } else { h.payload_len as usize };
             prop_assert_eq!(o.payload(&b).len(), want);
         }
 

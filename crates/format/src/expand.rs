@@ -17,6 +17,9 @@ use crate::{BlockHeader, FormatError, Result, BLOCK_HEADER_LEN, MAX_BLOCK_SIZE};
 /// than the header says, [`FormatError::ExpandedLength`] for one that expands to less,
 /// and [`FormatError::NoZstd`] in a build without the `zstd` feature.
 pub fn expand_block(header: &BlockHeader, block: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    if header.encrypted {
+        return Err(FormatError::NoKey);
+    }
     let payload_len = header.payload_len as usize;
     if header.compressed && payload_len > MAX_BLOCK_SIZE - BLOCK_HEADER_LEN {
         return Err(FormatError::CompressedPayloadTooLong(header.payload_len));
@@ -72,6 +75,7 @@ mod tests_without_zstd {
             stream_offset: 0,
             first_record: crate::NO_RECORD,
             compressed: true,
+            encrypted: false,
         };
         let block = vec![0u8; BLOCK_HEADER_LEN + 20];
         let mut out = Vec::new();
@@ -115,6 +119,7 @@ mod tests {
             stream_offset: 0,
             first_record: crate::NO_RECORD,
             compressed: true,
+            encrypted: false,
         };
         h.seal(&mut b);
         b
@@ -180,6 +185,7 @@ mod tests {
                 stream_offset: 0,
                 first_record: crate::NO_RECORD,
                 compressed: true,
+            encrypted: false,
             };
             let mut out = Vec::new();
             if expand_block(&h, &b, &mut out).is_ok() {

@@ -6,6 +6,7 @@
 
 mod block;
 mod codec;
+mod crypt;
 mod decode;
 mod expand;
 mod label;
@@ -13,6 +14,10 @@ mod pack;
 mod record;
 
 pub use block::{BlockHeader, BLOCK_HEADER_LEN, BLOCK_MAGIC, NO_RECORD};
+pub use crypt::{
+    open_block, DataKey, Fingerprint, JobKey, KdfParams, KeyFile, MasterKey, CRYPT_TAIL_LEN,
+    KEY_FILE_LEN, KEY_FILE_MAGIC,
+};
 pub use decode::{Event, RecordDecoder};
 pub use expand::expand_block;
 pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC};
@@ -23,9 +28,9 @@ pub use record::{
 };
 
 /// The format version this code writes.
-pub const WRITE_VERSION: u16 = 2;
+pub const WRITE_VERSION: u16 = 3;
 /// The newest format version this code reads.
-pub const READ_VERSION: u16 = 2;
+pub const READ_VERSION: u16 = 3;
 /// The smallest block size a job may use.
 pub const MIN_BLOCK_SIZE: usize = 64 * 1024;
 /// The largest block size a job may use.
@@ -93,6 +98,33 @@ pub enum FormatError {
     /// A compressed block, read by a build without the `zstd` feature.
     #[error("compressed block payload needs zstd, which this build of tapeloom lacks")]
     NoZstd,
+    /// An encrypted block's ciphertext, header or tag was changed (or it was
+    /// decrypted with another job's key): it is damaged like a block whose CRC fails.
+    #[error("block authentication tag mismatch (ciphertext damaged)")]
+    BadTag,
+    /// An encrypted block, and no data key to read it with.
+    #[error("block is encrypted and no key was given")]
+    NoKey,
+    /// A job's data key is wrapped by another master key than the one given.
+    #[error("job is encrypted with key {job}, not with key {given}")]
+    WrongKey {
+        /// Fingerprint of the job's key.
+        job: String,
+        /// Fingerprint of the key given.
+        given: String,
+    },
+    /// A wrapped data key does not unwrap (damaged).
+    #[error("the job's wrapped data key is damaged")]
+    KeyUnwrap,
+    /// A key file's passphrase is wrong (or the file was changed).
+    #[error("wrong passphrase for the key file (or the key file is damaged)")]
+    WrongPassphrase,
+    /// A key file asks for an Argon2 cost outside the limits.
+    #[error("key file has Argon2 parameters outside the limits")]
+    KdfParams,
+    /// A line of a key's paper form is missing or fails its check.
+    #[error("line {0} of the key's paper form is missing or does not match its check")]
+    PaperLine(usize),
     /// A block's first-record offset lies outside its payload.
     #[error("block first record offset {0} is outside its payload")]
     FirstRecordOutside(u32),

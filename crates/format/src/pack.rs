@@ -33,6 +33,7 @@ pub struct StreamPacker {
     stream: u16,
     job_tag: u64,
     block_size: usize,
+    tail: usize,
     buf: Vec<u8>,
     len: usize,
     first_record: u32,
@@ -50,6 +51,7 @@ impl StreamPacker {
             stream,
             job_tag,
             block_size,
+            tail: 0,
             buf: vec![0; block_size],
             len: 0,
             first_record: NO_RECORD,
@@ -58,6 +60,13 @@ impl StreamPacker {
             spare: Vec::new(),
             ready: Vec::new(),
         }
+    }
+
+    /// Keeps `tail` bytes of every block free after the payload: room for an
+    /// encrypted block's nonce and tag ([`crate::CRYPT_TAIL_LEN`]).
+    pub fn with_tail(mut self, tail: usize) -> Self {
+        self.tail = tail;
+        self
     }
 
     /// Gives a written block's buffer back for reuse.
@@ -71,7 +80,7 @@ impl StreamPacker {
     }
 
     fn capacity(&self) -> usize {
-        self.block_size - BLOCK_HEADER_LEN
+        self.block_size - BLOCK_HEADER_LEN - self.tail
     }
 
     /// Stream offset of the next byte.
@@ -116,7 +125,8 @@ impl StreamPacker {
             self.emit();
         }
         let start = BLOCK_HEADER_LEN + self.len;
-        &mut self.buf[start..]
+        let end = BLOCK_HEADER_LEN + self.capacity();
+        &mut self.buf[start..end]
     }
 
     /// Marks `n` bytes of [`StreamPacker::space`] as written.
@@ -155,6 +165,7 @@ impl StreamPacker {
             stream_offset: self.block_offset,
             first_record: self.first_record,
             compressed: false,
+            encrypted: false,
         };
         self.ready.push(PackedBlock {
             buf,

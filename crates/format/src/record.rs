@@ -26,6 +26,8 @@ pub enum Kind {
     Index = 7,
     /// End of the job.
     JobEnd = 8,
+    /// The data key of an encrypted job, wrapped (format version 3).
+    JobKey = 9,
 }
 
 impl Kind {
@@ -39,6 +41,7 @@ impl Kind {
             6 => Kind::StreamEnd,
             7 => Kind::Index,
             8 => Kind::JobEnd,
+            9 => Kind::JobKey,
             _ => {
                 return Err(FormatError::UnknownCode {
                     what: "record kind",

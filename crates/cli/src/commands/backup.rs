@@ -91,6 +91,11 @@ pub struct Args {
     /// them and streams land in several runs).
     #[arg(long, default_value = "whole", value_parser = ["whole", "early"])]
     despool: String,
+    /// Encrypt the job (AES-256-GCM) with a data key wrapped by this key file's key
+    /// (`tapeloom key create`); the passphrase from TAPELOOM_PASSPHRASE or a prompt
+    /// on the terminal.
+    #[arg(long, value_name = "FILE")]
+    encrypt: Option<PathBuf>,
 }
 
 /// `--drives`: a number, all, or a list of drive indexes.
@@ -172,6 +177,7 @@ impl Args {
                 "early" => DespoolOrder::Early,
                 _ => DespoolOrder::Whole,
             },
+            encrypt: None,
         };
         Ok((sources, opts))
     }
@@ -179,7 +185,11 @@ impl Args {
 
 pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     let drive_compression = a.drive_compression.clone();
-    let (sources, opts) = a.options()?;
+    let encrypt = a.encrypt.clone();
+    let (sources, mut opts) = a.options()?;
+    if let Some(f) = &encrypt {
+        opts.encrypt = Some(super::key::unlock(f)?);
+    }
     let home = ctx.open_home()?;
     // What earlier backups left on the stages goes to tape first.
     if opts.via != Via::Direct {

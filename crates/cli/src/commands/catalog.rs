@@ -15,13 +15,18 @@ pub struct Args {
 enum Cmd {
     /// Read every labelled cartridge and add the jobs the catalog lacks, from the
     /// indexes on tape.
-    Rebuild,
+    Rebuild {
+        #[command(flatten)]
+        key: super::key::KeyArg,
+    },
     /// Recover a job that did not end (killed before it wrote its index) from its
     /// data streams on tape: every entry whose blocks reached tape whole gets its
     /// row; the others are named in the job's errors. The job becomes partial.
     Recover {
         /// The job's id.
         job: i64,
+        #[command(flatten)]
+        key: super::key::KeyArg,
     },
     /// Check the catalog: SQLite's integrity check, then that every file row and
     /// extent lies inside its job's segments, that no two extents of a job overlap,
@@ -34,8 +39,8 @@ impl Args {
     /// Runs the subcommand and prints its output.
     pub fn run(self, ctx: &Context) -> Result<i32> {
         match self.cmd {
-            Cmd::Rebuild => emit(&rebuild(ctx)?, ctx.json),
-            Cmd::Recover { job } => emit(&recover(ctx, job)?, ctx.json),
+            Cmd::Rebuild { key } => emit(&rebuild(ctx, &key)?, ctx.json),
+            Cmd::Recover { job, key } => emit(&recover(ctx, job, &key)?, ctx.json),
             Cmd::Check => emit(&check(ctx)?, ctx.json),
         }
     }
@@ -54,8 +59,10 @@ pub struct Rebuilt {
     bad_blocks: u64,
 }
 
-fn rebuild(ctx: &Context) -> Result<Rebuilt> {
-    let r = tapeloom_engine::rebuild(&ctx.open_home()?)?;
+fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
+    let mut home = ctx.open_home()?;
+    key.give(&mut home)?;
+    let r = tapeloom_engine::rebuild(&home)?;
     Ok(Rebuilt {
         volumes_scanned: r.volumes_scanned,
         volumes_added: r.volumes_added,
@@ -94,8 +101,10 @@ pub struct Recovered {
     not_recovered: Vec<crate::output::PathError>,
 }
 
-fn recover(ctx: &Context, job: i64) -> Result<Recovered> {
-    let r = tapeloom_engine::recover(&ctx.open_home()?, job)?;
+fn recover(ctx: &Context, job: i64, key: &super::key::KeyArg) -> Result<Recovered> {
+    let mut home = ctx.open_home()?;
+    key.give(&mut home)?;
+    let r = tapeloom_engine::recover(&home, job)?;
     Ok(Recovered {
         job_id: r.job_id,
         files_known: r.files_known,

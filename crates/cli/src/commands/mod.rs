@@ -9,6 +9,7 @@ pub mod devices;
 pub mod drive;
 pub mod gen;
 pub mod jobs;
+pub mod key;
 pub mod library;
 pub mod ls;
 pub mod man;

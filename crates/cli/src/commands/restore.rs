@@ -18,6 +18,8 @@ pub struct Args {
     to: PathBuf,
     /// Paths (files or directories) of the job; all when none.
     paths: Vec<PathBuf>,
+    #[command(flatten)]
+    key: super::key::KeyArg,
     /// Drive to read with (the only one).
     #[arg(long, conflicts_with = "drives")]
     drive: Option<usize>,
@@ -144,7 +146,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         },
         overwrite: a.overwrite.into(),
     };
-    let r = tapeloom_engine::restore(&ctx.open_home()?, a.job, &opts)?;
+    let mut home = ctx.open_home()?;
+    a.key.give(&mut home)?;
+    let r = tapeloom_engine::restore(&home, a.job, &opts)?;
     for (p, why) in &r.errors {
         eprintln!("tapeloom: {p}: {why}");
     }

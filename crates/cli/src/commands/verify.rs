@@ -12,6 +12,8 @@ pub struct Args {
     /// Drive to read with.
     #[arg(long)]
     drive: Option<usize>,
+    #[command(flatten)]
+    key: super::key::KeyArg,
 }
 
 /// What the reading found.
@@ -36,7 +38,9 @@ struct BadBlock {
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
-    let r = tapeloom_engine::verify(&ctx.open_home()?, a.job, a.drive)?;
+    let mut home = ctx.open_home()?;
+    a.key.give(&mut home)?;
+    let r = tapeloom_engine::verify(&home, a.job, a.drive)?;
     Ok(Verified {
         job_id: a.job,
         ok: r.ok,

@@ -66,7 +66,17 @@ pub fn backup(
         Compress::Zstd => true,
         Compress::Auto => lib.drives_compress() && !opts.drive_compression,
     };
-    let tapes = Arc::new(Tapes::new(lib));
+    let mut tapes = Tapes::new(lib);
+    if let Some(master) = &opts.encrypt {
+        let crypt = crate::crypt::JobCrypt::new(master, start.job_tag)?;
+        home.catalog.set_job_key(
+            job_id,
+            &crypt.fingerprint().to_string(),
+            &crypt.record.encode(),
+        )?;
+        tapes.crypt = Some(crypt);
+    }
+    let tapes = Arc::new(tapes);
     let drives = resolve_drives(&opts.drives, tapes.drives()?)?;
     let n_streams = plan.names.len();
     let estimates = Arc::new(estimate::Estimates::new(n_streams));

@@ -104,6 +104,9 @@ pub(crate) struct PackerSetup {
     pub tag: u64,
     /// Block size in bytes.
     pub block_size: usize,
+    /// Bytes each block keeps free after its payload (an encrypted job's nonce and
+    /// tag).
+    pub tail: usize,
     /// Reader threads.
     pub readers: usize,
     /// Directories left out (device, inode).
@@ -119,7 +122,7 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
         .counters
         .as_ref()
         .and_then(|c| Compressor::new().map(|z| (z, Arc::clone(c))));
-    let (tag, block_size, readers) = (setup.tag, setup.block_size, setup.readers);
+    let (tag, block_size, readers) = (setup.tag, (setup.block_size, setup.tail), setup.readers);
     let skip = setup.skip.clone();
     std::thread::spawn(move || {
         let fetched =
@@ -132,14 +135,14 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
 pub(crate) fn pack_stream(
     stream: u16,
     tag: u64,
-    block_size: usize,
+    (block_size, tail): (usize, usize),
     fetched: Receiver<Receiver<Batch>>,
     out: Outlet,
     host: &HostPath,
     comp: Option<(Compressor, Arc<CompressionCounters>)>,
 ) {
     let mut pk = Packer {
-        p: StreamPacker::new(stream, tag, block_size),
+        p: StreamPacker::new(stream, tag, block_size).with_tail(tail),
         stream,
         out,
         comp,

@@ -48,6 +48,8 @@ pub struct BackupOptions {
     pub keep_staged: Option<std::time::Duration>,
     /// When a staged job's drive starts and how it orders the streams' runs.
     pub despool: DespoolOrder,
+    /// Encrypt the job with a data key wrapped by this master key.
+    pub encrypt: Option<tapeloom_format::MasterKey>,
 }
 
 /// How the drives write a job that goes through the stages.
@@ -119,6 +121,7 @@ impl Default for BackupOptions {
             chunk_bytes: crate::stage::DEFAULT_CHUNK_SIZE,
             keep_staged: None,
             despool: DespoolOrder::Whole,
+            encrypt: None,
         }
     }
 }

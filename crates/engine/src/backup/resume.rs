@@ -67,11 +67,19 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
     for e in extents {
         on_tape.entry(e.stream).or_default().push(e);
     }
+    // An encrypted job goes on with its own data key (the master key must be given).
+    let crypt = crate::crypt::JobCrypt::for_job(&home.keys, &job)?;
+    let tail = if crypt.is_some() {
+        tapeloom_format::CRYPT_TAIL_LEN
+    } else {
+        0
+    };
     let before = super::staged::Resume {
         known: rows.iter().map(|r| r.path.clone()).collect(),
         from: HashMap::new(),
         on_tape,
-        payload: (job.block_size as usize).saturating_sub(tapeloom_format::BLOCK_HEADER_LEN) as u64,
+        payload: (job.block_size as usize).saturating_sub(tapeloom_format::BLOCK_HEADER_LEN + tail)
+            as u64,
     };
     let (set, _reports) = StageSet::open(cat)?;
     let start = job_start(home, &job)?;
@@ -95,7 +103,9 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         .and_then(|jv| jv.chain)
         .unwrap_or(0);
     let lib = home.library()?;
-    let tapes = Arc::new(Tapes::continuing(lib, next_seq));
+    let mut tapes = Tapes::continuing(lib, next_seq);
+    tapes.crypt = crypt;
+    let tapes = Arc::new(tapes);
     let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
     let shared = JobShared {
         opts: &opts,

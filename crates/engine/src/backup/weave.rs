@@ -62,6 +62,11 @@ impl JobShared<'_> {
         PackerSetup {
             tag: self.tag,
             block_size: self.opts.block_size,
+            tail: if self.opts.encrypt.is_some() {
+                tapeloom_format::CRYPT_TAIL_LEN
+            } else {
+                0
+            },
             readers: self.opts.readers,
             skip: self.skip.clone(),
             counters: self.software.then(|| Arc::clone(&self.counters)),

@@ -75,6 +75,7 @@ fn decode_body(kind: Kind, body: &[u8]) {
         Kind::StreamEnd => drop(StreamEnd::decode(body)),
         Kind::Index => drop(IndexEntry::decode_chunk(body)),
         Kind::JobEnd => drop(JobEnd::decode(body)),
+        Kind::JobKey => drop(tapeloom_format::JobKey::decode(body)),
     }
 }
 
@@ -166,6 +167,7 @@ pub fn expand(data: &[u8]) -> Outcome {
         stream_offset: 0,
         first_record: NO_RECORD,
         compressed: true,
+        encrypted: false,
     };
     let mut b = vec![0u8; BLOCK_HEADER_LEN];
     b.extend_from_slice(frame);

@@ -10,7 +10,8 @@ use std::time::Instant;
 use tapeloom_catalog::{JobVolume, Phase};
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
-    expand_block, BlockHeader, Event, FormatError, RecordDecoder, CONTINUATION_STREAM, NO_RECORD,
+    open_block, BlockHeader, DataKey, Event, FormatError, RecordDecoder, CONTINUATION_STREAM,
+    NO_RECORD,
 };
 
 /// What the next read found.
@@ -47,8 +48,10 @@ pub(crate) struct JobReader {
     lbn: u64,
     buf: Vec<u8>,
     len: usize,
-    /// A compressed block, expanded (header and payload).
+    /// A compressed or encrypted block, opened (header and payload).
     expanded: Vec<u8>,
+    /// The job's data key, when it is encrypted.
+    key: Option<DataKey>,
     is_expanded: bool,
     /// Blocks read.
     pub blocks_read: u64,
@@ -82,13 +85,15 @@ impl JobReader {
         if vols.is_empty() {
             return Err(JobError::NothingOnTape(job_id).into());
         }
+        let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
         let reader = JobReader::new(
             Arc::new(Mutex::new(home.library()?)),
             vols.clone(),
             job.tag,
             job.block_size as usize,
             prefer_drive,
-        );
+        )
+        .with_key(key);
         Ok((reader, vols))
     }
 
@@ -116,6 +121,7 @@ impl JobReader {
             buf: vec![0; block_size.max(tapeloom_format::MAX_BLOCK_SIZE)],
             len: 0,
             expanded: Vec::new(),
+            key: None,
             is_expanded: false,
             blocks_read: 0,
             bytes_read: 0,
@@ -134,6 +140,13 @@ impl JobReader {
             .as_ref()
             .and_then(|(_, d)| d.stats())
             .map(|s| s.modeled_seconds)
+    }
+
+    /// Decrypts the job's encrypted blocks with `key`; without one they read as bad
+    /// blocks.
+    pub fn with_key(mut self, key: Option<DataKey>) -> Self {
+        self.key = key;
+        self
     }
 
     /// Follows these volumes (sequence numbers, in reading order) from now on: one
@@ -388,8 +401,13 @@ impl JobReader {
                                 why: format!("block says it is block {} of another place", h.lbn),
                             })
                         }
-                        Ok(header) if header.compressed => {
-                            match expand_block(&header, &self.buf[..n_read], &mut self.expanded) {
+                        Ok(header) if header.compressed || header.encrypted => {
+                            match open_block(
+                                &header,
+                                &self.buf[..n_read],
+                                self.key.as_ref(),
+                                &mut self.expanded,
+                            ) {
                                 Ok(()) => {
                                     self.is_expanded = true;
                                     return Ok(Got::Block { seq, lbn, header });

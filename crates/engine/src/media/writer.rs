@@ -25,6 +25,8 @@ pub(crate) struct Tapes {
     lib: Mutex<(Library, Vec<String>)>,
     next_seq: AtomicU32,
     pool: String,
+    /// The job's data key, when it is encrypted.
+    pub crypt: Option<crate::crypt::JobCrypt>,
 }
 
 impl Tapes {
@@ -34,6 +36,7 @@ impl Tapes {
             // 0 is the first drive's first volume, the one with the job start.
             next_seq: AtomicU32::new(1),
             pool: "default".into(),
+            crypt: None,
         }
     }
 
@@ -122,7 +125,13 @@ impl VolumeWriter {
         first: bool,
         drive_compression: bool,
     ) -> Result<Self> {
-        let ctl = StreamPacker::new(CONTROL_STREAM, start.job_tag, start.block_size as usize);
+        let tail = if tapes.crypt.is_some() {
+            tapeloom_format::CRYPT_TAIL_LEN
+        } else {
+            0
+        };
+        let ctl = StreamPacker::new(CONTROL_STREAM, start.job_tag, start.block_size as usize)
+            .with_tail(tail);
         let mut w = VolumeWriter {
             cat,
             tapes,
@@ -154,6 +163,10 @@ impl VolumeWriter {
             w.mount_next()?;
             let body = w.start.encode();
             w.ctl.record(Kind::JobStart, &body);
+            // The wrapped data key, in the same block, which stays in clear.
+            if let Some(c) = &w.tapes.crypt {
+                w.ctl.record(Kind::JobKey, &c.record.encode());
+            }
             w.ctl.finish_block();
             w.flush_ctl()?;
         }
@@ -419,6 +432,9 @@ impl VolumeWriter {
             self.start.block_size as usize,
         );
         p.record(Kind::Continuation, &cont.encode());
+        if let Some(c) = &self.tapes.crypt {
+            p.record(Kind::JobKey, &c.record.encode());
+        }
         p.finish_block();
         for mut b in p.ready.drain(..) {
             self.write_raw(&mut b)?;
@@ -428,6 +444,11 @@ impl VolumeWriter {
 
     fn write_raw(&mut self, b: &mut PackedBlock) -> Result<(u32, u64)> {
         let uuid = self.volume.as_ref().map(|v| v.uuid).unwrap_or_default();
+        if let Some(c) = &self.tapes.crypt {
+            // Once: a block written again (refused at end of medium) is only sealed
+            // again where it lands.
+            c.encrypt(b)?;
+        }
         let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
         b.seal(uuid, self.lbn);
         match drive.write_block(&b.buf) {

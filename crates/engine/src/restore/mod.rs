@@ -170,6 +170,8 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let t0 = Instant::now();
     let cat = &home.catalog;
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
+    // Refused before anything is read, even when the job's blocks are on a stage.
+    let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
     let names: HashMap<u16, String> = cat
@@ -195,7 +197,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         (Vec::new(), 0)
     } else {
         let skip: HashSet<u16> = on_stage.keys().copied().collect();
-        let job = (job_id, job.tag, job.block_size as usize);
+        let job = (job_id, job.tag, job.block_size as usize, key);
         read_tape(home, job, (rows, whole), (&names, &skip), (opts, &rs, t0))?
     };
     let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
@@ -261,7 +263,7 @@ fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) {
 }
 
 /// What a tape read needs to know of the job: its id, tag and block size.
-type JobFacts = (i64, u64, usize);
+type JobFacts = (i64, u64, usize, Option<tapeloom_format::DataKey>);
 
 /// Reads from tape what a restore wants of the streams not in `skip` (`rows` as
 /// [`select`] gives them, less the streams on a stage; `whole` for the whole job),
@@ -270,7 +272,7 @@ type JobFacts = (i64, u64, usize);
 /// number of chains of the job.
 fn read_tape(
     home: &Home,
-    (job_id, tag, block_size): JobFacts,
+    (job_id, tag, block_size, key): JobFacts,
     (rows, whole): (Vec<FileRow>, bool),
     (names, skip): (&HashMap<u16, String>, &HashSet<u16>),
     (opts, rs, t0): (&RestoreOptions, &Mutex<Restorer>, Instant),
@@ -307,6 +309,7 @@ fn read_tape(
         skip,
         rs,
         lib: &lib,
+        key,
         stop: &stop,
         t0,
     };
@@ -446,6 +449,8 @@ struct Shared<'a> {
     skip: &'a HashSet<u16>,
     rs: &'a Mutex<Restorer>,
     lib: &'a SharedLibrary,
+    /// The job's data key, when it is encrypted.
+    key: Option<tapeloom_format::DataKey>,
     /// Set when a drive failed: the others stop too.
     stop: &'a AtomicBool,
     t0: Instant,
@@ -460,7 +465,8 @@ impl Shared<'_> {
             self.tag,
             self.block_size,
             Some(drive),
-        );
+        )
+        .with_key(self.key.clone());
         let mut read = Reading {
             cat,
             shared: self,

@@ -39,6 +39,7 @@ fn blocks(stream: u16, first: u64, n: u64) -> Vec<PackedBlock> {
                 stream_offset: offset,
                 first_record: NO_RECORD,
                 compressed,
+                encrypted: false,
             };
             offset += u64::from(payload_len);
             PackedBlock { buf, header, seq }

@@ -119,7 +119,7 @@ fn pack(root: &Path, zstd: bool) -> Packed {
             abs,
             root: b".".to_vec(),
         };
-        pack_stream(STREAM, 0x7a9e, BLOCK, fetched, out, &host, comp);
+        pack_stream(STREAM, 0x7a9e, (BLOCK, 0), fetched, out, &host, comp);
     });
     let (mut blocks, mut end, mut wide) = (Vec::new(), None, Vec::new());
     for m in rx.iter() {

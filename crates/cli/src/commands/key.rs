@@ -1,0 +1,188 @@
+//! `tapeloom key ...`: key files for encrypted jobs, and the `--key FILE` and
+//! `--encrypt FILE` flags' passphrase.
+//!
+//! The passphrase comes from `TAPELOOM_PASSPHRASE`, else from a prompt on the
+//! terminal (`/dev/tty`, without echo).
+
+use super::Context;
+use crate::output::Output;
+use crate::size;
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use tapeloom_engine::Home;
+use tapeloom_format::{KdfParams, KeyFile, MasterKey};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Create a key file (mode 0600): a random master key protected by a
+    /// passphrase (Argon2id). Prints its fingerprint.
+    Create {
+        /// The key file to create; it must not exist.
+        file: PathBuf,
+        /// Also print the paper form: the key file as numbered lines of hex with a
+        /// check each, which `key import` reads back.
+        #[arg(long)]
+        paper: bool,
+        /// Argon2id memory (the default makes guessing passphrases costly).
+        #[arg(long, default_value = "256M", value_parser = size::parse)]
+        kdf_memory: u64,
+        /// Argon2id passes.
+        #[arg(long, default_value_t = 3)]
+        kdf_passes: u32,
+    },
+    /// Write a key file from its paper form, read from standard input.
+    Import {
+        /// The key file to create; it must not exist.
+        file: PathBuf,
+    },
+    /// Print a key file's fingerprint (the passphrase is checked).
+    Show {
+        /// The key file.
+        file: PathBuf,
+    },
+}
+
+impl Args {
+    /// Runs the subcommand and prints its output.
+    pub fn run(self, ctx: &Context) -> Result<i32> {
+        let out = match self.cmd {
+            Cmd::Create {
+                file,
+                paper,
+                kdf_memory,
+                kdf_passes,
+            } => {
+                let kdf = KdfParams {
+                    memory_kib: u32::try_from(kdf_memory / 1024).unwrap_or(u32::MAX),
+                    iterations: kdf_passes,
+                    parallelism: 1,
+                };
+                let pass = passphrase(&format!("New passphrase for {}: ", file.display()), true)?;
+                let kf = tapeloom_engine::create_key_file(&file, &pass, kdf)?;
+                KeyOut::new(&file, &kf, paper)
+            }
+            Cmd::Import { file } => {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .context("read the paper form from standard input")?;
+                let kf = KeyFile::from_paper(&text)?;
+                tapeloom_engine::write_key_file(&file, &kf)?;
+                KeyOut::new(&file, &kf, false)
+            }
+            Cmd::Show { file } => {
+                let master = unlock(&file)?;
+                let kf = tapeloom_engine::read_key_file(&file)?;
+                debug_assert_eq!(master.fingerprint(), kf.fingerprint);
+                KeyOut::new(&file, &kf, false)
+            }
+        };
+        crate::output::emit(&out, ctx.json)
+    }
+}
+
+/// A key file, as `key` commands print it.
+#[derive(Serialize)]
+pub struct KeyOut {
+    file: String,
+    fingerprint: String,
+    short: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paper: Option<String>,
+}
+
+impl KeyOut {
+    fn new(file: &Path, kf: &KeyFile, paper: bool) -> Self {
+        KeyOut {
+            file: file.display().to_string(),
+            fingerprint: kf.fingerprint.to_string(),
+            short: kf.fingerprint.short(),
+            paper: paper.then(|| kf.paper()),
+        }
+    }
+}
+
+impl Output for KeyOut {
+    fn print(&self) {
+        outln!("{}: key {} ({})", self.file, self.short, self.fingerprint);
+        if let Some(p) = &self.paper {
+            outln!();
+            outln!("{}", p.trim_end());
+        }
+    }
+}
+
+/// `--key FILE`: the key file of encrypted jobs to read.
+#[derive(clap::Args)]
+pub struct KeyArg {
+    /// Key file of an encrypted job (the passphrase from TAPELOOM_PASSPHRASE or a
+    /// prompt on the terminal).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+}
+
+impl KeyArg {
+    /// Unlocks the key file, when one was given, and gives its key to the home.
+    pub fn give(&self, home: &mut Home) -> Result<()> {
+        if let Some(f) = &self.key {
+            home.keys.push(unlock(f)?);
+        }
+        Ok(())
+    }
+}
+
+/// Reads a key file and unlocks it with the passphrase.
+pub fn unlock(file: &Path) -> Result<MasterKey> {
+    // The file is read first: a missing file is said before a passphrase is asked.
+    tapeloom_engine::read_key_file(file)?;
+    let pass = passphrase(&format!("Passphrase for {}: ", file.display()), false)?;
+    Ok(tapeloom_engine::open_key_file(file, &pass)?)
+}
+
+/// The passphrase: `TAPELOOM_PASSPHRASE`, else asked on the terminal without echo
+/// (twice when `confirm`).
+fn passphrase(prompt: &str, confirm: bool) -> Result<Vec<u8>> {
+    if let Some(p) = std::env::var_os("TAPELOOM_PASSPHRASE") {
+        return Ok(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).to_vec());
+    }
+    let first = ask(prompt)?;
+    if confirm && ask("Again: ")? != first {
+        anyhow::bail!("the two passphrases differ");
+    }
+    if first.is_empty() {
+        anyhow::bail!("the passphrase is empty");
+    }
+    Ok(first)
+}
+
+/// Asks on `/dev/tty` with echo off.
+fn ask(prompt: &str) -> Result<Vec<u8>> {
+    use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|_| {
+            anyhow::anyhow!("no passphrase: set TAPELOOM_PASSPHRASE or run on a terminal")
+        })?;
+    let saved = tcgetattr(&tty).context("read the terminal's settings")?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    tcsetattr(&tty, SetArg::TCSAFLUSH, &quiet).context("turn the terminal's echo off")?;
+    let mut line = String::new();
+    let read = (&tty)
+        .write_all(prompt.as_bytes())
+        .and_then(|()| std::io::BufReader::new(&tty).read_line(&mut line));
+    let _ = tcsetattr(&tty, SetArg::TCSAFLUSH, &saved);
+    let _ = (&tty).write_all(b"\n");
+    read.context("read the passphrase from the terminal")?;
+    Ok(line.trim_end_matches(['\n', '\r']).as_bytes().to_vec())
+}

@@ -1,0 +1,146 @@
+//! Encryption of a job's blocks (FORMAT.md 4.3 and 9): key files, each job's data
+//! key, and the randomness the format crate is handed.
+//!
+//! A backup makes a [`JobCrypt`] from the master key of `--encrypt`; the volume
+//! writer encrypts every block but a segment's first (which carries the wrapped data
+//! key in clear) as it writes it, so blocks on a disk stage are still in clear. A
+//! reader makes one from the catalog's copy of the `JobKey` record, or from the
+//! record on tape, and the master keys the home was given.
+
+use crate::error::{io, CryptError, Error, Result};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use tapeloom_format::{
+    DataKey, Fingerprint, JobKey, KdfParams, KeyFile, MasterKey, PackedBlock, CONTINUATION_STREAM,
+    CONTROL_STREAM,
+};
+
+/// `N` bytes from the operating system's random source.
+pub(crate) fn random<const N: usize>() -> Result<[u8; N]> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| Error::Io {
+        what: "read random bytes".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(b)
+}
+
+/// A job's data key and the record that carries it, wrapped, on tape.
+pub(crate) struct JobCrypt {
+    pub record: JobKey,
+    pub data: DataKey,
+}
+
+impl JobCrypt {
+    /// A fresh data key for job `job_tag`, wrapped by `master`.
+    pub fn new(master: &MasterKey, job_tag: u64) -> Result<Self> {
+        let key = random::<32>()?;
+        let record = master.wrap(job_tag, &key, random()?);
+        Ok(JobCrypt {
+            record,
+            data: DataKey::from_bytes(&key),
+        })
+    }
+
+    /// The data key of job `job` (its id or tag, for messages) from its `JobKey`
+    /// record and the master keys given.
+    pub fn unwrap(keys: &[MasterKey], job: &str, record: JobKey) -> Result<Self> {
+        let Some(master) = keys.iter().find(|k| k.fingerprint() == record.fingerprint) else {
+            let fingerprint = record.fingerprint.short();
+            return Err(match keys.first() {
+                None => CryptError::NoKey {
+                    job: job.to_string(),
+                    fingerprint,
+                },
+                Some(k) => CryptError::WrongKey {
+                    job: job.to_string(),
+                    fingerprint,
+                    given: k.fingerprint().short(),
+                },
+            }
+            .into());
+        };
+        let data = master.unwrap(&record)?;
+        Ok(JobCrypt { record, data })
+    }
+
+    /// The data key of a job the catalog holds, when it is encrypted.
+    pub fn for_job(keys: &[MasterKey], job: &tapeloom_catalog::Job) -> Result<Option<Self>> {
+        let Some((_, body)) = &job.key else {
+            return Ok(None);
+        };
+        let record = JobKey::decode(body)?;
+        JobCrypt::unwrap(keys, &job.id.to_string(), record).map(Some)
+    }
+
+    /// Encrypts a block about to be written, unless it is one that stays in clear:
+    /// the first block of stream 0 (`JobStart` and `JobKey`) and the blocks of stream
+    /// 65535 (`Continuation` and `JobKey`), which open a segment.
+    pub fn encrypt(&self, b: &mut PackedBlock) -> Result<()> {
+        if stays_clear(b.header.stream, b.header.stream_offset) || b.header.encrypted {
+            return Ok(());
+        }
+        self.data.encrypt_block(b, random()?)?;
+        Ok(())
+    }
+
+    /// The master key's fingerprint.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.record.fingerprint
+    }
+}
+
+/// Whether a block of an encrypted job is stored in clear (FORMAT.md 4.3).
+pub(crate) fn stays_clear(stream: u16, stream_offset: u64) -> bool {
+    stream == CONTINUATION_STREAM || (stream == CONTROL_STREAM && stream_offset == 0)
+}
+
+/// Creates a key file at `path` (which must not exist; mode 0600) holding a new
+/// random master key protected by `passphrase`.
+pub fn create_key_file(path: &Path, passphrase: &[u8], kdf: KdfParams) -> Result<KeyFile> {
+    let master = MasterKey::from_bytes(random()?);
+    let kf = KeyFile::create(&master, passphrase, kdf, random()?, random()?)?;
+    write_key_file(path, &kf)?;
+    Ok(kf)
+}
+
+/// Writes a key file (read back from its paper form, say) at `path`, which must not
+/// exist, with mode 0600.
+pub fn write_key_file(path: &Path, kf: &KeyFile) -> Result<()> {
+    let what = || format!("create key file {}", path.display());
+    let mut f = io(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path),
+        what,
+    )?;
+    io(f.write_all(&kf.encode()).and_then(|()| f.sync_all()), what)
+}
+
+/// Reads a key file.
+pub fn read_key_file(path: &Path) -> Result<KeyFile> {
+    let bytes = io(std::fs::read(path), || {
+        format!("read key file {}", path.display())
+    })?;
+    KeyFile::decode(&bytes).map_err(|source| {
+        CryptError::KeyFile {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
+    })
+}
+
+/// Reads a key file and unlocks its master key with `passphrase`.
+pub fn open_key_file(path: &Path, passphrase: &[u8]) -> Result<MasterKey> {
+    read_key_file(path)?.unlock(passphrase).map_err(|source| {
+        CryptError::KeyFile {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
+    })
+}
