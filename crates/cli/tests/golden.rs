@@ -1,5 +1,6 @@
 //! Format compatibility: tapes written by format version 1 (committed in
-//! `tests/golden/v1`, made by `tests/golden/make-v1.sh`) must stay readable: the
+//! `tests/golden/v1`, made by `tests/golden/make-v1.sh`) and an encrypted job of
+//! version 3 (`tests/golden/v3-encrypted`, with its key file) must stay readable: the
 //! catalog is rebuilt from them alone, and they verify and restore.
 
 mod common;
@@ -7,8 +8,48 @@ use common::*;
 
 #[test]
 fn version_1_tapes_rebuild_verify_and_restore() {
+    check_golden("v1", &[]);
+}
+
+#[test]
+fn version_3_encrypted_tapes_rebuild_verify_and_restore_with_their_key() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v3-encrypted");
+    let data = std::fs::read(dir.join("tapes/TL0001L9.data")).unwrap();
+    let has = |n: &[u8]| data.windows(n.len()).any(|w| w == n);
+    assert!(!has(b"hello, tape") && !has(b"noise.bin") && !has(b"hello.txt"));
+    // LBN 2: the job's first block, in clear, with the JobKey record after JobStart.
+    let idx = std::fs::read(dir.join("tapes/TL0001L9.idx")).unwrap();
+    let at =
+        |lbn: usize| u64::from_le_bytes(idx[lbn * 16..lbn * 16 + 8].try_into().unwrap()) as usize;
+    let first = &data[at(2)..];
+    assert_eq!(&first[..4], b"TLBK");
+    assert_eq!((first[4], first[5]), (3, 1), "write and read version");
+    assert_eq!(u16::from_le_bytes([first[42], first[43]]), 0, "flags");
+    // LBN 3: a data block, encrypted: flag bit 1, read version 3.
+    let b = &data[at(3)..];
+    assert_eq!((b[4], b[5]), (3, 3));
+    assert_eq!(u16::from_le_bytes([b[40], b[41]]), 1, "stream");
+    assert_eq!(u16::from_le_bytes([b[42], b[43]]) & 2, 2, "flags");
+    let key = dir.join("golden.key");
+    // Without the key the rebuild is refused, naming the key.
     let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
+    let home = golden_home(t.path(), "v3-encrypted");
+    let (code, _, err) = run(
+        &home,
+        &[std::ffi::OsStr::new("catalog"), "rebuild".as_ref()],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("is encrypted with key 6a5861196210633d"),
+        "{err}"
+    );
+    std::env::set_var("TAPELOOM_PASSPHRASE", "golden");
+    check_golden("v3-encrypted", &["--key", key.to_str().unwrap()]);
+}
+
+/// A home with a small library holding the golden image `name`.
+fn golden_home(t: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let home = t.join("home");
     ok(
         &home,
         &[
@@ -22,11 +63,28 @@ fn version_1_tapes_rebuild_verify_and_restore() {
             "4M",
         ],
     );
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1/tapes");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+        .join("tapes");
     for f in ["TL0001L9.data", "TL0001L9.idx"] {
         std::fs::copy(golden.join(f), home.join("library/tapes").join(f)).unwrap();
     }
-    let r = ok(&home, &["catalog", "rebuild"]);
+    home
+}
+
+/// Rebuilds, lists, verifies and restores the golden image `name`; `key` is added
+/// to the commands that read blocks.
+fn check_golden(name: &str, key: &[&str]) {
+    let with =
+        |args: &[&str]| -> Vec<String> { args.iter().chain(key).map(|s| s.to_string()).collect() };
+    let okk = |home: &std::path::Path, args: &[&str]| {
+        let a = with(args);
+        ok(home, &a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let t = tempfile::tempdir().unwrap();
+    let home = golden_home(t.path(), name);
+    let r = okk(&home, &["catalog", "rebuild"]);
     assert_eq!(r["jobs_added"], serde_json::json!([1]), "{r}");
     assert_eq!(r["bad_blocks"], 0);
     let jobs = ok(&home, &["jobs"]);
@@ -50,9 +108,9 @@ fn version_1_tapes_rebuild_verify_and_restore() {
             "hello.txt"
         ]
     );
-    assert_eq!(ok(&home, &["verify", "1"])["ok"], true);
+    assert_eq!(okk(&home, &["verify", "1"])["ok"], true);
     let out = t.path().join("out");
-    let rr = ok(&home, &["restore", "1", "--to", out.to_str().unwrap()]);
+    let rr = okk(&home, &["restore", "1", "--to", out.to_str().unwrap()]);
     assert_eq!(rr["files"], 6, "{rr}");
     assert_eq!(
         std::fs::read(out.join("hello.txt")).unwrap(),
