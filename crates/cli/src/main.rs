@@ -83,7 +83,7 @@ impl Cmd {
         match self {
             Cmd::Library(a) => a.hint(),
             Cmd::Bench(a) => a.hint(),
-            Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) => error::key_hint,
+            Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) | Cmd::Stage(_) => error::key_hint,
             _ => error::no_hint,
         }
     }

@@ -379,3 +379,75 @@ fn a_key_file_comes_back_from_its_paper_form() {
         &["restore", &job, "--to", p(&out), "--key", p(&s.key)],
     );
 }
+
+#[test]
+fn an_encrypted_backup_killed_on_the_stage_is_finished_by_stage_resume_with_its_key() {
+    let s = setup();
+    let stage = s.root.join("stage");
+    ok(&s.home, &["stage", "add", p(&stage), "--size", "2M"]);
+    let src = s.root.join("many");
+    for f in 0..30u64 {
+        write(
+            &src.join(format!("secret-{f:02}")),
+            &noise(100 + f, 200_000 + f as usize * 1000),
+        );
+    }
+    let mut child = Command::new(bin())
+        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
+        .args(["--home", p(&s.home), "--json", "backup", p(&src)])
+        .args([
+            "--encrypt",
+            p(&s.key),
+            "--via",
+            "stage",
+            "--limit-rate",
+            "2MB",
+        ])
+        .args(["--chunk-size", "256K", "--block-size", "64K"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !walk(&stage) {
+        assert!(t.elapsed().as_secs() < 30, "nothing staged in 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, _, err) = tl(&s.home, &["stage", "resume"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("is encrypted with key {}", s.fingerprint)),
+        "{err}"
+    );
+    let r = tl_ok(&s.home, &["stage", "resume", "--key", p(&s.key)]);
+    let jobs = r["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{r}");
+    let job = jobs[0]["job_id"].to_string();
+    let out = s.root.join("out");
+    tl_ok(
+        &s.home,
+        &["restore", &job, "--to", p(&out), "--key", p(&s.key)],
+    );
+    let mut restored = 0;
+    for e in std::fs::read_dir(&out).into_iter().flatten() {
+        let f = e.unwrap().path();
+        let want = std::fs::read(src.join(f.file_name().unwrap())).unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), want, "{}", f.display());
+        restored += 1;
+    }
+    assert!(restored > 0, "nothing of job {job} was restored");
+    let v = tl_ok(&s.home, &["verify", &job, "--key", p(&s.key)]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(!contains(&cartridge_bytes(&s.home), b"secret-0"));
+}
+
+/// Whether a chunk file is anywhere under `dir`.
+fn walk(dir: &Path) -> bool {
+    std::fs::read_dir(dir).into_iter().flatten().any(|e| {
+        let p = e.unwrap().path();
+        p.extension().is_some_and(|x| x == "tlc") || (p.is_dir() && walk(&p))
+    })
+}

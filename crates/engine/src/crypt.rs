@@ -3,7 +3,7 @@
 //!
 //! A backup makes a [`JobCrypt`] from the master key of `--encrypt`; the volume
 //! writer encrypts every block but a segment's first (which carries the wrapped data
-//! key in clear) as it writes it, so blocks on a disk stage are still in clear. A
+//! key in clear: the job's first block, and each `Continuation` block) as it writes it, so blocks on a disk stage are still in clear. A
 //! reader makes one from the catalog's copy of the `JobKey` record, or from the
 //! record on tape, and the master keys the home was given.
 
@@ -13,7 +13,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use tapeloom_format::{
     DataKey, Fingerprint, JobKey, KdfParams, KeyFile, MasterKey, PackedBlock, CONTINUATION_STREAM,
-    CONTROL_STREAM,
 };
 
 /// `N` bytes from the operating system's random source.
@@ -74,11 +73,12 @@ impl JobCrypt {
         JobCrypt::unwrap(keys, &job.id.to_string(), record).map(Some)
     }
 
-    /// Encrypts a block about to be written, unless it is one that stays in clear:
-    /// the first block of stream 0 (`JobStart` and `JobKey`) and the blocks of stream
-    /// 65535 (`Continuation` and `JobKey`), which open a segment.
+    /// Encrypts a block about to be written, unless it is already encrypted (a
+    /// block written again) or of stream 65535 (`Continuation` and `JobKey`, which
+    /// open a segment and stay in clear). The job's first block, which also stays
+    /// in clear, is never given here.
     pub fn encrypt(&self, b: &mut PackedBlock) -> Result<()> {
-        if stays_clear(b.header.stream, b.header.stream_offset) || b.header.encrypted {
+        if b.header.stream == CONTINUATION_STREAM || b.header.encrypted {
             return Ok(());
         }
         self.data.encrypt_block(b, random()?)?;
@@ -89,11 +89,6 @@ impl JobCrypt {
     pub fn fingerprint(&self) -> Fingerprint {
         self.record.fingerprint
     }
-}
-
-/// Whether a block of an encrypted job is stored in clear (FORMAT.md 4.3).
-pub(crate) fn stays_clear(stream: u16, stream_offset: u64) -> bool {
-    stream == CONTINUATION_STREAM || (stream == CONTROL_STREAM && stream_offset == 0)
 }
 
 /// Creates a key file at `path` (which must not exist; mode 0600) holding a new

@@ -190,7 +190,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     if let Some(f) = &encrypt {
         opts.encrypt = Some(super::key::unlock(f)?);
     }
-    let home = ctx.open_home()?;
+    let mut home = ctx.open_home()?;
+    // An encrypted job left on the stages with the same key goes on too.
+    home.keys.extend(opts.encrypt.clone());
     // What earlier backups left on the stages goes to tape first.
     if opts.via != Via::Direct {
         let done = super::stage::resume(&home)?;

@@ -29,7 +29,11 @@ enum Cmd {
     Status,
     /// Finish the backups whose process died with data on the stages: despool
     /// what they staged and end them (a backup through the stage does this first).
-    Resume,
+    /// An encrypted job needs its key file.
+    Resume {
+        #[command(flatten)]
+        key: super::key::KeyArg,
+    },
 }
 
 #[derive(clap::Args)]
@@ -75,7 +79,10 @@ impl Args {
                 open_stages(&home.catalog)?;
                 emit(&status(&home.catalog)?, json)
             }
-            Cmd::Resume => emit(&resume(&home)?, json),
+            Cmd::Resume { key } => {
+                key.give(&mut home)?;
+                emit(&resume(&home)?, json)
+            }
         }
     }
 }

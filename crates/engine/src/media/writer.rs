@@ -110,6 +110,9 @@ pub(crate) struct VolumeWriter {
     pub marks: Vec<crate::sampler::Marked>,
     /// The library's drive the current cartridge is in.
     mounted_in: Option<usize>,
+    /// The block being written stays in clear in an encrypted job (the job's first,
+    /// with `JobStart` and `JobKey`).
+    clear: bool,
 }
 
 impl VolumeWriter {
@@ -158,6 +161,7 @@ impl VolumeWriter {
             drive_compressed: None,
             marks: Vec::new(),
             mounted_in: None,
+            clear: false,
         };
         if first {
             w.mount_next()?;
@@ -168,7 +172,10 @@ impl VolumeWriter {
                 w.ctl.record(Kind::JobKey, &c.record.encode());
             }
             w.ctl.finish_block();
-            w.flush_ctl()?;
+            w.clear = true;
+            let r = w.flush_ctl();
+            w.clear = false;
+            r?;
         }
         Ok(w)
     }
@@ -444,7 +451,7 @@ impl VolumeWriter {
 
     fn write_raw(&mut self, b: &mut PackedBlock) -> Result<(u32, u64)> {
         let uuid = self.volume.as_ref().map(|v| v.uuid).unwrap_or_default();
-        if let Some(c) = &self.tapes.crypt {
+        if let Some(c) = self.tapes.crypt.as_ref().filter(|_| !self.clear) {
             // Once: a block written again (refused at end of medium) is only sealed
             // again where it lands.
             c.encrypt(b)?;
