@@ -157,6 +157,8 @@ fn an_encrypted_job_restores_identical_with_its_key_file() {
     assert_same_tree(&s.src, &out);
     let v = tl_ok(&s.home, &["verify", &job.to_string(), "--key", p(&s.key)]);
     assert_eq!(v["ok"], true, "{v}");
+    let jobs = ok(&s.home, &["jobs"]);
+    assert_eq!(jobs["jobs"][0]["key"], s.fingerprint.as_str(), "{jobs}");
 }
 
 #[test]

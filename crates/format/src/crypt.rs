@@ -613,9 +613,9 @@ mod tests {
             FormatError::WrongPassphrase
         );
         assert_eq!(KeyFile::from_paper(&kf.paper()).unwrap(), kf);
-        let mut damaged = kf.paper().replacen("01: ", "01: 0", 1);
-        damaged = damaged.replacen("01: 0", "01: ", 1);
-        assert_eq!(KeyFile::from_paper(&damaged).unwrap(), kf);
+        // Spacing and lines other than numbered ones do not matter.
+        let retyped = format!("my key\n{}", kf.paper().replace(' ', "  "));
+        assert_eq!(KeyFile::from_paper(&retyped).unwrap(), kf);
         let p = kf.paper();
         let line3 = p.lines().nth(3).unwrap();
         let bad = p.replace(line3, &line3.replacen('0', "1", 1));

@@ -24,6 +24,8 @@ struct Job {
     seconds: f64,
     block_size: u32,
     volumes: Vec<String>,
+    /// The short fingerprint of the key an encrypted job needs.
+    key: Option<String>,
 }
 
 pub fn run(ctx: &Context) -> Result<Jobs> {
@@ -47,6 +49,7 @@ pub fn run(ctx: &Context) -> Result<Jobs> {
             seconds: j.seconds,
             block_size: j.block_size,
             volumes,
+            key: j.key.map(|(f, _)| f.chars().take(16).collect()),
         });
     }
     Ok(Jobs { jobs })
@@ -56,14 +59,17 @@ impl Output for Jobs {
     fn print(&self) {
         for j in &self.jobs {
             outln!(
-                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}",
+                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}",
                 j.job_id,
                 j.status,
                 j.started,
                 j.files,
                 output::bytes(j.bytes),
                 j.volumes.join(","),
-                j.name
+                j.name,
+                j.key
+                    .as_ref()
+                    .map_or(String::new(), |k| format!("  (encrypted, key {k})"))
             );
         }
     }
