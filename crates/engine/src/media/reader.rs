@@ -356,6 +356,35 @@ impl JobReader {
         }
     }
 
+    /// The block of `n` bytes just read at `at` of the volume `uuid`: a good block
+    /// (expanded and opened as it needs), a bad one, or `None` when it is another
+    /// job's.
+    fn check_block(&mut self, (seq, lbn): (u32, u64), uuid: [u8; 16], n: usize) -> Option<Got> {
+        let bad = |why: String| Some(Got::Bad { seq, lbn, why });
+        match BlockHeader::open(&self.buf[..n]) {
+            Ok(h) if h.job_tag != self.job_tag => None,
+            Ok(h) if h.lbn != lbn || h.volume != uuid => {
+                bad(format!("block says it is block {} of another place", h.lbn))
+            }
+            Ok(header) if header.compressed || header.encrypted => {
+                match open_block(
+                    &header,
+                    &self.buf[..n],
+                    self.key.as_ref(),
+                    &mut self.expanded,
+                ) {
+                    Ok(()) => {
+                        self.is_expanded = true;
+                        Some(Got::Block { seq, lbn, header })
+                    }
+                    Err(e) => bad(e.to_string()),
+                }
+            }
+            Ok(header) => Some(Got::Block { seq, lbn, header }),
+            Err(e) => bad(e.to_string()),
+        }
+    }
+
     /// Reads the next block of the job.
     pub fn next(&mut self) -> Result<Got> {
         loop {
@@ -385,50 +414,11 @@ impl JobReader {
                     self.bytes_read += n as u64;
                     self.len = n;
                     self.is_expanded = false;
-                    let n_read = n;
-                    match BlockHeader::open(&self.buf[..n]) {
-                        Ok(h) if h.job_tag != self.job_tag => {
-                            // Past the end of an incomplete segment: another job's data.
-                            if self.next_volume()? {
-                                continue;
-                            }
-                            return Ok(Got::End);
-                        }
-                        Ok(h) if h.lbn != lbn || h.volume != uuid => {
-                            return Ok(Got::Bad {
-                                seq,
-                                lbn,
-                                why: format!("block says it is block {} of another place", h.lbn),
-                            })
-                        }
-                        Ok(header) if header.compressed || header.encrypted => {
-                            match open_block(
-                                &header,
-                                &self.buf[..n_read],
-                                self.key.as_ref(),
-                                &mut self.expanded,
-                            ) {
-                                Ok(()) => {
-                                    self.is_expanded = true;
-                                    return Ok(Got::Block { seq, lbn, header });
-                                }
-                                Err(e) => {
-                                    return Ok(Got::Bad {
-                                        seq,
-                                        lbn,
-                                        why: e.to_string(),
-                                    })
-                                }
-                            }
-                        }
-                        Ok(header) => return Ok(Got::Block { seq, lbn, header }),
-                        Err(e) => {
-                            return Ok(Got::Bad {
-                                seq,
-                                lbn,
-                                why: e.to_string(),
-                            })
-                        }
+                    match self.check_block((seq, lbn), uuid, n) {
+                        Some(got) => return Ok(got),
+                        // Past the end of an incomplete segment: another job's data.
+                        None if self.next_volume()? => continue,
+                        None => return Ok(Got::End),
                     }
                 }
                 Ok(ReadOutcome::Filemark) => {
