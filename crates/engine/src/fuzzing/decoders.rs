@@ -4,8 +4,9 @@ use super::{Outcome, Violation};
 use crate::stage::{ChunkReader, CHUNK_HEADER_LEN, CHUNK_MAGIC};
 use std::io::Write;
 use tapeloom_format::{
-    expand_block, BlockHeader, Entry, Event, FileEnd, FormatError, IndexEntry, JobEnd, JobStart,
-    Kind, RecordDecoder, RecordHeader, StreamEnd, VolumeLabel, BLOCK_HEADER_LEN, BLOCK_MAGIC,
+    expand_block, open_block, BlockHeader, DataKey, Entry, Event, FileEnd, FormatError,
+    IndexEntry, JobEnd, JobKey, JobStart, KeyFile, Kind, MasterKey, PackedBlock, RecordDecoder,
+    RecordHeader, StreamEnd, VolumeLabel, BLOCK_HEADER_LEN, BLOCK_MAGIC, CRYPT_TAIL_LEN,
     LABEL_LEN, LABEL_MAGIC, NO_RECORD, RECORD_HEADER_LEN,
 };
 
@@ -75,7 +76,7 @@ fn decode_body(kind: Kind, body: &[u8]) {
         Kind::StreamEnd => drop(StreamEnd::decode(body)),
         Kind::Index => drop(IndexEntry::decode_chunk(body)),
         Kind::JobEnd => drop(JobEnd::decode(body)),
-        Kind::JobKey => drop(tapeloom_format::JobKey::decode(body)),
+        Kind::JobKey => drop(JobKey::decode(body)),
     }
 }
 
@@ -293,4 +294,97 @@ pub fn chunk(data: &[u8]) -> Outcome {
         }
     }
     Ok(())
+}
+
+/// The master key the `crypt` target unwraps and encrypts with.
+const FUZZ_MASTER: [u8; 32] = [7; 32];
+
+/// Key material and encrypted blocks. The flags byte's low two bits choose what the
+/// rest is: 0 a key file, 1 a key file's paper form, 2 a `JobKey` body (unwrapped
+/// with a fixed master key), 3 a block that is sealed, encrypted with a fixed data
+/// key when it is in clear, opened again, then opened once more with its tag
+/// changed. Whatever decodes must encode to the same value, and a changed tag must be
+/// refused.
+pub fn crypt(data: &[u8]) -> Outcome {
+    let (f, rest) = flags(data);
+    match f & 3 {
+        0 => key_file(KeyFile::decode(rest)),
+        1 => key_file(KeyFile::from_paper(&String::from_utf8_lossy(rest))),
+        2 => job_key(rest),
+        _ => encrypted_block(rest),
+    }
+}
+
+fn key_file(decoded: Result<KeyFile, FormatError>) -> Outcome {
+    let Ok(k) = decoded else {
+        return Ok(());
+    };
+    if KeyFile::decode(&k.encode()).as_ref() != Ok(&k) {
+        return Err(Violation(format!("key file does not survive encoding: {k:?}")));
+    }
+    if KeyFile::from_paper(&k.paper()).as_ref() != Ok(&k) {
+        return Err(Violation(format!("paper form does not read back: {k:?}")));
+    }
+    // Unlocking costs what the file asks for (up to 4 GiB): only cheap files here.
+    if k.kdf.memory_kib <= 64 && k.kdf.iterations <= 2 {
+        let _ = k.unlock(b"passphrase");
+    }
+    Ok(())
+}
+
+fn job_key(body: &[u8]) -> Outcome {
+    let Ok(jk) = JobKey::decode(body) else {
+        return Ok(());
+    };
+    if JobKey::decode(&jk.encode()).as_ref() != Ok(&jk) {
+        return Err(Violation(format!("JobKey does not survive encoding: {jk:?}")));
+    }
+    let _ = MasterKey::from_bytes(FUZZ_MASTER).unwrap(&jk);
+    Ok(())
+}
+
+fn encrypted_block(raw: &[u8]) -> Outcome {
+    let mut b = raw.to_vec();
+    seal_block(&mut b);
+    let Ok(header) = BlockHeader::open(&b) else {
+        return Ok(());
+    };
+    let key = DataKey::from_bytes(&[9; 32]);
+    let mut out = Vec::new();
+    if header.encrypted {
+        // A tag the fuzzer cannot forge: only the refusal paths run.
+        if open_block(&header, &b, Some(&key), &mut out).is_ok() {
+            return Err(Violation("a block with a forged tag opened".into()));
+        }
+        return Ok(());
+    }
+    let mut clear = Vec::new();
+    let clear_ok = expand_block(&header, &b, &mut clear).is_ok();
+    let mut p = PackedBlock {
+        buf: b,
+        header,
+        seq: 0,
+    };
+    if key.encrypt_block(&mut p, [3; 12]).is_err() {
+        return Ok(());
+    }
+    p.seal(header.volume, header.lbn);
+    let Ok(h) = BlockHeader::open(&p.buf) else {
+        return Err(Violation("an encrypted block does not open".into()));
+    };
+    let opened = open_block(&h, &p.buf, Some(&key), &mut out).is_ok();
+    if opened != clear_ok || (opened && out[BLOCK_HEADER_LEN..] != clear[BLOCK_HEADER_LEN..]) {
+        return Err(Violation("encryption changed what the block holds".into()));
+    }
+    let tag_at = if h.compressed {
+        p.buf.len() - 1
+    } else {
+        BLOCK_HEADER_LEN + h.payload_len as usize + CRYPT_TAIL_LEN - 1
+    };
+    p.buf[tag_at] ^= 1;
+    reseal_block(&mut p.buf);
+    match BlockHeader::open(&p.buf).map(|h| open_block(&h, &p.buf, Some(&key), &mut out)) {
+        Ok(Err(FormatError::BadTag)) => Ok(()),
+        other => Err(Violation(format!("a changed tag gave {other:?}"))),
+    }
 }

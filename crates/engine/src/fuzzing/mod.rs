@@ -16,7 +16,7 @@
 mod decoders;
 mod tape;
 
-pub use decoders::{block, chunk, codec, entry, expand, index, job, label, records};
+pub use decoders::{block, chunk, codec, crypt, entry, expand, index, job, label, records};
 pub use tape::{read_path, ReadPath};
 
 /// A promise the code under test broke without panicking.
@@ -46,5 +46,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("expand", expand),
     ("codec", codec),
     ("chunk", chunk),
+    ("crypt", crypt),
     ("read_path", read_path),
 ];
