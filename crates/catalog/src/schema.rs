@@ -172,6 +172,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN key_fingerprint TEXT;
     ALTER TABLE jobs ADD COLUMN job_key BLOB;
     ",
+    // 11: why a volume was marked suspect (a write error, a TapeAlert flag), and
+    // other events of its life, in order.
+    "
+    CREATE TABLE IF NOT EXISTS volume_notes (
+        volume_id INTEGER NOT NULL,
+        at_ns INTEGER NOT NULL,
+        note TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS volume_notes_by_volume ON volume_notes (volume_id);
+    ",
 ];
 
 impl Catalog {
@@ -289,7 +299,7 @@ mod tests {
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 10);
+        assert_eq!(c.schema_version().unwrap(), MIGRATIONS.len() as i64);
         let rows = c.staged_chunks(&crate::ChunkFilter::default()).unwrap();
         assert_eq!((rows.len(), rows[0].keep_until_ns), (1, None));
         let u = c.stage_use().unwrap();

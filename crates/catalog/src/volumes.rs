@@ -97,6 +97,32 @@ impl Catalog {
         run().doing("list the volumes")
     }
 
+    /// Notes an event of a volume's life (why it was marked suspect, say).
+    pub fn add_volume_note(&self, id: i64, at_ns: i64, note: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO volume_notes (volume_id, at_ns, note) VALUES (?1, ?2, ?3)",
+                params![id, at_ns, note],
+            )
+            .doing("note an event of a volume")?;
+        Ok(())
+    }
+
+    /// A volume's notes, oldest first: (time, note).
+    pub fn volume_notes(&self, id: i64) -> Result<Vec<(i64, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT at_ns, note FROM volume_notes WHERE volume_id = ?1 ORDER BY at_ns, rowid",
+            )
+            .doing("read a volume's notes")?;
+        let rows = st
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .doing("read a volume's notes")?;
+        rows.collect::<rusqlite::Result<_>>()
+            .doing("read a volume's notes")
+    }
+
     /// Sets a volume's status.
     pub fn set_volume_status(&self, id: i64, status: VolumeState) -> Result<()> {
         let n = self
@@ -127,6 +153,12 @@ impl Catalog {
 
     /// Forgets volumes that hold no job (after their library was replaced).
     pub fn forget_unused_volumes(&self) -> Result<usize> {
+        self.conn
+            .execute(
+                "DELETE FROM volume_notes WHERE volume_id NOT IN (SELECT volume_id FROM job_volumes)",
+                [],
+            )
+            .doing("forget unused volumes")?;
         self.conn
             .execute(
                 "DELETE FROM volumes WHERE id NOT IN (SELECT volume_id FROM job_volumes)",
@@ -165,6 +197,7 @@ impl Catalog {
                 tx.execute("DELETE FROM jobs WHERE id = ?1", [j])?;
             }
             tx.execute("DELETE FROM volumes WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM volume_notes WHERE volume_id = ?1", [id])?;
             tx.commit()?;
             Ok(jobs)
         };

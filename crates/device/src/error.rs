@@ -172,6 +172,17 @@ pub enum ChangerError {
         /// The barcode asked for.
         barcode: String,
     },
+    /// No cleaning cartridge (barcode beginning with CLN) in a slot.
+    #[error("no cleaning cartridge (a barcode beginning with CLN) in a slot of the library")]
+    NoCleaningCartridge,
+    /// Every cleaning cartridge in the library is used up.
+    #[error("cleaning cartridge {barcode} is used up ({uses} cleanings; TapeAlert 16h Expired cleaning media)")]
+    CleaningExpired {
+        /// The cartridge.
+        barcode: String,
+        /// Cleanings it did.
+        uses: u32,
+    },
     /// A library that cannot make a cartridge blank.
     #[error("{library}: cannot erase cartridge {barcode}")]
     CannotErase {

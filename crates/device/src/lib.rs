@@ -6,6 +6,7 @@
 //! end of a cartridge is a value returned by a successful write, not an error.
 #![deny(missing_docs)]
 
+pub mod alert;
 mod error;
 pub mod fsio;
 pub mod lto;
@@ -16,6 +17,7 @@ pub mod testkit;
 mod virtual_drive;
 mod virtual_library;
 
+pub use alert::{AlertAction, TapeAlerts};
 pub(crate) use error::io;
 pub use error::{ChangerError, Corruption, DeviceError, Result};
 pub use lto::{Clock, LtoDrive};
@@ -238,6 +240,12 @@ pub trait TapeDrive: Send {
     fn health(&mut self) -> DriveHealth {
         DriveHealth::default()
     }
+    /// The TapeAlert flags set now, where the drive has them (`None`: it has no
+    /// TapeAlert page, or the page could not be read). Writers ask for them every
+    /// few blocks and after every error, so it must be cheap: one LOG SENSE.
+    fn tape_alerts(&mut self) -> Option<TapeAlerts> {
+        None
+    }
 }
 
 /// What getting from one block to a later one costs, in modeled seconds.
@@ -316,6 +324,66 @@ impl Inventory {
     }
 }
 
+/// Whether a barcode is a cleaning cartridge's (LTO: `CLNnnnLn`, beginning with
+/// CLN). Nothing is ever written to one.
+pub fn is_cleaning(barcode: &str) -> bool {
+    barcode.starts_with("CLN")
+}
+
+/// How long a drive may take to clean itself before the changer can take the
+/// cleaning cartridge back (LTO drives take one to three minutes).
+pub const CLEANING_TIME: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// A cleaning done by [`TapeLibrary::clean_drive`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Cleaned {
+    /// The drive.
+    pub drive: usize,
+    /// The cleaning cartridge used.
+    pub barcode: String,
+    /// Cleanings that cartridge has done, this one counted, where the library knows.
+    pub uses: Option<u32>,
+    /// Cleanings it has left, where the library knows.
+    pub uses_left: Option<u32>,
+}
+
+/// The slot of a cleaning cartridge to clean `drive` with, which must exist and be
+/// empty; among several, the first for which `usable` says yes.
+pub fn cleaning_slot(
+    inv: &Inventory,
+    drive: usize,
+    usable: impl Fn(&str) -> bool,
+) -> Result<(usize, String)> {
+    let d = inv.drives.get(drive).ok_or(ChangerError::NoSuchDrive {
+        drive,
+        count: Some(inv.drives.len()),
+    })?;
+    if let Some(b) = &d.loaded {
+        return Err(ChangerError::DriveOccupied {
+            drive,
+            barcode: b.clone(),
+        }
+        .into());
+    }
+    let mut found = None;
+    for s in &inv.slots {
+        if let Some(b) = s.barcode.as_deref().filter(|b| is_cleaning(b)) {
+            if usable(b) {
+                return Ok((s.address, b.to_string()));
+            }
+            found.get_or_insert(b);
+        }
+    }
+    Err(match found {
+        Some(b) => ChangerError::CleaningExpired {
+            barcode: b.to_string(),
+            uses: 0,
+        },
+        None => ChangerError::NoCleaningCartridge,
+    }
+    .into())
+}
+
 /// A media changer (robot) that moves cartridges between slots and drives.
 pub trait Changer {
     /// What is where.
@@ -385,6 +453,31 @@ pub trait TapeLibrary: Changer + Send {
     /// cartridge for use and may rewind it.
     fn drive_health(&self, _index: usize) -> Result<DriveHealth> {
         Ok(DriveHealth::default())
+    }
+    /// Cleans drive `drive`, which must be empty, with a cleaning cartridge from a
+    /// slot: loads it (a drive cleans itself when one is loaded, then ejects it) and
+    /// puts it back, trying the move back for up to [`CLEANING_TIME`] while the
+    /// drive is still at it.
+    fn clean_drive(&mut self, drive: usize) -> Result<Cleaned> {
+        let inv = self.inventory()?;
+        let (slot, barcode) = cleaning_slot(&inv, drive, |_| true)?;
+        self.load(slot, drive)?;
+        let t = std::time::Instant::now();
+        loop {
+            match self.unload(drive, Some(slot)) {
+                Ok(()) => break,
+                Err(_) if t.elapsed() < CLEANING_TIME => {
+                    std::thread::sleep(std::time::Duration::from_secs(5))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Cleaned {
+            drive,
+            barcode,
+            uses: None,
+            uses_left: None,
+        })
     }
     /// Makes a cartridge blank again, for scratch use by benchmarks, where the
     /// library can.

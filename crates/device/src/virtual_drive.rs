@@ -371,6 +371,15 @@ impl TapeDrive for VirtualDrive {
         Ok((t.end_offset(), t.capacity))
     }
 
+    /// Write protect (09h) after a refused write; a virtual drive has no other.
+    fn tape_alerts(&mut self) -> Option<crate::TapeAlerts> {
+        let mut a = crate::TapeAlerts::default();
+        if self.refused_write {
+            a = a.with(0x09);
+        }
+        Some(a)
+    }
+
     /// What a drive with the log pages would say: no TapeAlert flag but Write
     /// protect (09h, a write was refused), and the statistics the cartridge file
     /// gives (this mount's megabytes, capacity, use, write protection).

@@ -29,7 +29,18 @@ pub struct LibraryConfig {
     /// Rates and buffers of the model multiplied by this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<f64>,
+    /// Cleaning cartridges (`CLN001L1` ...), in slots of their own after the
+    /// `slots` data slots.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cleaning: usize,
 }
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Cleanings an LTO universal cleaning cartridge does before it is used up.
+pub const CLEANING_USES: u32 = 50;
 
 impl LibraryConfig {
     /// The early-warning zone for this capacity: 1/16 of it, at least 1 MiB and at
@@ -53,6 +64,9 @@ struct State {
     drives: Vec<Option<Loaded>>,
     #[serde(default)]
     write_protected: Vec<String>,
+    /// Cleanings each cleaning cartridge has done.
+    #[serde(default)]
+    cleaning_uses: std::collections::BTreeMap<String, u32>,
 }
 
 /// A virtual library, open.
@@ -64,6 +78,11 @@ pub struct VirtualLibrary {
 /// The barcode of the `i`-th cartridge (from 1) of a virtual library.
 pub fn barcode(i: usize) -> String {
     format!("TL{i:04}L9")
+}
+
+/// The barcode of the `i`-th cleaning cartridge (from 1) of a virtual library.
+pub fn cleaning_barcode(i: usize) -> String {
+    format!("CLN{i:03}L1")
 }
 
 impl VirtualLibrary {
@@ -82,7 +101,7 @@ impl VirtualLibrary {
 
     /// Makes a new library in `dir`. Refuses when a library there holds data.
     pub fn create(dir: &Path, config: LibraryConfig) -> Result<Self> {
-        if config.drives == 0 || config.slots == 0 || config.slots > 9999 {
+        if config.drives == 0 || config.slots == 0 || config.slots > 9999 || config.cleaning > 999 {
             return Err(ChangerError::BadLayout.into());
         }
         if let Some(m) = &config.model {
@@ -123,10 +142,14 @@ impl VirtualLibrary {
         )?;
         let state = State {
             version: 1,
-            slots: (1..=config.slots).map(|i| Some(barcode(i))).collect(),
+            slots: (1..=config.slots)
+                .map(|i| Some(barcode(i)))
+                .chain((1..=config.cleaning).map(|i| Some(cleaning_barcode(i))))
+                .collect(),
             drives: vec![None; config.drives],
             config,
             write_protected: Vec::new(),
+            cleaning_uses: Default::default(),
         };
         let lib = VirtualLibrary {
             dir: dir.to_path_buf(),
@@ -148,7 +171,9 @@ impl VirtualLibrary {
                 path: p.clone(),
                 source,
             })?;
-        if state.slots.len() != state.config.slots || state.drives.len() != state.config.drives {
+        if state.slots.len() != state.config.slots + state.config.cleaning
+            || state.drives.len() != state.config.drives
+        {
             return Err(Corruption::LibraryLayout { path: p }.into());
         }
         Ok(VirtualLibrary {
@@ -297,6 +322,34 @@ impl crate::TapeLibrary for VirtualLibrary {
     fn model(&self) -> Option<String> {
         self.state.config.model.clone()
     }
+    /// The cleaning cartridge does its cleaning as it is loaded (counted in the
+    /// library's state), and goes back to its slot.
+    fn clean_drive(&mut self, drive: usize) -> Result<crate::Cleaned> {
+        let counts = self.state.cleaning_uses.clone();
+        let uses = |b: &str| counts.get(b).copied().unwrap_or(0);
+        let inv = self.inventory_now();
+        let (slot, barcode) = crate::cleaning_slot(&inv, drive, |b| uses(b) < CLEANING_USES)
+            .map_err(|e| match e {
+                crate::DeviceError::Changer(ChangerError::CleaningExpired { barcode, .. }) => {
+                    ChangerError::CleaningExpired {
+                        uses: uses(&barcode),
+                        barcode,
+                    }
+                    .into()
+                }
+                e => e,
+            })?;
+        Changer::load(self, slot, drive)?;
+        let n = uses(&barcode) + 1;
+        self.state.cleaning_uses.insert(barcode.clone(), n);
+        Changer::unload(self, drive, Some(slot))?;
+        Ok(crate::Cleaned {
+            drive,
+            barcode,
+            uses: Some(n),
+            uses_left: Some(CLEANING_USES - n),
+        })
+    }
     fn erase(&mut self, barcode: &str) -> Result<()> {
         if !self.all_barcodes().iter().any(|b| b == barcode) {
             return Err(ChangerError::NoSuchBarcode {
@@ -417,6 +470,7 @@ mod tests {
             model: None,
             clock: None,
             scale: None,
+            cleaning: 0,
         };
         let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
         let inv = lib.inventory().unwrap();
@@ -449,6 +503,7 @@ mod tests {
             model: None,
             clock: None,
             scale: None,
+            cleaning: 0,
         };
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
@@ -465,6 +520,7 @@ mod tests {
             model: Some("lto3".into()),
             clock: Some(crate::Clock::Real),
             scale: None,
+            cleaning: 0,
         };
         VirtualLibrary::create(dir.path(), cfg).unwrap();
         let text = std::fs::read_to_string(dir.path().join("library.json")).unwrap();

@@ -9,8 +9,8 @@ use tapeloom_device::scsi::{ScsiError, TransportError};
 use tapeloom_device::testkit::conformance::{self, library, Check, Skip};
 use tapeloom_device::testkit::faults::{FaultPlan, FaultyLibrary};
 use tapeloom_device::{
-    Changer, ChangerError, DeviceError, LibraryConfig, ReadOutcome, TapeDrive, TapeLibrary,
-    VirtualLibrary, WriteOutcome,
+    AlertAction, Changer, ChangerError, DeviceError, LibraryConfig, ReadOutcome, TapeAlerts,
+    TapeDrive, TapeLibrary, VirtualLibrary, WriteOutcome,
 };
 
 fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
@@ -23,6 +23,7 @@ fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
             model: None,
             clock: None,
             scale: None,
+            cleaning: 0,
         },
     )
     .unwrap()
@@ -337,6 +338,115 @@ fn faults_limited_to_a_cartridge_or_a_drive() {
     assert!(
         d.write_block(&block(0)).is_err(),
         "drive 1 fails at block 0"
+    );
+}
+
+#[test]
+fn alerts_go_with_the_cartridge_or_stay_with_the_drive_until_it_is_cleaned() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("lib");
+    let inner = VirtualLibrary::create(
+        &dir,
+        LibraryConfig {
+            drives: 2,
+            slots: 3,
+            capacity: 64 << 20,
+            model: None,
+            clock: None,
+            scale: None,
+            cleaning: 1,
+        },
+    )
+    .unwrap();
+    let mut lib = FaultyLibrary::new(
+        Box::new(inner),
+        FaultPlan::parse("alert=04h@lbn=2,drive=0;alert=14h@lbn=3,drive=1").unwrap(),
+    );
+    let mut d = mounted(&mut lib, 0, 0);
+    write_blocks(d.as_mut(), 0..2);
+    assert_eq!(d.tape_alerts(), Some(TapeAlerts::default()));
+    write_blocks(d.as_mut(), 2..3);
+    let a = d.tape_alerts().unwrap();
+    assert_eq!(a.codes(), vec![0x04]);
+    assert_eq!(a.action(), Some((AlertAction::Cartridge, vec![0x04])));
+    assert!(d
+        .health()
+        .tape_alerts
+        .unwrap()
+        .contains(&"04h Media".to_string()));
+    drop(d);
+    // The media flag goes with TL0001L9: drive 0 with another cartridge is clear.
+    lib.unload(0, None).unwrap();
+    let mut d = mounted(&mut lib, 1, 0);
+    assert_eq!(d.tape_alerts().map(|a| a.codes()), Some(vec![]));
+    drop(d);
+    lib.unload(0, None).unwrap();
+    // Clean now stays with drive 1 until it is cleaned.
+    let mut d = mounted(&mut lib, 2, 1);
+    write_blocks(d.as_mut(), 0..4);
+    assert_eq!(d.tape_alerts().unwrap().codes(), vec![0x14]);
+    drop(d);
+    let e = lib.clean_drive(1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            DeviceError::Changer(ChangerError::DriveOccupied { drive: 1, .. })
+        ),
+        "{e}"
+    );
+    lib.unload(1, None).unwrap();
+    let done = lib.clean_drive(1).unwrap();
+    assert_eq!(
+        (done.barcode.as_str(), done.uses, done.uses_left),
+        ("CLN001L1", Some(1), Some(49))
+    );
+    let inv = lib.inventory().unwrap();
+    assert_eq!(
+        inv.slot_of("CLN001L1"),
+        Some(3),
+        "the cleaning cartridge is back"
+    );
+    let mut d = mounted(&mut lib, 2, 1);
+    assert_eq!(d.tape_alerts().unwrap().codes(), Vec::<u16>::new());
+}
+
+#[test]
+fn a_cleaning_cartridge_is_used_up_after_fifty_cleanings() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("lib");
+    let mut lib = VirtualLibrary::create(
+        &dir,
+        LibraryConfig {
+            drives: 1,
+            slots: 1,
+            capacity: 64 << 20,
+            model: None,
+            clock: None,
+            scale: None,
+            cleaning: 1,
+        },
+    )
+    .unwrap();
+    for n in 1..=50 {
+        assert_eq!(lib.clean_drive(0).unwrap().uses, Some(n));
+    }
+    let e = lib.clean_drive(0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            DeviceError::Changer(ChangerError::CleaningExpired { uses: 50, .. })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("16h Expired cleaning media"), "{e}");
+    // Kept across opens.
+    let mut again = VirtualLibrary::open(&dir).unwrap();
+    assert!(again.clean_drive(0).is_err());
+    let mut none = virtual_library(&t.path().join("other"), 64 << 20);
+    let e = none.clean_drive(0).unwrap_err();
+    assert!(
+        matches!(e, DeviceError::Changer(ChangerError::NoCleaningCartridge)),
+        "{e}"
     );
 }
 

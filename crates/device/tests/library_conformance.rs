@@ -16,6 +16,7 @@ fn virtual_library(dir: &std::path::Path, model: Option<&str>) -> VirtualLibrary
             model: model.map(String::from),
             clock: None,
             scale: None,
+            cleaning: 0,
         },
     )
     .unwrap()

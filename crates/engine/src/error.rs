@@ -227,6 +227,47 @@ pub enum MediaError {
         /// Where the drive says it is.
         found: u64,
     },
+    /// A drive reported a TapeAlert flag of its own hardware: it writes no more.
+    #[error(
+        "drive {drive}: TapeAlert {flags}: the drive writes no more in this job; have it serviced"
+    )]
+    DriveAlert {
+        /// The library's drive.
+        drive: usize,
+        /// The flags, as "1Eh Hardware A".
+        flags: String,
+    },
+    /// A cartridge flag on more cartridges than a writer leaves.
+    #[error("cartridge {barcode}: TapeAlert {flags}, after {failovers} cartridges left already: the drive is suspect")]
+    CartridgeAlert {
+        /// Barcode.
+        barcode: String,
+        /// The flags.
+        flags: String,
+        /// Cartridges left before it.
+        failovers: u32,
+    },
+    /// A drive asked to be cleaned and could not be.
+    #[error("drive {drive} asks to be cleaned (TapeAlert {flags}) and could not be: {source}")]
+    CleaningFailed {
+        /// The library's drive.
+        drive: usize,
+        /// The flags.
+        flags: String,
+        /// Why.
+        #[source]
+        source: Box<tapeloom_device::DeviceError>,
+    },
+    /// A drive still asks to be cleaned after it was.
+    #[error("drive {drive} still asks to be cleaned (TapeAlert {flags}) after {cleanings} cleanings in this job: have it serviced")]
+    StillNeedsCleaning {
+        /// The library's drive.
+        drive: usize,
+        /// The flags.
+        flags: String,
+        /// Cleanings done.
+        cleanings: u32,
+    },
     /// The cartridge is not in the library.
     #[error("cartridge {barcode} is not in the library")]
     NotInLibrary {

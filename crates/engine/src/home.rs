@@ -104,6 +104,7 @@ impl Home {
                     model: None,
                     clock: None,
                     scale: None,
+                    cleaning: 0,
                 },
             )?;
         }

@@ -39,7 +39,7 @@ pub use error::{
 pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
-pub use media::policy::{label, load_cartridge, unload_drives, Labelled};
+pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
 pub use rebuild::{rebuild, RebuildReport};
 pub use recover::{recover, RecoverReport};
 pub use restore::{

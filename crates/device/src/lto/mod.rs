@@ -355,6 +355,10 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
         Some(self.model.params().native() * ratio)
     }
 
+    fn tape_alerts(&mut self) -> Option<crate::TapeAlerts> {
+        self.inner.tape_alerts()
+    }
+
     /// The cartridge's health as the drive under the model reports it, with the
     /// compression the model saw since this drive was opened.
     fn health(&mut self) -> DriveHealth {

@@ -790,8 +790,15 @@ impl TapeDrive for ScsiDrive {
         Some(s)
     }
 
+    fn tape_alerts(&mut self) -> Option<crate::TapeAlerts> {
+        let flags = ScsiDrive::tape_alerts(self).ok().flatten()?;
+        Some(crate::TapeAlerts::from_codes(
+            flags.into_iter().map(|(c, _)| c),
+        ))
+    }
+
     fn health(&mut self) -> crate::DriveHealth {
-        let tape_alerts = self.tape_alerts().ok().flatten().map(|v| {
+        let tape_alerts = ScsiDrive::tape_alerts(self).ok().flatten().map(|v| {
             v.into_iter()
                 .map(|(c, n)| format!("{c:02X}h {n}"))
                 .collect()

@@ -4,10 +4,10 @@ use super::{Outcome, Violation};
 use crate::stage::{ChunkReader, CHUNK_HEADER_LEN, CHUNK_MAGIC};
 use std::io::Write;
 use tapeloom_format::{
-    expand_block, open_block, BlockHeader, DataKey, Entry, Event, FileEnd, FormatError,
-    IndexEntry, JobEnd, JobKey, JobStart, KeyFile, Kind, MasterKey, PackedBlock, RecordDecoder,
-    RecordHeader, StreamEnd, VolumeLabel, BLOCK_HEADER_LEN, BLOCK_MAGIC, CRYPT_TAIL_LEN,
-    LABEL_LEN, LABEL_MAGIC, NO_RECORD, RECORD_HEADER_LEN,
+    expand_block, open_block, BlockHeader, DataKey, Entry, Event, FileEnd, FormatError, IndexEntry,
+    JobEnd, JobKey, JobStart, KeyFile, Kind, MasterKey, PackedBlock, RecordDecoder, RecordHeader,
+    StreamEnd, VolumeLabel, BLOCK_HEADER_LEN, BLOCK_MAGIC, CRYPT_TAIL_LEN, LABEL_LEN, LABEL_MAGIC,
+    NO_RECORD, RECORD_HEADER_LEN,
 };
 
 /// Splits off the leading flags byte.
@@ -320,7 +320,9 @@ fn key_file(decoded: Result<KeyFile, FormatError>) -> Outcome {
         return Ok(());
     };
     if KeyFile::decode(&k.encode()).as_ref() != Ok(&k) {
-        return Err(Violation(format!("key file does not survive encoding: {k:?}")));
+        return Err(Violation(format!(
+            "key file does not survive encoding: {k:?}"
+        )));
     }
     if KeyFile::from_paper(&k.paper()).as_ref() != Ok(&k) {
         return Err(Violation(format!("paper form does not read back: {k:?}")));
@@ -337,7 +339,9 @@ fn job_key(body: &[u8]) -> Outcome {
         return Ok(());
     };
     if JobKey::decode(&jk.encode()).as_ref() != Ok(&jk) {
-        return Err(Violation(format!("JobKey does not survive encoding: {jk:?}")));
+        return Err(Violation(format!(
+            "JobKey does not survive encoding: {jk:?}"
+        )));
     }
     let _ = MasterKey::from_bytes(FUZZ_MASTER).unwrap(&jk);
     Ok(())

@@ -513,3 +513,54 @@ fn make_removable(dir: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checks that judge a run fire on each kind of write outside a target.
+    #[test]
+    fn the_outside_checks_fire() {
+        let t = tempfile::tempdir().unwrap();
+        let to = target(t.path(), "w").unwrap();
+        std::fs::create_dir_all(&to).unwrap();
+        let outside = t.path().join("w/outside");
+        assert!(check_beside(&to).is_ok());
+        // A file beside the canary.
+        write(&outside.join("new"), b"x").unwrap();
+        assert!(check_canary(&outside).is_err());
+        std::fs::remove_file(outside.join("new")).unwrap();
+        // The canary changed.
+        write(&outside.join("keep"), b"changed").unwrap();
+        assert!(check_canary(&outside).is_err());
+        write(&outside.join("keep"), CANARY).unwrap();
+        // The canary linked from inside the target.
+        std::fs::hard_link(outside.join("keep"), to.join("link")).unwrap();
+        assert!(check_canary(&outside).is_err());
+        std::fs::remove_file(to.join("link")).unwrap();
+        // The canary replaced by a symlink.
+        std::fs::remove_file(outside.join("keep")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", outside.join("keep")).unwrap();
+        assert!(check_canary(&outside).is_err());
+        std::fs::remove_file(outside.join("keep")).unwrap();
+        write(&outside.join("keep"), CANARY).unwrap();
+        assert!(check_canary(&outside).is_ok());
+        // A file beside the target.
+        write(&t.path().join("w/stray"), b"x").unwrap();
+        assert!(check_beside(&to).is_err());
+    }
+
+    /// A file that appears beside the runs fails the run that follows.
+    #[test]
+    fn a_write_outside_the_runs_is_a_violation() {
+        let job = ReadPath::new().unwrap();
+        job.run(&[]).unwrap();
+        let stray = job.root.path().join("escaped");
+        write(&stray, b"x").unwrap();
+        let v = job.run(&[]).unwrap_err();
+        assert!(v.0.contains("a file appeared"), "{v}");
+        std::fs::remove_file(&stray).unwrap();
+        write(&job.root.path().join("canary/keep"), b"changed").unwrap();
+        assert!(job.run(&[]).is_err());
+    }
+}

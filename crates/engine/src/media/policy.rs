@@ -121,6 +121,23 @@ pub fn load_cartridge(home: &crate::Home, barcode: &str, drive: Option<usize>) -
     Ok(d)
 }
 
+/// Cleans `drive` with a cleaning cartridge (barcode beginning with CLN) of the
+/// library, first putting back the cartridge it holds, if any. Returns what the
+/// library did, and the cartridge put back.
+pub fn clean_drive(
+    home: &crate::Home,
+    drive: usize,
+) -> Result<(tapeloom_device::Cleaned, Option<String>)> {
+    let mut lib = home.library()?;
+    let inv = lib.inventory()?;
+    let held = inv.drives.get(drive).and_then(|d| d.loaded.clone());
+    if held.is_some() {
+        lib.unload(drive, None)?;
+    }
+    let done = lib.clean_drive(drive)?;
+    Ok((done, held))
+}
+
 /// Unloads `drive` (else every drive holding a cartridge) and puts the cartridges
 /// back into slots. Returns (drive, barcode) of each cartridge moved.
 pub fn unload_drives(home: &crate::Home, drive: Option<usize>) -> Result<Vec<(usize, String)>> {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{Catalog, Phase, Volume, VolumeState};
-use tapeloom_device::{DeviceError, WriteOutcome};
+use tapeloom_device::{AlertAction, DeviceError, WriteOutcome};
 use tapeloom_format::{
     JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
     CONTROL_STREAM,
@@ -65,6 +65,14 @@ impl Tapes {
 /// gives up: a drive that fails on every cartridge is the drive's fault.
 const MAX_FAILOVERS: u32 = 8;
 
+/// Blocks a writer writes between two looks at the drive's TapeAlert flags (it
+/// looks after every mount and every error too).
+const ALERT_EVERY: u64 = 64;
+
+/// Cleanings of one drive in one job before a drive that still asks for one is
+/// taken out.
+const MAX_CLEANINGS: u32 = 2;
+
 /// Writes a job's blocks to one drive, spanning cartridges as they fill, and
 /// leaving a cartridge a write failed on (see `fail_over`).
 pub(crate) struct VolumeWriter {
@@ -93,6 +101,10 @@ pub(crate) struct VolumeWriter {
     since_filemark: u64,
     /// Cartridges left after a write failed on them.
     failovers: u32,
+    /// Blocks written since the drive's TapeAlert flags were last read.
+    since_alerts: u64,
+    /// Cleanings this writer had done.
+    cleanings: u32,
     /// Filemarks written inside segments.
     pub filemarks: u64,
     /// The drive's own compression, set at each mount.
@@ -154,6 +166,8 @@ impl VolumeWriter {
             chain: None,
             since_filemark: 0,
             failovers: 0,
+            since_alerts: 0,
+            cleanings: 0,
             filemarks: 0,
             drive_compression,
             first,
@@ -191,7 +205,9 @@ impl VolumeWriter {
             .into_iter()
             .map(|v| (v.barcode.clone(), v))
             .collect();
-        let usable = |b: &String| !claimed.contains(b) && !lib.is_write_protected(b);
+        let usable = |b: &String| {
+            !claimed.contains(b) && !tapeloom_device::is_cleaning(b) && !lib.is_write_protected(b)
+        };
         // Prefer what is already in this drive, then what is in a slot (a load
         // either way), then what sits in another drive.
         let mut order: Vec<&String> = in_library.iter().collect();
@@ -326,6 +342,9 @@ impl VolumeWriter {
             self.volumes.push((self.seq, volume.clone()));
             self.volume = Some(volume);
             self.drive = Some(drive);
+            // A flag raised at load (a cartridge memory failure, say) is seen before
+            // the first block.
+            self.since_alerts = ALERT_EVERY;
             return Ok(());
         }
     }
@@ -428,6 +447,142 @@ impl VolumeWriter {
         self.continuation()
     }
 
+    /// Marks the cartridge suspect: no job writes to it again. `why` is kept in the
+    /// catalog's notes of the volume.
+    fn suspect(&mut self, why: &str) -> Result<()> {
+        if let Some(v) = &self.volume {
+            self.cat.set_volume_status(v.id, VolumeState::Suspect)?;
+            self.cat.add_volume_note(
+                v.id,
+                Timestamp::now().as_nanos(),
+                &format!("suspect: {why}"),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Reads the drive's TapeAlert flags and does what a critical one asks, as
+    /// Proxmox Backup Server does: a cartridge flag leaves the cartridge (suspect)
+    /// for the next one, a cleaning flag has the drive cleaned with a cleaning
+    /// cartridge of the library before the job goes on on the next cartridge, a
+    /// drive flag stops the drive. In each case the segment ends at the last block
+    /// written, as at a cartridge change.
+    fn heed_alerts(&mut self) -> Result<()> {
+        self.since_alerts = 0;
+        let Some(flags) = self.drive.as_mut().and_then(|d| d.tape_alerts()) else {
+            return Ok(());
+        };
+        let Some((action, codes)) = flags.action() else {
+            return Ok(());
+        };
+        let names = codes
+            .iter()
+            .map(|&c| tapeloom_device::alert::describe(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let barcode = self.barcode();
+        let drive = self.mounted_in.unwrap_or(0);
+        match action {
+            AlertAction::Cartridge if self.failovers >= MAX_FAILOVERS => {
+                Err(MediaError::CartridgeAlert {
+                    barcode,
+                    flags: names,
+                    failovers: self.failovers,
+                }
+                .into())
+            }
+            AlertAction::Cartridge => {
+                eprintln!("tapeloom: cartridge {barcode}: TapeAlert {names}: marked suspect; the job goes on on the next cartridge");
+                self.suspect(&format!("TapeAlert {names} at block {}", self.lbn))?;
+                self.fail_over()
+            }
+            AlertAction::Clean => self.clean(drive, names),
+            AlertAction::Drive => {
+                self.leave_cartridge(false)?;
+                Err(MediaError::DriveAlert {
+                    drive,
+                    flags: names,
+                }
+                .into())
+            }
+        }
+    }
+
+    /// Ends the segment at the last block written and takes the cartridge out of
+    /// the drive, back to its slot. `flush`: with a flushing filemark that must
+    /// succeed (else one is tried, as a failing drive may refuse it).
+    fn leave_cartridge(&mut self, flush: bool) -> Result<()> {
+        if flush {
+            self.end_segment(true)?;
+        } else {
+            self.cat
+                .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
+            if let Some(d) = self.drive.as_mut() {
+                let _ = d.write_filemarks(1, false);
+            }
+        }
+        self.note_health();
+        let t = Instant::now();
+        if let Some(mut d) = self.drive.take() {
+            let unloaded = d.unload();
+            drop(d);
+            if flush {
+                unloaded?;
+            }
+        }
+        self.marks
+            .push((self.mounted_in, Phase::Load, t, Instant::now()));
+        let barcode = self.barcode();
+        let put = put_back(&mut self.tapes.lock()?.0, &barcode);
+        if flush {
+            put?;
+        }
+        Ok(())
+    }
+
+    /// Cleans the drive the writer uses (a cleaning flag asked for it), then goes
+    /// on on the next cartridge.
+    fn clean(&mut self, drive: usize, names: String) -> Result<()> {
+        if self.cleanings >= MAX_CLEANINGS {
+            return Err(MediaError::StillNeedsCleaning {
+                drive,
+                flags: names,
+                cleanings: self.cleanings,
+            }
+            .into());
+        }
+        self.cleanings += 1;
+        self.leave_cartridge(true)?;
+        let t = Instant::now();
+        let done = self.tapes.lock()?.0.clean_drive(drive).map_err(|source| {
+            MediaError::CleaningFailed {
+                drive,
+                flags: names.clone(),
+                source: Box::new(source),
+            }
+        })?;
+        self.marks
+            .push((Some(drive), Phase::Load, t, Instant::now()));
+        let left = done
+            .uses_left
+            .map(|n| format!("; {n} cleanings left on it"))
+            .unwrap_or_default();
+        eprintln!(
+            "tapeloom: drive {drive}: TapeAlert {names}: cleaned with {}{left}",
+            done.barcode
+        );
+        self.need_switch = false;
+        self.mount_next()?;
+        self.continuation()
+    }
+
+    fn barcode(&self) -> String {
+        self.volume
+            .as_ref()
+            .map(|v| v.barcode.clone())
+            .unwrap_or_default()
+    }
+
     /// Begins the segment on a newly mounted cartridge with the job's continuation
     /// record.
     fn continuation(&mut self) -> Result<()> {
@@ -463,15 +618,20 @@ impl VolumeWriter {
             Ok(WriteOutcome::EarlyWarning) => self.need_switch = true,
             Err(e) if e.is_medium_error() => {
                 // The cartridge takes no more writes from any job.
-                if let Some(v) = &self.volume {
-                    self.cat.set_volume_status(v.id, VolumeState::Suspect)?;
-                }
+                let flags = drive
+                    .tape_alerts()
+                    .map(|a| a.names().join(", "))
+                    .filter(|f| !f.is_empty())
+                    .map(|f| format!("; TapeAlert {f}"))
+                    .unwrap_or_default();
+                self.suspect(&format!("write error at block {}: {e}{flags}", self.lbn))?;
                 return Err(e.into());
             }
             Err(e) => return Err(e.into()),
         }
         self.lbn += 1;
         self.blocks += 1;
+        self.since_alerts += 1;
         let at = (self.seq, self.lbn - 1);
         self.since_filemark += b.buf.len() as u64;
         if self.segment_bytes > 0 && self.since_filemark >= self.segment_bytes && !self.need_switch
@@ -493,6 +653,12 @@ impl VolumeWriter {
         loop {
             if self.need_switch {
                 self.switch()?;
+            }
+            if self.since_alerts >= ALERT_EVERY {
+                self.heed_alerts()?;
+                if self.need_switch {
+                    continue;
+                }
             }
             match self.write_raw(b) {
                 Err(Error::Device(DeviceError::EndOfMedium)) if !retried => {
@@ -578,6 +744,8 @@ impl VolumeWriter {
         if let Some(d) = self.drive.as_mut() {
             d.write_filemarks(0, false)?;
             self.check_position()?;
+            // The next write looks at the drive's flags first.
+            self.since_alerts = ALERT_EVERY;
         }
         Ok(())
     }

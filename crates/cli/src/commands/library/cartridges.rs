@@ -68,6 +68,44 @@ impl Output for Unloaded {
 }
 
 #[derive(clap::Args)]
+pub struct CleanArgs {
+    /// The drive.
+    drive: usize,
+}
+
+/// A cleaning done.
+#[derive(Serialize)]
+pub struct Cleaned {
+    #[serde(flatten)]
+    done: tapeloom_device::Cleaned,
+    /// The cartridge put back first.
+    put_back: Option<String>,
+}
+
+pub fn clean(a: CleanArgs, home: &Home) -> Result<Cleaned> {
+    let (done, put_back) = tapeloom_engine::clean_drive(home, a.drive)?;
+    Ok(Cleaned { done, put_back })
+}
+
+impl Output for Cleaned {
+    fn print(&self) {
+        if let Some(b) = &self.put_back {
+            outln!("{b} unloaded from drive {}", self.done.drive);
+        }
+        let left = self
+            .done
+            .uses_left
+            .map(|n| format!(" ({n} cleanings left on it)"))
+            .unwrap_or_default();
+        outln!(
+            "drive {} cleaned with {}{left}",
+            self.done.drive,
+            self.done.barcode
+        );
+    }
+}
+
+#[derive(clap::Args)]
 pub struct MoveArgs {
     /// The cartridge's barcode.
     barcode: String,

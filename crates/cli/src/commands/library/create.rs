@@ -29,6 +29,10 @@ pub struct Args {
     /// Multiply the model's rates and buffers by this, with --model.
     #[arg(long, requires = "model", value_parser = size::scale)]
     scale: Option<f64>,
+    /// Cleaning cartridges (CLN001L1 ...), each in a slot of its own after the data
+    /// slots; each cleans 50 times.
+    #[arg(long, default_value_t = 0)]
+    cleaning: usize,
 }
 
 /// The new library's layout and cartridges.
@@ -54,6 +58,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         model: a.model.clone(),
         clock: a.clock.map(Into::into),
         scale: a.scale,
+        cleaning: a.cleaning,
     })?;
     home.catalog.forget_unused_volumes()?;
     Ok(Created {

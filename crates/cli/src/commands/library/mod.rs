@@ -40,6 +40,9 @@ enum Cmd {
     /// Write tapeloom volume labels. A cartridge with data tapeloom did not write, or
     /// with jobs in the catalog, is overwritten only with --force.
     Label(cartridges::LabelArgs),
+    /// Clean a drive with a cleaning cartridge (barcode beginning with CLN) from a
+    /// slot, putting back the cartridge it holds first.
+    Clean(cartridges::CleanArgs),
     /// Mount/dismount stress test: a random cartridge into a random drive and back.
     Exercise(exercise::Args),
     /// Replace the virtual library with a new layout (refused when it holds data).
@@ -60,6 +63,7 @@ impl Args {
             Cmd::Unload(a) => emit(&cartridges::unload(a, &home)?, json),
             Cmd::Move(a) => emit(&cartridges::move_cartridge(a, &home)?, json),
             Cmd::Label(a) => emit(&cartridges::label(a, &home)?, json),
+            Cmd::Clean(a) => emit(&cartridges::clean(a, &home)?, json),
             Cmd::Exercise(a) => emit(&exercise::run(a, &home, ctx.human())?, json),
             Cmd::Create(a) => emit(&create::run(a, &home)?, json),
         }

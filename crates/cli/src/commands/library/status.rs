@@ -39,6 +39,9 @@ struct Cartridge {
     bytes_used: Option<u64>,
     capacity: Option<u64>,
     write_protected: bool,
+    /// Why it is suspect, and other events of its life the catalog noted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
 }
 
 pub fn run(home: &Home) -> Result<Status> {
@@ -51,6 +54,7 @@ pub fn run(home: &Home) -> Result<Status> {
         let used = lib.cartridge_bytes(&b);
         let v = vols.iter().find(|v| v.barcode == b);
         let state = match (v, used) {
+            _ if tapeloom_device::is_cleaning(&b) => "cleaning".into(),
             (Some(v), _) => v.status.to_string(),
             (None, Some(0)) => "blank".into(),
             (None, Some(_)) => "foreign".into(),
@@ -65,7 +69,12 @@ pub fn run(home: &Home) -> Result<Status> {
             (_, Some(d)) => format!("drive {d}"),
             _ => "?".into(),
         };
+        let notes = match v {
+            Some(v) => home.catalog.volume_notes(v.id)?,
+            None => Vec::new(),
+        };
         cartridges.push(Cartridge {
+            notes: notes.into_iter().map(|(_, n)| n).collect(),
             write_protected: lib.is_write_protected(&b),
             barcode: b,
             location,
@@ -129,6 +138,9 @@ impl Output for Status {
                     .unwrap_or_else(|| "?".into()),
                 c.jobs
             );
+            if let Some(n) = c.notes.last() {
+                outln!("  {n}");
+            }
         }
     }
 }

@@ -1,10 +1,11 @@
 //! [`FaultyDrive`]: a drive that fails at the blocks a plan names.
 
-use super::{chance, ready, sense_error, text_key, FaultKind, Faults};
+use super::{chance, ready, sense_error, text_key, FaultKind, Faults, Raised};
 use crate::scsi::sense;
 use crate::scsi::{ScsiError, TransportError};
 use crate::{
-    DeviceError, DriveHealth, DriveStats, ReadOutcome, Result, TapeDrive, Travel, WriteOutcome,
+    DeviceError, DriveHealth, DriveStats, ReadOutcome, Result, TapeAlerts, TapeDrive, Travel,
+    WriteOutcome,
 };
 use std::time::Duration;
 
@@ -59,6 +60,8 @@ struct Verdict {
     early_warning: bool,
     early_warning_bytes: Option<u64>,
     hide_early_warning: bool,
+    /// TapeAlert flags raised by this command.
+    raise: Vec<u16>,
 }
 
 /// A drive of a [`super::FaultyLibrary`]. It keeps its own count of the position
@@ -156,6 +159,7 @@ impl FaultyDrive {
                 FaultKind::EarlyWarningBytes(_) => op != Op::Read,
                 FaultKind::EndOfMediumNoWarning => op != Op::Read,
                 FaultKind::Stall(_) | FaultKind::Timeout(_) | FaultKind::Offline => at,
+                FaultKind::Alert(_) => op != Op::Read && past,
                 FaultKind::MoveFail | FaultKind::MoveFailRate(_) | FaultKind::SlotEmpty(_) => false,
             };
             if !fires || !ready(&s, i) {
@@ -175,6 +179,7 @@ impl FaultyDrive {
                 FaultKind::Stall(d) => v.stall += d,
                 FaultKind::Timeout(d) => v.timeout = Some(d),
                 FaultKind::Offline => v.offline = true,
+                FaultKind::Alert(code) => v.raise.push(code),
                 FaultKind::MoveFail | FaultKind::MoveFailRate(_) | FaultKind::SlotEmpty(_) => {}
             }
             let counts = match f.kind {
@@ -192,6 +197,25 @@ impl FaultyDrive {
     /// The faults that come before a command is carried out: a stall, the drive
     /// going offline, a timeout. `Ok` means carry it out.
     fn before(&mut self, op: Op, v: &Verdict) -> Result<()> {
+        if let (Some(f), false) = (&self.faults, v.raise.is_empty()) {
+            let mut s = f.lock();
+            for &code in &v.raise {
+                // A cartridge flag goes with the cartridge; the others stay with
+                // the drive.
+                let barcode = match crate::alert::action_of(code) {
+                    Some(crate::AlertAction::Cartridge) => self.barcode.clone(),
+                    _ => None,
+                };
+                let r = Raised {
+                    drive: self.index,
+                    barcode,
+                    code,
+                };
+                if !s.raised.contains(&r) {
+                    s.raised.push(r);
+                }
+            }
+        }
         if !v.stall.is_zero() {
             std::thread::sleep(v.stall);
         }
@@ -250,6 +274,21 @@ impl FaultyDrive {
     }
 
     /// Keeps the position count after a command that moved `by` objects.
+    /// The flags the plan raised on this drive and the cartridge in it.
+    fn raised(&self) -> TapeAlerts {
+        let Some(f) = &self.faults else {
+            return TapeAlerts::default();
+        };
+        let s = f.lock();
+        TapeAlerts::from_codes(
+            s.raised
+                .iter()
+                .filter(|r| r.drive == self.index)
+                .filter(|r| r.barcode.is_none() || r.barcode == self.barcode)
+                .map(|r| r.code),
+        )
+    }
+
     fn moved<T>(&mut self, r: &Result<T>, from: u64, by: u64) {
         self.pos = match r {
             Ok(_) => Some(from + by),
@@ -405,6 +444,28 @@ impl TapeDrive for FaultyDrive {
         if self.offline {
             return DriveHealth::default();
         }
-        self.inner.health()
+        let mut h = self.inner.health();
+        let raised = self.raised();
+        if !raised.is_empty() {
+            let names = h.tape_alerts.get_or_insert_with(Vec::new);
+            for n in raised.names() {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+        h
+    }
+
+    fn tape_alerts(&mut self) -> Option<TapeAlerts> {
+        if self.offline {
+            return None;
+        }
+        let inner = self.inner.tape_alerts();
+        let raised = self.raised();
+        match inner {
+            None if raised.is_empty() => None,
+            inner => Some(TapeAlerts(inner.unwrap_or_default().0 | raised.0)),
+        }
     }
 }

@@ -40,6 +40,17 @@ struct State {
     moves: u64,
     /// Drives that went offline.
     offline: Vec<usize>,
+    /// TapeAlert flags the plan raised.
+    raised: Vec<Raised>,
+}
+
+/// A TapeAlert flag an `alert` fault raised: on a drive, and for a cartridge flag
+/// with the cartridge it was raised on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Raised {
+    drive: usize,
+    barcode: Option<String>,
+    code: u16,
 }
 
 impl Faults {
@@ -51,6 +62,7 @@ impl Faults {
             fired,
             moves: 0,
             offline: Vec::new(),
+            raised: Vec::new(),
         })))
     }
 
@@ -292,6 +304,16 @@ impl TapeLibrary for FaultyLibrary {
             barcode,
             self.faults.clone(),
         )))
+    }
+
+    /// The wrapped library cleans; then the cleaning flags raised on the drive are
+    /// cleared, as a drive clears them once cleaned.
+    fn clean_drive(&mut self, drive: usize) -> Result<crate::Cleaned> {
+        let done = self.inner().clean_drive(drive)?;
+        self.faults.lock().raised.retain(|r| {
+            r.drive != drive || crate::alert::action_of(r.code) != Some(crate::AlertAction::Clean)
+        });
+        Ok(done)
     }
 
     fn is_write_protected(&self, barcode: &str) -> bool {

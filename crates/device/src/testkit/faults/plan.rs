@@ -47,6 +47,10 @@ pub enum FaultKind {
     /// The slot is empty though the inventory lists a cartridge in it: a move out
     /// of it fails with ILLEGAL REQUEST 3B/0E.
     SlotEmpty(usize),
+    /// From the write or filemark at the block on, the drive reports this TapeAlert
+    /// flag (01h to 40h): a cartridge flag while that cartridge is in the drive, a
+    /// drive or cleaning flag until the drive is cleaned.
+    Alert(u16),
 }
 
 impl FaultKind {
@@ -63,6 +67,7 @@ impl FaultKind {
                 | FaultKind::Timeout(_)
                 | FaultKind::Offline
                 | FaultKind::MoveFail
+                | FaultKind::Alert(_)
         )
     }
 
@@ -151,6 +156,9 @@ pub enum SpecProblem {
     /// A drive fault without the block it happens at.
     #[error("needs the block it happens at (@lbn=N)")]
     MissingLbn,
+    /// A TapeAlert flag outside 01h to 40h.
+    #[error("a TapeAlert flag is a hex code from 01 to 40 (like 14h)")]
+    AlertCode,
     /// `once` or `every` on a condition that holds or a rate.
     #[error("once and every apply to events only")]
     NotAnEvent,
@@ -224,6 +232,7 @@ fn parse_fault(item: &str) -> Result<Fault, FaultSpecError> {
         "move-fail" => none(FaultKind::MoveFail)?,
         "move-fail-rate" => FaultKind::MoveFailRate(rate(item, need()?)?),
         "slot-empty" => FaultKind::SlotEmpty(number(item, need()?)? as usize),
+        "alert" => FaultKind::Alert(alert_code(item, need()?)?),
         _ => return Err(bad(name, SpecProblem::UnknownKind)),
     };
     let mut f = Fault {
@@ -251,6 +260,15 @@ fn parse_fault(item: &str) -> Result<Fault, FaultSpecError> {
         return Err(bad(item, SpecProblem::MissingLbn));
     }
     Ok(f)
+}
+
+/// A TapeAlert flag code in hex, 01 to 40: `14`, `14h` or `0x14`.
+fn alert_code(part: &str, v: &str) -> Result<u16, FaultSpecError> {
+    let hex = v.trim_start_matches("0x").trim_end_matches(['h', 'H']);
+    match u16::from_str_radix(hex, 16) {
+        Ok(c) if (1..=0x40).contains(&c) => Ok(c),
+        _ => Err(bad(part, SpecProblem::AlertCode)),
+    }
 }
 
 fn number(part: &str, v: &str) -> Result<u64, FaultSpecError> {
@@ -320,6 +338,7 @@ impl fmt::Display for FaultPlan {
                 FaultKind::MoveFail => ("move-fail", None),
                 FaultKind::MoveFailRate(r) => ("move-fail-rate", Some(r.to_string())),
                 FaultKind::SlotEmpty(s) => ("slot-empty", Some(s.to_string())),
+                FaultKind::Alert(c) => ("alert", Some(format!("{c:02X}h"))),
             };
             write!(f, ";{name}")?;
             if let Some(v) = value {
@@ -358,10 +377,11 @@ mod tests {
         let spec = "write-error@lbn=500; read-error-rate=0.001;seed=7;ew-at=2G;\
                     eom-no-ew@lbn=900;write-error-written@lbn=40;write-ok-unwritten@lbn=41;\
                     stall=2s@lbn=100;timeout@lbn=120,every;move-fail@n=2;slot-empty=3;\
-                    offline@lbn=300,drive=1;read-error@lbn=7,barcode=TL0002L3";
+                    offline@lbn=300,drive=1;read-error@lbn=7,barcode=TL0002L3;alert=14h@lbn=9";
         let p = FaultPlan::parse(spec).unwrap();
         assert_eq!(p.seed, 7);
-        assert_eq!(p.faults.len(), 12);
+        assert_eq!(p.faults.len(), 13);
+        assert_eq!(p.faults[12].kind, FaultKind::Alert(0x14));
         assert_eq!(p.faults[2].kind, FaultKind::EarlyWarningBytes(2 << 30));
         assert_eq!(p.faults[6].kind, FaultKind::Stall(Duration::from_secs(2)));
         assert!(p.faults[7].every && !p.faults[6].every);
@@ -385,6 +405,9 @@ mod tests {
         assert_eq!(e("move-fail@lbn=2").problem, SpecProblem::UnknownCondition);
         assert_eq!(e("ew@lbn=2,once").problem, SpecProblem::NotAnEvent);
         assert_eq!(e("slot-empty").problem, SpecProblem::MissingValue);
+        assert_eq!(e("alert=41@lbn=1").problem, SpecProblem::AlertCode);
+        assert_eq!(e("alert=zz@lbn=1").problem, SpecProblem::AlertCode);
+        assert_eq!(e("alert=0x04").problem, SpecProblem::MissingLbn);
         assert_eq!(
             e("offline=1@lbn=2").to_string(),
             "bad fault spec at 'offline=1@lbn=2': takes no value"
