@@ -34,7 +34,7 @@ pub(crate) struct JobCrypt {
 impl JobCrypt {
     /// A fresh data key for job `job_tag`, wrapped by `master`.
     pub fn new(master: &MasterKey, job_tag: u64) -> Result<Self> {
-        let key = random::<32>()?;
+        let key = zeroize::Zeroizing::new(random::<32>()?);
         let record = master.wrap(job_tag, &key, random()?);
         Ok(JobCrypt {
             record,

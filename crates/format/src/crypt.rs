@@ -10,6 +10,7 @@ use crate::{expand_block, BlockHeader, FormatError, PackedBlock, Result, BLOCK_H
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes256Gcm, Key, Nonce, Tag};
 use blake2::Digest;
+use zeroize::{Zeroize, Zeroizing};
 
 /// Bytes an encrypted block stores after its ciphertext: the 12-byte nonce and the
 /// 16-byte tag.
@@ -60,6 +61,12 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 /// The 256-bit key a key file protects; it wraps each job's data key.
 #[derive(Clone)]
 pub struct MasterKey([u8; 32]);
+
+impl Drop for MasterKey {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
 
 impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,13 +124,13 @@ impl MasterKey {
                 given: mine.to_string(),
             });
         }
-        let mut key = [0u8; 32];
+        let mut key = Zeroizing::new([0u8; 32]);
         key.copy_from_slice(&k.wrapped[NONCE_LEN..NONCE_LEN + 32]);
         cipher(&self.0)
             .decrypt_in_place_detached(
                 Nonce::from_slice(&k.wrapped[..NONCE_LEN]),
                 &job_key_aad(k.job_tag, &k.fingerprint),
-                &mut key,
+                &mut *key,
                 Tag::from_slice(&k.wrapped[NONCE_LEN + 32..]),
             )
             .map_err(|_| FormatError::KeyUnwrap)?;
@@ -329,13 +336,13 @@ impl KdfParams {
         Ok(())
     }
 
-    fn derive(&self, passphrase: &[u8], salt: &[u8; 16]) -> Result<[u8; 32]> {
+    fn derive(&self, passphrase: &[u8], salt: &[u8; 16]) -> Result<Zeroizing<[u8; 32]>> {
         self.check()?;
         let params = argon2::Params::new(self.memory_kib, self.iterations, self.parallelism, None)
             .map_err(|_| FormatError::KdfParams)?;
         let a = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
-        let mut out = [0u8; 32];
-        a.hash_password_into(passphrase, salt, &mut out)
+        let mut out = Zeroizing::new([0u8; 32]);
+        a.hash_password_into(passphrase, salt, &mut *out)
             .map_err(|_| FormatError::KdfParams)?;
         Ok(out)
     }
@@ -401,17 +408,17 @@ impl KeyFile {
     /// [`FormatError::WrongPassphrase`] when the passphrase (or the file) is wrong.
     pub fn unlock(&self, passphrase: &[u8]) -> Result<MasterKey> {
         let kek = self.kdf.derive(passphrase, &self.salt)?;
-        let mut key = [0u8; 32];
-        key.copy_from_slice(&self.wrapped[NONCE_LEN..NONCE_LEN + 32]);
+        // Zeroed when dropped, on every path.
+        let mut m = MasterKey([0u8; 32]);
+        m.0.copy_from_slice(&self.wrapped[NONCE_LEN..NONCE_LEN + 32]);
         cipher(&kek)
             .decrypt_in_place_detached(
                 Nonce::from_slice(&self.wrapped[..NONCE_LEN]),
                 &self.associated_data(),
-                &mut key,
+                &mut m.0,
                 Tag::from_slice(&self.wrapped[NONCE_LEN + 32..]),
             )
             .map_err(|_| FormatError::WrongPassphrase)?;
-        let m = MasterKey(key);
         if m.fingerprint() != self.fingerprint {
             return Err(FormatError::WrongPassphrase);
         }

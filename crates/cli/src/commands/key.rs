@@ -13,6 +13,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use tapeloom_engine::Home;
 use tapeloom_format::{KdfParams, KeyFile, MasterKey};
+use zeroize::Zeroizing;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -149,12 +150,13 @@ pub fn unlock(file: &Path) -> Result<MasterKey> {
 
 /// The passphrase: `TAPELOOM_PASSPHRASE`, else asked on the terminal without echo
 /// (twice when `confirm`).
-fn passphrase(prompt: &str, confirm: bool) -> Result<Vec<u8>> {
+fn passphrase(prompt: &str, confirm: bool) -> Result<Zeroizing<Vec<u8>>> {
     if let Some(p) = std::env::var_os("TAPELOOM_PASSPHRASE") {
-        return Ok(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).to_vec());
+        let p = Zeroizing::new(p.into_encoded_bytes());
+        return Ok(p);
     }
     let first = ask(prompt)?;
-    if confirm && ask("Again: ")? != first {
+    if confirm && *ask("Again: ")? != *first {
         anyhow::bail!("the two passphrases differ");
     }
     if first.is_empty() {
@@ -164,7 +166,7 @@ fn passphrase(prompt: &str, confirm: bool) -> Result<Vec<u8>> {
 }
 
 /// Asks on `/dev/tty` with echo off.
-fn ask(prompt: &str) -> Result<Vec<u8>> {
+fn ask(prompt: &str) -> Result<Zeroizing<Vec<u8>>> {
     use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
     let tty = std::fs::OpenOptions::new()
         .read(true)
@@ -177,12 +179,14 @@ fn ask(prompt: &str) -> Result<Vec<u8>> {
     let mut quiet = saved.clone();
     quiet.local_flags.remove(LocalFlags::ECHO);
     tcsetattr(&tty, SetArg::TCSAFLUSH, &quiet).context("turn the terminal's echo off")?;
-    let mut line = String::new();
+    let mut line = Zeroizing::new(String::new());
     let read = (&tty)
         .write_all(prompt.as_bytes())
         .and_then(|()| std::io::BufReader::new(&tty).read_line(&mut line));
     let _ = tcsetattr(&tty, SetArg::TCSAFLUSH, &saved);
     let _ = (&tty).write_all(b"\n");
     read.context("read the passphrase from the terminal")?;
-    Ok(line.trim_end_matches(['\n', '\r']).as_bytes().to_vec())
+    Ok(Zeroizing::new(
+        line.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),
+    ))
 }
