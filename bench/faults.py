@@ -4,9 +4,11 @@ one JSON document on stdout (progress on stderr).
 
 Backups: --backups times, a fresh home (virtual library, 8 slots) backs up the
 sources with `TAPELOOM_FAULTS="write-error-rate=P;seed=N"` (P = --write-errors over
-the job's blocks, so most jobs meet one or more). Each job must end ok (a cartridge
-a write failed on is left and the job goes on on the next), verify, and restore
-identical to its sources.
+the job's blocks, so most jobs meet one or more); every other backup also meets a
+deferred write error (`write-error-deferred@lbn=K`, K drawn from the seed), whose
+lost blocks the writer must write again on the next cartridge. Each job must end ok
+(a cartridge a write failed on is left and the job goes on on the next), verify, and
+restore identical to its sources.
 
 Restores:
 One job is backed up on the virtual library (no drive model: disk speed) from
@@ -26,7 +28,7 @@ woven into one multiplexed job. Then, --restores times, with
   python3 bench/faults.py                 # 100 restores
   python3 bench/faults.py --restores 10
 """
-import argparse, json, os, shutil, sqlite3, subprocess, sys, time
+import argparse, json, os, random, shutil, sqlite3, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import Bench, Fail, log, parse_size, REPO  # noqa: E402
@@ -71,8 +73,12 @@ def write_trials(a, srcs, blocks):
     for n in range(1, a.backups + 1):
         home = os.path.join(a.work, f"wb-{n}")
         tl(a, home, ["library", "create", "--drives", 1, "--slots", 8])
-        code, b, err = tl(a, home, ["backup", *srcs], f"write-error-rate={rate:.6f};seed={n}")
-        row = {"seed": n, "exit": code, "status": (b or {}).get("status"),
+        spec = f"write-error-rate={rate:.6f};seed={n}"
+        if n % 2 == 0:
+            spec += f";write-error-deferred@lbn={random.Random(n).randrange(2, blocks)}"
+        code, b, err = tl(a, home, ["backup", *srcs], spec)
+        row = {"seed": n, "exit": code, "status": (b or {}).get("status"), "spec": spec,
+               "deferred": "deferred write error" in err,
                "cartridges": len((b or {}).get("volumes", []))}
         ok = code == 0 and row["status"] == "ok"
         if ok:
@@ -96,6 +102,7 @@ def write_trials(a, srcs, blocks):
             log(f"{n} backups, {len(failures)} failed")
     return {"write_error_rate": rate, "backups": len(runs),
             "meeting_write_errors": sum(r["cartridges"] > 1 for r in runs),
+            "meeting_deferred_errors": sum(r["deferred"] for r in runs),
             "cartridges_left": sum(max(r["cartridges"] - 1, 0) for r in runs),
             "ok_verified_identical": sum(r["ok"] for r in runs), "failures": failures}
 

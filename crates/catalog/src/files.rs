@@ -292,7 +292,7 @@ impl Catalog {
     }
 }
 
-fn insert_extents(
+pub(crate) fn insert_extents(
     tx: &rusqlite::Transaction<'_>,
     job: i64,
     extents: &[Extent],

@@ -110,6 +110,53 @@ fn a_write_error_moves_the_job_to_the_next_cartridge() {
 }
 
 #[test]
+fn a_deferred_write_error_writes_the_lost_blocks_again_on_the_next_cartridge() {
+    // Lost in the middle of the data, and at the flush before the index.
+    for spec in ["write-error-deferred@lbn=30", "write-error-deferred@lbn=62"] {
+        let t = tempfile::tempdir().unwrap();
+        let (home, src) = (t.path().join("home"), t.path().join("src"));
+        source(&src);
+        let (code, b, err) = run_with(&home, spec, &["backup", src.to_str().unwrap()]);
+        assert_eq!(code, 0, "{spec}: {err}");
+        assert_eq!(b["status"], "ok", "{b}");
+        assert!(err.contains("deferred write error"), "{err}");
+        assert_eq!(
+            b["volumes"],
+            serde_json::json!(["TL0001L9", "TL0002L9"]),
+            "{b}"
+        );
+        assert_eq!(cartridge_state(&home, "TL0001L9"), "suspect");
+        let job = b["job_id"].to_string();
+        assert_eq!(ok(&home, &["verify", &job])["ok"], true);
+        let check = ok(&home, &["catalog", "check"]);
+        assert_eq!(check["problems"], serde_json::json!([]), "{spec}: {check}");
+        let out = t.path().join("out");
+        ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+        assert_same_tree(&src, &out);
+        // Each file alone, from where the catalog says its blocks are now.
+        for (path, _) in first_blocks(&home, &job) {
+            let one = t.path().join("one").join(&path);
+            ok(
+                &home,
+                &["restore", &job, "--to", one.to_str().unwrap(), &path],
+            );
+            let name = std::path::Path::new(&path).file_name().unwrap();
+            assert_eq!(
+                std::fs::read(one.join(&path)).unwrap(),
+                std::fs::read(src.join(name)).unwrap(),
+                "{spec}: {path}"
+            );
+        }
+        // From the tapes alone: the index on tape points at the new places too.
+        forget_catalog(&home);
+        ok(&home, &["catalog", "rebuild"]);
+        let again = t.path().join("again");
+        ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
+        assert_same_tree(&src, &again);
+    }
+}
+
+#[test]
 fn a_drive_that_fails_every_write_fails_the_job_with_one_line() {
     let t = tempfile::tempdir().unwrap();
     let (home, src) = (t.path().join("home"), t.path().join("src"));

@@ -49,6 +49,20 @@ pub enum DeviceError {
 }
 
 impl DeviceError {
+    /// A deferred MEDIUM ERROR (response code 71h): buffered writes of earlier
+    /// commands did not reach the tape. The number of objects (blocks and
+    /// filemarks) lost, from the INFORMATION field (SSC: the objects left in the
+    /// buffer); the command that reported it was not carried out.
+    pub fn deferred_write_lost(&self) -> Option<u64> {
+        match self {
+            DeviceError::Scsi(e) => e
+                .sense()
+                .filter(|s| s.deferred && s.key == crate::scsi::sense::MEDIUM_ERROR)
+                .map(|s| s.information.unwrap_or(0).max(0) as u64),
+            _ => None,
+        }
+    }
+
     /// Whether the drive could not read (or write) the medium at its position: a
     /// MEDIUM ERROR sense, not deferred. The block is bad; the drive and the rest of
     /// the cartridge may be fine.

@@ -246,6 +246,12 @@ pub trait TapeDrive: Send {
     fn tape_alerts(&mut self) -> Option<TapeAlerts> {
         None
     }
+    /// Bytes the drive may hold written but not yet on tape (its buffer), where
+    /// known: `Some(0)` for a drive that writes each block before it answers.
+    /// Writers keep that much to write again after a deferred write error.
+    fn buffer_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What getting from one block to a later one costs, in modeled seconds.

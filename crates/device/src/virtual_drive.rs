@@ -371,6 +371,11 @@ impl TapeDrive for VirtualDrive {
         Ok((t.end_offset(), t.capacity))
     }
 
+    /// Each block is in the cartridge file before the write returns.
+    fn buffer_bytes(&self) -> Option<u64> {
+        Some(0)
+    }
+
     /// Write protect (09h) after a refused write; a virtual drive has no other.
     fn tape_alerts(&mut self) -> Option<crate::TapeAlerts> {
         let mut a = crate::TapeAlerts::default();

@@ -208,6 +208,49 @@ fn a_write_reported_done_that_never_reached_the_tape() {
 }
 
 #[test]
+fn a_deferred_write_error_loses_what_the_drive_buffered_and_counts_it() {
+    let t = tempfile::tempdir().unwrap();
+    let mut lib = faulty(t.path(), "write-error-deferred@lbn=2");
+    let mut d = mounted(&mut lib, 0, 0);
+    assert_eq!(d.buffer_bytes(), Some(64 << 20), "a buffering drive");
+    // Blocks 2, 3 and 4 are taken; the third write after them reports the loss and
+    // is not carried out.
+    write_blocks(d.as_mut(), 0..5);
+    assert_eq!(d.position().unwrap(), 5, "the host's position");
+    let e = d.write_block(&block(5)).unwrap_err();
+    assert_eq!(sense_of(&e), (MEDIUM_ERROR, 0x0C, 0x00), "{e}");
+    assert_eq!(e.deferred_write_lost(), Some(3), "{e}");
+    assert!(!e.is_medium_error(), "a deferred error is not this block's");
+    assert_eq!(
+        d.position().unwrap(),
+        2,
+        "the drive stands where the tape ends"
+    );
+    assert_eq!(on_cartridge(t.path(), 0), firsts(0..2));
+    // Once: the drive writes again.
+    write_blocks(d.as_mut(), 2..4);
+    assert_eq!(on_cartridge(t.path(), 0), firsts(0..4));
+}
+
+#[test]
+fn a_deferred_write_error_shows_at_the_next_flush() {
+    let t = tempfile::tempdir().unwrap();
+    let mut lib = faulty(t.path(), "write-error-deferred@lbn=1");
+    let mut d = mounted(&mut lib, 0, 0);
+    write_blocks(d.as_mut(), 0..2);
+    d.write_filemarks(1, true).unwrap();
+    let e = d.write_filemarks(0, false).unwrap_err();
+    assert_eq!(
+        e.deferred_write_lost(),
+        Some(2),
+        "the block and the filemark: {e}"
+    );
+    assert_eq!(on_cartridge(t.path(), 0), firsts(0..1));
+    let plain = virtual_library(&t.path().join("plain"), 64 << 20);
+    assert_eq!(plain.open_drive(0).unwrap().buffer_bytes(), Some(0));
+}
+
+#[test]
 fn early_warning_early_by_block_and_by_bytes() {
     let t = tempfile::tempdir().unwrap();
     let mut lib = faulty(t.path(), "ew@lbn=4,drive=0;ew-at=8K@drive=1");

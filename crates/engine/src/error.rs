@@ -258,6 +258,16 @@ pub enum MediaError {
         #[source]
         source: Box<tapeloom_device::DeviceError>,
     },
+    /// A deferred write error lost more than the writer kept to write again.
+    #[error("cartridge {barcode}: deferred write error: the drive lost {lost} objects it had taken, and {kept} are kept to write again (or too many cartridges failed already)")]
+    DeferredLost {
+        /// Barcode.
+        barcode: String,
+        /// Objects lost.
+        lost: u64,
+        /// Objects kept.
+        kept: u64,
+    },
     /// A drive still asks to be cleaned after it was.
     #[error("drive {drive} still asks to be cleaned (TapeAlert {flags}) after {cleanings} cleanings in this job: have it serviced")]
     StillNeedsCleaning {

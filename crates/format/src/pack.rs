@@ -4,7 +4,7 @@ use crate::{BlockHeader, Kind, RecordHeader, BLOCK_HEADER_LEN, NO_RECORD};
 
 /// A full block of one stream, ready to be sealed and written. The header's volume
 /// and LBN are filled in by whoever writes it, since only the writer knows where it lands.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PackedBlock {
     /// The whole block: header space, payload, zero padding.
     pub buf: Vec<u8>,

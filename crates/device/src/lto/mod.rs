@@ -359,6 +359,12 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
         self.inner.tape_alerts()
     }
 
+    /// The modeled buffer only times the writes: each block is in the cartridge
+    /// file before the write returns, as the drive under the model has it.
+    fn buffer_bytes(&self) -> Option<u64> {
+        self.inner.buffer_bytes()
+    }
+
     /// The cartridge's health as the drive under the model reports it, with the
     /// compression the model saw since this drive was opened.
     fn health(&mut self) -> DriveHealth {

@@ -9,7 +9,7 @@
 //! 5.6 asks for none).
 
 use crate::error::{io, Result};
-use crate::media::writer::VolumeWriter;
+use crate::media::writer::{Moved, VolumeWriter};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use tapeloom_catalog::FileRow;
@@ -71,8 +71,10 @@ impl IndexSpool {
         Ok(())
     }
 
-    /// Writes the index with `w`; returns where it starts.
-    pub(crate) fn write(mut self, w: &mut VolumeWriter) -> Result<Pos> {
+    /// Writes the index with `w` and flushes it; returns where it starts. Entries
+    /// that point at blocks written again elsewhere (`moved`) point at their new
+    /// places.
+    pub(crate) fn write(mut self, w: &mut VolumeWriter, moved: &[Moved]) -> Result<Pos> {
         let mut first_at = None;
         for &(at, len) in &self.chunks {
             let mut buf = vec![0u8; len];
@@ -81,19 +83,57 @@ impl IndexSpool {
                     "read the job's index spool".to_string()
                 })?;
             }
-            let pos = w.index_chunk(&buf)?;
+            let pos = w.index_chunk(&follow(buf, moved)?)?;
             first_at.get_or_insert(pos);
         }
         if self.count > 0 || first_at.is_none() {
             self.open[..4].copy_from_slice(&self.count.to_le_bytes());
-            let pos = w.index_chunk(&self.open)?;
+            let open = std::mem::take(&mut self.open);
+            let pos = w.index_chunk(&follow(open, moved)?)?;
             first_at.get_or_insert(pos);
         }
-        match first_at {
-            Some(at) => w.ctl_position(at),
-            None => Ok(Pos::default()),
+        let Some(at) = first_at else {
+            return Ok(Pos::default());
+        };
+        // On tape and flushed before `JobEnd` points at it: a deferred write error
+        // that moves the index shows here, and the pointer follows it.
+        w.ctl_position(at)?;
+        w.sync()?;
+        w.ctl_position(at)
+    }
+}
+
+/// A chunk of the spool with its entries pointed at the new places of `moved`.
+fn follow(chunk: Vec<u8>, moved: &[Moved]) -> Result<Vec<u8>> {
+    if moved.is_empty() {
+        return Ok(chunk);
+    }
+    let mut entries = IndexEntry::decode_chunk(&chunk)?;
+    for e in &mut entries {
+        for p in [&mut e.start, &mut e.end] {
+            if let Some(m) = moved.iter().find(|m| m.from == (p.volume_seq, p.lbn)) {
+                (p.volume_seq, p.lbn) = m.to;
+            }
         }
     }
+    Ok(IndexEntry::encode_chunk(&entries))
+}
+
+/// Points the stored rows and extents of the job at where the writer wrote lost
+/// blocks again, and keeps the moves for the index.
+pub(crate) fn follow_moved(
+    cat: &tapeloom_catalog::Catalog,
+    job: &crate::backup::weave::JobShared<'_>,
+    moved: &[Moved],
+) -> Result<()> {
+    cat.move_blocks(job.job_id, moved, tapeloom_format::CONTROL_STREAM)?;
+    job.moved
+        .lock()
+        .map_err(|_| crate::error::Error::Panicked {
+            what: "a drive thread holding the moved blocks",
+        })?
+        .extend_from_slice(moved);
+    Ok(())
 }
 
 fn index_entry(r: FileRow) -> Result<IndexEntry> {

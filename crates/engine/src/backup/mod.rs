@@ -98,6 +98,7 @@ pub fn backup(
         estimates: Arc::clone(&estimates),
         drives: drives.len(),
         index: Mutex::new(index::IndexSpool::new()),
+        moved: Mutex::new(Vec::new()),
         feed: None,
         prior: None,
     };
@@ -356,6 +357,20 @@ fn weave_all(job: &JobShared<'_>, writers: &mut [VolumeWriter]) -> Result<Vec<Wo
     }
 }
 
+/// The job's volumes so far, in sequence order.
+fn job_volumes(
+    job: &JobShared<'_>,
+    writers: &[VolumeWriter],
+) -> Vec<(u32, tapeloom_catalog::Volume)> {
+    let mut v: Vec<(u32, tapeloom_catalog::Volume)> = writers
+        .iter()
+        .flat_map(|w| w.volumes.iter().cloned())
+        .chain(job.prior.iter().flat_map(|p| p.volumes.iter().cloned()))
+        .collect();
+    v.sort_by_key(|(seq, _)| *seq);
+    v
+}
+
 /// Writes the index and the job's end, records the job as done and gathers what
 /// every drive did.
 fn finish(
@@ -376,21 +391,30 @@ fn finish(
         samples,
         mut drive_reports,
     } = gather(job, woven);
-    let n_extents = cat.extents(job_id)?.len() as u64;
-    let mut all_volumes: Vec<(u32, tapeloom_catalog::Volume)> = writers
-        .iter()
-        .flat_map(|w| w.volumes.iter().cloned())
-        .chain(job.prior.iter().flat_map(|p| p.volumes.iter().cloned()))
-        .collect();
-    all_volumes.sort_by_key(|(seq, _)| *seq);
     let t_index = Instant::now();
+    // The data is on tape before the index that points at it: a deferred write
+    // error shows now, and the blocks it made the drives write again are followed.
+    writers[0].sync()?;
+    for w in writers.iter_mut() {
+        let moved = w.take_moved();
+        index::follow_moved(cat, job, &moved)?;
+    }
+    let moved = job
+        .moved
+        .lock()
+        .map_err(|_| Error::Panicked {
+            what: "a drive thread holding the moved blocks",
+        })?
+        .clone();
+    let n_extents = cat.extents(job_id)?.len() as u64;
     let spool = std::mem::replace(
         &mut *job.index.lock().map_err(|_| Error::Panicked {
             what: "a drive thread holding the index",
         })?,
         index::IndexSpool::new(),
     );
-    let index_start = spool.write(&mut writers[0])?;
+    let index_start = spool.write(&mut writers[0], &moved)?;
+    let all_volumes = job_volumes(job, writers);
     let ended = Timestamp::now();
     let job_end = JobEnd {
         job_tag: job.tag,
@@ -406,6 +430,9 @@ fn finish(
         volumes: all_volumes.iter().map(|(_, v)| v.uuid).collect(),
     };
     writers[0].end(&job_end.encode())?;
+    // A deferred write error in the last flush puts the job's end on another
+    // cartridge (JobEnd's list, written before, lacks it; FORMAT.md 5.7).
+    let all_volumes = job_volumes(job, writers);
     writers[0].mark(Phase::Index, t_index, Instant::now());
     if let Some(feed) = &job.feed {
         // Every block is on tape and flushed, every entry recorded: the stages are

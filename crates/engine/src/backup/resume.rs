@@ -122,6 +122,7 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         estimates: Arc::new(estimate::Estimates::new(n_streams)),
         drives: drives.len(),
         index: Mutex::new(index),
+        moved: Mutex::new(Vec::new()),
         feed: Some(feed),
         prior: Some(prior),
     };

@@ -50,6 +50,8 @@ pub(crate) struct JobShared<'a> {
     pub drives: usize,
     /// The index entries of the files that have landed, from every drive.
     pub index: Mutex<crate::backup::index::IndexSpool>,
+    /// Blocks the drives wrote again after deferred write errors.
+    pub moved: Mutex<Vec<crate::media::writer::Moved>>,
     /// When the job goes through the stages: what its spoolers have staged.
     pub feed: Option<Arc<Feed>>,
     /// When the job goes on after its process died: what it had done.
@@ -639,6 +641,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
         };
         self.flush()?;
         self.w.sync()?;
+        self.follow_moved()?;
         feed.release(&self.w.cat, &ids, force)
     }
 
@@ -750,6 +753,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.run += 1;
         let len = block.header.payload_len as u64;
         let at = self.w.write(&mut block)?;
+        self.follow_moved()?;
         let now = Instant::now();
         self.first_land.get_or_insert(now);
         self.last_land = Some(now);
@@ -845,6 +849,27 @@ impl<'j, 'w> Weaver<'j, 'w> {
             })?;
         }
         self.run = 0;
+        Ok(())
+    }
+
+    /// After a deferred write error the writer wrote lost blocks again elsewhere:
+    /// what is stored is pointed at their new places, and so is what is not yet
+    /// (the blocks' positions kept for entries still open, and the index).
+    fn follow_moved(&mut self) -> Result<()> {
+        let moved = self.w.take_moved();
+        if moved.is_empty() {
+            return Ok(());
+        }
+        self.extents.finish();
+        self.flush()?;
+        crate::backup::index::follow_moved(&self.w.cat, self.job, &moved)?;
+        for landed in self.landed.values_mut() {
+            for (_, at) in landed.at.iter_mut() {
+                if let Some(m) = moved.iter().find(|m| m.from == *at) {
+                    *at = m.to;
+                }
+            }
+        }
         Ok(())
     }
 

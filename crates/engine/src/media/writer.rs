@@ -73,6 +73,27 @@ const ALERT_EVERY: u64 = 64;
 /// taken out.
 const MAX_CLEANINGS: u32 = 2;
 
+/// Bytes of blocks a writer keeps to write again after a deferred write error, for
+/// a drive that does not say how much it buffers (LTO drives buffer up to about
+/// 1 GiB of tape data).
+const REPLAY_DEFAULT: u64 = 1 << 30;
+
+/// What a drive took but may not have put on tape yet, kept until a flush proves it
+/// is there.
+enum Unconfirmed {
+    /// A block, as written, and where it was written.
+    Block {
+        block: PackedBlock,
+        clear: bool,
+        at: (u32, u64),
+    },
+    /// A filemark (it counts among the objects a deferred error says were lost).
+    Filemark,
+}
+
+/// A block written again on another cartridge after a deferred write error.
+pub(crate) use tapeloom_catalog::BlockMove as Moved;
+
 /// Writes a job's blocks to one drive, spanning cartridges as they fill, and
 /// leaving a cartridge a write failed on (see `fail_over`).
 pub(crate) struct VolumeWriter {
@@ -105,6 +126,17 @@ pub(crate) struct VolumeWriter {
     since_alerts: u64,
     /// Cleanings this writer had done.
     cleanings: u32,
+    /// What the drive took since the last flush, oldest first, up to `ring_cap`
+    /// bytes of blocks.
+    ring: std::collections::VecDeque<Unconfirmed>,
+    ring_bytes: u64,
+    ring_cap: u64,
+    /// A deferred write error reported where it could not be acted on at once (by
+    /// a filemark after a block): the objects lost.
+    pending_lost: Option<u64>,
+    /// Blocks written again after deferred write errors, not yet taken by
+    /// [`VolumeWriter::take_moved`].
+    moved: Vec<Moved>,
     /// Filemarks written inside segments.
     pub filemarks: u64,
     /// The drive's own compression, set at each mount.
@@ -168,6 +200,11 @@ impl VolumeWriter {
             failovers: 0,
             since_alerts: 0,
             cleanings: 0,
+            ring: Default::default(),
+            ring_bytes: 0,
+            ring_cap: 0,
+            pending_lost: None,
+            moved: Vec::new(),
             filemarks: 0,
             drive_compression,
             first,
@@ -190,6 +227,9 @@ impl VolumeWriter {
             let r = w.flush_ctl();
             w.clear = false;
             r?;
+            // The job's first block is on tape before any data: a deferred write
+            // error never has it to write again.
+            w.sync()?;
         }
         Ok(w)
     }
@@ -341,10 +381,12 @@ impl VolumeWriter {
                 .add_job_volume(self.job_id, self.seq, chain, volume.id, self.lbn)?;
             self.volumes.push((self.seq, volume.clone()));
             self.volume = Some(volume);
-            self.drive = Some(drive);
             // A flag raised at load (a cartridge memory failure, say) is seen before
             // the first block.
             self.since_alerts = ALERT_EVERY;
+            self.ring_cap = drive.buffer_bytes().unwrap_or(REPLAY_DEFAULT);
+            self.confirm();
+            self.drive = Some(drive);
             return Ok(());
         }
     }
@@ -358,16 +400,119 @@ impl VolumeWriter {
         put_back(&mut self.tapes.lock()?.0, barcode)
     }
 
-    fn end_segment(&mut self, flush: bool) -> Result<()> {
+    /// Ends the segment with a filemark (`flush`: one that empties the drive's
+    /// buffer, after which the position is checked). False when the drive reported
+    /// a deferred write error instead: the lost blocks were written again on the
+    /// next cartridge, whose segment is open.
+    fn end_segment(&mut self, flush: bool) -> Result<bool> {
+        if let Some(n) = self.pending_lost.take() {
+            self.replay(n)?;
+            return Ok(false);
+        }
         let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
-        drive.write_filemarks(1, !flush)?;
+        match drive.write_filemarks(1, !flush) {
+            Err(e) => {
+                if let Some(n) = e.deferred_write_lost() {
+                    self.replay(n)?;
+                    return Ok(false);
+                }
+                return Err(e.into());
+            }
+            Ok(_) if !flush => self.keep(Unconfirmed::Filemark),
+            Ok(_) => {}
+        }
         self.cat
             .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
         self.lbn += 1;
         if flush {
             self.check_position()?;
+            self.confirm();
+        }
+        Ok(true)
+    }
+
+    /// Keeps what the drive took until a flush proves it on tape.
+    fn keep(&mut self, u: Unconfirmed) {
+        if self.ring_cap == 0 {
+            return;
+        }
+        if let Unconfirmed::Block { block, .. } = &u {
+            self.ring_bytes += block.buf.len() as u64;
+        }
+        self.ring.push_back(u);
+        while self.ring_bytes > self.ring_cap {
+            match self.ring.pop_front() {
+                Some(Unconfirmed::Block { block, .. }) => self.ring_bytes -= block.buf.len() as u64,
+                Some(Unconfirmed::Filemark) => {}
+                None => break,
+            }
+        }
+    }
+
+    /// Everything written so far is on tape.
+    fn confirm(&mut self) {
+        self.ring.clear();
+        self.ring_bytes = 0;
+    }
+
+    /// The drive reported that the last `lost` objects it took never reached the
+    /// tape (a deferred write error): the cartridge is suspect, its segment ends
+    /// before them, and the blocks among them are written again, in order, on the
+    /// next cartridge (see [`Moved`]).
+    fn replay(&mut self, lost: u64) -> Result<()> {
+        let barcode = self.barcode();
+        let kept = self.ring.len() as u64;
+        if lost > kept || lost > self.lbn || self.failovers >= MAX_FAILOVERS {
+            return Err(MediaError::DeferredLost {
+                barcode,
+                lost,
+                kept,
+            }
+            .into());
+        }
+        let first_lost = self.lbn - lost;
+        let items: Vec<Unconfirmed> = self.ring.drain((kept - lost) as usize..).collect();
+        self.confirm();
+        eprintln!("tapeloom: cartridge {barcode}: deferred write error: {lost} objects from block {first_lost} did not reach the tape; writing them again on the next cartridge");
+        self.suspect(&format!(
+            "deferred write error: {lost} objects from block {first_lost} did not reach the tape"
+        ))?;
+        // The tape ends where the lost objects began.
+        self.lbn = first_lost;
+        self.fail_over()?;
+        for item in items {
+            let Unconfirmed::Block {
+                mut block,
+                clear,
+                at,
+            } = item
+            else {
+                continue;
+            };
+            if block.header.stream == CONTINUATION_STREAM {
+                // The old cartridge's own; the new one has its continuation.
+                continue;
+            }
+            let was = std::mem::replace(&mut self.clear, clear);
+            let to = self.write_raw(&mut block);
+            self.clear = was;
+            let to = to?;
+            for p in self.ctl_pos.values_mut().filter(|p| **p == at) {
+                *p = to;
+            }
+            self.moved.push(Moved {
+                stream: block.header.stream,
+                stream_offset: block.header.stream_offset,
+                from: at,
+                to,
+            });
         }
         Ok(())
+    }
+
+    /// The blocks written again after deferred write errors since the last call.
+    pub fn take_moved(&mut self) -> Vec<Moved> {
+        std::mem::take(&mut self.moved)
     }
 
     /// After a flush, the drive must stand where the blocks it accepted put it: a
@@ -405,7 +550,11 @@ impl VolumeWriter {
 
     fn switch(&mut self) -> Result<()> {
         if self.drive.is_some() {
-            self.end_segment(true)?;
+            if !self.end_segment(true)? {
+                // A deferred write error moved the job to a new cartridge already.
+                self.need_switch = false;
+                return Ok(());
+            }
             if let Some(v) = &self.volume {
                 self.cat.set_volume_status(v.id, VolumeState::Full)?;
             }
@@ -513,7 +662,7 @@ impl VolumeWriter {
     /// succeed (else one is tried, as a failing drive may refuse it).
     fn leave_cartridge(&mut self, flush: bool) -> Result<()> {
         if flush {
-            self.end_segment(true)?;
+            while !self.end_segment(true)? {}
         } else {
             self.cat
                 .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
@@ -634,13 +783,31 @@ impl VolumeWriter {
         self.since_alerts += 1;
         let at = (self.seq, self.lbn - 1);
         self.since_filemark += b.buf.len() as u64;
+        if self.ring_cap > 0 {
+            self.keep(Unconfirmed::Block {
+                block: b.clone(),
+                clear: self.clear,
+                at,
+            });
+        }
         if self.segment_bytes > 0 && self.since_filemark >= self.segment_bytes && !self.need_switch
         {
             // A filemark with the immediate bit: it does not flush the drive's buffer,
             // so the tape keeps streaming. Restores never count on it.
-            drive.write_filemarks(1, true)?;
-            self.lbn += 1;
-            self.filemarks += 1;
+            let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
+            match drive.write_filemarks(1, true) {
+                Ok(_) => {
+                    self.keep(Unconfirmed::Filemark);
+                    self.lbn += 1;
+                    self.filemarks += 1;
+                }
+                Err(e) => match e.deferred_write_lost() {
+                    // The block was taken; what was lost is written again before the
+                    // next block.
+                    Some(n) => self.pending_lost = Some(n),
+                    None => return Err(e.into()),
+                },
+            }
             self.since_filemark = 0;
         }
         Ok(at)
@@ -660,7 +827,18 @@ impl VolumeWriter {
                     continue;
                 }
             }
-            match self.write_raw(b) {
+            if let Some(n) = self.pending_lost.take() {
+                self.replay(n)?;
+            }
+            let r = self.write_raw(b);
+            if let Err(Error::Device(e)) = &r {
+                if let Some(n) = e.deferred_write_lost() {
+                    // Not carried out: the block is written after the lost ones.
+                    self.replay(n)?;
+                    continue;
+                }
+            }
+            match r {
                 Err(Error::Device(DeviceError::EndOfMedium)) if !retried => {
                     retried = true;
                     self.need_switch = true;
@@ -720,7 +898,7 @@ impl VolumeWriter {
         if self.drive.is_none() {
             return Ok(());
         }
-        self.end_segment(true)?;
+        while !self.end_segment(true)? {}
         if self.need_switch {
             if let Some(v) = &self.volume {
                 self.cat.set_volume_status(v.id, VolumeState::Full)?;
@@ -741,13 +919,28 @@ impl VolumeWriter {
     /// immediate bit): every block written so far is durable. A drive with no
     /// cartridge yet has nothing to flush.
     pub fn sync(&mut self) -> Result<()> {
-        if let Some(d) = self.drive.as_mut() {
-            d.write_filemarks(0, false)?;
+        loop {
+            if let Some(n) = self.pending_lost.take() {
+                self.replay(n)?;
+            }
+            let Some(d) = self.drive.as_mut() else {
+                return Ok(());
+            };
+            if let Err(e) = d.write_filemarks(0, false) {
+                match e.deferred_write_lost() {
+                    Some(n) => {
+                        self.replay(n)?;
+                        continue;
+                    }
+                    None => return Err(e.into()),
+                }
+            }
             self.check_position()?;
+            self.confirm();
             // The next write looks at the drive's flags first.
             self.since_alerts = ALERT_EVERY;
+            return Ok(());
         }
-        Ok(())
     }
 
     /// Host bytes per second the drive takes at its top speed for data like

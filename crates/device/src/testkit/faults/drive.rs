@@ -56,6 +56,8 @@ struct Verdict {
     error_after: bool,
     /// Report success, write nothing.
     unwritten: bool,
+    /// Begin losing buffered writes (a deferred error to come).
+    deferred: bool,
     end_of_medium: bool,
     early_warning: bool,
     early_warning_bytes: Option<u64>,
@@ -75,7 +77,21 @@ pub struct FaultyDrive {
     faults: Option<Faults>,
     pos: Option<u64>,
     offline: bool,
+    /// Writes taken into the buffer and lost, since a deferred write error began.
+    swallow: Option<Swallow>,
 }
+
+/// A deferred write error on its way: what the drive took and will not write.
+#[derive(Debug, Clone, Copy)]
+struct Swallow {
+    /// Where the tape ends: the first object lost.
+    from: u64,
+    /// Writes taken since.
+    writes: u32,
+}
+
+/// Writes a drive takes after a deferred write error began before it reports it.
+const DEFERRED_AFTER: u32 = 3;
 
 impl FaultyDrive {
     /// Drive `index` of a library, holding `barcode`.
@@ -93,6 +109,7 @@ impl FaultyDrive {
             faults: Some(faults),
             pos: None,
             offline: false,
+            swallow: None,
         }
     }
 
@@ -106,7 +123,31 @@ impl FaultyDrive {
             faults: None,
             pos: None,
             offline: false,
+            swallow: None,
         }
+    }
+
+    /// At a command that needs the buffer on tape (a flush, a move, a read), or the
+    /// [`DEFERRED_AFTER`]th write: the deferred error, for the objects lost. The
+    /// command is not carried out; the drive stands where the tape ends.
+    fn deferred_error(&mut self, command: &str) -> Result<()> {
+        let Some(sw) = self.swallow.take() else {
+            return Ok(());
+        };
+        let host = self.pos.unwrap_or(sw.from);
+        self.pos = Some(sw.from);
+        let mut e = sense_error(
+            &self.device,
+            command.to_string(),
+            sense::MEDIUM_ERROR,
+            0x0C,
+            0x00,
+        );
+        if let ScsiError::Sense { sense, .. } = &mut e {
+            sense.deferred = true;
+            sense.information = Some(host.saturating_sub(sw.from) as i64);
+        }
+        Err(e.into())
     }
 
     fn online(&self, command: &str) -> Result<()> {
@@ -154,6 +195,7 @@ impl FaultyDrive {
                 FaultKind::ReadErrorRate(p) => op == Op::Read && chance(seed, i, &[place, lbn]) < p,
                 FaultKind::WriteError | FaultKind::WriteErrorWritten => write && at,
                 FaultKind::WriteOkUnwritten => write && at,
+                FaultKind::WriteErrorDeferred => write && at && self.swallow.is_none(),
                 FaultKind::WriteErrorRate(p) => write && chance(seed, i, &[place, lbn]) < p,
                 FaultKind::EarlyWarningAt => op != Op::Read && past,
                 FaultKind::EarlyWarningBytes(_) => op != Op::Read,
@@ -170,6 +212,7 @@ impl FaultyDrive {
                 FaultKind::WriteError | FaultKind::WriteErrorRate(_) => v.medium_error = true,
                 FaultKind::WriteErrorWritten => v.error_after = true,
                 FaultKind::WriteOkUnwritten => v.unwritten = true,
+                FaultKind::WriteErrorDeferred => v.deferred = true,
                 FaultKind::EarlyWarningAt => v.early_warning = true,
                 FaultKind::EarlyWarningBytes(b) => v.early_warning_bytes = Some(b),
                 FaultKind::EndOfMediumNoWarning => {
@@ -315,6 +358,7 @@ impl TapeDrive for FaultyDrive {
 
     fn unload(&mut self) -> Result<()> {
         self.online("UNLOAD")?;
+        self.deferred_error("UNLOAD")?;
         self.pos = None;
         self.inner.unload()
     }
@@ -326,6 +370,7 @@ impl TapeDrive for FaultyDrive {
 
     fn rewind(&mut self) -> Result<()> {
         self.online("REWIND")?;
+        self.deferred_error("REWIND")?;
         let r = self.inner.rewind();
         self.pos = r.as_ref().ok().map(|_| 0);
         r
@@ -333,6 +378,10 @@ impl TapeDrive for FaultyDrive {
 
     fn position(&mut self) -> Result<u64> {
         self.online("READ POSITION")?;
+        if let (Some(_), Some(p)) = (self.swallow, self.pos) {
+            // Where the host stands: what it sent, lost or not.
+            return Ok(p);
+        }
         let r = self.inner.position();
         self.pos = r.as_ref().ok().copied();
         r
@@ -340,6 +389,7 @@ impl TapeDrive for FaultyDrive {
 
     fn locate(&mut self, lbn: u64) -> Result<()> {
         self.online("LOCATE")?;
+        self.deferred_error("LOCATE")?;
         let r = self.inner.locate(lbn);
         self.pos = r.as_ref().ok().map(|_| lbn);
         r
@@ -347,6 +397,7 @@ impl TapeDrive for FaultyDrive {
 
     fn space_to_eod(&mut self) -> Result<()> {
         self.online("SPACE")?;
+        self.deferred_error("SPACE")?;
         self.pos = None;
         self.inner.space_to_eod()
     }
@@ -356,6 +407,7 @@ impl TapeDrive for FaultyDrive {
             return self.inner.read_block(buf);
         }
         self.online(Op::Read.command())?;
+        self.deferred_error(Op::Read.command())?;
         let lbn = self.lbn()?;
         let v = self.verdict(Op::Read, lbn);
         self.before(Op::Read, &v)?;
@@ -392,6 +444,22 @@ impl TapeDrive for FaultyDrive {
             // The drive said it wrote the block; the next one takes its place.
             return self.outcome(WriteOutcome::Written, &v);
         }
+        if v.deferred {
+            self.swallow = Some(Swallow {
+                from: lbn,
+                writes: 0,
+            });
+        }
+        if let Some(sw) = self.swallow.as_mut() {
+            if sw.writes >= DEFERRED_AFTER {
+                self.deferred_error(Op::Write.command())?;
+            }
+            if let Some(sw) = self.swallow.as_mut() {
+                sw.writes += 1;
+            }
+            self.pos = Some(lbn + 1);
+            return self.outcome(WriteOutcome::Written, &v);
+        }
         let r = self.inner.write_block(data);
         self.moved(&r, lbn, 1);
         let got = r?;
@@ -409,6 +477,13 @@ impl TapeDrive for FaultyDrive {
         let lbn = self.lbn()?;
         let v = self.verdict(Op::Filemarks, lbn);
         self.before(Op::Filemarks, &v)?;
+        if self.swallow.is_some() {
+            if !immediate {
+                self.deferred_error(Op::Filemarks.command())?;
+            }
+            self.pos = Some(lbn + u64::from(count));
+            return Ok(WriteOutcome::Written);
+        }
         let r = self.inner.write_filemarks(count, immediate);
         self.moved(&r, lbn, u64::from(count));
         self.outcome(r?, &v)
@@ -455,6 +530,19 @@ impl TapeDrive for FaultyDrive {
             }
         }
         h
+    }
+
+    /// A drive that may report deferred write errors buffers at least 64 MiB.
+    fn buffer_bytes(&self) -> Option<u64> {
+        let deferred = self
+            .faults
+            .as_ref()
+            .is_some_and(|f| f.lock().plan.has_deferred_errors());
+        match self.inner.buffer_bytes() {
+            Some(b) if deferred => Some(b.max(64 << 20)),
+            None if deferred => Some(64 << 20),
+            b => b,
+        }
     }
 
     fn tape_alerts(&mut self) -> Option<TapeAlerts> {

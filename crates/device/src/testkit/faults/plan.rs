@@ -24,6 +24,12 @@ pub enum FaultKind {
     WriteErrorWritten,
     /// The write reports success, but the block never reaches the tape.
     WriteOkUnwritten,
+    /// A buffered drive's deferred write error: the write at the block and every
+    /// write and filemark after it report success but never reach the tape, until
+    /// the third write after it or the next flush fails with a deferred MEDIUM
+    /// ERROR 0C/00 (response code 71h) whose INFORMATION field counts the objects
+    /// lost; that command is not carried out.
+    WriteErrorDeferred,
     /// Writes at or past the block report early warning.
     EarlyWarningAt,
     /// Writes report early warning once the cartridge holds this many bytes.
@@ -63,6 +69,7 @@ impl FaultKind {
                 | FaultKind::WriteError
                 | FaultKind::WriteErrorWritten
                 | FaultKind::WriteOkUnwritten
+                | FaultKind::WriteErrorDeferred
                 | FaultKind::Stall(_)
                 | FaultKind::Timeout(_)
                 | FaultKind::Offline
@@ -197,6 +204,13 @@ impl FaultPlan {
     pub fn has_drive_faults(&self) -> bool {
         self.faults.iter().any(|f| !f.kind.is_changer())
     }
+
+    /// Whether a drive may report deferred write errors (it buffers writes).
+    pub fn has_deferred_errors(&self) -> bool {
+        self.faults
+            .iter()
+            .any(|f| f.kind == FaultKind::WriteErrorDeferred)
+    }
 }
 
 fn parse_fault(item: &str) -> Result<Fault, FaultSpecError> {
@@ -220,6 +234,7 @@ fn parse_fault(item: &str) -> Result<Fault, FaultSpecError> {
         "write-error-rate" => FaultKind::WriteErrorRate(rate(item, need()?)?),
         "write-error-written" => none(FaultKind::WriteErrorWritten)?,
         "write-ok-unwritten" => none(FaultKind::WriteOkUnwritten)?,
+        "write-error-deferred" => none(FaultKind::WriteErrorDeferred)?,
         "ew" => none(FaultKind::EarlyWarningAt)?,
         "ew-at" => FaultKind::EarlyWarningBytes(size(item, need()?)?),
         "eom-no-ew" => none(FaultKind::EndOfMediumNoWarning)?,
@@ -329,6 +344,7 @@ impl fmt::Display for FaultPlan {
                 FaultKind::WriteErrorRate(r) => ("write-error-rate", Some(r.to_string())),
                 FaultKind::WriteErrorWritten => ("write-error-written", None),
                 FaultKind::WriteOkUnwritten => ("write-ok-unwritten", None),
+                FaultKind::WriteErrorDeferred => ("write-error-deferred", None),
                 FaultKind::EarlyWarningAt => ("ew", None),
                 FaultKind::EarlyWarningBytes(b) => ("ew-at", Some(b.to_string())),
                 FaultKind::EndOfMediumNoWarning => ("eom-no-ew", None),
@@ -376,18 +392,20 @@ mod tests {
     fn a_full_spec_parses_and_prints_back() {
         let spec = "write-error@lbn=500; read-error-rate=0.001;seed=7;ew-at=2G;\
                     eom-no-ew@lbn=900;write-error-written@lbn=40;write-ok-unwritten@lbn=41;\
+                    write-error-deferred@lbn=60;\
                     stall=2s@lbn=100;timeout@lbn=120,every;move-fail@n=2;slot-empty=3;\
                     offline@lbn=300,drive=1;read-error@lbn=7,barcode=TL0002L3;alert=14h@lbn=9";
         let p = FaultPlan::parse(spec).unwrap();
         assert_eq!(p.seed, 7);
-        assert_eq!(p.faults.len(), 13);
-        assert_eq!(p.faults[12].kind, FaultKind::Alert(0x14));
+        assert_eq!(p.faults.len(), 14);
+        assert_eq!(p.faults[13].kind, FaultKind::Alert(0x14));
+        assert_eq!(p.faults[6].kind, FaultKind::WriteErrorDeferred);
         assert_eq!(p.faults[2].kind, FaultKind::EarlyWarningBytes(2 << 30));
-        assert_eq!(p.faults[6].kind, FaultKind::Stall(Duration::from_secs(2)));
-        assert!(p.faults[7].every && !p.faults[6].every);
-        assert_eq!(p.faults[8].n, Some(2));
-        assert_eq!(p.faults[10].drive, Some(1));
-        assert_eq!(p.faults[11].barcode.as_deref(), Some("TL0002L3"));
+        assert_eq!(p.faults[7].kind, FaultKind::Stall(Duration::from_secs(2)));
+        assert!(p.faults[8].every && !p.faults[7].every);
+        assert_eq!(p.faults[9].n, Some(2));
+        assert_eq!(p.faults[11].drive, Some(1));
+        assert_eq!(p.faults[12].barcode.as_deref(), Some("TL0002L3"));
         assert_eq!(FaultPlan::parse(&p.to_string()).unwrap(), p);
         assert_eq!(FaultPlan::parse("").unwrap(), FaultPlan::default());
     }
