@@ -326,10 +326,11 @@ impl KdfParams {
     /// The most a key file may ask for (4 GiB, 64 passes, 16 lanes), so that a
     /// damaged or hostile file cannot make a reader allocate without bound.
     fn check(&self) -> Result<()> {
-        if self.memory_kib < 8 * self.parallelism
+        // Lanes first: the product below is then small.
+        if !(1..=16).contains(&self.parallelism)
+            || self.memory_kib < 8 * self.parallelism
             || self.memory_kib > 4 * 1024 * 1024
             || !(1..=64).contains(&self.iterations)
-            || !(1..=16).contains(&self.parallelism)
         {
             return Err(FormatError::KdfParams);
         }
@@ -604,6 +605,24 @@ mod tests {
             open_block(&h, &b.buf, Some(&other), &mut out),
             Err(FormatError::BadTag)
         );
+    }
+
+    #[test]
+    fn kdf_costs_out_of_bounds_are_refused_without_overflow() {
+        for (memory_kib, iterations, parallelism) in [
+            (64, 1, u32::MAX),
+            (64, 1, 0x3f00_0000),
+            (64, 1, 0),
+            (u32::MAX, 1, 1),
+            (64, 0, 1),
+        ] {
+            let k = KdfParams {
+                memory_kib,
+                iterations,
+                parallelism,
+            };
+            assert_eq!(k.check(), Err(FormatError::KdfParams), "{k:?}");
+        }
     }
 
     #[test]
