@@ -210,7 +210,9 @@ fn a_write_reported_done_that_never_reached_the_tape() {
 #[test]
 fn a_deferred_write_error_loses_what_the_drive_buffered_and_counts_it() {
     let t = tempfile::tempdir().unwrap();
-    let mut lib = faulty(t.path(), "write-error-deferred@lbn=2");
+    // The write error at block 3 comes while the drive is losing what it takes:
+    // the loss is what it reports.
+    let mut lib = faulty(t.path(), "write-error-deferred@lbn=2;write-error@lbn=3");
     let mut d = mounted(&mut lib, 0, 0);
     assert_eq!(d.buffer_bytes(), Some(64 << 20), "a buffering drive");
     // Blocks 2, 3 and 4 are taken; the third write after them reports the loss and

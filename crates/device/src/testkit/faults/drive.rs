@@ -432,6 +432,24 @@ impl TapeDrive for FaultyDrive {
         let lbn = self.lbn()?;
         let v = self.verdict(Op::Write, lbn);
         self.before(Op::Write, &v)?;
+        if v.deferred && self.swallow.is_none() {
+            self.swallow = Some(Swallow {
+                from: lbn,
+                writes: 0,
+            });
+        }
+        if let Some(sw) = self.swallow.as_mut() {
+            // A drive with a deferred error on its way takes writes into its buffer
+            // until it reports the loss; no other fault of the block shows first.
+            if sw.writes >= DEFERRED_AFTER {
+                self.deferred_error(Op::Write.command())?;
+            }
+            if let Some(sw) = self.swallow.as_mut() {
+                sw.writes += 1;
+            }
+            self.pos = Some(lbn + 1);
+            return self.outcome(WriteOutcome::Written, &v);
+        }
         if v.end_of_medium {
             return Err(DeviceError::EndOfMedium);
         }
@@ -442,22 +460,6 @@ impl TapeDrive for FaultyDrive {
         }
         if v.unwritten {
             // The drive said it wrote the block; the next one takes its place.
-            return self.outcome(WriteOutcome::Written, &v);
-        }
-        if v.deferred {
-            self.swallow = Some(Swallow {
-                from: lbn,
-                writes: 0,
-            });
-        }
-        if let Some(sw) = self.swallow.as_mut() {
-            if sw.writes >= DEFERRED_AFTER {
-                self.deferred_error(Op::Write.command())?;
-            }
-            if let Some(sw) = self.swallow.as_mut() {
-                sw.writes += 1;
-            }
-            self.pos = Some(lbn + 1);
             return self.outcome(WriteOutcome::Written, &v);
         }
         let r = self.inner.write_block(data);
