@@ -363,13 +363,17 @@ fn add_job(
     let bytes: u64 = all
         .iter()
         .filter(|r| r.kind == tapeloom_format::EntryType::Regular as u8)
-        .map(|r| r.size)
-        .sum();
+        .fold(0u64, |a, r| a.saturating_add(r.size));
     let (status, ended) = match &end {
         Some(e) => (JobState::from(e.status), e.ended),
         None => (JobState::Failed, start.started),
     };
-    let seconds = (ended.as_nanos() - start.started.as_nanos()).max(0) as f64 / 1e9;
+    // Both times come from tape: any two, however far apart, give a duration.
+    let seconds = ended
+        .as_nanos()
+        .saturating_sub(start.started.as_nanos())
+        .max(0) as f64
+        / 1e9;
     cat.finish_job(
         id,
         status,

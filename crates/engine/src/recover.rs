@@ -140,8 +140,7 @@ fn data_bytes(rows: &[FileRow]) -> u64 {
     let regular = EntryType::Regular as u8;
     rows.iter()
         .filter(|r| r.kind == regular)
-        .map(|r| r.size)
-        .sum()
+        .fold(0u64, |a, r| a.saturating_add(r.size))
 }
 
 /// One data stream as it is read back.
