@@ -115,6 +115,33 @@ pub enum CatalogError {
         /// The chunk's number within the stream.
         seq: u64,
     },
+    /// A pool with this name exists already (`default` always does).
+    #[error("pool {name} exists already")]
+    PoolExists {
+        /// The pool's name.
+        name: String,
+    },
+    /// A pool name that cannot go in a volume label: 1 to 32 bytes of letters,
+    /// digits, `.`, `_` and `-`.
+    #[error("pool name '{name}' must be 1 to 32 letters, digits, '.', '_' or '-'")]
+    BadPoolName {
+        /// The name given.
+        name: String,
+    },
+    /// No pool with this name.
+    #[error("no pool {name}")]
+    NoPool {
+        /// The name asked for.
+        name: String,
+    },
+    /// The cartridge is labelled into, or assigned to, another pool.
+    #[error("cartridge {barcode} belongs to pool {pool}")]
+    CartridgeInPool {
+        /// The cartridge's barcode.
+        barcode: String,
+        /// The pool it belongs to.
+        pool: String,
+    },
 }
 
 /// Job ids as `1, 2, 3`.

@@ -6,8 +6,9 @@
 //! [`Catalog::recover_interrupted`].
 //!
 //! [`Catalog`]'s methods are grouped by what they keep: `volumes`, `jobs` (with their
-//! streams, segments and errors), `files` (with extents), `samples`, `health` and
-//! `stages` (disk stages and the chunks spooled to them); `check` checks them all.
+//! streams, segments and errors), `files` (with extents), `samples`, `health`,
+//! `pools` (media pools and the cartridges assigned to them) and `stages` (disk
+//! stages and the chunks spooled to them); `check` checks them all.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ mod files;
 mod health;
 mod jobs;
 mod moves;
+mod pools;
 mod samples;
 mod schema;
 mod stages;
@@ -32,6 +34,7 @@ pub use error::{CatalogError, Result};
 pub use files::{Extent, FileRow};
 pub use jobs::{Job, JobVolume, Stream};
 pub use moves::BlockMove;
+pub use pools::{Pool, DEFAULT_POOL};
 pub use samples::{Mark, Phase, Sample, Series};
 pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
 pub use state::{ChunkState, JobState, UnknownState, VolumeState};
@@ -98,7 +101,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 11);
+        assert_eq!(c.schema_version().unwrap(), 12);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

@@ -182,6 +182,24 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX IF NOT EXISTS volume_notes_by_volume ON volume_notes (volume_id);
     ",
+    // 12: media pools (retention in seconds, none to keep forever; at most so many
+    // jobs on a volume; whether later jobs may append; write once) and the blank
+    // cartridges assigned to a pool before they are labelled. The pool `default`
+    // needs no row.
+    "
+    CREATE TABLE IF NOT EXISTS pools (
+        name TEXT PRIMARY KEY,
+        retention_s INTEGER,
+        max_jobs_per_volume INTEGER,
+        append INTEGER NOT NULL DEFAULT 1,
+        worm INTEGER NOT NULL DEFAULT 0,
+        created_ns INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS pool_cartridges (
+        barcode TEXT PRIMARY KEY,
+        pool TEXT NOT NULL
+    );
+    ",
 ];
 
 impl Catalog {
