@@ -205,6 +205,17 @@ pub enum ChangerError {
         /// The cartridge.
         barcode: String,
     },
+    /// A library that cannot set a cartridge's write protection (on a SCSI library
+    /// the cartridge's tab is slid by hand).
+    #[error(
+        "{library}: cannot set the write protection of cartridge {barcode} (slide its tab by hand)"
+    )]
+    CannotProtect {
+        /// The library, as it describes itself.
+        library: String,
+        /// The cartridge.
+        barcode: String,
+    },
     /// The changer refused a MOVE MEDIUM. [`ScsiError::sense`] of the cause says why
     /// (for instance ASC/ASCQ 3B/0D, the destination is full).
     #[error("{source}")]

@@ -485,6 +485,16 @@ pub trait TapeLibrary: Changer + Send {
             uses_left: None,
         })
     }
+    /// Sets (`on`) or clears a cartridge's write protection, where the library can
+    /// ([`ChangerError::CannotProtect`] where it cannot). A protected cartridge
+    /// refuses writes from its next load.
+    fn set_write_protected(&mut self, barcode: &str, _on: bool) -> Result<()> {
+        Err(ChangerError::CannotProtect {
+            library: self.describe(),
+            barcode: barcode.to_string(),
+        }
+        .into())
+    }
     /// Makes a cartridge blank again, for scratch use by benchmarks, where the
     /// library can.
     fn erase(&mut self, barcode: &str) -> Result<()> {

@@ -350,6 +350,15 @@ impl crate::TapeLibrary for VirtualLibrary {
             uses_left: Some(CLEANING_USES - n),
         })
     }
+    fn set_write_protected(&mut self, barcode: &str, on: bool) -> Result<()> {
+        if !self.all_barcodes().iter().any(|b| b == barcode) {
+            return Err(ChangerError::NoSuchBarcode {
+                barcode: barcode.to_string(),
+            }
+            .into());
+        }
+        VirtualLibrary::set_write_protected(self, barcode, on)
+    }
     fn erase(&mut self, barcode: &str) -> Result<()> {
         if !self.all_barcodes().iter().any(|b| b == barcode) {
             return Err(ChangerError::NoSuchBarcode {

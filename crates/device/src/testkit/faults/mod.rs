@@ -340,6 +340,9 @@ impl TapeLibrary for FaultyLibrary {
     fn drive_health(&self, index: usize) -> Result<DriveHealth> {
         self.inner().drive_health(index)
     }
+    fn set_write_protected(&mut self, barcode: &str, on: bool) -> Result<()> {
+        self.inner().set_write_protected(barcode, on)
+    }
     fn erase(&mut self, barcode: &str) -> Result<()> {
         self.inner().erase(barcode)
     }
