@@ -1,4 +1,4 @@
-//! Durations on the command line: a whole number and a unit, `90s`, `30m`, `2h`, `7d`.
+//! Durations on the command line: a whole number and a unit, `90s`, `30m`, `2h`, `7d`, `2w`.
 
 use std::time::Duration;
 
@@ -8,8 +8,8 @@ pub enum DurationError {
     /// No number before the unit.
     #[error("'{0}' is not a duration (try 90s, 30m, 2h or 7d)")]
     NotANumber(String),
-    /// A unit other than s, m, h, d.
-    #[error("'{0}' has an unknown unit (try s, m, h or d)")]
+    /// A unit other than s, m, h, d, w.
+    #[error("'{0}' has an unknown unit (try s, m, h, d or w)")]
     Unit(String),
     /// Zero, or more seconds than a time in nanoseconds holds.
     #[error("'{0}' is out of range (from 1s to about 290 years)")]
@@ -32,6 +32,7 @@ pub fn parse(s: &str) -> Result<Duration, DurationError> {
         "m" => 60,
         "h" => 3600,
         "d" => 86400,
+        "w" => 7 * 86400,
         _ => return Err(DurationError::Unit(s.to_string())),
     };
     match n.checked_mul(per) {
@@ -52,7 +53,8 @@ mod tests {
         assert_eq!(parse("7d"), Ok(Duration::from_secs(7 * 86400)));
         assert!(matches!(parse("h"), Err(DurationError::NotANumber(_))));
         assert!(matches!(parse("2"), Err(DurationError::Unit(_))));
-        assert!(matches!(parse("2w"), Err(DurationError::Unit(_))));
+        assert_eq!(parse("2w"), Ok(Duration::from_secs(14 * 86400)));
+        assert!(matches!(parse("2y"), Err(DurationError::Unit(_))));
         assert!(matches!(parse("0s"), Err(DurationError::Range(_))));
         assert!(matches!(
             parse("99999999999999d"),

@@ -12,10 +12,8 @@ mod health;
 mod progress;
 mod size;
 
-use clap::{CommandFactory, Parser, Subcommand};
-use commands::*;
-use error::Hint;
-use output::emit;
+use clap::{CommandFactory, Parser};
+use commands::{Cmd, Context};
 use std::path::PathBuf;
 
 /// tapeloom: back up file trees to tape and restore them fast.
@@ -31,62 +29,6 @@ struct Cli {
     json: bool,
     #[command(subcommand)]
     cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Back up files and directories.
-    Backup(backup::Args),
-    /// List jobs.
-    Jobs,
-    /// Draw a job's per-second measurements (throughput per stream and drive, buffer
-    /// fill, speed steps and backhitches) as SVG, PNG, or an HTML page with a summary.
-    Report(report::Args),
-    /// List what a job holds (recursively), under PATH or all of it.
-    Ls(ls::Args),
-    /// Restore a job, or some paths of it.
-    Restore(restore::Args),
-    /// Read every block of a job and check its checksums.
-    Verify(verify::Args),
-    /// SCSI tape drives and media changers: this machine's /dev/sg devices and the
-    /// iSCSI logical units named.
-    Devices(devices::Args),
-    /// The tape library.
-    Library(library::Args),
-    /// Make a deterministic test tree (like HPcreatedata): power-of-two size classes
-    /// with equal file counts, data of a chosen compressibility.
-    Gen(gen::Args),
-    /// Read folders in parallel as a backup would (like HPreaddata) and say whether
-    /// they can keep a drive streaming.
-    Readrate(readrate::Args),
-    /// Benchmarks.
-    Bench(bench::Args),
-    /// Drive models.
-    Drive(drive::Args),
-    /// The catalog.
-    Catalog(catalog::Args),
-    /// Key files for encrypted backups.
-    Key(key::Args),
-    /// Disk stages: folders backups spool to before tape.
-    Stage(stage::Args),
-    /// Print a shell completion script (for example: tapeloom completions bash >
-    /// /etc/bash_completion.d/tapeloom).
-    Completions(completions::Args),
-    /// Print the manual page (roff) on stdout: tapeloom(1), or a command's own page
-    /// (for example: tapeloom man library create).
-    Man(man::Args),
-}
-
-impl Cmd {
-    /// How this command tells to get past a refusal with its own flags.
-    fn hint(&self) -> Hint {
-        match self {
-            Cmd::Library(a) => a.hint(),
-            Cmd::Bench(a) => a.hint(),
-            Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) | Cmd::Stage(_) => error::key_hint,
-            _ => error::no_hint,
-        }
-    }
 }
 
 fn main() {
@@ -126,24 +68,5 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         home: cli.home,
         json: cli.json,
     };
-    let json = ctx.json;
-    match cli.cmd {
-        Cmd::Backup(a) => emit(&backup::run(a, &ctx)?, json),
-        Cmd::Jobs => emit(&jobs::run(&ctx)?, json),
-        Cmd::Report(a) => emit(&report::run(a, &ctx)?, json),
-        Cmd::Ls(a) => emit(&ls::run(a, &ctx)?, json),
-        Cmd::Restore(a) => emit(&restore::run(a, &ctx)?, json),
-        Cmd::Verify(a) => emit(&verify::run(a, &ctx)?, json),
-        Cmd::Devices(a) => emit(&devices::run(a)?, json),
-        Cmd::Library(a) => a.run(&ctx),
-        Cmd::Gen(a) => emit(&gen::run(a)?, json),
-        Cmd::Readrate(a) => emit(&readrate::run(a)?, json),
-        Cmd::Bench(a) => a.run(&ctx),
-        Cmd::Drive(a) => a.run(&ctx),
-        Cmd::Catalog(a) => a.run(&ctx),
-        Cmd::Key(a) => a.run(&ctx),
-        Cmd::Stage(a) => a.run(&ctx),
-        Cmd::Completions(a) => completions::run(a, &mut Cli::command()),
-        Cmd::Man(a) => man::run(a, Cli::command()),
-    }
+    cli.cmd.run(&ctx, Cli::command)
 }

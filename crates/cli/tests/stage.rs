@@ -676,7 +676,7 @@ fn keep_staged_takes_a_number_and_a_unit() {
     let t = tempfile::tempdir().unwrap();
     let (home, _stage, a, _b) = home_with_stage_and_sources(t.path());
     let a = a.to_str().unwrap();
-    for bad in ["2", "2w", "0h", "h"] {
+    for bad in ["2", "2y", "0h", "h"] {
         let e = refused(
             &home,
             &["backup", "--via", "stage", a, "--keep-staged", bad],

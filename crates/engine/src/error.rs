@@ -340,6 +340,12 @@ pub enum MediaError {
         /// Pool.
         pool: String,
     },
+    /// A job names a pool the catalog does not know.
+    #[error("no pool {pool} in the catalog")]
+    UnknownPool {
+        /// The pool named.
+        pool: String,
+    },
     /// No blank cartridge for a benchmark.
     #[error("no blank cartridge in the library to run the benchmark on")]
     NoBlank,

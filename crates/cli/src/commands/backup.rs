@@ -96,6 +96,11 @@ pub struct Args {
     /// on the terminal.
     #[arg(long, value_name = "FILE")]
     encrypt: Option<PathBuf>,
+    /// The media pool to write to (`tapeloom pool create`): its appendable volumes,
+    /// else blank cartridges not assigned to another pool. Default: the pool
+    /// default.
+    #[arg(long, value_name = "NAME")]
+    pool: Option<String>,
 }
 
 /// `--drives`: a number, all, or a list of drive indexes.
@@ -178,6 +183,7 @@ impl Args {
                 _ => DespoolOrder::Whole,
             },
             encrypt: None,
+            pool: self.pool,
         };
         Ok((sources, opts))
     }

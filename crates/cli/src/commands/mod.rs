@@ -13,15 +13,105 @@ pub mod key;
 pub mod library;
 pub mod ls;
 pub mod man;
+pub mod pool;
 pub mod readrate;
 pub mod report;
 pub mod restore;
 pub mod stage;
 pub mod verify;
 
+use crate::error::Hint;
+use crate::output::emit;
 use anyhow::Result;
 use std::path::PathBuf;
 use tapeloom_engine::Home;
+
+/// The commands.
+#[derive(clap::Subcommand)]
+pub enum Cmd {
+    /// Back up files and directories.
+    Backup(backup::Args),
+    /// List jobs.
+    Jobs,
+    /// Draw a job's per-second measurements (throughput per stream and drive, buffer
+    /// fill, speed steps and backhitches) as SVG, PNG, or an HTML page with a summary.
+    Report(report::Args),
+    /// List what a job holds (recursively), under PATH or all of it.
+    Ls(ls::Args),
+    /// Restore a job, or some paths of it.
+    Restore(restore::Args),
+    /// Read every block of a job and check its checksums.
+    Verify(verify::Args),
+    /// SCSI tape drives and media changers: this machine's /dev/sg devices and the
+    /// iSCSI logical units named.
+    Devices(devices::Args),
+    /// The tape library.
+    Library(library::Args),
+    /// Make a deterministic test tree (like HPcreatedata): power-of-two size classes
+    /// with equal file counts, data of a chosen compressibility.
+    Gen(gen::Args),
+    /// Read folders in parallel as a backup would (like HPreaddata) and say whether
+    /// they can keep a drive streaming.
+    Readrate(readrate::Args),
+    /// Benchmarks.
+    Bench(bench::Args),
+    /// Drive models.
+    Drive(drive::Args),
+    /// The catalog.
+    Catalog(catalog::Args),
+    /// Key files for encrypted backups.
+    Key(key::Args),
+    /// Disk stages: folders backups spool to before tape.
+    Stage(stage::Args),
+    /// Media pools: sets of cartridges with their own rules, which backups write to.
+    Pool(pool::Args),
+    /// Print a shell completion script (for example: tapeloom completions bash >
+    /// /etc/bash_completion.d/tapeloom).
+    Completions(completions::Args),
+    /// Print the manual page (roff) on stdout: tapeloom(1), or a command's own page
+    /// (for example: tapeloom man library create).
+    Man(man::Args),
+}
+
+impl Cmd {
+    /// How this command tells to get past a refusal with its own flags.
+    pub fn hint(&self) -> Hint {
+        match self {
+            Cmd::Library(a) => a.hint(),
+            Cmd::Bench(a) => a.hint(),
+            Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) | Cmd::Stage(_) => {
+                crate::error::key_hint
+            }
+            _ => crate::error::no_hint,
+        }
+    }
+
+    /// Runs the command and prints its output; returns the exit status. `cli` gives
+    /// the whole command line's definition (for completions and manual pages).
+    pub fn run(self, ctx: &Context, cli: fn() -> clap::Command) -> Result<i32> {
+        let json = ctx.json;
+        match self {
+            Cmd::Backup(a) => emit(&backup::run(a, ctx)?, json),
+            Cmd::Jobs => emit(&jobs::run(ctx)?, json),
+            Cmd::Report(a) => emit(&report::run(a, ctx)?, json),
+            Cmd::Ls(a) => emit(&ls::run(a, ctx)?, json),
+            Cmd::Restore(a) => emit(&restore::run(a, ctx)?, json),
+            Cmd::Verify(a) => emit(&verify::run(a, ctx)?, json),
+            Cmd::Devices(a) => emit(&devices::run(a)?, json),
+            Cmd::Library(a) => a.run(ctx),
+            Cmd::Gen(a) => emit(&gen::run(a)?, json),
+            Cmd::Readrate(a) => emit(&readrate::run(a)?, json),
+            Cmd::Bench(a) => a.run(ctx),
+            Cmd::Drive(a) => a.run(ctx),
+            Cmd::Catalog(a) => a.run(ctx),
+            Cmd::Key(a) => a.run(ctx),
+            Cmd::Stage(a) => a.run(ctx),
+            Cmd::Pool(a) => a.run(ctx),
+            Cmd::Completions(a) => completions::run(a, &mut cli()),
+            Cmd::Man(a) => man::run(a, cli()),
+        }
+    }
+}
 
 /// What every command gets from the global flags.
 pub struct Context {

@@ -42,6 +42,21 @@ use tapeloom_catalog::{JobState, Phase, Stream};
 use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus, Timestamp};
 use weave::{JobShared, Weaver, Woven};
 
+/// The pool the job writes to (`default` when it names none), with its rules; an
+/// unknown one is [`crate::error::MediaError::UnknownPool`].
+fn job_pool(home: &Home, opts: &BackupOptions) -> Result<tapeloom_catalog::Pool> {
+    let name = opts
+        .pool
+        .as_deref()
+        .unwrap_or(tapeloom_catalog::DEFAULT_POOL);
+    home.catalog.pool(name)?.ok_or_else(|| {
+        crate::error::MediaError::UnknownPool {
+            pool: name.to_string(),
+        }
+        .into()
+    })
+}
+
 /// Backs up `sources` to the home's library.
 pub fn backup(
     home: &Home,
@@ -56,6 +71,8 @@ pub fn backup(
         // Refused before the job is recorded: nothing was begun.
         return Err(crate::error::StageError::NoStages.into());
     }
+    // An unknown pool is refused before the job is recorded.
+    let pool = job_pool(home, opts)?;
     let (job_id, start) = begin_job(home, &plan, opts)?;
     let lib = home.library()?;
     // The drive's compressor runs at line rate with no host CPU; software compression
@@ -67,6 +84,7 @@ pub fn backup(
         Compress::Auto => lib.drives_compress() && !opts.drive_compression,
     };
     let mut tapes = Tapes::new(lib);
+    tapes.pool = pool;
     if let Some(master) = &opts.encrypt {
         let crypt = crate::crypt::JobCrypt::new(master, start.job_tag)?;
         home.catalog.set_job_key(

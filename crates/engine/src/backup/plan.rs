@@ -50,6 +50,9 @@ pub struct BackupOptions {
     pub despool: DespoolOrder,
     /// Encrypt the job with a data key wrapped by this master key.
     pub encrypt: Option<tapeloom_format::MasterKey>,
+    /// The media pool the job writes to; `None` for the default pool. A pool the
+    /// catalog does not know is refused before anything is written.
+    pub pool: Option<String>,
 }
 
 /// How the drives write a job that goes through the stages.
@@ -122,6 +125,7 @@ impl Default for BackupOptions {
             keep_staged: None,
             despool: DespoolOrder::Whole,
             encrypt: None,
+            pool: None,
         }
     }
 }

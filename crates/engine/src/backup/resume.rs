@@ -105,6 +105,15 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
     let lib = home.library()?;
     let mut tapes = Tapes::continuing(lib, next_seq);
     tapes.crypt = crypt;
+    // The job goes on in the pool its volumes were labelled into.
+    if let Some((_, v)) = prior.volumes.first() {
+        tapes.pool = cat
+            .pool(&v.pool)?
+            .unwrap_or_else(|| tapeloom_catalog::Pool {
+                name: v.pool.clone(),
+                ..tapeloom_catalog::Pool::default_pool()
+            });
+    }
     let tapes = Arc::new(tapes);
     let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
     let shared = JobShared {

@@ -24,7 +24,8 @@ use tapeloom_format::{
 pub(crate) struct Tapes {
     lib: Mutex<(Library, Vec<String>)>,
     next_seq: AtomicU32,
-    pool: String,
+    /// The pool the job writes to, and its rules.
+    pub pool: tapeloom_catalog::Pool,
     /// The job's data key, when it is encrypted.
     pub crypt: Option<crate::crypt::JobCrypt>,
 }
@@ -35,7 +36,7 @@ impl Tapes {
             lib: Mutex::new((lib, Vec::new())),
             // 0 is the first drive's first volume, the one with the job start.
             next_seq: AtomicU32::new(1),
-            pool: "default".into(),
+            pool: tapeloom_catalog::Pool::default_pool(),
             crypt: None,
         }
     }
@@ -234,8 +235,10 @@ impl VolumeWriter {
         Ok(w)
     }
 
-    /// Chooses the next volume: an appendable one of the pool, else a blank cartridge.
-    /// Cartridges other drives of the job claimed are not candidates.
+    /// Chooses the next volume: an appendable one of the pool, else a blank cartridge
+    /// assigned to the pool, else a blank one assigned to none (it is labelled into
+    /// the pool). Cartridges other drives of the job claimed, cleaning cartridges and
+    /// write-protected ones are never candidates.
     fn choose(&self, lib: &mut Library, claimed: &[String]) -> Result<String> {
         let inv = lib.inventory()?;
         let in_library = inv.barcodes();
@@ -259,20 +262,49 @@ impl VolumeWriter {
         let pool = &self.tapes.pool;
         for b in &order {
             if let Some(v) = known.get(*b) {
-                if v.status == VolumeState::Append && &v.pool == pool && usable(b) {
+                if v.status == VolumeState::Append
+                    && v.pool == pool.name
+                    && usable(b)
+                    && self.takes_more_jobs(v)?
+                {
                     return Ok((*b).clone());
                 }
             }
         }
+        let mut unassigned = None;
         for b in &order {
-            if !known.contains_key(*b) && usable(b) && lib.cartridge_bytes(b).unwrap_or(0) == 0 {
-                return Ok((*b).clone());
+            if known.contains_key(*b) || !usable(b) || lib.cartridge_bytes(b).unwrap_or(0) != 0 {
+                continue;
+            }
+            match self.cat.pool_of_barcode(b)? {
+                Some(p) if p == pool.name => return Ok((*b).clone()),
+                Some(_) => {}
+                None => {
+                    unassigned.get_or_insert_with(|| (*b).clone());
+                }
             }
         }
-        Err(MediaError::NoneWritable {
-            pool: pool.to_string(),
+        unassigned.ok_or_else(|| {
+            MediaError::NoneWritable {
+                pool: pool.name.clone(),
+            }
+            .into()
+        })
+    }
+
+    /// Whether the pool's rules let this job append to a labelled volume of it:
+    /// fewer jobs on it than the pool's limit, and none at all when the pool does
+    /// not append (a volume then holds only the job that labelled it).
+    fn takes_more_jobs(&self, v: &Volume) -> Result<bool> {
+        let pool = &self.tapes.pool;
+        if pool.append && pool.max_jobs_per_volume.is_none() {
+            return Ok(true);
         }
-        .into())
+        let mut limit = pool.max_jobs_per_volume.unwrap_or(u64::MAX);
+        if !pool.append {
+            limit = limit.min(1);
+        }
+        Ok(self.cat.jobs_on_volume(v.id)? < limit)
     }
 
     fn mount_next(&mut self) -> Result<()> {
@@ -307,7 +339,7 @@ impl VolumeWriter {
                     let label = VolumeLabel {
                         uuid: random_uuid(),
                         barcode: barcode.clone(),
-                        pool: self.tapes.pool.clone(),
+                        pool: self.tapes.pool.name.clone(),
                         created: Timestamp::now(),
                         block_size: self.start.block_size,
                     };

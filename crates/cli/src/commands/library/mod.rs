@@ -5,6 +5,7 @@ mod cartridges;
 mod create;
 mod exercise;
 mod inventory;
+mod protect;
 mod status;
 
 use super::Context;
@@ -43,6 +44,9 @@ enum Cmd {
     /// Clean a drive with a cleaning cartridge (barcode beginning with CLN) from a
     /// slot, putting back the cartridge it holds first.
     Clean(cartridges::CleanArgs),
+    /// Set a cartridge's write protection (or clear it with --off); a protected
+    /// cartridge is never written.
+    Protect(protect::Args),
     /// Mount/dismount stress test: a random cartridge into a random drive and back.
     Exercise(exercise::Args),
     /// Replace the virtual library with a new layout (refused when it holds data).
@@ -64,6 +68,7 @@ impl Args {
             Cmd::Move(a) => emit(&cartridges::move_cartridge(a, &home)?, json),
             Cmd::Label(a) => emit(&cartridges::label(a, &home)?, json),
             Cmd::Clean(a) => emit(&cartridges::clean(a, &home)?, json),
+            Cmd::Protect(a) => emit(&protect::run(a, &home)?, json),
             Cmd::Exercise(a) => emit(&exercise::run(a, &home, ctx.human())?, json),
             Cmd::Create(a) => emit(&create::run(a, &home)?, json),
         }

@@ -1,0 +1,193 @@
+//! `tapeloom pool ...`: media pools, the sets of cartridges backups write to
+//! (`backup --pool NAME`), each with its own rules.
+
+use super::Context;
+use crate::output::{self, emit, Output};
+use anyhow::Result;
+use serde::Serialize;
+use tapeloom_catalog::Pool;
+use tapeloom_engine::Home;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Create a pool, optionally with blank cartridges assigned to it (only its jobs
+    /// then label them).
+    Create(CreateArgs),
+    /// Every pool: its rules, its cartridges, the bytes and jobs on them.
+    List,
+}
+
+#[derive(clap::Args)]
+pub struct CreateArgs {
+    /// The pool's name: 1 to 32 letters, digits, '.', '_' or '-'.
+    name: String,
+    /// How long its jobs are kept (for example 30d or 2w; units s, m, h, d, w).
+    /// Default: forever. Kept for later: nothing expires yet.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    retention: Option<std::time::Duration>,
+    /// Cartridges (barcodes) only this pool's jobs may label.
+    #[arg(long, value_name = "BARCODE", num_args = 1..)]
+    cartridges: Vec<String>,
+    /// At most this many jobs on one volume; a later job takes another cartridge.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_jobs_per_volume: Option<u64>,
+    /// Whether later jobs may append to a volume (false: each volume holds only
+    /// the job that labelled it).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    append: bool,
+    /// Write once: its volumes are never to be overwritten (kept for later use).
+    #[arg(long)]
+    worm: bool,
+}
+
+impl Args {
+    /// Runs the subcommand and prints its output.
+    pub fn run(self, ctx: &Context) -> Result<i32> {
+        let home = ctx.open_home()?;
+        match self.cmd {
+            Cmd::Create(a) => emit(&create(a, &home)?, ctx.json),
+            Cmd::List => emit(&list(&home)?, ctx.json),
+        }
+    }
+}
+
+/// A pool as `pool create` and `pool list` show it.
+#[derive(Serialize)]
+pub struct PoolOut {
+    name: String,
+    retention_s: Option<u64>,
+    max_jobs_per_volume: Option<u64>,
+    append: bool,
+    worm: bool,
+    cartridges: Vec<CartridgeOut>,
+    bytes_used: u64,
+    jobs: u64,
+}
+
+/// A cartridge of a pool: labelled into it, or assigned to it and still blank.
+#[derive(Serialize)]
+struct CartridgeOut {
+    barcode: String,
+    /// `labelled` or `assigned`.
+    state: String,
+    /// Bytes on it, where the library knows without loading it.
+    bytes_used: Option<u64>,
+    jobs: u64,
+}
+
+fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
+    let created_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let pool = Pool {
+        name: a.name,
+        retention_s: a.retention.map(|d| d.as_secs()),
+        max_jobs_per_volume: a.max_jobs_per_volume,
+        append: a.append,
+        worm: a.worm,
+        created_ns,
+    };
+    home.catalog.create_pool(&pool, &a.cartridges)?;
+    describe(home, &pool)
+}
+
+/// Every pool, by name.
+#[derive(Serialize)]
+pub struct Pools {
+    pools: Vec<PoolOut>,
+}
+
+fn list(home: &Home) -> Result<Pools> {
+    let pools = home
+        .catalog
+        .pools()?
+        .iter()
+        .map(|p| describe(home, p))
+        .collect::<Result<_>>()?;
+    Ok(Pools { pools })
+}
+
+/// A pool with its cartridges: its labelled volumes, then the barcodes assigned to
+/// it and not labelled yet.
+fn describe(home: &Home, p: &Pool) -> Result<PoolOut> {
+    let lib = home.library()?;
+    let mut cartridges = Vec::new();
+    for v in home.catalog.volumes()?.iter().filter(|v| v.pool == p.name) {
+        cartridges.push(CartridgeOut {
+            barcode: v.barcode.clone(),
+            state: "labelled".into(),
+            bytes_used: lib.cartridge_bytes(&v.barcode),
+            jobs: home.catalog.jobs_on_volume(v.id)?,
+        });
+    }
+    for b in home.catalog.assigned_cartridges(&p.name)? {
+        if !cartridges.iter().any(|c| c.barcode == b) {
+            cartridges.push(CartridgeOut {
+                bytes_used: lib.cartridge_bytes(&b),
+                barcode: b,
+                state: "assigned".into(),
+                jobs: 0,
+            });
+        }
+    }
+    Ok(PoolOut {
+        name: p.name.clone(),
+        retention_s: p.retention_s,
+        max_jobs_per_volume: p.max_jobs_per_volume,
+        append: p.append,
+        worm: p.worm,
+        bytes_used: cartridges.iter().filter_map(|c| c.bytes_used).sum(),
+        jobs: home.catalog.jobs_in_pool(&p.name)?,
+        cartridges,
+    })
+}
+
+impl PoolOut {
+    fn print_rules(&self) {
+        let retention = self
+            .retention_s
+            .map_or("forever".to_string(), |s| format!("{s} s"));
+        let max = self
+            .max_jobs_per_volume
+            .map_or("no limit".to_string(), |n| n.to_string());
+        outln!(
+            "pool {}: retention {retention}, jobs per volume {max}, append {}{}; {} cartridges, {}, {} jobs",
+            self.name,
+            self.append,
+            if self.worm { ", WORM" } else { "" },
+            self.cartridges.len(),
+            output::bytes(self.bytes_used),
+            self.jobs
+        );
+    }
+}
+
+impl Output for PoolOut {
+    fn print(&self) {
+        self.print_rules();
+    }
+}
+
+impl Output for Pools {
+    fn print(&self) {
+        for p in &self.pools {
+            p.print_rules();
+            for c in &p.cartridges {
+                let used = c.bytes_used.map_or("?".to_string(), output::bytes);
+                outln!(
+                    "  {} {:<8} {:>12} {} jobs",
+                    c.barcode,
+                    c.state,
+                    used,
+                    c.jobs
+                );
+            }
+        }
+    }
+}
