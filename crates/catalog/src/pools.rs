@@ -183,6 +183,12 @@ impl Catalog {
         if let Some(v) = self.volume_by_barcode(barcode)? {
             return Ok(Some(v.pool));
         }
+        self.assigned_pool(barcode)
+    }
+
+    /// The pool a cartridge is assigned to, labelled or not; none when it is
+    /// assigned to none.
+    pub fn assigned_pool(&self, barcode: &str) -> Result<Option<String>> {
         self.conn
             .query_row(
                 "SELECT pool FROM pool_cartridges WHERE barcode = ?1",
@@ -283,6 +289,7 @@ mod tests {
         );
         assert_eq!(c.pool_of_barcode("TL0001L9").unwrap().as_deref(), Some("a"));
         assert_eq!(c.pool_of_barcode("TL0003L9").unwrap(), None);
+        assert_eq!(c.assigned_pool("TL0002L9").unwrap().as_deref(), Some("a"));
         // Assigned to another pool: refused, and none of the list is assigned.
         assert!(matches!(
             c.assign_cartridges("b", &codes(&["TL0003L9", "TL0002L9"])),

@@ -164,6 +164,19 @@ fn a_cartridge_assigned_to_one_pool_is_never_taken_by_another() {
     assert!(err.contains("pool b"), "{err}");
     assert_eq!(bytes_used(&home, "TL0001L9"), 0);
     assert_eq!(bytes_used(&home, "TL0002L9"), 0);
+    // Nor labelled into another, forced or not, nor into a pool that does not exist.
+    for force in [&[][..], &["--force"][..]] {
+        let mut args = vec!["library", "label", "TL0001L9", "--pool", "b"];
+        args.extend(force);
+        let err = fails(&home, &args);
+        assert!(err.contains("TL0001L9") && err.contains("pool a"), "{err}");
+    }
+    let err = fails(&home, &["library", "label", "TL0001L9", "--pool", "nope"]);
+    assert!(err.contains("no pool nope"), "{err}");
+    assert_eq!(bytes_used(&home, "TL0001L9"), 0);
+    let l = ok(&home, &["library", "label", "TL0001L9", "--pool", "a"]);
+    assert_eq!(l["pool"], "a", "{l}");
+    assert_eq!(pool(&home, "a")["cartridges"][0]["state"], "labelled");
     // A cartridge of one pool cannot be assigned to another.
     let err = fails(&home, &["pool", "create", "c", "--cartridges", "TL0003L9"]);
     assert!(err.contains("TL0003L9") && err.contains("pool b"), "{err}");

@@ -178,7 +178,9 @@ pub struct Labelled {
 
 /// Writes a new tapeloom label on `barcode` for `pool`. A cartridge that holds data
 /// tapeloom did not write, or a volume with jobs in the catalog, is written over
-/// only with `force` (its jobs are then forgotten).
+/// only with `force` (its jobs are then forgotten). The pool must exist
+/// ([`MediaError::UnknownPool`]) and the cartridge must not be assigned to another
+/// ([`tapeloom_catalog::CatalogError::CartridgeInPool`]), force or not.
 pub fn label(
     home: &crate::Home,
     barcode: &str,
@@ -186,6 +188,22 @@ pub fn label(
     block_size: u32,
     force: bool,
 ) -> Result<Labelled> {
+    if home.catalog.pool(pool)?.is_none() {
+        return Err(MediaError::UnknownPool {
+            pool: pool.to_string(),
+        }
+        .into());
+    }
+    match home.catalog.assigned_pool(barcode)? {
+        Some(other) if other != pool => {
+            return Err(tapeloom_catalog::CatalogError::CartridgeInPool {
+                barcode: barcode.to_string(),
+                pool: other,
+            }
+            .into())
+        }
+        _ => {}
+    }
     let mut lib = home.library()?;
     let (_, mut drive) = mount(&mut lib, barcode, None)?;
     let found = read_label(&mut *drive)?;
@@ -265,7 +283,35 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let home = Home::open(&t.path().join("home")).unwrap();
         let barcodes = home.library().unwrap().inventory().unwrap().barcodes();
+        for name in ["pool", "other"] {
+            let p = tapeloom_catalog::Pool {
+                name: name.into(),
+                ..tapeloom_catalog::Pool::default_pool()
+            };
+            home.catalog.create_pool(&p, &[]).unwrap();
+        }
         (t, home, barcodes)
+    }
+
+    #[test]
+    fn label_keeps_to_known_pools_and_their_cartridges() {
+        let (_t, home, b) = home();
+        let e = label(&home, &b[0], "nope", 262_144, true).unwrap_err();
+        assert!(
+            matches!(e, Error::Media(MediaError::UnknownPool { ref pool }) if pool == "nope"),
+            "{e}"
+        );
+        home.catalog
+            .assign_cartridges("pool", &[b[0].clone()])
+            .unwrap();
+        let e = label(&home, &b[0], "other", 262_144, true).unwrap_err();
+        assert!(
+            matches!(e, Error::Catalog(tapeloom_catalog::CatalogError::CartridgeInPool { ref pool, .. }) if pool == "pool"),
+            "{e}"
+        );
+        label(&home, &b[0], "pool", 262_144, false).unwrap();
+        let v = home.catalog.volume_by_barcode(&b[0]).unwrap().unwrap();
+        assert_eq!(v.pool, "pool");
     }
 
     fn foreign(why: Found) -> String {
