@@ -121,11 +121,28 @@ fn every_commands_json_keeps_its_keys() {
         ],
     );
     c("library_status", &["library", "status"]);
+    c(
+        "pool_create",
+        &[
+            "pool",
+            "create",
+            "keys",
+            "--retention",
+            "30d",
+            "--max-jobs-per-volume",
+            "2",
+            "--cartridges",
+            "TL0099L9",
+        ],
+    );
+    c("pool_list", &["pool", "list"]);
     let inv = c("library_inventory", &["library", "inventory"]);
     let slots = inv["slots"].as_array().unwrap();
     let home_slot = slots.iter().rfind(|x| x["barcode"].is_string()).unwrap();
     let blank = home_slot["barcode"].as_str().unwrap().to_string();
     let addr = home_slot["address"].to_string();
+    c("library_protect", &["library", "protect", &blank]);
+    ok(&home, &["library", "protect", "--off", &blank]);
     c("library_label", &["library", "label", &blank]);
     c("library_load", &["library", "load", &blank, "--drive", "0"]);
     c("library_unload", &["library", "unload"]);

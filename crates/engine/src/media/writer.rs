@@ -329,6 +329,12 @@ impl VolumeWriter {
             };
             let t_position = Instant::now();
             self.mark(Phase::Load, t_load, t_position);
+            // A tab the library could not tell of: nothing, not even a label, is
+            // written to it.
+            if drive.write_protected()? {
+                self.pass_over(drive, &barcode, "it is write protected")?;
+                continue;
+            }
             let mut fresh = false;
             let volume = match (
                 read_label(&mut *drive)?,
@@ -395,9 +401,6 @@ impl VolumeWriter {
             self.lbn = drive.position()?;
             self.mark(Phase::Position, t_position, Instant::now());
             self.since_filemark = 0;
-            if drive.write_protected()? {
-                continue;
-            }
             // Sequence numbers are given out only to volumes the job really uses, so
             // that they have no gaps.
             self.seq = if self.first && self.volumes.is_empty() {
