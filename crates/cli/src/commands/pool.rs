@@ -150,9 +150,7 @@ fn describe(home: &Home, p: &Pool) -> Result<PoolOut> {
 
 impl PoolOut {
     fn print_rules(&self) {
-        let retention = self
-            .retention_s
-            .map_or("forever".to_string(), |s| format!("{s} s"));
+        let retention = self.retention_s.map_or("forever".to_string(), duration);
         let max = self
             .max_jobs_per_volume
             .map_or("no limit".to_string(), |n| n.to_string());
@@ -165,6 +163,19 @@ impl PoolOut {
             output::bytes(self.bytes_used),
             self.jobs
         );
+    }
+}
+
+/// Seconds in the largest unit of the duration syntax that divides them: `4w`,
+/// `30d`, `90s`.
+fn duration(secs: u64) -> String {
+    let units = [(604_800, 'w'), (86_400, 'd'), (3_600, 'h'), (60, 'm')];
+    match units
+        .iter()
+        .find(|(n, _)| secs > 0 && secs.is_multiple_of(*n))
+    {
+        Some((n, u)) => format!("{}{u}", secs / n),
+        None => format!("{secs}s"),
     }
 }
 
@@ -189,5 +200,21 @@ impl Output for Pools {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn retention_is_shown_in_its_largest_unit() {
+        let d = super::duration;
+        assert_eq!(
+            (d(28 * 86_400), d(30 * 86_400), d(7_200)),
+            ("4w".into(), "30d".into(), "2h".into())
+        );
+        assert_eq!(
+            (d(120), d(90), d(0)),
+            ("2m".into(), "90s".into(), "0s".into())
+        );
     }
 }
