@@ -6,6 +6,7 @@ use crate::output::{self, emit, Output};
 use anyhow::Result;
 use serde::Serialize;
 use tapeloom_catalog::Pool;
+use tapeloom_device::TapeLibrary;
 use tapeloom_engine::Home;
 
 #[derive(clap::Args)]
@@ -94,7 +95,7 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
         created_ns,
     };
     home.catalog.create_pool(&pool, &a.cartridges)?;
-    describe(home, &pool)
+    describe(home, &*home.library()?, &pool)
 }
 
 /// Every pool, by name.
@@ -104,19 +105,19 @@ pub struct Pools {
 }
 
 fn list(home: &Home) -> Result<Pools> {
+    let lib = home.library()?;
     let pools = home
         .catalog
         .pools()?
         .iter()
-        .map(|p| describe(home, p))
+        .map(|p| describe(home, &*lib, p))
         .collect::<Result<_>>()?;
     Ok(Pools { pools })
 }
 
 /// A pool with its cartridges: its labelled volumes, then the barcodes assigned to
 /// it and not labelled yet.
-fn describe(home: &Home, p: &Pool) -> Result<PoolOut> {
-    let lib = home.library()?;
+fn describe(home: &Home, lib: &dyn TapeLibrary, p: &Pool) -> Result<PoolOut> {
     let mut cartridges = Vec::new();
     for v in home.catalog.volumes()?.iter().filter(|v| v.pool == p.name) {
         cartridges.push(CartridgeOut {
