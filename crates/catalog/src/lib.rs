@@ -34,7 +34,7 @@ pub use error::{CatalogError, Result};
 pub use files::{Extent, FileRow};
 pub use jobs::{Job, JobVolume, Stream};
 pub use moves::BlockMove;
-pub use pools::{Pool, DEFAULT_POOL};
+pub use pools::{Pool, PoolKey, DEFAULT_POOL};
 pub use samples::{Mark, Phase, Sample, Series};
 pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
 pub use state::{ChunkState, JobState, UnknownState, VolumeState};
@@ -101,7 +101,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 12);
+        assert_eq!(c.schema_version().unwrap(), 13);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

@@ -226,6 +226,45 @@ impl Catalog {
     }
 }
 
+/// A pool's key file: where it is and the fingerprint of its master key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolKey {
+    /// The key file's path, as given when it was set (absolute).
+    pub key_file: String,
+    /// The master key's fingerprint, hex.
+    pub fingerprint: String,
+}
+
+impl Catalog {
+    /// Sets the key file that encrypts `pool`'s jobs (those that name no other).
+    pub fn set_pool_key(&self, pool: &str, key: &PoolKey) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO pool_keys (pool, key_file, fingerprint) VALUES (?1, ?2, ?3)",
+                params![pool, key.key_file, key.fingerprint],
+            )
+            .doing("set a pool's key")?;
+        Ok(())
+    }
+
+    /// The key file of `pool`, if it has one.
+    pub fn pool_key(&self, pool: &str) -> Result<Option<PoolKey>> {
+        self.conn
+            .query_row(
+                "SELECT key_file, fingerprint FROM pool_keys WHERE pool = ?1",
+                [pool],
+                |r| {
+                    Ok(PoolKey {
+                        key_file: r.get(0)?,
+                        fingerprint: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .doing("read a pool's key")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

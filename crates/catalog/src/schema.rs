@@ -200,6 +200,15 @@ const MIGRATIONS: &[&str] = &[
         pool TEXT NOT NULL
     );
     ",
+    // 13: a pool's key file, which encrypts the pool's jobs that name no other
+    // (the path, absolute, and the master key's fingerprint, hex).
+    "
+    CREATE TABLE IF NOT EXISTS pool_keys (
+        pool TEXT PRIMARY KEY,
+        key_file TEXT NOT NULL,
+        fingerprint TEXT NOT NULL
+    );
+    ",
 ];
 
 impl Catalog {

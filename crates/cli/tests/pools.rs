@@ -279,3 +279,59 @@ fn an_unknown_pool_is_refused_before_anything_is_written() {
     assert_eq!(volumes(&b), ["TL0001L9"]);
     restores(&home, &b, &src, &t.path().join("out"));
 }
+
+#[test]
+fn a_pools_key_encrypts_its_jobs() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let key = t.path().join("pool.key");
+    let tl = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .arg("--home")
+            .arg(&home)
+            .arg("--json")
+            .args(args)
+            .env("TAPELOOM_PASSPHRASE", "pool passphrase")
+            .output()
+            .expect("run tapeloom");
+        parse(out)
+    };
+    let (code, k, err) = tl(&[
+        "key",
+        "create",
+        key.to_str().unwrap(),
+        "--kdf-memory",
+        "64K",
+        "--kdf-passes",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, p, err) = tl(&["pool", "create", "sealed", "--key", key.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p["key"]["fingerprint"], k["fingerprint"], "{p}");
+    let src = t.path().join("src");
+    tree(&src, 7);
+    let (code, b, err) = tl(&["backup", src.to_str().unwrap(), "--pool", "sealed"]);
+    assert_eq!(code, 0, "{err}");
+    let job = b["job_id"].as_i64().unwrap().to_string();
+    // Encrypted: without the key the restore is refused, naming the key.
+    let out = t.path().join("out");
+    let (code, _, err) = tl(&["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains(k["short"].as_str().unwrap()), "{err}");
+    let (code, _, err) = tl(&[
+        "restore",
+        &job,
+        "--to",
+        out.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_same_tree(&src, &out);
+    // A pool without a key encrypts nothing.
+    ok(&home, &["pool", "create", "plain"]);
+    let b = backup(&home, &src, "plain");
+    let plain = t.path().join("plain");
+    restores(&home, &b, &src, &plain);
+}

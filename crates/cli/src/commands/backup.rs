@@ -193,10 +193,24 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     let drive_compression = a.drive_compression.clone();
     let encrypt = a.encrypt.clone();
     let (sources, mut opts) = a.options()?;
+    let mut home = ctx.open_home()?;
     if let Some(f) = &encrypt {
         opts.encrypt = Some(super::key::unlock(f)?);
+    } else if let Some(pool) = &opts.pool {
+        // The pool's key, when it has one.
+        if let Some(k) = home.catalog.pool_key(pool)? {
+            let master = super::key::unlock(std::path::Path::new(&k.key_file))?;
+            if master.fingerprint().to_string() != k.fingerprint {
+                anyhow::bail!(
+                    "key file {} of pool {pool} holds key {}, not the pool's {}",
+                    k.key_file,
+                    master.fingerprint().short(),
+                    k.fingerprint
+                );
+            }
+            opts.encrypt = Some(master);
+        }
     }
-    let mut home = ctx.open_home()?;
     // An encrypted job left on the stages with the same key goes on too.
     home.keys.extend(opts.encrypt.clone());
     // What earlier backups left on the stages goes to tape first.

@@ -3,7 +3,7 @@
 
 use super::Context;
 use crate::output::{self, emit, Output};
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 use tapeloom_catalog::Pool;
 use tapeloom_device::TapeLibrary;
@@ -45,6 +45,10 @@ pub struct CreateArgs {
     /// Write once: its volumes are never to be overwritten (kept for later use).
     #[arg(long)]
     worm: bool,
+    /// Key file (`tapeloom key create`) that encrypts the pool's jobs which name no
+    /// other with --encrypt. Its passphrase is asked at each backup.
+    #[arg(long, value_name = "FILE")]
+    key: Option<std::path::PathBuf>,
 }
 
 impl Args {
@@ -69,6 +73,15 @@ pub struct PoolOut {
     cartridges: Vec<CartridgeOut>,
     bytes_used: u64,
     jobs: u64,
+    /// The key file that encrypts its jobs, if it has one.
+    key: Option<PoolKeyOut>,
+}
+
+/// A pool's key file.
+#[derive(Serialize)]
+struct PoolKeyOut {
+    file: String,
+    fingerprint: String,
 }
 
 /// A cartridge of a pool: labelled into it, or assigned to it and still blank.
@@ -94,7 +107,23 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
         worm: a.worm,
         created_ns,
     };
+    // The key file is read (not unlocked) first: a wrong path creates no pool.
+    let key = match &a.key {
+        Some(f) => {
+            let kf = tapeloom_engine::read_key_file(f)?;
+            let path = std::path::absolute(f)
+                .with_context(|| format!("resolve key file {}", f.display()))?;
+            Some(tapeloom_catalog::PoolKey {
+                key_file: path.to_string_lossy().into_owned(),
+                fingerprint: kf.fingerprint.to_string(),
+            })
+        }
+        None => None,
+    };
     home.catalog.create_pool(&pool, &a.cartridges)?;
+    if let Some(k) = &key {
+        home.catalog.set_pool_key(&pool.name, k)?;
+    }
     describe(home, &*home.library()?, &pool)
 }
 
@@ -138,6 +167,10 @@ fn describe(home: &Home, lib: &dyn TapeLibrary, p: &Pool) -> Result<PoolOut> {
         }
     }
     Ok(PoolOut {
+        key: home.catalog.pool_key(&p.name)?.map(|k| PoolKeyOut {
+            file: k.key_file,
+            fingerprint: k.fingerprint,
+        }),
         name: p.name.clone(),
         retention_s: p.retention_s,
         max_jobs_per_volume: p.max_jobs_per_volume,
@@ -164,6 +197,9 @@ impl PoolOut {
             output::bytes(self.bytes_used),
             self.jobs
         );
+        if let Some(k) = &self.key {
+            outln!("  jobs encrypted with key {} ({})", k.fingerprint, k.file);
+        }
     }
 }
 
