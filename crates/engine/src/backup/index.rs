@@ -119,23 +119,6 @@ fn follow(chunk: Vec<u8>, moved: &[Moved]) -> Result<Vec<u8>> {
     Ok(IndexEntry::encode_chunk(&entries))
 }
 
-/// Points the stored rows and extents of the job at where the writer wrote lost
-/// blocks again, and keeps the moves for the index.
-pub(crate) fn follow_moved(
-    cat: &tapeloom_catalog::Catalog,
-    job: &crate::backup::weave::JobShared<'_>,
-    moved: &[Moved],
-) -> Result<()> {
-    cat.move_blocks(job.job_id, moved, tapeloom_format::CONTROL_STREAM)?;
-    job.moved
-        .lock()
-        .map_err(|_| crate::error::Error::Panicked {
-            what: "a drive thread holding the moved blocks",
-        })?
-        .extend_from_slice(moved);
-    Ok(())
-}
-
 fn index_entry(r: FileRow) -> Result<IndexEntry> {
     Ok(IndexEntry {
         stream: r.stream,

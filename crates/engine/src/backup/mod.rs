@@ -12,6 +12,7 @@
 
 pub(crate) mod estimate;
 pub(crate) mod index;
+mod moved;
 pub(crate) mod mux;
 pub(crate) mod pack;
 pub(crate) mod plan;
@@ -410,20 +411,8 @@ fn finish(
         mut drive_reports,
     } = gather(job, woven);
     let t_index = Instant::now();
-    // The data is on tape before the index that points at it: a deferred write
-    // error shows now, and the blocks it made the drives write again are followed.
-    writers[0].sync()?;
-    for w in writers.iter_mut() {
-        let moved = w.take_moved();
-        index::follow_moved(cat, job, &moved)?;
-    }
-    let moved = job
-        .moved
-        .lock()
-        .map_err(|_| Error::Panicked {
-            what: "a drive thread holding the moved blocks",
-        })?
-        .clone();
+    // The data is on tape before the index that points at it.
+    let moved = moved::follow_all(cat, job_id, &job.moved, writers)?;
     let n_extents = cat.extents(job_id)?.len() as u64;
     let spool = std::mem::replace(
         &mut *job.index.lock().map_err(|_| Error::Panicked {

@@ -862,7 +862,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
         }
         self.extents.finish();
         self.flush()?;
-        crate::backup::index::follow_moved(&self.w.cat, self.job, &moved)?;
+        crate::backup::moved::follow_moved(&self.w.cat, self.job.job_id, &self.job.moved, &moved)?;
         for landed in self.landed.values_mut() {
             for (_, at) in landed.at.iter_mut() {
                 if let Some(m) = moved.iter().find(|m| m.from == *at) {
