@@ -7,21 +7,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
-
-/// Runs tapeloom with `--home home --json` and the fault spec; (exit code, JSON,
-/// stderr).
-fn run_with(home: &Path, spec: &str, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(bin())
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args)
-        .env("TAPELOOM_FAULTS", spec)
-        .output()
-        .expect("run tapeloom");
-    parse(out)
-}
 
 /// Twenty-four files of 2 MB: about 190 blocks, so the writer looks at the flags
 /// (every 64 blocks) a few times.

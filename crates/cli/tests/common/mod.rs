@@ -29,6 +29,20 @@ pub fn run(home: &Path, args: &[&OsStr]) -> (i32, Value, String) {
     parse(out)
 }
 
+/// Runs tapeloom with `--home home --json` and the fault spec `spec`
+/// (`TAPELOOM_FAULTS`, docs/FAULTS.md); (exit code, JSON, stderr).
+pub fn run_with(home: &Path, spec: &str, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(bin())
+        .arg("--home")
+        .arg(home)
+        .arg("--json")
+        .args(args)
+        .env("TAPELOOM_FAULTS", spec)
+        .output()
+        .expect("run tapeloom");
+    parse(out)
+}
+
 pub fn parse(out: Output) -> (i32, Value, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let v = if out.stdout.is_empty() {
