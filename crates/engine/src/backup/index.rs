@@ -95,10 +95,13 @@ impl IndexSpool {
         let Some(at) = first_at else {
             return Ok(Pos::default());
         };
-        // On tape and flushed before `JobEnd` points at it: a deferred write error
-        // that moves the index shows here, and the pointer follows it.
-        w.ctl_position(at)?;
-        w.sync()?;
+        // On a drive that buffers, on tape and flushed before `JobEnd` points at
+        // it: a deferred write error that moves the index shows here, and the
+        // pointer follows it.
+        if w.buffers() {
+            w.ctl_position(at)?;
+            w.sync()?;
+        }
         w.ctl_position(at)
     }
 }

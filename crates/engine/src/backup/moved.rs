@@ -32,7 +32,7 @@ pub(crate) fn follow_all(
     all: &std::sync::Mutex<Vec<Moved>>,
     writers: &mut [VolumeWriter],
 ) -> Result<Vec<Moved>> {
-    if let Some(w) = writers.first_mut() {
+    if let Some(w) = writers.first_mut().filter(|w| w.buffers()) {
         w.sync()?;
     }
     for w in writers.iter_mut() {

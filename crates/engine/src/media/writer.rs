@@ -228,9 +228,11 @@ impl VolumeWriter {
             let r = w.flush_ctl();
             w.clear = false;
             r?;
-            // The job's first block is on tape before any data: a deferred write
-            // error never has it to write again.
-            w.sync()?;
+            // On a drive that buffers, the job's first block is on tape before any
+            // data: a deferred write error never has it to write again.
+            if w.buffers() {
+                w.sync()?;
+            }
         }
         Ok(w)
     }
@@ -543,6 +545,14 @@ impl VolumeWriter {
             });
         }
         Ok(())
+    }
+
+    /// Whether the drive may hold written blocks that are not on tape yet (and so
+    /// report a deferred write error): then the job flushes at the points that
+    /// keep its first block and its index from being written again. A drive that
+    /// writes through (the virtual drive, the LTO model) is spared those stops.
+    pub fn buffers(&self) -> bool {
+        self.ring_cap > 0
     }
 
     /// The blocks written again after deferred write errors since the last call.
