@@ -39,6 +39,12 @@ pub enum CatalogError {
         /// The job id asked for.
         id: i64,
     },
+    /// A volume was to be labelled anew, and it has not expired: its jobs are kept.
+    #[error("volume {barcode} has not expired; it is not labelled anew")]
+    NotExpired {
+        /// Its barcode.
+        barcode: String,
+    },
     /// No volume with this id.
     #[error("no volume {id} in the catalog")]
     NoVolume {

@@ -209,6 +209,17 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT NOT NULL
     );
     ",
+    // 14: each volume's label generation (how many times the cartridge was
+    // labelled before: recycled; a volume without a row is of generation 0), and
+    // for an expired volume the latest end of the jobs it held (recycling takes the
+    // oldest first).
+    "
+    CREATE TABLE IF NOT EXISTS volume_generations (
+        volume_id INTEGER PRIMARY KEY,
+        generation INTEGER NOT NULL,
+        jobs_ended_ns INTEGER
+    );
+    ",
 ];
 
 impl Catalog {

@@ -62,6 +62,9 @@ pub enum VolumeState {
     /// A write to it failed (a medium error): nothing more is written to it; what
     /// is on it still reads.
     Suspect,
+    /// Every job on it outlived its pool's retention and was forgotten: a backup
+    /// of its pool may label it anew (recycle it).
+    Expired,
 }
 
 impl VolumeState {
@@ -71,6 +74,7 @@ impl VolumeState {
             VolumeState::Append => "append",
             VolumeState::Full => "full",
             VolumeState::Suspect => "suspect",
+            VolumeState::Expired => "expired",
         }
     }
 }
@@ -141,7 +145,11 @@ macro_rules! state_text {
 }
 
 state_text!(JobState, "job state", [Running, Ok, Partial, Failed]);
-state_text!(VolumeState, "volume state", [Append, Full, Suspect]);
+state_text!(
+    VolumeState,
+    "volume state",
+    [Append, Full, Suspect, Expired]
+);
 state_text!(ChunkState, "chunk state", [Spooled, Despooled]);
 
 #[cfg(test)]
@@ -159,7 +167,12 @@ mod tests {
             assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
             assert_eq!(s.to_string(), s.as_str());
         }
-        for s in [VolumeState::Append, VolumeState::Full, VolumeState::Suspect] {
+        for s in [
+            VolumeState::Append,
+            VolumeState::Full,
+            VolumeState::Suspect,
+            VolumeState::Expired,
+        ] {
             assert_eq!(s.as_str().parse::<VolumeState>(), Ok(s));
         }
         for s in [ChunkState::Spooled, ChunkState::Despooled] {

@@ -19,10 +19,13 @@ pub struct Volume {
     pub block_size: u32,
     /// Append while it has room, full after early warning.
     pub status: VolumeState,
+    /// Its label's generation: 0 when first labelled, one more at each recycling.
+    pub generation: u32,
 }
 
 /// A volume's columns in the order [`volume_row`] reads them, of `volumes` named `v`.
-pub(crate) const VOLUME_COLS: &str = "v.id, v.barcode, v.uuid, v.pool, v.block_size, v.status";
+pub(crate) const VOLUME_COLS: &str = "v.id, v.barcode, v.uuid, v.pool, v.block_size, v.status, \
+     COALESCE((SELECT g.generation FROM volume_generations g WHERE g.volume_id = v.id), 0)";
 
 /// A volume from the columns [`VOLUME_COLS`] starting at column `at`.
 pub(crate) fn volume_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Volume> {
@@ -38,6 +41,7 @@ pub(crate) fn volume_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<V
         pool: r.get(at + 3)?,
         block_size: r.get(at + 4)?,
         status: r.get(at + 5)?,
+        generation: u32::try_from(r.get::<_, i64>(at + 6)?).unwrap_or(0),
     })
 }
 
@@ -65,6 +69,7 @@ impl Catalog {
                 pool: pool.to_string(),
                 block_size,
                 status,
+                generation: 0,
             }),
             Err(e) if is_duplicate_key(&e) => Err(CatalogError::VolumeExists {
                 barcode: barcode.to_string(),
@@ -151,6 +156,137 @@ impl Catalog {
         Ok(n as u64)
     }
 
+    /// Records a volume's label generation (a rebuild finds it in the label).
+    pub fn set_volume_generation(&self, id: i64, generation: u32) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO volume_generations (volume_id, generation) VALUES (?1, ?2) \
+                 ON CONFLICT (volume_id) DO UPDATE SET generation = excluded.generation",
+                params![id, generation],
+            )
+            .doing("record a volume's generation")?;
+        Ok(())
+    }
+
+    /// Records that an expired volume was labelled anew (recycled): its new UUID,
+    /// generation and label time, and the state `append`. Refused with
+    /// [`CatalogError::NotExpired`] unless the volume is expired and holds no job,
+    /// so that no job the catalog keeps is overwritten.
+    pub fn relabel_volume(
+        &mut self,
+        v: &Volume,
+        uuid: [u8; 16],
+        generation: u32,
+        labelled_ns: i64,
+    ) -> Result<Volume> {
+        let tx = self
+            .conn
+            .transaction()
+            .doing("record a volume labelled anew")?;
+        let (state, jobs): (VolumeState, i64) = tx
+            .query_row(
+                "SELECT status, (SELECT COUNT(*) FROM job_volumes WHERE volume_id = ?1) \
+                 FROM volumes WHERE id = ?1",
+                [v.id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .doing("record a volume labelled anew")?
+            .ok_or(CatalogError::NoVolume { id: v.id })?;
+        if state != VolumeState::Expired || jobs != 0 {
+            return Err(CatalogError::NotExpired {
+                barcode: v.barcode.clone(),
+            });
+        }
+        let run = || -> rusqlite::Result<()> {
+            tx.execute(
+                "UPDATE volumes SET uuid = ?2, status = ?3, labelled_ns = ?4 WHERE id = ?1",
+                params![v.id, &uuid[..], VolumeState::Append, labelled_ns],
+            )?;
+            tx.execute(
+                "INSERT INTO volume_generations (volume_id, generation) VALUES (?1, ?2) \
+                 ON CONFLICT (volume_id) DO UPDATE SET generation = excluded.generation, \
+                 jobs_ended_ns = NULL",
+                params![v.id, generation],
+            )?;
+            Ok(())
+        };
+        run().doing("record a volume labelled anew")?;
+        tx.commit().doing("record a volume labelled anew")?;
+        Ok(Volume {
+            uuid,
+            generation,
+            status: VolumeState::Append,
+            ..v.clone()
+        })
+    }
+
+    /// The expired volumes of a pool, those whose jobs ended first first.
+    pub fn expired_volumes(&self, pool: &str) -> Result<Vec<Volume>> {
+        let run = || -> rusqlite::Result<Vec<Volume>> {
+            let mut st = self.conn.prepare(&format!(
+                "SELECT {VOLUME_COLS} FROM volumes v \
+                 LEFT JOIN volume_generations e ON e.volume_id = v.id \
+                 WHERE v.pool = ?1 AND v.status = ?2 \
+                 ORDER BY COALESCE(e.jobs_ended_ns, 0), v.barcode"
+            ))?;
+            let v = st
+                .query_map(params![pool, VolumeState::Expired], |r| volume_row(r, 0))?
+                .collect();
+            v
+        };
+        run().doing("list a pool's expired volumes")
+    }
+
+    /// Every segment's volume and job: (volume id, job id), once per pair.
+    pub fn volume_jobs(&self) -> Result<Vec<(i64, i64)>> {
+        let run = || -> rusqlite::Result<Vec<(i64, i64)>> {
+            let mut st = self.conn.prepare(
+                "SELECT DISTINCT volume_id, job_id FROM job_volumes ORDER BY volume_id, job_id",
+            )?;
+            let v = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect();
+            v
+        };
+        run().doing("list the jobs on each volume")
+    }
+
+    /// Marks volumes expired and forgets the jobs on them, in one transaction: each
+    /// `(volume id, latest end of its jobs)`. The caller has found every job on them
+    /// past its retention (and on no volume that stays). Returns the ids of the jobs
+    /// forgotten.
+    pub fn expire_volumes(&mut self, volumes: &[(i64, i64)]) -> Result<Vec<i64>> {
+        let run = |tx: &rusqlite::Transaction<'_>| -> rusqlite::Result<Vec<i64>> {
+            let mut jobs = Vec::new();
+            for (id, ended_ns) in volumes {
+                tx.execute(
+                    "INSERT INTO volume_generations (volume_id, generation, jobs_ended_ns) \
+                     VALUES (?1, 0, ?2) \
+                     ON CONFLICT (volume_id) DO UPDATE SET jobs_ended_ns = excluded.jobs_ended_ns",
+                    params![id, ended_ns],
+                )?;
+                let mut st =
+                    tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
+                for j in st.query_map([id], |r| r.get(0))? {
+                    jobs.push(j?);
+                }
+                tx.execute(
+                    "UPDATE volumes SET status = ?2 WHERE id = ?1",
+                    params![id, VolumeState::Expired],
+                )?;
+            }
+            jobs.sort_unstable();
+            jobs.dedup();
+            for j in &jobs {
+                forget_job(tx, *j)?;
+            }
+            Ok(jobs)
+        };
+        let tx = self.conn.transaction().doing("expire volumes")?;
+        let jobs = run(&tx).doing("expire volumes")?;
+        tx.commit().doing("expire volumes")?;
+        Ok(jobs)
+    }
+
     /// Forgets volumes that hold no job (after their library was replaced).
     pub fn forget_unused_volumes(&self) -> Result<usize> {
         self.conn
@@ -159,12 +295,20 @@ impl Catalog {
                 [],
             )
             .doing("forget unused volumes")?;
-        self.conn
+        let n = self
+            .conn
             .execute(
                 "DELETE FROM volumes WHERE id NOT IN (SELECT volume_id FROM job_volumes)",
                 [],
             )
-            .doing("forget unused volumes")
+            .doing("forget unused volumes")?;
+        self.conn
+            .execute(
+                "DELETE FROM volume_generations WHERE volume_id NOT IN (SELECT id FROM volumes)",
+                [],
+            )
+            .doing("forget unused volumes")?;
+        Ok(n)
     }
 
     /// Forgets a volume and every job with a segment on it (the cartridge was
@@ -181,28 +325,35 @@ impl Catalog {
                 v
             };
             for j in &jobs {
-                for table in [
-                    "files",
-                    "extents",
-                    "samples",
-                    "marks",
-                    "drive_health",
-                    "streams",
-                    "job_errors",
-                    "job_volumes",
-                    "stage_cuts",
-                ] {
-                    tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [j])?;
-                }
-                tx.execute("DELETE FROM jobs WHERE id = ?1", [j])?;
+                forget_job(&tx, *j)?;
             }
             tx.execute("DELETE FROM volumes WHERE id = ?1", [id])?;
             tx.execute("DELETE FROM volume_notes WHERE volume_id = ?1", [id])?;
+            tx.execute("DELETE FROM volume_generations WHERE volume_id = ?1", [id])?;
             tx.commit()?;
             Ok(jobs)
         };
         run().doing("forget a volume and its jobs")
     }
+}
+
+/// Deletes a job and every row of it, in the caller's transaction.
+fn forget_job(tx: &rusqlite::Transaction<'_>, job: i64) -> rusqlite::Result<()> {
+    for table in [
+        "files",
+        "extents",
+        "samples",
+        "marks",
+        "drive_health",
+        "streams",
+        "job_errors",
+        "job_volumes",
+        "stage_cuts",
+    ] {
+        tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [job])?;
+    }
+    tx.execute("DELETE FROM jobs WHERE id = ?1", [job])?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -313,5 +464,38 @@ mod tests {
             ]
         );
         assert_eq!(c.volume_by_barcode("TL0009L9").unwrap(), None);
+    }
+
+    #[test]
+    fn expiring_forgets_the_jobs_and_only_an_expired_empty_volume_is_relabelled() {
+        let (_dir, mut c) = scratch();
+        let [a, b] = ["TL0001L9", "TL0002L9"]
+            .map(|bc| c.add_volume(bc, [1; 16], "daily", 262144, 0).unwrap().id);
+        let on_a = job_on(&c, 1, &[a]);
+        let kept = job_on(&c, 2, &[b]);
+        let vb = c.volume_by_barcode("TL0002L9").unwrap().unwrap();
+        // A volume that has not expired is never labelled anew.
+        let e = c.relabel_volume(&vb, [5; 16], 1, 9).unwrap_err();
+        assert!(matches!(e, CatalogError::NotExpired { .. }), "{e}");
+        assert_eq!(c.expire_volumes(&[(a, 100)]).unwrap(), vec![on_a]);
+        assert_eq!(rows_of(&c, on_a), 0);
+        assert_eq!(rows_of(&c, kept), 8);
+        let va = c.volume_by_barcode("TL0001L9").unwrap().unwrap();
+        assert_eq!((va.status, va.generation), (VolumeState::Expired, 0));
+        assert_eq!(c.expired_volumes("daily").unwrap(), vec![va.clone()]);
+        assert!(c.expired_volumes("other").unwrap().is_empty());
+        let new = c.relabel_volume(&va, [5; 16], 1, 9).unwrap();
+        assert_eq!(c.volume_by_barcode("TL0001L9").unwrap().unwrap(), new);
+        assert_eq!(
+            (new.uuid, new.generation, new.status),
+            ([5; 16], 1, VolumeState::Append)
+        );
+        assert!(c.expired_volumes("daily").unwrap().is_empty());
+        // The generation a rebuild reads from the label.
+        c.set_volume_generation(vb.id, 4).unwrap();
+        assert_eq!(
+            c.volume_by_barcode("TL0002L9").unwrap().unwrap().generation,
+            4
+        );
     }
 }

@@ -87,6 +87,15 @@ fn check_golden(name: &str, key: &[&str]) {
     let r = okk(&home, &["catalog", "rebuild"]);
     assert_eq!(r["jobs_added"], serde_json::json!([1]), "{r}");
     assert_eq!(r["bad_blocks"], 0);
+    // Labels older than write version 4 hold no generation: they read as 0.
+    let st = ok(&home, &["library", "status"]);
+    let tl1 = st["cartridges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["barcode"] == "TL0001L9")
+        .unwrap();
+    assert_eq!(tl1["generation"], 0, "{st}");
     let jobs = ok(&home, &["jobs"]);
     assert_eq!(jobs["jobs"][0]["name"], "golden");
     assert_eq!(jobs["jobs"][0]["status"], "ok");

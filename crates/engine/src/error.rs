@@ -328,6 +328,13 @@ pub enum MediaError {
         /// Barcode.
         barcode: String,
     },
+    /// A cartridge was about to be labelled anew (recycled) while the catalog does
+    /// not hold it expired and empty: its jobs are kept, it is not overwritten.
+    #[error("cartridge {barcode} has not expired; refusing to label it anew")]
+    NotExpired {
+        /// Barcode.
+        barcode: String,
+    },
     /// Write protected.
     #[error("cartridge {barcode} is write protected")]
     WriteProtected {
@@ -434,6 +441,12 @@ pub enum HomeError {
         /// What is wrong with it.
         #[source]
         source: tapeloom_device::testkit::faults::FaultSpecError,
+    },
+    /// `TAPELOOM_NOW` holds a time that is not RFC 3339.
+    #[error("TAPELOOM_NOW: {value:?} is not an RFC 3339 time (for example 2026-01-05T03:00:00Z)")]
+    BadNow {
+        /// The variable's value.
+        value: String,
     },
 }
 

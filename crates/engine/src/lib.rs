@@ -11,9 +11,11 @@
 #![forbid(unsafe_code)]
 
 mod backup;
+pub mod clock;
 mod compress;
 mod crypt;
 mod error;
+mod expire;
 #[doc(hidden)]
 pub mod fuzzing;
 mod home;
@@ -36,6 +38,7 @@ pub use error::{
     ChunkHeaderProblem, CryptError, Error, HomeError, JobError, MediaError, OptionsError,
     PlaceError, Result, StageError, ToolError,
 };
+pub use expire::{expire, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };

@@ -132,13 +132,18 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             }
             None => {
                 report.volumes_added += 1;
-                cat.add_volume(
+                let v = cat.add_volume(
                     &barcode,
                     label.uuid,
                     &label.pool,
                     label.block_size,
                     label.created.as_nanos(),
-                )?
+                )?;
+                cat.set_volume_generation(v.id, label.generation)?;
+                tapeloom_catalog::Volume {
+                    generation: label.generation,
+                    ..v
+                }
             }
         };
         scan(

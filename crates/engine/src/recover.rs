@@ -119,7 +119,7 @@ pub(crate) fn recover_with(
         .map(|(p, why)| (crate::display_path(&p), why))
         .collect();
     let all = cat.files(job_id, None)?;
-    let ended = tapeloom_format::Timestamp::now().as_nanos();
+    let ended = crate::clock::now()?.as_nanos();
     cat.finish_job(
         job_id,
         JobState::Partial,

@@ -20,7 +20,7 @@ pub use crypt::{
 };
 pub use decode::{Event, RecordDecoder};
 pub use expand::expand_block;
-pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC};
+pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC, LABEL_WRITE_VERSION};
 pub use pack::{PackedBlock, StreamPacker};
 pub use record::{
     Entry, EntryType, FileEnd, FileStatus, IndexEntry, JobEnd, JobStart, JobStatus, Kind, Pos,
@@ -342,6 +342,7 @@ mod tests {
             pool: "default".into(),
             created: Timestamp::default(),
             block_size: DEFAULT_BLOCK_SIZE as u32,
+            generation: 0,
         };
         let mut block = e.encode();
         // The pool name's first byte, then the label's CRC over bytes 0..1020.

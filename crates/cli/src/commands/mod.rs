@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod completions;
 pub mod devices;
 pub mod drive;
+pub mod expire;
 pub mod gen;
 pub mod jobs;
 pub mod key;
@@ -65,6 +66,9 @@ pub enum Cmd {
     Stage(stage::Args),
     /// Media pools: sets of cartridges with their own rules, which backups write to.
     Pool(pool::Args),
+    /// Mark expired the cartridges whose jobs all outlived their pool's retention,
+    /// and forget those jobs; a backup of the pool may then recycle them.
+    Expire(expire::Args),
     /// Print a shell completion script (for example: tapeloom completions bash >
     /// /etc/bash_completion.d/tapeloom).
     Completions(completions::Args),
@@ -107,6 +111,7 @@ impl Cmd {
             Cmd::Key(a) => a.run(ctx),
             Cmd::Stage(a) => a.run(ctx),
             Cmd::Pool(a) => a.run(ctx),
+            Cmd::Expire(a) => emit(&expire::run(a, ctx)?, json),
             Cmd::Completions(a) => completions::run(a, &mut cli()),
             Cmd::Man(a) => man::run(a, cli()),
         }

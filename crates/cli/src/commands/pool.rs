@@ -29,7 +29,7 @@ pub struct CreateArgs {
     /// The pool's name: 1 to 32 letters, digits, '.', '_' or '-'.
     name: String,
     /// How long its jobs are kept (for example 30d or 2w; units s, m, h, d, w).
-    /// Default: forever. Kept for later: nothing expires yet.
+    /// Default: forever. `tapeloom expire` expires cartridges whose jobs all outlived it.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     retention: Option<std::time::Duration>,
     /// Cartridges (barcodes) only this pool's jobs may label.

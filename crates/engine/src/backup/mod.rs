@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{JobState, Phase, Stream};
-use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus, Timestamp};
+use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus};
 use weave::{JobShared, Weaver, Woven};
 
 /// The pool the job writes to (`default` when it names none), with its rules; an
@@ -240,7 +240,7 @@ fn stop_staging(job: &JobShared<'_>, spoolers: Vec<std::thread::JoinHandle<()>>)
 /// Records the job in the catalog and makes its start record.
 fn begin_job(home: &Home, plan: &Plan, opts: &BackupOptions) -> Result<(i64, JobStart)> {
     let tag = u64::from_le_bytes(random_uuid()[..8].try_into().unwrap_or([7; 8]));
-    let started = Timestamp::now();
+    let started = crate::clock::now()?;
     let streams = plan.streams();
     let job_id = home.catalog.begin_job(
         tag,
@@ -422,7 +422,7 @@ fn finish(
     );
     let index_start = spool.write(&mut writers[0], &moved)?;
     let all_volumes = job_volumes(job, writers);
-    let ended = Timestamp::now();
+    let ended = crate::clock::now()?;
     let job_end = JobEnd {
         job_tag: job.tag,
         ended,

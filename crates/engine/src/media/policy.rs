@@ -8,7 +8,7 @@ use tapeloom_device::{DeviceError, ReadOutcome, TapeDrive};
 
 /// An open drive of the library, with the library's drive model if it has one.
 pub(crate) type Drive = Box<dyn TapeDrive>;
-use tapeloom_format::{Timestamp, VolumeLabel, LABEL_LEN};
+use tapeloom_format::{VolumeLabel, LABEL_LEN};
 
 /// What is at the beginning of a cartridge.
 pub(crate) enum Found {
@@ -258,8 +258,9 @@ pub fn label(
         uuid: random_uuid(),
         barcode: barcode.to_string(),
         pool: pool.to_string(),
-        created: Timestamp::now(),
+        created: crate::clock::now()?,
         block_size,
+        generation: 0,
     };
     drive.rewind()?;
     drive.write_block(&l.encode())?;

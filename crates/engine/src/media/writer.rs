@@ -79,6 +79,22 @@ const MAX_CLEANINGS: u32 = 2;
 /// 1 GiB of tape data).
 const REPLAY_DEFAULT: u64 = 1 << 30;
 
+/// Writes a label and its filemark at the start of the cartridge (over whatever
+/// was there). With the immediate bit: the drive keeps streaming into the job's
+/// first blocks; the flush at the job's end makes the label durable. A medium
+/// error is `Ok(Err(why))`: a cartridge that takes no label takes no job.
+fn write_label(drive: &mut Drive, label: &VolumeLabel) -> Result<std::result::Result<(), String>> {
+    drive.rewind()?;
+    let written = drive
+        .write_block(&label.encode())
+        .and_then(|_| drive.write_filemarks(1, true));
+    match written {
+        Ok(_) => Ok(Ok(())),
+        Err(e) if e.is_medium_error() => Ok(Err(format!("its label could not be written ({e})"))),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// What a drive took but may not have put on tape yet, kept until a flush proves it
 /// is there.
 enum Unconfirmed {
@@ -239,7 +255,8 @@ impl VolumeWriter {
 
     /// Chooses the next volume: an appendable one of the pool, else a blank cartridge
     /// assigned to the pool, else a blank one assigned to none (it is labelled into
-    /// the pool). Cartridges other drives of the job claimed, cleaning cartridges and
+    /// the pool), else the pool's expired volume whose jobs ended first (it is
+    /// labelled anew: recycled; never in a WORM pool). Cartridges other drives of the job claimed, cleaning cartridges and
     /// write-protected ones are never candidates.
     fn choose(&self, lib: &mut Library, claimed: &[String]) -> Result<String> {
         let inv = lib.inventory()?;
@@ -286,12 +303,21 @@ impl VolumeWriter {
                 }
             }
         }
-        unassigned.ok_or_else(|| {
-            MediaError::NoneWritable {
-                pool: pool.name.clone(),
+        if let Some(b) = unassigned {
+            return Ok(b);
+        }
+        // Recycling: the expired volume of the pool whose jobs ended first.
+        if !pool.worm {
+            for v in self.cat.expired_volumes(&pool.name)? {
+                if in_library.contains(&v.barcode) && usable(&v.barcode) {
+                    return Ok(v.barcode);
+                }
             }
-            .into()
-        })
+        }
+        Err(MediaError::NoneWritable {
+            pool: pool.name.clone(),
+        }
+        .into())
     }
 
     /// Whether the pool's rules let this job append to a labelled volume of it:
@@ -344,28 +370,10 @@ impl VolumeWriter {
             ) {
                 (Found::Blank, None) => {
                     fresh = true;
-                    let label = VolumeLabel {
-                        uuid: random_uuid(),
-                        barcode: barcode.clone(),
-                        pool: self.tapes.pool.name.clone(),
-                        created: Timestamp::now(),
-                        block_size: self.start.block_size,
-                    };
-                    drive.rewind()?;
-                    // With the immediate bit: the drive keeps streaming into the job's
-                    // first blocks; the flush at the job's end makes the label durable.
-                    let written = drive
-                        .write_block(&label.encode())
-                        .and_then(|_| drive.write_filemarks(1, true));
-                    match written {
-                        Ok(_) => {}
-                        Err(e) if e.is_medium_error() => {
-                            // A cartridge that takes no label takes no job: the next.
-                            let why = format!("its label could not be written ({e})");
-                            self.pass_over(drive, &barcode, &why)?;
-                            continue;
-                        }
-                        Err(e) => return Err(e.into()),
+                    let label = self.new_label(&barcode, 0)?;
+                    if let Err(why) = write_label(&mut drive, &label)? {
+                        self.pass_over(drive, &barcode, &why)?;
+                        continue;
                     }
                     self.cat.add_volume(
                         &barcode,
@@ -374,6 +382,24 @@ impl VolumeWriter {
                         label.block_size,
                         label.created.as_nanos(),
                     )?
+                }
+                (Found::Label(l), Some(v))
+                    if l.uuid == v.uuid && v.status == VolumeState::Expired =>
+                {
+                    fresh = true;
+                    // Recycling: the last check before its old data is overwritten.
+                    self.check_expired(&v)?;
+                    let generation = l.generation.max(v.generation).saturating_add(1);
+                    let label = self.new_label(&barcode, generation)?;
+                    if let Err(why) = write_label(&mut drive, &label)? {
+                        self.pass_over(drive, &barcode, &why)?;
+                        continue;
+                    }
+                    eprintln!(
+                        "tapeloom: cartridge {barcode}: expired, labelled anew (generation {generation})"
+                    );
+                    self.cat
+                        .relabel_volume(&v, label.uuid, generation, label.created.as_nanos())?
                 }
                 (Found::Label(l), Some(v)) if l.uuid == v.uuid => v,
                 (Found::Label(_), Some(_)) => {
@@ -426,6 +452,37 @@ impl VolumeWriter {
             self.drive = Some(drive);
             return Ok(());
         }
+    }
+
+    /// A new label for a cartridge of the job's pool.
+    fn new_label(&self, barcode: &str, generation: u32) -> Result<VolumeLabel> {
+        Ok(VolumeLabel {
+            uuid: random_uuid(),
+            barcode: barcode.to_string(),
+            pool: self.tapes.pool.name.clone(),
+            created: crate::clock::now()?,
+            block_size: self.start.block_size,
+            generation,
+        })
+    }
+
+    /// Refuses ([`MediaError::NotExpired`]) to label a volume anew unless the
+    /// catalog holds it expired, in the job's pool, with no job on it.
+    fn check_expired(&self, v: &Volume) -> Result<()> {
+        let now = self.cat.volume_by_barcode(&v.barcode)?;
+        let expired = now.as_ref().is_some_and(|n| {
+            n.id == v.id
+                && n.uuid == v.uuid
+                && n.status == VolumeState::Expired
+                && n.pool == self.tapes.pool.name
+        });
+        if !expired || self.tapes.pool.worm || self.cat.jobs_on_volume(v.id)? != 0 {
+            return Err(MediaError::NotExpired {
+                barcode: v.barcode.clone(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// Leaves a cartridge the job will not write to: says why, unloads it and puts

@@ -159,6 +159,7 @@ pub(crate) mod tests {
                 pool: "default".into(),
                 block_size: 262144,
                 status: VolumeState::Full,
+                generation: 0,
             },
             first_lbn: 2,
             last_lbn: Some(1 + blocks),

@@ -228,6 +228,7 @@ mod tests {
                 pool: "default".into(),
                 block_size: 65536,
                 status: tapeloom_catalog::VolumeState::Append,
+                generation: 0,
             },
             first_lbn: 2,
             last_lbn: None,

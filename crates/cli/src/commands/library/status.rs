@@ -39,6 +39,9 @@ struct Cartridge {
     bytes_used: Option<u64>,
     capacity: Option<u64>,
     write_protected: bool,
+    /// Its label's generation (one more each time it was recycled); none for a
+    /// cartridge tapeloom has not labelled.
+    generation: Option<u32>,
     /// Why it is suspect, and other events of its life the catalog noted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
@@ -76,6 +79,7 @@ pub fn run(home: &Home) -> Result<Status> {
         cartridges.push(Cartridge {
             notes: notes.into_iter().map(|(_, n)| n).collect(),
             write_protected: lib.is_write_protected(&b),
+            generation: v.map(|v| v.generation),
             barcode: b,
             location,
             state,
@@ -129,14 +133,18 @@ impl Output for Status {
         }
         for c in &self.cartridges {
             outln!(
-                "{}  {:<8} {:<8} {:>10} used  {} jobs",
+                "{}  {:<8} {:<8} {:>10} used  {} jobs{}",
                 c.barcode,
                 c.location,
                 c.state,
                 c.bytes_used
                     .map(output::bytes)
                     .unwrap_or_else(|| "?".into()),
-                c.jobs
+                c.jobs,
+                match c.generation {
+                    Some(g) if g > 0 => format!("  generation {g}"),
+                    _ => String::new(),
+                }
             );
             if let Some(n) = c.notes.last() {
                 outln!("  {n}");

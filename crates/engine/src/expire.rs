@@ -1,0 +1,203 @@
+//! Expiry: which volumes' jobs all outlived their pool's retention, so that the
+//! volumes may be recycled (`tapeloom expire`).
+//!
+//! The rule is per job first: a job expires once it ended (it is not running) and
+//! its pool's retention has passed since its end ([`job_expiry`]). A volume expires
+//! when every job with a segment on it has expired, its pool keeps jobs for a
+//! limited time and is not WORM. A job spanning cartridges is forgotten only when
+//! all its cartridges expire, so a volume holding such a job waits for the others.
+//! Jobs do not depend on one another yet (no backup sets nor incremental levels);
+//! when they do, a job's expiry becomes the latest of its own and its dependents'
+//! in [`job_expiry`], and nothing else changes.
+
+use crate::error::Result;
+use crate::home::Home;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tapeloom_catalog::{Job, JobState, Pool, Volume, VolumeState};
+
+/// A volume that expires (or expired, without a dry run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredVolume {
+    /// Its barcode.
+    pub barcode: String,
+    /// Its pool.
+    pub pool: String,
+    /// The jobs on it, forgotten with it.
+    pub jobs: Vec<i64>,
+    /// When it expired: the latest time one of its jobs expired, nanoseconds since
+    /// the epoch.
+    pub expired_ns: i64,
+    /// The latest end of its jobs (recycling takes the oldest first).
+    pub jobs_ended_ns: i64,
+}
+
+/// What `expire` found, and did unless it was a dry run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpireReport {
+    /// The time expiry was judged at, nanoseconds since the epoch.
+    pub now_ns: i64,
+    /// Nothing was changed.
+    pub dry_run: bool,
+    /// The volumes that expire, by barcode.
+    pub volumes: Vec<ExpiredVolume>,
+    /// The jobs forgotten (or that would be), by id.
+    pub jobs: Vec<i64>,
+}
+
+/// Finds the volumes that have expired at [`crate::clock::now`] and, unless
+/// `dry_run`, marks them expired and forgets their jobs.
+pub fn expire(home: &Home, dry_run: bool) -> Result<ExpireReport> {
+    let now_ns = crate::clock::now()?.as_nanos();
+    let cat = &home.catalog;
+    let pools: HashMap<String, Pool> = cat
+        .pools()?
+        .into_iter()
+        .map(|p| (p.name.clone(), p))
+        .collect();
+    let volumes: HashMap<i64, Volume> = cat.volumes()?.into_iter().map(|v| (v.id, v)).collect();
+    let jobs: HashMap<i64, Job> = cat.jobs()?.into_iter().map(|j| (j.id, j)).collect();
+    let mut on_volume: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    let mut volumes_of: HashMap<i64, Vec<i64>> = HashMap::new();
+    for (v, j) in cat.volume_jobs()? {
+        on_volume.entry(v).or_default().push(j);
+        volumes_of.entry(j).or_default().push(v);
+    }
+    // Each job's expiry: the latest of its volumes' pools' (a job writes to one
+    // pool; a pool that keeps jobs forever keeps it forever).
+    let expiry = |j: i64| -> Option<i64> {
+        let job = jobs.get(&j)?;
+        let mut at = None;
+        for v in volumes_of.get(&j)? {
+            let pool = pools.get(&volumes.get(v)?.pool)?;
+            at = at.max(Some(job_expiry(job, pool)?));
+        }
+        at
+    };
+    // Volumes whose every job has expired, in an expiring pool.
+    let mut found: BTreeMap<i64, i64> = BTreeMap::new();
+    for (v, on) in &on_volume {
+        let Some(vol) = volumes.get(v) else { continue };
+        if matches!(vol.status, VolumeState::Expired | VolumeState::Suspect) {
+            continue;
+        }
+        let all: Option<Vec<i64>> = on.iter().map(|j| expiry(*j)).collect();
+        if let Some(at) = all.and_then(|a| a.into_iter().max()) {
+            if at <= now_ns {
+                found.insert(*v, at);
+            }
+        }
+    }
+    // A job on a volume that stays keeps every volume it is on: until no more go.
+    loop {
+        let keep: BTreeSet<i64> = found
+            .keys()
+            .filter(|v| {
+                on_volume[v]
+                    .iter()
+                    .flat_map(|j| &volumes_of[j])
+                    .any(|w| !found.contains_key(w))
+            })
+            .copied()
+            .collect();
+        if keep.is_empty() {
+            break;
+        }
+        found.retain(|v, _| !keep.contains(v));
+    }
+    let mut out: Vec<ExpiredVolume> = found
+        .iter()
+        .map(|(v, at)| {
+            let on = &on_volume[v];
+            let ended = on.iter().filter_map(|j| jobs.get(j).map(job_end)).max();
+            ExpiredVolume {
+                barcode: volumes[v].barcode.clone(),
+                pool: volumes[v].pool.clone(),
+                jobs: on.clone(),
+                expired_ns: *at,
+                jobs_ended_ns: ended.unwrap_or(0),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.barcode.cmp(&b.barcode));
+    let mut forgotten: Vec<i64> = out.iter().flat_map(|v| v.jobs.clone()).collect();
+    forgotten.sort_unstable();
+    forgotten.dedup();
+    if !dry_run && !found.is_empty() {
+        let marks: Vec<(i64, i64)> = found
+            .keys()
+            .map(|v| {
+                let e = out.iter().find(|o| o.barcode == volumes[v].barcode);
+                (*v, e.map_or(0, |e| e.jobs_ended_ns))
+            })
+            .collect();
+        home.connect()?.expire_volumes(&marks)?;
+    }
+    Ok(ExpireReport {
+        now_ns,
+        dry_run,
+        volumes: out,
+        jobs: forgotten,
+    })
+}
+
+/// When a job ended: its end, or its start for a job that failed without one.
+fn job_end(job: &Job) -> i64 {
+    job.ended_ns.unwrap_or(job.started_ns)
+}
+
+/// When a job of `pool` expires, nanoseconds since the epoch; `None` while it runs
+/// and when the pool keeps jobs forever or is WORM.
+pub fn job_expiry(job: &Job, pool: &Pool) -> Option<i64> {
+    if job.status == JobState::Running || pool.worm {
+        return None;
+    }
+    let keep = i64::try_from(pool.retention_s?)
+        .ok()?
+        .saturating_mul(1_000_000_000);
+    // Expired only once *more* than the retention has passed since its end.
+    Some(job_end(job).saturating_add(keep).saturating_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(status: JobState, ended_ns: Option<i64>) -> Job {
+        Job {
+            id: 1,
+            tag: 1,
+            name: "j".into(),
+            started_ns: 10,
+            ended_ns,
+            status,
+            files: 0,
+            bytes: 0,
+            seconds: 0.0,
+            block_size: 262144,
+            key: None,
+        }
+    }
+
+    #[test]
+    fn a_job_expires_after_its_pools_retention_unless_running_kept_or_worm() {
+        let day = Pool {
+            name: "daily".into(),
+            retention_s: Some(86_400),
+            ..Pool::default_pool()
+        };
+        let ok = job(JobState::Ok, Some(1_000));
+        assert_eq!(job_expiry(&ok, &day), Some(1_000 + 86_400_000_000_000 + 1));
+        // A failed job without an end counts from its start.
+        assert_eq!(
+            job_expiry(&job(JobState::Failed, None), &day),
+            Some(10 + 86_400_000_000_000 + 1)
+        );
+        assert_eq!(job_expiry(&job(JobState::Running, None), &day), None);
+        assert_eq!(job_expiry(&ok, &Pool::default_pool()), None);
+        let worm = Pool {
+            worm: true,
+            ..day.clone()
+        };
+        assert_eq!(job_expiry(&ok, &worm), None);
+    }
+}
