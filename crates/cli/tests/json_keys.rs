@@ -136,6 +136,7 @@ fn every_commands_json_keeps_its_keys() {
         ],
     );
     c("pool_list", &["pool", "list"]);
+    c("expire", &["expire", "--dry-run"]);
     let inv = c("library_inventory", &["library", "inventory"]);
     let slots = inv["slots"].as_array().unwrap();
     let home_slot = slots.iter().rfind(|x| x["barcode"].is_string()).unwrap();
