@@ -87,23 +87,7 @@ pub fn expire(home: &Home, dry_run: bool) -> Result<ExpireReport> {
             }
         }
     }
-    // A job on a volume that stays keeps every volume it is on: until no more go.
-    loop {
-        let keep: BTreeSet<i64> = found
-            .keys()
-            .filter(|v| {
-                on_volume[v]
-                    .iter()
-                    .flat_map(|j| &volumes_of[j])
-                    .any(|w| !found.contains_key(w))
-            })
-            .copied()
-            .collect();
-        if keep.is_empty() {
-            break;
-        }
-        found.retain(|v, _| !keep.contains(v));
-    }
+    keep_spanning_jobs(&mut found, &on_volume, &volumes_of);
     let mut out: Vec<ExpiredVolume> = found
         .iter()
         .map(|(v, at)| {
@@ -138,6 +122,34 @@ pub fn expire(home: &Home, dry_run: bool) -> Result<ExpireReport> {
         volumes: out,
         jobs: forgotten,
     })
+}
+
+/// Drops from `found` (volume id to when it expires) every volume with a job that
+/// is also on a volume not in `found`: that job stays, and so do all its volumes.
+/// Repeated until nothing more is dropped.
+fn keep_spanning_jobs(
+    found: &mut BTreeMap<i64, i64>,
+    on_volume: &BTreeMap<i64, Vec<i64>>,
+    volumes_of: &HashMap<i64, Vec<i64>>,
+) {
+    loop {
+        let keep: BTreeSet<i64> = found
+            .keys()
+            .filter(|v| {
+                on_volume
+                    .get(v)
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|j| volumes_of.get(j).into_iter().flatten())
+                    .any(|w| !found.contains_key(w))
+            })
+            .copied()
+            .collect();
+        if keep.is_empty() {
+            return;
+        }
+        found.retain(|v, _| !keep.contains(v));
+    }
 }
 
 /// When a job ended: its end, or its start for a job that failed without one.
@@ -199,5 +211,33 @@ mod tests {
             ..day.clone()
         };
         assert_eq!(job_expiry(&ok, &worm), None);
+    }
+
+    #[test]
+    fn a_job_spanning_volumes_keeps_them_all_until_all_expire() {
+        // Volume 1 holds jobs 10 and 11; job 11 spans to volume 2, which holds
+        // job 12 too; job 13 alone is on volume 3; job 14 spans volumes 4 and 5.
+        let on_volume: BTreeMap<i64, Vec<i64>> = [
+            (1, vec![10, 11]),
+            (2, vec![11, 12]),
+            (3, vec![13]),
+            (4, vec![14]),
+            (5, vec![14]),
+        ]
+        .into();
+        let mut volumes_of: HashMap<i64, Vec<i64>> = HashMap::new();
+        for (v, jobs) in &on_volume {
+            for j in jobs {
+                volumes_of.entry(*j).or_default().push(*v);
+            }
+        }
+        // Job 12 has not expired: volume 2 stays, so job 11 stays, so volume 1.
+        let mut found: BTreeMap<i64, i64> = [(1, 0), (3, 0), (4, 0), (5, 0)].into();
+        keep_spanning_jobs(&mut found, &on_volume, &volumes_of);
+        assert_eq!(found.keys().copied().collect::<Vec<_>>(), [3, 4, 5]);
+        // Volume 5 not expiring keeps volume 4 too.
+        let mut found: BTreeMap<i64, i64> = [(3, 0), (4, 0)].into();
+        keep_spanning_jobs(&mut found, &on_volume, &volumes_of);
+        assert_eq!(found.keys().copied().collect::<Vec<_>>(), [3]);
     }
 }

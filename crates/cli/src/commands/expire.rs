@@ -59,11 +59,6 @@ pub fn run(a: Args, ctx: &Context) -> Result<Expired> {
 
 impl Output for Expired {
     fn print(&self) {
-        let verb = if self.dry_run {
-            "would expire"
-        } else {
-            "expired"
-        };
         if self.cartridges.is_empty() {
             outln!("nothing expires at {}", self.now);
             return;
@@ -71,7 +66,7 @@ impl Output for Expired {
         for c in &self.cartridges {
             let jobs: Vec<String> = c.jobs.iter().map(|j| j.to_string()).collect();
             outln!(
-                "{}  pool {}  {verb} at {}  jobs {}",
+                "{}  pool {}  expired at {}  jobs {}",
                 c.barcode,
                 c.pool,
                 c.expired,
@@ -83,7 +78,7 @@ impl Output for Expired {
             self.cartridges.len(),
             self.jobs_forgotten.len(),
             if self.dry_run {
-                "would be forgotten (dry run: nothing changed)"
+                "to forget (dry run: nothing was changed)"
             } else {
                 "forgotten"
             }

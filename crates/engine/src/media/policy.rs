@@ -176,6 +176,20 @@ pub struct Labelled {
     pub jobs_forgotten: Vec<i64>,
 }
 
+/// The generation of a new label on a cartridge: one more than the one it had
+/// (on tape or in the catalog), 0 for one never labelled.
+fn next_generation(found: &Found, known: Option<&tapeloom_catalog::Volume>) -> u32 {
+    let catalog = known.map(|v| v.generation);
+    let tape = match found {
+        Found::Label(l) => Some(l.generation),
+        _ => None,
+    };
+    match tape.max(catalog) {
+        Some(g) => g.saturating_add(1),
+        None => 0,
+    }
+}
+
 /// Writes a new tapeloom label on `barcode` for `pool`. A cartridge that holds data
 /// tapeloom did not write, or a volume with jobs in the catalog, is written over
 /// only with `force` (its jobs are then forgotten). The pool must exist
@@ -251,22 +265,24 @@ pub fn label(
     }
     let mut jobs_forgotten = Vec::new();
     let mut cat = home.connect()?;
-    if let Some(v) = known {
+    if let Some(v) = &known {
         jobs_forgotten = cat.forget_volume(v.id)?;
     }
+    let generation = next_generation(&found, known.as_ref());
     let l = VolumeLabel {
         uuid: random_uuid(),
         barcode: barcode.to_string(),
         pool: pool.to_string(),
         created: crate::clock::now()?,
         block_size,
-        generation: 0,
+        generation,
     };
     drive.rewind()?;
     drive.write_block(&l.encode())?;
     // Without the immediate bit: the label is on tape when this returns.
     drive.write_filemarks(1, false)?;
-    cat.add_volume(barcode, l.uuid, &l.pool, l.block_size, l.created.as_nanos())?;
+    let v = cat.add_volume(barcode, l.uuid, &l.pool, l.block_size, l.created.as_nanos())?;
+    cat.set_volume_generation(v.id, l.generation)?;
     Ok(Labelled {
         barcode: barcode.to_string(),
         was: was.to_string(),
