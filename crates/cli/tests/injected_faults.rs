@@ -72,16 +72,10 @@ fn a_write_error_moves_the_job_to_the_next_cartridge() {
         assert_eq!(cartridge_state(&home, "TL0001L9"), "suspect");
         let job = b["job_id"].to_string();
         assert_eq!(ok(&home, &["verify", &job])["ok"], true);
-        let out = t.path().join("out");
-        ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
-        assert_same_tree(&src, &out);
+        restores_identical(&home, &job, &src, &t.path().join("out"));
         // From the tapes alone too: a block the drive wrote but called failed is
         // on the old cartridge as well, and read once.
-        forget_catalog(&home);
-        ok(&home, &["catalog", "rebuild"]);
-        let again = t.path().join("again");
-        ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
-        assert_same_tree(&src, &again);
+        restores_identical_from_tapes_alone(&home, &job, &src, &t.path().join("again"));
         // No job writes to the suspect cartridge again.
         let next = ok(&home, &["backup", src.to_str().unwrap()]);
         assert!(
@@ -115,9 +109,7 @@ fn a_deferred_write_error_writes_the_lost_blocks_again_on_the_next_cartridge() {
         assert_eq!(ok(&home, &["verify", &job])["ok"], true);
         let check = ok(&home, &["catalog", "check"]);
         assert_eq!(check["problems"], serde_json::json!([]), "{spec}: {check}");
-        let out = t.path().join("out");
-        ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
-        assert_same_tree(&src, &out);
+        restores_identical(&home, &job, &src, &t.path().join("out"));
         // Each file alone, from where the catalog says its blocks are now.
         for (path, _) in first_blocks(&home, &job) {
             let one = t.path().join("one").join(&path);
@@ -133,11 +125,7 @@ fn a_deferred_write_error_writes_the_lost_blocks_again_on_the_next_cartridge() {
             );
         }
         // From the tapes alone: the index on tape points at the new places too.
-        forget_catalog(&home);
-        ok(&home, &["catalog", "rebuild"]);
-        let again = t.path().join("again");
-        ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
-        assert_same_tree(&src, &again);
+        restores_identical_from_tapes_alone(&home, &job, &src, &t.path().join("again"));
     }
 }
 
@@ -206,9 +194,7 @@ fn a_read_error_at_a_block_costs_only_the_file_it_holds() {
     assert_eq!(v["ok"], false, "{v}");
     assert_eq!(v["files_affected"], serde_json::json!([hit]), "{v}");
     // Without the fault the same restore is whole.
-    let again = t.path().join("again");
-    ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
-    assert_same_tree(&src, &again);
+    restores_identical(&home, &job, &src, &t.path().join("again"));
 }
 
 #[test]

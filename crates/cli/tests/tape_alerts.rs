@@ -78,14 +78,8 @@ fn a_cartridge_alert_leaves_the_cartridge_suspect_and_the_job_goes_on() {
     assert!(alerts.contains("04h Media"), "{b}");
     let job = b["job_id"].to_string();
     assert_eq!(ok(&home, &["verify", &job])["ok"], true);
-    let out = t.path().join("out");
-    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
-    assert_same_tree(&src, &out);
-    forget_catalog(&home);
-    ok(&home, &["catalog", "rebuild"]);
-    let again = t.path().join("again");
-    ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
-    assert_same_tree(&src, &again);
+    restores_identical(&home, &job, &src, &t.path().join("out"));
+    restores_identical_from_tapes_alone(&home, &job, &src, &t.path().join("again"));
 }
 
 #[test]
@@ -121,9 +115,7 @@ fn a_drive_asking_to_be_cleaned_is_cleaned_and_the_job_goes_on() {
         "{cln}"
     );
     let job = b["job_id"].to_string();
-    let out = t.path().join("out");
-    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
-    assert_same_tree(&src, &out);
+    restores_identical(&home, &job, &src, &t.path().join("out"));
     // By hand, with a cartridge in the drive: it goes back first.
     ok(&home, &["library", "load", "TL0003L9", "--drive", "1"]);
     let c = ok(&home, &["library", "clean", "1"]);

@@ -29,6 +29,24 @@ fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
     .unwrap()
 }
 
+/// A virtual library of `drives` drives and `slots` data slots, and one cleaning
+/// cartridge (CLN001L1) in a slot after them.
+fn with_cleaning_cartridge(dir: &Path, drives: usize, slots: usize) -> VirtualLibrary {
+    VirtualLibrary::create(
+        dir,
+        LibraryConfig {
+            drives,
+            slots,
+            capacity: 64 << 20,
+            model: None,
+            clock: None,
+            scale: None,
+            cleaning: 1,
+        },
+    )
+    .unwrap()
+}
+
 fn faulty(dir: &Path, spec: &str) -> FaultyLibrary {
     FaultyLibrary::new(
         Box::new(virtual_library(dir, 64 << 20)),
@@ -390,19 +408,7 @@ fn faults_limited_to_a_cartridge_or_a_drive() {
 fn alerts_go_with_the_cartridge_or_stay_with_the_drive_until_it_is_cleaned() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("lib");
-    let inner = VirtualLibrary::create(
-        &dir,
-        LibraryConfig {
-            drives: 2,
-            slots: 3,
-            capacity: 64 << 20,
-            model: None,
-            clock: None,
-            scale: None,
-            cleaning: 1,
-        },
-    )
-    .unwrap();
+    let inner = with_cleaning_cartridge(&dir, 2, 3);
     let mut lib = FaultyLibrary::new(
         Box::new(inner),
         FaultPlan::parse("alert=04h@lbn=2,drive=0;alert=14h@lbn=3,drive=1").unwrap(),
@@ -459,19 +465,7 @@ fn alerts_go_with_the_cartridge_or_stay_with_the_drive_until_it_is_cleaned() {
 fn a_cleaning_cartridge_is_used_up_after_fifty_cleanings() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("lib");
-    let mut lib = VirtualLibrary::create(
-        &dir,
-        LibraryConfig {
-            drives: 1,
-            slots: 1,
-            capacity: 64 << 20,
-            model: None,
-            clock: None,
-            scale: None,
-            cleaning: 1,
-        },
-    )
-    .unwrap();
+    let mut lib = with_cleaning_cartridge(&dir, 1, 1);
     for n in 1..=50 {
         assert_eq!(lib.clean_drive(0).unwrap().uses, Some(n));
     }

@@ -283,6 +283,20 @@ pub fn ino(p: &Path) -> u64 {
 }
 
 /// Deletes a home's catalog (and its WAL files), as if it were lost.
+/// Restores job `job` to `out` and insists it is identical to `src`.
+pub fn restores_identical(home: &Path, job: &str, src: &Path, out: &Path) {
+    ok(home, &["restore", job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(src, out);
+}
+
+/// Deletes the catalog, rebuilds it from the tapes alone, and restores job `job`
+/// identical to `src` into `out`.
+pub fn restores_identical_from_tapes_alone(home: &Path, job: &str, src: &Path, out: &Path) {
+    forget_catalog(home);
+    ok(home, &["catalog", "rebuild"]);
+    restores_identical(home, job, src, out);
+}
+
 pub fn forget_catalog(home: &Path) {
     for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
         let _ = std::fs::remove_file(home.join(f));
