@@ -34,8 +34,15 @@ pub struct Pool {
 impl Pool {
     /// The default pool when no row describes it: kept forever, appendable.
     pub fn default_pool() -> Pool {
+        Pool::named(DEFAULT_POOL)
+    }
+
+    /// A pool with the default rules (kept forever, appendable): the default pool,
+    /// and a pool known only from its volumes' labels (as after `catalog rebuild`)
+    /// until `pool create` gives it rules.
+    pub fn named(name: &str) -> Pool {
         Pool {
-            name: DEFAULT_POOL.to_string(),
+            name: name.to_string(),
             retention_s: None,
             max_jobs_per_volume: None,
             append: true,
@@ -116,7 +123,25 @@ impl Catalog {
             )
             .optional()
             .doing("look up a pool")?;
-        Ok(row.or_else(|| (name == DEFAULT_POOL).then(Pool::default_pool)))
+        if row.is_some() || name == DEFAULT_POOL {
+            return Ok(row.or_else(|| Some(Pool::default_pool())));
+        }
+        Ok(self
+            .label_pools()?
+            .contains(&name.to_string())
+            .then(|| Pool::named(name)))
+    }
+
+    /// Pool names the volumes' labels carry.
+    fn label_pools(&self) -> Result<Vec<String>> {
+        let run = || -> rusqlite::Result<Vec<String>> {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT DISTINCT pool FROM volumes ORDER BY pool")?;
+            let v = st.query_map([], |r| r.get(0))?.collect();
+            v
+        };
+        run().doing("list the pools of the volumes")
     }
 
     /// Every pool by name, the default pool among them.
@@ -129,10 +154,13 @@ impl Catalog {
             v
         };
         let mut pools = run().doing("list the pools")?;
-        if !pools.iter().any(|p| p.name == DEFAULT_POOL) {
-            pools.push(Pool::default_pool());
-            pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let names = self.label_pools()?;
+        for name in names.iter().map(String::as_str).chain([DEFAULT_POOL]) {
+            if !pools.iter().any(|p| p.name == name) {
+                pools.push(Pool::named(name));
+            }
         }
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(pools)
     }
 
@@ -269,6 +297,23 @@ impl Catalog {
 mod tests {
     use super::*;
     use crate::tests::scratch;
+
+    #[test]
+    fn a_pool_named_only_by_labels_is_known_with_default_rules_until_created() {
+        let (_d, c) = scratch();
+        c.add_volume("TL0001L9", [1; 16], "weekly", 262144, 0)
+            .unwrap();
+        assert_eq!(c.pool("weekly").unwrap(), Some(Pool::named("weekly")));
+        assert_eq!(c.pool("monthly").unwrap(), None);
+        let names: Vec<String> = c.pools().unwrap().into_iter().map(|p| p.name).collect();
+        assert_eq!(names, vec!["default", "weekly"]);
+        // Its rules come back with `pool create`.
+        let mut w = pool("weekly");
+        w.retention_s = Some(7 * 86400);
+        c.create_pool(&w, &[]).unwrap();
+        assert_eq!(c.pool("weekly").unwrap(), Some(w));
+        assert_eq!(c.pools().unwrap().len(), 2);
+    }
 
     fn pool(name: &str) -> Pool {
         Pool {
