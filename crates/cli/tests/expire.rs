@@ -155,6 +155,29 @@ fn expired_daily_cartridges_are_recycled_one_generation_up() {
         ]
     );
 
+    // `pool list` says when each cartridge expires: a day, or thirty, after its
+    // last job; never in the default pool.
+    let pools = ok(&home, &["pool", "list"]);
+    let expires = |pool: &str, barcode: &str| {
+        let p = pools["pools"].as_array().unwrap().iter();
+        let p = p.clone().find(|p| p["name"] == pool).unwrap();
+        let c = p["cartridges"].as_array().unwrap().iter();
+        c.clone().find(|c| c["barcode"] == barcode).unwrap()["expires"].clone()
+    };
+    assert_eq!(
+        expires("daily", "TL0001L9"),
+        "2026-01-02T03:00:00.000000001Z"
+    );
+    assert_eq!(
+        expires("daily", "TL0002L9"),
+        "2026-01-03T03:00:00.000000001Z"
+    );
+    assert_eq!(
+        expires("monthly", "TL0003L9"),
+        "2026-01-31T04:00:00.000000001Z"
+    );
+    assert_eq!(expires("default", "TL0004L9"), serde_json::Value::Null);
+
     // Only job a ended more than a day before: only its cartridge expires.
     let status_before = ok(&home, &["library", "status"]);
     let jobs_before = ok(&home, &["jobs"]);

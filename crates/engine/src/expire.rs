@@ -12,7 +12,7 @@
 
 use crate::error::Result;
 use crate::home::Home;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use tapeloom_catalog::{Job, JobState, Pool, Volume, VolumeState};
 
 /// A volume that expires (or expired, without a dry run).
@@ -48,46 +48,17 @@ pub struct ExpireReport {
 /// `dry_run`, marks them expired and forgets their jobs.
 pub fn expire(home: &Home, dry_run: bool) -> Result<ExpireReport> {
     let now_ns = crate::clock::now()?.as_nanos();
-    let cat = &home.catalog;
-    let pools: HashMap<String, Pool> = cat
-        .pools()?
-        .into_iter()
-        .map(|p| (p.name.clone(), p))
+    let Schedule {
+        volumes,
+        jobs,
+        on_volume,
+        at,
+    } = schedule(&home.catalog)?;
+    let found: BTreeMap<i64, i64> = at
+        .iter()
+        .filter(|(_, t)| **t <= now_ns)
+        .map(|(v, t)| (*v, *t))
         .collect();
-    let volumes: HashMap<i64, Volume> = cat.volumes()?.into_iter().map(|v| (v.id, v)).collect();
-    let jobs: HashMap<i64, Job> = cat.jobs()?.into_iter().map(|j| (j.id, j)).collect();
-    let mut on_volume: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    let mut volumes_of: HashMap<i64, Vec<i64>> = HashMap::new();
-    for (v, j) in cat.volume_jobs()? {
-        on_volume.entry(v).or_default().push(j);
-        volumes_of.entry(j).or_default().push(v);
-    }
-    // Each job's expiry: the latest of its volumes' pools' (a job writes to one
-    // pool; a pool that keeps jobs forever keeps it forever).
-    let expiry = |j: i64| -> Option<i64> {
-        let job = jobs.get(&j)?;
-        let mut at = None;
-        for v in volumes_of.get(&j)? {
-            let pool = pools.get(&volumes.get(v)?.pool)?;
-            at = at.max(Some(job_expiry(job, pool)?));
-        }
-        at
-    };
-    // Volumes whose every job has expired, in an expiring pool.
-    let mut found: BTreeMap<i64, i64> = BTreeMap::new();
-    for (v, on) in &on_volume {
-        let Some(vol) = volumes.get(v) else { continue };
-        if matches!(vol.status, VolumeState::Expired | VolumeState::Suspect) {
-            continue;
-        }
-        let all: Option<Vec<i64>> = on.iter().map(|j| expiry(*j)).collect();
-        if let Some(at) = all.and_then(|a| a.into_iter().max()) {
-            if at <= now_ns {
-                found.insert(*v, at);
-            }
-        }
-    }
-    keep_spanning_jobs(&mut found, &on_volume, &volumes_of);
     let mut out: Vec<ExpiredVolume> = found
         .iter()
         .map(|(v, at)| {
@@ -124,32 +95,100 @@ pub fn expire(home: &Home, dry_run: bool) -> Result<ExpireReport> {
     })
 }
 
-/// Drops from `found` (volume id to when it expires) every volume with a job that
-/// is also on a volume not in `found`: that job stays, and so do all its volumes.
-/// Repeated until nothing more is dropped.
-fn keep_spanning_jobs(
-    found: &mut BTreeMap<i64, i64>,
+/// A volume that never expires, in the times of [`spread_latest`].
+const NEVER: i64 = i64::MAX;
+
+/// Gives every volume in `at` (volume id to when it would expire, [`NEVER`] for
+/// never) the latest time of the volumes it shares a job with, and theirs in turn:
+/// a job spanning volumes keeps them all until all of them expire.
+fn spread_latest(
+    at: &mut BTreeMap<i64, i64>,
     on_volume: &BTreeMap<i64, Vec<i64>>,
     volumes_of: &HashMap<i64, Vec<i64>>,
 ) {
     loop {
-        let keep: BTreeSet<i64> = found
-            .keys()
-            .filter(|v| {
-                on_volume
-                    .get(v)
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|j| volumes_of.get(j).into_iter().flatten())
-                    .any(|w| !found.contains_key(w))
-            })
-            .copied()
-            .collect();
-        if keep.is_empty() {
+        let mut changed = false;
+        for (v, jobs) in on_volume {
+            let latest = jobs
+                .iter()
+                .flat_map(|j| volumes_of.get(j).into_iter().flatten())
+                .map(|w| at.get(w).copied().unwrap_or(NEVER))
+                .max();
+            if let (Some(latest), Some(mine)) = (latest, at.get_mut(v)) {
+                if latest > *mine {
+                    *mine = latest;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
             return;
         }
-        found.retain(|v, _| !keep.contains(v));
     }
+}
+
+/// When each volume of the catalog that holds jobs expires (nanoseconds since the
+/// epoch), by barcode; a volume missing from the map never does.
+pub fn expiries(home: &Home) -> Result<HashMap<String, i64>> {
+    let Schedule { volumes, at, .. } = schedule(&home.catalog)?;
+    Ok(at
+        .into_iter()
+        .filter(|(_, t)| *t != NEVER)
+        .filter_map(|(v, t)| Some((volumes.get(&v)?.barcode.clone(), t)))
+        .collect())
+}
+
+/// The catalog's volumes and jobs, which jobs are on which volumes, and when each
+/// volume that holds jobs expires ([`NEVER`] for never).
+struct Schedule {
+    volumes: HashMap<i64, Volume>,
+    jobs: HashMap<i64, Job>,
+    on_volume: BTreeMap<i64, Vec<i64>>,
+    at: BTreeMap<i64, i64>,
+}
+
+fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
+    let pools: HashMap<String, Pool> = cat
+        .pools()?
+        .into_iter()
+        .map(|p| (p.name.clone(), p))
+        .collect();
+    let volumes: HashMap<i64, Volume> = cat.volumes()?.into_iter().map(|v| (v.id, v)).collect();
+    let jobs: HashMap<i64, Job> = cat.jobs()?.into_iter().map(|j| (j.id, j)).collect();
+    let mut on_volume: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    let mut volumes_of: HashMap<i64, Vec<i64>> = HashMap::new();
+    for (v, j) in cat.volume_jobs()? {
+        on_volume.entry(v).or_default().push(j);
+        volumes_of.entry(j).or_default().push(v);
+    }
+    // Each job's expiry: the latest of its volumes' pools' (a job writes to one
+    // pool; a pool that keeps jobs forever keeps it forever).
+    let expiry = |j: i64| -> Option<i64> {
+        let job = jobs.get(&j)?;
+        let mut at = None;
+        for v in volumes_of.get(&j)? {
+            let pool = pools.get(&volumes.get(v)?.pool)?;
+            at = at.max(Some(job_expiry(job, pool)?));
+        }
+        at
+    };
+    // When each volume expires: when its last job does, and a job spanning
+    // volumes keeps them all until all of them expire.
+    let mut at: BTreeMap<i64, i64> = BTreeMap::new();
+    for (v, on) in &on_volume {
+        let Some(vol) = volumes.get(v) else { continue };
+        let never = matches!(vol.status, VolumeState::Expired | VolumeState::Suspect);
+        let all: Option<Vec<i64>> = on.iter().map(|j| expiry(*j)).collect();
+        let when = all.and_then(|a| a.into_iter().max()).filter(|_| !never);
+        at.insert(*v, when.unwrap_or(NEVER));
+    }
+    spread_latest(&mut at, &on_volume, &volumes_of);
+    Ok(Schedule {
+        volumes,
+        jobs,
+        on_volume,
+        at,
+    })
 }
 
 /// When a job ended: its end, or its start for a job that failed without one.
@@ -232,12 +271,22 @@ mod tests {
             }
         }
         // Job 12 has not expired: volume 2 stays, so job 11 stays, so volume 1.
-        let mut found: BTreeMap<i64, i64> = [(1, 0), (3, 0), (4, 0), (5, 0)].into();
-        keep_spanning_jobs(&mut found, &on_volume, &volumes_of);
-        assert_eq!(found.keys().copied().collect::<Vec<_>>(), [3, 4, 5]);
+        let expired = |at: &[(i64, i64)]| {
+            let mut at: BTreeMap<i64, i64> = at.iter().copied().collect();
+            spread_latest(&mut at, &on_volume, &volumes_of);
+            at.into_iter()
+                .filter(|(_, t)| *t <= 0)
+                .map(|(v, _)| v)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            expired(&[(1, 0), (2, NEVER), (3, 0), (4, 0), (5, 0)]),
+            [3, 4, 5]
+        );
         // Volume 5 not expiring keeps volume 4 too.
-        let mut found: BTreeMap<i64, i64> = [(3, 0), (4, 0)].into();
-        keep_spanning_jobs(&mut found, &on_volume, &volumes_of);
-        assert_eq!(found.keys().copied().collect::<Vec<_>>(), [3]);
+        assert_eq!(
+            expired(&[(1, NEVER), (2, NEVER), (3, 0), (4, 0), (5, NEVER)]),
+            [3]
+        );
     }
 }

@@ -38,7 +38,7 @@ pub use error::{
     ChunkHeaderProblem, CryptError, Error, HomeError, JobError, MediaError, OptionsError,
     PlaceError, Result, StageError, ToolError,
 };
-pub use expire::{expire, job_expiry, ExpireReport, ExpiredVolume};
+pub use expire::{expire, expiries, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };

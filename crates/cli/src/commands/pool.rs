@@ -5,6 +5,7 @@ use super::Context;
 use crate::output::{self, emit, Output};
 use anyhow::{Context as _, Result};
 use serde::Serialize;
+use std::collections::HashMap;
 use tapeloom_catalog::Pool;
 use tapeloom_device::TapeLibrary;
 use tapeloom_engine::Home;
@@ -93,6 +94,10 @@ struct CartridgeOut {
     /// Bytes on it, where the library knows without loading it.
     bytes_used: Option<u64>,
     jobs: u64,
+    /// When it expires (RFC 3339, as `jobs` prints times): when every job on it
+    /// is past the pool's retention; null for never (no retention, WORM, no job
+    /// yet, suspect, or expired already).
+    expires: Option<String>,
 }
 
 fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
@@ -124,7 +129,7 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
     if let Some(k) = &key {
         home.catalog.set_pool_key(&pool.name, k)?;
     }
-    describe(home, &*home.library()?, &pool)
+    describe(home, &*home.library()?, &HashMap::new(), &pool)
 }
 
 /// Every pool, by name.
@@ -135,18 +140,24 @@ pub struct Pools {
 
 fn list(home: &Home) -> Result<Pools> {
     let lib = home.library()?;
+    let expiries = tapeloom_engine::expiries(home)?;
     let pools = home
         .catalog
         .pools()?
         .iter()
-        .map(|p| describe(home, &*lib, p))
+        .map(|p| describe(home, &*lib, &expiries, p))
         .collect::<Result<_>>()?;
     Ok(Pools { pools })
 }
 
 /// A pool with its cartridges: its labelled volumes, then the barcodes assigned to
 /// it and not labelled yet.
-fn describe(home: &Home, lib: &dyn TapeLibrary, p: &Pool) -> Result<PoolOut> {
+fn describe(
+    home: &Home,
+    lib: &dyn TapeLibrary,
+    expiries: &HashMap<String, i64>,
+    p: &Pool,
+) -> Result<PoolOut> {
     let mut cartridges = Vec::new();
     for v in home.catalog.volumes()?.iter().filter(|v| v.pool == p.name) {
         cartridges.push(CartridgeOut {
@@ -154,6 +165,7 @@ fn describe(home: &Home, lib: &dyn TapeLibrary, p: &Pool) -> Result<PoolOut> {
             state: "labelled".into(),
             bytes_used: lib.cartridge_bytes(&v.barcode),
             jobs: home.catalog.jobs_on_volume(v.id)?,
+            expires: expiries.get(&v.barcode).map(|t| output::time(*t)),
         });
     }
     for b in home.catalog.assigned_cartridges(&p.name)? {
@@ -163,6 +175,7 @@ fn describe(home: &Home, lib: &dyn TapeLibrary, p: &Pool) -> Result<PoolOut> {
                 barcode: b,
                 state: "assigned".into(),
                 jobs: 0,
+                expires: None,
             });
         }
     }
@@ -228,8 +241,13 @@ impl Output for Pools {
             p.print_rules();
             for c in &p.cartridges {
                 let used = c.bytes_used.map_or("?".to_string(), output::bytes);
+                let expires = c
+                    .expires
+                    .as_deref()
+                    .map(|t| format!(", expires {t}"))
+                    .unwrap_or_default();
                 outln!(
-                    "  {} {:<8} {:>12} {} jobs",
+                    "  {} {:<8} {:>12} {} jobs{expires}",
                     c.barcode,
                     c.state,
                     used,
