@@ -33,6 +33,15 @@ pub enum CatalogError {
         /// The newest schema version this tapeloom knows.
         known: i64,
     },
+    /// A job's chain of bases in its set is broken: its base is no longer in the
+    /// catalog.
+    #[error("job {job} is relative to job {base}, which is no longer in the catalog")]
+    BrokenChain {
+        /// The job.
+        job: i64,
+        /// Its missing base.
+        base: i64,
+    },
     /// No job with this id.
     #[error("no job {id} in the catalog")]
     NoJob {

@@ -6,7 +6,7 @@ use crate::Catalog;
 use rusqlite::{params, OptionalExtension};
 
 /// One file system object of a job and where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FileRow {
     /// Path in the job namespace (raw bytes).
     pub path: Vec<u8>,
@@ -38,6 +38,21 @@ pub struct FileRow {
     pub crc: u32,
     /// Symlink or hard-link target.
     pub link: Vec<u8>,
+    /// Status change time in nanoseconds (0 when not known: rows of older jobs).
+    pub ctime_ns: i64,
+    /// Inode number (0 when not known).
+    pub ino: u64,
+    /// A regular file's new metadata alone: its data is in an earlier job of the
+    /// set, and it has no `Data` record in this one.
+    pub meta_only: bool,
+}
+
+impl FileRow {
+    /// Whether the entry has data in its job: a regular file, unless the row is
+    /// metadata alone.
+    pub fn has_data(&self) -> bool {
+        self.kind == tapeloom_format::EntryType::Regular as u8 && !self.meta_only
+    }
 }
 
 /// A run of consecutive blocks of one stream on one volume.
@@ -67,10 +82,10 @@ fn prefix_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
 
 const FILE_COLS: &str =
     "path, stream, type, mode, uid, gid, size, mtime_ns, start_seq, start_lbn, \
-                         start_off, end_seq, end_lbn, crc, link";
+                         start_off, end_seq, end_lbn, crc, link, ctime_ns, ino, meta_only";
 
 /// Columns of `FILE_COLS`.
-const FILE_COL_COUNT: usize = 15;
+const FILE_COL_COUNT: usize = 18;
 /// Rows per `INSERT` statement when recording files: fewer statements to run, and
 /// well below SQLite's limit on parameters.
 const ROWS_PER_INSERT: usize = 32;
@@ -110,6 +125,9 @@ fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
         end_lbn: r.get::<_, i64>(12)? as u64,
         crc: r.get(13)?,
         link: r.get(14)?,
+        ctime_ns: r.get::<_, Option<i64>>(15)?.unwrap_or(0),
+        ino: r.get::<_, Option<i64>>(16)?.unwrap_or(0) as u64,
+        meta_only: r.get(17)?,
     })
 }
 
@@ -145,6 +163,9 @@ impl Catalog {
                         st.raw_bind_parameter(b + 12, f.end_lbn as i64)?;
                         st.raw_bind_parameter(b + 13, f.crc)?;
                         st.raw_bind_parameter(b + 14, &f.link)?;
+                        st.raw_bind_parameter(b + 15, f.ctime_ns)?;
+                        st.raw_bind_parameter(b + 16, f.ino as i64)?;
+                        st.raw_bind_parameter(b + 17, f.meta_only)?;
                     }
                     st.raw_execute()?;
                 }

@@ -4,6 +4,7 @@ use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::volumes::{volume_row, VOLUME_COLS};
 use crate::{Catalog, JobState, Volume};
 use rusqlite::{params, OptionalExtension};
+use tapeloom_format::Level;
 
 /// A job.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +32,12 @@ pub struct Job {
     /// For an encrypted job: the fingerprint of its master key (hex) and its
     /// `JobKey` record's body (the wrapped data key).
     pub key: Option<(String, Vec<u8>)>,
+    /// Its backup set (its name unless given).
+    pub set: String,
+    /// Its level in the set.
+    pub level: Level,
+    /// The job its changes are relative to (none for a full).
+    pub base: Option<i64>,
 }
 
 /// One volume of a job, in order.
@@ -61,10 +68,10 @@ pub struct Stream {
     pub source: Vec<u8>,
 }
 
-const JOB_COLS: &str =
-    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size, key_fingerprint, job_key";
+pub(crate) const JOB_COLS: &str =
+    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size, key_fingerprint, job_key, set_name, level, base_job";
 
-fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+pub(crate) fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
         id: r.get(0)?,
         tag: r.get::<_, i64>(1)? as u64,
@@ -83,6 +90,14 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
             (Some(f), Some(k)) => Some((f, k)),
             _ => None,
         },
+        set: match r.get::<_, Option<String>>(12)? {
+            Some(s) => s,
+            None => r.get(2)?,
+        },
+        level: Level::from_u8(r.get(13)?).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Integer, e.into())
+        })?,
+        base: r.get(14)?,
     })
 }
 

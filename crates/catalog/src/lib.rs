@@ -24,6 +24,7 @@ mod moves;
 mod pools;
 mod samples;
 mod schema;
+mod sets;
 mod stages;
 mod state;
 mod volumes;
@@ -36,6 +37,7 @@ pub use jobs::{Job, JobVolume, Stream};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};
 pub use samples::{Mark, Phase, Sample, Series};
+pub use sets::{Tree, TreeFile};
 pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
 pub use state::{ChunkState, JobState, UnknownState, VolumeState};
 pub use volumes::Volume;
@@ -94,6 +96,7 @@ mod tests {
             end_lbn: lbn + 1,
             crc: 7,
             link: vec![],
+            ..FileRow::default()
         }
     }
 
@@ -101,7 +104,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 14);
+        assert_eq!(c.schema_version().unwrap(), 15);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

@@ -349,6 +349,7 @@ fn forget_job(tx: &rusqlite::Transaction<'_>, job: i64) -> rusqlite::Result<()> 
         "job_errors",
         "job_volumes",
         "stage_cuts",
+        "deletions",
     ] {
         tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [job])?;
     }

@@ -226,6 +226,9 @@ mod tests {
             seconds: 0.0,
             block_size: 262144,
             key: None,
+            set: "j".into(),
+            level: tapeloom_format::Level::Full,
+            base: None,
         }
     }
 

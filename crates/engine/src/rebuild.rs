@@ -367,7 +367,7 @@ fn add_job(
     };
     let bytes: u64 = all
         .iter()
-        .filter(|r| r.kind == tapeloom_format::EntryType::Regular as u8)
+        .filter(|r| r.has_data())
         .fold(0u64, |a, r| a.saturating_add(r.size));
     let (status, ended) = match &end {
         Some(e) => (JobState::from(e.status), e.ended),
@@ -399,8 +399,8 @@ fn file_row(e: &IndexEntry) -> FileRow {
         stream: e.stream,
         kind: e.kind as u8,
         mode: e.mode,
-        uid: 0,
-        gid: 0,
+        uid: e.facts.map_or(0, |f| f.uid),
+        gid: e.facts.map_or(0, |f| f.gid),
         size: e.size,
         mtime_ns: e.mtime.as_nanos(),
         start_seq: e.start.volume_seq,
@@ -410,6 +410,9 @@ fn file_row(e: &IndexEntry) -> FileRow {
         end_lbn: e.end.lbn,
         crc: e.crc,
         link: e.link.clone(),
+        ctime_ns: e.facts.map_or(0, |f| f.ctime.as_nanos()),
+        ino: e.facts.map_or(0, |f| f.ino),
+        meta_only: e.meta_only,
     }
 }
 

@@ -21,8 +21,8 @@ use crate::stage::rows::StreamRows;
 use std::collections::{BTreeMap, HashSet};
 use tapeloom_catalog::{Catalog, FileRow, JobState, JobVolume};
 use tapeloom_format::{
-    open_block, BlockHeader, DataKey, EntryType, FormatError, BLOCK_HEADER_LEN,
-    CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE,
+    open_block, BlockHeader, DataKey, FormatError, BLOCK_HEADER_LEN, CONTINUATION_STREAM,
+    CONTROL_STREAM, MAX_BLOCK_SIZE,
 };
 
 /// What a recovery found.
@@ -137,9 +137,8 @@ const RECOVERED: &str =
     "the backup stopped before it wrote its index; its entries were recovered from its data streams";
 
 fn data_bytes(rows: &[FileRow]) -> u64 {
-    let regular = EntryType::Regular as u8;
     rows.iter()
-        .filter(|r| r.kind == regular)
+        .filter(|r| r.has_data())
         .fold(0u64, |a, r| a.saturating_add(r.size))
 }
 

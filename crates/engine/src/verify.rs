@@ -5,7 +5,7 @@ use crate::home::Home;
 use crate::media::reader::{Got, JobReader, Sink, Streams};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
-use tapeloom_format::{Entry, EntryType, Event, FileEnd, FileStatus, Kind};
+use tapeloom_format::{Entry, Event, FileEnd, FileStatus, Kind};
 
 /// What a verify found.
 #[derive(Debug, Clone, Default)]
@@ -51,7 +51,7 @@ impl Sink for Checker {
                     Ok(e) if self.left_out.contains(&e.path) => {}
                     Ok(e) => {
                         self.seen += 1;
-                        if e.kind == EntryType::Regular {
+                        if e.has_data() {
                             self.open.insert(stream, (e.path, 0));
                         } else {
                             self.good += 1;

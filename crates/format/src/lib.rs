@@ -23,14 +23,15 @@ pub use expand::expand_block;
 pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC, LABEL_WRITE_VERSION};
 pub use pack::{PackedBlock, StreamPacker};
 pub use record::{
-    Entry, EntryType, FileEnd, FileStatus, IndexEntry, JobEnd, JobStart, JobStatus, Kind, Pos,
-    RecordHeader, StreamEnd, StreamInfo, Timestamp, RECORD_HEADER_LEN,
+    Entry, EntryType, Facts, FileEnd, FileStatus, IndexEntry, IndexFacts, JobEnd, JobStart,
+    JobStatus, Kind, Level, Pos, RecordHeader, SetInfo, StreamEnd, StreamInfo, Timestamp,
+    RECORD_HEADER_LEN,
 };
 
 /// The format version this code writes.
-pub const WRITE_VERSION: u16 = 3;
+pub const WRITE_VERSION: u16 = 4;
 /// The newest format version this code reads.
-pub const READ_VERSION: u16 = 3;
+pub const READ_VERSION: u16 = 4;
 /// The smallest block size a job may use.
 pub const MIN_BLOCK_SIZE: usize = 64 * 1024;
 /// The largest block size a job may use.

@@ -220,12 +220,38 @@ pub struct Entry {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
     /// Data extents (offset, length) of a sparse file; `None` for a dense file.
     pub sparse: Option<Vec<(u64, u64)>>,
+    /// A regular file whose data is unchanged since an earlier job of its set: no
+    /// `Data` or `FileEnd` follows (version 4).
+    pub meta_only: bool,
+    /// The change time and inode number, which the next job of the set compares
+    /// (version 4); `None` in entries of older writers.
+    pub facts: Option<Facts>,
 }
 
+/// What an incremental compares of an object besides its entry (FORMAT.md 5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Facts {
+    /// Status change time.
+    pub ctime: Timestamp,
+    /// Inode number.
+    pub ino: u64,
+}
+
+/// Entry flag bits (FORMAT.md 5.3).
+const ENTRY_SPARSE: u8 = 1;
+const ENTRY_META_ONLY: u8 = 2;
+const ENTRY_FACTS: u8 = 4;
+
 impl Entry {
+    /// Whether `Data` and `FileEnd` records follow: a regular file, unless it is
+    /// metadata alone.
+    pub fn has_data(&self) -> bool {
+        self.kind == EntryType::Regular && !self.meta_only
+    }
+
     /// Bytes of a regular file stored in its `Data` record.
     pub fn stored_len(&self) -> u64 {
-        if self.kind != EntryType::Regular {
+        if self.kind != EntryType::Regular || self.meta_only {
             return 0;
         }
         match &self.sparse {
@@ -239,7 +265,17 @@ impl Entry {
         let mut v = Vec::with_capacity(96 + self.path.len() + self.link.len());
         let mut e = Enc(&mut v);
         e.u8(self.kind as u8);
-        e.u8(u8::from(self.sparse.is_some()));
+        let mut flags = 0;
+        if self.sparse.is_some() {
+            flags |= ENTRY_SPARSE;
+        }
+        if self.meta_only {
+            flags |= ENTRY_META_ONLY;
+        }
+        if self.facts.is_some() {
+            flags |= ENTRY_FACTS;
+        }
+        e.u8(flags);
         e.u16(0);
         e.u32(self.mode);
         e.u32(self.uid);
@@ -263,6 +299,10 @@ impl Entry {
             e.u64(*o);
             e.u64(*l);
         }
+        if let Some(f) = &self.facts {
+            f.ctime.enc(&mut e);
+            e.u64(f.ino);
+        }
         v
     }
 
@@ -271,7 +311,8 @@ impl Entry {
         let mut d = Dec::new(buf, "entry record");
         let kind = EntryType::from_u8(d.u8()?)?;
         let flags = d.u8()?;
-        if flags & !1 != 0 {
+        let known = ENTRY_SPARSE | ENTRY_META_ONLY | ENTRY_FACTS;
+        if flags & !known != 0 || (flags & ENTRY_META_ONLY != 0 && kind != EntryType::Regular) {
             return Err(FormatError::UnknownEntryFlags(flags));
         }
         d.reserved(2)?;
@@ -299,7 +340,19 @@ impl Entry {
         for _ in 0..n {
             ext.push((d.u64()?, d.u64()?));
         }
-        let sparse = if flags & 1 != 0 { Some(ext) } else { None };
+        let sparse = if flags & ENTRY_SPARSE != 0 {
+            Some(ext)
+        } else {
+            None
+        };
+        let facts = if flags & ENTRY_FACTS != 0 {
+            Some(Facts {
+                ctime: Timestamp::dec(&mut d)?,
+                ino: d.u64()?,
+            })
+        } else {
+            None
+        };
         if let Some(ext) = &sparse {
             let mut end = 0u64;
             for &(o, l) in ext {
@@ -328,6 +381,8 @@ impl Entry {
             group,
             xattrs,
             sparse,
+            meta_only: flags & ENTRY_META_ONLY != 0,
+            facts,
         })
     }
 }
@@ -442,6 +497,59 @@ pub struct JobStart {
     pub host: String,
     /// The job's data streams.
     pub streams: Vec<StreamInfo>,
+    /// Its backup set, level, base and pool (version 4); `None` from older writers.
+    pub set: Option<SetInfo>,
+}
+
+/// The level of a job in its set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Level {
+    /// Everything.
+    #[default]
+    Full = 0,
+    /// What changed since the set's previous job of any level.
+    Incremental = 1,
+    /// What changed since the set's last full.
+    Differential = 2,
+}
+
+impl Level {
+    /// Decodes the level byte.
+    pub fn from_u8(v: u8) -> Result<Self> {
+        Ok(match v {
+            0 => Level::Full,
+            1 => Level::Incremental,
+            2 => Level::Differential,
+            _ => {
+                return Err(FormatError::UnknownCode {
+                    what: "job level",
+                    value: v.into(),
+                })
+            }
+        })
+    }
+    /// The name used on the command line and in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Level::Full => "full",
+            Level::Incremental => "incremental",
+            Level::Differential => "differential",
+        }
+    }
+}
+
+/// A job's place in its backup set (FORMAT.md 5.1, version 4).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SetInfo {
+    /// The set's name.
+    pub set: String,
+    /// The job's level.
+    pub level: Level,
+    /// The tag of the job its changes are relative to (0 for a full).
+    pub base: u64,
+    /// The media pool the job was written to.
+    pub pool: String,
 }
 
 impl JobStart {
@@ -460,6 +568,12 @@ impl JobStart {
             e.u16(s.id);
             e.bytes16(s.name.as_bytes());
             e.bytes32(&s.source);
+        }
+        if let Some(set) = &self.set {
+            e.bytes16(set.set.as_bytes());
+            e.u8(set.level as u8);
+            e.u64(set.base);
+            e.bytes16(set.pool.as_bytes());
         }
         v
     }
@@ -482,6 +596,26 @@ impl JobStart {
                 source: d.bytes32()?,
             });
         }
+        let set = if d.remaining() > 0 {
+            let set = d.string16()?;
+            let level = Level::from_u8(d.u8()?)?;
+            let base = d.u64()?;
+            let pool = d.string16()?;
+            if (level == Level::Full) != (base == 0) {
+                return Err(FormatError::UnknownCode {
+                    what: "job base",
+                    value: level as u16,
+                });
+            }
+            Some(SetInfo {
+                set,
+                level,
+                base,
+                pool,
+            })
+        } else {
+            None
+        };
         Ok(JobStart {
             job_tag,
             started,
@@ -490,6 +624,7 @@ impl JobStart {
             name,
             host,
             streams,
+            set,
         })
     }
 }
@@ -528,7 +663,33 @@ pub struct IndexEntry {
     pub path: Vec<u8>,
     /// Symlink target, or the first path of a hard-link set.
     pub link: Vec<u8>,
+    /// The entry is a regular file's new metadata only; its data is in an earlier
+    /// job of the set (version 4).
+    pub meta_only: bool,
+    /// The path was deleted since the job's base (version 4): no record is on tape.
+    pub deleted: bool,
+    /// Change time, inode and owner, which the next job of the set compares
+    /// (version 4).
+    pub facts: Option<IndexFacts>,
 }
+
+/// What an index entry keeps for change detection (FORMAT.md 5.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct IndexFacts {
+    /// Status change time.
+    pub ctime: Timestamp,
+    /// Inode number.
+    pub ino: u64,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+/// Index entry flag bits (FORMAT.md 5.6).
+const INDEX_META_ONLY: u8 = 1;
+const INDEX_DELETED: u8 = 2;
+const INDEX_FACTS: u8 = 4;
 
 impl IndexEntry {
     /// Appends the encoding to `v`.
@@ -536,7 +697,17 @@ impl IndexEntry {
         let mut e = Enc(v);
         e.u16(self.stream);
         e.u8(self.kind as u8);
-        e.u8(0);
+        let mut flags = 0;
+        if self.meta_only {
+            flags |= INDEX_META_ONLY;
+        }
+        if self.deleted {
+            flags |= INDEX_DELETED;
+        }
+        if self.facts.is_some() {
+            flags |= INDEX_FACTS;
+        }
+        e.u8(flags);
         e.u64(self.size);
         self.mtime.enc(&mut e);
         e.u32(self.mode);
@@ -546,6 +717,12 @@ impl IndexEntry {
         e.u32(self.end.volume_seq);
         e.u64(self.end.lbn);
         e.u32(self.crc);
+        if let Some(f) = &self.facts {
+            f.ctime.enc(&mut e);
+            e.u64(f.ino);
+            e.u32(f.uid);
+            e.u32(f.gid);
+        }
         e.bytes32(&self.path);
         e.bytes32(&self.link);
     }
@@ -569,7 +746,13 @@ impl IndexEntry {
         for _ in 0..n {
             let stream = d.u16()?;
             let kind = EntryType::from_u8(d.u8()?)?;
-            d.reserved(1)?;
+            let flags = d.u8()?;
+            if flags & !(INDEX_META_ONLY | INDEX_DELETED | INDEX_FACTS) != 0
+                || flags & (INDEX_META_ONLY | INDEX_DELETED) == INDEX_META_ONLY | INDEX_DELETED
+                || (flags & INDEX_META_ONLY != 0 && kind != EntryType::Regular)
+            {
+                return Err(FormatError::UnknownEntryFlags(flags));
+            }
             let size = d.u64()?;
             let mtime = Timestamp::dec(&mut d)?;
             let mode = d.u32()?;
@@ -584,6 +767,16 @@ impl IndexEntry {
                 offset: 0,
             };
             let crc = d.u32()?;
+            let facts = if flags & INDEX_FACTS != 0 {
+                Some(IndexFacts {
+                    ctime: Timestamp::dec(&mut d)?,
+                    ino: d.u64()?,
+                    uid: d.u32()?,
+                    gid: d.u32()?,
+                })
+            } else {
+                None
+            };
             let path = d.bytes32()?;
             crate::check_relative_path(&path)?;
             let link = d.bytes32()?;
@@ -598,6 +791,9 @@ impl IndexEntry {
                 crc,
                 path,
                 link,
+                meta_only: flags & INDEX_META_ONLY != 0,
+                deleted: flags & INDEX_DELETED != 0,
+                facts,
             });
         }
         if d.remaining() != 0 {
@@ -739,12 +935,14 @@ mod tests {
                 vec(any::<u8>(), 0..20),
                 vec((vec(any::<u8>(), 1..20), vec(any::<u8>(), 0..50)), 0..4),
                 any::<bool>(),
+                any::<bool>(),
+                proptest::option::of((ts(), any::<u64>())),
             ),
         )
             .prop_map(
                 |(
                     (kind, mode, uid, gid, size, mtime, atime, rdev),
-                    (path, link, user, group, xattrs, sp),
+                    (path, link, user, group, xattrs, sp, meta, facts),
                 )| {
                     let sparse = sp.then(|| vec![(0, size / 4), (size / 2, size / 4)]);
                     Entry {
@@ -762,6 +960,8 @@ mod tests {
                         group,
                         xattrs,
                         sparse,
+                        meta_only: meta && kind == EntryType::Regular,
+                        facts: facts.map(|(ctime, ino)| Facts { ctime, ino }),
                     }
                 },
             )
@@ -802,17 +1002,25 @@ mod tests {
         #[test]
         fn job_start_round_trip(job_tag in any::<u64>(), started in ts(), block_size in any::<u32>(),
                                 volume_seq in any::<u32>(), name in ".{0,20}", host in ".{0,20}",
-                                streams in vec((1u16.., "[a-z]{1,8}", vec(any::<u8>(), 0..30)), 0..5)) {
+                                streams in vec((1u16.., "[a-z]{1,8}", vec(any::<u8>(), 0..30)), 0..5),
+                                set in proptest::option::of(("[a-z]{0,8}", 0u8..3, 1u64.., "[a-z]{0,8}"))) {
+            let set = set.map(|(set, level, base, pool)| {
+                let level = Level::from_u8(level).unwrap();
+                let base = if level == Level::Full { 0 } else { base };
+                SetInfo { set, level, base, pool }
+            });
             let j = JobStart { job_tag, started, block_size, volume_seq, name, host,
-                streams: streams.into_iter().map(|(id, name, source)| StreamInfo { id, name, source }).collect() };
+                streams: streams.into_iter().map(|(id, name, source)| StreamInfo { id, name, source }).collect(), set };
             prop_assert_eq!(JobStart::decode(&j.encode()).unwrap(), j);
         }
 
         #[test]
-        fn index_round_trip(items in vec((any::<u16>(), etype(), any::<u64>(), ts(), any::<u32>(), pos(), pos(), any::<u32>(), rel_path(), vec(any::<u8>(), 0..10)), 0..20)) {
-            let es: Vec<IndexEntry> = items.into_iter().map(|(stream, kind, size, mtime, mode, start, mut end, crc, path, link)| {
+        fn index_round_trip(items in vec(((any::<u16>(), etype(), any::<u64>(), ts(), any::<u32>(), pos(), pos(), any::<u32>(), rel_path(), vec(any::<u8>(), 0..10)), (0u8..3, proptest::option::of((ts(), any::<u64>(), any::<u32>(), any::<u32>())))), 0..20)) {
+            let es: Vec<IndexEntry> = items.into_iter().map(|((stream, kind, size, mtime, mode, start, mut end, crc, path, link), (change, facts))| {
                 end.offset = 0;
-                IndexEntry { stream, kind, size, mtime, mode, start, end, crc, path, link }
+                let facts = facts.map(|(ctime, ino, uid, gid)| IndexFacts { ctime, ino, uid, gid });
+                let meta_only = change == 1 && kind == EntryType::Regular;
+                IndexEntry { stream, kind, size, mtime, mode, start, end, crc, path, link, meta_only, deleted: change == 2, facts }
             }).collect();
             prop_assert_eq!(IndexEntry::decode_chunk(&IndexEntry::encode_chunk(&es)).unwrap(), es);
         }
@@ -854,8 +1062,67 @@ mod tests {
                 group: vec![],
                 xattrs: vec![],
                 sparse: None,
+                meta_only: false,
+                facts: None,
             };
             assert!(Entry::decode(&e.encode()).is_err());
         }
+    }
+
+    #[test]
+    fn metadata_alone_is_only_for_regular_files() {
+        let mut e = Entry {
+            kind: EntryType::Regular,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            size: 5,
+            mtime: Timestamp::default(),
+            atime: Timestamp::default(),
+            rdev: 0,
+            path: b"a".to_vec(),
+            link: vec![],
+            user: vec![],
+            group: vec![],
+            xattrs: vec![],
+            sparse: None,
+            meta_only: true,
+            facts: None,
+        };
+        assert_eq!(e.stored_len(), 0);
+        assert!(!e.has_data());
+        let mut body = e.encode();
+        assert_eq!(body[1], 2, "flag bit 1");
+        assert!(Entry::decode(&body).unwrap().meta_only);
+        body[0] = EntryType::Directory as u8;
+        assert!(matches!(
+            Entry::decode(&body),
+            Err(FormatError::UnknownEntryFlags(2))
+        ));
+        e.meta_only = false;
+        assert!(e.has_data());
+        // A JobStart of version 3 (no set) still reads, as a job without a set.
+        let j = JobStart {
+            job_tag: 1,
+            started: Timestamp::default(),
+            block_size: 65536,
+            volume_seq: 0,
+            name: "n".into(),
+            host: "h".into(),
+            streams: vec![],
+            set: None,
+        };
+        assert_eq!(JobStart::decode(&j.encode()).unwrap().set, None);
+        // A full has no base, and anything else has one.
+        let bad = JobStart {
+            set: Some(SetInfo {
+                set: "s".into(),
+                level: Level::Incremental,
+                base: 0,
+                pool: "p".into(),
+            }),
+            ..j
+        };
+        assert!(JobStart::decode(&bad.encode()).is_err());
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tapeloom_engine::{
     BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet, Progress, Via,
 };
+use tapeloom_format::Level;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -101,6 +102,28 @@ pub struct Args {
     /// default.
     #[arg(long, value_name = "NAME")]
     pool: Option<String>,
+    /// The backup set the job belongs to (default: the job's name). With --set and
+    /// no --name, the job is named after the set.
+    #[arg(long, value_name = "NAME")]
+    set: Option<String>,
+    /// full; incremental (what changed since the set's last job that ended); or
+    /// differential (what changed since its last full). Changes are found from the
+    /// catalog (size, mtime, ctime, inode, mode, owner), without reading unchanged
+    /// files. A set without a full gets a full, and says why.
+    #[arg(long, value_name = "LEVEL", default_value = "full", value_parser = parse_level)]
+    level: Level,
+}
+
+/// `--level`: full, incremental or differential.
+fn parse_level(s: &str) -> Result<Level, String> {
+    match s {
+        "full" => Ok(Level::Full),
+        "incremental" | "incr" | "inc" => Ok(Level::Incremental),
+        "differential" | "diff" => Ok(Level::Differential),
+        _ => Err(format!(
+            "--level takes full, incremental or differential; not '{s}'"
+        )),
+    }
 }
 
 /// `--drives`: a number, all, or a list of drive indexes.
@@ -155,7 +178,7 @@ impl Args {
         }
         let block_size = usize::try_from(block).map_err(|_| CliError::BlockSize(block))?;
         let opts = BackupOptions {
-            name: self.name.unwrap_or_default(),
+            name: self.name.or_else(|| self.set.clone()).unwrap_or_default(),
             block_size,
             drives: match self.drive {
                 Some(d) => DriveSet::List(vec![d]),
@@ -184,6 +207,8 @@ impl Args {
             },
             encrypt: None,
             pool: self.pool,
+            set: self.set,
+            level: self.level,
         };
         Ok((sources, opts))
     }
@@ -238,6 +263,8 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
 pub struct BackedUp {
     job_id: i64,
     status: &'static str,
+    #[serde(flatten)]
+    set: SetFigures,
     files: u64,
     bytes: u64,
     seconds: f64,
@@ -299,11 +326,41 @@ struct Compression {
     stored_as_is_blocks: u64,
 }
 
+/// A job's place in its set, and what its base comparison found.
+#[derive(Serialize)]
+struct SetFigures {
+    set: String,
+    level: &'static str,
+    base_job: Option<i64>,
+    /// Why the job ran at another level than the one asked for.
+    promoted: Option<String>,
+    /// Objects unchanged since the base: neither opened nor stored.
+    unchanged: u64,
+    /// Regular files recorded with their metadata alone.
+    meta_only: u64,
+    /// Paths found deleted since the base.
+    deleted: u64,
+    /// Bytes read from source files, and files opened to be read.
+    source_bytes_read: u64,
+    source_files_opened: u64,
+}
+
 impl BackedUp {
     pub(crate) fn new(r: &BackupReport, drive_compression: String) -> Self {
         BackedUp {
             job_id: r.job_id,
             status: r.status.as_str(),
+            set: SetFigures {
+                set: r.set.set.clone(),
+                level: r.set.level.name(),
+                base_job: r.set.base.as_ref().map(|b| b.id),
+                promoted: r.set.promoted.clone(),
+                unchanged: r.unchanged,
+                meta_only: r.meta_only,
+                deleted: r.deleted,
+                source_bytes_read: r.source_bytes_read,
+                source_files_opened: r.source_files_opened,
+            },
             files: r.files,
             bytes: r.bytes,
             seconds: r.seconds,
@@ -359,6 +416,19 @@ impl BackedUp {
 
 impl Output for BackedUp {
     fn print(&self) {
+        if let Some(why) = &self.set.promoted {
+            outln!("{why}");
+        }
+        if let Some(base) = self.set.base_job {
+            outln!(
+                "{} of set {} against job {base}: {} unchanged, {} with new metadata only, {} deleted",
+                self.set.level,
+                self.set.set,
+                self.set.unchanged,
+                self.set.meta_only,
+                self.set.deleted
+            );
+        }
         outln!(
             "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
             self.job_id,

@@ -31,7 +31,7 @@ use tapeloom_engine::Home;
 #[derive(clap::Subcommand)]
 pub enum Cmd {
     /// Back up files and directories.
-    Backup(backup::Args),
+    Backup(Box<backup::Args>),
     /// List jobs.
     Jobs,
     /// Draw a job's per-second measurements (throughput per stream and drive, buffer
@@ -95,7 +95,7 @@ impl Cmd {
     pub fn run(self, ctx: &Context, cli: fn() -> clap::Command) -> Result<i32> {
         let json = ctx.json;
         match self {
-            Cmd::Backup(a) => emit(&backup::run(a, ctx)?, json),
+            Cmd::Backup(a) => emit(&backup::run(*a, ctx)?, json),
             Cmd::Jobs => emit(&jobs::run(ctx)?, json),
             Cmd::Report(a) => emit(&report::run(a, ctx)?, json),
             Cmd::Ls(a) => emit(&ls::run(a, ctx)?, json),

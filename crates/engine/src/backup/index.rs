@@ -13,7 +13,7 @@ use crate::media::writer::{Moved, VolumeWriter};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use tapeloom_catalog::FileRow;
-use tapeloom_format::{EntryType, IndexEntry, Pos, Timestamp};
+use tapeloom_format::{EntryType, IndexEntry, IndexFacts, Pos, Timestamp};
 
 /// Entries per index chunk.
 const PAGE: u32 = 2048;
@@ -44,6 +44,33 @@ impl IndexSpool {
     pub(crate) fn add(&mut self, rows: Vec<FileRow>) -> Result<()> {
         for r in rows {
             index_entry(r)?.encode_into(&mut self.open);
+            self.count += 1;
+            if self.count == PAGE {
+                self.close_chunk()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes the paths the job found deleted since its base (FORMAT.md 5.6).
+    pub(crate) fn add_deleted(&mut self, paths: &[(Vec<u8>, u8)]) -> Result<()> {
+        for (path, kind) in paths {
+            IndexEntry {
+                stream: tapeloom_format::CONTROL_STREAM,
+                kind: EntryType::from_u8(*kind)?,
+                size: 0,
+                mtime: Timestamp::default(),
+                mode: 0,
+                start: Pos::default(),
+                end: Pos::default(),
+                crc: 0,
+                path: path.clone(),
+                link: Vec::new(),
+                meta_only: false,
+                deleted: true,
+                facts: None,
+            }
+            .encode_into(&mut self.open);
             self.count += 1;
             if self.count == PAGE {
                 self.close_chunk()?;
@@ -142,5 +169,13 @@ fn index_entry(r: FileRow) -> Result<IndexEntry> {
         crc: r.crc,
         path: r.path,
         link: r.link,
+        meta_only: r.meta_only,
+        deleted: false,
+        facts: Some(IndexFacts {
+            ctime: Timestamp::from_nanos(r.ctime_ns),
+            ino: r.ino,
+            uid: r.uid,
+            gid: r.gid,
+        }),
     })
 }

@@ -10,6 +10,7 @@
 //! [`plan`] decides what a job does before anything is read; [`report`] holds what
 //! it tells when it ends.
 
+pub(crate) mod changes;
 pub(crate) mod estimate;
 pub(crate) mod index;
 mod moved;
@@ -74,7 +75,9 @@ pub fn backup(
     }
     // An unknown pool is refused before the job is recorded.
     let pool = job_pool(home, opts)?;
-    let (job_id, start) = begin_job(home, &plan, opts)?;
+    let set_name = opts.set.clone().unwrap_or_else(|| plan.job_name.clone());
+    let (set, scan) = changes::choose(&home.catalog, &set_name, opts.level)?;
+    let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
     let lib = home.library()?;
     // The drive's compressor runs at line rate with no host CPU; software compression
     // takes over when a tape drive's own is off. A library without a drive model
@@ -120,6 +123,8 @@ pub fn backup(
         moved: Mutex::new(Vec::new()),
         feed: None,
         prior: None,
+        scan: Arc::new(scan),
+        set,
     };
     let mut job = job;
     // Only the automatic concurrency asks how large the streams are, and only to
@@ -238,7 +243,12 @@ fn stop_staging(job: &JobShared<'_>, spoolers: Vec<std::thread::JoinHandle<()>>)
 }
 
 /// Records the job in the catalog and makes its start record.
-fn begin_job(home: &Home, plan: &Plan, opts: &BackupOptions) -> Result<(i64, JobStart)> {
+fn begin_job(
+    home: &Home,
+    plan: &Plan,
+    opts: &BackupOptions,
+    (set, pool): (&changes::SetChoice, &str),
+) -> Result<(i64, JobStart)> {
     let tag = u64::from_le_bytes(random_uuid()[..8].try_into().unwrap_or([7; 8]));
     let started = crate::clock::now()?;
     let streams = plan.streams();
@@ -256,6 +266,9 @@ fn begin_job(home: &Home, plan: &Plan, opts: &BackupOptions) -> Result<(i64, Job
             })
             .collect::<Vec<_>>(),
     )?;
+    let base = set.base.as_ref();
+    home.catalog
+        .set_job_set(job_id, &set.set, set.level, base.map(|b| b.id))?;
     let host = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -267,6 +280,12 @@ fn begin_job(home: &Home, plan: &Plan, opts: &BackupOptions) -> Result<(i64, Job
         name: plan.job_name.clone(),
         host,
         streams,
+        set: Some(tapeloom_format::SetInfo {
+            set: set.set.clone(),
+            level: set.level,
+            base: base.map_or(0, |b| b.tag),
+            pool: pool.to_string(),
+        }),
     };
     Ok((job_id, start))
 }
@@ -420,6 +439,12 @@ fn finish(
         })?,
         index::IndexSpool::new(),
     );
+    // What the base had and the walkers did not find: deleted, in the index and
+    // the catalog, so no restore of this job's tree brings it back.
+    let deleted = job.scan.deletions();
+    let mut spool = spool;
+    spool.add_deleted(&deleted)?;
+    cat.add_deletions(job_id, &deleted)?;
     let index_start = spool.write(&mut writers[0], &moved)?;
     let all_volumes = job_volumes(job, writers);
     let ended = crate::clock::now()?;
@@ -499,6 +524,12 @@ fn finish(
         staged: job.feed.is_some(),
         despool: job.feed.is_some().then_some(job.opts.despool),
         stage_waits,
+        set: job.set.clone(),
+        unchanged: job.scan.counts.unchanged.load(Ordering::Relaxed),
+        meta_only: job.scan.counts.meta_only.load(Ordering::Relaxed),
+        deleted: deleted.len() as u64,
+        source_bytes_read: job.scan.counts.read_bytes.load(Ordering::Relaxed),
+        source_files_opened: job.scan.counts.opened.load(Ordering::Relaxed),
     })
 }
 

@@ -3,9 +3,10 @@
 //! stored by extent, a CRC32C per file), compresses blocks when asked, and hands
 //! them to its lane of the buffer pool.
 
+use crate::backup::changes::Scan;
 use crate::backup::mux::{Done, Msg, Outlet, Stopped};
 use crate::backup::plan::Pending;
-use crate::backup::source::{Batch, Content, Fetched, Item};
+use crate::backup::source::{Batch, Content, Data, Fetched, Item, Names, Same};
 use crate::compress::{CompressionCounters, Compressor};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
@@ -51,6 +52,7 @@ struct Packer {
     comp: Option<(Compressor, Arc<CompressionCounters>)>,
     waiting: Vec<Done>,
     open_start: Option<u64>,
+    scan: Arc<Scan>,
 }
 
 impl Packer {
@@ -113,6 +115,8 @@ pub(crate) struct PackerSetup {
     pub skip: Vec<(u64, u64)>,
     /// Where the compressors count, when blocks are compressed in software.
     pub counters: Option<Arc<CompressionCounters>>,
+    /// What the job reads of its sources, and its base when it has one.
+    pub scan: Arc<Scan>,
 }
 
 /// Starts a stream's walker, readers and packer, sending its blocks to `out`.
@@ -124,11 +128,16 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
         .and_then(|c| Compressor::new().map(|z| (z, Arc::clone(c))));
     let (tag, block_size, readers) = (setup.tag, (setup.block_size, setup.tail), setup.readers);
     let skip = setup.skip.clone();
+    let scan = Arc::clone(&setup.scan);
     std::thread::spawn(move || {
-        let fetched =
-            crate::backup::source::start(vec![(abs.clone(), root.clone())], readers, skip);
+        let fetched = crate::backup::source::start(
+            vec![(abs.clone(), root.clone())],
+            readers,
+            skip,
+            Arc::clone(&scan),
+        );
         let host = HostPath { abs, root };
-        pack_stream(id, tag, block_size, fetched, out, &host, comp);
+        pack_stream(id, tag, block_size, fetched, out, &host, (comp, scan));
     })
 }
 
@@ -139,7 +148,7 @@ pub(crate) fn pack_stream(
     fetched: Receiver<Receiver<Batch>>,
     out: Outlet,
     host: &HostPath,
-    comp: Option<(Compressor, Arc<CompressionCounters>)>,
+    (comp, scan): (Option<(Compressor, Arc<CompressionCounters>)>, Arc<Scan>),
 ) {
     let mut pk = Packer {
         p: StreamPacker::new(stream, tag, block_size).with_tail(tail),
@@ -148,43 +157,16 @@ pub(crate) fn pack_stream(
         comp,
         waiting: Vec::new(),
         open_start: None,
+        scan,
     };
-    let mut links: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
-    let (mut entries, mut stored) = (0u64, 0u64);
+    let mut st = StreamState::default();
     for one in fetched.iter() {
         let Ok(mut batch) = one.recv() else { break };
         for f in batch.items.drain(..) {
             let r = match f {
                 Fetched::Error(p, why) => pk.error(p, why),
-                Fetched::Item(item) => {
-                    let Item {
-                        mut entry,
-                        ino,
-                        content,
-                    } = *item;
-                    if entry.kind == EntryType::Socket {
-                        // Sockets cannot be restored; like tar, leave them out.
-                        continue;
-                    }
-                    let mut content = content;
-                    if entry.kind != EntryType::Directory && ino.2 > 1 {
-                        match links.get(&(ino.0, ino.1)) {
-                            Some(first) => {
-                                entry.kind = EntryType::HardLink;
-                                entry.link = first.clone();
-                                entry.size = 0;
-                                entry.sparse = None;
-                                content = Content::None;
-                            }
-                            None => {
-                                links.insert((ino.0, ino.1), entry.path.clone());
-                            }
-                        }
-                    }
-                    entries += 1;
-                    stored += entry.stored_len();
-                    pack_item(&mut pk, entry, content, &batch.data, host)
-                }
+                Fetched::Item(item) => st.item(&mut pk, *item, &batch.data, host),
+                Fetched::Same(same) => st.same(&mut pk, *same, host),
             };
             if r.is_err() {
                 // The writer is gone; it reports why.
@@ -192,6 +174,9 @@ pub(crate) fn pack_stream(
             }
         }
     }
+    let StreamState {
+        entries, stored, ..
+    } = st;
     let se = StreamEnd {
         entries,
         bytes: stored,
@@ -200,6 +185,131 @@ pub(crate) fn pack_stream(
     pk.p.finish_block();
     if pk.drain().is_ok() {
         let _ = pk.out.other(Msg::End(entries, stored));
+    }
+}
+
+/// What a stream's packer keeps across objects.
+#[derive(Default)]
+struct StreamState {
+    /// The first path seen of each hard-linked inode (device, inode).
+    links: HashMap<(u64, u64), Vec<u8>>,
+    entries: u64,
+    stored: u64,
+    /// For fetching again what must be stored whole after all.
+    names: Names,
+}
+
+impl StreamState {
+    /// The first path of `path`'s hard-link set when `path` is a later name of it;
+    /// `None` for the first (now recorded) and for an object with one name.
+    fn later_name(&mut self, ino: (u64, u64, u64), path: &[u8]) -> Option<Vec<u8>> {
+        if ino.2 <= 1 {
+            return None;
+        }
+        match self.links.get(&(ino.0, ino.1)) {
+            Some(first) if first.as_slice() != path => Some(first.clone()),
+            Some(_) => None,
+            None => {
+                self.links.insert((ino.0, ino.1), path.to_vec());
+                None
+            }
+        }
+    }
+
+    /// An object read: into records.
+    fn item(
+        &mut self,
+        pk: &mut Packer,
+        item: Item,
+        data: &[u8],
+        host: &HostPath,
+    ) -> std::result::Result<(), Stopped> {
+        let Item {
+            mut entry,
+            ino,
+            mut content,
+        } = item;
+        if entry.kind == EntryType::Socket {
+            // Sockets cannot be restored; like tar, leave them out.
+            return Ok(());
+        }
+        if entry.kind != EntryType::Directory {
+            match self.later_name(ino, &entry.path) {
+                Some(first) => {
+                    entry.kind = EntryType::HardLink;
+                    entry.link = first;
+                    entry.size = 0;
+                    entry.sparse = None;
+                    entry.meta_only = false;
+                    content = Content::None;
+                }
+                None if entry.meta_only && self.was_later_name(pk, &entry.path) => {
+                    // The first name of its set now, and its data was stored only
+                    // under another: stored whole.
+                    return self.whole(pk, entry.path, host);
+                }
+                None => {}
+            }
+        }
+        self.entries += 1;
+        self.stored += entry.stored_len();
+        if entry.meta_only {
+            pk.scan
+                .counts
+                .meta_only
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        pack_item(pk, entry, content, data, host)
+    }
+
+    /// Whether the base had `path` as a later name of a hard-link set.
+    fn was_later_name(&self, pk: &Packer, path: &[u8]) -> bool {
+        pk.scan
+            .prev(path)
+            .is_some_and(|p| p.kind == EntryType::HardLink as u8)
+    }
+
+    /// An object unchanged since the base: nothing stored, unless its place in a
+    /// hard-link set changed (a name of the set was added or removed before it).
+    fn same(
+        &mut self,
+        pk: &mut Packer,
+        same: Same,
+        host: &HostPath,
+    ) -> std::result::Result<(), Stopped> {
+        let Same { path, ino } = same;
+        let Some(prev) = pk.scan.prev(&path) else {
+            return self.whole(pk, path, host);
+        };
+        if prev.kind == EntryType::Directory as u8 {
+            return Ok(());
+        }
+        let hard = EntryType::HardLink as u8;
+        let kept = match self.later_name(ino, &path) {
+            None => prev.kind != hard,
+            Some(first) => prev.kind == hard && prev.link == first,
+        };
+        if kept {
+            return Ok(());
+        }
+        self.whole(pk, path, host)
+    }
+
+    /// Fetches `path` again, whole, and stores it.
+    fn whole(
+        &mut self,
+        pk: &mut Packer,
+        path: Vec<u8>,
+        host: &HostPath,
+    ) -> std::result::Result<(), Stopped> {
+        let abs = PathBuf::from(std::ffi::OsStr::from_bytes(&host.of(&path)));
+        let scan = Arc::clone(&pk.scan);
+        let mut data = Data::new(&scan);
+        match crate::backup::source::fetch(&abs, path, &mut self.names, &mut data) {
+            Fetched::Item(item) => self.item(pk, *item, data.bytes(), host),
+            Fetched::Error(p, why) => pk.error(p, why),
+            Fetched::Same(_) => Ok(()),
+        }
     }
 }
 
@@ -216,7 +326,7 @@ fn pack_item(
     pk.p.write(&body);
     pk.drain()?;
     let mut crc = 0u32;
-    if entry.kind == EntryType::Regular {
+    if entry.has_data() {
         let stored = entry.stored_len();
         pk.p.begin_record(Kind::Data, stored);
         let mut status = FileStatus::Ok;
@@ -243,7 +353,10 @@ fn pack_item(
                                     problem = Some("file shrank while it was read; the rest is stored as zeros".to_string());
                                     0
                                 }
-                                Ok(n) => n,
+                                Ok(n) => {
+                                    pk.scan.read(n);
+                                    n
+                                }
                                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                                 Err(e) => {
                                     status = FileStatus::ReadError;
@@ -304,6 +417,9 @@ fn pack_item(
             end_lbn: 0,
             crc,
             link: entry.link,
+            ctime_ns: entry.facts.map_or(0, |f| f.ctime.as_nanos()),
+            ino: entry.facts.map_or(0, |f| f.ino),
+            meta_only: entry.meta_only,
         },
         start_block,
         end_block,

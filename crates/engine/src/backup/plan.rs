@@ -53,6 +53,10 @@ pub struct BackupOptions {
     /// The media pool the job writes to; `None` for the default pool. A pool the
     /// catalog does not know is refused before anything is written.
     pub pool: Option<String>,
+    /// The backup set; `None` for the set named after the job.
+    pub set: Option<String>,
+    /// The level asked for (a set without a full gets a full).
+    pub level: tapeloom_format::Level,
 }
 
 /// How the drives write a job that goes through the stages.
@@ -126,6 +130,8 @@ impl Default for BackupOptions {
             despool: DespoolOrder::Whole,
             encrypt: None,
             pool: None,
+            set: None,
+            level: tapeloom_format::Level::Full,
         }
     }
 }

@@ -62,6 +62,18 @@ pub struct BackupReport {
     pub despool: Option<crate::backup::plan::DespoolOrder>,
     /// Times spooling waited for stage space, and the seconds it waited.
     pub stage_waits: (u64, f64),
+    /// The job's set, level and base, and why its level is not the one asked for.
+    pub set: crate::backup::changes::SetChoice,
+    /// Objects unchanged since the base: neither opened nor stored.
+    pub unchanged: u64,
+    /// Regular files stored as metadata alone (their data is in an earlier job).
+    pub meta_only: u64,
+    /// Paths found deleted since the base.
+    pub deleted: u64,
+    /// Bytes read from source files.
+    pub source_bytes_read: u64,
+    /// Regular files opened to be read.
+    pub source_files_opened: u64,
 }
 
 /// One stream of a finished backup.

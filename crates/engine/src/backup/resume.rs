@@ -134,6 +134,18 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         moved: Mutex::new(Vec::new()),
         feed: Some(feed),
         prior: Some(prior),
+        // Its sources were read before it stopped: what the walkers found deleted
+        // then is not known now.
+        scan: Arc::default(),
+        set: crate::backup::changes::SetChoice {
+            set: job.set.clone(),
+            level: job.level,
+            base: match job.base {
+                Some(b) => cat.job(b)?,
+                None => None,
+            },
+            promoted: None,
+        },
     };
     cat.set_job_running(job_id)?;
     let mounted = mount_all(
@@ -199,6 +211,10 @@ const ENTRY_CUT: &str = "the stage was full, so the start of this file went to t
 /// The job's start record as its continuation records repeat it.
 fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
     let streams = home.catalog.streams(job.id)?;
+    let base = match job.base {
+        Some(b) => home.catalog.job(b)?.map_or(0, |b| b.tag),
+        None => 0,
+    };
     Ok(JobStart {
         job_tag: job.tag,
         started: Timestamp::from_nanos(job.started_ns),
@@ -216,6 +232,17 @@ fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
                 source: s.source.clone(),
             })
             .collect(),
+        set: Some(tapeloom_format::SetInfo {
+            set: job.set.clone(),
+            level: job.level,
+            base,
+            pool: home
+                .catalog
+                .job_volumes(job.id)?
+                .first()
+                .map(|v| v.volume.pool.clone())
+                .unwrap_or_default(),
+        }),
     })
 }
 
@@ -262,12 +289,7 @@ fn prior(home: &Home, job_id: i64, rows: &[tapeloom_catalog::FileRow]) -> Result
         .into_iter()
         .map(|jv| (jv.seq, jv.volume))
         .collect();
-    let regular = tapeloom_format::EntryType::Regular as u8;
-    let bytes = rows
-        .iter()
-        .filter(|r| r.kind == regular)
-        .map(|r| r.size)
-        .sum();
+    let bytes = rows.iter().filter(|r| r.has_data()).map(|r| r.size).sum();
     let errors = cat
         .errors(job_id)?
         .into_iter()

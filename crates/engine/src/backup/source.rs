@@ -7,6 +7,7 @@
 //! in batches, one channel message each way per batch; a batch's small files are read
 //! into one buffer, which goes back to a pool once the batch is packed.
 
+use crate::backup::changes::{judge, Now, Scan, Verdict};
 use nix::unistd::{lseek, Whence};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::collections::HashMap;
@@ -18,9 +19,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
-use tapeloom_format::{Entry, EntryType, Timestamp};
+use tapeloom_format::{Entry, EntryType, Facts, Timestamp};
 
 /// Files up to this size are read whole by the reader threads; larger ones are
 /// streamed by the packer straight into block buffers.
@@ -61,6 +63,16 @@ pub enum Fetched {
     Item(Box<Item>),
     /// An object that could not be backed up: path (as given on the host) and reason.
     Error(Vec<u8>, String),
+    /// An object unchanged since the job's base: neither opened nor stored.
+    Same(Box<Same>),
+}
+
+/// An object unchanged since the job's base.
+pub struct Same {
+    /// Its path in the job namespace.
+    pub path: Vec<u8>,
+    /// (device, inode, link count), for hard-link detection.
+    pub ino: (u64, u64, u64),
 }
 
 /// Consecutive objects in walk order and the data of their small files. The buffer
@@ -146,6 +158,20 @@ impl Found {
         join_rel(&self.dir.rel, self.name.to_bytes())
     }
 
+    /// Its status, not following a final symlink (no open, no path lookup when the
+    /// directory is kept open).
+    pub fn stat(&self) -> std::io::Result<rustix::fs::Stat> {
+        let st = match &self.dir.fd {
+            Some(d) => rustix::fs::statat(
+                d,
+                self.name.as_c_str(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )?,
+            None => rustix::fs::lstat(self.abs())?,
+        };
+        Ok(st)
+    }
+
     /// Opens it (without following a final symlink when `flags` say so): by name in its
     /// directory, or by path when the directory is not kept open.
     pub fn open(&self, flags: OFlags) -> std::io::Result<File> {
@@ -172,8 +198,9 @@ fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
 pub(crate) enum Walked {
     /// An object.
     Found(Found),
-    /// A directory whose contents could not be listed: its path and why.
-    Unlisted(Vec<u8>, String),
+    /// A directory whose contents could not be listed: its path, why, and its path
+    /// in the job's namespace.
+    Unlisted(Vec<u8>, String, Vec<u8>),
 }
 
 /// Lists the contents of `dir` depth first: a directory before its contents, names
@@ -200,6 +227,7 @@ fn walk_in<E>(
             return sink(Walked::Unlisted(
                 dir.abs.as_os_str().as_bytes().to_vec(),
                 why,
+                dir.rel.clone(),
             ));
         }
     };
@@ -235,11 +263,16 @@ fn walk_in<E>(
                     Some(nix::libc::ENOTDIR) | Some(nix::libc::ELOOP)
                 );
                 let abs = found.abs();
+                let rel = found.rel();
                 sink(Walked::Found(found))?;
                 // No longer a directory: the object alone is what there is.
                 if !loopy {
                     let why = format!("cannot list directory: {e}");
-                    sink(Walked::Unlisted(abs.as_os_str().as_bytes().to_vec(), why))?;
+                    sink(Walked::Unlisted(
+                        abs.as_os_str().as_bytes().to_vec(),
+                        why,
+                        rel,
+                    ))?;
                 }
             }
         }
@@ -295,11 +328,14 @@ struct Work {
 
 /// Starts walking `sources` (each with the namespace prefix its entries get) with
 /// `readers` threads, leaving out the directories in `skip` (device, inode): the
-/// tapeloom home, so a backup never reads its own tapes. Returns the ordered batches.
-pub fn start(
+/// tapeloom home, so a backup never reads its own tapes. `scan` counts what is read
+/// and, for a job with a base, leaves unchanged objects unread. Returns the ordered
+/// batches.
+pub(crate) fn start(
     sources: Vec<(PathBuf, Vec<u8>)>,
     readers: usize,
     skip: Vec<(u64, u64)>,
+    scan: Arc<Scan>,
 ) -> Receiver<Receiver<Batch>> {
     let (order_tx, order_rx) = sync_channel::<Receiver<Batch>>(WINDOW / BATCH);
     let (work_tx, work_rx) = sync_channel::<Work>(WINDOW / BATCH);
@@ -308,6 +344,7 @@ pub fn start(
     for _ in 0..readers.max(1) {
         let rx = Arc::clone(&work_rx);
         let pool = Arc::clone(&pool);
+        let scan = Arc::clone(&scan);
         std::thread::spawn(move || {
             let mut names = Names::default();
             loop {
@@ -318,7 +355,7 @@ pub fn start(
                         Err(_) => return,
                     }
                 };
-                let batch = fetch_batch(w.jobs, &mut names, &pool);
+                let batch = fetch_batch(w.jobs, &mut names, &pool, &scan);
                 let _ = w.reply.send(batch);
             }
         });
@@ -328,6 +365,7 @@ pub fn start(
             order: order_tx,
             work: work_tx,
             jobs: Vec::with_capacity(BATCH),
+            scan,
         };
         for (abs, rel) in sources {
             if walker.root(abs, rel, &skip).is_err() {
@@ -343,6 +381,7 @@ struct Walker {
     order: SyncSender<Receiver<Batch>>,
     work: SyncSender<Work>,
     jobs: Vec<Job>,
+    scan: Arc<Scan>,
 }
 
 /// The packer stopped listening.
@@ -377,33 +416,52 @@ impl Walker {
         let is_dir = match std::fs::symlink_metadata(&abs) {
             Ok(m) if m.is_dir() && skip.contains(&(m.dev(), m.ino())) => return Ok(()),
             Ok(m) => m.is_dir(),
-            Err(e) => return self.error(&abs, e.to_string()),
+            Err(e) => {
+                // A source that cannot be read this time is not taken for deleted.
+                self.scan.unlisted(&rel);
+                return self.error(&abs, e.to_string());
+            }
         };
+        self.scan.see(&rel);
         self.push(Job::Root(abs.clone(), rel.clone()))?;
         if !is_dir {
             return Ok(());
         }
-        let dir = match Folder::open(&abs, rel, false) {
+        let dir = match Folder::open(&abs, rel.clone(), false) {
             Ok(d) => Arc::new(d),
-            Err(e) => return self.error(&abs, format!("cannot list directory: {e}")),
+            Err(e) => {
+                self.scan.unlisted(&rel);
+                return self.error(&abs, format!("cannot list directory: {e}"));
+            }
         };
+        let scan = Arc::clone(&self.scan);
+        let tracking = scan.has_base();
         walk_contents(&dir, skip, &mut |w| match w {
-            Walked::Found(f) => self.push(Job::Found(f)),
-            Walked::Unlisted(abs, why) => self.push(Job::Done(Fetched::Error(abs, why))),
+            Walked::Found(f) => {
+                if tracking {
+                    scan.see(&f.rel());
+                }
+                self.push(Job::Found(f))
+            }
+            Walked::Unlisted(abs, why, rel) => {
+                scan.unlisted(&rel);
+                self.push(Job::Done(Fetched::Error(abs, why)))
+            }
         })
     }
 }
 
 /// Fetches a batch's objects in order, their small files into one buffer.
-fn fetch_batch(jobs: Vec<Job>, names: &mut Names, pool: &Arc<Pool>) -> Batch {
+fn fetch_batch(jobs: Vec<Job>, names: &mut Names, pool: &Arc<Pool>, scan: &Scan) -> Batch {
     let mut data = Data {
         buf: pool.take(),
         used: 0,
+        scan,
     };
     let mut items = Vec::with_capacity(jobs.len());
     for job in jobs {
         items.push(match job {
-            Job::Root(abs, rel) => fetch(&abs, rel, names, &mut data),
+            Job::Root(abs, rel) => fetch_root(&abs, rel, names, &mut data),
             Job::Found(f) => fetch_found(&f, names, &mut data),
             Job::Done(d) => d,
         });
@@ -417,13 +475,29 @@ fn fetch_batch(jobs: Vec<Job>, names: &mut Names, pool: &Arc<Pool>) -> Batch {
 
 /// A batch's buffer: `buf[..used]` holds small files read so far; `buf` keeps its
 /// length (zeroed once) for the next batch that takes it from the pool.
-struct Data {
+pub(crate) struct Data<'s> {
     buf: Vec<u8>,
     used: usize,
+    scan: &'s Scan,
+}
+
+impl<'s> Data<'s> {
+    /// An empty buffer counting into `scan`.
+    pub(crate) fn new(scan: &'s Scan) -> Self {
+        Data {
+            buf: Vec::new(),
+            used: 0,
+            scan,
+        }
+    }
+    /// The bytes read so far.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
 }
 
 #[derive(Default)]
-struct Names {
+pub(crate) struct Names {
     users: HashMap<u32, Vec<u8>>,
     groups: HashMap<u32, Vec<u8>>,
 }
@@ -459,8 +533,106 @@ fn err(abs: &Path, why: impl std::fmt::Display) -> Fetched {
     Fetched::Error(abs.as_os_str().as_bytes().to_vec(), why.to_string())
 }
 
+/// What the file system says of an object, as change detection compares it.
+fn now_of_stat(st: &rustix::fs::Stat) -> Now {
+    let ft = FileType::from_raw_mode(st.st_mode);
+    let kind = match ft {
+        FileType::RegularFile => EntryType::Regular,
+        FileType::Directory => EntryType::Directory,
+        FileType::Symlink => EntryType::Symlink,
+        FileType::Fifo => EntryType::Fifo,
+        FileType::CharacterDevice => EntryType::CharDevice,
+        FileType::BlockDevice => EntryType::BlockDevice,
+        _ => EntryType::Socket,
+    };
+    Now {
+        kind,
+        size: if kind == EntryType::Regular {
+            st.st_size as u64
+        } else {
+            0
+        },
+        mtime_ns: Timestamp {
+            secs: st.st_mtime,
+            nanos: st.st_mtime_nsec as u32,
+        }
+        .as_nanos(),
+        ctime_ns: Timestamp {
+            secs: st.st_ctime,
+            nanos: st.st_ctime_nsec as u32,
+        }
+        .as_nanos(),
+        ino: st.st_ino,
+        mode: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        gid: st.st_gid,
+    }
+}
+
+/// Compares an object with the job's base: `None` when the base lacks it (or the job
+/// has none), or its status cannot be read (then it is read whole, which reports why).
+fn verdict(
+    scan: &Scan,
+    rel: &[u8],
+    st: impl FnOnce() -> std::io::Result<rustix::fs::Stat>,
+) -> Option<(Verdict, rustix::fs::Stat)> {
+    let prev = scan.prev(rel)?;
+    let st = st().ok()?;
+    Some((judge(prev, &now_of_stat(&st)), st))
+}
+
+/// What a base comparison decided, as the packer gets it: an unchanged object, or
+/// a regular file's metadata alone; `None` when the object is to be read whole.
+fn settle(
+    scan: &Scan,
+    (abs, rel): (&Path, Vec<u8>),
+    st: impl FnOnce() -> std::io::Result<rustix::fs::Stat>,
+    names: &mut Names,
+) -> Result<Fetched, Vec<u8>> {
+    match verdict(scan, &rel, st) {
+        Some((Verdict::Unchanged, st)) => {
+            scan.counts.unchanged.fetch_add(1, Ordering::Relaxed);
+            Ok(Fetched::Same(Box::new(Same {
+                path: rel,
+                ino: (st.st_dev, st.st_ino, st.st_nlink),
+            })))
+        }
+        Some((Verdict::MetaOnly, _)) => Ok(fetch_meta(abs, rel, names)),
+        _ => Err(rel),
+    }
+}
+
+/// A regular file's metadata, read by path, for an entry without data (a file
+/// that is no longer regular is fetched whole).
+pub(crate) fn fetch_meta(abs: &Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
+    let md = match std::fs::symlink_metadata(abs) {
+        Ok(m) => m,
+        Err(e) => return err(abs, e),
+    };
+    if !md.is_file() {
+        let mut data = Data::new(&NO_SCAN);
+        return fetch(abs, rel, names, &mut data);
+    }
+    let xattrs = path_xattrs(abs);
+    let mut entry = describe(EntryType::Regular, &md, rel, Vec::new(), xattrs, names);
+    entry.meta_only = true;
+    item(entry, &md, Content::None)
+}
+
+/// A scan without a base, that counts nowhere anyone looks.
+static NO_SCAN: std::sync::LazyLock<Scan> = std::sync::LazyLock::new(Scan::default);
+
+/// Reads a source's root, unless the job's base has it unchanged.
+fn fetch_root(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
+    let scan = data.scan;
+    match settle(scan, (abs, rel), || Ok(rustix::fs::lstat(abs)?), names) {
+        Ok(f) => f,
+        Err(rel) => fetch(abs, rel, names, data),
+    }
+}
+
 /// Reads one object's metadata (and a small file's data) by its path.
-fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
+pub(crate) fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
     let md = match std::fs::symlink_metadata(abs) {
         Ok(m) => m,
         Err(e) => return err(abs, e),
@@ -491,6 +663,10 @@ fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetche
 /// directory and described from the descriptor; anything else, or a file that cannot
 /// be opened so or is no longer regular, is fetched by its path.
 fn fetch_found(f: &Found, names: &mut Names, data: &mut Data) -> Fetched {
+    if data.scan.has_base() {
+        let scan = data.scan;
+        if let Ok(done) = settle(scan, (&f.abs(), f.rel()), || f.stat(), names) { return done }
+    }
     if f.kind == FileType::RegularFile {
         // Not blocking, should the name have become a pipe since it was listed.
         let flags =
@@ -525,6 +701,7 @@ fn regular(
 ) -> std::io::Result<Fetched> {
     let xattrs = file_xattrs(&f);
     let mut entry = describe(EntryType::Regular, md, rel, Vec::new(), xattrs, names);
+    data.scan.counts.opened.fetch_add(1, Ordering::Relaxed);
     let content = read_content(f, md, &mut entry, data)?;
     Ok(item(entry, md, content))
 }
@@ -575,6 +752,14 @@ fn describe(
         group: names.group(md.gid()),
         xattrs,
         sparse: None,
+        meta_only: false,
+        facts: Some(Facts {
+            ctime: Timestamp {
+                secs: md.ctime(),
+                nanos: md.ctime_nsec() as u32,
+            },
+            ino: md.ino(),
+        }),
     }
 }
 
@@ -652,6 +837,7 @@ fn read_content(
     }
     if size <= SMALL_FILE && entry.sparse.is_none() {
         let at = read_small(&mut f, size as usize, data)?;
+        data.scan.read(at.len());
         // A file that changed size since it was described is stored as read.
         entry.size = at.len() as u64;
         let crc = crc32c::crc32c(&data.buf[at.clone()]);
@@ -724,11 +910,8 @@ fn sparse_extents(f: &File, size: u64) -> Option<Vec<(u64, u64)>> {
 mod tests {
     use super::*;
 
-    fn data() -> Data {
-        Data {
-            buf: Vec::new(),
-            used: 0,
-        }
+    fn data() -> Data<'static> {
+        Data::new(&NO_SCAN)
     }
 
     #[test]
@@ -757,7 +940,12 @@ mod tests {
 
     /// The objects a walk of `root` fetches: path in the namespace, kind, data.
     fn fetched(root: &Path, skip: Vec<(u64, u64)>) -> Vec<(Vec<u8>, EntryType, Vec<u8>)> {
-        let order = start(vec![(root.to_path_buf(), b".".to_vec())], 3, skip);
+        let order = start(
+            vec![(root.to_path_buf(), b".".to_vec())],
+            3,
+            skip,
+            Arc::default(),
+        );
         let mut out = Vec::new();
         for one in order.iter() {
             let mut batch = one.recv().unwrap();
@@ -828,7 +1016,12 @@ mod tests {
         if xattr::set(&p, "user.tapeloom", b"v").is_err() {
             return; // The file system keeps no user xattrs.
         }
-        let order = start(vec![(t.path().to_path_buf(), b".".to_vec())], 1, vec![]);
+        let order = start(
+            vec![(t.path().to_path_buf(), b".".to_vec())],
+            1,
+            vec![],
+            Arc::default(),
+        );
         let batch = order.recv().unwrap().recv().unwrap();
         let Some(Fetched::Item(item)) = batch.items.get(1) else {
             panic!("no file")

@@ -836,7 +836,7 @@ fn despool_chunks(
             sent += done.len() as u64;
             sent_bytes += done
                 .iter()
-                .filter(|d| d.row.kind == tapeloom_format::EntryType::Regular as u8)
+                .filter(|d| d.row.has_data())
                 .map(|d| d.row.size)
                 .sum::<u64>();
             any_lost |= report_lost(&mut rows, name, out)?;

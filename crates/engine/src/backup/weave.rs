@@ -25,7 +25,7 @@ use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{FileRow, Sample};
-use tapeloom_format::{EntryType, PackedBlock};
+use tapeloom_format::PackedBlock;
 
 /// What the drives of one job share.
 pub(crate) struct JobShared<'a> {
@@ -56,6 +56,10 @@ pub(crate) struct JobShared<'a> {
     pub feed: Option<Arc<Feed>>,
     /// When the job goes on after its process died: what it had done.
     pub prior: Option<crate::backup::plan::Prior>,
+    /// What the job reads of its sources, and its base.
+    pub scan: Arc<crate::backup::changes::Scan>,
+    /// Its set, level and base.
+    pub set: crate::backup::changes::SetChoice,
 }
 
 impl JobShared<'_> {
@@ -72,6 +76,7 @@ impl JobShared<'_> {
             readers: self.opts.readers,
             skip: self.skip.clone(),
             counters: self.software.then(|| Arc::clone(&self.counters)),
+            scan: Arc::clone(&self.scan),
         }
     }
 
@@ -797,7 +802,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
             (row.end_seq, row.end_lbn) = e;
             self.report.files += 1;
             let sr = self.per_stream.get_mut(&id);
-            let data = (row.kind == EntryType::Regular as u8).then_some(row.size);
+            let data = row.has_data().then_some(row.size);
             if let Some(sr) = sr {
                 sr.files += 1;
                 sr.bytes += data.unwrap_or(0);

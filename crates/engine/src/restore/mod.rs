@@ -668,6 +668,7 @@ mod tests {
             end_lbn: end.1,
             crc: 0,
             link: vec![],
+            ..FileRow::default()
         }
     }
 

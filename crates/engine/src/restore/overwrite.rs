@@ -132,6 +132,8 @@ mod tests {
             group: Vec::new(),
             xattrs: Vec::new(),
             sparse: None,
+            meta_only: false,
+            facts: None,
         }
     }
 

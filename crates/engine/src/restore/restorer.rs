@@ -85,9 +85,7 @@ impl Restorer {
                         fe.crc, o.crc
                     ))
                 }
-                None if o.entry.kind == EntryType::Regular => {
-                    o.failed = Some("its data ends early".into())
-                }
+                None if o.entry.has_data() => o.failed = Some("its data ends early".into()),
                 _ => {}
             }
         }
@@ -178,7 +176,7 @@ impl Restorer {
                 }
             }
         }
-        if o.entry.kind == EntryType::Regular {
+        if o.entry.has_data() {
             self.open.insert(stream, o);
         } else if wanted {
             if let Some(why) = o.failed {

@@ -16,7 +16,7 @@ use crate::backup::mux::Done;
 use crate::error::{Error, Result, StageError};
 use tapeloom_catalog::FileRow;
 use tapeloom_format::{
-    Entry, EntryType, Event, FileEnd, FileStatus, Kind, RecordDecoder, RecordHeader, StreamEnd,
+    Entry, Event, FileEnd, FileStatus, Kind, RecordDecoder, RecordHeader, StreamEnd,
     BLOCK_HEADER_LEN, MAX_BLOCK_SIZE, NO_RECORD, RECORD_HEADER_LEN,
 };
 
@@ -339,7 +339,7 @@ impl Walk {
         match (kind, std::mem::replace(&mut self.expect, Expect::Entry)) {
             (Kind::Entry, Expect::Entry) => {
                 let e = Entry::decode(body)?;
-                let regular = e.kind == EntryType::Regular;
+                let regular = e.has_data();
                 let stored = e.stored_len();
                 // Its Data and FileEnd records follow at once.
                 let records = 2 * RECORD_HEADER_LEN as u64 + FILE_END_LEN;
@@ -453,6 +453,9 @@ impl Walk {
             end_lbn: 0,
             crc: 0,
             link: e.link,
+            ctime_ns: e.facts.map_or(0, |f| f.ctime.as_nanos()),
+            ino: e.facts.map_or(0, |f| f.ino),
+            meta_only: e.meta_only,
         }
     }
 

@@ -218,7 +218,7 @@ fn walk(dir: &Path, tx: &SyncSender<Target>, errors: &mut Vec<(String, String)>)
         // Symlinks, devices, sockets and pipes hold no file data to back up.
         Walked::Found(f) if f.kind == FileType::RegularFile => tx.send(Target::Found(f)),
         Walked::Found(_) => Ok(()),
-        Walked::Unlisted(p, why) => {
+        Walked::Unlisted(p, why, _) => {
             errors.push((crate::display_path(&p), why));
             Ok(())
         }

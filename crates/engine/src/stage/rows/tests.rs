@@ -1,6 +1,7 @@
 //! The rows told from a stream's blocks are the rows its packer sent with them.
 
 use super::*;
+use tapeloom_format::EntryType;
 use crate::backup::mux::{Msg, Outlet, Shared};
 use crate::backup::pack::{pack_stream, HostPath};
 use crate::compress::{CompressionCounters, Compressor};
@@ -114,12 +115,18 @@ fn pack(root: &Path, zstd: bool) -> Packed {
     let comp = zstd.then(|| (Compressor::new().unwrap(), Arc::clone(&counters)));
     let abs = root.to_path_buf();
     let packer = std::thread::spawn(move || {
-        let fetched = crate::backup::source::start(vec![(abs.clone(), b".".to_vec())], 2, vec![]);
+        let scan: Arc<crate::backup::changes::Scan> = Arc::default();
+        let fetched = crate::backup::source::start(
+            vec![(abs.clone(), b".".to_vec())],
+            2,
+            vec![],
+            Arc::clone(&scan),
+        );
         let host = HostPath {
             abs,
             root: b".".to_vec(),
         };
-        pack_stream(STREAM, 0x7a9e, (BLOCK, 0), fetched, out, &host, comp);
+        pack_stream(STREAM, 0x7a9e, (BLOCK, 0), fetched, out, &host, (comp, scan));
     });
     let (mut blocks, mut end, mut wide) = (Vec::new(), None, Vec::new());
     for m in rx.iter() {
@@ -243,6 +250,8 @@ fn entry(kind: EntryType, path: &[u8], size: u64) -> Entry {
         group: vec![],
         xattrs: vec![],
         sparse: None,
+        meta_only: false,
+        facts: None,
     }
 }
 

@@ -1,0 +1,369 @@
+//! What a job's sources read, and for an incremental or differential job what
+//! changed since its base.
+//!
+//! The base is the set's tree at the base job, from the catalog: for every path its
+//! type, size, mtime, ctime, inode, mode and owner. A reader asks the file system
+//! for an object's status (one `statat`, no open) and compares:
+//!
+//! - same type and inode, same size and mtime (data), same ctime, mode and owner:
+//!   **unchanged**, and the object is neither opened nor read;
+//! - a regular file with the same data facts and anything else changed (a chmod,
+//!   a chown, an extended attribute; all of these move the ctime): **metadata
+//!   only**, its entry without data;
+//! - anything else, and a path the base lacks: **changed**, backed up whole.
+//!
+//! Every path the walkers list is seen; a base path not seen, and not under a
+//! directory that could not be listed, is **deleted**.
+
+use crate::error::Result;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use tapeloom_catalog::{Catalog, Job, Tree};
+use tapeloom_format::{EntryType, Level};
+
+/// The set, level and base a job runs with.
+#[derive(Debug, Clone)]
+pub struct SetChoice {
+    /// The set.
+    pub set: String,
+    /// The level it runs at.
+    pub level: Level,
+    /// The job its changes are relative to (none for a full).
+    pub base: Option<Job>,
+    /// Why it runs at a level other than the one asked for.
+    pub promoted: Option<String>,
+}
+
+/// Chooses the level and base of a job of set `set` that asked for `asked`, and
+/// reads the base's tree: an incremental is relative to the set's last job that
+/// ended, a differential to its last full; without one, or when the base's chain
+/// is no longer whole in the catalog, the job is a full and says why.
+pub(crate) fn choose(cat: &Catalog, set: &str, asked: Level) -> Result<(SetChoice, Scan)> {
+    let full = |why: String| SetChoice {
+        set: set.to_string(),
+        level: Level::Full,
+        base: None,
+        promoted: Some(why),
+    };
+    if asked == Level::Full {
+        let c = SetChoice {
+            promoted: None,
+            ..full(String::new())
+        };
+        return Ok((c, Scan::default()));
+    }
+    let base = cat.last_in_set(set, asked == Level::Differential)?;
+    let Some(base) = base else {
+        let why = format!(
+            "set {set} has no full backup that ended, so this {} runs as a full",
+            asked.name()
+        );
+        return Ok((full(why), Scan::default()));
+    };
+    match cat.tree_at(base.id) {
+        Ok(tree) => {
+            let c = SetChoice {
+                set: set.to_string(),
+                level: asked,
+                base: Some(base),
+                promoted: None,
+            };
+            Ok((c, Scan::against(&tree)))
+        }
+        Err(tapeloom_catalog::CatalogError::BrokenChain { job, base: gone }) => {
+            let why = format!(
+                "set {set}'s job {job} is relative to job {gone}, which is no longer in the catalog, so this {} runs as a full",
+                asked.name()
+            );
+            Ok((full(why), Scan::default()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What the base knew of a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Prev {
+    pub kind: u8,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub ino: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Hard-link target (the first path of its set) when `kind` is a hard link.
+    pub link: Vec<u8>,
+}
+
+/// What the file system says of an object now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Now {
+    pub kind: EntryType,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub ino: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// How an object compares with its base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Unchanged,
+    MetaOnly,
+    Changed,
+}
+
+/// Compares an object with what its base knew.
+pub(crate) fn judge(p: &Prev, n: &Now) -> Verdict {
+    let hard = EntryType::HardLink as u8;
+    let regular = n.kind == EntryType::Regular;
+    let same_kind = p.kind == n.kind as u8 || (regular && p.kind == hard);
+    // Rows of jobs written before change facts were kept know neither.
+    if !same_kind || p.ino == 0 || p.ctime_ns == 0 || p.ino != n.ino {
+        return Verdict::Changed;
+    }
+    let data_same = match n.kind {
+        EntryType::Regular => n.mtime_ns == p.mtime_ns && (p.kind == hard || n.size == p.size),
+        // A symlink's target and a device's number change only with a new inode
+        // or a new ctime.
+        EntryType::Symlink | EntryType::CharDevice | EntryType::BlockDevice => {
+            n.ctime_ns == p.ctime_ns
+        }
+        _ => n.mtime_ns == p.mtime_ns,
+    };
+    if !data_same {
+        return Verdict::Changed;
+    }
+    let meta_same =
+        n.ctime_ns == p.ctime_ns && n.mode == p.mode && n.uid == p.uid && n.gid == p.gid;
+    match (meta_same, regular) {
+        (true, _) => Verdict::Unchanged,
+        (false, true) => Verdict::MetaOnly,
+        (false, false) => Verdict::Changed,
+    }
+}
+
+/// Counts of a job's reading of its sources.
+#[derive(Debug, Default)]
+pub(crate) struct ScanCounts {
+    /// Bytes read from source files.
+    pub read_bytes: AtomicU64,
+    /// Regular files opened to be read.
+    pub opened: AtomicU64,
+    /// Objects unchanged since the base, neither opened nor stored.
+    pub unchanged: AtomicU64,
+    /// Regular files stored as metadata alone.
+    pub meta_only: AtomicU64,
+}
+
+/// A job's reading of its sources: counts, and for a job with a base what the base
+/// knew and which paths the walkers saw.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    base: Option<HashMap<Vec<u8>, Prev>>,
+    seen: Mutex<HashSet<Vec<u8>>>,
+    unlisted: Mutex<Vec<Vec<u8>>>,
+    pub counts: ScanCounts,
+}
+
+impl Scan {
+    /// A scan that compares with the tree `base`.
+    pub(crate) fn against(base: &Tree) -> Scan {
+        let map = base
+            .iter()
+            .map(|(p, f)| {
+                let r = &f.row;
+                let prev = Prev {
+                    kind: r.kind,
+                    size: r.size,
+                    mtime_ns: r.mtime_ns,
+                    ctime_ns: r.ctime_ns,
+                    ino: r.ino,
+                    mode: r.mode,
+                    uid: r.uid,
+                    gid: r.gid,
+                    link: if r.kind == EntryType::HardLink as u8 {
+                        r.link.clone()
+                    } else {
+                        Vec::new()
+                    },
+                };
+                (p.clone(), prev)
+            })
+            .collect();
+        Scan {
+            base: Some(map),
+            ..Scan::default()
+        }
+    }
+
+    /// Whether the job has a base.
+    pub(crate) fn has_base(&self) -> bool {
+        self.base.is_some()
+    }
+
+    /// What the base knew of `path`.
+    pub(crate) fn prev(&self, path: &[u8]) -> Option<&Prev> {
+        self.base.as_ref()?.get(path)
+    }
+
+    /// A walker listed `path`.
+    pub(crate) fn see(&self, path: &[u8]) {
+        if self.base.is_some() {
+            if let Ok(mut s) = self.seen.lock() {
+                s.insert(path.to_vec());
+            }
+        }
+    }
+
+    /// The directory `path` (or a source root) could not be listed: what the base
+    /// had under it is not taken for deleted.
+    pub(crate) fn unlisted(&self, path: &[u8]) {
+        if self.base.is_some() {
+            if let Ok(mut u) = self.unlisted.lock() {
+                u.push(path.to_vec());
+            }
+        }
+    }
+
+    /// Adds `n` bytes read from a source file.
+    pub(crate) fn read(&self, n: usize) {
+        self.counts
+            .read_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The base's paths the walkers did not see (with their entry types), in path
+    /// order; none without a base.
+    pub(crate) fn deletions(&self) -> Vec<(Vec<u8>, u8)> {
+        let Some(base) = &self.base else {
+            return Vec::new();
+        };
+        let seen = match self.seen.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        let unlisted = match self.unlisted.lock() {
+            Ok(u) => u.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        let under = |p: &[u8], dir: &[u8]| {
+            dir == b"." || p == dir || (p.starts_with(dir) && p.get(dir.len()) == Some(&b'/'))
+        };
+        let mut out: Vec<(Vec<u8>, u8)> = base
+            .iter()
+            .filter(|(p, _)| !seen.contains(p.as_slice()))
+            .filter(|(p, _)| !unlisted.iter().any(|d| under(p, d)))
+            .map(|(p, prev)| (p.clone(), prev.kind))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prev() -> Prev {
+        Prev {
+            kind: 1,
+            size: 10,
+            mtime_ns: 100,
+            ctime_ns: 200,
+            ino: 7,
+            mode: 0o644,
+            uid: 1,
+            gid: 1,
+            link: Vec::new(),
+        }
+    }
+    fn now() -> Now {
+        Now {
+            kind: EntryType::Regular,
+            size: 10,
+            mtime_ns: 100,
+            ctime_ns: 200,
+            ino: 7,
+            mode: 0o644,
+            uid: 1,
+            gid: 1,
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(judge(&prev(), &now()), Verdict::Unchanged);
+        let chmod = Now {
+            mode: 0o600,
+            ctime_ns: 300,
+            ..now()
+        };
+        assert_eq!(judge(&prev(), &chmod), Verdict::MetaOnly);
+        let xattr = Now {
+            ctime_ns: 300,
+            ..now()
+        };
+        assert_eq!(judge(&prev(), &xattr), Verdict::MetaOnly);
+        let written = Now {
+            mtime_ns: 150,
+            ctime_ns: 300,
+            ..now()
+        };
+        assert_eq!(judge(&prev(), &written), Verdict::Changed);
+        let grown = Now { size: 11, ..now() };
+        assert_eq!(judge(&prev(), &grown), Verdict::Changed);
+        let replaced = Now { ino: 8, ..now() };
+        assert_eq!(judge(&prev(), &replaced), Verdict::Changed);
+        let dir = Now {
+            kind: EntryType::Directory,
+            ..now()
+        };
+        assert_eq!(judge(&prev(), &dir), Verdict::Changed);
+        // A row without change facts (an older job) cannot be judged unchanged.
+        let old = Prev {
+            ctime_ns: 0,
+            ino: 0,
+            ..prev()
+        };
+        assert_eq!(judge(&old, &now()), Verdict::Changed);
+        // A hard link's row keeps no size.
+        let link = Prev {
+            kind: EntryType::HardLink as u8,
+            size: 0,
+            ..prev()
+        };
+        assert_eq!(judge(&link, &now()), Verdict::Unchanged);
+        // A directory whose mode changed is stored again, whole (it has no data).
+        let d = Prev { kind: 2, ..prev() };
+        let d_now = Now {
+            kind: EntryType::Directory,
+            mode: 0o700,
+            ctime_ns: 300,
+            ..now()
+        };
+        assert_eq!(judge(&d, &d_now), Verdict::Changed);
+    }
+
+    #[test]
+    fn unseen_paths_are_deleted_unless_under_an_unlisted_directory() {
+        let mut base = HashMap::new();
+        for p in ["a", "a/x", "b", "b/y", "c", "bb"] {
+            base.insert(p.as_bytes().to_vec(), prev());
+        }
+        let s = Scan {
+            base: Some(base),
+            ..Scan::default()
+        };
+        s.see(b"a");
+        s.see(b"bb");
+        s.unlisted(b"b");
+        let d: Vec<Vec<u8>> = s.deletions().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(d, vec![b"a/x".to_vec(), b"c".to_vec()]);
+    }
+}
