@@ -6,9 +6,9 @@
 //! when every job with a segment on it has expired, its pool keeps jobs for a
 //! limited time and is not WORM. A job spanning cartridges is forgotten only when
 //! all its cartridges expire, so a volume holding such a job waits for the others.
-//! Jobs do not depend on one another yet (no backup sets nor incremental levels);
-//! when they do, a job's expiry becomes the latest of its own and its dependents'
-//! in [`job_expiry`], and nothing else changes.
+//! A chain is kept whole: an incremental or differential job needs its base to be
+//! restored, so a job expires no earlier than every job that depends on it, and
+//! theirs in turn ([`keep_chains`]); a failed job depends on nothing.
 
 use crate::error::Result;
 use crate::home::Home;
@@ -163,7 +163,7 @@ fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
     }
     // Each job's expiry: the latest of its volumes' pools' (a job writes to one
     // pool; a pool that keeps jobs forever keeps it forever).
-    let expiry = |j: i64| -> Option<i64> {
+    let own = |j: i64| -> Option<i64> {
         let job = jobs.get(&j)?;
         let mut at = None;
         for v in volumes_of.get(&j)? {
@@ -172,6 +172,12 @@ fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
         }
         at
     };
+    let mut job_at: BTreeMap<i64, i64> = jobs
+        .keys()
+        .map(|j| (*j, own(*j).unwrap_or(NEVER)))
+        .collect();
+    keep_chains(&mut job_at, &jobs);
+    let expiry = |j: i64| -> Option<i64> { job_at.get(&j).copied().filter(|t| *t != NEVER) };
     // When each volume expires: when its last job does, and a job spanning
     // volumes keeps them all until all of them expire.
     let mut at: BTreeMap<i64, i64> = BTreeMap::new();
@@ -189,6 +195,27 @@ fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
         on_volume,
         at,
     })
+}
+
+/// Gives every job in `at` (job id to when it expires, [`NEVER`] for never) the
+/// latest time of the jobs that depend on it (its incrementals and differentials,
+/// and theirs in turn), so a chain is kept whole. Bases are older jobs: going
+/// from the newest down, a job's time is final before its base takes it.
+fn keep_chains(at: &mut BTreeMap<i64, i64>, jobs: &HashMap<i64, Job>) {
+    let ids: Vec<i64> = at.keys().rev().copied().collect();
+    for id in ids {
+        let Some(job) = jobs.get(&id) else { continue };
+        let Some(base) = job.base.filter(|b| *b < id) else {
+            continue;
+        };
+        if job.status == JobState::Failed {
+            continue;
+        }
+        let mine = at.get(&id).copied().unwrap_or(NEVER);
+        if let Some(b) = at.get_mut(&base) {
+            *b = (*b).max(mine);
+        }
+    }
 }
 
 /// When a job ended: its end, or its start for a job that failed without one.
@@ -230,6 +257,36 @@ mod tests {
             level: tapeloom_format::Level::Full,
             base: None,
         }
+    }
+
+    #[test]
+    fn a_chain_is_kept_as_long_as_its_last_job() {
+        let mut jobs = HashMap::new();
+        let mut at = BTreeMap::new();
+        // 1 full, 2 incremental on 1, 3 incremental on 2, 4 failed on 3, 5 full.
+        for (id, base, status, t) in [
+            (1, None, JobState::Ok, 10),
+            (2, Some(1), JobState::Ok, 20),
+            (3, Some(2), JobState::Partial, 30),
+            (4, Some(3), JobState::Failed, NEVER),
+            (5, None, JobState::Ok, 5),
+        ] {
+            let mut j = job(status, Some(t));
+            j.id = id;
+            j.base = base;
+            jobs.insert(id, j);
+            at.insert(id, t);
+        }
+        keep_chains(&mut at, &jobs);
+        assert_eq!(
+            at.values().copied().collect::<Vec<_>>(),
+            vec![30, 30, 30, NEVER, 5]
+        );
+        // A running incremental keeps its chain for now.
+        jobs.get_mut(&4).unwrap().status = JobState::Running;
+        let mut at2: BTreeMap<i64, i64> = [(1, 10), (2, 20), (3, 30), (4, NEVER), (5, 5)].into();
+        keep_chains(&mut at2, &jobs);
+        assert_eq!(at2[&1], NEVER);
     }
 
     #[test]

@@ -16,6 +16,10 @@ pub struct Jobs {
 struct Job {
     job_id: i64,
     name: String,
+    /// Its backup set, its level there, and the job its changes are relative to.
+    set: String,
+    level: &'static str,
+    base_job: Option<i64>,
     status: &'static str,
     started: String,
     ended: Option<String>,
@@ -41,6 +45,9 @@ pub fn run(ctx: &Context) -> Result<Jobs> {
         jobs.push(Job {
             job_id: j.id,
             name: j.name,
+            set: j.set,
+            level: j.level.name(),
+            base_job: j.base,
             status: j.status.as_str(),
             started: output::time(j.started_ns),
             ended: j.ended_ns.map(output::time),
@@ -59,7 +66,7 @@ impl Output for Jobs {
     fn print(&self) {
         for j in &self.jobs {
             outln!(
-                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}",
+                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}{}",
                 j.job_id,
                 j.status,
                 j.started,
@@ -67,6 +74,11 @@ impl Output for Jobs {
                 output::bytes(j.bytes),
                 j.volumes.join(","),
                 j.name,
+                match (j.level, j.set == j.name) {
+                    ("full", true) => String::new(),
+                    (level, true) => format!("  ({level})"),
+                    (level, false) => format!("  (set {}, {level})", j.set),
+                },
                 j.key
                     .as_ref()
                     .map_or(String::new(), |k| format!("  (encrypted, key {k})"))

@@ -665,7 +665,9 @@ pub(crate) fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data
 fn fetch_found(f: &Found, names: &mut Names, data: &mut Data) -> Fetched {
     if data.scan.has_base() {
         let scan = data.scan;
-        if let Ok(done) = settle(scan, (&f.abs(), f.rel()), || f.stat(), names) { return done }
+        if let Ok(done) = settle(scan, (&f.abs(), f.rel()), || f.stat(), names) {
+            return done;
+        }
     }
     if f.kind == FileType::RegularFile {
         // Not blocking, should the name have become a pipe since it was listed.

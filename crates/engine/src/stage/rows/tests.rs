@@ -1,7 +1,6 @@
 //! The rows told from a stream's blocks are the rows its packer sent with them.
 
 use super::*;
-use tapeloom_format::EntryType;
 use crate::backup::mux::{Msg, Outlet, Shared};
 use crate::backup::pack::{pack_stream, HostPath};
 use crate::compress::{CompressionCounters, Compressor};
@@ -11,6 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
+use tapeloom_format::EntryType;
 use tapeloom_format::{expand_block, FormatError, StreamPacker, Timestamp};
 
 const STREAM: u16 = 3;
@@ -126,7 +126,15 @@ fn pack(root: &Path, zstd: bool) -> Packed {
             abs,
             root: b".".to_vec(),
         };
-        pack_stream(STREAM, 0x7a9e, (BLOCK, 0), fetched, out, &host, (comp, scan));
+        pack_stream(
+            STREAM,
+            0x7a9e,
+            (BLOCK, 0),
+            fetched,
+            out,
+            &host,
+            (comp, scan),
+        );
     });
     let (mut blocks, mut end, mut wide) = (Vec::new(), None, Vec::new());
     for m in rx.iter() {
