@@ -114,7 +114,10 @@ impl Catalog {
         let run = || -> rusqlite::Result<i64> {
             let tx = self.conn.unchecked_transaction()?;
             tx.execute(
-                "INSERT INTO jobs (tag, name, started_ns, status, block_size) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
+                 (MAX(IFNULL((SELECT MAX(id) FROM jobs), 0), \
+                      IFNULL((SELECT last FROM id_floor WHERE name = 'jobs'), 0)) + 1, \
+                  ?1, ?2, ?3, ?4, ?5)",
                 params![tag as i64, name, started_ns, JobState::Running, block_size],
             )?;
             let id = tx.last_insert_rowid();

@@ -223,7 +223,8 @@ const MIGRATIONS: &[&str] = &[
     // 15: backup sets: each job's set (none: its name), level and base job; each
     // file's change time and inode (none in older rows) and whether the row is a
     // regular file's metadata alone (its data in an earlier job of the set); and the
-    // paths a job found deleted since its base.
+    // paths a job found deleted since its base; and the highest job id ever given,
+    // so the id of a forgotten job is never given again.
     "
     ALTER TABLE jobs ADD COLUMN set_name TEXT;
     ALTER TABLE jobs ADD COLUMN level INTEGER NOT NULL DEFAULT 0;
@@ -238,6 +239,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job_id, path)
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS jobs_by_set ON jobs (set_name, id);
+    CREATE TABLE IF NOT EXISTS id_floor (
+        name TEXT PRIMARY KEY,
+        last INTEGER NOT NULL
+    );
     ",
 ];
 
@@ -288,7 +293,7 @@ mod tests {
         // The catalog as version 5 left it: no chain column.
         c.conn
             .execute_batch(
-                "DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; ALTER TABLE job_volumes DROP COLUMN chain; \
+                "DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
                  DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -315,7 +320,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
+            .execute_batch("DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -343,7 +348,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
+                "DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn

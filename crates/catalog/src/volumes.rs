@@ -354,6 +354,12 @@ fn forget_job(tx: &rusqlite::Transaction<'_>, job: i64) -> rusqlite::Result<()> 
         tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [job])?;
     }
     tx.execute("DELETE FROM jobs WHERE id = ?1", [job])?;
+    // Its id is never given to another job.
+    tx.execute(
+        "INSERT INTO id_floor (name, last) VALUES ('jobs', ?1) \
+         ON CONFLICT (name) DO UPDATE SET last = MAX(last, excluded.last)",
+        [job],
+    )?;
     Ok(())
 }
 

@@ -341,3 +341,131 @@ fn an_unparsable_tapeloom_now_is_a_one_line_error() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("tapeloom: error: TAPELOOM_NOW"), "{err}");
 }
+
+#[test]
+fn a_cartridge_an_unexpired_incremental_depends_on_is_kept() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "1",
+            "--slots",
+            "4",
+            "--capacity",
+            "16M",
+        ],
+    );
+    let daily = [
+        "pool",
+        "create",
+        "daily",
+        "--retention",
+        "1d",
+        "--append",
+        "false",
+        "--cartridges",
+        "TL0001L9",
+        "TL0002L9",
+        "TL0003L9",
+    ];
+    ok(&home, &daily);
+    let monthly = [
+        "pool",
+        "create",
+        "monthly",
+        "--retention",
+        "30d",
+        "--cartridges",
+        "TL0004L9",
+    ];
+    ok(&home, &monthly);
+    let src = t.path().join("s");
+    write(&src.join("a"), &noise(1, 100_000));
+    write(&src.join("b"), b"b");
+    let s = src.to_str().unwrap();
+    let back = |set: &str, level: &str, pool: &str, now: &str| {
+        let j = ok_at(
+            &home,
+            now,
+            &["backup", s, "--set", set, "--level", level, "--pool", pool],
+        );
+        (
+            j["job_id"].as_i64().unwrap(),
+            j["volumes"][0].as_str().unwrap().to_string(),
+        )
+    };
+    let (s_full, v1) = back("s", "full", "daily", "2026-01-01T01:00:00Z");
+    let (_, v4) = back("t", "full", "monthly", "2026-01-01T02:00:00Z");
+    write(&src.join("b"), b"bb");
+    let (s_inc, v2) = back("s", "incremental", "daily", "2026-01-02T03:00:00Z");
+    let (u_full, v3) = back("u", "full", "daily", "2026-01-01T04:00:00Z");
+    assert_eq!(
+        [&v1, &v2, &v3, &v4],
+        ["TL0001L9", "TL0002L9", "TL0003L9", "TL0004L9"]
+    );
+
+    // s's full is past its day, but s's incremental of the second day is not: the
+    // full's cartridge is kept. u's full stands alone and goes.
+    let e = ok_at(&home, "2026-01-03T00:00:00Z", &["expire"]);
+    assert_eq!(listed(&e), ["TL0003L9"], "{e}");
+    assert_eq!(e["jobs_forgotten"], serde_json::json!([u_full]));
+    let pools = ok(&home, &["pool", "list"]);
+    let daily = pools["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "daily")
+        .unwrap()
+        .clone();
+    let expires = |b: &str| {
+        daily["cartridges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["barcode"] == b)
+            .unwrap()["expires"]
+            .clone()
+    };
+    // The full's cartridge expires with the incremental that needs it.
+    assert_eq!(expires("TL0001L9"), "2026-01-03T03:00:00.000000001Z");
+    assert_eq!(expires("TL0001L9"), expires("TL0002L9"));
+
+    // The next incremental recycles u's cartridge, one generation up; it depends
+    // on s's incremental, which now stays too.
+    write(&src.join("b"), b"bbb");
+    let (s_inc2, v) = back("s", "incremental", "daily", "2026-01-03T01:00:00Z");
+    assert_eq!(v, "TL0003L9");
+    let st = ok(&home, &["library", "status"]);
+    assert_eq!(cartridge(&st, "TL0003L9")["generation"], 1);
+    let e = ok_at(&home, "2026-01-03T12:00:00Z", &["expire", "--dry-run"]);
+    assert!(listed(&e).is_empty(), "{e}");
+    // u's job is gone from the catalog and does not come back from the tapes: its
+    // blocks name the old generation's volume.
+    let ids: Vec<i64> = ok(&home, &["jobs"])["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_i64().unwrap())
+        .collect();
+    assert!(!ids.contains(&u_full));
+    // Once the last incremental is past its day, the whole chain goes at once.
+    let e = ok_at(&home, "2026-01-05T00:00:00Z", &["expire", "--dry-run"]);
+    assert_eq!(listed(&e), ["TL0001L9", "TL0002L9", "TL0003L9"], "{e}");
+    let mut gone = vec![s_full, s_inc, s_inc2];
+    gone.sort();
+    assert_eq!(e["jobs_forgotten"], serde_json::json!(gone));
+    forget_catalog(&home);
+    ok(&home, &["catalog", "rebuild"]);
+    let names: Vec<String> = ok(&home, &["jobs"])["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.iter().filter(|n| *n == "u").count(), 0, "{names:?}");
+    assert_eq!(names.iter().filter(|n| *n == "s").count(), 3, "{names:?}");
+}
