@@ -55,6 +55,30 @@ impl FileRow {
     }
 }
 
+/// What change detection compares of a file row: its type, size, times, inode,
+/// mode and owner, and a hard link's target.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileFacts {
+    /// Entry type code.
+    pub kind: u8,
+    /// Logical size.
+    pub size: u64,
+    /// Modification time in nanoseconds.
+    pub mtime_ns: i64,
+    /// Status change time in nanoseconds (0 when not known).
+    pub ctime_ns: i64,
+    /// Inode number (0 when not known).
+    pub ino: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// A hard link's target (empty for every other type).
+    pub link: Vec<u8>,
+}
+
 /// A run of consecutive blocks of one stream on one volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
@@ -206,6 +230,38 @@ impl Catalog {
         .doing(WHAT)?;
         while let Some(r) = rows.next().doing(WHAT)? {
             f(file_row(r).doing(WHAT)?)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the path and change facts of every file of `job`, reading
+    /// only those columns.
+    pub fn for_each_facts(&self, job: i64, mut f: impl FnMut(Vec<u8>, FileFacts)) -> Result<()> {
+        const WHAT: &str = "list files";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT path, type, size, mtime_ns, ctime_ns, ino, mode, uid, gid, \
+                 CASE WHEN type = 4 THEN link ELSE x'' END FROM files WHERE job_id = ?1",
+            )
+            .doing(WHAT)?;
+        let mut rows = st.query([job]).doing(WHAT)?;
+        let facts = |r: &rusqlite::Row<'_>| -> rusqlite::Result<FileFacts> {
+            Ok(FileFacts {
+                kind: r.get(1)?,
+                size: r.get::<_, i64>(2)? as u64,
+                mtime_ns: r.get(3)?,
+                ctime_ns: r.get::<_, Option<i64>>(4)?.unwrap_or(0),
+                ino: r.get::<_, Option<i64>>(5)?.unwrap_or(0) as u64,
+                mode: r.get(6)?,
+                uid: r.get(7)?,
+                gid: r.get(8)?,
+                link: r.get(9)?,
+            })
+        };
+        while let Some(r) = rows.next().doing(WHAT)? {
+            let path: Vec<u8> = r.get(0).doing(WHAT)?;
+            f(path, facts(r).doing(WHAT)?);
         }
         Ok(())
     }

@@ -32,7 +32,7 @@ mod volumes;
 pub use check::{CheckReport, Problem, ProblemKind};
 use error::Doing;
 pub use error::{CatalogError, Result};
-pub use files::{Extent, FileRow};
+pub use files::{Extent, FileFacts, FileRow};
 pub use jobs::{Job, JobVolume, Stream};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};

@@ -16,10 +16,10 @@
 //! directory that could not be listed, is **deleted**.
 
 use crate::error::Result;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use tapeloom_catalog::{Catalog, Job, Tree};
+use tapeloom_catalog::{Catalog, Job};
 use tapeloom_format::{EntryType, Level};
 
 /// The set, level and base a job runs with.
@@ -61,41 +61,32 @@ pub(crate) fn choose(cat: &Catalog, set: &str, asked: Level) -> Result<(SetChoic
         );
         return Ok((full(why), Scan::default()));
     };
-    match cat.tree_at(base.id) {
-        Ok(tree) => {
+    match Scan::against(cat, base.id) {
+        Ok(scan) => {
             let c = SetChoice {
                 set: set.to_string(),
                 level: asked,
                 base: Some(base),
                 promoted: None,
             };
-            Ok((c, Scan::against(&tree)))
+            Ok((c, scan))
         }
-        Err(tapeloom_catalog::CatalogError::BrokenChain { job, base: gone }) => {
+        Err(crate::error::Error::Catalog(tapeloom_catalog::CatalogError::BrokenChain {
+            job,
+            base: gone,
+        })) => {
             let why = format!(
                 "set {set}'s job {job} is relative to job {gone}, which is no longer in the catalog, so this {} runs as a full",
                 asked.name()
             );
             Ok((full(why), Scan::default()))
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
 /// What the base knew of a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Prev {
-    pub kind: u8,
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub ctime_ns: i64,
-    pub ino: u64,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    /// Hard-link target (the first path of its set) when `kind` is a hard link.
-    pub link: Vec<u8>,
-}
+pub(crate) type Prev = tapeloom_catalog::FileFacts;
 
 /// What the file system says of an object now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,41 +156,33 @@ pub(crate) struct ScanCounts {
 /// knew and which paths the walkers saw.
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
-    base: Option<HashMap<Vec<u8>, Prev>>,
-    seen: Mutex<HashSet<Vec<u8>>>,
+    /// The base's paths, what it knew of each, and whether a walker saw it.
+    base: Option<HashMap<Vec<u8>, (Prev, AtomicBool)>>,
     unlisted: Mutex<Vec<Vec<u8>>>,
     pub counts: ScanCounts,
 }
 
 impl Scan {
-    /// A scan that compares with the tree `base`.
-    pub(crate) fn against(base: &Tree) -> Scan {
-        let map = base
-            .iter()
-            .map(|(p, f)| {
-                let r = &f.row;
-                let prev = Prev {
-                    kind: r.kind,
-                    size: r.size,
-                    mtime_ns: r.mtime_ns,
-                    ctime_ns: r.ctime_ns,
-                    ino: r.ino,
-                    mode: r.mode,
-                    uid: r.uid,
-                    gid: r.gid,
-                    link: if r.kind == EntryType::HardLink as u8 {
-                        r.link.clone()
-                    } else {
-                        Vec::new()
-                    },
-                };
-                (p.clone(), prev)
-            })
-            .collect();
-        Scan {
+    /// A scan that compares with the set's tree at job `base`: its chain's rows
+    /// laid on in order, each job's deletions taken away first (as
+    /// `Catalog::tree_at` merges them, keeping only what comparing needs).
+    pub(crate) fn against(cat: &Catalog, base: i64) -> Result<Scan> {
+        let chain = cat.chain(base)?;
+        let rows: u64 = chain.iter().map(|j| j.files).sum();
+        let mut map: HashMap<Vec<u8>, (Prev, AtomicBool)> =
+            HashMap::with_capacity(usize::try_from(rows).unwrap_or(0).min(1 << 26));
+        for job in chain {
+            for (p, _) in cat.deletions(job.id)? {
+                map.remove(&p);
+            }
+            cat.for_each_facts(job.id, |path, prev| {
+                map.insert(path, (prev, AtomicBool::new(false)));
+            })?;
+        }
+        Ok(Scan {
             base: Some(map),
             ..Scan::default()
-        }
+        })
     }
 
     /// Whether the job has a base.
@@ -209,15 +192,13 @@ impl Scan {
 
     /// What the base knew of `path`.
     pub(crate) fn prev(&self, path: &[u8]) -> Option<&Prev> {
-        self.base.as_ref()?.get(path)
+        self.base.as_ref()?.get(path).map(|(p, _)| p)
     }
 
     /// A walker listed `path`.
     pub(crate) fn see(&self, path: &[u8]) {
-        if self.base.is_some() {
-            if let Ok(mut s) = self.seen.lock() {
-                s.insert(path.to_vec());
-            }
+        if let Some((_, seen)) = self.base.as_ref().and_then(|b| b.get(path)) {
+            seen.store(true, Ordering::Relaxed);
         }
     }
 
@@ -244,10 +225,6 @@ impl Scan {
         let Some(base) = &self.base else {
             return Vec::new();
         };
-        let seen = match self.seen.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
-        };
         let unlisted = match self.unlisted.lock() {
             Ok(u) => u.clone(),
             Err(p) => p.into_inner().clone(),
@@ -257,9 +234,9 @@ impl Scan {
         };
         let mut out: Vec<(Vec<u8>, u8)> = base
             .iter()
-            .filter(|(p, _)| !seen.contains(p.as_slice()))
+            .filter(|(_, (_, seen))| !seen.load(Ordering::Relaxed))
             .filter(|(p, _)| !unlisted.iter().any(|d| under(p, d)))
-            .map(|(p, prev)| (p.clone(), prev.kind))
+            .map(|(p, (prev, _))| (p.clone(), prev.kind))
             .collect();
         out.sort();
         out
@@ -354,7 +331,7 @@ mod tests {
     fn unseen_paths_are_deleted_unless_under_an_unlisted_directory() {
         let mut base = HashMap::new();
         for p in ["a", "a/x", "b", "b/y", "c", "bb"] {
-            base.insert(p.as_bytes().to_vec(), prev());
+            base.insert(p.as_bytes().to_vec(), (prev(), AtomicBool::new(false)));
         }
         let s = Scan {
             base: Some(base),

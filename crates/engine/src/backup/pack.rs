@@ -277,14 +277,14 @@ impl StreamState {
         same: Same,
         host: &HostPath,
     ) -> std::result::Result<(), Stopped> {
-        let Same { path, ino } = same;
+        let Same { path, ino, was } = same;
+        let hard = EntryType::HardLink as u8;
+        if was == EntryType::Directory as u8 || (ino.2 <= 1 && was != hard) {
+            return Ok(());
+        }
         let Some(prev) = pk.scan.prev(&path) else {
             return self.whole(pk, path, host);
         };
-        if prev.kind == EntryType::Directory as u8 {
-            return Ok(());
-        }
-        let hard = EntryType::HardLink as u8;
         let kept = match self.later_name(ino, &path) {
             None => prev.kind != hard,
             Some(first) => prev.kind == hard && prev.link == first,

@@ -73,6 +73,8 @@ pub struct Same {
     pub path: Vec<u8>,
     /// (device, inode, link count), for hard-link detection.
     pub ino: (u64, u64, u64),
+    /// Its entry type in the base.
+    pub was: u8,
 }
 
 /// Consecutive objects in walk order and the data of their small files. The buffer
@@ -156,6 +158,16 @@ impl Found {
     /// Its path in the job's namespace.
     fn rel(&self) -> Vec<u8> {
         join_rel(&self.dir.rel, self.name.to_bytes())
+    }
+
+    /// Its path in the job's namespace, into `buf`.
+    fn rel_into(&self, buf: &mut Vec<u8>) {
+        buf.clear();
+        if self.dir.rel != b"." {
+            buf.extend_from_slice(&self.dir.rel);
+            buf.push(b'/');
+        }
+        buf.extend_from_slice(self.name.to_bytes());
     }
 
     /// Its status, not following a final symlink (no open, no path lookup when the
@@ -436,10 +448,12 @@ impl Walker {
         };
         let scan = Arc::clone(&self.scan);
         let tracking = scan.has_base();
+        let mut rel = Vec::new();
         walk_contents(&dir, skip, &mut |w| match w {
             Walked::Found(f) => {
                 if tracking {
-                    scan.see(&f.rel());
+                    f.rel_into(&mut rel);
+                    scan.see(&rel);
                 }
                 self.push(Job::Found(f))
             }
@@ -575,30 +589,31 @@ fn verdict(
     scan: &Scan,
     rel: &[u8],
     st: impl FnOnce() -> std::io::Result<rustix::fs::Stat>,
-) -> Option<(Verdict, rustix::fs::Stat)> {
+) -> Option<(Verdict, rustix::fs::Stat, u8)> {
     let prev = scan.prev(rel)?;
     let st = st().ok()?;
-    Some((judge(prev, &now_of_stat(&st)), st))
+    Some((judge(prev, &now_of_stat(&st)), st, prev.kind))
 }
 
 /// What a base comparison decided, as the packer gets it: an unchanged object, or
 /// a regular file's metadata alone; `None` when the object is to be read whole.
 fn settle(
     scan: &Scan,
-    (abs, rel): (&Path, Vec<u8>),
+    (abs, rel): (impl FnOnce() -> PathBuf, Vec<u8>),
     st: impl FnOnce() -> std::io::Result<rustix::fs::Stat>,
     names: &mut Names,
-) -> Result<Fetched, Vec<u8>> {
+) -> Option<Fetched> {
     match verdict(scan, &rel, st) {
-        Some((Verdict::Unchanged, st)) => {
+        Some((Verdict::Unchanged, st, was)) => {
             scan.counts.unchanged.fetch_add(1, Ordering::Relaxed);
-            Ok(Fetched::Same(Box::new(Same {
+            Some(Fetched::Same(Box::new(Same {
                 path: rel,
                 ino: (st.st_dev, st.st_ino, st.st_nlink),
+                was,
             })))
         }
-        Some((Verdict::MetaOnly, _)) => Ok(fetch_meta(abs, rel, names)),
-        _ => Err(rel),
+        Some((Verdict::MetaOnly, _, _)) => Some(fetch_meta(&abs(), rel, names)),
+        _ => None,
     }
 }
 
@@ -625,9 +640,15 @@ static NO_SCAN: std::sync::LazyLock<Scan> = std::sync::LazyLock::new(Scan::defau
 /// Reads a source's root, unless the job's base has it unchanged.
 fn fetch_root(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
     let scan = data.scan;
-    match settle(scan, (abs, rel), || Ok(rustix::fs::lstat(abs)?), names) {
-        Ok(f) => f,
-        Err(rel) => fetch(abs, rel, names, data),
+    let settled = settle(
+        scan,
+        (|| abs.to_path_buf(), rel.clone()),
+        || Ok(rustix::fs::lstat(abs)?),
+        names,
+    );
+    match settled {
+        Some(f) => f,
+        None => fetch(abs, rel, names, data),
     }
 }
 
@@ -665,7 +686,7 @@ pub(crate) fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data
 fn fetch_found(f: &Found, names: &mut Names, data: &mut Data) -> Fetched {
     if data.scan.has_base() {
         let scan = data.scan;
-        if let Ok(done) = settle(scan, (&f.abs(), f.rel()), || f.stat(), names) {
+        if let Some(done) = settle(scan, (|| f.abs(), f.rel()), || f.stat(), names) {
             return done;
         }
     }
