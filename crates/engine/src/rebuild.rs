@@ -12,18 +12,23 @@
 //! as one chain (`restore::chains::group`). A drive's segments that share no stream
 //! become chains of their own, which a restore reads as well (each holds whole
 //! streams).
+//!
+//! A job's `JobStart` names its backup set, level and base job (by tag; version 4).
+//! Jobs are added oldest first, each one's base before it, and bases are resolved
+//! to catalog ids once every job is in, so the catalog's chains (`Catalog::tree_at`)
+//! are those the backups made. Index entries marked deleted become the job's
+//! deletions, never file rows. A job from an older writer is its own set, a full.
 
 use crate::crypt::JobCrypt;
 use crate::error::{MediaError, Result};
 use crate::home::Home;
 use crate::media::policy::{mount, read_label, Found};
 use crate::media::scan::{Scan, Scanned};
-use std::collections::HashMap;
-use std::collections::{BTreeMap, BTreeSet};
-use tapeloom_catalog::{FileRow, JobState, Stream, Volume};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use tapeloom_catalog::{Catalog, FileRow, JobState, Stream, Volume};
 use tapeloom_format::{
     open_block, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart, Kind, MasterKey,
-    RecordDecoder, CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
+    RecordDecoder, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
 };
 
 /// What a rebuild found and added.
@@ -44,6 +49,8 @@ pub struct RebuildReport {
     pub files_added: u64,
     /// Blocks that failed their checks.
     pub bad_blocks: u64,
+    /// Jobs relative to a base found on no cartridge read: their chains are broken.
+    pub bases_missing: Vec<i64>,
 }
 
 struct Segment {
@@ -158,14 +165,21 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
         drop(drive);
     }
 
-    // Oldest first, so rebuilt job ids keep the order the jobs ran in.
-    let mut jobs: Vec<(u64, Vec<Segment>)> = jobs.into_iter().collect();
-    jobs.sort_by_key(|(_, segs)| {
-        segs.iter()
-            .find_map(|s| s.start.as_ref().map(|j| j.started))
-            .unwrap_or_default()
-    });
-    for (tag, segs) in jobs {
+    add_jobs(home, &mut lib, jobs, &mut report)?;
+    Ok(report)
+}
+
+/// Adds the jobs found on tape that the catalog lacks, oldest first (a job's base
+/// before it), then records each one's place in its set.
+fn add_jobs(
+    home: &Home,
+    lib: &mut crate::home::Library,
+    jobs: Segments,
+    report: &mut RebuildReport,
+) -> Result<()> {
+    let cat = &home.catalog;
+    let mut sets = Vec::new();
+    for (tag, segs) in base_first(jobs) {
         let existing = match cat.job_by_tag(tag)? {
             Some(j) if unfinished_rebuild(cat, &j)? => Some(j.id),
             Some(_) => {
@@ -174,13 +188,80 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
             }
             None => None,
         };
-        if let Some(id) = add_job(cat, tag, segs, existing, &mut report)? {
-            let r = crate::recover::recover_with(cat, &mut lib, &home.keys, id)?;
+        let Some(added) = add_job(cat, tag, segs, existing, report)? else {
+            continue;
+        };
+        if let Some(set) = added.set {
+            sets.push((added.id, set));
+        }
+        if added.unended {
+            let r = crate::recover::recover_with(cat, lib, &home.keys, added.id)?;
             report.files_added += r.files_added;
-            report.jobs_recovered.push(id);
+            report.jobs_recovered.push(added.id);
         }
     }
-    Ok(report)
+    // Bases are resolved once every job is in: a base is found by its tag, whether
+    // this rebuild added it or the catalog had it.
+    for (id, set) in sets {
+        let base = match set.base {
+            0 => None,
+            tag => match cat.job_by_tag(tag)? {
+                Some(b) => Some(b.id),
+                None => {
+                    report.bases_missing.push(id);
+                    Some(MISSING_BASE)
+                }
+            },
+        };
+        cat.set_job_set(id, &set.set, set.level, base)?;
+    }
+    Ok(())
+}
+
+/// The base recorded for a job whose base is on no cartridge read: no job has this
+/// id, so the job's chain is broken, as when its base was forgotten, and a backup
+/// of its set runs as a full rather than trust a partial tree.
+const MISSING_BASE: i64 = 0;
+
+/// The jobs in the order they are added: by start time, but each job's base (named
+/// by tag in its `JobStart`) before it whatever the times say, so that bases keep
+/// smaller ids than the jobs relative to them.
+fn base_first(jobs: Segments) -> Vec<(u64, Vec<Segment>)> {
+    let start = |segs: &[Segment]| segs.iter().find_map(|s| s.start.clone());
+    let mut order: Vec<(i64, u64, u64)> = jobs
+        .iter()
+        .map(|(tag, segs)| {
+            let st = start(segs);
+            let started = st
+                .as_ref()
+                .map(|j| j.started.as_nanos())
+                .unwrap_or_default();
+            let base = st.and_then(|j| j.set).map_or(0, |s| s.base);
+            (started, *tag, base)
+        })
+        .collect();
+    order.sort();
+    let base_of: HashMap<u64, u64> = order.iter().map(|&(_, t, b)| (t, b)).collect();
+    let mut jobs = jobs;
+    let mut out = Vec::with_capacity(order.len());
+    for (_, tag, _) in order {
+        // The chain of bases not yet placed, newest first; placed oldest first.
+        let mut chain = vec![tag];
+        let mut at = tag;
+        while let Some(&b) = base_of.get(&at) {
+            if b == 0 || !jobs.contains_key(&b) || chain.contains(&b) {
+                break;
+            }
+            chain.push(b);
+            at = b;
+        }
+        for t in chain.into_iter().rev() {
+            if let Some(segs) = jobs.remove(&t) {
+                out.push((t, segs));
+            }
+        }
+    }
+    out
 }
 
 /// Reads a labelled cartridge from its first data block to the end of data, and
@@ -284,7 +365,7 @@ fn scan(
 /// Whether a job the catalog has is one a rebuild stopped adding (its process died
 /// before the job's end was recorded): `failed`, with no chunks left on a stage for
 /// `stage resume` to finish. A rebuild fills it in.
-fn unfinished_rebuild(cat: &tapeloom_catalog::Catalog, j: &tapeloom_catalog::Job) -> Result<bool> {
+fn unfinished_rebuild(cat: &Catalog, j: &tapeloom_catalog::Job) -> Result<bool> {
     if j.status != JobState::Failed {
         return Ok(false);
     }
@@ -296,16 +377,25 @@ fn unfinished_rebuild(cat: &tapeloom_catalog::Catalog, j: &tapeloom_catalog::Job
     Ok(staged.is_empty())
 }
 
+/// A job a rebuild added.
+struct Added {
+    id: i64,
+    /// Its set, level and base tag, from its `JobStart` (none from writers before
+    /// version 4: the job is then its own set, a full).
+    set: Option<SetInfo>,
+    /// It has no `JobEnd`: its entries are to be recovered from its data streams.
+    unended: bool,
+}
+
 /// Adds one job found on tape to the catalog, from its segments, index and end (or
-/// fills in `existing`, the same job recorded in part). Returns its id when it has
-/// no end: its entries are then to be recovered from its data streams.
+/// fills in `existing`, the same job recorded in part).
 fn add_job(
-    cat: &tapeloom_catalog::Catalog,
+    cat: &Catalog,
     tag: u64,
     mut segs: Vec<Segment>,
     existing: Option<i64>,
     report: &mut RebuildReport,
-) -> Result<Option<i64>> {
+) -> Result<Option<Added>> {
     let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
         return Ok(None);
     };
@@ -334,37 +424,8 @@ fn add_job(
     if let Some(k) = segs.iter().find_map(|s| s.job_key.as_ref()) {
         cat.set_job_key(id, &k.fingerprint.to_string(), &k.encode())?;
     }
-    let chains = crate::restore::chains::group(
-        segs.iter().filter_map(|s| s.seq),
-        segs.iter()
-            .filter_map(|s| s.seq.map(|q| (q, &s.streams)))
-            .flat_map(|(q, st)| st.iter().map(move |&x| (q, x))),
-    );
-    for s in &segs {
-        let seq = s.seq.unwrap_or_default();
-        let chain = chains.get(&seq).copied().unwrap_or(seq);
-        match cat.add_job_volume(id, seq, chain, s.volume.id, s.first_lbn) {
-            Err(tapeloom_catalog::CatalogError::SegmentExists { .. }) if existing.is_some() => {}
-            r => r?,
-        }
-        cat.end_job_volume(id, seq, s.last_lbn)?;
-    }
-    let have: std::collections::HashSet<Vec<u8>> = match existing {
-        Some(id) => cat.files(id, None)?.into_iter().map(|r| r.path).collect(),
-        None => Default::default(),
-    };
-    let rows: Vec<FileRow> = index
-        .iter()
-        .map(file_row)
-        .filter(|r| !have.contains(&r.path))
-        .collect();
-    for chunk in rows.chunks(4096) {
-        cat.add_files(id, chunk)?;
-    }
-    let all = match existing {
-        Some(id) => cat.files(id, None)?,
-        None => rows.clone(),
-    };
+    add_segments(cat, id, &segs, existing.is_some())?;
+    let (added, all) = add_index(cat, id, index, existing.is_some())?;
     let bytes: u64 = all
         .iter()
         .filter(|r| r.has_data())
@@ -387,9 +448,69 @@ fn add_job(
         seconds,
         ended.as_nanos(),
     )?;
-    report.files_added += rows.len() as u64;
+    report.files_added += added;
     report.jobs_added.push(id);
-    Ok(end.is_none().then_some(id))
+    Ok(Some(Added {
+        id,
+        set: start.set,
+        unended: end.is_none(),
+    }))
+}
+
+/// Records a job's segments, each in the chain inferred from the streams it holds.
+fn add_segments(cat: &Catalog, id: i64, segs: &[Segment], existing: bool) -> Result<()> {
+    let chains = crate::restore::chains::group(
+        segs.iter().filter_map(|s| s.seq),
+        segs.iter()
+            .filter_map(|s| s.seq.map(|q| (q, &s.streams)))
+            .flat_map(|(q, st)| st.iter().map(move |&x| (q, x))),
+    );
+    for s in segs {
+        let seq = s.seq.unwrap_or_default();
+        let chain = chains.get(&seq).copied().unwrap_or(seq);
+        match cat.add_job_volume(id, seq, chain, s.volume.id, s.first_lbn) {
+            Err(tapeloom_catalog::CatalogError::SegmentExists { .. }) if existing => {}
+            r => r?,
+        }
+        cat.end_job_volume(id, seq, s.last_lbn)?;
+    }
+    Ok(())
+}
+
+/// Records a job's index: a row per entry on tape (those the catalog lacks, when it
+/// has the job in part), and the paths the job found deleted, which have no record
+/// on tape and no row. Returns the number of rows added and all the job's rows.
+fn add_index(
+    cat: &Catalog,
+    id: i64,
+    index: Vec<IndexEntry>,
+    existing: bool,
+) -> Result<(u64, Vec<FileRow>)> {
+    let have: HashSet<Vec<u8>> = match existing {
+        true => cat.files(id, None)?.into_iter().map(|r| r.path).collect(),
+        false => HashSet::new(),
+    };
+    let (deleted, entries): (Vec<IndexEntry>, Vec<IndexEntry>) =
+        index.into_iter().partition(|e| e.deleted);
+    let gone: Vec<(Vec<u8>, u8)> = deleted
+        .into_iter()
+        .map(|e| (e.path, e.kind as u8))
+        .collect();
+    cat.add_deletions(id, &gone)?;
+    let rows: Vec<FileRow> = entries
+        .iter()
+        .map(file_row)
+        .filter(|r| !have.contains(&r.path))
+        .collect();
+    for chunk in rows.chunks(4096) {
+        cat.add_files(id, chunk)?;
+    }
+    let added = rows.len() as u64;
+    let all = match existing {
+        true => cat.files(id, None)?,
+        false => rows,
+    };
+    Ok((added, all))
 }
 
 /// A catalog row from an index entry on tape (owners are not in the index).

@@ -1,0 +1,141 @@
+//! A backup set rebuilt from tapes alone: every job's set, level and base, and the
+//! set's tree at every job (metadata-only rows, change facts, deletions), are what
+//! the catalog held before it was lost; a later incremental finds nothing changed.
+
+mod common;
+
+use common::{forget_catalog, ok, write};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use tapeloom_catalog::{Catalog, FileRow};
+
+/// One object of a tree at a job, with jobs named by tag (ids may differ after a
+/// rebuild): the row, the job holding it, and the job and row holding its data.
+type TreeByTag = BTreeMap<Vec<u8>, (u64, FileRow, Option<(u64, FileRow)>)>;
+
+/// What the catalog says of one job: its set, level, base (by tag), deletions and
+/// the set's tree at it.
+#[derive(Debug, PartialEq)]
+struct JobView {
+    set: String,
+    level: &'static str,
+    base: Option<u64>,
+    deletions: Vec<(Vec<u8>, u8)>,
+    tree: TreeByTag,
+}
+
+fn open(home: &Path) -> Catalog {
+    Catalog::open(&home.join("catalog.sqlite")).expect("open the catalog")
+}
+
+/// Every job of the catalog, by tag.
+fn views(home: &Path) -> BTreeMap<u64, JobView> {
+    let cat = open(home);
+    let jobs = cat.jobs().expect("list jobs");
+    let tag_of = |id: i64| jobs.iter().find(|j| j.id == id).map(|j| j.tag);
+    let mut out = BTreeMap::new();
+    for j in &jobs {
+        let tree = cat
+            .tree_at(j.id)
+            .expect("tree at a job")
+            .into_iter()
+            .map(|(p, f)| {
+                let data = f.data.map(|(d, r)| (tag_of(d).expect("data job"), r));
+                (p, (tag_of(f.job).expect("row job"), f.row, data))
+            })
+            .collect();
+        let view = JobView {
+            set: j.set.clone(),
+            level: j.level.name(),
+            base: j.base.map(|b| tag_of(b).expect("base job")),
+            deletions: cat.deletions(j.id).expect("deletions"),
+            tree,
+        };
+        out.insert(j.tag, view);
+    }
+    out
+}
+
+fn backup(home: &Path, src: &Path, level: &str) -> serde_json::Value {
+    let src = src.to_str().unwrap();
+    ok(home, &["backup", "--set", "s", "--level", level, src])
+}
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The source of the full: files that later change in each way, a directory, a
+/// symlink and a hard link.
+fn first_tree(src: &Path) {
+    std::fs::create_dir_all(src.join("dir/sub")).unwrap();
+    for (name, seed) in [
+        ("same", 1),
+        ("modified", 2),
+        ("deleted", 3),
+        ("renamed-from", 4),
+        ("chmod-only", 5),
+        ("dir/sub/deep", 6),
+        ("dir/later", 7),
+    ] {
+        write(&src.join(name), &common::noise(seed, 3000 + seed as usize));
+    }
+    std::os::unix::fs::symlink("same", src.join("link")).unwrap();
+    std::fs::hard_link(src.join("same"), src.join("hard")).unwrap();
+}
+
+#[test]
+fn a_set_rebuilt_from_tapes_has_every_jobs_tree_and_place() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    first_tree(&src);
+    backup(&home, &src, "full");
+
+    // First incremental: modified, deleted, added, renamed and chmod-only files.
+    write(&src.join("modified"), b"new contents");
+    std::fs::remove_file(src.join("deleted")).unwrap();
+    write(&src.join("added"), &common::noise(9, 5000));
+    std::fs::rename(src.join("renamed-from"), src.join("renamed-to")).unwrap();
+    chmod(&src.join("chmod-only"), 0o600);
+    let inc1 = backup(&home, &src, "incremental");
+    assert_eq!(inc1["level"], "incremental");
+    assert!(inc1["meta_only"].as_u64().unwrap() >= 1, "{inc1}");
+    assert!(inc1["deleted"].as_u64().unwrap() >= 2, "{inc1}");
+
+    // Second incremental: a directory's file goes, another changes mode again.
+    std::fs::remove_file(src.join("dir/later")).unwrap();
+    chmod(&src.join("chmod-only"), 0o640);
+    write(&src.join("dir/sub/deep"), b"deeper");
+    backup(&home, &src, "incremental");
+
+    // A differential: everything since the full.
+    write(&src.join("added"), b"added, then changed");
+    let diff = backup(&home, &src, "differential");
+    assert_eq!(diff["level"], "differential");
+
+    let before = views(&home);
+    assert_eq!(before.len(), 4);
+    forget_catalog(&home);
+    let rebuilt = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(
+        rebuilt["jobs_added"].as_array().unwrap().len(),
+        4,
+        "{rebuilt}"
+    );
+    let after = views(&home);
+    for (tag, view) in &before {
+        let again = after.get(tag).expect("every job is rebuilt");
+        assert_eq!(again, view, "job {tag:016x} differs after the rebuild");
+    }
+    let levels: Vec<&str> = after.values().map(|v| v.level).collect();
+    assert_eq!(levels.iter().filter(|l| **l == "incremental").count(), 2);
+
+    // A further incremental finds nothing changed since the differential.
+    let last = open(&home).last_in_set("s", false).unwrap().unwrap();
+    let objects = open(&home).tree_at(last.id).unwrap().len() as u64;
+    let inc3 = backup(&home, &src, "incremental");
+    assert_eq!(inc3["base_job"].as_i64(), Some(last.id), "{inc3}");
+    assert_eq!(inc3["files"], 0, "{inc3}");
+    assert_eq!(inc3["unchanged"].as_u64(), Some(objects), "{inc3}");
+}
