@@ -266,6 +266,12 @@ impl DataKey {
         let tail = block
             .get(end..end + CRYPT_TAIL_LEN)
             .ok_or(FormatError::Truncated("block"))?;
+        // The tag covers the header bytes as written, whatever write version wrote
+        // them: a header encoded again here would carry this tapeloom's.
+        let stored = block.get(..60).ok_or(FormatError::Truncated("block"))?;
+        let mut aad = [0u8; 36];
+        aad[..8].copy_from_slice(&stored[..8]);
+        aad[8..].copy_from_slice(&stored[32..60]);
         out.clear();
         out.extend_from_slice(&block[..end]);
         // The tag covers the header as its writer wrote it, whose write version
