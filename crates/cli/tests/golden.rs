@@ -1,10 +1,13 @@
 //! Format compatibility: tapes written by format version 1 (committed in
-//! `tests/golden/v1`, made by `tests/golden/make-v1.sh`) and an encrypted job of
-//! version 3 (`tests/golden/v3-encrypted`, with its key file) must stay readable: the
-//! catalog is rebuilt from them alone, and they verify and restore.
+//! `tests/golden/v1`, made by `tests/golden/make-v1.sh`), an encrypted job of
+//! version 3 (`tests/golden/v3-encrypted`, with its key file) and a backup set of
+//! version 4 (`tests/golden/v4-sets`: a full and an incremental) must stay readable:
+//! the catalog is rebuilt from them alone, and they verify and restore.
 
 mod common;
 use common::*;
+use tapeloom_catalog::Catalog;
+use tapeloom_format::{EntryType, Level};
 
 #[test]
 fn version_1_tapes_rebuild_verify_and_restore() {
@@ -45,6 +48,94 @@ fn version_3_encrypted_tapes_rebuild_verify_and_restore_with_their_key() {
     );
     std::env::set_var("TAPELOOM_PASSPHRASE", "golden");
     check_golden("v3-encrypted", &["--key", key.to_str().unwrap()]);
+}
+
+#[test]
+fn version_4_sets_rebuild_with_their_chain_merge_and_restore() {
+    let t = tempfile::tempdir().unwrap();
+    let home = golden_home(t.path(), "v4-sets");
+    let r = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(r["jobs_added"], serde_json::json!([1, 2]), "{r}");
+    assert_eq!(r["bad_blocks"], 0);
+    let cat = Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let (full, inc) = (cat.job(1).unwrap().unwrap(), cat.job(2).unwrap().unwrap());
+    assert_eq!(
+        (full.set.as_str(), full.level, full.base),
+        ("golden", Level::Full, None)
+    );
+    assert_eq!(
+        (inc.set.as_str(), inc.level, inc.base),
+        ("golden", Level::Incremental, Some(1))
+    );
+    // The deletion is the job's, not a row of it.
+    let gone = vec![(b"gone.txt".to_vec(), EntryType::Regular as u8)];
+    assert_eq!(cat.deletions(2).unwrap(), gone);
+    assert!(cat.file(2, b"gone.txt").unwrap().is_none());
+    let tree = cat.tree_at(2).unwrap();
+    let paths: Vec<&str> = tree
+        .keys()
+        .map(|p| std::str::from_utf8(p).unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            ".",
+            "added",
+            "added/a.txt",
+            "added/b.txt",
+            "dir",
+            "dir/link",
+            "dir/noise.bin",
+            "dir/twin",
+            "empty",
+            "hello.txt"
+        ]
+    );
+    // The metadata-only file: its new mode from job 2, its data from job 1.
+    let hello = &tree[&b"hello.txt".to_vec()];
+    assert!(hello.row.meta_only && hello.row.ctime_ns != 0 && hello.row.ino != 0);
+    assert_eq!((hello.job, hello.row.mode, hello.row.size), (2, 0o600, 12));
+    let (data_job, data_row) = hello.data.as_ref().expect("its data in the full");
+    assert_eq!(
+        (*data_job, data_row.meta_only, data_row.mode),
+        (1, false, 0o644)
+    );
+    assert_eq!(data_row.crc, crc32c::crc32c(b"hello, tape\n"));
+    // Hard links: one kept from the full, one made in the incremental.
+    let kind = |p: &[u8]| tree[&p.to_vec()].row.kind;
+    let link = |p: &[u8]| tree[&p.to_vec()].row.link.clone();
+    assert_eq!(kind(b"dir/twin"), EntryType::HardLink as u8);
+    assert_eq!(link(b"dir/twin"), b"dir/noise.bin");
+    assert_eq!(tree[&b"dir/twin".to_vec()].job, 1);
+    assert_eq!(kind(b"added/b.txt"), EntryType::HardLink as u8);
+    assert_eq!(link(b"added/b.txt"), b"added/a.txt");
+    assert_eq!(tree[&b"added/b.txt".to_vec()].job, 2);
+    // The full's tree has what it held, the deleted file included.
+    let at_full = cat.tree_at(1).unwrap();
+    assert!(at_full.contains_key(&b"gone.txt".to_vec()));
+    assert_eq!(at_full.len(), 8);
+    drop(cat);
+    assert_eq!(ok(&home, &["verify", "1"])["ok"], true);
+    assert_eq!(ok(&home, &["verify", "2"])["ok"], true);
+    let out = t.path().join("out");
+    let rr = ok(&home, &["restore", "1", "--to", out.to_str().unwrap()]);
+    assert_eq!(rr["files"], 8, "{rr}");
+    assert_eq!(
+        std::fs::read(out.join("hello.txt")).unwrap(),
+        b"hello, tape\n"
+    );
+    assert_eq!(std::fs::read(out.join("gone.txt")).unwrap(), b"soon gone\n");
+    assert_eq!(
+        std::fs::read(out.join("dir/noise.bin")).unwrap(),
+        noise(7, 20_000)
+    );
+    assert_eq!(ino(&out.join("dir/twin")), ino(&out.join("dir/noise.bin")));
+    assert_eq!(
+        std::fs::read_link(out.join("dir/link")).unwrap().to_str(),
+        Some("../hello.txt")
+    );
+    let m = meta(&out.join("hello.txt"), true);
+    assert_eq!(m.mtime, (1_577_934_245, 123_456_789));
 }
 
 /// A home with a small library holding the golden image `name`.
@@ -99,6 +190,15 @@ fn check_golden(name: &str, key: &[&str]) {
     let jobs = ok(&home, &["jobs"]);
     assert_eq!(jobs["jobs"][0]["name"], "golden");
     assert_eq!(jobs["jobs"][0]["status"], "ok");
+    // A job from before backup sets is a set of its own, a full.
+    let cat = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let j = cat.job(1).unwrap().unwrap();
+    assert_eq!(
+        (j.set.as_str(), j.level, j.base),
+        ("golden", Level::Full, None)
+    );
+    assert!(cat.deletions(1).unwrap().is_empty());
+    drop(cat);
     let ls = ok(&home, &["ls", "1"]);
     let paths: Vec<&str> = ls["entries"]
         .as_array()
