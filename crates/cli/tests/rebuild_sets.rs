@@ -139,3 +139,84 @@ fn a_set_rebuilt_from_tapes_has_every_jobs_tree_and_place() {
     assert_eq!(inc3["files"], 0, "{inc3}");
     assert_eq!(inc3["unchanged"].as_u64(), Some(objects), "{inc3}");
 }
+
+/// Size of the cartridges' data files in the home's virtual library.
+fn tape_bytes(home: &Path) -> u64 {
+    let dir = home.join("library").join("tapes");
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Runs an incremental of set `s` in a child process, slowed down, and kills it
+/// (SIGKILL) once the tape has grown by `grown` bytes.
+fn killed_incremental(home: &Path, src: &Path, grown: u64) {
+    let before = tape_bytes(home);
+    let mut child = std::process::Command::new(common::bin())
+        .arg("--home")
+        .arg(home)
+        .args(["backup", "--set", "s", "--level", "incremental"])
+        .args(["--limit-rate", "2MB", "--block-size", "64K"])
+        .arg(src)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while tape_bytes(home) < before + grown {
+        assert!(t.elapsed().as_secs() < 60, "the tape did not grow");
+        assert!(child.try_wait().unwrap().is_none(), "the backup ended");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn an_incremental_killed_before_its_index_is_recovered_with_its_metadata_only_rows() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    for k in 0..20u64 {
+        write(&src.join(format!("a{k:02}")), &common::noise(k, 1000));
+    }
+    for k in 0..4u64 {
+        write(
+            &src.join(format!("z{k}")),
+            &common::noise(100 + k, 1_000_000),
+        );
+    }
+    backup(&home, &src, "full");
+    // Metadata alone first in the stream (a*), then a lot of data (z*).
+    for k in 0..20u64 {
+        chmod(&src.join(format!("a{k:02}")), 0o600);
+    }
+    for k in 0..4u64 {
+        write(
+            &src.join(format!("z{k}")),
+            &common::noise(200 + k, 1_000_000),
+        );
+    }
+    killed_incremental(&home, &src, 1_000_000);
+    forget_catalog(&home);
+    let r = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(r["jobs_recovered"], serde_json::json!([2]), "{r}");
+    let cat = open(&home);
+    let inc = cat.job(2).unwrap().unwrap();
+    assert_eq!(inc.status.as_str(), "partial");
+    assert_eq!((inc.set.as_str(), inc.level.name()), ("s", "incremental"));
+    assert_eq!(inc.base, Some(1));
+    let tree = cat.tree_at(2).unwrap();
+    for k in 0..20u64 {
+        let f = &tree[format!("a{k:02}").as_bytes()];
+        assert_eq!((f.job, f.row.meta_only, f.row.mode), (2, true, 0o600));
+        let (dj, d) = f.data.as_ref().expect("data in the full");
+        assert_eq!((*dj, d.size, d.meta_only), (1, 1000, false));
+    }
+    // The full's rows of what the killed job did not reach stay in the tree.
+    assert_eq!(tree[&b"z3".to_vec()].job, 1);
+}

@@ -11,6 +11,13 @@
 //! the job died) or by a bad block get no row; they are named in the job's errors,
 //! so that the job is `partial`, says why, and a reader of the whole job passes over
 //! their records.
+//!
+//! In a set (FORMAT.md 5.9) a metadata-only entry has no `Data` or `FileEnd`: it is
+//! whole with its `Entry` record ([`tapeloom_format::Entry::has_data`]). The job's
+//! set, level and base are in its `JobStart`, which the catalog has from the backup
+//! or from `catalog rebuild`. The paths it found deleted were to be written in its
+//! index only: a recovered job has none, and the set's next job, comparing against
+//! the tree at this one, finds them deleted then.
 
 use crate::backup::mux::Extents;
 use crate::error::{JobError, Result};
