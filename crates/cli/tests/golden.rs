@@ -112,7 +112,7 @@ fn version_4_sets_rebuild_with_their_chain_merge_and_restore() {
     assert_eq!(tree[&b"added/b.txt".to_vec()].job, 2);
     // The full's tree has what it held, the deleted file included.
     let at_full = cat.tree_at(1).unwrap();
-    assert!(at_full.contains_key(&b"gone.txt".to_vec()));
+    assert!(at_full.contains_key(b"gone.txt".as_slice()));
     assert_eq!(at_full.len(), 8);
     drop(cat);
     assert_eq!(ok(&home, &["verify", "1"])["ok"], true);
