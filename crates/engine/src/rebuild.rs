@@ -27,8 +27,9 @@ use crate::media::scan::{Scan, Scanned};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use tapeloom_catalog::{Catalog, FileRow, JobState, Stream, Volume};
 use tapeloom_format::{
-    open_block, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart, Kind, MasterKey,
-    RecordDecoder, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE, RECORD_HEADER_LEN,
+    open_block, BlockHeader, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart,
+    Kind, MasterKey, RecordDecoder, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE,
+    RECORD_HEADER_LEN,
 };
 
 /// What a rebuild found and added.
@@ -65,6 +66,33 @@ struct Segment {
     control: Vec<(u64, Vec<u8>)>,
     /// The streams with blocks in the segment (stream 0 included).
     streams: BTreeSet<u16>,
+}
+
+impl Segment {
+    /// Takes the segment's start (`JobStart` or `Continuation`, and an encrypted
+    /// job's `JobKey`) from its block `h`, when that block opens the segment; the
+    /// job's data key is unwrapped the first time its `JobKey` is met.
+    fn start_from(&mut self, h: &BlockHeader, payload: &[u8], keys: &mut Keys<'_>) -> Result<()> {
+        let start = match h.stream {
+            CONTROL_STREAM if h.stream_offset == 0 => first_record(payload, Kind::JobStart),
+            CONTINUATION_STREAM => first_record(payload, Kind::Continuation),
+            _ => None,
+        };
+        let Some(s) = start else {
+            return Ok(());
+        };
+        self.seq = Some(s.volume_seq);
+        self.start = Some(s);
+        self.job_key = job_key_record(payload);
+        if let Some(k) = &self.job_key {
+            if !keys.jobs.contains_key(&h.job_tag) {
+                let job = format!("with tag {:016x}", h.job_tag);
+                let c = JobCrypt::unwrap(keys.masters, &job, k.clone())?;
+                keys.jobs.insert(h.job_tag, c.data);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The first record of a block's payload, when it starts at offset 0, fits, and names a
@@ -315,23 +343,7 @@ fn scan(
         seg.last_lbn = this;
         let payload = h.payload(&buf[..n]);
         if seg.seq.is_none() {
-            let start = match h.stream {
-                CONTROL_STREAM if h.stream_offset == 0 => first_record(payload, Kind::JobStart),
-                CONTINUATION_STREAM => first_record(payload, Kind::Continuation),
-                _ => None,
-            };
-            if let Some(s) = start {
-                seg.seq = Some(s.volume_seq);
-                seg.start = Some(s);
-                seg.job_key = job_key_record(payload);
-                if let Some(k) = &seg.job_key {
-                    if !keys.jobs.contains_key(&h.job_tag) {
-                        let job = format!("with tag {:016x}", h.job_tag);
-                        let c = JobCrypt::unwrap(keys.masters, &job, k.clone())?;
-                        keys.jobs.insert(h.job_tag, c.data);
-                    }
-                }
-            }
+            seg.start_from(&h, payload, keys)?;
         }
         let payload = if h.encrypted {
             // Only stream 0 is needed here; a block whose tag fails is bad.
