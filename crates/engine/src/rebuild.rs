@@ -579,3 +579,74 @@ fn decode_control(segs: &[Segment]) -> (Vec<IndexEntry>, Option<JobEnd>) {
     }
     (index, end)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tapeloom_format::{Level, Timestamp};
+
+    /// A job's one segment, started at `secs`, relative to `base` (0: a full).
+    fn job(secs: i64, base: u64) -> Vec<Segment> {
+        let set = SetInfo {
+            set: "s".into(),
+            level: if base == 0 {
+                Level::Full
+            } else {
+                Level::Incremental
+            },
+            base,
+            pool: "default".into(),
+        };
+        let start = JobStart {
+            job_tag: 0,
+            started: Timestamp { secs, nanos: 0 },
+            block_size: 65536,
+            volume_seq: 0,
+            name: "s".into(),
+            host: String::new(),
+            streams: Vec::new(),
+            set: Some(set),
+        };
+        let volume = Volume {
+            id: 1,
+            barcode: "TL0001L9".into(),
+            uuid: [0; 16],
+            pool: "default".into(),
+            block_size: 65536,
+            status: tapeloom_catalog::VolumeState::Append,
+            generation: 0,
+        };
+        vec![Segment {
+            volume,
+            seq: Some(0),
+            first_lbn: 2,
+            last_lbn: 2,
+            start: Some(start),
+            job_key: None,
+            control: Vec::new(),
+            streams: BTreeSet::new(),
+        }]
+    }
+
+    #[test]
+    fn bases_come_before_the_jobs_relative_to_them_whatever_the_clock_said() {
+        // Job 30 is relative to 20, which is relative to 10; 20's clock ran behind
+        // (it says it started first) and 10's ahead. Job 40 stands alone.
+        let jobs: Segments = [
+            (10, job(300, 0)),
+            (20, job(100, 10)),
+            (30, job(400, 20)),
+            (40, job(200, 0)),
+        ]
+        .into_iter()
+        .collect();
+        let order: Vec<u64> = base_first(jobs).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(order, vec![10, 20, 40, 30]);
+        // A base that is not among the jobs, and a loop of bases, end the walk.
+        let jobs: Segments = [(1, job(5, 99)), (2, job(1, 3)), (3, job(2, 2))]
+            .into_iter()
+            .collect();
+        let order: Vec<u64> = base_first(jobs).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(order, vec![3, 2, 1]);
+    }
+}
