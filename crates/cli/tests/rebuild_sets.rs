@@ -220,3 +220,50 @@ fn an_incremental_killed_before_its_index_is_recovered_with_its_metadata_only_ro
     // The full's rows of what the killed job did not reach stay in the tree.
     assert_eq!(tree[&b"z3".to_vec()].job, 1);
 }
+
+#[test]
+fn a_job_whose_base_is_on_no_cartridge_read_keeps_a_broken_chain() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, src) = (t.path().join("home"), t.path().join("src"));
+    write(&src.join("f"), b"first");
+    let full = backup(&home, &src, "full");
+    let full_tape = full["volumes"][0].as_str().unwrap().to_string();
+    // The incremental goes to another pool's cartridge, the full's is then lost.
+    ok(&home, &["pool", "create", "other"]);
+    write(&src.join("g"), b"second");
+    let s = src.to_str().unwrap();
+    let inc = ok(
+        &home,
+        &[
+            "backup",
+            "--set",
+            "s",
+            "--level",
+            "incremental",
+            "--pool",
+            "other",
+            s,
+        ],
+    );
+    assert_ne!(inc["volumes"][0].as_str(), Some(full_tape.as_str()));
+    forget_catalog(&home);
+    for ext in ["data", "idx"] {
+        let f = home.join(format!("library/tapes/{full_tape}.{ext}"));
+        std::fs::remove_file(f).unwrap();
+    }
+    let r = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(r["jobs_added"], serde_json::json!([1]), "{r}");
+    assert_eq!(r["bases_missing"], serde_json::json!([1]), "{r}");
+    let cat = open(&home);
+    let j = cat.job(1).unwrap().unwrap();
+    assert_eq!((j.set.as_str(), j.level.name()), ("s", "incremental"));
+    assert!(matches!(
+        cat.tree_at(1),
+        Err(tapeloom_catalog::CatalogError::BrokenChain { .. })
+    ));
+    drop(cat);
+    // The set's next incremental does not trust the partial tree: it runs as a full.
+    let next = backup(&home, &src, "incremental");
+    assert_eq!(next["level"], "full", "{next}");
+    assert!(next["promoted"].is_string(), "{next}");
+}

@@ -57,6 +57,9 @@ pub struct Rebuilt {
     jobs_recovered: Vec<i64>,
     files_added: u64,
     bad_blocks: u64,
+    /// Jobs relative to a base on no cartridge read: their set's tree at them is
+    /// not known, and a backup of the set relative to them runs as a full.
+    bases_missing: Vec<i64>,
 }
 
 fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
@@ -71,6 +74,7 @@ fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
         jobs_recovered: r.jobs_recovered,
         files_added: r.files_added,
         bad_blocks: r.bad_blocks,
+        bases_missing: r.bases_missing,
     })
 }
 
@@ -85,6 +89,9 @@ impl Output for Rebuilt {
             self.volumes_added,
             self.bad_blocks
         );
+        for j in &self.bases_missing {
+            outln!("job {j}: its base job is on none of the cartridges read");
+        }
     }
 }
 
