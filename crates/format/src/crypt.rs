@@ -274,10 +274,6 @@ impl DataKey {
         aad[8..].copy_from_slice(&stored[32..60]);
         out.clear();
         out.extend_from_slice(&block[..end]);
-        // The tag covers the header as its writer wrote it, whose write version
-        // may be older than this code's.
-        let mut aad = header.associated_data();
-        aad[4] = block[4];
         self.0
             .decrypt_in_place_detached(
                 Nonce::from_slice(&tail[..NONCE_LEN]),
