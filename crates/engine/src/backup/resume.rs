@@ -211,6 +211,12 @@ const ENTRY_CUT: &str = "the stage was full, so the start of this file went to t
 /// The job's start record as its continuation records repeat it.
 fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
     let streams = home.catalog.streams(job.id)?;
+    let pool = home
+        .catalog
+        .job_volumes(job.id)?
+        .first()
+        .map(|v| v.volume.pool.clone())
+        .unwrap_or_default();
     let base = match job.base {
         Some(b) => home.catalog.job(b)?.map_or(0, |b| b.tag),
         None => 0,
@@ -232,16 +238,15 @@ fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
                 source: s.source.clone(),
             })
             .collect(),
-        set: Some(tapeloom_format::SetInfo {
-            set: job.set.clone(),
-            level: job.level,
-            base,
-            pool: home
-                .catalog
-                .job_volumes(job.id)?
-                .first()
-                .map(|v| v.volume.pool.clone())
-                .unwrap_or_default(),
+        // A job whose base was forgotten while it waited on the stages cannot name
+        // it: its later volumes say nothing of its set (its first one does).
+        set: (job.level == tapeloom_format::Level::Full || base != 0).then(|| {
+            tapeloom_format::SetInfo {
+                set: job.set.clone(),
+                level: job.level,
+                base,
+                pool,
+            }
         }),
     })
 }
