@@ -232,17 +232,7 @@ impl JobReader {
     pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
         self.ended = false;
         if self.cur.as_ref().map(|c| c.0) != Some(seq) {
-            if let Some((old, mut d)) = self.cur.take() {
-                let before = d.stats().map(|s| s.modeled_seconds);
-                let t = Instant::now();
-                d.unload()?;
-                self.marks
-                    .push((self.drive, Phase::Load, t, Instant::now()));
-                if let (Some(b), Some(s)) = (before, d.stats()) {
-                    self.fixed_seconds += s.modeled_seconds - b;
-                }
-                self.retire(&mut *d, old);
-            }
+            self.unload()?;
             let v = self.volume(seq)?.clone();
             let t_load = Instant::now();
             let prefer = self.prefer_drive.or(self.drive);
@@ -296,6 +286,51 @@ impl JobReader {
             self.lbn = lbn;
         }
         Ok(())
+    }
+
+    /// Unloads the cartridge in the drive, if any, keeping its modeled time.
+    fn unload(&mut self) -> Result<()> {
+        if let Some((old, mut d)) = self.cur.take() {
+            let before = d.stats().map(|s| s.modeled_seconds);
+            let t = Instant::now();
+            d.unload()?;
+            self.marks
+                .push((self.drive, Phase::Load, t, Instant::now()));
+            if let (Some(b), Some(s)) = (before, d.stats()) {
+                self.fixed_seconds += s.modeled_seconds - b;
+            }
+            self.retire(&mut *d, old);
+        }
+        Ok(())
+    }
+
+    /// Reads another job from now on (its volumes, tag and key), following its
+    /// volumes in sequence order. A cartridge in the drive that the other job is
+    /// on too stays mounted where it stands, now known by that job's sequence
+    /// number; any other is unloaded.
+    pub fn switch(&mut self, vols: Vec<JobVolume>, tag: u64, key: Option<DataKey>) -> Result<()> {
+        if let Some((seq, _)) = &self.cur {
+            let id = self.volume(*seq)?.volume.id;
+            match vols.iter().find(|v| v.volume.id == id) {
+                Some(v) => {
+                    if let Some(cur) = self.cur.as_mut() {
+                        cur.0 = v.seq;
+                    }
+                }
+                None => self.unload()?,
+            }
+        }
+        let mut order: Vec<u32> = vols.iter().map(|v| v.seq).collect();
+        order.sort_unstable();
+        (self.vols, self.order, self.job_tag, self.key) = (vols, order, tag, key);
+        self.ended = false;
+        Ok(())
+    }
+
+    /// Where the drive stands: (volume seq, LBN) of the cartridge mounted, even after
+    /// the order was read to its end; `None` before the first seek.
+    pub fn mounted(&self) -> Option<(u32, u64)> {
+        self.cur.as_ref().map(|c| (c.0, self.lbn))
     }
 
     /// Reads forward to block `to` of the current volume without returning what it

@@ -159,10 +159,18 @@ pub struct RestoreReport {
     pub unchanged: u64,
     /// What the drive said about each cartridge at the end of its mount.
     pub health: Vec<(String, tapeloom_device::DriveHealth)>,
+    /// Files the job holds as metadata alone (their data is in an earlier job of
+    /// its set), left out of a one-job restore.
+    pub meta_only: u64,
+    /// The jobs read from: the job restored, or those a set's tree needs.
+    pub jobs: Vec<i64>,
+    /// Blocks of the runs a set's restore planned to read (each block once);
+    /// blocks passed over by reading through come on top.
+    pub blocks_planned: u64,
 }
 
 /// What one drive's reader brings back: its figures, samples and marks.
-type Read = (DriveRead, Vec<Sample>, Vec<Marked>);
+pub(crate) type Read = (DriveRead, Vec<Sample>, Vec<Marked>);
 
 /// Restores job `job_id` (or the chosen paths of it) under `opts.to`: the streams
 /// wholly on a disk stage from their chunk files, the others from tape.
@@ -200,23 +208,9 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         let job = (job_id, job.tag, job.block_size as usize, key);
         read_tape(home, job, (rows, whole), (&names, &skip), (opts, &rs, t0))?
     };
-    let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
-        what: "a drive's reader",
-    })?;
-    if let Some(w) = rs.writers.take() {
-        let (files, bytes, errors) = w.finish();
-        rs.report.files += files;
-        rs.report.bytes += bytes;
-        rs.report.errors.extend(errors);
-    }
-    rs.finish_dirs();
-    let per_stream = std::mem::take(&mut rs.per_stream);
-    let mut report = rs.report;
-    // A file named for a bad block may also have failed its checksum: name it once.
-    let mut seen = HashSet::new();
-    report.errors.retain(|e| seen.insert(e.0.clone()));
-    add_drives(&mut report, reads);
+    let (mut report, per_stream) = finish(rs, reads)?;
     report.chains = chains;
+    report.jobs = vec![job_id];
     let name = |id: &u16| names.get(id).cloned().unwrap_or_default();
     let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
     per.sort();
@@ -237,6 +231,33 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     report.bytes_read_from_stage = from_stage.bytes;
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Ends a restore once the drives are done: the writers' files, then a set's hard
+/// links and newer metadata, then directories' metadata; adds what the drives read.
+/// Returns the report and the data bytes restored per stream.
+pub(crate) fn finish(
+    rs: Mutex<Restorer>,
+    reads: Vec<DriveRead>,
+) -> Result<(RestoreReport, HashMap<u16, u64>)> {
+    let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
+        what: "a drive's reader",
+    })?;
+    if let Some(w) = rs.writers.take() {
+        let (files, bytes, errors) = w.finish();
+        rs.report.files += files;
+        rs.report.bytes += bytes;
+        rs.report.errors.extend(errors);
+    }
+    rs.finish_set();
+    rs.finish_dirs();
+    let per_stream = std::mem::take(&mut rs.per_stream);
+    let mut report = rs.report;
+    // A file named for a bad block may also have failed its checksum: name it once.
+    let mut seen = HashSet::new();
+    report.errors.retain(|e| seen.insert(e.0.clone()));
+    add_drives(&mut report, reads);
+    Ok((report, per_stream))
 }
 
 /// Adds what the drives read to the report.
@@ -298,18 +319,21 @@ fn read_tape(
     let plan = assign(&todo, &drives, &held);
     let lib: SharedLibrary = Arc::new(Mutex::new(lib));
     let stop = AtomicBool::new(false);
-    let shared = Shared {
-        job_id,
+    let ctx = [JobCtx {
+        id: job_id,
         tag,
+        vols: vols.clone(),
+        key,
+        hints,
+    }];
+    let shared = Shared {
+        jobs: &ctx,
         block_size,
-        vols: &vols,
         opts,
         names,
-        hints: &hints,
         skip,
         rs,
         lib: &lib,
-        key,
         stop: &stop,
         t0,
     };
@@ -319,7 +343,7 @@ fn read_tape(
         let mine: Vec<&(Chain, Vec<Run>)> = list.iter().map(|&i| &work[i]).collect();
         tasks.push((drive, mine, home.connect()?));
     }
-    let (reads, samples, marked) = read_all(&shared, tasks)?;
+    let (reads, samples, marked) = read_all(&shared, tasks, |s, d, w, c| s.read(d, w, c))?;
     cat.clear_samples(job_id, "restore")?;
     cat.add_samples(job_id, "restore", &samples)?;
     cat.set_marks(job_id, "restore", &crate::sampler::marks(t0, &marked))?;
@@ -345,23 +369,28 @@ fn which_drives(opts: &RestoreOptions, have: usize) -> Result<Vec<usize>> {
     })
 }
 
-/// A drive's task: its index, its chains with their runs, its catalog connection.
-type Task<'w> = (usize, Vec<&'w (Chain, Vec<Run>)>, Catalog);
+/// A drive's task: its index, its work (a job's chains with their runs, or a set's
+/// cartridges), its catalog connection.
+pub(crate) type Task<W> = (usize, W, Catalog);
 
-/// Runs every drive's task on a thread of its own; a drive that fails stops the
-/// others. Returns what the drives read, their samples and marks, or the first
-/// cause of a failure.
-fn read_all(
+/// What the drives of a restore read: their figures, samples and marks.
+pub(crate) type Reads = (Vec<DriveRead>, Vec<Sample>, Vec<Marked>);
+
+/// Runs every drive's task on a thread of its own with `work`; a drive that fails
+/// stops the others. Returns what the drives read, their samples and marks, or the
+/// first cause of a failure.
+pub(crate) fn read_all<W: Send>(
     shared: &Shared<'_>,
-    tasks: Vec<Task<'_>>,
-) -> Result<(Vec<DriveRead>, Vec<Sample>, Vec<Marked>)> {
+    tasks: Vec<Task<W>>,
+    work: impl Fn(&Shared<'_>, usize, &W, &Catalog) -> Result<Read> + Sync,
+) -> Result<Reads> {
     let results: Vec<Result<Read>> = std::thread::scope(|s| {
         let handles: Vec<_> = tasks
             .into_iter()
             .map(|(drive, mine, conn)| {
-                let shared = &shared;
+                let (shared, work) = (&shared, &work);
                 s.spawn(move || {
-                    let r = shared.read(drive, &mine, &conn);
+                    let r = work(shared, drive, &mine, &conn);
                     if r.is_err() {
                         shared.stop.store(true, Ordering::Relaxed);
                     }
@@ -436,79 +465,71 @@ fn plan_chains(
     (work, hints)
 }
 
-/// What the drives of one restore share.
-struct Shared<'a> {
-    job_id: i64,
-    tag: u64,
-    block_size: usize,
-    vols: &'a [JobVolume],
-    opts: &'a RestoreOptions,
-    names: &'a HashMap<u16, String>,
-    hints: &'a Hints,
-    /// Streams read from a disk stage: their blocks on tape are passed over.
-    skip: &'a HashSet<u16>,
-    rs: &'a Mutex<Restorer>,
-    lib: &'a SharedLibrary,
+/// What a drive needs to know of a job it reads.
+pub(crate) struct JobCtx {
+    pub id: i64,
+    pub tag: u64,
+    pub vols: Vec<JobVolume>,
     /// The job's data key, when it is encrypted.
-    key: Option<tapeloom_format::DataKey>,
+    pub key: Option<tapeloom_format::DataKey>,
+    /// Where wanted entries start.
+    pub hints: Hints,
+}
+
+/// What the drives of one restore share.
+pub(crate) struct Shared<'a> {
+    /// The jobs read: one, or those a set's tree needs.
+    pub jobs: &'a [JobCtx],
+    /// The largest block of those jobs.
+    pub block_size: usize,
+    pub opts: &'a RestoreOptions,
+    /// Stream names, for the samples (a one-job restore's only).
+    pub names: &'a HashMap<u16, String>,
+    /// Streams read from a disk stage: their blocks on tape are passed over.
+    pub skip: &'a HashSet<u16>,
+    pub rs: &'a Mutex<Restorer>,
+    pub lib: &'a SharedLibrary,
     /// Set when a drive failed: the others stop too.
-    stop: &'a AtomicBool,
-    t0: Instant,
+    pub stop: &'a AtomicBool,
+    pub t0: Instant,
 }
 
 impl Shared<'_> {
     /// One drive's part: its chains one after another, each run in turn.
-    fn read(&self, drive: usize, chains: &[&(Chain, Vec<Run>)], cat: &Catalog) -> Result<Read> {
-        let mut reader = JobReader::new(
-            Arc::clone(self.lib),
-            self.vols.to_vec(),
-            self.tag,
-            self.block_size,
-            Some(drive),
-        )
-        .with_key(self.key.clone());
-        let mut read = Reading {
-            cat,
-            shared: self,
-            drive,
-            sampler: Sampler::new(self.t0),
-            bound: 0.0,
-            first_block: None,
-            modeled: false,
-            read_through: 0,
-        };
+    fn read(&self, drive: usize, chains: &Vec<&(Chain, Vec<Run>)>, cat: &Catalog) -> Result<Read> {
+        let job = &self.jobs[0];
+        let mut reader = self.reader(job, drive);
+        let mut read = Reading::new(cat, self, drive);
         let mut streams = Streams::default();
         for (chain, runs) in chains {
             reader.follow(chain.order());
             for run in runs {
-                read.run(&mut reader, run, &mut streams)?;
+                read.run(&mut reader, job, run, &mut streams)?;
             }
         }
         {
             let mut rs = self.lock()?;
+            rs.job = job.id;
             streams.finish(&mut *rs);
             read.sample(&reader, &streams, &rs);
         }
-        let modeled_seconds = reader.modeled_seconds();
-        let out = DriveRead {
-            drive,
-            chains: chains.iter().map(|(c, _)| c.id).collect(),
-            blocks_read: reader.blocks_read,
-            bytes_read_from_tape: reader.bytes_read,
-            locates: reader.locates,
-            mounts: reader.mounts,
-            read_through: read.read_through,
-            modeled_seconds,
-            first_block_seconds: read.first_block,
-            bound_seconds: (read.modeled || modeled_seconds.is_some())
-                .then_some(read.bound + reader.fixed_seconds),
-            stats: reader.drive_stats(),
-            health: reader.take_health(),
-        };
-        Ok((out, read.sampler.out, reader.marks))
+        let chains = chains.iter().map(|(c, _)| c.id).collect();
+        Ok(read.done(reader, chains))
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Restorer>> {
+    /// A reader of job `job` on drive `drive`.
+    pub(crate) fn reader(&self, job: &JobCtx, drive: usize) -> JobReader {
+        JobReader::new(
+            Arc::clone(self.lib),
+            job.vols.clone(),
+            job.tag,
+            self.block_size,
+            Some(drive),
+        )
+        .with_key(job.key.clone())
+    }
+
+    pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Restorer>> {
         self.rs.lock().map_err(|_| Error::Panicked {
             what: "a drive's reader",
         })
@@ -517,7 +538,7 @@ impl Shared<'_> {
 
 /// One drive's reading: the runs in turn, the model's bound for the same reads,
 /// and the samples.
-struct Reading<'a, 'b> {
+pub(crate) struct Reading<'a, 'b> {
     cat: &'a Catalog,
     shared: &'a Shared<'b>,
     drive: usize,
@@ -533,10 +554,51 @@ struct Reading<'a, 'b> {
     read_through: u64,
 }
 
-impl Reading<'_, '_> {
+impl<'a, 'b> Reading<'a, 'b> {
+    pub(crate) fn new(cat: &'a Catalog, shared: &'a Shared<'b>, drive: usize) -> Self {
+        Reading {
+            cat,
+            shared,
+            drive,
+            sampler: Sampler::new(shared.t0),
+            bound: 0.0,
+            first_block: None,
+            modeled: false,
+            read_through: 0,
+        }
+    }
+
+    /// What the drive read, once its reading is done, with its samples and marks.
+    pub(crate) fn done(self, mut reader: JobReader, chains: Vec<u32>) -> Read {
+        let drive = self.drive;
+        let modeled_seconds = reader.modeled_seconds();
+        let out = DriveRead {
+            drive,
+            chains,
+            blocks_read: reader.blocks_read,
+            bytes_read_from_tape: reader.bytes_read,
+            locates: reader.locates,
+            mounts: reader.mounts,
+            read_through: self.read_through,
+            modeled_seconds,
+            first_block_seconds: self.first_block,
+            bound_seconds: (self.modeled || modeled_seconds.is_some())
+                .then_some(self.bound + reader.fixed_seconds),
+            stats: reader.drive_stats(),
+            health: reader.take_health(),
+        };
+        (out, self.sampler.out, reader.marks)
+    }
+
     /// Reads one run: positions at its start (reading through a short or cheap gap),
     /// then feeds its blocks to the decoders.
-    fn run(&mut self, reader: &mut JobReader, run: &Run, streams: &mut Streams) -> Result<()> {
+    pub(crate) fn run(
+        &mut self,
+        reader: &mut JobReader,
+        job: &JobCtx,
+        run: &Run,
+        streams: &mut Streams,
+    ) -> Result<()> {
         if self.position(reader, run)? {
             self.read_through += 1;
         }
@@ -560,15 +622,15 @@ impl Reading<'_, '_> {
             match reader.next()? {
                 Got::End => break,
                 Got::Bad { seq, lbn, why } => {
-                    let barcode = self
-                        .shared
+                    let barcode = job
                         .vols
                         .iter()
                         .find(|v| v.seq == seq)
                         .map(|v| v.volume.barcode.as_str())
                         .unwrap_or("?");
-                    let paths = self.cat.files_in_block(self.shared.job_id, seq, lbn)?;
+                    let paths = self.cat.files_in_block(job.id, seq, lbn)?;
                     let mut rs = self.shared.lock()?;
+                    rs.job = job.id;
                     for p in paths {
                         if rs.wanted(&p) {
                             rs.fail(&p, format!("block {lbn} of {barcode} is bad: {why}"));
@@ -578,8 +640,9 @@ impl Reading<'_, '_> {
                 Got::Block { header, .. } if self.shared.skip.contains(&header.stream) => {}
                 Got::Block { seq, lbn, header } => {
                     let payload = header.payload(reader.block());
-                    let hint = self.shared.hints.get(&(seq, lbn, header.stream)).copied();
+                    let hint = job.hints.get(&(seq, lbn, header.stream)).copied();
                     let mut rs = self.shared.lock()?;
+                    rs.job = job.id;
                     streams.feed(&header, payload, (seq, lbn), hint, &mut *rs)?;
                 }
             }
@@ -591,12 +654,12 @@ impl Reading<'_, '_> {
     /// runs locates or reads through as `--skip-by` and the model say. True when it
     /// read through.
     fn position(&mut self, reader: &mut JobReader, run: &Run) -> Result<bool> {
-        if reader.at().is_none_or(|(seq, _)| seq != run.start.0) {
+        if reader.mounted().is_none_or(|(seq, _)| seq != run.start.0) {
             // Mount the volume: the reader stands after its label.
             reader.seek(run.start.0, 1)?;
         }
         let mut passed = false;
-        if let Some((seq, lbn)) = reader.at() {
+        if let Some((seq, lbn)) = reader.mounted() {
             if seq == run.start.0 && lbn < run.start.1 {
                 let travel = reader.travel(run.start.1);
                 if let Some(t) = travel {
@@ -621,21 +684,17 @@ impl Reading<'_, '_> {
     }
 
     /// Samples the drive and the streams it restored so far.
-    fn sample(&mut self, reader: &JobReader, streams: &Streams, rs: &Restorer) {
+    pub(crate) fn sample(&mut self, reader: &JobReader, streams: &Streams, rs: &Restorer) {
         let t = self.sampler.round();
         let stats = reader.drive_stats();
         self.sampler
             .drive(t, self.drive, reader.bytes_read, 0.0, stats.as_ref(), None);
         for id in streams.ids() {
-            let Some(&b) = rs.per_stream.get(&id) else {
+            // A set's jobs share stream numbers: their streams are not sampled.
+            let (Some(&b), Some(name)) = (rs.per_stream.get(&id), self.shared.names.get(&id))
+            else {
                 continue;
             };
-            let name = self
-                .shared
-                .names
-                .get(&id)
-                .map(|s| s.as_str())
-                .unwrap_or("?");
             self.sampler.stream(t, name, b, 0.0, None);
         }
     }

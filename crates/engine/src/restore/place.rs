@@ -310,6 +310,20 @@ impl Placer {
         finish_file(f, &p, e, &mut self.owners)
     }
 
+    /// Sets `e`'s metadata over an object placed from an older entry of its path:
+    /// extended attributes the older entry had and `e` has not are removed first.
+    pub fn replace_meta(&mut self, e: &Entry) -> Result<()> {
+        let p = dest(&self.root, &e.path);
+        if let Ok(names) = xattr::list(&p) {
+            for name in names {
+                if !e.xattrs.iter().any(|(n, _)| n.as_slice() == name.as_bytes()) {
+                    let _ = xattr::remove(&p, &name);
+                }
+            }
+        }
+        self.finish(e)
+    }
+
     /// Sets owner, mode, extended attributes and times. Directories get theirs after
     /// their contents (the caller defers them).
     pub fn finish(&mut self, e: &Entry) -> Result<()> {

@@ -27,13 +27,34 @@ pub(crate) struct Open {
     failed: Option<String>,
 }
 
+/// What a set's point-in-time restore takes from each job, by job id.
+#[derive(Debug, Default)]
+pub(crate) struct SetWant {
+    /// Entries placed from the job, with their data.
+    pub data: HashMap<i64, HashSet<Vec<u8>>>,
+    /// Metadata-only entries whose metadata goes over data placed from an earlier
+    /// job.
+    pub meta: HashMap<i64, HashSet<Vec<u8>>>,
+}
+
 pub(crate) struct Restorer {
     pub(crate) placer: Placer,
     pub(crate) want: Option<HashSet<Vec<u8>>>,
     /// Entries the job left out, though their records may be partly on tape
     /// ([`crate::restore::plan::left_out`]).
     pub(crate) left_out: HashSet<Vec<u8>>,
-    pub(crate) open: std::collections::HashMap<u16, Open>,
+    /// Entries whose data is being read, by job and stream.
+    pub(crate) open: HashMap<(i64, u16), Open>,
+    /// The job whose records are being fed (set by the reader before each feed).
+    pub(crate) job: i64,
+    /// A set's point-in-time restore: what each job gives it.
+    pub(crate) set: Option<SetWant>,
+    /// A set's hard links, made once every file is placed (their targets may come
+    /// from later jobs than they do).
+    pub(crate) links: Vec<Entry>,
+    /// A set's newer metadata of files whose data came from an earlier job, set
+    /// once every file is placed.
+    pub(crate) meta: Vec<Entry>,
     pub(crate) dirs: Vec<Entry>,
     pub(crate) report: RestoreReport,
     /// Small-file writers; taken when the reading is done.
@@ -54,7 +75,11 @@ impl Restorer {
             placer: Placer::new(to, overwrite)?,
             want,
             left_out: HashSet::new(),
-            open: Default::default(),
+            open: HashMap::new(),
+            job: 0,
+            set: None,
+            links: Vec::new(),
+            meta: Vec::new(),
             dirs: Vec::new(),
             report: RestoreReport::default(),
             writers: Some(Writers::new(WRITERS)),
@@ -63,7 +88,51 @@ impl Restorer {
     }
 
     pub fn wanted(&self, path: &[u8]) -> bool {
+        if let Some(set) = &self.set {
+            return set.data.get(&self.job).is_some_and(|w| w.contains(path));
+        }
         !self.left_out.contains(path) && self.want.as_ref().is_none_or(|w| w.contains(path))
+    }
+
+    /// Takes an entry that holds metadata alone (its data is in an earlier job): a
+    /// set's restore applies it at the end; a one-job restore leaves it out and
+    /// counts it.
+    fn meta_only(&mut self, e: Entry) {
+        match &self.set {
+            Some(set) => {
+                if set.meta.get(&self.job).is_some_and(|w| w.contains(&e.path)) {
+                    self.meta.push(e);
+                }
+            }
+            None if self.wanted(&e.path) => self.report.meta_only += 1,
+            None => {}
+        }
+    }
+
+    /// Makes a set's hard links and applies its newer metadata, once the files they
+    /// need are placed (the writers done).
+    pub fn finish_set(&mut self) {
+        for e in std::mem::take(&mut self.links) {
+            let placed = match self.placer.check(&e) {
+                Ok(Verdict::Place) => self.placer.create(&e).map(|_| true),
+                Ok(Verdict::Same) => Ok(false),
+                Ok(Verdict::Keep(why)) => {
+                    (self.report.skipped).push((crate::display_path(&e.path), why));
+                    Ok(false)
+                }
+                Err(err) => Err(err),
+            };
+            match placed {
+                Ok(true) => self.report.files += 1,
+                Ok(false) => {}
+                Err(err) => self.fail(&e.path, err.to_string()),
+            }
+        }
+        for e in std::mem::take(&mut self.meta) {
+            if let Err(err) = self.placer.replace_meta(&e) {
+                self.fail(&e.path, err.to_string());
+            }
+        }
     }
 
     pub fn fail(&mut self, path: &[u8], why: String) {
@@ -71,7 +140,7 @@ impl Restorer {
     }
 
     fn close(&mut self, stream: u16, end: Option<FileEnd>) {
-        let Some(mut o) = self.open.remove(&stream) else {
+        let Some(mut o) = self.open.remove(&(self.job, stream)) else {
             return;
         };
         if !o.wanted {
@@ -128,10 +197,16 @@ impl Restorer {
     }
 
     fn entry(&mut self, stream: u16, e: Entry) {
-        if self.open.contains_key(&stream) {
+        if self.open.contains_key(&(self.job, stream)) {
             self.lost(stream, "the entry after it began before its data ended");
         }
+        if e.meta_only {
+            return self.meta_only(e);
+        }
         let mut wanted = self.wanted(&e.path);
+        if wanted && self.set.is_some() && e.kind == EntryType::HardLink {
+            return self.links.push(e);
+        }
         let mut failed = None;
         if wanted && e.kind != EntryType::Socket {
             if e.kind == EntryType::HardLink {
@@ -177,7 +252,7 @@ impl Restorer {
             }
         }
         if o.entry.has_data() {
-            self.open.insert(stream, o);
+            self.open.insert((self.job, stream), o);
         } else if wanted {
             if let Some(why) = o.failed {
                 self.fail(&o.entry.path, why);
@@ -194,7 +269,7 @@ impl Restorer {
     }
 
     fn data(&mut self, stream: u16, chunk: &[u8]) {
-        let Some(o) = self.open.get_mut(&stream) else {
+        let Some(o) = self.open.get_mut(&(self.job, stream)) else {
             return;
         };
         if !o.wanted || o.failed.is_some() {
@@ -288,7 +363,7 @@ impl Sink for Restorer {
     }
 
     fn lost(&mut self, stream: u16, why: &str) {
-        if let Some(o) = self.open.get_mut(&stream) {
+        if let Some(o) = self.open.get_mut(&(self.job, stream)) {
             if o.failed.is_none() {
                 o.failed = Some(why.to_string());
             }
