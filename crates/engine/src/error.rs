@@ -148,6 +148,29 @@ pub enum JobError {
         /// The path, displayable.
         path: String,
     },
+    /// No job belongs to that backup set.
+    #[error("no backup set {set} in the catalog")]
+    NoSet {
+        /// The set asked for.
+        set: String,
+    },
+    /// The set has no job that ended (ok or partial) at or before the time, or the
+    /// job named did not end.
+    #[error("backup set {set} has no job that ended ok or partial at or before {at}")]
+    NoJobAt {
+        /// The set.
+        set: String,
+        /// The time or job asked for.
+        at: String,
+    },
+    /// A point in time that is neither an RFC 3339 time nor a job of the set.
+    #[error("'{at}' is neither an RFC 3339 time nor a job of backup set {set}")]
+    BadAt {
+        /// The set.
+        set: String,
+        /// What was given.
+        at: String,
+    },
 }
 
 /// Options of a backup or benchmark that cannot be carried out.

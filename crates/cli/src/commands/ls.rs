@@ -1,17 +1,29 @@
-//! `tapeloom ls JOB [PATH]`: what a job holds, from the catalog.
+//! `tapeloom ls JOB [PATH]`: what a job holds, from the catalog; `tapeloom ls --set
+//! NAME [--at TIME] [PATH]`: a backup set's tree as it was at one of its jobs.
 
 use super::Context;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use tapeloom_catalog::{Catalog, FileRow, JobVolume};
 use tapeloom_engine::{display_path, JobError};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Job id.
-    job: i64,
+    #[arg(required_unless_present = "set", conflicts_with = "set")]
+    job: Option<i64>,
+    /// List this backup set's tree as it was at one of its jobs (each entry where
+    /// its latest row in the set lies).
+    #[arg(long, value_name = "NAME")]
+    set: Option<String>,
+    /// The set's point in time: an RFC 3339 time or a job id of the set, as for
+    /// `restore --set`; the set's latest job that ended when not given.
+    #[arg(long, value_name = "TIME", requires = "set")]
+    at: Option<String>,
     /// Path in the job.
     path: Option<PathBuf>,
 }
@@ -21,6 +33,9 @@ pub struct Args {
 #[derive(Serialize)]
 pub struct Listing {
     job_id: i64,
+    /// The backup set listed as it was at `job_id`, for `--set`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    set: Option<String>,
     entries: Vec<Entry>,
 }
 
@@ -41,7 +56,10 @@ struct Entry {
 
 pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     let home = ctx.open_home()?;
-    let (cat, job) = (&home.catalog, a.job);
+    let Some(job) = a.job else {
+        return list_set(&home.catalog, &a, ctx);
+    };
+    let cat = &home.catalog;
     cat.job(job)?
         .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
     let vols = cat.job_volumes(job)?;
@@ -53,24 +71,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     let mut count = 0u64;
     cat.for_each_file(job, prefix.as_deref(), |r| {
         count += 1;
-        let volume = vols
-            .iter()
-            .find(|v| v.seq == r.start_seq)
-            .map(|v| v.volume.barcode.as_str())
-            .unwrap_or("?");
-        let e = Entry {
-            path: display_path(&r.path),
-            kind: tapeloom_format::EntryType::from_u8(r.kind)
-                .map(|k| k.name())
-                .unwrap_or("?"),
-            size: r.size,
-            mode: r.mode,
-            mtime: output::time(r.mtime_ns),
-            mtime_ns: r.mtime_ns,
-            volume: volume.to_string(),
-            block: r.start_lbn,
-            offset: r.start_off,
-        };
+        let e = Entry::new(&r, &vols);
         if ctx.human() {
             e.print();
         } else {
@@ -84,11 +85,63 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     }
     Ok(Listing {
         job_id: job,
+        set: None,
+        entries,
+    })
+}
+
+/// `ls --set NAME [--at TIME] [PATH]`.
+fn list_set(cat: &Catalog, a: &Args, ctx: &Context) -> Result<Listing> {
+    let set = a.set.clone().unwrap_or_default();
+    let paths: Vec<Vec<u8>> = a
+        .path
+        .iter()
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+        .collect();
+    let (job, tree) = tapeloom_engine::set_tree(cat, &set, a.at.as_deref(), &paths)?;
+    let mut vols: HashMap<i64, Vec<JobVolume>> = HashMap::new();
+    let mut entries = Vec::new();
+    for f in tree.values() {
+        if !vols.contains_key(&f.job) {
+            vols.insert(f.job, cat.job_volumes(f.job)?);
+        }
+        let e = Entry::new(&f.row, &vols[&f.job]);
+        if ctx.human() {
+            e.print();
+        } else {
+            entries.push(e);
+        }
+    }
+    Ok(Listing {
+        job_id: job.id,
+        set: Some(set),
         entries,
     })
 }
 
 impl Entry {
+    /// Row `r` of a job whose volumes are `vols`.
+    fn new(r: &FileRow, vols: &[JobVolume]) -> Self {
+        let volume = vols
+            .iter()
+            .find(|v| v.seq == r.start_seq)
+            .map(|v| v.volume.barcode.as_str())
+            .unwrap_or("?");
+        Entry {
+            path: display_path(&r.path),
+            kind: tapeloom_format::EntryType::from_u8(r.kind)
+                .map(|k| k.name())
+                .unwrap_or("?"),
+            size: r.size,
+            mode: r.mode,
+            mtime: output::time(r.mtime_ns),
+            mtime_ns: r.mtime_ns,
+            volume: volume.to_string(),
+            block: r.start_lbn,
+            offset: r.start_off,
+        }
+    }
+
     fn print(&self) {
         outln!(
             "{:<8} {:o} {:>12} {} {}:{} {}",

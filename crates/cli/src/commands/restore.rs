@@ -1,4 +1,5 @@
-//! `tapeloom restore JOB --to DIR [PATH...]`.
+//! `tapeloom restore JOB --to DIR [PATH...]`, and a backup set as it was at one
+//! of its jobs: `tapeloom restore --set NAME [--at TIME] --to DIR [PATH...]`.
 
 use super::Context;
 use crate::health::{self, CartridgeHealth};
@@ -11,8 +12,18 @@ use tapeloom_engine::{Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Job id.
-    job: i64,
+    /// Job id: that job alone (files it holds as metadata only are left out).
+    #[arg(required_unless_present = "set", conflicts_with = "set")]
+    job: Option<i64>,
+    /// Restore this backup set's tree as it was at one of its jobs, each file
+    /// from the job that last wrote it.
+    #[arg(long, value_name = "NAME")]
+    set: Option<String>,
+    /// The set's point in time: an RFC 3339 time (its last job that ended ok or
+    /// partial and started then or before) or a job id of the set; the set's
+    /// latest such job when not given.
+    #[arg(long, value_name = "TIME", requires = "set")]
+    at: Option<String>,
     /// Where to put the restored tree.
     #[arg(long, value_name = "DIR")]
     to: PathBuf,
@@ -67,6 +78,15 @@ impl From<OverwriteArg> for Overwrite {
 #[derive(Serialize)]
 pub struct Restored {
     job_id: i64,
+    /// The backup set restored as it was at `job_id`, for `--set`.
+    set: Option<String>,
+    /// The jobs read from.
+    jobs: Vec<i64>,
+    /// Blocks of the runs a set's restore planned (each block once).
+    blocks_planned: u64,
+    /// Files the job holds as metadata only, whose data is in an earlier job of
+    /// its set: left out of a one-job restore.
+    meta_only: u64,
     files: u64,
     bytes: u64,
     blocks_read: u64,
@@ -148,11 +168,20 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     };
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
-    let r = tapeloom_engine::restore(&home, a.job, &opts)?;
+    let (r, set) = match (a.job, a.set) {
+        (Some(job), _) => (tapeloom_engine::restore(&home, job, &opts)?, None),
+        (None, set) => {
+            let set = set.unwrap_or_default();
+            let r = tapeloom_engine::restore_set(&home, &set, a.at.as_deref(), &opts)?;
+            (r, Some(set))
+        }
+    };
     for (p, why) in &r.errors {
         eprintln!("tapeloom: {p}: {why}");
     }
-    Ok(Restored::new(a.job, &r))
+    let mut out = Restored::new(r.job, &r);
+    out.set = set;
+    Ok(out)
 }
 
 impl Restored {
@@ -160,6 +189,10 @@ impl Restored {
         let rate = |s: f64| mb_per_s(r.bytes, s);
         Restored {
             job_id,
+            set: None,
+            jobs: r.jobs.clone(),
+            blocks_planned: r.blocks_planned,
+            meta_only: r.meta_only,
             files: r.files,
             bytes: r.bytes,
             blocks_read: r.blocks_read,
@@ -249,6 +282,13 @@ impl Output for Restored {
                 format!("; {} could not be restored", self.errors.len())
             }
         );
+        if self.meta_only > 0 {
+            outln!(
+                "left out {} files this job holds as metadata only (their data is in an earlier job of its set): restore --set NAME --at {} restores them",
+                self.meta_only,
+                self.job_id
+            );
+        }
         if self.unchanged > 0 {
             outln!(
                 "{} files already there were identical (size and mtime) and left as they were",

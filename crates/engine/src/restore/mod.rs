@@ -11,7 +11,9 @@
 //! same decoding and placing; when every stream wanted is, no cartridge is mounted.
 
 pub(crate) mod chains;
+pub(crate) mod merge;
 pub(crate) mod overwrite;
+pub(crate) mod pit;
 pub(crate) mod place;
 pub(crate) mod plan;
 pub(crate) mod restorer;
@@ -19,6 +21,7 @@ pub(crate) mod staged;
 pub(crate) mod writers;
 
 pub use overwrite::{Kept, Overwrite};
+pub use pit::{restore_set, set_job, set_tree};
 pub use plan::normalize;
 pub use staged::Source;
 
@@ -162,6 +165,8 @@ pub struct RestoreReport {
     /// Files the job holds as metadata alone (their data is in an earlier job of
     /// its set), left out of a one-job restore.
     pub meta_only: u64,
+    /// The job restored, or the job a set's tree stands at.
+    pub job: i64,
     /// The jobs read from: the job restored, or those a set's tree needs.
     pub jobs: Vec<i64>,
     /// Blocks of the runs a set's restore planned to read (each block once);
@@ -210,7 +215,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     };
     let (mut report, per_stream) = finish(rs, reads)?;
     report.chains = chains;
-    report.jobs = vec![job_id];
+    (report.job, report.jobs) = (job_id, vec![job_id]);
     let name = |id: &u16| names.get(id).cloned().unwrap_or_default();
     let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
     per.sort();
@@ -357,7 +362,7 @@ fn read_tape(
 }
 
 /// The drives to read with: `--drive`, else the first `--drives`, else all.
-fn which_drives(opts: &RestoreOptions, have: usize) -> Result<Vec<usize>> {
+pub(crate) fn which_drives(opts: &RestoreOptions, have: usize) -> Result<Vec<usize>> {
     Ok(match (opts.drive, opts.drives) {
         (Some(d), _) if d >= have => return Err(MediaError::NoSuchDrive { drive: d, have }.into()),
         (Some(d), _) => vec![d],
@@ -431,7 +436,7 @@ pub(crate) fn read_all<W: Send>(
 
 /// The runs to read in each chain, chains with nothing wanted left out; and where
 /// wanted entries start.
-fn plan_chains(
+pub(crate) fn plan_chains(
     chains: &[Chain],
     rows: Vec<FileRow>,
     whole: bool,

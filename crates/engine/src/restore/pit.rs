@@ -1,0 +1,293 @@
+//! Point in time: a backup set's tree as it was at one of its jobs, and its restore.
+//!
+//! The tree is the catalog's (`Catalog::tree_at`): each path's latest row in the
+//! job's chain of bases, deleted paths left out. Each file is placed from the job
+//! that last wrote its data; a metadata-only row's entry is read from its own job
+//! too and its metadata set over the file at the end, as hard links are made only
+//! once the files they point to are placed (a link's target may come from a later
+//! job than the link). The runs of all the jobs are read as [`super::merge`] plans
+//! them: each cartridge mounted once and read forward.
+
+use crate::error::{JobError, Result};
+use crate::home::Home;
+use crate::media::reader::{SharedLibrary, Streams};
+use crate::restore::merge::{self, Group, Placed};
+use crate::restore::restorer::{Restorer, SetWant};
+use crate::restore::{
+    chains, finish, plan_chains, read_all, which_drives, JobCtx, Read, Reading, RestoreOptions,
+    RestoreReport, Shared, Source,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tapeloom_catalog::{Catalog, FileRow, Job, JobState, Tree};
+use tapeloom_format::EntryType;
+
+/// The job of set `set` a point-in-time restore or listing stands at: the set's
+/// last job that ended ok or partial and started at or before `at` (an RFC 3339
+/// time), or the job `at` names by id; without `at`, the set's last such job.
+pub fn set_job(cat: &Catalog, set: &str, at: Option<&str>) -> Result<Job> {
+    let jobs = cat.set_jobs(set)?;
+    if jobs.is_empty() {
+        return Err(JobError::NoSet { set: set.into() }.into());
+    }
+    let ended = |j: &&Job| matches!(j.status, JobState::Ok | JobState::Partial);
+    let no_job = || JobError::NoJobAt {
+        set: set.into(),
+        at: at.unwrap_or("now").into(),
+    };
+    let bad = || JobError::BadAt {
+        set: set.into(),
+        at: at.unwrap_or_default().into(),
+    };
+    let found = match at {
+        None => jobs.iter().rev().find(ended),
+        Some(a) => match a.parse::<i64>() {
+            Ok(id) => Some(jobs.iter().find(|j| j.id == id).ok_or_else(bad)?).filter(ended),
+            Err(_) => {
+                let t = crate::clock::parse(a).map_err(|_| bad())?.as_nanos();
+                jobs.iter().rev().find(|j| ended(j) && j.started_ns <= t)
+            }
+        },
+    };
+    Ok(found.ok_or_else(no_job)?.clone())
+}
+
+/// The set's tree at [`set_job`], limited to `paths` (and the targets of the hard
+/// links under them) when any are given.
+pub fn set_tree(
+    cat: &Catalog,
+    set: &str,
+    at: Option<&str>,
+    paths: &[Vec<u8>],
+) -> Result<(Job, Tree)> {
+    let job = set_job(cat, set, at)?;
+    let tree = cat.tree_at(job.id)?;
+    if paths.is_empty() {
+        return Ok((job, tree));
+    }
+    let mut out = Tree::new();
+    for p in paths {
+        let p = super::normalize(p);
+        let before = out.len();
+        let under = |k: &[u8]| {
+            p == b"." || k == p || (k.starts_with(&p) && k.get(p.len()) == Some(&b'/'))
+        };
+        for (k, f) in tree.iter().filter(|(k, _)| under(k)) {
+            out.insert(k.clone(), f.clone());
+        }
+        if out.len() == before && !tree.keys().any(|k| under(k)) {
+            let path = crate::display_path(&p);
+            return Err(JobError::NoPath { job: job.id, path }.into());
+        }
+    }
+    let targets: Vec<Vec<u8>> = (out.values())
+        .filter(|f| f.row.kind == EntryType::HardLink as u8)
+        .map(|f| f.row.link.clone())
+        .collect();
+    for t in targets {
+        if let Some(f) = tree.get(&t) {
+            out.entry(t).or_insert_with(|| f.clone());
+        }
+    }
+    Ok((job, out))
+}
+
+/// What a tree needs of each job: the rows to read, by job; what the restorer
+/// takes from each; and files whose data no job of the chain holds.
+struct TreePlan {
+    rows: BTreeMap<i64, Vec<FileRow>>,
+    want: SetWant,
+    missing: Vec<Vec<u8>>,
+}
+
+fn plan_tree(tree: &Tree) -> TreePlan {
+    let mut plan = TreePlan {
+        rows: BTreeMap::new(),
+        want: SetWant::default(),
+        missing: Vec::new(),
+    };
+    let mut add = |job: i64, row: &FileRow, meta: bool| {
+        let to = if meta {
+            &mut plan.want.meta
+        } else {
+            &mut plan.want.data
+        };
+        to.entry(job).or_default().insert(row.path.clone());
+        plan.rows.entry(job).or_default().push(row.clone());
+    };
+    for (path, f) in tree {
+        match (&f.data, f.row.meta_only) {
+            (_, false) => add(f.job, &f.row, false),
+            (Some((job, row)), true) => {
+                add(*job, row, false);
+                add(f.job, &f.row, true);
+            }
+            (None, true) => plan.missing.push(path.clone()),
+        }
+    }
+    plan
+}
+
+/// Restores set `set` as it was at [`set_job`] under `opts.to` (`opts.paths`
+/// limit it as for a one-job restore), reading every job its tree needs.
+pub fn restore_set(
+    home: &Home,
+    set: &str,
+    at: Option<&str>,
+    opts: &RestoreOptions,
+) -> Result<RestoreReport> {
+    let t0 = Instant::now();
+    let cat = &home.catalog;
+    let (job, tree) = set_tree(cat, set, at, &opts.paths)?;
+    let plan = plan_tree(&tree);
+    let mut jobs = Vec::new();
+    let mut placed = Vec::new();
+    let mut block_size = 0;
+    for (id, rows) in plan.rows {
+        let (ctx, steps, size) = job_steps(home, id, rows)?;
+        jobs.push(ctx);
+        placed.extend(steps);
+        block_size = block_size.max(size);
+    }
+    let groups = merge::group(placed);
+    let mut restorer = Restorer::new(&opts.to, opts.overwrite, None)?;
+    for p in &plan.missing {
+        restorer.fail(p, "no job of its chain holds its data".into());
+    }
+    restorer.set = Some(plan.want);
+    let rs = Mutex::new(restorer);
+    let reads = match groups.is_empty() {
+        true => Vec::new(),
+        false => {
+            let read = SetRead { jobs: &jobs, block_size, groups: &groups, at: job.id };
+            read.run(home, opts, &rs, t0)?
+        }
+    };
+    let (mut report, _) = finish(rs, reads)?;
+    report.chains = groups.len();
+    report.job = job.id;
+    report.jobs = jobs.iter().map(|j| j.id).collect();
+    report.blocks_planned = groups.iter().map(Group::blocks).sum();
+    report.source = Source::Tape;
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// What a job gives a set's restore: how to read it, its runs cut into steps, and
+/// its block size.
+fn job_steps(home: &Home, id: i64, rows: Vec<FileRow>) -> Result<(JobCtx, Vec<Placed>, usize)> {
+    let cat = &home.catalog;
+    let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
+    let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
+    let vols = cat.job_volumes(id)?;
+    if vols.is_empty() {
+        return Err(JobError::NothingOnTape(id).into());
+    }
+    let extents = cat.extents(id)?;
+    let chains = chains::chains(&vols, &extents);
+    let (work, hints) = plan_chains(&chains, rows, false, &extents);
+    let steps = merge::split(id, &work);
+    let ctx = JobCtx {
+        id,
+        tag: job.tag,
+        vols,
+        key,
+        hints,
+    };
+    Ok((ctx, steps, job.block_size as usize))
+}
+
+/// The reading of a set's restore: its jobs and the groups of cartridges.
+struct SetRead<'a> {
+    jobs: &'a [JobCtx],
+    block_size: usize,
+    groups: &'a [Group],
+    /// The job the tree is at: the restore's samples and marks are kept with it.
+    at: i64,
+}
+
+impl SetRead<'_> {
+    /// Gives the groups to drives as a one-job restore gives chains, reads them at
+    /// once, and stores the drives' samples, marks and health.
+    fn run(
+        &self,
+        home: &Home,
+        opts: &RestoreOptions,
+        rs: &Mutex<Restorer>,
+        t0: Instant,
+    ) -> Result<Vec<crate::restore::DriveRead>> {
+        let cat = &home.catalog;
+        let mut lib = home.library()?;
+        let inv = lib.inventory()?;
+        let drives = which_drives(opts, inv.drives.len())?;
+        let held: HashMap<usize, String> = (inv.drives.iter())
+            .filter_map(|d| d.loaded.clone().map(|b| (d.index, b)))
+            .collect();
+        let todo: Vec<_> = self.groups.iter().map(Group::chain).collect();
+        let plan = chains::assign(&todo, &drives, &held);
+        let lib: SharedLibrary = Arc::new(Mutex::new(lib));
+        let (names, skip) = (HashMap::new(), HashSet::new());
+        let stop = AtomicBool::new(false);
+        let shared = Shared {
+            jobs: self.jobs,
+            block_size: self.block_size,
+            opts,
+            names: &names,
+            skip: &skip,
+            rs,
+            lib: &lib,
+            stop: &stop,
+            t0,
+        };
+        let mut tasks = Vec::new();
+        for (drive, list) in plan {
+            let mine: Vec<&Group> = list.iter().map(|&i| &self.groups[i]).collect();
+            tasks.push((drive, mine, home.connect()?));
+        }
+        let (reads, samples, marked) = read_all(&shared, tasks, read_groups)?;
+        cat.clear_samples(self.at, "restore")?;
+        cat.add_samples(self.at, "restore", &samples)?;
+        cat.set_marks(self.at, "restore", &crate::sampler::marks(t0, &marked))?;
+        let health = reads.iter().map(|d| (d.drive, d.health.as_slice()));
+        crate::media::save_health(cat, self.at, "restore", health)?;
+        Ok(reads)
+    }
+}
+
+/// One drive's part of a set's restore: its groups' cartridges in order, on each
+/// the steps of every job in block order, one job reader switching between jobs.
+fn read_groups(
+    shared: &Shared<'_>,
+    drive: usize,
+    groups: &Vec<&Group>,
+    cat: &Catalog,
+) -> Result<Read> {
+    let ctx = |id: i64| shared.jobs.iter().find(|j| j.id == id);
+    let steps = || groups.iter().flat_map(|g| g.carts.iter().flat_map(|c| &c.steps));
+    let first = steps().next().and_then(|s| ctx(s.job)).unwrap_or(&shared.jobs[0]);
+    let mut reader = shared.reader(first, drive);
+    let mut read = Reading::new(cat, shared, drive);
+    let mut streams: HashMap<i64, Streams> = HashMap::new();
+    let mut current = first.id;
+    for step in steps() {
+        let job = ctx(step.job).ok_or(JobError::NoJob(step.job))?;
+        if job.id != current {
+            reader.switch(job.vols.clone(), job.tag, job.key.clone())?;
+            current = job.id;
+        }
+        reader.follow(vec![step.seq]);
+        let decoders = streams.entry(job.id).or_default();
+        read.run(&mut reader, job, &step.run, decoders)?;
+    }
+    {
+        let mut rs = shared.lock()?;
+        for (job, decoders) in streams.iter_mut() {
+            rs.job = *job;
+            decoders.finish(&mut *rs);
+        }
+        read.sample(&reader, &Streams::default(), &rs);
+    }
+    Ok(read.done(reader, groups.iter().map(|g| g.id).collect()))
+}
