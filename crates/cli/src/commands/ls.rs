@@ -13,9 +13,9 @@ use tapeloom_engine::{display_path, JobError};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Job id.
-    #[arg(required_unless_present = "set", conflicts_with = "set")]
-    job: Option<i64>,
+    /// The job id, then a path in the job; with --set, a path in the set's tree only.
+    #[arg(value_name = "JOB [PATH]", required_unless_present = "set", num_args = 0..=2)]
+    args: Vec<PathBuf>,
     /// List this backup set's tree as it was at one of its jobs (each entry where
     /// its latest row in the set lies).
     #[arg(long, value_name = "NAME")]
@@ -24,8 +24,6 @@ pub struct Args {
     /// `restore --set`; the set's latest job that ended when not given.
     #[arg(long, value_name = "TIME", requires = "set")]
     at: Option<String>,
-    /// Path in the job.
-    path: Option<PathBuf>,
 }
 
 /// A job's entries under a path. For people each entry is printed as it is read
@@ -56,15 +54,23 @@ struct Entry {
 
 pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     let home = ctx.open_home()?;
-    let Some(job) = a.job else {
-        return list_set(&home.catalog, &a, ctx);
+    let (job, mut path) = super::restore::job_and_paths(a.args.clone(), a.set.is_some())?;
+    if path.len() > 1 {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::TooManyValues,
+            "ls takes one path\n",
+        )
+        .into());
+    }
+    let path = path.pop();
+    let Some(job) = job else {
+        return list_set(&home.catalog, &a, path, ctx);
     };
     let cat = &home.catalog;
     cat.job(job)?
         .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
     let vols = cat.job_volumes(job)?;
-    let prefix = a
-        .path
+    let prefix = path
         .as_ref()
         .map(|p| tapeloom_engine::normalize(p.as_os_str().as_bytes()));
     let mut entries = Vec::new();
@@ -91,10 +97,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
 }
 
 /// `ls --set NAME [--at TIME] [PATH]`.
-fn list_set(cat: &Catalog, a: &Args, ctx: &Context) -> Result<Listing> {
+fn list_set(cat: &Catalog, a: &Args, path: Option<PathBuf>, ctx: &Context) -> Result<Listing> {
     let set = a.set.clone().unwrap_or_default();
-    let paths: Vec<Vec<u8>> = a
-        .path
+    let paths: Vec<Vec<u8>> = path
         .iter()
         .map(|p| p.as_os_str().as_bytes().to_vec())
         .collect();

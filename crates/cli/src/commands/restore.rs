@@ -12,9 +12,11 @@ use tapeloom_engine::{Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Job id: that job alone (files it holds as metadata only are left out).
-    #[arg(required_unless_present = "set", conflicts_with = "set")]
-    job: Option<i64>,
+    /// The job id (that job alone: files it holds as metadata only are left out),
+    /// then paths (files or directories) of the job, all when none; with --set,
+    /// paths of the set's tree only.
+    #[arg(value_name = "JOB [PATH]", required_unless_present = "set")]
+    args: Vec<PathBuf>,
     /// Restore this backup set's tree as it was at one of its jobs, each file
     /// from the job that last wrote it.
     #[arg(long, value_name = "NAME")]
@@ -27,8 +29,6 @@ pub struct Args {
     /// Where to put the restored tree.
     #[arg(long, value_name = "DIR")]
     to: PathBuf,
-    /// Paths (files or directories) of the job; all when none.
-    paths: Vec<PathBuf>,
     #[command(flatten)]
     key: super::key::KeyArg,
     /// Drive to read with (the only one).
@@ -80,6 +80,9 @@ pub struct Restored {
     job_id: i64,
     /// The backup set restored as it was at `job_id`, for `--set`.
     set: Option<String>,
+    /// The set of the job restored alone, for the note on metadata-only files.
+    #[serde(skip)]
+    set_of_job: String,
     /// The jobs read from.
     jobs: Vec<i64>,
     /// Blocks of the runs a set's restore planned (each block once).
@@ -148,11 +151,29 @@ struct Drive {
     cartridges: Vec<CartridgeHealth>,
 }
 
+/// The job id and paths of `JOB [PATH...]`; paths alone with `--set`.
+pub fn job_and_paths(
+    mut args: Vec<PathBuf>,
+    set: bool,
+) -> Result<(Option<i64>, Vec<PathBuf>), clap::Error> {
+    if set || args.is_empty() {
+        return Ok((None, args));
+    }
+    let first = args.remove(0);
+    match first.to_str().and_then(|j| j.parse().ok()) {
+        Some(job) => Ok((Some(job), args)),
+        None => Err(clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            format!("'{}' is not a job id\n", first.display()),
+        )),
+    }
+}
+
 pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
+    let (job, paths) = job_and_paths(a.args, a.set.is_some())?;
     let opts = RestoreOptions {
         to: a.to,
-        paths: a
-            .paths
+        paths: paths
             .iter()
             .map(|p| p.as_os_str().as_bytes().to_vec())
             .collect(),
@@ -168,7 +189,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     };
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
-    let (r, set) = match (a.job, a.set) {
+    let (r, set) = match (job, a.set) {
         (Some(job), _) => (tapeloom_engine::restore(&home, job, &opts)?, None),
         (None, set) => {
             let set = set.unwrap_or_default();
@@ -180,6 +201,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         eprintln!("tapeloom: {p}: {why}");
     }
     let mut out = Restored::new(r.job, &r);
+    if r.meta_only > 0 {
+        out.set_of_job = (home.catalog.job(r.job)?).map_or_else(String::new, |j| j.set);
+    }
     out.set = set;
     Ok(out)
 }
@@ -190,6 +214,7 @@ impl Restored {
         Restored {
             job_id,
             set: None,
+            set_of_job: String::new(),
             jobs: r.jobs.clone(),
             blocks_planned: r.blocks_planned,
             meta_only: r.meta_only,
@@ -284,8 +309,9 @@ impl Output for Restored {
         );
         if self.meta_only > 0 {
             outln!(
-                "left out {} files this job holds as metadata only (their data is in an earlier job of its set): restore --set NAME --at {} restores them",
+                "left out {} files this job holds as metadata only (their data is in an earlier job of its set): restore --set {} --at {} restores them",
                 self.meta_only,
+                self.set_of_job,
                 self.job_id
             );
         }

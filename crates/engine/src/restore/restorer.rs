@@ -55,6 +55,8 @@ pub(crate) struct Restorer {
     /// A set's newer metadata of files whose data came from an earlier job, set
     /// once every file is placed.
     pub(crate) meta: Vec<Entry>,
+    /// Metadata-only files a one-job restore left out (hard links to them go too).
+    pub(crate) meta_left_out: HashSet<Vec<u8>>,
     pub(crate) dirs: Vec<Entry>,
     pub(crate) report: RestoreReport,
     /// Small-file writers; taken when the reading is done.
@@ -80,6 +82,7 @@ impl Restorer {
             set: None,
             links: Vec::new(),
             meta: Vec::new(),
+            meta_left_out: HashSet::new(),
             dirs: Vec::new(),
             report: RestoreReport::default(),
             writers: Some(Writers::new(WRITERS)),
@@ -104,7 +107,10 @@ impl Restorer {
                     self.meta.push(e);
                 }
             }
-            None if self.wanted(&e.path) => self.report.meta_only += 1,
+            None if self.wanted(&e.path) => {
+                self.report.meta_only += 1;
+                self.meta_left_out.insert(e.path);
+            }
             None => {}
         }
     }
@@ -204,8 +210,15 @@ impl Restorer {
             return self.meta_only(e);
         }
         let mut wanted = self.wanted(&e.path);
-        if wanted && self.set.is_some() && e.kind == EntryType::HardLink {
-            return self.links.push(e);
+        if wanted && e.kind == EntryType::HardLink {
+            if self.set.is_some() {
+                return self.links.push(e);
+            }
+            if self.meta_left_out.contains(&e.link) {
+                // Its target's data is in an earlier job: it goes with it.
+                self.report.meta_only += 1;
+                return;
+            }
         }
         let mut failed = None;
         if wanted && e.kind != EntryType::Socket {
