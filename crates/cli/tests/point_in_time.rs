@@ -110,7 +110,11 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
     snapshot(&src, &snap(0));
     for day in 1..=4 {
         change(&src, day);
-        let level = if day == 4 { "differential" } else { "incremental" };
+        let level = if day == 4 {
+            "differential"
+        } else {
+            "incremental"
+        };
         jobs.push(backup(&home, "pit", level, &[&src], &[]));
         snapshot(&src, &snap(day));
     }
@@ -137,7 +141,11 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
     }
     // The last day needs the full and the differential only.
     let last = restore_at(&home, "pit", &jobs[4].to_string(), &t.path().join("l"), &[]);
-    assert_eq!(last["jobs"], serde_json::json!([jobs[0], jobs[4]]), "{last}");
+    assert_eq!(
+        last["jobs"],
+        serde_json::json!([jobs[0], jobs[4]]),
+        "{last}"
+    );
     // Without --at: the latest job.
     let latest = ok(&home, &["ls", "--set", "pit"]);
     assert_eq!(latest["job_id"].as_i64(), Some(jobs[4]));
@@ -145,7 +153,10 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
     let part = t.path().join("part");
     let r = restore_at(&home, "pit", &jobs[3].to_string(), &part, &["hardlink"]);
     assert_eq!(r["files"], 2, "{r}");
-    assert_eq!(ino(&part.join("dir/plain.txt")), ino(&part.join("hardlink")));
+    assert_eq!(
+        ino(&part.join("dir/plain.txt")),
+        ino(&part.join("hardlink"))
+    );
     assert_eq!(
         std::fs::read(part.join("hardlink")).unwrap(),
         b"hello tape, day one\n"
@@ -167,9 +178,18 @@ fn bad_points_in_time_are_one_line_errors(home: &Path, first: i64) {
     let other = (first + 100).to_string();
     let cases: [(&[&str], &str); 4] = [
         (&["--set", "nope"], "no backup set nope"),
-        (&["--set", "pit", "--at", "2001-01-01T00:00:00Z"], "no job that ended"),
-        (&["--set", "pit", "--at", "yesterday"], "neither an RFC 3339 time"),
-        (&["--set", "pit", "--at", &other], "neither an RFC 3339 time"),
+        (
+            &["--set", "pit", "--at", "2001-01-01T00:00:00Z"],
+            "no job that ended",
+        ),
+        (
+            &["--set", "pit", "--at", "yesterday"],
+            "neither an RFC 3339 time",
+        ),
+        (
+            &["--set", "pit", "--at", &other],
+            "neither an RFC 3339 time",
+        ),
     ];
     for (args, says) in cases {
         for cmd in ["restore", "ls"] {
@@ -203,7 +223,10 @@ fn a_set_on_three_drives_mounts_each_cartridge_once() {
     let srcs: Vec<PathBuf> = (0..3).map(|i| t.path().join(format!("src/s{i}"))).collect();
     for (i, d) in srcs.iter().enumerate() {
         for f in 0..3 {
-            write(&d.join(format!("f{f}")), &noise(10 * i as u64 + f, 3_000_000));
+            write(
+                &d.join(format!("f{f}")),
+                &noise(10 * i as u64 + f, 3_000_000),
+            );
         }
     }
     let refs: Vec<&Path> = srcs.iter().map(|p| p.as_path()).collect();
@@ -211,8 +234,14 @@ fn a_set_on_three_drives_mounts_each_cartridge_once() {
     let mut last = backup(&home, "lto", "full", &refs, &full);
     for day in 1..=3u64 {
         for (i, d) in srcs.iter().enumerate() {
-            write(&d.join(format!("f{day}")), &noise(100 * day + i as u64, 500_000));
-            write(&d.join(format!("new{day}")), &noise(200 * day + i as u64, 200_000));
+            write(
+                &d.join(format!("f{day}")),
+                &noise(100 * day + i as u64, 500_000),
+            );
+            write(
+                &d.join(format!("new{day}")),
+                &noise(200 * day + i as u64, 200_000),
+            );
         }
         std::fs::remove_file(srcs[1].join("f0")).ok();
         // Days 1 and 3 on a drive the full left empty, day 2 after the full on
@@ -238,7 +267,11 @@ fn a_set_on_three_drives_mounts_each_cartridge_once() {
             .map(|c| c["barcode"].as_str().unwrap().to_string())
             .collect();
         let distinct: BTreeSet<&String> = mounted.iter().collect();
-        assert_eq!(mounted.len(), distinct.len(), "a cartridge mounted twice: {r}");
+        assert_eq!(
+            mounted.len(),
+            distinct.len(),
+            "a cartridge mounted twice: {r}"
+        );
         assert_eq!(r["mounts"].as_u64(), Some(distinct.len() as u64), "{r}");
         let listed: BTreeSet<String> = ok(&home, &["ls", "--set", "lto"])["entries"]
             .as_array()
@@ -246,8 +279,14 @@ fn a_set_on_three_drives_mounts_each_cartridge_once() {
             .iter()
             .map(|e| e["volume"].as_str().unwrap().to_string())
             .collect();
-        assert!(listed.iter().all(|v| distinct.contains(v)), "{listed:?} {r}");
-        let (read, planned) = (r["blocks_read"].as_u64().unwrap(), r["blocks_planned"].as_u64().unwrap());
+        assert!(
+            listed.iter().all(|v| distinct.contains(v)),
+            "{listed:?} {r}"
+        );
+        let (read, planned) = (
+            r["blocks_read"].as_u64().unwrap(),
+            r["blocks_planned"].as_u64().unwrap(),
+        );
         assert!(read > 0, "{r}");
         if skip_by == "locate" {
             // Each planned block once (a filemark in a run is no block).

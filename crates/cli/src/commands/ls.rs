@@ -5,8 +5,8 @@ use super::Context;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::Serialize;
-use std::os::unix::ffi::OsStrExt;
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_catalog::{Catalog, FileRow, JobVolume};
 use tapeloom_engine::{display_path, JobError};
@@ -56,11 +56,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     let home = ctx.open_home()?;
     let (job, mut path) = super::restore::job_and_paths(a.args.clone(), a.set.is_some())?;
     if path.len() > 1 {
-        return Err(clap::Error::raw(
-            clap::error::ErrorKind::TooManyValues,
-            "ls takes one path\n",
-        )
-        .into());
+        return Err(
+            clap::Error::raw(clap::error::ErrorKind::TooManyValues, "ls takes one path\n").into(),
+        );
     }
     let path = path.pop();
     let Some(job) = job else {
@@ -107,10 +105,11 @@ fn list_set(cat: &Catalog, a: &Args, path: Option<PathBuf>, ctx: &Context) -> Re
     let mut vols: HashMap<i64, Vec<JobVolume>> = HashMap::new();
     let mut entries = Vec::new();
     for f in tree.values() {
-        if !vols.contains_key(&f.job) {
-            vols.insert(f.job, cat.job_volumes(f.job)?);
-        }
-        let e = Entry::new(&f.row, &vols[&f.job]);
+        let v = match vols.entry(f.job) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(cat.job_volumes(f.job)?),
+        };
+        let e = Entry::new(&f.row, v);
         if ctx.human() {
             e.print();
         } else {

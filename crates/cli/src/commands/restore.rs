@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long)]
     drives: Option<usize>,
     /// Only this stream: its extents are read and the others' skipped.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "set")]
     stream: Option<String>,
     /// How to pass over other data between wanted blocks: auto (the drive model
     /// decides; without one, locate unless the gap is a few blocks), locate, or

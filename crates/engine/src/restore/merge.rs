@@ -95,7 +95,15 @@ pub(crate) fn split(job: i64, work: &[(Chain, Vec<Run>)]) -> Vec<Placed> {
                     start: (v.seq, start),
                     end: (v.seq, end),
                 };
-                out.push((chain.id, v.clone(), Step { job, seq: v.seq, run }));
+                out.push((
+                    chain.id,
+                    v.clone(),
+                    Step {
+                        job,
+                        seq: v.seq,
+                        run,
+                    },
+                ));
             }
         }
     }
@@ -174,7 +182,11 @@ mod tests {
     fn jobs_on_shared_cartridges_are_read_in_one_pass_each() {
         // Job 1 spans cartridges 1 and 2; job 2 was appended to cartridge 2 and
         // went on to cartridge 3 (its volumes 0 and 1).
-        let (a, b, c) = (vol(0, Some(0), 100), vol(1, Some(0), 50), vol(2, Some(0), 80));
+        let (a, b, c) = (
+            vol(0, Some(0), 100),
+            vol(1, Some(0), 50),
+            vol(2, Some(0), 80),
+        );
         let mut b2 = b.clone();
         (b2.seq, b2.first_lbn, b2.last_lbn) = (0, 60, Some(90));
         let mut c2 = c.clone();
@@ -201,10 +213,13 @@ mod tests {
             2,
             &[(
                 job2,
-                vec![run(0, 70, 75), Run {
-                    start: (0, 88),
-                    end: (1, 5),
-                }],
+                vec![
+                    run(0, 70, 75),
+                    Run {
+                        start: (0, 88),
+                        end: (1, 5),
+                    },
+                ],
             )],
         );
         let mut all = two;
@@ -214,13 +229,21 @@ mod tests {
         let got: Vec<(i64, Vec<(i64, Run)>)> = g[0]
             .carts
             .iter()
-            .map(|c| (c.vol.volume.id, c.steps.iter().map(|s| (s.job, s.run)).collect()))
+            .map(|c| {
+                (
+                    c.vol.volume.id,
+                    c.steps.iter().map(|s| (s.job, s.run)).collect(),
+                )
+            })
             .collect();
         assert_eq!(
             got,
             vec![
                 (1, vec![(1, run(0, 90, 101))]),
-                (2, vec![(1, run(1, 2, 10)), (2, run(0, 70, 75)), (2, run(0, 88, 90))]),
+                (
+                    2,
+                    vec![(1, run(1, 2, 10)), (2, run(0, 70, 75)), (2, run(0, 88, 90))]
+                ),
                 (3, vec![(2, run(1, 2, 5))]),
             ]
         );

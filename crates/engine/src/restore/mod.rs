@@ -9,6 +9,10 @@
 //! they decode with [`place`] and [`writers`]. A stream wholly on a disk stage is
 //! read from its chunk files instead ([`staged`]), before the drives start, by the
 //! same decoding and placing; when every stream wanted is, no cartridge is mounted.
+//!
+//! A backup set restored as it was at one of its jobs ([`pit`]) reads every job its
+//! tree needs with the same readers and restorer, on a plan [`merge`] makes: each
+//! cartridge mounted once and read forward, across the jobs on it.
 
 pub(crate) mod chains;
 pub(crate) mod merge;

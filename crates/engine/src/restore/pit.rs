@@ -71,9 +71,8 @@ pub fn set_tree(
     for p in paths {
         let p = super::normalize(p);
         let before = out.len();
-        let under = |k: &[u8]| {
-            p == b"." || k == p || (k.starts_with(&p) && k.get(p.len()) == Some(&b'/'))
-        };
+        let under =
+            |k: &[u8]| p == b"." || k == p || (k.starts_with(&p) && k.get(p.len()) == Some(&b'/'));
         for (k, f) in tree.iter().filter(|(k, _)| under(k)) {
             out.insert(k.clone(), f.clone());
         }
@@ -161,7 +160,12 @@ pub fn restore_set(
     let reads = match groups.is_empty() {
         true => Vec::new(),
         false => {
-            let read = SetRead { jobs: &jobs, block_size, groups: &groups, at: job.id };
+            let read = SetRead {
+                jobs: &jobs,
+                block_size,
+                groups: &groups,
+                at: job.id,
+            };
             read.run(home, opts, &rs, t0)?
         }
     };
@@ -265,8 +269,15 @@ fn read_groups(
     cat: &Catalog,
 ) -> Result<Read> {
     let ctx = |id: i64| shared.jobs.iter().find(|j| j.id == id);
-    let steps = || groups.iter().flat_map(|g| g.carts.iter().flat_map(|c| &c.steps));
-    let first = steps().next().and_then(|s| ctx(s.job)).unwrap_or(&shared.jobs[0]);
+    let steps = || {
+        groups
+            .iter()
+            .flat_map(|g| g.carts.iter().flat_map(|c| &c.steps))
+    };
+    let first = steps()
+        .next()
+        .and_then(|s| ctx(s.job))
+        .unwrap_or(&shared.jobs[0]);
     let mut reader = shared.reader(first, drive);
     let mut read = Reading::new(cat, shared, drive);
     let mut streams: HashMap<i64, Streams> = HashMap::new();

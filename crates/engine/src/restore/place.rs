@@ -316,7 +316,11 @@ impl Placer {
         let p = dest(&self.root, &e.path);
         if let Ok(names) = xattr::list(&p) {
             for name in names {
-                if !e.xattrs.iter().any(|(n, _)| n.as_slice() == name.as_bytes()) {
+                if !e
+                    .xattrs
+                    .iter()
+                    .any(|(n, _)| n.as_slice() == name.as_bytes())
+                {
                     let _ = xattr::remove(&p, &name);
                 }
             }

@@ -102,11 +102,10 @@ impl Restorer {
     /// counts it.
     fn meta_only(&mut self, e: Entry) {
         match &self.set {
-            Some(set) => {
-                if set.meta.get(&self.job).is_some_and(|w| w.contains(&e.path)) {
-                    self.meta.push(e);
-                }
+            Some(set) if set.meta.get(&self.job).is_some_and(|w| w.contains(&e.path)) => {
+                self.meta.push(e);
             }
+            Some(_) => {}
             None if self.wanted(&e.path) => {
                 self.report.meta_only += 1;
                 self.meta_left_out.insert(e.path);
