@@ -163,6 +163,27 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
     );
     a_job_alone_leaves_out_what_it_holds_as_metadata(&home, jobs[3], &t.path().join("alone"));
     bad_points_in_time_are_one_line_errors(&home, jobs[0]);
+    a_chain_without_its_base_is_refused(&home, jobs[0]);
+}
+
+/// The full gone from the catalog: every later job's tree is refused in one line.
+fn a_chain_without_its_base_is_refused(home: &Path, full: i64) {
+    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    // As a damaged catalog may leave it: the later jobs without their base.
+    db.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    db.execute("DELETE FROM jobs WHERE id = ?1", [full]).unwrap();
+    drop(db);
+    for args in [
+        &["ls", "--set", "pit"][..],
+        &["restore", "--set", "pit", "--to", "/nonexistent/x"],
+    ] {
+        let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        let (code, _, err) = run(home, &a);
+        assert_ne!(code, 0, "{args:?}");
+        let says = format!("is relative to job {full}, which is no longer in the catalog");
+        assert!(err.contains(&says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
 }
 
 /// `restore JOB` of an incremental with metadata-only files: they are left out and

@@ -307,6 +307,14 @@ impl Output for Restored {
                 format!("; {} could not be restored", self.errors.len())
             }
         );
+        if let Some(set) = &self.set {
+            let jobs: Vec<String> = self.jobs.iter().map(|j| j.to_string()).collect();
+            outln!(
+                "backup set {set} as it was at job {}, read from jobs {}",
+                self.job_id,
+                jobs.join(", ")
+            );
+        }
         if self.meta_only > 0 {
             outln!(
                 "left out {} files this job holds as metadata only (their data is in an earlier job of its set): restore --set {} --at {} restores them",
