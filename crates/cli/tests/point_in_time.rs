@@ -171,7 +171,8 @@ fn a_chain_without_its_base_is_refused(home: &Path, full: i64) {
     let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
     // As a damaged catalog may leave it: the later jobs without their base.
     db.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    db.execute("DELETE FROM jobs WHERE id = ?1", [full]).unwrap();
+    db.execute("DELETE FROM jobs WHERE id = ?1", [full])
+        .unwrap();
     drop(db);
     for args in [
         &["ls", "--set", "pit"][..],
