@@ -62,6 +62,12 @@ pub enum CliError {
     /// `library exercise` on a library it cannot exercise.
     #[error("the library needs a cartridge in a slot and a drive to exercise")]
     NothingToExercise,
+    /// `restore` or `ls` without --set whose first argument is not a job id.
+    #[error("'{0}' is not a job id (a backup set's tree is restored or listed with --set NAME)")]
+    NotAJob(String),
+    /// `ls` given more than one path.
+    #[error("ls takes one path, not {0}")]
+    OnePath(usize),
 }
 
 /// How a command tells to get past a library's refusal with its own flags.

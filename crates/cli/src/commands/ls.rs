@@ -56,9 +56,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     let home = ctx.open_home()?;
     let (job, mut path) = super::restore::job_and_paths(a.args.clone(), a.set.is_some())?;
     if path.len() > 1 {
-        return Err(
-            clap::Error::raw(clap::error::ErrorKind::TooManyValues, "ls takes one path\n").into(),
-        );
+        return Err(crate::error::CliError::OnePath(path.len()).into());
     }
     let path = path.pop();
     let Some(job) = job else {

@@ -2,6 +2,7 @@
 //! of its jobs: `tapeloom restore --set NAME [--at TIME] --to DIR [PATH...]`.
 
 use super::Context;
+use crate::error::CliError;
 use crate::health::{self, CartridgeHealth};
 use crate::output::{self, mb_per_s, Output, PathError};
 use anyhow::Result;
@@ -155,17 +156,14 @@ struct Drive {
 pub fn job_and_paths(
     mut args: Vec<PathBuf>,
     set: bool,
-) -> Result<(Option<i64>, Vec<PathBuf>), clap::Error> {
+) -> Result<(Option<i64>, Vec<PathBuf>), CliError> {
     if set || args.is_empty() {
         return Ok((None, args));
     }
     let first = args.remove(0);
     match first.to_str().and_then(|j| j.parse().ok()) {
         Some(job) => Ok((Some(job), args)),
-        None => Err(clap::Error::raw(
-            clap::error::ErrorKind::InvalidValue,
-            format!("'{}' is not a job id\n", first.display()),
-        )),
+        None => Err(CliError::NotAJob(first.display().to_string())),
     }
 }
 
