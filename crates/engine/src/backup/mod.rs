@@ -433,19 +433,7 @@ fn finish(
     // The data is on tape before the index that points at it.
     let moved = moved::follow_all(cat, job_id, &job.moved, writers)?;
     let n_extents = cat.extents(job_id)?.len() as u64;
-    let spool = std::mem::replace(
-        &mut *job.index.lock().map_err(|_| Error::Panicked {
-            what: "a drive thread holding the index",
-        })?,
-        index::IndexSpool::new(),
-    );
-    // What the base had and the walkers did not find: deleted, in the index and
-    // the catalog, so no restore of this job's tree brings it back.
-    let deleted = job.scan.deletions();
-    let mut spool = spool;
-    spool.add_deleted(&deleted)?;
-    cat.add_deletions(job_id, &deleted)?;
-    let index_start = spool.write(&mut writers[0], &moved)?;
+    let (index_start, deleted) = write_index(cat, job, &mut writers[0], &moved)?;
     let all_volumes = job_volumes(job, writers);
     let ended = crate::clock::now()?;
     let job_end = JobEnd {
@@ -527,10 +515,32 @@ fn finish(
         set: job.set.clone(),
         unchanged: job.scan.counts.unchanged.load(Ordering::Relaxed),
         meta_only: job.scan.counts.meta_only.load(Ordering::Relaxed),
-        deleted: deleted.len() as u64,
+        deleted,
         source_bytes_read: job.scan.counts.read_bytes.load(Ordering::Relaxed),
         source_files_opened: job.scan.counts.opened.load(Ordering::Relaxed),
     })
+}
+
+/// Writes the job's index with the first drive, the paths it found deleted since
+/// its base among the entries (and in the catalog, so no restore of this job's
+/// tree brings them back); returns where the index starts and how many paths were
+/// deleted.
+fn write_index(
+    cat: &tapeloom_catalog::Catalog,
+    job: &JobShared<'_>,
+    w: &mut VolumeWriter,
+    moved: &[crate::media::writer::Moved],
+) -> Result<(tapeloom_format::Pos, u64)> {
+    let mut spool = std::mem::replace(
+        &mut *job.index.lock().map_err(|_| Error::Panicked {
+            what: "a drive thread holding the index",
+        })?,
+        index::IndexSpool::new(),
+    );
+    let deleted = job.scan.deletions();
+    spool.add_deleted(&deleted)?;
+    cat.add_deletions(job.job_id, &deleted)?;
+    Ok((spool.write(w, moved)?, deleted.len() as u64))
 }
 
 /// What every drive's writer did, added up (with what a resumed job had done).

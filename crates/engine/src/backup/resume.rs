@@ -137,15 +137,7 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         // Its sources were read before it stopped: what the walkers found deleted
         // then is not known now.
         scan: Arc::default(),
-        set: crate::backup::changes::SetChoice {
-            set: job.set.clone(),
-            level: job.level,
-            base: match job.base {
-                Some(b) => cat.job(b)?,
-                None => None,
-            },
-            promoted: None,
-        },
+        set: set_of(cat, &job)?,
     };
     cat.set_job_running(job_id)?;
     let mounted = mount_all(
@@ -164,6 +156,22 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         }
     };
     super::run_and_finish(home, &shared, &mut writers, Vec::new(), Instant::now())
+}
+
+/// The set, level and base a resumed job was begun with.
+fn set_of(
+    cat: &tapeloom_catalog::Catalog,
+    job: &tapeloom_catalog::Job,
+) -> Result<crate::backup::changes::SetChoice> {
+    Ok(crate::backup::changes::SetChoice {
+        set: job.set.clone(),
+        level: job.level,
+        base: match job.base {
+            Some(b) => cat.job(b)?,
+            None => None,
+        },
+        promoted: None,
+    })
 }
 
 /// Records as the job's errors what it cannot finish from the stages: each stream
