@@ -234,18 +234,25 @@ impl Catalog {
         Ok(())
     }
 
-    /// Calls `f` with the path and change facts of every file of `job`, reading
-    /// only those columns.
-    pub fn for_each_facts(&self, job: i64, mut f: impl FnMut(Vec<u8>, FileFacts)) -> Result<()> {
+    /// Calls `f` with the path and change facts of every file of `job` whose path
+    /// is at or after `from` and before `to` (unbounded where `None`), reading only
+    /// those columns, in path order.
+    pub fn for_each_facts(
+        &self,
+        job: i64,
+        (from, to): (Option<&[u8]>, Option<&[u8]>),
+        mut f: impl FnMut(Vec<u8>, FileFacts),
+    ) -> Result<()> {
         const WHAT: &str = "list files";
         let mut st = self
             .conn
             .prepare_cached(
                 "SELECT path, type, size, mtime_ns, ctime_ns, ino, mode, uid, gid, \
-                 CASE WHEN type = 4 THEN link ELSE x'' END FROM files WHERE job_id = ?1",
+                 CASE WHEN type = 4 THEN link ELSE x'' END FROM files WHERE job_id = ?1 \
+                 AND (?2 IS NULL OR path >= ?2) AND (?3 IS NULL OR path < ?3) ORDER BY path",
             )
             .doing(WHAT)?;
-        let mut rows = st.query([job]).doing(WHAT)?;
+        let mut rows = st.query(params![job, from, to]).doing(WHAT)?;
         let facts = |r: &rusqlite::Row<'_>| -> rusqlite::Result<FileFacts> {
             Ok(FileFacts {
                 kind: r.get(1)?,
@@ -264,6 +271,18 @@ impl Catalog {
             f(path, facts(r).doing(WHAT)?);
         }
         Ok(())
+    }
+
+    /// The path of `job`'s file number `n` in path order (from 0), if it has so many.
+    pub fn nth_path(&self, job: i64, n: u64) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .query_row(
+                "SELECT path FROM files WHERE job_id = ?1 ORDER BY path LIMIT 1 OFFSET ?2",
+                params![job, n as i64],
+                |r| r.get(0),
+            )
+            .optional()
+            .doing("find a file by its place")
     }
 
     /// Files of `job` at or under `prefix`, as a vector.

@@ -15,7 +15,8 @@
 //! Every path the walkers list is seen; a base path not seen, and not under a
 //! directory that could not be listed, is **deleted**.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::home::Home;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -39,7 +40,8 @@ pub struct SetChoice {
 /// reads the base's tree: an incremental is relative to the set's last job that
 /// ended, a differential to its last full; without one, or when the base's chain
 /// is no longer whole in the catalog, the job is a full and says why.
-pub(crate) fn choose(cat: &Catalog, set: &str, asked: Level) -> Result<(SetChoice, Scan)> {
+pub(crate) fn choose(home: &Home, set: &str, asked: Level) -> Result<(SetChoice, Scan)> {
+    let cat = &home.catalog;
     let full = |why: String| SetChoice {
         set: set.to_string(),
         level: Level::Full,
@@ -61,7 +63,7 @@ pub(crate) fn choose(cat: &Catalog, set: &str, asked: Level) -> Result<(SetChoic
         );
         return Ok((full(why), Scan::default()));
     };
-    match Scan::against(cat, base.id) {
+    match Scan::against(home, base.id) {
         Ok(scan) => {
             let c = SetChoice {
                 set: set.to_string(),
@@ -139,6 +141,29 @@ pub(crate) fn judge(p: &Prev, n: &Now) -> Verdict {
     }
 }
 
+/// The base's paths in `range`: the chain `ids` merged in order, each job's
+/// deletions taken away before its rows are laid on.
+fn shard(
+    cat: &Catalog,
+    ids: &[i64],
+    range: (Option<&[u8]>, Option<&[u8]>),
+    rows: u64,
+) -> Result<Shard> {
+    let mut map = Shard::with_capacity(usize::try_from(rows).unwrap_or(0).min(1 << 26));
+    let within = |p: &[u8]| range.0.is_none_or(|f| p >= f) && range.1.is_none_or(|t| p < t);
+    for &id in ids {
+        for (p, _) in cat.deletions(id)? {
+            if within(&p) {
+                map.remove(&p);
+            }
+        }
+        cat.for_each_facts(id, range, |path, prev| {
+            map.insert(path, (prev, AtomicBool::new(false)));
+        })?;
+    }
+    Ok(map)
+}
+
 /// Counts of a job's reading of its sources.
 #[derive(Debug, Default)]
 pub(crate) struct ScanCounts {
@@ -154,10 +179,18 @@ pub(crate) struct ScanCounts {
 
 /// A job's reading of its sources: counts, and for a job with a base what the base
 /// knew and which paths the walkers saw.
+/// What a base knew of the paths in one range, and whether a walker saw each.
+type Shard = HashMap<Vec<u8>, (Prev, AtomicBool)>;
+
+/// Rows of a base below this many are read by one thread; above, by two, each a
+/// half of the paths.
+const SPLIT_ROWS: u64 = 20_000;
+
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
-    /// The base's paths, what it knew of each, and whether a walker saw it.
-    base: Option<HashMap<Vec<u8>, (Prev, AtomicBool)>>,
+    /// The base's paths by range: each shard with the first path it holds (none
+    /// for the first), in path order.
+    base: Option<Vec<(Option<Vec<u8>>, Shard)>>,
     unlisted: Mutex<Vec<Vec<u8>>>,
     pub counts: ScanCounts,
 }
@@ -165,24 +198,53 @@ pub(crate) struct Scan {
 impl Scan {
     /// A scan that compares with the set's tree at job `base`: its chain's rows
     /// laid on in order, each job's deletions taken away first (as
-    /// `Catalog::tree_at` merges them, keeping only what comparing needs).
-    pub(crate) fn against(cat: &Catalog, base: i64) -> Result<Scan> {
+    /// `Catalog::tree_at` merges them, keeping only what comparing needs). A large
+    /// base is read by two threads at once, each half of the paths on a
+    /// connection of its own.
+    pub(crate) fn against(home: &Home, base: i64) -> Result<Scan> {
+        let cat = &home.catalog;
         let chain = cat.chain(base)?;
+        let ids: Vec<i64> = chain.iter().map(|j| j.id).collect();
         let rows: u64 = chain.iter().map(|j| j.files).sum();
-        let mut map: HashMap<Vec<u8>, (Prev, AtomicBool)> =
-            HashMap::with_capacity(usize::try_from(rows).unwrap_or(0).min(1 << 26));
-        for job in chain {
-            for (p, _) in cat.deletions(job.id)? {
-                map.remove(&p);
-            }
-            cat.for_each_facts(job.id, |path, prev| {
-                map.insert(path, (prev, AtomicBool::new(false)));
-            })?;
-        }
+        let biggest = chain.iter().max_by_key(|j| j.files).map_or(base, |j| j.id);
+        let mid = match rows >= SPLIT_ROWS {
+            true => cat.nth_path(
+                biggest,
+                chain.iter().map(|j| j.files).max().unwrap_or(0) / 2,
+            )?,
+            false => None,
+        };
+        let Some(mid) = mid else {
+            let all = shard(cat, &ids, (None, None), rows)?;
+            return Ok(Scan {
+                base: Some(vec![(None, all)]),
+                ..Scan::default()
+            });
+        };
+        let other = home.connect()?;
+        let (lo, hi) = std::thread::scope(|s| {
+            let (ids, mid) = (&ids, &mid);
+            let hi = s.spawn(move || shard(&other, ids, (Some(mid), None), rows / 2));
+            let lo = shard(cat, ids, (None, Some(mid)), rows / 2);
+            let hi = hi.join().unwrap_or(Err(Error::Panicked {
+                what: "a reader of the base",
+            }));
+            (lo, hi)
+        });
         Ok(Scan {
-            base: Some(map),
+            base: Some(vec![(None, lo?), (Some(mid), hi?)]),
             ..Scan::default()
         })
+    }
+
+    /// The shard holding `path`.
+    fn shard_of(&self, path: &[u8]) -> Option<&Shard> {
+        let shards = self.base.as_ref()?;
+        shards
+            .iter()
+            .rev()
+            .find(|(from, _)| from.as_deref().is_none_or(|f| path >= f))
+            .map(|(_, s)| s)
     }
 
     /// Whether the job has a base.
@@ -192,14 +254,14 @@ impl Scan {
 
     /// What the base knew of `path`.
     pub(crate) fn prev(&self, path: &[u8]) -> Option<&Prev> {
-        self.base.as_ref()?.get(path).map(|(p, _)| p)
+        self.shard_of(path)?.get(path).map(|(p, _)| p)
     }
 
-    /// A walker listed `path`.
-    pub(crate) fn see(&self, path: &[u8]) {
-        if let Some((_, seen)) = self.base.as_ref().and_then(|b| b.get(path)) {
-            seen.store(true, Ordering::Relaxed);
-        }
+    /// A walker listed `path`: marked seen; what the base knew of it.
+    pub(crate) fn see(&self, path: &[u8]) -> Option<&Prev> {
+        let (prev, seen) = self.shard_of(path)?.get(path)?;
+        seen.store(true, Ordering::Relaxed);
+        Some(prev)
     }
 
     /// The directory `path` (or a source root) could not be listed: what the base
@@ -234,6 +296,7 @@ impl Scan {
         };
         let mut out: Vec<(Vec<u8>, u8)> = base
             .iter()
+            .flat_map(|(_, s)| s.iter())
             .filter(|(_, (_, seen))| !seen.load(Ordering::Relaxed))
             .filter(|(p, _)| !unlisted.iter().any(|d| under(p, d)))
             .map(|(p, (prev, _))| (p.clone(), prev.kind))
@@ -334,7 +397,7 @@ mod tests {
             base.insert(p.as_bytes().to_vec(), (prev(), AtomicBool::new(false)));
         }
         let s = Scan {
-            base: Some(base),
+            base: Some(vec![(None, base)]),
             ..Scan::default()
         };
         s.see(b"a");

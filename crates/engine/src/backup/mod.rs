@@ -76,7 +76,7 @@ pub fn backup(
     // An unknown pool is refused before the job is recorded.
     let pool = job_pool(home, opts)?;
     let set_name = opts.set.clone().unwrap_or_else(|| plan.job_name.clone());
-    let (set, scan) = changes::choose(&home.catalog, &set_name, opts.level)?;
+    let (set, scan) = changes::choose(home, &set_name, opts.level)?;
     let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
     let lib = home.library()?;
     // The drive's compressor runs at line rate with no host CPU; software compression

@@ -160,16 +160,6 @@ impl Found {
         join_rel(&self.dir.rel, self.name.to_bytes())
     }
 
-    /// Its path in the job's namespace, into `buf`.
-    fn rel_into(&self, buf: &mut Vec<u8>) {
-        buf.clear();
-        if self.dir.rel != b"." {
-            buf.extend_from_slice(&self.dir.rel);
-            buf.push(b'/');
-        }
-        buf.extend_from_slice(self.name.to_bytes());
-    }
-
     /// Its status, not following a final symlink (no open, no path lookup when the
     /// directory is kept open).
     pub fn stat(&self) -> std::io::Result<rustix::fs::Stat> {
@@ -434,7 +424,6 @@ impl Walker {
                 return self.error(&abs, e.to_string());
             }
         };
-        self.scan.see(&rel);
         self.push(Job::Root(abs.clone(), rel.clone()))?;
         if !is_dir {
             return Ok(());
@@ -447,16 +436,8 @@ impl Walker {
             }
         };
         let scan = Arc::clone(&self.scan);
-        let tracking = scan.has_base();
-        let mut rel = Vec::new();
         walk_contents(&dir, skip, &mut |w| match w {
-            Walked::Found(f) => {
-                if tracking {
-                    f.rel_into(&mut rel);
-                    scan.see(&rel);
-                }
-                self.push(Job::Found(f))
-            }
+            Walked::Found(f) => self.push(Job::Found(f)),
             Walked::Unlisted(abs, why, rel) => {
                 scan.unlisted(&rel);
                 self.push(Job::Done(Fetched::Error(abs, why)))
@@ -590,7 +571,8 @@ fn verdict(
     rel: &[u8],
     st: impl FnOnce() -> std::io::Result<rustix::fs::Stat>,
 ) -> Option<(Verdict, rustix::fs::Stat, u8)> {
-    let prev = scan.prev(rel)?;
+    // Listed: seen, whether or not its status can be read.
+    let prev = scan.see(rel)?;
     let st = st().ok()?;
     Some((judge(prev, &now_of_stat(&st)), st, prev.kind))
 }
