@@ -15,7 +15,9 @@
             mode, owner, size, mtime in ns, content hash, symlink target, xattrs,
             hard-link groups, sparseness). Each day is restored with
             `restore --set --at JOB` and compared with its record, and
-            `ls --set --at JOB` must list exactly that tree. Pass: all eight equal;
+            `ls --set --at JOB` must list exactly that tree; then the catalog is
+            set aside and rebuilt from the tapes alone, and `ls --set --at` of every
+            day must give the same listing as before. Pass: all eight equal;
             the seventh day's restore mounts each cartridge it needs once and reads
             no block twice: restored again with --skip-by locate (no reading
             through gaps), it reads no more blocks than planned (the distinct
@@ -205,6 +207,10 @@ def listing(b, home, job):
     return sorted(e["path"] for e in entries)
 
 
+def js_jobs(b, home):
+    return b.tl(home, "jobs")[1]["jobs"]
+
+
 def week(b):
     rnd = random.Random(11)
     home = b.path("home-week")
@@ -254,13 +260,25 @@ def week(b):
     needed = {j["job_id"]: j for j in js["jobs"] if j["job_id"] in (jobs[0], jobs[7])}
     cartridges = sorted({v for j in needed.values() for v in j["volumes"]})
     _, st, _ = b.tl(home, "library", "status")
-    res = {"days": days, "day7_cartridges": cartridges, "day7_locate_only": located}
+    # From the tapes alone: the same listing of every day.
+    starts = [j["started"] for j in js_jobs(b, home)]
+    before = [b.tl(home, "ls", "--set", "w", "--at", at)[1] for at in starts]
+    for f in os.listdir(home):
+        if f.startswith("catalog.sqlite"):
+            os.rename(os.path.join(home, f), os.path.join(home, f + ".old"))
+    _, rebuilt, _ = b.tl(home, "catalog", "rebuild")
+    after = [b.tl(home, "ls", "--set", "w", "--at", at)[1] for at in starts]
+    same_after_rebuild = before == after and len(starts) == 8
+    res = {"days": days, "day7_cartridges": cartridges, "day7_locate_only": located,
+           "rebuilt_jobs": len(rebuilt.get("jobs_added", [])),
+           "listings_same_after_rebuild": same_after_rebuild}
     res["day7_one_mount_each"] = last.get("mounts") == len(cartridges)
     # Every block is read at most once: no more than the plan wanted.
     res["day7_no_block_twice"] = (located["blocks_read"] <= located["blocks_planned"]
                                   and located["mounts"] == len(cartridges)
                                   and located["difference_count"] == 0)
-    res["pass"] = ok and res["day7_one_mount_each"] and res["day7_no_block_twice"]
+    res["pass"] = (ok and res["day7_one_mount_each"] and res["day7_no_block_twice"]
+                   and same_after_rebuild)
     return res
 
 

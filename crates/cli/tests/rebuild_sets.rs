@@ -116,6 +116,20 @@ fn a_set_rebuilt_from_tapes_has_every_jobs_tree_and_place() {
 
     let before = views(&home);
     assert_eq!(before.len(), 4);
+    // `ls --set --at` each job's start, before and after: the same listing.
+    let listings = |home: &Path| -> Vec<serde_json::Value> {
+        ok(home, &["jobs"])["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                let at = j["started"].as_str().unwrap();
+                ok(home, &["ls", "--set", "s", "--at", at])
+            })
+            .collect()
+    };
+    let listed = listings(&home);
+    assert_eq!(listed.len(), 4);
     forget_catalog(&home);
     let rebuilt = ok(&home, &["catalog", "rebuild"]);
     assert_eq!(
@@ -128,6 +142,7 @@ fn a_set_rebuilt_from_tapes_has_every_jobs_tree_and_place() {
         let again = after.get(tag).expect("every job is rebuilt");
         assert_eq!(again, view, "job {tag:016x} differs after the rebuild");
     }
+    assert_eq!(listings(&home), listed);
     let levels: Vec<&str> = after.values().map(|v| v.level).collect();
     assert_eq!(levels.iter().filter(|l| **l == "incremental").count(), 2);
 
