@@ -66,6 +66,25 @@ pub fn ok(home: &Path, args: &[&str]) -> Value {
     v
 }
 
+/// A virtual library in `home`: `drives` drives, `slots` slots of `capacity`
+/// (`256M`, ...).
+pub fn library(home: &Path, drives: u32, slots: u32, capacity: &str) {
+    let (d, s) = (drives.to_string(), slots.to_string());
+    ok(
+        home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            &d,
+            "--slots",
+            &s,
+            "--capacity",
+            capacity,
+        ],
+    );
+}
+
 /// Deterministic pseudo-random bytes (xorshift), fast enough for hundreds of MB.
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
