@@ -346,19 +346,7 @@ fn an_unparsable_tapeloom_now_is_a_one_line_error() {
 fn a_cartridge_an_unexpired_incremental_depends_on_is_kept() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "4",
-            "--capacity",
-            "16M",
-        ],
-    );
+    library(&home, 1, 4, "16M");
     let daily = [
         "pool",
         "create",

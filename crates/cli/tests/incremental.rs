@@ -11,19 +11,7 @@ use std::path::Path;
 /// A library big enough for the tests.
 fn home_in(t: &Path) -> std::path::PathBuf {
     let home = t.join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "4",
-            "--capacity",
-            "256M",
-        ],
-    );
+    library(&home, 1, 4, "256M");
     home
 }
 
