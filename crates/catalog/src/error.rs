@@ -157,6 +157,24 @@ pub enum CatalogError {
         /// The pool it belongs to.
         pool: String,
     },
+    /// A token with this name exists already (revoked or not).
+    #[error("token {name} exists already")]
+    TokenExists {
+        /// The token's name.
+        name: String,
+    },
+    /// No token with this name.
+    #[error("no token {name}")]
+    NoToken {
+        /// The name asked for.
+        name: String,
+    },
+    /// A token name that is not 1 to 64 letters, digits, `.`, `_` or `-`.
+    #[error("token name '{name}' must be 1 to 64 letters, digits, '.', '_' or '-'")]
+    BadTokenName {
+        /// The name given.
+        name: String,
+    },
 }
 
 /// Job ids as `1, 2, 3`.

@@ -38,6 +38,9 @@ pub struct Job {
     pub level: Level,
     /// The job its changes are relative to (none for a full).
     pub base: Option<i64>,
+    /// The client (a server token's name) that ran it; none for a job run on the
+    /// server's own machine.
+    pub client: Option<String>,
 }
 
 /// One volume of a job, in order.
@@ -69,7 +72,7 @@ pub struct Stream {
 }
 
 pub(crate) const JOB_COLS: &str =
-    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size, key_fingerprint, job_key, set_name, level, base_job";
+    "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size, key_fingerprint, job_key, set_name, level, base_job, client";
 
 pub(crate) fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
@@ -98,10 +101,26 @@ pub(crate) fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
             rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Integer, e.into())
         })?,
         base: r.get(14)?,
+        client: r.get(15)?,
     })
 }
 
 impl Catalog {
+    /// Records that `client` (a server token's name) ran job `job`.
+    pub fn set_job_client(&self, job: i64, client: &str) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET client = ?2 WHERE id = ?1",
+                params![job, client],
+            )
+            .doing("record a job's client")?;
+        if n == 0 {
+            return Err(CatalogError::NoJob { id: job });
+        }
+        Ok(())
+    }
+
     /// Starts a job and returns its id.
     pub fn begin_job(
         &self,

@@ -8,7 +8,8 @@
 //! [`Catalog`]'s methods are grouped by what they keep: `volumes`, `jobs` (with their
 //! streams, segments and errors), `files` (with extents), `samples`, `health`,
 //! `pools` (media pools and the cartridges assigned to them) and `stages` (disk
-//! stages and the chunks spooled to them); `check` checks them all.
+//! stages and the chunks spooled to them) and `tokens` (the server's clients);
+//! `check` checks them all.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -27,6 +28,7 @@ mod schema;
 mod sets;
 mod stages;
 mod state;
+mod tokens;
 mod volumes;
 
 pub use check::{CheckReport, Problem, ProblemKind};
@@ -40,6 +42,7 @@ pub use samples::{Mark, Phase, Sample, Series};
 pub use sets::{Tree, TreeFile};
 pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
 pub use state::{ChunkState, JobState, UnknownState, VolumeState};
+pub use tokens::Token;
 pub use volumes::Volume;
 
 /// The catalog database.
@@ -104,7 +107,7 @@ mod tests {
     fn jobs_files_and_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 15);
+        assert_eq!(c.schema_version().unwrap(), 16);
         let v = c
             .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
             .unwrap();

@@ -244,6 +244,19 @@ const MIGRATIONS: &[&str] = &[
         last INTEGER NOT NULL
     );
     ",
+    // 16: the server's tokens (a name, the SHA-256 of the token, never the token;
+    // whether it is an admin's; when it was made and revoked), and the client (the
+    // token's name) that ran each job; jobs run on the server's own machine have none.
+    "
+    CREATE TABLE tokens (
+        name TEXT PRIMARY KEY,
+        hash BLOB NOT NULL UNIQUE,
+        admin INTEGER NOT NULL,
+        created_ns INTEGER NOT NULL,
+        revoked_ns INTEGER
+    );
+    ALTER TABLE jobs ADD COLUMN client TEXT;
+    ",
 ];
 
 impl Catalog {
@@ -293,7 +306,7 @@ mod tests {
         // The catalog as version 5 left it: no chain column.
         c.conn
             .execute_batch(
-                "DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
+                "DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
                  DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -320,7 +333,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
+            .execute_batch("DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -348,7 +361,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP INDEX jobs_by_set; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
+                "DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn
