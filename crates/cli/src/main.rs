@@ -10,6 +10,7 @@ mod duration;
 mod error;
 mod health;
 mod progress;
+mod server;
 mod size;
 
 use clap::{CommandFactory, Parser};

@@ -1,26 +1,35 @@
-//! `tapeloom jobs`: the jobs in the catalog.
+//! `tapeloom jobs`: the jobs in the catalog, of this machine's home or through a
+//! server (`--server`), which answers with the same document.
 
 use super::Context;
 use crate::output::{self, Output};
+use crate::server::client::Remote;
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use tapeloom_catalog::Catalog;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    remote: Remote,
+}
 
 /// Every job, oldest first.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct Jobs {
     jobs: Vec<Job>,
 }
 
 /// One job.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Job {
     job_id: i64,
     name: String,
     /// Its backup set, its level there, and the job its changes are relative to.
     set: String,
-    level: &'static str,
+    level: String,
     base_job: Option<i64>,
-    status: &'static str,
+    status: String,
     started: String,
     ended: Option<String>,
     files: u64,
@@ -30,14 +39,27 @@ struct Job {
     volumes: Vec<String>,
     /// The short fingerprint of the key an encrypted job needs.
     key: Option<String>,
+    /// The client (a server token's name) that ran it; none for a job run on the
+    /// server's own machine.
+    client: Option<String>,
 }
 
-pub fn run(ctx: &Context) -> Result<Jobs> {
+pub fn run(a: Args, ctx: &Context) -> Result<Jobs> {
+    if let Some(server) = a.remote.resolve()? {
+        return Ok(server.get_json("/api/jobs")?);
+    }
     let home = ctx.open_home()?;
+    Ok(list(&home.catalog, |_| true)?)
+}
+
+/// The jobs `visible` lets through.
+pub fn list(
+    cat: &Catalog,
+    visible: impl Fn(&tapeloom_catalog::Job) -> bool,
+) -> tapeloom_catalog::Result<Jobs> {
     let mut jobs = Vec::new();
-    for j in home.catalog.jobs()? {
-        let volumes = home
-            .catalog
+    for j in cat.jobs()?.into_iter().filter(|j| visible(j)) {
+        let volumes = cat
             .job_volumes(j.id)?
             .into_iter()
             .map(|v| v.volume.barcode)
@@ -46,9 +68,9 @@ pub fn run(ctx: &Context) -> Result<Jobs> {
             job_id: j.id,
             name: j.name,
             set: j.set,
-            level: j.level.name(),
+            level: j.level.name().to_string(),
             base_job: j.base,
-            status: j.status.as_str(),
+            status: j.status.as_str().to_string(),
             started: output::time(j.started_ns),
             ended: j.ended_ns.map(output::time),
             files: j.files,
@@ -57,6 +79,7 @@ pub fn run(ctx: &Context) -> Result<Jobs> {
             block_size: j.block_size,
             volumes,
             key: j.key.map(|(f, _)| f.chars().take(16).collect()),
+            client: j.client,
         });
     }
     Ok(Jobs { jobs })
@@ -74,7 +97,7 @@ impl Output for Jobs {
                 output::bytes(j.bytes),
                 j.volumes.join(","),
                 j.name,
-                match (j.level, j.set == j.name) {
+                match (j.level.as_str(), j.set == j.name) {
                     ("full", true) => String::new(),
                     (level, true) => format!("  ({level})"),
                     (level, false) => format!("  (set {}, {level})", j.set),

@@ -3,8 +3,10 @@
 
 use super::Context;
 use crate::output::{self, Output};
+use crate::server::client::Remote;
+use crate::server::error::ServerError;
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -24,11 +26,14 @@ pub struct Args {
     /// `restore --set`; the set's latest job that ended when not given.
     #[arg(long, value_name = "TIME", requires = "set")]
     at: Option<String>,
+    #[command(flatten)]
+    remote: Remote,
 }
 
 /// A job's entries under a path. For people each entry is printed as it is read
-/// (a job can hold millions), so `entries` is filled only for `--json`.
-#[derive(Serialize)]
+/// (a job can hold millions), so `entries` is filled only for `--json` (and by
+/// the server, which sends them all).
+#[derive(Serialize, Deserialize)]
 pub struct Listing {
     job_id: i64,
     /// The backup set listed as it was at `job_id`, for `--set`.
@@ -38,11 +43,11 @@ pub struct Listing {
 }
 
 /// One entry and where its data starts on tape.
-#[derive(Serialize)]
-struct Entry {
+#[derive(Serialize, Deserialize)]
+pub struct Entry {
     path: String,
     #[serde(rename = "type")]
-    kind: &'static str,
+    kind: String,
     size: u64,
     mode: u32,
     mtime: String,
@@ -53,38 +58,72 @@ struct Entry {
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
-    let home = ctx.open_home()?;
     let (job, mut path) = super::restore::job_and_paths(a.args.clone(), a.set.is_some())?;
     if path.len() > 1 {
         return Err(crate::error::CliError::OnePath(path.len()).into());
     }
     let path = path.pop();
+    if let Some(server) = a.remote.resolve()? {
+        let job = job.ok_or(ServerError::NotServed("ls --set"))?;
+        let query = path.as_ref().map_or_else(String::new, |p| {
+            let p = crate::server::http::percent_encode(p.as_os_str().as_bytes());
+            format!("?path={p}")
+        });
+        return Ok(server.get_json(&format!("/api/jobs/{job}/files{query}"))?);
+    }
+    let home = ctx.open_home()?;
     let Some(job) = job else {
         return list_set(&home.catalog, &a, path, ctx);
     };
-    let cat = &home.catalog;
-    cat.job(job)?
-        .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
-    let vols = cat.job_volumes(job)?;
-    let prefix = path
-        .as_ref()
-        .map(|p| tapeloom_engine::normalize(p.as_os_str().as_bytes()));
+    let path = path.as_ref().map(|p| p.as_os_str().as_bytes());
     let mut entries = Vec::new();
-    let mut count = 0u64;
-    cat.for_each_file(job, prefix.as_deref(), |r| {
-        count += 1;
-        let e = Entry::new(&r, &vols);
+    list_job(&home.catalog, job, path, &mut |e| {
         if ctx.human() {
             e.print();
         } else {
             entries.push(e);
         }
+    })?;
+    Ok(Listing {
+        job_id: job,
+        set: None,
+        entries,
+    })
+}
+
+/// Hands each entry of job `job` under `path` (all when none) to `each`; refuses a
+/// job or a path the catalog does not have.
+pub fn list_job(
+    cat: &Catalog,
+    job: i64,
+    path: Option<&[u8]>,
+    each: &mut dyn FnMut(Entry),
+) -> tapeloom_engine::Result<()> {
+    cat.job(job)?
+        .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
+    let vols = cat.job_volumes(job)?;
+    let prefix = path.map(tapeloom_engine::normalize);
+    let mut count = 0u64;
+    cat.for_each_file(job, prefix.as_deref(), |r| {
+        count += 1;
+        each(Entry::new(&r, &vols));
         Ok(())
     })?;
     if let (0, Some(p)) = (count, prefix) {
         let path = display_path(&p);
-        return Err(tapeloom_engine::Error::Job(JobError::NoPath { job, path }).into());
+        return Err(tapeloom_engine::Error::Job(JobError::NoPath { job, path }));
     }
+    Ok(())
+}
+
+/// Every entry of job `job` under `path`, as one document.
+pub fn job_listing(
+    cat: &Catalog,
+    job: i64,
+    path: Option<&[u8]>,
+) -> tapeloom_engine::Result<Listing> {
+    let mut entries = Vec::new();
+    list_job(cat, job, path, &mut |e| entries.push(e))?;
     Ok(Listing {
         job_id: job,
         set: None,
@@ -133,7 +172,8 @@ impl Entry {
             path: display_path(&r.path),
             kind: tapeloom_format::EntryType::from_u8(r.kind)
                 .map(|k| k.name())
-                .unwrap_or("?"),
+                .unwrap_or("?")
+                .to_string(),
             size: r.size,
             mode: r.mode,
             mtime: output::time(r.mtime_ns),

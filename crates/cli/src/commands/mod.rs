@@ -32,8 +32,8 @@ use tapeloom_engine::Home;
 pub enum Cmd {
     /// Back up files and directories.
     Backup(Box<backup::Args>),
-    /// List jobs.
-    Jobs,
+    /// List jobs (of this machine's home, or through a server with --server).
+    Jobs(jobs::Args),
     /// Draw a job's per-second measurements (throughput per stream and drive, buffer
     /// fill, speed steps and backhitches) as SVG, PNG, or an HTML page with a summary.
     Report(report::Args),
@@ -69,6 +69,9 @@ pub enum Cmd {
     /// Mark expired the cartridges whose jobs all outlived their pool's retention,
     /// and forget those jobs; a backup of the pool may then recycle them.
     Expire(expire::Args),
+    /// Serve the home's catalog to clients over TLS (in the foreground), and manage
+    /// the tokens they give.
+    Server(crate::server::Args),
     /// Print a shell completion script (for example: tapeloom completions bash >
     /// /etc/bash_completion.d/tapeloom).
     Completions(completions::Args),
@@ -96,7 +99,7 @@ impl Cmd {
         let json = ctx.json;
         match self {
             Cmd::Backup(a) => emit(&backup::run(*a, ctx)?, json),
-            Cmd::Jobs => emit(&jobs::run(ctx)?, json),
+            Cmd::Jobs(a) => emit(&jobs::run(a, ctx)?, json),
             Cmd::Report(a) => emit(&report::run(a, ctx)?, json),
             Cmd::Ls(a) => emit(&ls::run(a, ctx)?, json),
             Cmd::Restore(a) => emit(&restore::run(a, ctx)?, json),
@@ -112,6 +115,7 @@ impl Cmd {
             Cmd::Stage(a) => a.run(ctx),
             Cmd::Pool(a) => a.run(ctx),
             Cmd::Expire(a) => emit(&expire::run(a, ctx)?, json),
+            Cmd::Server(a) => a.run(ctx),
             Cmd::Completions(a) => completions::run(a, &mut cli()),
             Cmd::Man(a) => man::run(a, cli()),
         }

@@ -1,0 +1,184 @@
+//! The server's answers: who asks (the token), what they may see, and the JSON
+//! API (read-only for now) and metrics.
+//!
+//! - `GET /api/jobs`: the document of `tapeloom jobs --json`.
+//! - `GET /api/jobs/ID/files?path=P`: the document of `tapeloom ls ID P --json`.
+//! - `GET /metrics`: Prometheus's text format; an admin token only.
+//!
+//! A client token sees the jobs it ran; another client's job is answered as a job
+//! that does not exist (404), whatever is asked of it. An admin token sees all.
+
+use super::http::Request;
+use super::metrics::{self, Metrics};
+use super::token;
+use crate::commands::{jobs, ls};
+use std::net::SocketAddr;
+use tapeloom_catalog::{Catalog, Token};
+use tapeloom_engine::{Error, JobError};
+
+/// An answer to write.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its content type.
+    pub content_type: &'static str,
+    /// Its body.
+    pub body: Vec<u8>,
+}
+
+const JSON: &str = "application/json";
+
+impl Answer {
+    /// A JSON document.
+    fn json(doc: &impl serde::Serialize) -> Answer {
+        match serde_json::to_vec(doc) {
+            Ok(body) => Answer {
+                status: 200,
+                content_type: JSON,
+                body,
+            },
+            Err(e) => Answer::error(500, &format!("encode the answer: {e}")),
+        }
+    }
+
+    /// A refusal: `{"error": "..."}` with the reason on one line.
+    pub fn error(status: u16, why: &str) -> Answer {
+        let doc = serde_json::json!({ "error": why.replace(['\n', '\r'], " ") });
+        Answer {
+            status,
+            content_type: JSON,
+            body: doc.to_string().into_bytes(),
+        }
+    }
+}
+
+/// Why a request's token is refused.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("no token given (Authorization: Bearer TOKEN)")]
+    NoToken,
+    #[error("unknown token")]
+    Unknown,
+    #[error("the token is revoked")]
+    Revoked(String),
+    #[error("an admin token is needed")]
+    NotAdmin(String),
+}
+
+impl Refusal {
+    /// Who asked, for the log: the token's name, never the token.
+    fn who(&self) -> &str {
+        match self {
+            Refusal::NoToken => "no token",
+            Refusal::Unknown => "unknown token",
+            Refusal::Revoked(n) | Refusal::NotAdmin(n) => n,
+        }
+    }
+
+    fn status(&self) -> u16 {
+        match self {
+            Refusal::NotAdmin(_) => 403,
+            _ => 401,
+        }
+    }
+}
+
+/// The token a request carries, checked against the catalog (so a token revoked
+/// while the server runs is refused from its next request on).
+fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, Error> {
+    let Some(value) = &req.authorization else {
+        return Ok(Err(Refusal::NoToken));
+    };
+    let Some(given) = value.strip_prefix(b"Bearer ") else {
+        return Ok(Err(Refusal::Unknown));
+    };
+    let given = given.trim_ascii();
+    if !given.starts_with(token::PREFIX.as_bytes()) {
+        return Ok(Err(Refusal::Unknown));
+    }
+    Ok(match cat.token_by_hash(&token::hash(given))? {
+        None => Err(Refusal::Unknown),
+        Some(t) if t.revoked_ns.is_some() => Err(Refusal::Revoked(t.name)),
+        Some(t) => Ok(t),
+    })
+}
+
+/// Answers `req` from `peer`; refusals and failures are logged on stderr.
+pub fn answer(req: &Request, cat: &Catalog, metrics: &Metrics, peer: SocketAddr) -> Answer {
+    let refuse = |r: Refusal| {
+        metrics.refused();
+        eprintln!(
+            "tapeloom server: refused {} from {peer}: {} {}: {r}",
+            r.who(),
+            req.method,
+            req.path
+        );
+        Answer::error(r.status(), &r.to_string())
+    };
+    let token = match authenticate(req, cat) {
+        Ok(Ok(t)) => t,
+        Ok(Err(r)) => return refuse(r),
+        Err(e) => return failed(&e, req, peer),
+    };
+    if req.method != "GET" {
+        return Answer::error(405, &format!("{} is not served", req.method));
+    }
+    let segments: Vec<&str> = req.path.trim_end_matches('/').split('/').collect();
+    let result = match segments.as_slice() {
+        ["", "api", "jobs"] => list_jobs(cat, &token),
+        ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
+        ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
+        ["", "metrics"] => match metrics.render(cat) {
+            Ok(text) => Ok(Answer {
+                status: 200,
+                content_type: metrics::CONTENT_TYPE,
+                body: text.into_bytes(),
+            }),
+            Err(e) => Err(e.into()),
+        },
+        _ => return Answer::error(404, &format!("no such resource: {}", req.path)),
+    };
+    result.unwrap_or_else(|e| failed(&e, req, peer))
+}
+
+/// An error met while answering: a job or path that is not there is 404; anything
+/// else is the server's own failure (500), logged.
+fn failed(e: &Error, req: &Request, peer: SocketAddr) -> Answer {
+    match e {
+        Error::Job(JobError::NoJob(_) | JobError::NoPath { .. }) => {
+            Answer::error(404, &e.to_string())
+        }
+        _ => {
+            eprintln!("tapeloom server: {peer}: {} {}: {e}", req.method, req.path);
+            Answer::error(500, &e.to_string())
+        }
+    }
+}
+
+/// Whether `token` may see a job `client` ran.
+fn may_see(token: &Token, client: Option<&str>) -> bool {
+    token.admin || client == Some(token.name.as_str())
+}
+
+fn list_jobs(cat: &Catalog, token: &Token) -> Result<Answer, Error> {
+    let doc = jobs::list(cat, |j| may_see(token, j.client.as_deref()))?;
+    Ok(Answer::json(&doc))
+}
+
+fn list_files(
+    cat: &Catalog,
+    token: &Token,
+    id: &str,
+    path: Option<&[u8]>,
+) -> Result<Answer, Error> {
+    let Ok(id) = id.parse::<i64>() else {
+        return Ok(Answer::error(404, &format!("no job {id}")));
+    };
+    // Another client's job is refused as one that does not exist.
+    let job = cat.job(id)?;
+    if !job.is_some_and(|j| may_see(token, j.client.as_deref())) {
+        return Err(Error::Job(JobError::NoJob(id)));
+    }
+    let path = path.filter(|p| !p.is_empty());
+    Ok(Answer::json(&ls::job_listing(cat, id, path)?))
+}

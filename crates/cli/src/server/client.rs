@@ -1,0 +1,250 @@
+//! The client side: commands that take `--server` ask a tapeloom server over TLS
+//! instead of opening the home. One blocking HTTP/1.1 request per connection; the
+//! server's certificate is pinned by its fingerprint.
+
+use super::error::ServerError;
+use super::tls::{parse_fingerprint, Pinned};
+use rustls::pki_types::ServerName;
+use serde::de::DeserializeOwned;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// How long to wait for the server to accept, and for each read or write.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+const IO_TIMEOUT: Duration = Duration::from_secs(300);
+/// Bytes of an answer's status line and headers.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// The flags that send a command to a server.
+#[derive(clap::Args, Default)]
+pub struct Remote {
+    /// Ask the tapeloom server at https://HOST:PORT instead of this machine's home.
+    /// Default: $TAPELOOM_SERVER.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// The token `tapeloom server token add` made for this client. Default:
+    /// $TAPELOOM_TOKEN (better: the command line is visible to other users).
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// The SHA-256 fingerprint of the server's certificate, as the server prints
+    /// it; no other certificate is accepted. Default: $TAPELOOM_FINGERPRINT.
+    #[arg(long, value_name = "SHA256")]
+    fingerprint: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+impl Remote {
+    /// The server to ask, when one is named by flag or environment.
+    pub fn resolve(&self) -> Result<Option<Server>, ServerError> {
+        let Some(url) = self.server.clone().or_else(|| env("TAPELOOM_SERVER")) else {
+            return Ok(None);
+        };
+        let token = (self.token.clone().or_else(|| env("TAPELOOM_TOKEN")))
+            .ok_or(ServerError::Missing("--token", "TAPELOOM_TOKEN"))?;
+        let fp = (self
+            .fingerprint
+            .clone()
+            .or_else(|| env("TAPELOOM_FINGERPRINT")))
+        .ok_or(ServerError::Missing(
+            "--fingerprint",
+            "TAPELOOM_FINGERPRINT",
+        ))?;
+        let (host, port) = parse_url(&url)?;
+        Ok(Some(Server {
+            host,
+            port,
+            token,
+            fingerprint: parse_fingerprint(&fp)?,
+        }))
+    }
+}
+
+/// `https://HOST:PORT` (a trailing `/` allowed; an IPv6 host in brackets).
+fn parse_url(url: &str) -> Result<(String, u16), ServerError> {
+    let bad = || ServerError::BadUrl(url.to_string());
+    let rest = url.strip_prefix("https://").ok_or_else(bad)?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let port = port.parse::<u16>().map_err(|_| bad())?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() || host.contains('/') {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
+}
+
+/// A server to ask, with the token and the fingerprint to pin.
+pub struct Server {
+    host: String,
+    port: u16,
+    token: String,
+    fingerprint: String,
+}
+
+impl Server {
+    /// GETs `path` and decodes the JSON document of a 200 answer; any other status
+    /// is [`ServerError::Refused`] with the server's one-line error.
+    pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ServerError> {
+        let (status, body) = self.get(path)?;
+        if status != 200 {
+            return Err(refusal(status, &body));
+        }
+        serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))
+    }
+
+    /// GETs `path`: the answer's status and body.
+    pub fn get(&self, path: &str) -> Result<(u16, Vec<u8>), ServerError> {
+        let pinned = Pinned::new(self.fingerprint.clone());
+        let name = ServerName::try_from(self.host.clone())
+            .map_err(|_| ServerError::BadUrl(format!("https://{}:{}", self.host, self.port)))?;
+        let conn = rustls::ClientConnection::new(pinned.client_config()?, name)?;
+        let sock = self.connect()?;
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {}\r\n\
+             User-Agent: tapeloom/{}\r\nConnection: close\r\n\r\n",
+            self.host,
+            self.port,
+            self.token,
+            env!("CARGO_PKG_VERSION")
+        );
+        let sent = tls.write_all(request.as_bytes()).and_then(|()| tls.flush());
+        let answer = sent.and_then(|()| read_answer(&mut tls));
+        answer.map_err(|source| match pinned.mismatch() {
+            Some(e) => e,
+            None => ServerError::Io {
+                what: format!("ask {}:{}", self.host, self.port),
+                source,
+            },
+        })?
+    }
+
+    fn connect(&self) -> Result<TcpStream, ServerError> {
+        let what = || format!("connect to {}:{}", self.host, self.port);
+        let io = |source| ServerError::Io {
+            what: what(),
+            source,
+        };
+        let addrs = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(io)?;
+        let mut last = std::io::Error::from(std::io::ErrorKind::AddrNotAvailable);
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+                    s.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+                    return Ok(s);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(io(last))
+    }
+}
+
+/// The server's one-line error from a refusal's body (`{"error": "..."}`).
+fn refusal(status: u16, body: &[u8]) -> ServerError {
+    #[derive(serde::Deserialize)]
+    struct Refusal {
+        error: String,
+    }
+    let message = match serde_json::from_slice::<Refusal>(body) {
+        Ok(r) => r.error,
+        Err(_) => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+    };
+    ServerError::Refused {
+        status,
+        message: message.replace(['\n', '\r'], " "),
+    }
+}
+
+/// Reads a whole answer: its status and its body (as long as its Content-Length).
+fn read_answer(r: &mut impl Read) -> std::io::Result<Result<(u16, Vec<u8>), ServerError>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut resp = httparse::Response::new(&mut headers);
+            let parsed = resp.parse(&buf[..end + 4]);
+            let (Ok(httparse::Status::Complete(_)), Some(status)) = (parsed, resp.code) else {
+                return Ok(Err(ServerError::BadAnswer("not an HTTP answer".into())));
+            };
+            let length = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| {
+                    std::str::from_utf8(h.value)
+                        .ok()?
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                });
+            let Some(length) = length else {
+                return Ok(Err(ServerError::BadAnswer("no Content-Length".into())));
+            };
+            let mut body = buf.split_off(end + 4);
+            while body.len() < length {
+                let n = r.read(&mut chunk)?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            body.truncate(length);
+            return Ok(Ok((status, body)));
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(Err(ServerError::BadAnswer("headers too large".into())));
+        }
+        let n = r.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_https_host_and_port() {
+        assert_eq!(
+            parse_url("https://a.b:8407/").unwrap(),
+            ("a.b".into(), 8407)
+        );
+        assert_eq!(parse_url("https://[::1]:1").unwrap(), ("::1".into(), 1));
+        for bad in [
+            "http://a:1",
+            "https://a",
+            "https://:1",
+            "https://a:x",
+            "https://a/b:1",
+        ] {
+            assert!(
+                matches!(parse_url(bad), Err(ServerError::BadUrl(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refusal_carries_the_servers_line() {
+        let e = refusal(401, br#"{"error":"unknown token"}"#);
+        assert_eq!(
+            e.to_string(),
+            "the server refused: unknown token (HTTP 401)"
+        );
+    }
+}

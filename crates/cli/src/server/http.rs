@@ -1,0 +1,316 @@
+//! HTTP/1.1, as much as the server needs: one request per connection, read under
+//! the limits (line and headers, body, time), answered with `Connection: close`.
+//! Nothing a client sends can panic the server: every fault is an [`HttpError`].
+
+use super::config::Limits;
+use std::io::{self, Read, Write};
+
+/// Headers a request may have.
+const MAX_HEADERS: usize = 64;
+
+/// Why a request could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The connection ended, failed or stalled before a whole request came.
+    #[error("connection: {0}")]
+    Io(#[from] io::Error),
+    /// Not an HTTP/1.x request.
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// The request line and headers are larger than allowed, or too many.
+    #[error("request headers too large")]
+    HeadersTooLarge,
+    /// The body is larger than allowed.
+    #[error("request body too large")]
+    BodyTooLarge,
+}
+
+impl HttpError {
+    /// The status to answer with; none when the connection is only closed.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            HttpError::Io(_) => None,
+            HttpError::Malformed(_) => Some(400),
+            HttpError::HeadersTooLarge => Some(431),
+            HttpError::BodyTooLarge => Some(413),
+        }
+    }
+}
+
+fn malformed(why: impl Into<String>) -> HttpError {
+    HttpError::Malformed(why.into())
+}
+
+/// A request as read.
+#[derive(Debug)]
+pub struct Request {
+    /// `GET`, ...
+    pub method: String,
+    /// The path, without its query.
+    pub path: String,
+    /// The query's parameters, percent-decoded.
+    pub query: Vec<(String, Vec<u8>)>,
+    /// The value of `Authorization`, when given.
+    pub authorization: Option<Vec<u8>>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The first value of query parameter `name`.
+    pub fn param(&self, name: &str) -> Option<&[u8]> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Reads one request from `r`. `tick` runs before each read and may refuse to go
+/// on (the connection's time is up) or set the time the next read may take.
+pub fn read_request(
+    r: &mut impl Read,
+    limits: &Limits,
+    tick: &mut dyn FnMut() -> io::Result<()>,
+) -> Result<Request, HttpError> {
+    let mut buf = Vec::with_capacity(1024);
+    let end = loop {
+        if let Some(i) = find_end(&buf) {
+            break i;
+        }
+        if buf.len() >= limits.max_header_bytes {
+            return Err(HttpError::HeadersTooLarge);
+        }
+        let room = (limits.max_header_bytes - buf.len()).min(4096);
+        if read_some(r, &mut buf, room, tick)? == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
+    };
+    if end > limits.max_header_bytes {
+        return Err(HttpError::HeadersTooLarge);
+    }
+    let (mut req, length) = parse_head(&buf[..end])?;
+    if length > limits.max_body_bytes {
+        return Err(HttpError::BodyTooLarge);
+    }
+    let length = usize::try_from(length).map_err(|_| HttpError::BodyTooLarge)?;
+    let mut body = buf.split_off(end);
+    body.truncate(length);
+    while body.len() < length {
+        let room = (length - body.len()).min(64 * 1024);
+        if read_some(r, &mut body, room, tick)? == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
+    }
+    req.body = body;
+    Ok(req)
+}
+
+/// Appends at most `room` bytes read from `r` to `buf`; how many.
+fn read_some(
+    r: &mut impl Read,
+    buf: &mut Vec<u8>,
+    room: usize,
+    tick: &mut dyn FnMut() -> io::Result<()>,
+) -> io::Result<usize> {
+    tick()?;
+    let at = buf.len();
+    buf.resize(at + room, 0);
+    let n = loop {
+        match r.read(&mut buf[at..]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => break other,
+        }
+    };
+    buf.truncate(at + *n.as_ref().unwrap_or(&0));
+    n
+}
+
+/// Where the head ends (after its blank line), once it has.
+fn find_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// The request line and headers; the body's length.
+fn parse_head(head: &[u8]) -> Result<(Request, u64), HttpError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut p = httparse::Request::new(&mut headers);
+    match p.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(malformed("incomplete head")),
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadersTooLarge),
+        Err(e) => return Err(malformed(e.to_string())),
+    }
+    let (Some(method), Some(target)) = (p.method, p.path) else {
+        return Err(malformed("no request line"));
+    };
+    if !target.is_ascii() || !target.starts_with('/') {
+        return Err(malformed("the target must be an absolute path"));
+    }
+    let mut length = None;
+    let mut authorization = None;
+    for h in p.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| malformed("bad Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(malformed("two Content-Lengths"));
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(malformed("Transfer-Encoding is not accepted"));
+        } else if h.name.eq_ignore_ascii_case("authorization") {
+            authorization = Some(h.value.to_vec());
+        }
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let req = Request {
+        method: method.to_string(),
+        path: path.to_string(),
+        query: parse_query(query)?,
+        authorization,
+        body: Vec::new(),
+    };
+    Ok((req, length.unwrap_or(0)))
+}
+
+fn parse_query(q: &str) -> Result<Vec<(String, Vec<u8>)>, HttpError> {
+    let mut out = Vec::new();
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = String::from_utf8(percent_decode(k)?)
+            .map_err(|_| malformed("a query key that is not UTF-8"))?;
+        out.push((k, percent_decode(v)?));
+    }
+    Ok(out)
+}
+
+/// `%XX` escapes decoded; anything else kept as it is.
+pub fn percent_decode(s: &str) -> Result<Vec<u8>, HttpError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or_else(|| malformed("bad percent escape"))?;
+        out.push(hex);
+        i += 3;
+    }
+    Ok(out)
+}
+
+/// Bytes escaped for a query value: unreserved characters and `/` as they are.
+pub fn percent_encode(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len());
+    for &c in b {
+        if c.is_ascii_alphanumeric() || b"-._~/".contains(&c) {
+            s.push(c as char);
+        } else {
+            s.push_str(&format!("%{c:02X}"));
+        }
+    }
+    s
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    }
+}
+
+/// Writes a whole answer; the connection is closed after it.
+pub fn write_response(
+    w: &mut impl Write,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+) -> io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\nCache-Control: no-store\r\n\r\n",
+        reason(status),
+        body.len()
+    );
+    w.write_all(head.as_bytes())?;
+    w.write_all(body)?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(bytes: &[u8], limits: &Limits) -> Result<Request, HttpError> {
+        read_request(&mut &bytes[..], limits, &mut || Ok(()))
+    }
+
+    #[test]
+    fn a_request_is_read_with_its_query_and_token() {
+        let r = read(
+            b"GET /api/jobs/3/files?path=a%20b/c&x HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n",
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            ("GET", "/api/jobs/3/files")
+        );
+        assert_eq!(r.param("path"), Some(&b"a b/c"[..]));
+        assert_eq!(r.param("x"), Some(&b""[..]));
+        assert_eq!(r.authorization.as_deref(), Some(&b"Bearer t"[..]));
+    }
+
+    #[test]
+    fn faults_are_errors_with_their_status() {
+        let l = Limits {
+            max_header_bytes: 128,
+            max_body_bytes: 4,
+            ..Limits::default()
+        };
+        let status = |b: &[u8]| read(b, &l).err().and_then(|e| e.status());
+        assert_eq!(status(b"\x00\x01\r\n\r\n"), Some(400));
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            Some(400)
+        );
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n"),
+            Some(413)
+        );
+        assert_eq!(status(&[b'a'; 300]), Some(431));
+        assert_eq!(status(b"GET /?p=%zz HTTP/1.1\r\n\r\n"), Some(400));
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost"), None);
+        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "a:b\r\n".repeat(70));
+        let wide = Limits {
+            max_header_bytes: 4096,
+            ..l
+        };
+        let e = read(many.as_bytes(), &wide).unwrap_err();
+        assert_eq!(e.status(), Some(431));
+    }
+
+    #[test]
+    fn percent_escapes_go_both_ways() {
+        let b = b"a b/\xff%?&=";
+        assert_eq!(percent_decode(&percent_encode(b)).unwrap(), b);
+    }
+}

@@ -1,0 +1,114 @@
+//! `tapeloom server`: a daemon that serves the home's catalog to clients over TLS
+//! (HTTP/1.1 and JSON), and the client side of the commands that take `--server`.
+//!
+//! - `config.rs`: the TOML configuration and the limits.
+//! - `tls.rs`: the certificate (made self-signed on first start), its fingerprint,
+//!   and the client's pinning verifier.
+//! - `http.rs`: reading a request under the limits, writing an answer.
+//! - `serve.rs`: the listener and one thread per connection.
+//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
+//! - `token.rs`: `server token add|list|revoke`.
+//! - `client.rs`: `--server`, `--token`, `--fingerprint` and the requests.
+//!
+//! The server holds no lock on the home: it reads the catalog beside the commands
+//! that change it (SQLite's WAL), so backups, restores and token changes go on
+//! while it runs.
+
+mod api;
+pub mod client;
+mod config;
+pub mod error;
+pub mod http;
+mod metrics;
+mod serve;
+mod tls;
+mod token;
+
+use crate::commands::Context;
+use anyhow::Result;
+use error::ServerError;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tapeloom_engine::Home;
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// The address and port to listen on (port 0: any free port, printed at
+    /// start). Default: the configuration's `listen`, else 127.0.0.1:8407.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<String>,
+    /// The configuration file (TOML; the README lists its keys).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The server's certificate chain (PEM), with --key. Default: the home's own,
+    /// self-signed, made on first start in HOME/server/.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The certificate's private key (PEM), with --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// The tokens clients give the server.
+    #[command(subcommand)]
+    Token(token::Cmd),
+}
+
+impl Args {
+    /// Runs the server in the foreground, or a subcommand.
+    pub fn run(self, ctx: &Context) -> Result<i32> {
+        match self.cmd {
+            Some(Cmd::Token(c)) => c.run(ctx),
+            None => run_server(self, ctx),
+        }
+    }
+}
+
+/// Serves until the process is stopped. On start it prints the address it listens
+/// on and its certificate's fingerprint, which clients pin.
+fn run_server(a: Args, ctx: &Context) -> Result<i32> {
+    let file = match &a.config {
+        Some(p) => config::File::read(p)?,
+        None => config::File::default(),
+    };
+    let flags = config::File {
+        listen: a.listen,
+        cert: a.cert,
+        key: a.key,
+        ..config::File::default()
+    };
+    let config = file.resolve(flags)?;
+    let dir = ctx
+        .home
+        .clone()
+        .unwrap_or_else(tapeloom_engine::default_home);
+    // Opened once with its lock: made on first use, jobs a dead process left
+    // running marked failed. The server then reads it without the lock.
+    drop(Home::open(&dir)?);
+    let identity = match &config.cert {
+        Some((cert, key)) => tls::load(cert, key)?,
+        None => tls::home_identity(&dir)?,
+    };
+    let fingerprint = identity.fingerprint();
+    let tls = identity.server_config()?;
+    let listener = TcpListener::bind(&config.listen).map_err(|source| ServerError::Io {
+        what: format!("listen on {}", config.listen),
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        what: "read the address listened on".into(),
+        source,
+    })?;
+    outln!("listening on https://{addr}");
+    outln!("certificate fingerprint (SHA-256) {fingerprint}");
+    crate::output::finish()?;
+    let shared = Arc::new(serve::Shared::new(dir, config.limits, tls));
+    serve::serve(listener, shared);
+    Ok(0)
+}

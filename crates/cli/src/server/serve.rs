@@ -1,0 +1,135 @@
+//! The listener: one thread per connection, at most `max_connections` at once
+//! (more are closed at once), each connection one request under a deadline, so a
+//! client that stalls holds its thread no longer than the configured timeout.
+
+use super::api::{self, Answer};
+use super::config::Limits;
+use super::http::{self, HttpError};
+use super::metrics::Metrics;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tapeloom_engine::Home;
+
+/// What every connection's thread shares.
+pub struct Shared {
+    /// The home whose catalog is served.
+    pub home: PathBuf,
+    /// The limits.
+    pub limits: Limits,
+    /// The TLS configuration.
+    pub tls: Arc<rustls::ServerConfig>,
+    /// The counters.
+    pub metrics: Metrics,
+    /// Connections being served.
+    active: AtomicUsize,
+}
+
+impl Shared {
+    /// The state of a server of `home`.
+    pub fn new(home: PathBuf, limits: Limits, tls: Arc<rustls::ServerConfig>) -> Self {
+        Shared {
+            home,
+            limits,
+            tls,
+            metrics: Metrics::default(),
+            active: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Gives a connection's place back when its thread ends, however it ends.
+struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves connections until the process is stopped.
+pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    for conn in listener.incoming() {
+        let sock = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of descriptors, or a connection reset before it was taken:
+                // wait a little rather than spin.
+                eprintln!("tapeloom server: accept: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                continue;
+            }
+        };
+        if shared.active.fetch_add(1, Ordering::AcqRel) >= shared.limits.max_connections {
+            shared.active.fetch_sub(1, Ordering::AcqRel);
+            shared.metrics.dropped();
+            continue;
+        }
+        let slot = Slot(shared.clone());
+        let spawned = std::thread::Builder::new()
+            .name("connection".into())
+            .spawn(move || handle(sock, &slot.0));
+        if let Err(e) = spawned {
+            shared.metrics.dropped();
+            eprintln!("tapeloom server: start a connection's thread: {e}");
+        }
+    }
+}
+
+/// Serves one connection: its request, then its answer, then the close.
+fn handle(sock: TcpStream, shared: &Shared) {
+    let Ok(peer) = sock.peer_addr() else {
+        shared.metrics.dropped();
+        return;
+    };
+    if let Err(e) = serve_one(sock, shared, peer) {
+        shared.metrics.dropped();
+        eprintln!("tapeloom server: {peer}: connection dropped: {e}");
+    }
+}
+
+fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<()> {
+    let limits = shared.limits;
+    let ctl = sock.try_clone()?;
+    sock.set_write_timeout(Some(limits.timeout))?;
+    sock.set_nodelay(true)?;
+    let conn = rustls::ServerConnection::new(shared.tls.clone()).map_err(io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    let deadline = Instant::now() + limits.timeout;
+    let mut tick = || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request not received in time",
+            ));
+        }
+        ctl.set_read_timeout(Some(left))
+    };
+    let answer = match http::read_request(&mut tls, &limits, &mut tick) {
+        Ok(req) => match Home::open_catalog_unlocked(&shared.home) {
+            Ok(cat) => api::answer(&req, &cat, &shared.metrics, peer),
+            Err(e) => {
+                eprintln!("tapeloom server: open the catalog: {e}");
+                Answer::error(503, "the catalog cannot be opened")
+            }
+        },
+        Err(HttpError::Io(e)) => return Err(e),
+        Err(e) => {
+            eprintln!("tapeloom server: {peer}: {e}");
+            match e.status() {
+                Some(status) => Answer::error(status, &e.to_string()),
+                None => return Ok(()),
+            }
+        }
+    };
+    shared.metrics.answered(answer.status);
+    http::write_response(&mut tls, answer.status, answer.content_type, &answer.body)?;
+    tls.conn.send_close_notify();
+    // The close is a courtesy: a client that went away has its answer or not.
+    let _ = tls.conn.complete_io(&mut tls.sock);
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! `tapeloom server token ...`: the tokens clients give the server. A token is
+//! shown once, when it is made; the catalog keeps only its SHA-256.
+
+use super::error::ServerError;
+use crate::commands::Context;
+use crate::output::{self, emit, Output};
+use anyhow::Result;
+use serde::Serialize;
+use tapeloom_catalog::Token;
+
+/// What every token starts with, so one found in a file or a log is recognised.
+pub const PREFIX: &str = "tl_";
+
+#[derive(clap::Subcommand)]
+pub enum Cmd {
+    /// Make a token for a client and print it (once: it is not kept, only its hash).
+    Add {
+        /// The client's name: 1 to 64 letters, digits, '.', '_' or '-'. Jobs the
+        /// client runs record it.
+        name: String,
+        /// An admin's token: it sees every client's jobs and the metrics.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// Every token: name, admin or not, when made and revoked.
+    List,
+    /// Revoke a token; a running server refuses it from its next request on.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
+}
+
+/// The SHA-256 of a token, as the catalog keeps it.
+pub fn hash(token: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token);
+    let mut h = [0; 32];
+    h.copy_from_slice(d.as_ref());
+    h
+}
+
+/// A new random token: the prefix and 32 random bytes in hex.
+fn new_token() -> Result<String, ServerError> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| ServerError::Io {
+        what: "read random bytes".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Ok(format!("{PREFIX}{hex}"))
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// A token as the commands show it.
+#[derive(Serialize)]
+pub struct TokenOut {
+    name: String,
+    admin: bool,
+    created: String,
+    revoked: Option<String>,
+    /// The token itself: only when it was just made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+}
+
+impl TokenOut {
+    fn new(t: Token, token: Option<String>) -> Self {
+        TokenOut {
+            name: t.name,
+            admin: t.admin,
+            created: output::time(t.created_ns),
+            revoked: t.revoked_ns.map(output::time),
+            token,
+        }
+    }
+}
+
+/// Every token, by name.
+#[derive(Serialize)]
+pub struct Tokens {
+    tokens: Vec<TokenOut>,
+}
+
+impl Cmd {
+    /// Runs the subcommand and prints its output.
+    pub fn run(self, ctx: &Context) -> Result<i32> {
+        let home = ctx.open_home()?;
+        let cat = &home.catalog;
+        match self {
+            Cmd::Add { name, admin } => {
+                let token = new_token()?;
+                let t = cat.add_token(&name, &hash(token.as_bytes()), admin, now_ns())?;
+                emit(&TokenOut::new(t, Some(token)), ctx.json)
+            }
+            Cmd::List => {
+                let tokens = cat.tokens()?.into_iter();
+                let tokens = tokens.map(|t| TokenOut::new(t, None)).collect();
+                emit(&Tokens { tokens }, ctx.json)
+            }
+            Cmd::Revoke { name } => {
+                let t = cat.revoke_token(&name, now_ns())?;
+                emit(&TokenOut::new(t, None), ctx.json)
+            }
+        }
+    }
+}
+
+impl Output for TokenOut {
+    fn print(&self) {
+        match &self.token {
+            // The token alone on stdout, so a script can take it as it is.
+            Some(t) => outln!("{t}"),
+            None => outln!(
+                "{} {}{}",
+                self.name,
+                if self.admin { "(admin) " } else { "" },
+                self.revoked
+                    .as_ref()
+                    .map_or_else(|| "active".to_string(), |r| format!("revoked {r}"))
+            ),
+        }
+    }
+}
+
+impl Output for Tokens {
+    fn print(&self) {
+        for t in &self.tokens {
+            outln!(
+                "{:<24} {:<6} created {}  {}",
+                t.name,
+                if t.admin { "admin" } else { "client" },
+                t.created,
+                t.revoked
+                    .as_ref()
+                    .map_or_else(|| "active".to_string(), |r| format!("revoked {r}"))
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_prefixed() {
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_ne!(a, b);
+        assert!(a.starts_with(PREFIX) && a.len() == PREFIX.len() + 64);
+        assert_ne!(hash(a.as_bytes()), hash(b.as_bytes()));
+    }
+}
