@@ -256,6 +256,7 @@ mod tests {
             set: "j".into(),
             level: tapeloom_format::Level::Full,
             base: None,
+            client: None,
         }
     }
 

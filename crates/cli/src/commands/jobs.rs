@@ -89,7 +89,7 @@ impl Output for Jobs {
     fn print(&self) {
         for j in &self.jobs {
             outln!(
-                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}{}",
+                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}{}{}",
                 j.job_id,
                 j.status,
                 j.started,
@@ -104,7 +104,10 @@ impl Output for Jobs {
                 },
                 j.key
                     .as_ref()
-                    .map_or(String::new(), |k| format!("  (encrypted, key {k})"))
+                    .map_or(String::new(), |k| format!("  (encrypted, key {k})")),
+                j.client
+                    .as_ref()
+                    .map_or(String::new(), |c| format!("  (client {c})"))
             );
         }
     }

@@ -131,5 +131,30 @@ fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<(
     tls.conn.send_close_notify();
     // The close is a courtesy: a client that went away has its answer or not.
     let _ = tls.conn.complete_io(&mut tls.sock);
+    linger(&ctl);
     Ok(())
+}
+
+/// Bytes of a refused request read and dropped after the answer, at most.
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Closes the connection's sending side and reads what the client still sends (a
+/// refused request's rest) for a second at most: closing with unread bytes would
+/// reset the connection and could lose the answer before the client reads it.
+fn linger(sock: &TcpStream) {
+    use std::io::Read;
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let until = Instant::now() + std::time::Duration::from_secs(1);
+    let mut buf = [0u8; 16 * 1024];
+    let mut read = 0;
+    while read < LINGER_BYTES {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match (&*sock).read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => read += n,
+        }
+    }
 }
