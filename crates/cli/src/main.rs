@@ -9,8 +9,8 @@ mod commands;
 mod duration;
 mod error;
 mod health;
+mod net;
 mod progress;
-mod server;
 mod size;
 
 use clap::{CommandFactory, Parser};

@@ -96,6 +96,12 @@ fn every_commands_json_keeps_its_keys() {
         ],
     );
     c("jobs", &["jobs"]);
+    c("server_token_add", &["server", "token", "add", "alice"]);
+    c("server_token_list", &["server", "token", "list"]);
+    c(
+        "server_token_revoke",
+        &["server", "token", "revoke", "alice"],
+    );
     c("ls", &["ls", "1"]);
     let out = t.path().join("out");
     c("restore", &["restore", "1", "--to", &s(&out)]);

@@ -434,6 +434,28 @@ fn malformed_requests_are_closed_or_refused_while_others_are_served() {
             })
         })
         .collect();
+    // A request trickled a byte at a time, past the timeout: closed, no answer.
+    let addr = s.addr.clone();
+    let trickle = std::thread::spawn(move || {
+        let sock = TcpStream::connect(&addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(raw::config(), name).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        let started = std::time::Instant::now();
+        for b in b"GET /api/jobs HTTP/1.1\r\nHost: localhost\r\nX-Slow: yes\r\n\r\n" {
+            if tls.write_all(&[*b]).and_then(|()| tls.flush()).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        let mut got = Vec::new();
+        let _ = tls.read_to_end(&mut got);
+        let got = String::from_utf8_lossy(&got);
+        assert!(!got.contains("HTTP/1.1 200"), "trickled: {got}");
+        assert!(started.elapsed() < Duration::from_secs(15));
+    });
     // Not TLS at all: closed.
     let mut plain = TcpStream::connect(&s.addr).unwrap();
     plain
@@ -451,6 +473,7 @@ fn malformed_requests_are_closed_or_refused_while_others_are_served() {
     for t in threads {
         t.join().unwrap();
     }
+    trickle.join().unwrap();
     assert_eq!(job_ids(&s.json(&root, &["jobs"])), [1, 2]);
     let log = s.log();
     assert!(!log.contains("panicked"), "{log}");

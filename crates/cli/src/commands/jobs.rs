@@ -2,8 +2,8 @@
 //! server (`--server`), which answers with the same document.
 
 use super::Context;
+use crate::net::client::Remote;
 use crate::output::{self, Output};
-use crate::server::client::Remote;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use tapeloom_catalog::Catalog;

@@ -2,9 +2,9 @@
 //! NAME [--at TIME] [PATH]`: a backup set's tree as it was at one of its jobs.
 
 use super::Context;
+use crate::net::client::Remote;
+use crate::net::error::ServerError;
 use crate::output::{self, Output};
-use crate::server::client::Remote;
-use crate::server::error::ServerError;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -66,7 +66,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     if let Some(server) = a.remote.resolve()? {
         let job = job.ok_or(ServerError::NotServed("ls --set"))?;
         let query = path.as_ref().map_or_else(String::new, |p| {
-            let p = crate::server::http::percent_encode(p.as_os_str().as_bytes());
+            let p = crate::net::http::percent_encode(p.as_os_str().as_bytes());
             format!("?path={p}")
         });
         return Ok(server.get_json(&format!("/api/jobs/{job}/files{query}"))?);

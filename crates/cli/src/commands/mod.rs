@@ -18,6 +18,7 @@ pub mod pool;
 pub mod readrate;
 pub mod report;
 pub mod restore;
+pub mod server;
 pub mod stage;
 pub mod verify;
 
@@ -71,7 +72,7 @@ pub enum Cmd {
     Expire(expire::Args),
     /// Serve the home's catalog to clients over TLS (in the foreground), and manage
     /// the tokens they give.
-    Server(crate::server::Args),
+    Server(server::Args),
     /// Print a shell completion script (for example: tapeloom completions bash >
     /// /etc/bash_completion.d/tapeloom).
     Completions(completions::Args),

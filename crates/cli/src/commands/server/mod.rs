@@ -1,32 +1,26 @@
 //! `tapeloom server`: a daemon that serves the home's catalog to clients over TLS
-//! (HTTP/1.1 and JSON), and the client side of the commands that take `--server`.
+//! (HTTP/1.1 and JSON). What it shares with the clients (TLS, HTTP, the client
+//! itself) is in `crate::net`.
 //!
-//! - `config.rs`: the TOML configuration and the limits.
-//! - `tls.rs`: the certificate (made self-signed on first start), its fingerprint,
-//!   and the client's pinning verifier.
-//! - `http.rs`: reading a request under the limits, writing an answer.
+//! - `config.rs`: the TOML configuration, flags over it.
 //! - `serve.rs`: the listener and one thread per connection.
 //! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
 //! - `token.rs`: `server token add|list|revoke`.
-//! - `client.rs`: `--server`, `--token`, `--fingerprint` and the requests.
 //!
 //! The server holds no lock on the home: it reads the catalog beside the commands
 //! that change it (SQLite's WAL), so backups, restores and token changes go on
 //! while it runs.
 
 mod api;
-pub mod client;
 mod config;
-pub mod error;
-pub mod http;
 mod metrics;
 mod serve;
-mod tls;
 mod token;
 
 use crate::commands::Context;
+use crate::net::error::ServerError;
+use crate::net::tls;
 use anyhow::Result;
-use error::ServerError;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! `tapeloom server token ...`: the tokens clients give the server. A token is
 //! shown once, when it is made; the catalog keeps only its SHA-256.
 
-use super::error::ServerError;
 use crate::commands::Context;
+use crate::net::error::ServerError;
 use crate::output::{self, emit, Output};
 use anyhow::Result;
 use serde::Serialize;

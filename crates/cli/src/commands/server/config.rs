@@ -1,7 +1,8 @@
 //! The server's configuration: one TOML file (`--config`), each key documented in
 //! the README; flags given on the command line win over the file.
 
-use super::error::ServerError;
+use crate::net::error::ServerError;
+pub use crate::net::http::Limits;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -36,31 +37,6 @@ pub struct FileLimits {
     pub max_body_bytes: Option<u64>,
     /// Seconds a connection may take to send its request or take its answer.
     pub timeout_seconds: Option<u64>,
-}
-
-/// What bounds each connection, so no client can hold the server's resources.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Connections served at once; more are closed at once.
-    pub max_connections: usize,
-    /// Bytes of a request's line and headers (431 beyond).
-    pub max_header_bytes: usize,
-    /// Bytes of a request's body (413 beyond).
-    pub max_body_bytes: u64,
-    /// Time a connection has for its TLS handshake and request, and for each write
-    /// of its answer; a client that stalls longer is dropped.
-    pub timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_connections: 64,
-            max_header_bytes: 16 * 1024,
-            max_body_bytes: 1 << 20,
-            timeout: Duration::from_secs(30),
-        }
-    }
 }
 
 /// The configuration in force.

@@ -8,10 +8,10 @@
 //! A client token sees the jobs it ran; another client's job is answered as a job
 //! that does not exist (404), whatever is asked of it. An admin token sees all.
 
-use super::http::Request;
 use super::metrics::{self, Metrics};
 use super::token;
 use crate::commands::{jobs, ls};
+use crate::net::http::Request;
 use std::net::SocketAddr;
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{Error, JobError};
@@ -43,11 +43,17 @@ impl Answer {
 
     /// A refusal: `{"error": "..."}` with the reason on one line.
     pub fn error(status: u16, why: &str) -> Answer {
-        let doc = serde_json::json!({ "error": why.replace(['\n', '\r'], " ") });
+        #[derive(serde::Serialize)]
+        struct Body {
+            error: String,
+        }
+        let doc = Body {
+            error: why.replace(['\n', '\r'], " "),
+        };
         Answer {
             status,
             content_type: JSON,
-            body: doc.to_string().into_bytes(),
+            body: serde_json::to_vec(&doc).unwrap_or_default(),
         }
     }
 }

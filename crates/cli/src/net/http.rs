@@ -2,11 +2,36 @@
 //! the limits (line and headers, body, time), answered with `Connection: close`.
 //! Nothing a client sends can panic the server: every fault is an [`HttpError`].
 
-use super::config::Limits;
 use std::io::{self, Read, Write};
+use std::time::Duration;
 
 /// Headers a request may have.
 const MAX_HEADERS: usize = 64;
+
+/// What bounds each connection, so no client can hold the server's resources.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; more are closed at once.
+    pub max_connections: usize,
+    /// Bytes of a request's line and headers (431 beyond).
+    pub max_header_bytes: usize,
+    /// Bytes of a request's body (413 beyond).
+    pub max_body_bytes: u64,
+    /// Time a connection has for its TLS handshake and request, and for each write
+    /// of its answer; a client that stalls longer is dropped.
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 64,
+            max_header_bytes: 16 * 1024,
+            max_body_bytes: 1 << 20,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// Why a request could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -66,13 +91,8 @@ impl Request {
     }
 }
 
-/// Reads one request from `r`. `tick` runs before each read and may refuse to go
-/// on (the connection's time is up) or set the time the next read may take.
-pub fn read_request(
-    r: &mut impl Read,
-    limits: &Limits,
-    tick: &mut dyn FnMut() -> io::Result<()>,
-) -> Result<Request, HttpError> {
+/// Reads one request from `r` (whose reads end by the connection's deadline).
+pub fn read_request(r: &mut impl Read, limits: &Limits) -> Result<Request, HttpError> {
     let mut buf = Vec::with_capacity(1024);
     let end = loop {
         if let Some(i) = find_end(&buf) {
@@ -82,7 +102,7 @@ pub fn read_request(
             return Err(HttpError::HeadersTooLarge);
         }
         let room = (limits.max_header_bytes - buf.len()).min(4096);
-        if read_some(r, &mut buf, room, tick)? == 0 {
+        if read_some(r, &mut buf, room)? == 0 {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
     };
@@ -98,7 +118,7 @@ pub fn read_request(
     body.truncate(length);
     while body.len() < length {
         let room = (length - body.len()).min(64 * 1024);
-        if read_some(r, &mut body, room, tick)? == 0 {
+        if read_some(r, &mut body, room)? == 0 {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
     }
@@ -107,13 +127,7 @@ pub fn read_request(
 }
 
 /// Appends at most `room` bytes read from `r` to `buf`; how many.
-fn read_some(
-    r: &mut impl Read,
-    buf: &mut Vec<u8>,
-    room: usize,
-    tick: &mut dyn FnMut() -> io::Result<()>,
-) -> io::Result<usize> {
-    tick()?;
+fn read_some(r: &mut impl Read, buf: &mut Vec<u8>, room: usize) -> io::Result<usize> {
     let at = buf.len();
     buf.resize(at + room, 0);
     let n = loop {
@@ -260,7 +274,7 @@ mod tests {
     use super::*;
 
     fn read(bytes: &[u8], limits: &Limits) -> Result<Request, HttpError> {
-        read_request(&mut &bytes[..], limits, &mut || Ok(()))
+        read_request(&mut &bytes[..], limits)
     }
 
     #[test]

@@ -4,9 +4,9 @@
 
 use super::api::{self, Answer};
 use super::config::Limits;
-use super::http::{self, HttpError};
 use super::metrics::Metrics;
-use std::io;
+use crate::net::http::{self, HttpError};
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,25 +91,46 @@ fn handle(sock: TcpStream, shared: &Shared) {
     }
 }
 
-fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<()> {
-    let limits = shared.limits;
-    let ctl = sock.try_clone()?;
-    sock.set_write_timeout(Some(limits.timeout))?;
-    sock.set_nodelay(true)?;
-    let conn = rustls::ServerConnection::new(shared.tls.clone()).map_err(io::Error::other)?;
-    let mut tls = rustls::StreamOwned::new(conn, sock);
-    let deadline = Instant::now() + limits.timeout;
-    let mut tick = || {
-        let left = deadline.saturating_duration_since(Instant::now());
+/// A connection's socket whose reads all end by one deadline: the TLS handshake
+/// and the request together, however the client trickles its bytes.
+struct Deadlined {
+    sock: TcpStream,
+    deadline: Instant,
+}
+
+impl io::Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "request not received in time",
             ));
         }
-        ctl.set_read_timeout(Some(left))
-    };
-    let answer = match http::read_request(&mut tls, &limits, &mut tick) {
+        self.sock.set_read_timeout(Some(left))?;
+        self.sock.read(buf)
+    }
+}
+
+impl io::Write for Deadlined {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.sock.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<()> {
+    let limits = shared.limits;
+    let ctl = sock.try_clone()?;
+    sock.set_write_timeout(Some(limits.timeout))?;
+    sock.set_nodelay(true)?;
+    let conn = rustls::ServerConnection::new(shared.tls.clone()).map_err(io::Error::other)?;
+    let deadline = Instant::now() + limits.timeout;
+    let mut tls = rustls::StreamOwned::new(conn, Deadlined { sock, deadline });
+    let answer = match http::read_request(&mut tls, &limits) {
         Ok(req) => match Home::open_catalog_unlocked(&shared.home) {
             Ok(cat) => api::answer(&req, &cat, &shared.metrics, peer),
             Err(e) => {
@@ -127,6 +148,8 @@ fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<(
         }
     };
     shared.metrics.answered(answer.status);
+    // The answer has its own time: each write may take the timeout.
+    tls.sock.deadline = Instant::now() + limits.timeout;
     http::write_response(&mut tls, answer.status, answer.content_type, &answer.body)?;
     tls.conn.send_close_notify();
     // The close is a courtesy: a client that went away has its answer or not.
@@ -142,7 +165,6 @@ const LINGER_BYTES: usize = 1 << 20;
 /// refused request's rest) for a second at most: closing with unread bytes would
 /// reset the connection and could lose the answer before the client reads it.
 fn linger(sock: &TcpStream) {
-    use std::io::Read;
     let _ = sock.shutdown(std::net::Shutdown::Write);
     let until = Instant::now() + std::time::Duration::from_secs(1);
     let mut buf = [0u8; 16 * 1024];

@@ -1,0 +1,15 @@
+//! What the server and its clients share: TLS (the server's certificate, its
+//! fingerprint, the client's pinning verifier), HTTP/1.1 requests and answers
+//! under limits, and the client of the commands that take `--server`. Nothing here
+//! knows the commands; `commands::server` serves them.
+//!
+//! - `tls.rs`: the certificate (made self-signed on first start), fingerprints,
+//!   `Pinned`.
+//! - `http.rs`: `Limits`, reading a request under them, writing an answer.
+//! - `client.rs`: `--server`, `--token`, `--fingerprint` and the requests.
+//! - `error.rs`: `ServerError`.
+
+pub mod client;
+pub mod error;
+pub mod http;
+pub mod tls;
