@@ -480,6 +480,36 @@ fn malformed_requests_are_closed_or_refused_while_others_are_served() {
 }
 
 #[test]
+fn connections_beyond_the_limit_are_closed_until_one_ends() {
+    let (t, home, _alice, root) = home_with_jobs();
+    let config = t.path().join("server.toml");
+    std::fs::write(
+        &config,
+        "[limits]\nmax_connections = 1\ntimeout_seconds = 2\n",
+    )
+    .unwrap();
+    let s = Server::start(&home, Some(&config));
+    let idle = TcpStream::connect(&s.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, _, err) = s.client(&root, &["jobs"]);
+    assert_eq!(code, 1, "{err}");
+    one_line_error(&err, "ask 127.0.0.1:");
+    // The idle connection is dropped at its deadline; its place is free again.
+    std::thread::sleep(Duration::from_millis(2000));
+    let started = std::time::Instant::now();
+    loop {
+        let (code, out, err) = s.client(&root, &["--json", "jobs"]);
+        if code == 0 {
+            assert_eq!(job_ids(&serde_json::from_str(&out).unwrap()), [1, 2]);
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(idle);
+}
+
+#[test]
 fn metrics_are_prometheus_text_for_admins() {
     let (_t, home, alice, root) = home_with_jobs();
     let s = Server::start(&home, None);

@@ -214,6 +214,7 @@ pub fn percent_decode(s: &str) -> Result<Vec<u8>, HttpError> {
         }
         let hex = b
             .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok())
             .ok_or_else(|| malformed("bad percent escape"))?;
@@ -326,5 +327,8 @@ mod tests {
     fn percent_escapes_go_both_ways() {
         let b = b"a b/\xff%?&=";
         assert_eq!(percent_decode(&percent_encode(b)).unwrap(), b);
+        for bad in ["%", "%a", "%+1", "%zz"] {
+            assert!(percent_decode(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -95,9 +95,11 @@ fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, 
     let Some(value) = &req.authorization else {
         return Ok(Err(Refusal::NoToken));
     };
-    let Some(given) = value.strip_prefix(b"Bearer ") else {
+    // The scheme's name is case-insensitive (RFC 9110).
+    let (scheme, given) = value.split_at(value.len().min(7));
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
         return Ok(Err(Refusal::Unknown));
-    };
+    }
     let given = given.trim_ascii();
     if !given.starts_with(token::PREFIX.as_bytes()) {
         return Ok(Err(Refusal::Unknown));
