@@ -323,6 +323,37 @@ mod tests {
         assert_eq!(e.status(), Some(431));
     }
 
+    proptest::proptest! {
+        /// Any bytes from a client are a request or an error, never a panic.
+        #[test]
+        fn any_bytes_are_read_without_panic(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+        ) {
+            let l = Limits { max_header_bytes: 256, max_body_bytes: 16, ..Limits::default() };
+            let _ = read(&bytes, &l);
+        }
+
+        /// A valid head with random bytes in its target, headers and body.
+        #[test]
+        fn mutated_requests_are_read_without_panic(
+            target in "[ -~]{0,40}",
+            name in "[!-~]{0,12}",
+            value in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+        ) {
+            let mut req = format!("GET {target} HTTP/1.1\r\n{name}: ").into_bytes();
+            req.extend_from_slice(&value);
+            req.extend_from_slice(b"\r\nContent-Length: 8\r\n\r\n");
+            req.extend_from_slice(&body);
+            let _ = read(&req, &Limits::default());
+        }
+
+        #[test]
+        fn any_bytes_escape_and_come_back(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            proptest::prop_assert_eq!(percent_decode(&percent_encode(&b)).unwrap(), b);
+        }
+    }
+
     #[test]
     fn percent_escapes_go_both_ways() {
         let b = b"a b/\xff%?&=";
