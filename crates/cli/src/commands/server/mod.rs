@@ -54,6 +54,22 @@ enum Cmd {
     Token(token::Cmd),
 }
 
+/// What the server says when it starts listening: clients need both.
+#[derive(serde::Serialize)]
+struct Listening {
+    /// `https://ADDR:PORT`, the port the one listened on (when 0 was asked).
+    url: String,
+    /// The certificate's SHA-256, which clients pin.
+    fingerprint: String,
+}
+
+impl crate::output::Output for Listening {
+    fn print(&self) {
+        outln!("listening on {}", self.url);
+        outln!("certificate fingerprint (SHA-256) {}", self.fingerprint);
+    }
+}
+
 impl Args {
     /// Runs the server in the foreground, or a subcommand.
     pub fn run(self, ctx: &Context) -> Result<i32> {
@@ -99,9 +115,11 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         what: "read the address listened on".into(),
         source,
     })?;
-    outln!("listening on https://{addr}");
-    outln!("certificate fingerprint (SHA-256) {fingerprint}");
-    crate::output::finish()?;
+    let listening = Listening {
+        url: format!("https://{addr}"),
+        fingerprint,
+    };
+    crate::output::emit(&listening, ctx.json)?;
     let shared = Arc::new(serve::Shared::new(dir, config.limits, tls));
     serve::serve(listener, shared);
     Ok(0)

@@ -114,7 +114,13 @@ impl Output for TokenOut {
     fn print(&self) {
         match &self.token {
             // The token alone on stdout, so a script can take it as it is.
-            Some(t) => outln!("{t}"),
+            Some(t) => {
+                outln!("{t}");
+                eprintln!(
+                    "token of {} (shown once: the catalog keeps only its hash)",
+                    self.name
+                );
+            }
             None => outln!(
                 "{} {}{}",
                 self.name,
