@@ -562,6 +562,28 @@ fn metrics_are_prometheus_text_for_admins() {
 }
 
 #[test]
+fn a_certificate_is_made_once_or_given() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let first = Server::start(&a, None).fingerprint.clone();
+    assert_eq!(
+        Server::start(&a, None).fingerprint,
+        first,
+        "kept in the home"
+    );
+    let key = a.join("server/key.pem");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    // Given with --cert and --key in the configuration: served as it is.
+    let config = t.path().join("server.toml");
+    let text = format!("cert = {:?}\nkey = {:?}\n", a.join("server/cert.pem"), key);
+    std::fs::write(&config, text).unwrap();
+    assert_eq!(Server::start(&b, Some(&config)).fingerprint, first);
+    assert!(!b.join("server").exists());
+}
+
+#[test]
 fn a_configuration_with_an_unknown_key_is_refused() {
     let t = tempfile::tempdir().unwrap();
     let config = t.path().join("server.toml");
