@@ -60,6 +60,9 @@ pub enum Error {
     /// A key file, or a job's key.
     #[error(transparent)]
     Crypt(#[from] CryptError),
+    /// A stream packed elsewhere (a client of the server) whose blocks are refused.
+    #[error(transparent)]
+    Received(#[from] ReceiveError),
     /// This drive's writer stopped because another drive of the job failed.
     #[error("stopped: another drive of the job failed")]
     Stopped,
@@ -752,4 +755,44 @@ mod tests {
     fn libc_enoent() -> i32 {
         nix::errno::Errno::ENOENT as i32
     }
+}
+
+/// Why the blocks of a stream packed elsewhere (a client of the server) are refused:
+/// the job they were sent for fails.
+#[derive(Debug, Error)]
+pub enum ReceiveError {
+    /// A block that does not open: too short, bad magic, version or CRC.
+    #[error("stream {stream}, block {seq}: {source}")]
+    Damaged {
+        /// The stream.
+        stream: u16,
+        /// The block's place in the stream.
+        seq: u64,
+        /// What the format found.
+        #[source]
+        source: tapeloom_format::FormatError,
+    },
+    /// A sound block that is not the one due: another job, another stream, out of
+    /// sequence, longer than the job's block size, sealed for a volume, encrypted.
+    #[error("stream {stream}, block {seq}: {what}")]
+    Misplaced {
+        /// The stream.
+        stream: u16,
+        /// The block's place in the stream.
+        seq: u64,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// The stream's blocks stopped before its end record: the sender went away or
+    /// ended the stream early.
+    #[error("stream {stream}: {why}")]
+    Cut {
+        /// The stream.
+        stream: u16,
+        /// Why it stopped.
+        why: String,
+    },
+    /// The job's description is not one a job can be run from.
+    #[error("the job's description: {0}")]
+    BadPlan(&'static str),
 }

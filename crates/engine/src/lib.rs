@@ -29,14 +29,15 @@ pub mod tools;
 mod verify;
 
 pub use backup::{
-    backup, resume_job, unfinished_staged_jobs, BackupOptions, BackupReport, Despool, DespoolOrder,
-    DriveReport, DriveSet, Progress, StreamReport, Via, DEFAULT_EXTENT_BYTES,
+    backup, backup_received, pack_streams, resume_job, unfinished_staged_jobs, BackupOptions,
+    BackupReport, Begun, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Outgoing,
+    Progress, RemotePlan, RemoteStream, StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
 pub use compress::Compress;
 pub use crypt::{create_key_file, open_key_file, read_key_file, write_key_file};
 pub use error::{
     ChunkHeaderProblem, CryptError, Error, HomeError, JobError, MediaError, OptionsError,
-    PlaceError, Result, StageError, ToolError,
+    PlaceError, ReceiveError, Result, StageError, ToolError,
 };
 pub use expire::{expire, expiries, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{

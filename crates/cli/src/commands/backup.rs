@@ -112,6 +112,11 @@ pub struct Args {
     /// files. A set without a full gets a full, and says why.
     #[arg(long, value_name = "LEVEL", default_value = "full", value_parser = parse_level)]
     level: Level,
+    /// Send the backup to a tapeloom server: this machine reads and packs its
+    /// sources, the server writes the blocks to its drives and records the job
+    /// for this client's token.
+    #[command(flatten)]
+    remote: crate::net::client::Remote,
 }
 
 /// `--level`: full, incremental or differential.
@@ -212,6 +217,27 @@ impl Args {
         };
         Ok((sources, opts))
     }
+}
+
+/// Runs a backup here, or through a server when one is named; prints its output.
+pub fn run_any(a: Args, ctx: &Context, json: bool) -> Result<i32> {
+    let Some(server) = a.remote.resolve()? else {
+        return output::emit(&run(a, ctx)?, json);
+    };
+    let refused = if a.level != Level::Full {
+        Some("level")
+    } else if a.encrypt.is_some() {
+        Some("encrypt")
+    } else if a.via != "direct" {
+        Some("via")
+    } else {
+        None
+    };
+    if let Some(flag) = refused {
+        return Err(super::remote_backup::NotWithServer(flag).into());
+    }
+    let (sources, opts) = a.options()?;
+    output::emit(&super::remote_backup::run(&server, &sources, &opts)?, json)
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {

@@ -16,6 +16,7 @@ pub mod ls;
 pub mod man;
 pub mod pool;
 pub mod readrate;
+pub mod remote_backup;
 pub mod report;
 pub mod restore;
 pub mod server;
@@ -99,7 +100,7 @@ impl Cmd {
     pub fn run(self, ctx: &Context, cli: fn() -> clap::Command) -> Result<i32> {
         let json = ctx.json;
         match self {
-            Cmd::Backup(a) => emit(&backup::run(*a, ctx)?, json),
+            Cmd::Backup(a) => backup::run_any(*a, ctx, json),
             Cmd::Jobs(a) => emit(&jobs::run(a, ctx)?, json),
             Cmd::Report(a) => emit(&report::run(a, ctx)?, json),
             Cmd::Ls(a) => emit(&ls::run(a, ctx)?, json),

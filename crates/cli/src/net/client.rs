@@ -101,6 +101,50 @@ impl Server {
 
     /// GETs `path`: the answer's status and body.
     pub fn get(&self, path: &str) -> Result<(u16, Vec<u8>), ServerError> {
+        self.exchange("GET", path, "", |_| Ok(()))
+    }
+
+    /// POSTs `doc` as JSON to `path` and decodes the JSON document of a 200 answer.
+    pub fn post_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        doc: &impl serde::Serialize,
+    ) -> Result<T, ServerError> {
+        let body = serde_json::to_vec(doc).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+        let head = format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        let (status, answer) = self.exchange("POST", path, &head, |w| w.write_all(&body))?;
+        if status != 200 {
+            return Err(refusal(status, &answer));
+        }
+        serde_json::from_slice(&answer).map_err(|e| ServerError::BadAnswer(e.to_string()))
+    }
+
+    /// POSTs `blocks` to `path` as a body of frames (`http::write_frames`): the
+    /// answer's status and body. A server that refuses the body midway answers
+    /// before it closes; that answer is read when the sending fails.
+    pub fn post_frames(
+        &self,
+        path: &str,
+        blocks: impl Iterator<Item = Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), ServerError> {
+        let head = "Content-Type: application/vnd.tapeloom.frames\r\n";
+        self.exchange("POST", path, head, |w| {
+            super::http::write_frames(w, blocks).map(|_| ())
+        })
+    }
+
+    /// One request: its head (with `headers`, each ending in CRLF), what `body`
+    /// writes, then the answer's status and body.
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(u16, Vec<u8>), ServerError> {
         let pinned = Pinned::new(self.fingerprint.clone());
         let name = ServerName::try_from(self.host.clone())
             .map_err(|_| ServerError::BadUrl(format!("https://{}:{}", self.host, self.port)))?;
@@ -108,15 +152,22 @@ impl Server {
         let sock = self.connect()?;
         let mut tls = rustls::StreamOwned::new(conn, sock);
         let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {}\r\n\
-             User-Agent: tapeloom/{}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {}\r\n\
+             User-Agent: tapeloom/{}\r\nConnection: close\r\n{headers}\r\n",
             self.host,
             self.port,
             self.token,
             env!("CARGO_PKG_VERSION")
         );
-        let sent = tls.write_all(request.as_bytes()).and_then(|()| tls.flush());
-        let answer = sent.and_then(|()| read_answer(&mut tls));
+        let sent = tls
+            .write_all(request.as_bytes())
+            .and_then(|()| body(&mut tls))
+            .and_then(|()| tls.flush());
+        // A refusal midway is answered before the server closes.
+        let answer = match (sent, read_answer(&mut tls)) {
+            (_, Ok(a)) => Ok(a),
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+        };
         answer.map_err(|source| match pinned.mismatch() {
             Some(e) => e,
             None => ServerError::Io {
@@ -151,7 +202,7 @@ impl Server {
 }
 
 /// The server's one-line error from a refusal's body (`{"error": "..."}`).
-fn refusal(status: u16, body: &[u8]) -> ServerError {
+pub fn refusal(status: u16, body: &[u8]) -> ServerError {
     #[derive(serde::Deserialize)]
     struct Refusal {
         error: String,

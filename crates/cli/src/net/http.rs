@@ -48,6 +48,9 @@ pub enum HttpError {
     /// The body is larger than allowed.
     #[error("request body too large")]
     BodyTooLarge,
+    /// A frame of a framed body is longer than the job's blocks.
+    #[error("a frame of {0} bytes, longer than any block of the job")]
+    FrameTooLarge(u32),
 }
 
 impl HttpError {
@@ -57,7 +60,7 @@ impl HttpError {
             HttpError::Io(_) => None,
             HttpError::Malformed(_) => Some(400),
             HttpError::HeadersTooLarge => Some(431),
-            HttpError::BodyTooLarge => Some(413),
+            HttpError::BodyTooLarge | HttpError::FrameTooLarge(_) => Some(413),
         }
     }
 }
@@ -91,8 +94,40 @@ impl Request {
     }
 }
 
-/// Reads one request from `r` (whose reads end by the connection's deadline).
+/// Reads one request from `r` (whose reads end by the connection's deadline),
+/// with its `Content-Length` body.
+#[cfg(test)]
 pub fn read_request(r: &mut impl Read, limits: &Limits) -> Result<Request, HttpError> {
+    let (mut req, length, rest) = read_head(r, limits)?;
+    req.body = read_body(r, limits, length, rest)?;
+    Ok(req)
+}
+
+/// Reads a body of `length` bytes (at most `max_body_bytes`), `body` the bytes
+/// already read past the head.
+pub fn read_body(
+    r: &mut impl Read,
+    limits: &Limits,
+    length: u64,
+    mut body: Vec<u8>,
+) -> Result<Vec<u8>, HttpError> {
+    if length > limits.max_body_bytes {
+        return Err(HttpError::BodyTooLarge);
+    }
+    let length = usize::try_from(length).map_err(|_| HttpError::BodyTooLarge)?;
+    body.truncate(length);
+    while body.len() < length {
+        let room = (length - body.len()).min(64 * 1024);
+        if read_some(r, &mut body, room)? == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
+    }
+    Ok(body)
+}
+
+/// Reads a request's line and headers: the request (without its body), the
+/// `Content-Length` it gives (0 without one), and the bytes read past the head.
+pub fn read_head(r: &mut impl Read, limits: &Limits) -> Result<(Request, u64, Vec<u8>), HttpError> {
     let mut buf = Vec::with_capacity(1024);
     let end = loop {
         if let Some(i) = find_end(&buf) {
@@ -109,21 +144,75 @@ pub fn read_request(r: &mut impl Read, limits: &Limits) -> Result<Request, HttpE
     if end > limits.max_header_bytes {
         return Err(HttpError::HeadersTooLarge);
     }
-    let (mut req, length) = parse_head(&buf[..end])?;
-    if length > limits.max_body_bytes {
-        return Err(HttpError::BodyTooLarge);
-    }
-    let length = usize::try_from(length).map_err(|_| HttpError::BodyTooLarge)?;
-    let mut body = buf.split_off(end);
-    body.truncate(length);
-    while body.len() < length {
-        let room = (length - body.len()).min(64 * 1024);
-        if read_some(r, &mut body, room)? == 0 {
-            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+    let (req, length) = parse_head(&buf[..end])?;
+    let rest = buf.split_off(end);
+    Ok((req, length, rest))
+}
+
+/// A body of frames, read one at a time: each a `u32` little-endian length and
+/// that many bytes, the last of length zero. No frame may be longer than `max`;
+/// the whole body is never held.
+pub struct Frames {
+    rest: Vec<u8>,
+    max: usize,
+    ended: bool,
+}
+
+impl Frames {
+    /// The frames that follow a head, `rest` the bytes already read past it.
+    pub fn new(rest: Vec<u8>, max: usize) -> Self {
+        Frames {
+            rest,
+            max,
+            ended: false,
         }
     }
-    req.body = body;
-    Ok(req)
+
+    /// The next frame's bytes; none after the closing frame.
+    pub fn next_frame(&mut self, r: &mut impl Read) -> Result<Option<Vec<u8>>, HttpError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let len = self.take(r, 4)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if len == 0 {
+            self.ended = true;
+            return Ok(None);
+        }
+        if len as usize > self.max {
+            return Err(HttpError::FrameTooLarge(len));
+        }
+        self.take(r, len as usize).map(Some)
+    }
+
+    /// Exactly `n` bytes: those already read first, then from `r`.
+    fn take(&mut self, r: &mut impl Read, n: usize) -> Result<Vec<u8>, HttpError> {
+        while self.rest.len() < n {
+            let room = (n - self.rest.len()).max(64 * 1024);
+            if read_some(r, &mut self.rest, room)? == 0 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+        }
+        let tail = self.rest.split_off(n);
+        Ok(std::mem::replace(&mut self.rest, tail))
+    }
+}
+
+/// Writes `blocks` as a body of frames (see [`Frames`]), the closing frame last.
+pub fn write_frames(
+    w: &mut (impl Write + ?Sized),
+    blocks: impl Iterator<Item = Vec<u8>>,
+) -> io::Result<u64> {
+    let mut n = 0;
+    for b in blocks {
+        let len = u32::try_from(b.len()).map_err(|_| io::Error::other("frame over 4 GiB"))?;
+        w.write_all(&len.to_le_bytes())?;
+        w.write_all(&b)?;
+        n += 1;
+    }
+    w.write_all(&0u32.to_le_bytes())?;
+    w.flush()?;
+    Ok(n)
 }
 
 /// Appends at most `room` bytes read from `r` to `buf`; how many.

@@ -17,6 +17,8 @@ mod moved;
 pub(crate) mod mux;
 pub(crate) mod pack;
 pub(crate) mod plan;
+pub(crate) mod received;
+pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod resume;
 pub(crate) mod source;
@@ -24,6 +26,8 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
+pub use received::{Closed, Inlet};
+pub use remote::{backup_received, pack_streams, Begun, Outgoing, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{resume_job, unfinished_staged_jobs};
 
@@ -122,6 +126,7 @@ pub fn backup(
         index: Mutex::new(index::IndexSpool::new()),
         moved: Mutex::new(Vec::new()),
         feed: None,
+        received: None,
         prior: None,
         scan: Arc::new(scan),
         set,
@@ -183,6 +188,10 @@ fn run_and_finish(
         let _ = h.join();
     }
     if let Some(e) = job.feed.as_ref().and_then(|f| f.take_failure()) {
+        woven?;
+        return Err(e);
+    }
+    if let Some(e) = job.received.as_ref().and_then(|r| r.take_failure()) {
         woven?;
         return Err(e);
     }

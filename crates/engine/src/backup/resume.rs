@@ -133,6 +133,7 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         index: Mutex::new(index),
         moved: Mutex::new(Vec::new()),
         feed: Some(feed),
+        received: None,
         prior: Some(prior),
         // Its sources were read before it stopped: what the walkers found deleted
         // then is not known now.

@@ -54,6 +54,8 @@ pub(crate) struct JobShared<'a> {
     pub moved: Mutex<Vec<crate::media::writer::Moved>>,
     /// When the job goes through the stages: what its spoolers have staged.
     pub feed: Option<Arc<Feed>>,
+    /// When the streams were packed elsewhere: their ways in.
+    pub received: Option<Arc<crate::backup::received::Received>>,
     /// When the job goes on after its process died: what it had done.
     pub prior: Option<crate::backup::plan::Prior>,
     /// What the job reads of its sources, and its base.
@@ -413,6 +415,9 @@ impl<'j, 'w> Weaver<'j, 'w> {
             if let Some(e) = self.job.feed.as_ref().and_then(|f| f.take_failure()) {
                 return Err(e);
             }
+            if let Some(e) = self.job.received.as_ref().and_then(|r| r.take_failure()) {
+                return Err(e);
+            }
             if self.dry {
                 match self.job.feed.clone() {
                     Some(feed) => self.wait_for_stage(&feed),
@@ -500,12 +505,15 @@ impl<'j, 'w> Weaver<'j, 'w> {
             },
         );
         let id = p.id;
-        let thread = match &job.feed {
-            Some(feed) => {
+        let thread = match (&job.feed, &job.received) {
+            (Some(feed), _) => {
                 let (feed, tag, name) = (Arc::clone(feed), job.tag, p.name);
                 std::thread::spawn(move || staged::despool_stream(&feed, tag, id, &name, out))
             }
-            None => crate::backup::pack::spawn(&job.packer_setup(), p, out),
+            (None, Some(r)) => {
+                crate::backup::received::spawn(r, (job.tag, job.opts.block_size), id, out)
+            }
+            (None, None) => crate::backup::pack::spawn(&job.packer_setup(), p, out),
         };
         Lane::new(id, rx, queued, thread)
     }

@@ -30,7 +30,7 @@ const JSON: &str = "application/json";
 
 impl Answer {
     /// A JSON document.
-    fn json(doc: &impl serde::Serialize) -> Answer {
+    pub fn json(doc: &impl serde::Serialize) -> Answer {
         match serde_json::to_vec(doc) {
             Ok(body) => Answer {
                 status: 200,
@@ -38,6 +38,15 @@ impl Answer {
                 body,
             },
             Err(e) => Answer::error(500, &format!("encode the answer: {e}")),
+        }
+    }
+
+    /// A JSON document already encoded.
+    pub fn raw_json(body: Vec<u8>) -> Answer {
+        Answer {
+            status: 200,
+            content_type: JSON,
+            body,
         }
     }
 
@@ -109,6 +118,30 @@ fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, 
         Some(t) if t.revoked_ns.is_some() => Err(Refusal::Revoked(t.name)),
         Some(t) => Ok(t),
     })
+}
+
+/// The token of `req` from `peer`, or the refusal to answer (logged on stderr).
+pub fn client(
+    req: &Request,
+    cat: &Catalog,
+    metrics: &Metrics,
+    peer: SocketAddr,
+) -> Result<Token, Answer> {
+    let refuse = |r: Refusal| {
+        metrics.refused();
+        eprintln!(
+            "tapeloom server: refused {} from {peer}: {} {}: {r}",
+            r.who(),
+            req.method,
+            req.path
+        );
+        Answer::error(r.status(), &r.to_string())
+    };
+    match authenticate(req, cat) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(r)) => Err(refuse(r)),
+        Err(e) => Err(failed(&e, req, peer)),
+    }
 }
 
 /// Answers `req` from `peer`; refusals and failures are logged on stderr.

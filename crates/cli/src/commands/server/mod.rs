@@ -5,6 +5,7 @@
 //! - `config.rs`: the TOML configuration, flags over it.
 //! - `serve.rs`: the listener and one thread per connection.
 //! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
+//! - `backups.rs`: backups clients pack and the server's drives write.
 //! - `token.rs`: `server token add|list|revoke`.
 //!
 //! The server holds no lock on the home: it reads the catalog beside the commands
@@ -12,6 +13,7 @@
 //! while it runs.
 
 mod api;
+pub(crate) mod backups;
 mod config;
 mod metrics;
 mod serve;

@@ -3,6 +3,7 @@
 //! client that stalls holds its thread no longer than the configured timeout.
 
 use super::api::{self, Answer};
+use super::backups::{self, Backups};
 use super::config::Limits;
 use super::metrics::Metrics;
 use crate::net::http::{self, HttpError};
@@ -26,6 +27,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Connections being served.
     active: AtomicUsize,
+    /// The backups clients began.
+    pub backups: Backups,
 }
 
 impl Shared {
@@ -37,6 +40,7 @@ impl Shared {
             tls,
             metrics: Metrics::default(),
             active: AtomicUsize::new(0),
+            backups: Backups::default(),
         }
     }
 }
@@ -80,7 +84,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// Serves one connection: its request, then its answer, then the close.
-fn handle(sock: TcpStream, shared: &Shared) {
+fn handle(sock: TcpStream, shared: &Arc<Shared>) {
     let Ok(peer) = sock.peer_addr() else {
         shared.metrics.dropped();
         return;
@@ -93,10 +97,14 @@ fn handle(sock: TcpStream, shared: &Shared) {
 
 /// A connection's socket whose reads all end by one deadline: the TLS handshake
 /// and the request together, however the client trickles its bytes.
-struct Deadlined {
+pub struct Deadlined {
     sock: TcpStream,
-    deadline: Instant,
+    /// When the reads in progress must end.
+    pub deadline: Instant,
 }
+
+/// A connection: TLS over the deadlined socket.
+pub type Tls = rustls::StreamOwned<rustls::ServerConnection, Deadlined>;
 
 impl io::Read for Deadlined {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -122,7 +130,7 @@ impl io::Write for Deadlined {
     }
 }
 
-fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<()> {
+fn serve_one(sock: TcpStream, shared: &Arc<Shared>, peer: SocketAddr) -> io::Result<()> {
     let limits = shared.limits;
     let ctl = sock.try_clone()?;
     sock.set_write_timeout(Some(limits.timeout))?;
@@ -130,22 +138,12 @@ fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<(
     let conn = rustls::ServerConnection::new(shared.tls.clone()).map_err(io::Error::other)?;
     let deadline = Instant::now() + limits.timeout;
     let mut tls = rustls::StreamOwned::new(conn, Deadlined { sock, deadline });
-    let answer = match http::read_request(&mut tls, &limits) {
-        Ok(req) => match Home::open_catalog_unlocked(&shared.home) {
-            Ok(cat) => api::answer(&req, &cat, &shared.metrics, peer),
-            Err(e) => {
-                eprintln!("tapeloom server: open the catalog: {e}");
-                Answer::error(503, "the catalog cannot be opened")
-            }
+    let answer = match http::read_head(&mut tls, &limits) {
+        Ok((req, length, rest)) => match route(shared, &mut tls, req, (length, rest), peer) {
+            Ok(a) => a,
+            Err(e) => refused_request(e, peer)?,
         },
-        Err(HttpError::Io(e)) => return Err(e),
-        Err(e) => {
-            eprintln!("tapeloom server: {peer}: {e}");
-            match e.status() {
-                Some(status) => Answer::error(status, &e.to_string()),
-                None => return Ok(()),
-            }
-        }
+        Err(e) => refused_request(e, peer)?,
     };
     shared.metrics.answered(answer.status);
     // The answer has its own time: each write may take the timeout.
@@ -156,6 +154,66 @@ fn serve_one(sock: TcpStream, shared: &Shared, peer: SocketAddr) -> io::Result<(
     let _ = tls.conn.complete_io(&mut tls.sock);
     linger(&ctl);
     Ok(())
+}
+
+/// The answer to a request that could not be read; none (the connection only
+/// closed) when it broke off.
+fn refused_request(e: HttpError, peer: SocketAddr) -> io::Result<Answer> {
+    if let HttpError::Io(e) = e {
+        return Err(e);
+    }
+    eprintln!("tapeloom server: {peer}: {e}");
+    match e.status() {
+        Some(status) => Ok(Answer::error(status, &e.to_string())),
+        None => Err(io::Error::other(e.to_string())),
+    }
+}
+
+/// Answers a request whose head was read: a stream's frames are read by the
+/// backup they belong to, any other body whole first.
+fn route(
+    shared: &Arc<Shared>,
+    tls: &mut Tls,
+    mut req: http::Request,
+    (length, rest): (u64, Vec<u8>),
+    peer: SocketAddr,
+) -> Result<Answer, HttpError> {
+    let cat = match Home::open_catalog_unlocked(&shared.home) {
+        Ok(cat) => cat,
+        Err(e) => {
+            eprintln!("tapeloom server: open the catalog: {e}");
+            return Ok(Answer::error(503, "the catalog cannot be opened"));
+        }
+    };
+    let path = req.path.trim_end_matches('/').to_string();
+    let segments: Vec<&str> = path.split('/').collect();
+    let backup_route = segments.get(..3) == Some(&["", "api", "backups"][..]);
+    let streamed =
+        req.method == "POST" && matches!(segments.as_slice(), [_, _, _, _, "streams", _]);
+    let mut rest = Some(rest);
+    if !streamed {
+        let rest = rest.take().unwrap_or_default();
+        req.body = http::read_body(tls, &shared.limits, length, rest)?;
+    }
+    if !backup_route {
+        return Ok(api::answer(&req, &cat, &shared.metrics, peer));
+    }
+    let token = match api::client(&req, &cat, &shared.metrics, peer) {
+        Ok(t) => t,
+        Err(a) => return Ok(a),
+    };
+    let client = token.name.as_str();
+    Ok(match (req.method.as_str(), segments.as_slice()) {
+        ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
+        ("POST", [_, _, _, id, "streams", n]) => backups::receive(
+            shared,
+            client,
+            (id, n),
+            (tls, rest.take().unwrap_or_default()),
+        ),
+        ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
+        _ => Answer::error(404, &format!("no such resource: {}", req.path)),
+    })
 }
 
 /// Bytes of a refused request read and dropped after the answer, at most.

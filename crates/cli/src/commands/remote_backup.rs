@@ -1,0 +1,114 @@
+//! `tapeloom backup --server URL ...`: this machine walks, reads and packs its
+//! sources and sends the blocks; the server checks them and writes them to its
+//! drives (see `commands::server::backups` for the protocol).
+
+use crate::commands::server::backups::{Begin, BeginStream, Begun};
+use crate::net::client::Server;
+use crate::net::error::ServerError;
+use crate::output::{self, Output};
+use anyhow::Result;
+use std::path::PathBuf;
+use tapeloom_engine::{BackupOptions, Outgoing, RemotePlan};
+
+/// What the server says of the job: the document of `tapeloom backup --json`.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+pub struct Sent {
+    doc: serde_json::Value,
+    #[serde(skip)]
+    summary: Summary,
+}
+
+/// The figures the human form prints.
+#[derive(serde::Deserialize, Default)]
+struct Summary {
+    job_id: i64,
+    status: String,
+    files: u64,
+    bytes: u64,
+    seconds: f64,
+    mb_per_s: f64,
+    volumes: Vec<String>,
+}
+
+impl Output for Sent {
+    fn print(&self) {
+        let s = &self.summary;
+        outln!(
+            "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
+            s.job_id,
+            s.status,
+            s.files,
+            output::bytes(s.bytes),
+            s.seconds,
+            s.mb_per_s,
+            s.volumes.join(", ")
+        );
+    }
+}
+
+/// What the server would refuse of a job's options, said before anything is sent.
+#[derive(Debug, thiserror::Error)]
+#[error("--{0} cannot be used with --server yet: a client's backup is full, direct and in clear")]
+pub struct NotWithServer(pub &'static str);
+
+/// Backs up `sources` through `server`.
+pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result<Sent> {
+    let plan = RemotePlan::of_sources(sources, opts)?;
+    let begin = Begin {
+        name: plan.name,
+        set: opts.set.clone(),
+        pool: opts.pool.clone(),
+        block_size: opts.block_size,
+        streams: (plan.streams.into_iter())
+            .map(|s| BeginStream {
+                name: s.name,
+                source: s.source,
+                root: s.root,
+            })
+            .collect(),
+    };
+    let begun: Begun = server.post_json("/api/backups", &begin)?;
+    let streams = tapeloom_engine::pack_streams(sources, opts, (begun.tag, begun.block_size))?;
+    let sent: Vec<Result<Vec<(String, String)>, ServerError>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = streams
+            .into_iter()
+            .map(|s| sc.spawn(|| send_stream(server, begun.job, s)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ServerError::BadAnswer("a sender panicked".into())))
+            })
+            .collect()
+    });
+    // The job's end says why it failed, when it did, better than a stream can.
+    let (status, body) = server.get(&format!("/api/backups/{}", begun.job))?;
+    if status != 200 {
+        return Err(crate::net::client::refusal(status, &body).into());
+    }
+    for r in sent {
+        for (p, why) in r? {
+            eprintln!("tapeloom: warning: {p}: {why}");
+        }
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+    let summary =
+        serde_json::from_value(doc.clone()).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+    Ok(Sent { doc, summary })
+}
+
+/// Sends one stream's blocks; the source objects it could not back up.
+fn send_stream(
+    server: &Server,
+    job: i64,
+    mut s: Outgoing,
+) -> Result<Vec<(String, String)>, ServerError> {
+    let path = format!("/api/backups/{job}/streams/{}", s.stream);
+    let (status, body) = server.post_frames(&path, s.by_ref())?;
+    if status != 200 {
+        return Err(crate::net::client::refusal(status, &body));
+    }
+    Ok(std::mem::take(&mut s.errors))
+}

@@ -1,0 +1,204 @@
+//! A running `tapeloom server` for the end-to-end tests, and a raw TLS client
+//! for requests by hand. Included by the tests that talk to a server.
+#![allow(dead_code)]
+
+use crate::common::bin;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A running server, killed (by its pid) when dropped.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub addr: String,
+    pub fingerprint: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    pub fn start(home: &Path, config: Option<&Path>) -> Server {
+        let mut cmd = Command::new(bin());
+        cmd.arg("--home")
+            .arg(home)
+            .args(["server", "--listen", "127.0.0.1:0"]);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (mut err, log) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                log.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = |prefix: &str| {
+            let mut l = String::new();
+            out.read_line(&mut l).unwrap();
+            l.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("'{l}' does not start with '{prefix}'"))
+                .to_string()
+        };
+        let url = line("listening on ");
+        let fingerprint = line("certificate fingerprint (SHA-256) ");
+        let addr = url.strip_prefix("https://").unwrap().to_string();
+        Server {
+            child,
+            url,
+            addr,
+            fingerprint,
+            stderr,
+        }
+    }
+
+    /// Runs a client command against this server with `token`; (exit code,
+    /// stdout, stderr).
+    pub fn client(&self, token: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(bin())
+            .args(args)
+            .args(["--server", &self.url, "--fingerprint", &self.fingerprint])
+            .args(["--token", token])
+            .env_remove("TAPELOOM_SERVER")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub fn json(&self, token: &str, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let (code, out, err) = self.client(token, &a);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str(&out).unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TLS client that trusts any certificate, for requests by hand.
+pub mod raw {
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{DigitallySignedStruct, SignatureScheme};
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Any(rustls::crypto::WebPkiSupportedAlgorithms);
+
+    impl ServerCertVerifier for Any {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(m, c, d, &self.0)
+        }
+        fn verify_tls13_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(m, c, d, &self.0)
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_schemes()
+        }
+    }
+
+    pub fn config() -> Arc<rustls::ClientConfig> {
+        let p = Arc::new(rustls::crypto::ring::default_provider());
+        let any = Arc::new(Any(p.signature_verification_algorithms));
+        let c = rustls::ClientConfig::builder_with_provider(p)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(any)
+            .with_no_client_auth();
+        Arc::new(c)
+    }
+}
+
+/// Sends `bytes` over TLS, waits `pause`, and reads until the server closes:
+/// what it answered (empty when it closed without an answer). Panics when the
+/// server keeps the connection open for 20 s.
+pub fn exchange(addr: &str, bytes: &[u8], pause: Duration) -> String {
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(raw::config(), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    // The server may close before all is sent (a head too large): not an error.
+    let _ = tls.write_all(bytes).and_then(|()| tls.flush());
+    std::thread::sleep(pause);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("the server kept the connection open: {e}")
+            }
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// GET `path` with `token` (none: no Authorization); (status, body).
+pub fn get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n");
+    let answer = exchange(addr, req.as_bytes(), Duration::ZERO);
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}

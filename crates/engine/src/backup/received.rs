@@ -1,0 +1,242 @@
+//! A backup whose streams were packed elsewhere (a client of the server): each
+//! stream's blocks are handed in through an [`Inlet`] and a receiver thread per
+//! stream stands where a packer would.
+//!
+//! Nothing the sender says is trusted. Every block is opened (`BlockHeader::open`:
+//! magic, version, CRC), must carry the job's tag and its stream, come next in
+//! sequence at the stream offset due, unsealed (zero volume, its seq as LBN), clear
+//! and no longer than the job's block size; the entries' rows are told from the
+//! blocks themselves by [`StreamRows`], as for staged blocks. A refused block, a
+//! stream cut before its end record, or a sender silent for longer than the idle
+//! limit fails the job; what is already on tape stays.
+
+use crate::backup::mux::{Msg, Outlet};
+use crate::error::{Error, ReceiveError, Result};
+use crate::stage::rows::StreamRows;
+use std::collections::HashMap;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tapeloom_format::{expand_block, BlockHeader, PackedBlock, BLOCK_HEADER_LEN};
+
+/// Blocks that wait between an inlet and its stream's receiver.
+const INLET_QUEUE: usize = 8;
+
+/// What a sender hands to a stream.
+enum Frame {
+    Block(Vec<u8>),
+    /// The end; the receiver answers once the stream's end record was read.
+    End(SyncSender<()>),
+    Cut(String),
+}
+
+/// The receiving thread is gone: the job failed or stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+/// One stream's way in: its blocks in order, then [`Inlet::end`]. An inlet dropped
+/// without `end` cuts the stream (and fails the job).
+pub struct Inlet {
+    /// The stream.
+    pub stream: u16,
+    tx: SyncSender<Frame>,
+}
+
+impl Inlet {
+    /// Hands the stream's next block over, waiting while the stream's queue is
+    /// full (the drive sets the pace).
+    pub fn block(&self, block: Vec<u8>) -> std::result::Result<(), Closed> {
+        self.tx.send(Frame::Block(block)).map_err(|_| Closed)
+    }
+
+    /// The stream has no more blocks: waits until every block was checked and the
+    /// stream's end record read (else the job failed: [`Closed`]).
+    pub fn end(self) -> std::result::Result<(), Closed> {
+        let (tx, rx) = sync_channel(1);
+        self.tx.send(Frame::End(tx)).map_err(|_| Closed)?;
+        rx.recv().map_err(|_| Closed)
+    }
+
+    /// The stream stops short, for `why` (the job fails).
+    pub fn cut(self, why: String) {
+        let _ = self.tx.send(Frame::Cut(why));
+    }
+}
+
+/// What the receivers of a job share: each stream's queue until its lane starts,
+/// and the first failure.
+pub(crate) struct Received {
+    queues: Mutex<HashMap<u16, Receiver<Frame>>>,
+    failure: Mutex<Option<Error>>,
+    idle: Duration,
+}
+
+impl Received {
+    /// Queues for `streams`, and their inlets; a stream silent for `idle` is cut.
+    pub(crate) fn new(streams: &[u16], idle: Duration) -> (Arc<Received>, Vec<Inlet>) {
+        let mut queues = HashMap::new();
+        let mut inlets = Vec::new();
+        for &stream in streams {
+            let (tx, rx) = sync_channel(INLET_QUEUE);
+            queues.insert(stream, rx);
+            inlets.push(Inlet { stream, tx });
+        }
+        let r = Received {
+            queues: Mutex::new(queues),
+            failure: Mutex::new(None),
+            idle,
+        };
+        (Arc::new(r), inlets)
+    }
+
+    fn fail(&self, e: Error) {
+        if let Ok(mut f) = self.failure.lock() {
+            // The first failure is the cause; a receiver stopped by it says only that.
+            if f.is_none() && !matches!(e, Error::Stopped) {
+                *f = Some(e);
+            }
+        }
+    }
+
+    /// The first failure of a stream, once.
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        self.failure.lock().ok().and_then(|mut f| f.take())
+    }
+}
+
+/// Where a stream's next block must be.
+struct Due {
+    tag: u64,
+    stream: u16,
+    block_size: usize,
+    seq: u64,
+    offset: u64,
+}
+
+impl Due {
+    /// Opens `block` and checks it is the one due.
+    fn check(&self, block: &[u8]) -> Result<BlockHeader> {
+        let (stream, seq) = (self.stream, self.seq);
+        let misplaced = |what| ReceiveError::Misplaced { stream, seq, what };
+        if block.len() > self.block_size {
+            return Err(misplaced("longer than the job's block size").into());
+        }
+        let h = BlockHeader::open(block).map_err(|source| ReceiveError::Damaged {
+            stream,
+            seq,
+            source,
+        })?;
+        let what = if h.job_tag != self.tag {
+            Some("another job's")
+        } else if h.stream != self.stream {
+            Some("another stream's")
+        } else if h.lbn != self.seq {
+            Some("out of sequence")
+        } else if h.volume != [0; 16] {
+            Some("sealed for a volume")
+        } else if h.encrypted {
+            Some("encrypted")
+        } else if h.stream_offset != self.offset {
+            Some("at another stream offset")
+        } else {
+            None
+        };
+        match what {
+            Some(w) => Err(misplaced(w).into()),
+            None => Ok(h),
+        }
+    }
+}
+
+/// Starts the receiver of stream `stream`, which feeds `out` as a packer would.
+pub(crate) fn spawn(
+    received: &Arc<Received>,
+    (tag, block_size): (u64, usize),
+    stream: u16,
+    mut out: Outlet,
+) -> std::thread::JoinHandle<()> {
+    let received = Arc::clone(received);
+    std::thread::spawn(move || {
+        let rx = received
+            .queues
+            .lock()
+            .ok()
+            .and_then(|mut q| q.remove(&stream));
+        let Some(rx) = rx else {
+            received.fail(
+                ReceiveError::Cut {
+                    stream,
+                    why: "no way in for this stream".into(),
+                }
+                .into(),
+            );
+            return;
+        };
+        let due = Due {
+            tag,
+            stream,
+            block_size,
+            seq: 0,
+            offset: 0,
+        };
+        if let Err(e) = receive(&rx, due, received.idle, &mut out) {
+            received.fail(e);
+        }
+    })
+}
+
+/// Takes a stream's blocks until its end, checking each and telling its entries'
+/// rows from it; then the stream's end as its own end record says.
+fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet) -> Result<()> {
+    let stream = due.stream;
+    let cut = |why: String| Error::from(ReceiveError::Cut { stream, why });
+    let mut rows = StreamRows::new(stream);
+    let mut expanded = Vec::new();
+    let ack = loop {
+        let buf = match rx.recv_timeout(idle) {
+            Ok(Frame::Block(b)) => b,
+            Ok(Frame::End(ack)) => break ack,
+            Ok(Frame::Cut(why)) => return Err(cut(why)),
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(cut(format!("no block for {} s", idle.as_secs())))
+            }
+            Err(RecvTimeoutError::Disconnected) => return Err(cut("the sender went away".into())),
+        };
+        let header = due.check(&buf)?;
+        let len = header.payload_len as usize;
+        let payload: &[u8] = if header.compressed {
+            // The expanded block is its header, then its payload.
+            expand_block(&header, &buf, &mut expanded)?;
+            expanded.get(BLOCK_HEADER_LEN..)
+        } else {
+            buf.get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + len)
+        }
+        .ok_or(tapeloom_format::FormatError::Truncated("block"))?;
+        let (done, keep_from) = rows.block(due.seq, header.first_record, payload)?;
+        for (path, why) in rows.take_problems() {
+            out.other(Msg::Error(path, why))
+                .map_err(|_| Error::Stopped)?;
+        }
+        let block = PackedBlock {
+            buf,
+            header,
+            seq: due.seq,
+        };
+        due.seq += 1;
+        due.offset += len as u64;
+        let m = Msg::Block {
+            block,
+            done,
+            keep_from,
+        };
+        out.block(m, len).map_err(|_| Error::Stopped)?;
+    };
+    rows.finish();
+    let Some((entries, stored)) = rows.end() else {
+        return Err(cut("ended before its end record".into()));
+    };
+    out.other(Msg::End(entries, stored))
+        .map_err(|_| Error::Stopped)?;
+    let _ = ack.send(());
+    Ok(())
+}

@@ -1,0 +1,302 @@
+//! Both ends of a backup whose streams are packed on one machine and written on
+//! another: the job's description ([`RemotePlan`]), the packing side
+//! ([`pack_streams`], each stream's walker, readers and packer, its blocks sealed
+//! as a stage seals them: zero volume, their seq as LBN), and the writing side
+//! ([`backup_received`], the job run with [`super::received`] lanes).
+
+use super::plan::{BackupOptions, Pending, Plan, Via};
+use super::received::{Inlet, Received};
+use super::{begin_job, changes, job_pool, mount_all, pending, run_and_finish, weave::JobShared};
+use super::{BackupReport, Progress};
+use crate::backup::mux::{Msg, Outlet, Shared};
+use crate::error::{Error, ReceiveError, Result};
+use crate::home::Home;
+use crate::media::writer::Tapes;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tapeloom_catalog::JobState;
+use tapeloom_format::{check_block_size, Level};
+
+/// Streams a job may have.
+pub const MAX_STREAMS: usize = 256;
+
+/// A job as the packing side describes it to the writing side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemotePlan {
+    /// The job's name.
+    pub name: String,
+    /// Its streams, ids 1, 2, ... in order.
+    pub streams: Vec<RemoteStream>,
+}
+
+/// One stream of a [`RemotePlan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteStream {
+    /// Its name, unique in the job.
+    pub name: String,
+    /// The source path on the packing machine (recorded, never opened).
+    pub source: String,
+    /// Where its root lies in the job's namespace: `.` or a top-level name.
+    pub root: String,
+}
+
+impl RemotePlan {
+    /// The plan of backing up `sources` (checked here, on the packing machine).
+    pub fn of_sources(sources: &[PathBuf], opts: &BackupOptions) -> Result<RemotePlan> {
+        let plan = Plan::new(sources, opts)?;
+        let streams = plan
+            .streams()
+            .into_iter()
+            .zip(&plan.roots)
+            .map(|(s, root)| RemoteStream {
+                name: s.name,
+                source: String::from_utf8_lossy(&s.source).into_owned(),
+                root: String::from_utf8_lossy(root).into_owned(),
+            })
+            .collect();
+        Ok(RemotePlan {
+            name: plan.job_name,
+            streams,
+        })
+    }
+
+    /// The plan a job is run from, once its names are found sound.
+    fn checked(&self) -> Result<Plan> {
+        let bad = |why| Error::from(ReceiveError::BadPlan(why));
+        if self.streams.is_empty() || self.streams.len() > MAX_STREAMS {
+            return Err(bad("from 1 to 256 streams"));
+        }
+        if self.name.is_empty() || self.name.len() > 255 || self.name.contains(['/', '\0']) {
+            return Err(bad("a job name that is not a file name"));
+        }
+        let mut names = HashSet::new();
+        for s in &self.streams {
+            let name_ok =
+                !s.name.is_empty() && s.name.len() <= 255 && !s.name.contains(['/', '\0']);
+            if !name_ok || !names.insert(s.name.as_str()) {
+                return Err(bad("stream names must be unique file names"));
+            }
+            let root_ok =
+                s.root == "." || tapeloom_format::check_relative_path(s.root.as_bytes()).is_ok();
+            if !root_ok || s.source.contains('\0') {
+                return Err(bad("a stream's root or source is not a clean path"));
+            }
+        }
+        Ok(Plan {
+            sources: self
+                .streams
+                .iter()
+                .map(|s| PathBuf::from(&s.source))
+                .collect(),
+            names: self.streams.iter().map(|s| s.name.clone()).collect(),
+            roots: self
+                .streams
+                .iter()
+                .map(|s| s.root.clone().into_bytes())
+                .collect(),
+            job_name: self.name.clone(),
+        })
+    }
+}
+
+/// A job begun from a [`RemotePlan`]: what the packing side needs, and each
+/// stream's way in.
+pub struct Begun {
+    /// The job's id in the catalog.
+    pub job_id: i64,
+    /// Its tag, which every block carries.
+    pub tag: u64,
+    /// Its block size.
+    pub block_size: usize,
+    /// One per stream, in stream order.
+    pub inlets: Vec<Inlet>,
+}
+
+/// Runs a full backup whose streams' blocks are handed in: the job is recorded and
+/// `begun` is told of it (before any cartridge is mounted), then the drives write
+/// what comes through the inlets. A stream silent for `idle` is cut. A job that
+/// fails is recorded failed with its reason among its errors.
+pub fn backup_received(
+    home: &Home,
+    plan: &RemotePlan,
+    opts: &BackupOptions,
+    (idle, progress): (Duration, Arc<Progress>),
+    begun: impl FnOnce(Begun),
+) -> Result<BackupReport> {
+    let t0 = Instant::now();
+    check_block_size(opts.block_size)?;
+    if opts.encrypt.is_some() || opts.via != Via::Direct || opts.level != Level::Full {
+        return Err(
+            ReceiveError::BadPlan("a full backup, straight to the drives, in clear").into(),
+        );
+    }
+    let plan = plan.checked()?;
+    let pool = job_pool(home, opts)?;
+    let set_name = opts.set.clone().unwrap_or_else(|| plan.job_name.clone());
+    let (set, scan) = changes::choose(home, &set_name, Level::Full)?;
+    let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
+    let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
+    let (received, inlets) = Received::new(&ids, idle);
+    begun(Begun {
+        job_id,
+        tag: start.job_tag,
+        block_size: opts.block_size,
+        inlets,
+    });
+    let job = JobShared {
+        opts,
+        tag: start.job_tag,
+        job_id,
+        skip: Vec::new(),
+        pending: Mutex::new(pending(&plan)),
+        progress,
+        t0,
+        stop: AtomicBool::new(false),
+        expected: 1,
+        software: false,
+        counters: Arc::default(),
+        estimates: Arc::new(super::estimate::Estimates::new(ids.len())),
+        drives: 0,
+        index: Mutex::new(super::index::IndexSpool::new()),
+        moved: Mutex::new(Vec::new()),
+        feed: None,
+        received: Some(received),
+        prior: None,
+        scan: Arc::new(scan),
+        set,
+    };
+    let r = write_received(home, job, pool, &start);
+    if let Err(e) = &r {
+        record_failure(home, job_id, t0, e);
+    }
+    r
+}
+
+/// Mounts the drives and writes the job.
+fn write_received(
+    home: &Home,
+    mut job: JobShared<'_>,
+    pool: tapeloom_catalog::Pool,
+    start: &tapeloom_format::JobStart,
+) -> Result<BackupReport> {
+    let mut tapes = Tapes::new(home.library()?);
+    tapes.pool = pool;
+    let tapes = Arc::new(tapes);
+    let drives = super::plan::resolve_drives(&job.opts.drives, tapes.drives()?)?;
+    let n_streams = job.pending.lock().map_or(1, |q| q.len());
+    job.drives = drives.len();
+    job.expected = n_streams.div_ceil(drives.len()).clamp(1, 4);
+    let mounted = mount_all(
+        home,
+        &tapes,
+        &drives,
+        (job.job_id, start, None),
+        job.opts,
+        n_streams,
+    );
+    let mut writers = mounted?;
+    let t_data = Instant::now();
+    run_and_finish(home, &job, &mut writers, Vec::new(), t_data)
+}
+
+/// Marks a job failed, its reason among its errors (what is on tape stays).
+fn record_failure(home: &Home, job_id: i64, t0: Instant, e: &Error) {
+    let ended = crate::clock::now().map_or(0, |t| t.as_nanos());
+    let cat = &home.catalog;
+    let r = cat.add_error(job_id, b"", &e.to_string()).and_then(|()| {
+        cat.finish_job(
+            job_id,
+            JobState::Failed,
+            0,
+            0,
+            t0.elapsed().as_secs_f64(),
+            ended,
+        )
+    });
+    if let Err(c) = r {
+        eprintln!("tapeloom: record job {job_id} failed: {c}");
+    }
+}
+
+/// One stream packed on this machine: its sealed blocks, in order.
+pub struct Outgoing {
+    /// The stream.
+    pub stream: u16,
+    rx: Receiver<Msg>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Source objects that could not be backed up: (path in the job, why).
+    pub errors: Vec<(String, String)>,
+    /// Entries and stored bytes, once the stream has ended.
+    pub ended: Option<(u64, u64)>,
+}
+
+impl Iterator for Outgoing {
+    type Item = Vec<u8>;
+
+    /// The stream's next block, sealed; none once the packer has ended.
+    fn next(&mut self) -> Option<Vec<u8>> {
+        loop {
+            match self.rx.recv() {
+                Ok(Msg::Block { mut block, .. }) => {
+                    block.seal([0; 16], block.seq);
+                    return Some(block.buf);
+                }
+                Ok(Msg::Error(path, why)) => self.errors.push((crate::display_path(&path), why)),
+                Ok(Msg::End(entries, stored)) => {
+                    self.ended = Some((entries, stored));
+                    break;
+                }
+                Ok(Msg::OnTape { .. }) => {}
+                Err(_) => break,
+            }
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        None
+    }
+}
+
+/// Starts the walker, readers and packer of every stream of `plan`'s sources for
+/// job `tag` with blocks of `block_size`.
+pub fn pack_streams(
+    sources: &[PathBuf],
+    opts: &BackupOptions,
+    (tag, block_size): (u64, usize),
+) -> Result<Vec<Outgoing>> {
+    check_block_size(block_size)?;
+    let plan = Plan::new(sources, opts)?;
+    let setup = super::pack::PackerSetup {
+        tag,
+        block_size,
+        tail: 0,
+        readers: opts.readers,
+        skip: Vec::new(),
+        counters: None,
+        scan: Arc::default(),
+    };
+    let mut out = Vec::new();
+    for p in pending(&plan) {
+        let (tx, rx) = sync_channel::<Msg>(16);
+        let outlet = Outlet::new(
+            tx,
+            Arc::new(Shared::default()),
+            Arc::new(AtomicUsize::new(0)),
+            None,
+        );
+        let stream = p.id;
+        let thread = super::pack::spawn(&setup, Pending { ..p }, outlet);
+        out.push(Outgoing {
+            stream,
+            rx,
+            thread: Some(thread),
+            errors: Vec::new(),
+            ended: None,
+        });
+    }
+    Ok(out)
+}
