@@ -240,3 +240,97 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
     let _ = ack.send(());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIZE: usize = 64 * 1024;
+
+    /// A sealed block of stream 1 of job 7, seq `lbn` at `offset`, as a client packs it.
+    fn block(f: impl FnOnce(&mut BlockHeader)) -> Vec<u8> {
+        let mut h = BlockHeader {
+            volume: [0; 16],
+            lbn: 3,
+            job_tag: 7,
+            stream: 1,
+            payload_len: 100,
+            stream_offset: 500,
+            first_record: 0,
+            compressed: false,
+            encrypted: false,
+        };
+        f(&mut h);
+        let mut buf = vec![0u8; SIZE];
+        h.seal(&mut buf);
+        buf
+    }
+
+    fn due() -> Due {
+        Due {
+            tag: 7,
+            stream: 1,
+            block_size: SIZE,
+            seq: 3,
+            offset: 500,
+        }
+    }
+
+    fn refusal(b: &[u8]) -> Option<String> {
+        match due().check(b) {
+            Ok(_) => None,
+            Err(Error::Received(ReceiveError::Misplaced { what, .. })) => Some(what.to_string()),
+            Err(Error::Received(ReceiveError::Damaged { .. })) => Some("damaged".into()),
+            Err(e) => panic!("not a refusal of the block: {e}"),
+        }
+    }
+
+    #[test]
+    fn only_the_block_due_is_taken() {
+        assert_eq!(refusal(&block(|_| {})), None);
+        assert_eq!(
+            refusal(&block(|h| h.job_tag = 8)).as_deref(),
+            Some("another job's")
+        );
+        assert_eq!(
+            refusal(&block(|h| h.stream = 2)).as_deref(),
+            Some("another stream's")
+        );
+        assert_eq!(
+            refusal(&block(|h| h.lbn = 4)).as_deref(),
+            Some("out of sequence")
+        );
+        assert_eq!(
+            refusal(&block(|h| h.volume = [1; 16])).as_deref(),
+            Some("sealed for a volume")
+        );
+        assert_eq!(
+            refusal(&block(|h| h.stream_offset = 400)).as_deref(),
+            Some("at another stream offset")
+        );
+        let mut damaged = block(|_| {});
+        damaged[200] ^= 1;
+        assert_eq!(refusal(&damaged).as_deref(), Some("damaged"));
+        assert_eq!(refusal(&damaged[..10]).as_deref(), Some("damaged"));
+        let mut long = block(|_| {});
+        long.push(0);
+        assert_eq!(
+            refusal(&long).as_deref(),
+            Some("longer than the job's block size")
+        );
+    }
+
+    #[test]
+    fn a_stream_dropped_by_its_sender_is_cut() {
+        let (r, inlets) = Received::new(&[1], Duration::from_secs(5));
+        drop(inlets);
+        let rx = r.queues.lock().unwrap().remove(&1).unwrap();
+        let (tx, _keep) = sync_channel(4);
+        let mut out = Outlet::new(tx, Arc::default(), Arc::default(), None);
+        let e = receive(&rx, due(), Duration::from_secs(5), &mut out).unwrap_err();
+        assert!(
+            matches!(e, Error::Received(ReceiveError::Cut { stream: 1, .. })),
+            "{e}"
+        );
+    }
+}
