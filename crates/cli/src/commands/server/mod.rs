@@ -1,5 +1,5 @@
 //! `tapeloom server`: a daemon that serves the home's catalog to clients over TLS
-//! (HTTP/1.1 and JSON). What it shares with the clients (TLS, HTTP, the client
+//! (HTTP/1.1 and JSON), and writes their backups to its library. What it shares with the clients (TLS, HTTP, the client
 //! itself) is in `crate::net`.
 //!
 //! - `config.rs`: the TOML configuration, flags over it.
@@ -8,9 +8,9 @@
 //! - `backups.rs`: backups clients pack and the server's drives write.
 //! - `token.rs`: `server token add|list|revoke`.
 //!
-//! The server holds no lock on the home: it reads the catalog beside the commands
-//! that change it (SQLite's WAL), so backups, restores and token changes go on
-//! while it runs.
+//! The server holds no lock on the home but while a client's backup runs: it reads
+//! the catalog beside the commands that change it (SQLite's WAL), so backups,
+//! restores and token changes go on while it runs.
 
 mod api;
 pub(crate) mod backups;
