@@ -93,6 +93,31 @@ fn a_clients_backup_restores_identical_on_the_server() {
 }
 
 #[test]
+fn several_sources_are_streams_of_one_job() {
+    let (t, home, alice, _) = home_with_clients();
+    let (a, b) = (t.path().join("alpha"), t.path().join("beta"));
+    source_tree(&a);
+    for i in 0..50u64 {
+        write(
+            &b.join(format!("d{}/f{i}", i % 7)),
+            &noise(i, (i as usize) * 3001),
+        );
+    }
+    let s = Server::start(&home, None);
+    let doc = s.json(
+        &alice,
+        &["backup", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    assert_eq!(doc["status"], "ok", "{doc}");
+    assert_eq!(doc["streams"].as_array().unwrap().len(), 2, "{doc}");
+    let job = doc["job_id"].as_i64().unwrap().to_string();
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_same_tree(&a, &out.join("alpha"));
+    assert_same_tree(&b, &out.join("beta"));
+}
+
+#[test]
 fn flags_a_client_cannot_use_yet_are_refused_in_one_line() {
     let (t, home, alice, _) = home_with_clients();
     let src = t.path().join("src");

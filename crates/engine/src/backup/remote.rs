@@ -136,6 +136,16 @@ pub fn backup_received(
     }
     let plan = plan.checked()?;
     let pool = job_pool(home, opts)?;
+    let mut tapes = Tapes::new(home.library()?);
+    tapes.pool = pool.clone();
+    let tapes = Arc::new(tapes);
+    let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
+    // Every stream is held by a drive from the start: its sender's connection
+    // never waits for another stream to end.
+    let opts = &BackupOptions {
+        concurrency: Some(plan.names.len().div_ceil(drives.len()).max(1)),
+        ..opts.clone()
+    };
     let set_name = opts.set.clone().unwrap_or_else(|| plan.job_name.clone());
     let (set, scan) = changes::choose(home, &set_name, Level::Full)?;
     let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
@@ -169,7 +179,7 @@ pub fn backup_received(
         scan: Arc::new(scan),
         set,
     };
-    let r = write_received(home, job, pool, &start);
+    let r = write_received(home, job, (&tapes, &drives), &start);
     if let Err(e) = &r {
         record_failure(home, job_id, t0, e);
     }
@@ -180,20 +190,16 @@ pub fn backup_received(
 fn write_received(
     home: &Home,
     mut job: JobShared<'_>,
-    pool: tapeloom_catalog::Pool,
+    (tapes, drives): (&Arc<Tapes>, &[Option<usize>]),
     start: &tapeloom_format::JobStart,
 ) -> Result<BackupReport> {
-    let mut tapes = Tapes::new(home.library()?);
-    tapes.pool = pool;
-    let tapes = Arc::new(tapes);
-    let drives = super::plan::resolve_drives(&job.opts.drives, tapes.drives()?)?;
     let n_streams = job.pending.lock().map_or(1, |q| q.len());
     job.drives = drives.len();
     job.expected = n_streams.div_ceil(drives.len()).clamp(1, 4);
     let mounted = mount_all(
         home,
-        &tapes,
-        &drives,
+        tapes,
+        drives,
         (job.job_id, start, None),
         job.opts,
         n_streams,
