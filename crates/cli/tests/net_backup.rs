@@ -118,6 +118,59 @@ fn several_sources_are_streams_of_one_job() {
 }
 
 #[test]
+fn objects_a_client_cannot_read_make_its_job_partial() {
+    use std::os::unix::fs::PermissionsExt;
+    let (t, home, alice, _) = home_with_clients();
+    let src = t.path().join("src");
+    write(&src.join("ok1"), b"one");
+    write(&src.join("secret"), b"nobody may read this");
+    std::fs::create_dir_all(src.join("closed")).unwrap();
+    write(&src.join("closed/inner"), b"x");
+    let mode = |p: &str, m| {
+        std::fs::set_permissions(src.join(p), std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    mode("secret", 0o000);
+    mode("closed", 0o000);
+    let s = Server::start(&home, None);
+    let mut cmd = if is_root() {
+        // Root reads everything: the client runs as an unprivileged user.
+        for p in [t.path(), src.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()]);
+        c
+    } else {
+        std::process::Command::new(bin())
+    };
+    cmd.args(["--json", "backup", src.to_str().unwrap()]).args([
+        "--server",
+        &s.url,
+        "--fingerprint",
+        &s.fingerprint,
+        "--token",
+        &alice,
+    ]);
+    let (code, doc, err) = parse(cmd.output().unwrap());
+    mode("closed", 0o755);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["status"], "partial", "{doc}");
+    let errors = doc["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{doc}");
+    assert!(
+        errors[0]["path"].as_str().unwrap().ends_with("/closed"),
+        "{doc}"
+    );
+    assert!(
+        errors[1]["path"].as_str().unwrap().ends_with("/secret"),
+        "{doc}"
+    );
+    assert_eq!(err.matches("tapeloom: warning: ").count(), 2, "{err}");
+    let (status, reasons) = job_state(&home, doc["job_id"].as_i64().unwrap());
+    assert_eq!((status.as_str(), reasons.len()), ("partial", 2));
+}
+
+#[test]
 fn flags_a_client_cannot_use_yet_are_refused_in_one_line() {
     let (t, home, alice, _) = home_with_clients();
     let src = t.path().join("src");

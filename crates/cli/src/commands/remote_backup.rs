@@ -5,10 +5,11 @@
 use crate::commands::server::backups::{Begin, BeginStream, Begun};
 use crate::net::client::Server;
 use crate::net::error::ServerError;
+use crate::net::http::Frame;
 use crate::output::{self, Output};
 use anyhow::Result;
 use std::path::PathBuf;
-use tapeloom_engine::{BackupOptions, Outgoing, RemotePlan};
+use tapeloom_engine::{BackupOptions, Outgoing, Piece, RemotePlan};
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
 #[derive(serde::Serialize)]
@@ -29,6 +30,14 @@ struct Summary {
     seconds: f64,
     mb_per_s: f64,
     volumes: Vec<String>,
+    errors: Vec<Problem>,
+}
+
+/// A source object the job could not back up.
+#[derive(serde::Deserialize, Default)]
+struct Problem {
+    path: String,
+    reason: String,
 }
 
 impl Output for Sent {
@@ -70,7 +79,7 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
     };
     let begun: Begun = server.post_json("/api/backups", &begin)?;
     let streams = tapeloom_engine::pack_streams(sources, opts, (begun.tag, begun.block_size))?;
-    let sent: Vec<Result<Vec<(String, String)>, ServerError>> = std::thread::scope(|sc| {
+    let sent: Vec<Result<(), ServerError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = streams
             .into_iter()
             .map(|s| sc.spawn(|| send_stream(server, begun.job, s)))
@@ -88,27 +97,28 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
         return Err(crate::net::client::refusal(status, &body).into());
     }
     for r in sent {
-        for (p, why) in r? {
-            eprintln!("tapeloom: warning: {p}: {why}");
-        }
+        r?;
     }
     let doc: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
-    let summary =
+    let summary: Summary =
         serde_json::from_value(doc.clone()).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+    for e in &summary.errors {
+        eprintln!("tapeloom: warning: {}: {}", e.path, e.reason);
+    }
     Ok(Sent { doc, summary })
 }
 
-/// Sends one stream's blocks; the source objects it could not back up.
-fn send_stream(
-    server: &Server,
-    job: i64,
-    mut s: Outgoing,
-) -> Result<Vec<(String, String)>, ServerError> {
+/// Sends one stream's blocks and the source objects it could not back up.
+fn send_stream(server: &Server, job: i64, s: Outgoing) -> Result<(), ServerError> {
     let path = format!("/api/backups/{job}/streams/{}", s.stream);
-    let (status, body) = server.post_frames(&path, s.by_ref())?;
+    let frames = s.map(|p| match p {
+        Piece::Block(b) => Frame::Block(b),
+        Piece::Error(path, why) => Frame::note(&path, &why),
+    });
+    let (status, body) = server.post_frames(&path, frames)?;
     if status != 200 {
         return Err(crate::net::client::refusal(status, &body));
     }
-    Ok(std::mem::take(&mut s.errors))
+    Ok(())
 }

@@ -128,11 +128,11 @@ impl Server {
     pub fn post_frames(
         &self,
         path: &str,
-        blocks: impl Iterator<Item = Vec<u8>>,
+        frames: impl Iterator<Item = super::http::Frame>,
     ) -> Result<(u16, Vec<u8>), ServerError> {
         let head = "Content-Type: application/vnd.tapeloom.frames\r\n";
         self.exchange("POST", path, head, |w| {
-            super::http::write_frames(w, blocks).map(|_| ())
+            super::http::write_frames(w, frames).map(|_| ())
         })
     }
 

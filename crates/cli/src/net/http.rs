@@ -149,9 +149,44 @@ pub fn read_head(r: &mut impl Read, limits: &Limits) -> Result<(Request, u64, Ve
     Ok((req, length, rest))
 }
 
+/// The bit of a frame's length that makes it a [`Frame::Note`].
+pub const NOTE_FLAG: u32 = 1 << 31;
+/// Bytes of a note at most.
+pub const MAX_NOTE: usize = 64 * 1024;
+
+/// A frame of a framed body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A block.
+    Block(Vec<u8>),
+    /// A source object the sender could not back up: `u32` little-endian length
+    /// of its path, the path, then why (UTF-8).
+    Note(Vec<u8>),
+}
+
+impl Frame {
+    /// A note's path and reason; none when it does not hold them.
+    pub fn parse_note(note: &[u8]) -> Option<(Vec<u8>, String)> {
+        let len = u32::from_le_bytes(note.get(..4)?.try_into().ok()?) as usize;
+        let path = note.get(4..4usize.checked_add(len)?)?;
+        let why = std::str::from_utf8(note.get(4 + len..)?).ok()?;
+        Some((path.to_vec(), why.to_string()))
+    }
+
+    /// The note of `path` and `why`.
+    pub fn note(path: &[u8], why: &str) -> Frame {
+        let mut n = (path.len() as u32).to_le_bytes().to_vec();
+        n.extend_from_slice(path);
+        n.extend_from_slice(why.as_bytes());
+        n.truncate(MAX_NOTE);
+        Frame::Note(n)
+    }
+}
+
 /// A body of frames, read one at a time: each a `u32` little-endian length and
-/// that many bytes, the last of length zero. No frame may be longer than `max`;
-/// the whole body is never held.
+/// that many bytes, the last of length zero. A length with [`NOTE_FLAG`] set is a
+/// note of at most [`MAX_NOTE`] bytes; no other frame may be longer than `max`.
+/// The whole body is never held.
 pub struct Frames {
     rest: Vec<u8>,
     max: usize,
@@ -168,8 +203,8 @@ impl Frames {
         }
     }
 
-    /// The next frame's bytes; none after the closing frame.
-    pub fn next_frame(&mut self, r: &mut impl Read) -> Result<Option<Vec<u8>>, HttpError> {
+    /// The next frame; none after the closing frame.
+    pub fn next_frame(&mut self, r: &mut impl Read) -> Result<Option<Frame>, HttpError> {
         if self.ended {
             return Ok(None);
         }
@@ -179,10 +214,17 @@ impl Frames {
             self.ended = true;
             return Ok(None);
         }
+        if len & NOTE_FLAG != 0 {
+            let n = (len & !NOTE_FLAG) as usize;
+            if n > MAX_NOTE {
+                return Err(HttpError::FrameTooLarge(len));
+            }
+            return self.take(r, n).map(|b| Some(Frame::Note(b)));
+        }
         if len as usize > self.max {
             return Err(HttpError::FrameTooLarge(len));
         }
-        self.take(r, len as usize).map(Some)
+        self.take(r, len as usize).map(|b| Some(Frame::Block(b)))
     }
 
     /// Exactly `n` bytes: those already read first, then from `r`, read straight
@@ -206,15 +248,22 @@ impl Frames {
     }
 }
 
-/// Writes `blocks` as a body of frames (see [`Frames`]), the closing frame last.
+/// Writes `frames` as a body of frames (see [`Frames`]), the closing frame last.
 pub fn write_frames(
     w: &mut (impl Write + ?Sized),
-    blocks: impl Iterator<Item = Vec<u8>>,
+    frames: impl Iterator<Item = Frame>,
 ) -> io::Result<u64> {
     let mut n = 0;
-    for b in blocks {
-        let len = u32::try_from(b.len()).map_err(|_| io::Error::other("frame over 4 GiB"))?;
-        w.write_all(&len.to_le_bytes())?;
+    for f in frames {
+        let (flag, b) = match f {
+            Frame::Block(b) => (0, b),
+            Frame::Note(b) => (NOTE_FLAG, b),
+        };
+        let len = u32::try_from(b.len())
+            .ok()
+            .filter(|l| l & NOTE_FLAG == 0)
+            .ok_or_else(|| io::Error::other("a frame of 2 GiB or more"))?;
+        w.write_all(&(len | flag).to_le_bytes())?;
         w.write_all(&b)?;
         n += 1;
     }
@@ -447,7 +496,15 @@ mod tests {
 
         /// Frames written are read back as they were; the closing frame ends them.
         #[test]
-        fn frames_come_back(blocks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 1..300), 0..8)) {
+        fn frames_come_back(
+            blocks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 1..300), 0..8),
+            notes in proptest::collection::vec(proptest::bool::ANY, 8),
+        ) {
+            let blocks: Vec<Frame> = blocks
+                .into_iter()
+                .zip(notes)
+                .map(|(b, n)| if n { Frame::Note(b) } else { Frame::Block(b) })
+                .collect();
             let mut body = Vec::new();
             write_frames(&mut body, blocks.clone().into_iter()).unwrap();
             let (rest, tail) = body.split_at(body.len().min(5));
@@ -467,7 +524,13 @@ mod tests {
             let mut frames = Frames::new(Vec::new(), 64);
             let mut r = bytes.as_slice();
             while let Ok(Some(f)) = frames.next_frame(&mut r) {
-                proptest::prop_assert!(!f.is_empty() && f.len() <= 64);
+                match f {
+                    Frame::Block(b) => proptest::prop_assert!(!b.is_empty() && b.len() <= 64),
+                    Frame::Note(n) => {
+                        proptest::prop_assert!(n.len() <= MAX_NOTE);
+                        let _ = Frame::parse_note(&n);
+                    }
+                }
             }
         }
 

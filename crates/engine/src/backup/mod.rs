@@ -27,7 +27,7 @@ pub(crate) mod weave;
 
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
 pub use received::{Closed, Inlet};
-pub use remote::{backup_received, pack_streams, Begun, Outgoing, RemotePlan, RemoteStream};
+pub use remote::{backup_received, pack_streams, Begun, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{resume_job, unfinished_staged_jobs};
 

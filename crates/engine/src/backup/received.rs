@@ -25,6 +25,8 @@ const INLET_QUEUE: usize = 8;
 /// What a sender hands to a stream.
 enum Frame {
     Block(Vec<u8>),
+    /// A source object the sender could not back up: its path, and why.
+    Error(Vec<u8>, String),
     /// The end; the receiver answers once the stream's end record was read.
     End(SyncSender<()>),
     Cut(String),
@@ -47,6 +49,12 @@ impl Inlet {
     /// full (the drive sets the pace).
     pub fn block(&self, block: Vec<u8>) -> std::result::Result<(), Closed> {
         self.tx.send(Frame::Block(block)).map_err(|_| Closed)
+    }
+
+    /// A source object of the stream the sender could not back up: `path` in the
+    /// job's namespace, and why (a job error; the job ends partial).
+    pub fn error(&self, path: Vec<u8>, why: String) -> std::result::Result<(), Closed> {
+        self.tx.send(Frame::Error(path, why)).map_err(|_| Closed)
     }
 
     /// The stream has no more blocks: waits until every block was checked and the
@@ -195,6 +203,11 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
     let ack = loop {
         let buf = match rx.recv_timeout(idle) {
             Ok(Frame::Block(b)) => b,
+            Ok(Frame::Error(path, why)) => {
+                out.other(Msg::Error(path, why))
+                    .map_err(|_| Error::Stopped)?;
+                continue;
+            }
             Ok(Frame::End(ack)) => break ack,
             Ok(Frame::Cut(why)) => return Err(cut(why)),
             Err(RecvTimeoutError::Timeout) => {
@@ -212,11 +225,9 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
             buf.get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + len)
         }
         .ok_or(tapeloom_format::FormatError::Truncated("block"))?;
+        // The files the stream's records say were read with trouble are among the
+        // errors the sender reports, by the same paths as a local job's.
         let (done, keep_from) = rows.block(due.seq, header.first_record, payload)?;
-        for (path, why) in rows.take_problems() {
-            out.other(Msg::Error(path, why))
-                .map_err(|_| Error::Stopped)?;
-        }
         let block = PackedBlock {
             buf,
             header,

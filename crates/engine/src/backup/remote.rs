@@ -228,30 +228,39 @@ fn record_failure(home: &Home, job_id: i64, t0: Instant, e: &Error) {
     }
 }
 
-/// One stream packed on this machine: its sealed blocks, in order.
+/// What a stream packed on this machine sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// A block, sealed.
+    Block(Vec<u8>),
+    /// A source object that could not be backed up (path, why), as a local job
+    /// records it among its errors.
+    Error(Vec<u8>, String),
+}
+
+/// One stream packed on this machine: its sealed blocks in order, and the source
+/// objects it could not back up.
 pub struct Outgoing {
     /// The stream.
     pub stream: u16,
     rx: Receiver<Msg>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// Source objects that could not be backed up: (path in the job, why).
-    pub errors: Vec<(String, String)>,
     /// Entries and stored bytes, once the stream has ended.
     pub ended: Option<(u64, u64)>,
 }
 
 impl Iterator for Outgoing {
-    type Item = Vec<u8>;
+    type Item = Piece;
 
-    /// The stream's next block, sealed; none once the packer has ended.
-    fn next(&mut self) -> Option<Vec<u8>> {
+    /// The stream's next piece; none once the packer has ended.
+    fn next(&mut self) -> Option<Piece> {
         loop {
             match self.rx.recv() {
                 Ok(Msg::Block { mut block, .. }) => {
                     block.seal([0; 16], block.seq);
-                    return Some(block.buf);
+                    return Some(Piece::Block(block.buf));
                 }
-                Ok(Msg::Error(path, why)) => self.errors.push((crate::display_path(&path), why)),
+                Ok(Msg::Error(path, why)) => return Some(Piece::Error(path, why)),
                 Ok(Msg::End(entries, stored)) => {
                     self.ended = Some((entries, stored));
                     break;
@@ -300,7 +309,6 @@ pub fn pack_streams(
             stream,
             rx,
             thread: Some(thread),
-            errors: Vec::new(),
             ended: None,
         });
     }

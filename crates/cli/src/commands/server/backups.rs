@@ -14,7 +14,7 @@
 use super::api::Answer;
 use super::serve::{Shared, Tls};
 use crate::commands::backup::BackedUp;
-use crate::net::http::{Frames, HttpError};
+use crate::net::http::{Frame, Frames, HttpError};
 use std::collections::HashMap;
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Condvar, Mutex};
@@ -234,11 +234,20 @@ pub fn receive(
     loop {
         conn.sock.deadline = Instant::now() + timeout;
         match frames.next_frame(conn) {
-            Ok(Some(b)) => {
+            Ok(Some(Frame::Block(b))) => {
                 if inlet.block(b).is_err() {
                     return failed(shared, id);
                 }
                 blocks += 1;
+            }
+            Ok(Some(Frame::Note(n))) => {
+                let Some((path, why)) = Frame::parse_note(&n) else {
+                    inlet.cut("the client's frames: a malformed note".into());
+                    return Answer::error(400, "a malformed note");
+                };
+                if inlet.error(path, why).is_err() {
+                    return failed(shared, id);
+                }
             }
             Ok(None) => break,
             Err(e) => {
