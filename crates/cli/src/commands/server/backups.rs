@@ -67,7 +67,12 @@ struct Running {
     block_size: usize,
     inlets: HashMap<u16, Inlet>,
     outcome: Option<Outcome>,
+    /// When the job ended.
+    ended: Option<Instant>,
 }
+
+/// How long a job's outcome waits for its client to ask for it.
+const KEEP_OUTCOME: Duration = Duration::from_secs(3600);
 
 /// The jobs clients began.
 #[derive(Default)]
@@ -84,6 +89,10 @@ impl Backups {
 
 /// `POST /api/backups` by `client`.
 pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
+    // Outcomes no client asked for in time are forgotten.
+    shared
+        .backups
+        .with(|j| j.retain(|_, r| r.ended.is_none_or(|t| t.elapsed() < KEEP_OUTCOME)));
     let doc: Begin = match serde_json::from_slice(body) {
         Ok(d) => d,
         Err(e) => return Answer::error(400, &format!("not a backup document: {e}")),
@@ -138,6 +147,7 @@ fn run_job(
                 block_size: b.block_size,
                 inlets: b.inlets.into_iter().map(|i| (i.stream, i)).collect(),
                 outcome: None,
+                ended: None,
             };
             shared.backups.with(|j| j.insert(b.job_id, running));
             let _ = tx.send(Ok(Begun {
@@ -164,6 +174,7 @@ fn run_job(
         if let Some(run) = j.get_mut(&id) {
             run.inlets.clear();
             run.outcome = Some(outcome);
+            run.ended = Some(Instant::now());
         }
     });
     shared.backups.ended.notify_all();
