@@ -47,8 +47,8 @@ pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Label
 pub use rebuild::{rebuild, RebuildReport};
 pub use recover::{recover, RecoverReport};
 pub use restore::{
-    normalize, restore, restore_set, set_job, set_tree, Kept, Overwrite, RestoreOptions,
-    RestoreReport, SkipBy, Source,
+    normalize, read_blocks, restore, restore_set, set_job, set_tree, BlockRestore, BlockSink, Kept,
+    Overwrite, RestoreOptions, RestoreReport, SkipBy, Source,
 };
 pub use sampler::{Live, Series};
 pub use verify::{verify, VerifyReport};

@@ -212,6 +212,12 @@ impl JobReader {
         d.travel_seconds(from, to).map(|t| t.read)
     }
 
+    /// The bytes of the last block as read from tape (still compressed or
+    /// encrypted as it was written).
+    pub fn raw(&self) -> &[u8] {
+        &self.buf[..self.len.min(self.buf.len())]
+    }
+
     /// The bytes of the last good block (expanded, when it was compressed).
     pub fn block(&self) -> &[u8] {
         if self.is_expanded {

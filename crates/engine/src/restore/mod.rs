@@ -15,6 +15,7 @@
 //! cartridge mounted once and read forward, across the jobs on it.
 
 pub(crate) mod chains;
+pub(crate) mod handoff;
 pub(crate) mod merge;
 pub(crate) mod overwrite;
 pub(crate) mod pit;
@@ -24,6 +25,7 @@ pub(crate) mod restorer;
 pub(crate) mod staged;
 pub(crate) mod writers;
 
+pub use handoff::{read_blocks, BlockRestore, BlockSink};
 pub use overwrite::{Kept, Overwrite};
 pub use pit::{restore_set, set_job, set_tree};
 pub use plan::normalize;
@@ -215,7 +217,8 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     } else {
         let skip: HashSet<u16> = on_stage.keys().copied().collect();
         let job = (job_id, job.tag, job.block_size as usize, key);
-        read_tape(home, job, (rows, whole), (&names, &skip), (opts, &rs, t0))?
+        let out = Out::Place(&rs);
+        read_tape(home, job, (rows, whole), (&names, &skip), (opts, out, t0))?
     };
     let (mut report, per_stream) = finish(rs, reads)?;
     report.chains = chains;
@@ -270,7 +273,7 @@ pub(crate) fn finish(
 }
 
 /// Adds what the drives read to the report.
-fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) {
+pub(crate) fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) {
     reads.sort_by_key(|d| d.drive);
     for d in &reads {
         report.blocks_read += d.blocks_read;
@@ -293,19 +296,19 @@ fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) {
 }
 
 /// What a tape read needs to know of the job: its id, tag and block size.
-type JobFacts = (i64, u64, usize, Option<tapeloom_format::DataKey>);
+pub(crate) type JobFacts = (i64, u64, usize, Option<tapeloom_format::DataKey>);
 
 /// Reads from tape what a restore wants of the streams not in `skip` (`rows` as
 /// [`select`] gives them, less the streams on a stage; `whole` for the whole job),
 /// on as many drives as the job has chains and the options allow; stores the
 /// drives' samples, marks and health. Returns what each drive read, and the
 /// number of chains of the job.
-fn read_tape(
+pub(crate) fn read_tape(
     home: &Home,
     (job_id, tag, block_size, key): JobFacts,
     (rows, whole): (Vec<FileRow>, bool),
     (names, skip): (&HashMap<u16, String>, &HashSet<u16>),
-    (opts, rs, t0): (&RestoreOptions, &Mutex<Restorer>, Instant),
+    (opts, out, t0): (&RestoreOptions, Out<'_>, Instant),
 ) -> Result<(Vec<DriveRead>, usize)> {
     let cat = &home.catalog;
     let vols = cat.job_volumes(job_id)?;
@@ -341,7 +344,7 @@ fn read_tape(
         opts,
         names,
         skip,
-        rs,
+        out,
         lib: &lib,
         stop: &stop,
         t0,
@@ -485,6 +488,30 @@ pub(crate) struct JobCtx {
     pub hints: Hints,
 }
 
+/// Where the drives of a restore hand what they read: to the restorer that places
+/// it here, or, block by block as read from tape, to a sink that takes them
+/// elsewhere.
+pub(crate) enum Out<'a> {
+    Place(&'a Mutex<Restorer>),
+    Hand(&'a dyn Handed),
+}
+
+/// A [`BlockSink`] the drives share (behind a lock).
+pub(crate) trait Handed: Sync {
+    fn block(&self, block: &[u8]) -> Result<()>;
+    fn bad(&self, paths: &[Vec<u8>], why: &str) -> Result<()>;
+}
+
+impl Handed for Mutex<&mut dyn BlockSink> {
+    fn block(&self, block: &[u8]) -> Result<()> {
+        lock(self)?.block(block)
+    }
+
+    fn bad(&self, paths: &[Vec<u8>], why: &str) -> Result<()> {
+        lock(self)?.bad(paths, why)
+    }
+}
+
 /// What the drives of one restore share.
 pub(crate) struct Shared<'a> {
     /// The jobs read: one, or those a set's tree needs.
@@ -496,7 +523,8 @@ pub(crate) struct Shared<'a> {
     pub names: &'a HashMap<u16, String>,
     /// Streams read from a disk stage: their blocks on tape are passed over.
     pub skip: &'a HashSet<u16>,
-    pub rs: &'a Mutex<Restorer>,
+    /// Where the blocks read go.
+    pub out: Out<'a>,
     pub lib: &'a SharedLibrary,
     /// Set when a drive failed: the others stop too.
     pub stop: &'a AtomicBool,
@@ -516,11 +544,11 @@ impl Shared<'_> {
                 read.run(&mut reader, job, run, &mut streams)?;
             }
         }
-        {
-            let mut rs = self.lock()?;
+        if let Some(rs) = self.placing() {
+            let mut rs = lock(rs)?;
             rs.job = job.id;
             streams.finish(&mut *rs);
-            read.sample(&reader, &streams, &rs);
+            read.sample(&reader, &streams, Some(&rs.per_stream));
         }
         let chains = chains.iter().map(|(c, _)| c.id).collect();
         Ok(read.done(reader, chains))
@@ -538,11 +566,38 @@ impl Shared<'_> {
         .with_key(job.key.clone())
     }
 
-    pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Restorer>> {
-        self.rs.lock().map_err(|_| Error::Panicked {
-            what: "a drive's reader",
-        })
+    /// The restorer the drives feed, when the blocks are placed here.
+    pub(crate) fn placing(&self) -> Option<&Mutex<Restorer>> {
+        match self.out {
+            Out::Place(rs) => Some(rs),
+            Out::Hand(_) => None,
+        }
     }
+
+    /// Hands the entries `paths` of a bad block on: failed where placed here, told
+    /// to the sink otherwise.
+    fn bad(&self, job: i64, paths: &[Vec<u8>], why: &str) -> Result<()> {
+        match self.out {
+            Out::Place(rs) => {
+                let mut rs = lock(rs)?;
+                rs.job = job;
+                for p in paths {
+                    if rs.wanted(p) {
+                        rs.fail(p, why.to_string());
+                    }
+                }
+                Ok(())
+            }
+            Out::Hand(sink) => sink.bad(paths, why),
+        }
+    }
+}
+
+/// Locks what the drives share; a drive that panicked holding it fails the others.
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
+    m.lock().map_err(|_| Error::Panicked {
+        what: "a drive's reader",
+    })
 }
 
 /// One drive's reading: the runs in turn, the model's bound for the same reads,
@@ -622,8 +677,13 @@ impl<'a, 'b> Reading<'a, 'b> {
                 return Err(Error::Stopped);
             }
             if self.sampler.due() {
-                let rs = self.shared.lock()?;
-                self.sample(reader, streams, &rs);
+                match self.shared.placing() {
+                    Some(rs) => {
+                        let rs = lock(rs)?;
+                        self.sample(reader, streams, Some(&rs.per_stream));
+                    }
+                    None => self.sample(reader, streams, None),
+                }
             }
             if let Some(c) = reader.read_cost(at.1, at.1 + 1) {
                 self.bound += c;
@@ -638,22 +698,20 @@ impl<'a, 'b> Reading<'a, 'b> {
                         .map(|v| v.volume.barcode.as_str())
                         .unwrap_or("?");
                     let paths = self.cat.files_in_block(job.id, seq, lbn)?;
-                    let mut rs = self.shared.lock()?;
-                    rs.job = job.id;
-                    for p in paths {
-                        if rs.wanted(&p) {
-                            rs.fail(&p, format!("block {lbn} of {barcode} is bad: {why}"));
-                        }
-                    }
+                    let why = format!("block {lbn} of {barcode} is bad: {why}");
+                    self.shared.bad(job.id, &paths, &why)?;
                 }
                 Got::Block { header, .. } if self.shared.skip.contains(&header.stream) => {}
-                Got::Block { seq, lbn, header } => {
-                    let payload = header.payload(reader.block());
-                    let hint = job.hints.get(&(seq, lbn, header.stream)).copied();
-                    let mut rs = self.shared.lock()?;
-                    rs.job = job.id;
-                    streams.feed(&header, payload, (seq, lbn), hint, &mut *rs)?;
-                }
+                Got::Block { seq, lbn, header } => match self.shared.out {
+                    Out::Hand(sink) => sink.block(reader.raw())?,
+                    Out::Place(rs) => {
+                        let payload = header.payload(reader.block());
+                        let hint = job.hints.get(&(seq, lbn, header.stream)).copied();
+                        let mut rs = lock(rs)?;
+                        rs.job = job.id;
+                        streams.feed(&header, payload, (seq, lbn), hint, &mut *rs)?;
+                    }
+                },
             }
         }
         Ok(())
@@ -692,16 +750,22 @@ impl<'a, 'b> Reading<'a, 'b> {
         Ok(passed)
     }
 
-    /// Samples the drive and the streams it restored so far.
-    pub(crate) fn sample(&mut self, reader: &JobReader, streams: &Streams, rs: &Restorer) {
+    /// Samples the drive and the streams it restored so far (`per_stream`, their
+    /// data bytes restored, when they are placed here).
+    pub(crate) fn sample(
+        &mut self,
+        reader: &JobReader,
+        streams: &Streams,
+        per_stream: Option<&HashMap<u16, u64>>,
+    ) {
         let t = self.sampler.round();
         let stats = reader.drive_stats();
         self.sampler
             .drive(t, self.drive, reader.bytes_read, 0.0, stats.as_ref(), None);
         for id in streams.ids() {
             // A set's jobs share stream numbers: their streams are not sampled.
-            let (Some(&b), Some(name)) = (rs.per_stream.get(&id), self.shared.names.get(&id))
-            else {
+            let b = per_stream.and_then(|p| p.get(&id));
+            let (Some(&b), Some(name)) = (b, self.shared.names.get(&id)) else {
                 continue;
             };
             self.sampler.stream(t, name, b, 0.0, None);

@@ -240,7 +240,7 @@ impl SetRead<'_> {
             opts,
             names: &names,
             skip: &skip,
-            rs,
+            out: super::Out::Place(rs),
             lib: &lib,
             stop: &stop,
             t0,
@@ -292,13 +292,13 @@ fn read_groups(
         let decoders = streams.entry(job.id).or_default();
         read.run(&mut reader, job, &step.run, decoders)?;
     }
-    {
-        let mut rs = shared.lock()?;
+    if let Some(rs) = shared.placing() {
+        let mut rs = super::lock(rs)?;
         for (job, decoders) in streams.iter_mut() {
             rs.job = *job;
             decoders.finish(&mut *rs);
         }
-        read.sample(&reader, &Streams::default(), &rs);
+        read.sample(&reader, &Streams::default(), Some(&rs.per_stream));
     }
     Ok(read.done(reader, groups.iter().map(|g| g.id).collect()))
 }

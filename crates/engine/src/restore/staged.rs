@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result, StageError};
 use crate::media::reader::{Sink, Streams};
+use crate::restore::handoff::BlockSink;
 use crate::stage::ChunkReader;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -120,6 +121,32 @@ pub(crate) fn read(
             }
         }
         dec.finish(sink);
+    }
+    Ok(read)
+}
+
+/// Hands the blocks of each stream in `streams` (job tag `tag`), read from its
+/// chunk files in order, to `sink` as they are stored (a restore read here,
+/// decoded elsewhere). A damaged block is left out, as [`read`] leaves it.
+pub(crate) fn hand(
+    tag: u64,
+    streams: &BTreeMap<u16, Vec<PathBuf>>,
+    sink: &mut dyn BlockSink,
+) -> Result<StageRead> {
+    let mut read = StageRead::default();
+    for (&stream, files) in streams {
+        for path in files {
+            for b in ChunkReader::open_expecting(path, tag, stream)? {
+                let b = match b {
+                    Ok(b) => b,
+                    Err(Error::Stage(StageError::DamagedBlock { .. })) => continue,
+                    Err(e) => return Err(e),
+                };
+                read.blocks += 1;
+                read.bytes += 4 + b.block.len() as u64;
+                sink.block(&b.block)?;
+            }
+        }
     }
     Ok(read)
 }
