@@ -4,12 +4,17 @@
 use super::Context;
 use crate::error::CliError;
 use crate::health::{self, CartridgeHealth};
+use crate::net::client::Server;
+use crate::net::error::ServerError;
+use crate::net::http::Frame;
+use crate::net::restore::{Notice, Trailer};
 use crate::output::{self, mb_per_s, Output, PathError};
 use anyhow::Result;
 use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use tapeloom_engine::{Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
+use tapeloom_engine::{BlockRestore, Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
+use tapeloom_format::MAX_BLOCK_SIZE;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -54,6 +59,8 @@ pub struct Args {
     /// left as it is, except with always.
     #[arg(long, value_enum, default_value = "never", value_name = "WHEN")]
     overwrite: OverwriteArg,
+    #[command(flatten)]
+    remote: crate::net::client::Remote,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -169,6 +176,7 @@ pub fn job_and_paths(
 
 pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     let (job, paths) = job_and_paths(a.args, a.set.is_some())?;
+    let server = a.remote.resolve()?;
     let opts = RestoreOptions {
         to: a.to,
         paths: paths
@@ -185,6 +193,10 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         },
         overwrite: a.overwrite.into(),
     };
+    if let Some(server) = server {
+        let job = job.ok_or(ServerError::NotServed("restore --set"))?;
+        return remote(&server, job, &opts);
+    }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
     let (r, set) = match (job, a.set) {
@@ -204,6 +216,64 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     }
     out.set = set;
     Ok(out)
+}
+
+/// Restores job `job` from `server`: the server reads the blocks, this machine
+/// checks, decodes and places them under `opts.to` as a local restore does. The
+/// restore folder is made only once the server has agreed to serve the job.
+fn remote(server: &Server, job: i64, opts: &RestoreOptions) -> Result<Restored> {
+    let query: Vec<String> = (opts.paths.iter())
+        .map(|p| format!("path={}", crate::net::http::percent_encode(p)))
+        .collect();
+    let path = match query.is_empty() {
+        true => format!("/api/jobs/{job}/restore"),
+        false => format!("/api/jobs/{job}/restore?{}", query.join("&")),
+    };
+    let mut placing: Option<BlockRestore> = None;
+    let trailer = server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| {
+        let br = match &mut placing {
+            Some(b) => b,
+            None => placing.insert(BlockRestore::new(opts)?),
+        };
+        match f {
+            Frame::Block(b) => br.block(&b)?,
+            Frame::Note(n) => match Notice::parse(&n) {
+                Some(Notice::Want(p)) => br.want(p),
+                Some(Notice::LeftOut(p)) => br.left_out(p),
+                Some(Notice::Bad(p, why)) => br.bad(&p, &why),
+                None => return Err(ServerError::BadAnswer("a note of no kind".into()).into()),
+            },
+        }
+        Ok(())
+    })?;
+    let t: Trailer = serde_json::from_slice(&trailer)
+        .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
+    let br = match placing {
+        Some(b) => b,
+        None => BlockRestore::new(opts)?,
+    };
+    let mut r = br.finish()?;
+    if let Some(e) = t.error {
+        return Err(ServerError::Failed(e).into());
+    }
+    for (p, why) in &r.errors {
+        eprintln!("tapeloom: {p}: {why}");
+    }
+    r.blocks_read = t.blocks_read;
+    r.bytes_read_from_tape = t.bytes_read_from_tape;
+    r.locates = t.locates;
+    r.mounts = t.mounts;
+    r.read_through = t.read_through;
+    r.chains = t.chains;
+    r.blocks_read_from_stage = t.blocks_read_from_stage;
+    r.bytes_read_from_stage = t.bytes_read_from_stage;
+    r.source = match t.source.as_str() {
+        "stage" => Source::Stage,
+        "stage+tape" => Source::StageAndTape,
+        _ => Source::Tape,
+    };
+    (r.job, r.jobs) = (job, vec![job]);
+    Ok(Restored::new(job, &r))
 }
 
 impl Restored {

@@ -145,12 +145,71 @@ impl Server {
         headers: &str,
         body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(u16, Vec<u8>), ServerError> {
+        let (mut tls, pinned) = self.open()?;
+        let sent = self
+            .send_head(&mut tls, method, path, headers)
+            .and_then(|()| body(&mut tls))
+            .and_then(|()| tls.flush());
+        // A refusal midway is answered before the server closes.
+        let answer = match (sent, read_answer(&mut tls)) {
+            (_, Ok(a)) => Ok(a),
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+        };
+        answer.map_err(|source| self.io_fault(&pinned, source))?
+    }
+
+    /// GETs `path`, whose 200 answer is a body of frames (no `Content-Length`),
+    /// and hands each frame to `each`; returns the trailer after the closing
+    /// frame (`http::Frames::trailer`). Any other status is
+    /// [`ServerError::Refused`] with the server's one-line error.
+    pub fn get_frames<E: From<ServerError>>(
+        &self,
+        path: &str,
+        max_frame: usize,
+        mut each: impl FnMut(super::http::Frame) -> Result<(), E>,
+    ) -> Result<Vec<u8>, E> {
+        let (mut tls, pinned) = self.open()?;
+        let fault = |e| self.io_fault(&pinned, e);
+        self.send_head(&mut tls, "GET", path, "")
+            .and_then(|()| tls.flush())
+            .map_err(fault)?;
+        let (status, length, rest) = read_head(&mut tls).map_err(fault)??;
+        if status != 200 {
+            let body = read_body(&mut tls, rest, length.unwrap_or(0)).map_err(fault)?;
+            return Err(refusal(status, &body).into());
+        }
+        let bad = |e: super::http::HttpError| match e {
+            super::http::HttpError::Io(e) => fault(e),
+            e => ServerError::BadAnswer(e.to_string()),
+        };
+        let mut frames = super::http::Frames::new(rest, max_frame);
+        while let Some(f) = frames.next_frame(&mut tls).map_err(bad)? {
+            each(f)?;
+        }
+        let trailer = frames
+            .trailer(&mut tls, super::restore::MAX_TRAILER)
+            .map_err(bad)?;
+        Ok(trailer)
+    }
+
+    /// A TLS connection to the server, pinned to its fingerprint.
+    fn open(&self) -> Result<(Tls, std::sync::Arc<Pinned>), ServerError> {
         let pinned = Pinned::new(self.fingerprint.clone());
         let name = ServerName::try_from(self.host.clone())
             .map_err(|_| ServerError::BadUrl(format!("https://{}:{}", self.host, self.port)))?;
         let conn = rustls::ClientConnection::new(pinned.client_config()?, name)?;
         let sock = self.connect()?;
-        let mut tls = rustls::StreamOwned::new(conn, sock);
+        Ok((rustls::StreamOwned::new(conn, sock), pinned))
+    }
+
+    /// Writes a request's head, with `headers` (each ending in CRLF).
+    fn send_head(
+        &self,
+        tls: &mut Tls,
+        method: &str,
+        path: &str,
+        headers: &str,
+    ) -> std::io::Result<()> {
         let request = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {}\r\n\
              User-Agent: tapeloom/{}\r\nConnection: close\r\n{headers}\r\n",
@@ -159,22 +218,19 @@ impl Server {
             self.token,
             env!("CARGO_PKG_VERSION")
         );
-        let sent = tls
-            .write_all(request.as_bytes())
-            .and_then(|()| body(&mut tls))
-            .and_then(|()| tls.flush());
-        // A refusal midway is answered before the server closes.
-        let answer = match (sent, read_answer(&mut tls)) {
-            (_, Ok(a)) => Ok(a),
-            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
-        };
-        answer.map_err(|source| match pinned.mismatch() {
+        tls.write_all(request.as_bytes())
+    }
+
+    /// A socket fault: the certificate refused, when it was; the I/O error
+    /// otherwise.
+    fn io_fault(&self, pinned: &Pinned, source: std::io::Error) -> ServerError {
+        match pinned.mismatch() {
             Some(e) => e,
             None => ServerError::Io {
                 what: format!("ask {}:{}", self.host, self.port),
                 source,
             },
-        })?
+        }
     }
 
     fn connect(&self) -> Result<TcpStream, ServerError> {
@@ -217,8 +273,27 @@ pub fn refusal(status: u16, body: &[u8]) -> ServerError {
     }
 }
 
+/// A client's TLS connection.
+type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// What an answer's head says: its status, its `Content-Length` (when it has
+/// one), and the bytes read past the head.
+type Head = (u16, Option<usize>, Vec<u8>);
+
 /// Reads a whole answer: its status and its body (as long as its Content-Length).
 fn read_answer(r: &mut impl Read) -> std::io::Result<Result<(u16, Vec<u8>), ServerError>> {
+    let (status, length, rest) = match read_head(r)? {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(e)),
+    };
+    let Some(length) = length else {
+        return Ok(Err(ServerError::BadAnswer("no Content-Length".into())));
+    };
+    Ok(Ok((status, read_body(r, rest, length)?)))
+}
+
+/// Reads an answer's head.
+fn read_head(r: &mut impl Read) -> std::io::Result<Result<Head, ServerError>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -240,19 +315,7 @@ fn read_answer(r: &mut impl Read) -> std::io::Result<Result<(u16, Vec<u8>), Serv
                         .parse::<usize>()
                         .ok()
                 });
-            let Some(length) = length else {
-                return Ok(Err(ServerError::BadAnswer("no Content-Length".into())));
-            };
-            let mut body = buf.split_off(end + 4);
-            while body.len() < length {
-                let n = r.read(&mut chunk)?;
-                if n == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                body.extend_from_slice(&chunk[..n]);
-            }
-            body.truncate(length);
-            return Ok(Ok((status, body)));
+            return Ok(Ok((status, length, buf.split_off(end + 4))));
         }
         if buf.len() > MAX_HEAD {
             return Ok(Err(ServerError::BadAnswer("headers too large".into())));
@@ -263,6 +326,20 @@ fn read_answer(r: &mut impl Read) -> std::io::Result<Result<(u16, Vec<u8>), Serv
         }
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// Reads a body of `length` bytes, `body` the ones already read.
+fn read_body(r: &mut impl Read, mut body: Vec<u8>, length: usize) -> std::io::Result<Vec<u8>> {
+    let mut chunk = [0u8; 16 * 1024];
+    while body.len() < length {
+        let n = r.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(length);
+    Ok(body)
 }
 
 #[cfg(test)]

@@ -79,6 +79,9 @@ pub enum ServerError {
     /// The server's answer is not HTTP or not the document expected.
     #[error("the server's answer is malformed: {0}")]
     BadAnswer(String),
+    /// The server's reading failed midway through its answer.
+    #[error("the server's reading failed: {0}")]
+    Failed(String),
     /// A command that is not served yet.
     #[error("{0} is not served by the server yet; run it on the server's machine")]
     NotServed(&'static str),

@@ -227,6 +227,17 @@ impl Frames {
         self.take(r, len as usize).map(|b| Some(Frame::Block(b)))
     }
 
+    /// The trailer after the closing frame: a `u32` little-endian length of at
+    /// most `max`, and that many bytes.
+    pub fn trailer(&mut self, r: &mut impl Read, max: usize) -> Result<Vec<u8>, HttpError> {
+        let len = self.take(r, 4)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if len as usize > max {
+            return Err(HttpError::FrameTooLarge(len));
+        }
+        self.take(r, len as usize)
+    }
+
     /// Exactly `n` bytes: those already read first, then from `r`, read straight
     /// into the frame (nothing read ahead, each byte written once).
     fn take(&mut self, r: &mut impl Read, n: usize) -> Result<Vec<u8>, HttpError> {

@@ -8,8 +8,10 @@
 //! - `http.rs`: `Limits`, reading a request under them, writing an answer.
 //! - `client.rs`: `--server`, `--token`, `--fingerprint` and the requests.
 //! - `error.rs`: `ServerError`.
+//! - `restore.rs`: a restore's answer on the wire: `Notice`, `Trailer`.
 
 pub mod client;
 pub mod error;
 pub mod http;
+pub mod restore;
 pub mod tls;

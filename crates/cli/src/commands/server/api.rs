@@ -4,6 +4,7 @@
 //! - `GET /api/jobs`: the document of `tapeloom jobs --json`.
 //! - `GET /api/jobs/ID/files?path=P`: the document of `tapeloom ls ID P --json`.
 //! - `GET /metrics`: Prometheus's text format; an admin token only.
+//! - `GET /api/jobs/ID/restore`: a job's blocks, streamed (`restores.rs`).
 //!
 //! A client token sees the jobs it ran; another client's job is answered as a job
 //! that does not exist (404), whatever is asked of it. An admin token sees all.
@@ -197,7 +198,7 @@ fn failed(e: &Error, req: &Request, peer: SocketAddr) -> Answer {
 }
 
 /// Whether `token` may see a job `client` ran.
-fn may_see(token: &Token, client: Option<&str>) -> bool {
+pub fn may_see(token: &Token, client: Option<&str>) -> bool {
     token.admin || client == Some(token.name.as_str())
 }
 

@@ -6,6 +6,7 @@ use super::api::{self, Answer};
 use super::backups::{self, Backups};
 use super::config::Limits;
 use super::metrics::Metrics;
+use super::restores::{self, Served};
 use crate::net::http::{self, HttpError};
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -141,14 +142,19 @@ fn serve_one(sock: TcpStream, shared: &Arc<Shared>, peer: SocketAddr) -> io::Res
     let answer = match http::read_head(&mut tls, &limits) {
         Ok((req, length, rest)) => match route(shared, &mut tls, req, (length, rest), peer) {
             Ok(a) => a,
-            Err(e) => refused_request(e, peer)?,
+            Err(e) => Some(refused_request(e, peer)?),
         },
-        Err(e) => refused_request(e, peer)?,
+        Err(e) => Some(refused_request(e, peer)?),
     };
-    shared.metrics.answered(answer.status);
-    // The answer has its own time: each write may take the timeout.
-    tls.sock.deadline = Instant::now() + limits.timeout;
-    http::write_response(&mut tls, answer.status, answer.content_type, &answer.body)?;
+    match answer {
+        Some(answer) => {
+            shared.metrics.answered(answer.status);
+            // The answer has its own time: each write may take the timeout.
+            tls.sock.deadline = Instant::now() + limits.timeout;
+            http::write_response(&mut tls, answer.status, answer.content_type, &answer.body)?;
+        }
+        None => shared.metrics.answered(200),
+    }
     tls.conn.send_close_notify();
     // The close is a courtesy: a client that went away has its answer or not.
     let _ = tls.conn.complete_io(&mut tls.sock);
@@ -170,19 +176,20 @@ fn refused_request(e: HttpError, peer: SocketAddr) -> io::Result<Answer> {
 }
 
 /// Answers a request whose head was read: a stream's frames are read by the
-/// backup they belong to, any other body whole first.
+/// backup they belong to, any other body whole first. None when the answer was
+/// streamed as it was made (a restore's blocks).
 fn route(
     shared: &Arc<Shared>,
     tls: &mut Tls,
     mut req: http::Request,
     (length, rest): (u64, Vec<u8>),
     peer: SocketAddr,
-) -> Result<Answer, HttpError> {
+) -> Result<Option<Answer>, HttpError> {
     let cat = match Home::open_catalog_unlocked(&shared.home) {
         Ok(cat) => cat,
         Err(e) => {
             eprintln!("tapeloom server: open the catalog: {e}");
-            return Ok(Answer::error(503, "the catalog cannot be opened"));
+            return Ok(Some(Answer::error(503, "the catalog cannot be opened")));
         }
     };
     let path = req.path.trim_end_matches('/').to_string();
@@ -195,15 +202,21 @@ fn route(
         let rest = rest.take().unwrap_or_default();
         req.body = http::read_body(tls, &shared.limits, length, rest)?;
     }
+    if let ("GET", ["", "api", "jobs", id, "restore"]) = (req.method.as_str(), &segments[..]) {
+        return Ok(match restores::serve(shared, (tls, peer), &req, &cat, id) {
+            Served::Refused(a) => Some(a),
+            Served::Streamed => None,
+        });
+    }
     if !backup_route {
-        return Ok(api::answer(&req, &cat, &shared.metrics, peer));
+        return Ok(Some(api::answer(&req, &cat, &shared.metrics, peer)));
     }
     let token = match api::client(&req, &cat, &shared.metrics, peer) {
         Ok(t) => t,
-        Err(a) => return Ok(a),
+        Err(a) => return Ok(Some(a)),
     };
     let client = token.name.as_str();
-    Ok(match (req.method.as_str(), segments.as_slice()) {
+    Ok(Some(match (req.method.as_str(), segments.as_slice()) {
         ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
         ("POST", [_, _, _, id, "streams", n]) => backups::receive(
             shared,
@@ -213,7 +226,7 @@ fn route(
         ),
         ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
         _ => Answer::error(404, &format!("no such resource: {}", req.path)),
-    })
+    }))
 }
 
 /// Bytes of a refused request read and dropped after the answer, at most.

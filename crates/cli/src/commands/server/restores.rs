@@ -1,0 +1,174 @@
+//! `GET /api/jobs/ID/restore[?path=P...]`: a client's restore. The server opens
+//! the home with its lock, reads the blocks a local restore of the job (or of the
+//! paths asked) would read, and streams them to the client as they come off tape
+//! (`crate::net::restore` gives the answer's shape); the client decodes and places
+//! them. A client token restores only its own jobs: another's is a 404, and
+//! nothing is read.
+
+use super::api::{self, Answer};
+use super::serve::{Shared, Tls};
+use crate::net::http::{Frame, Request};
+use crate::net::restore::{Notice, Trailer};
+use std::collections::HashSet;
+use std::io::Write;
+use tapeloom_catalog::{Catalog, Token};
+use tapeloom_engine::{BlockSink, Error, Home, JobError, RestoreOptions, RestoreReport};
+
+/// What the route did: a refusal not yet written, or the answer streamed.
+pub enum Served {
+    /// Nothing written yet: this answer is to be.
+    Refused(Answer),
+    /// The answer was streamed.
+    Streamed,
+}
+
+/// Serves the restore of job `id` to `token`.
+pub fn serve(
+    shared: &Shared,
+    (tls, peer): (&mut Tls, std::net::SocketAddr),
+    req: &Request,
+    cat: &Catalog,
+    id: &str,
+) -> Served {
+    let token = match api::client(req, cat, &shared.metrics, peer) {
+        Ok(t) => t,
+        Err(a) => return Served::Refused(a),
+    };
+    let Some(id) = visible(cat, &token, id) else {
+        return Served::Refused(Answer::error(404, &format!("no job {id}")));
+    };
+    let opts = RestoreOptions {
+        paths: (req.query.iter())
+            .filter(|(k, _)| k == "path")
+            .map(|(_, v)| v.clone())
+            .collect(),
+        ..RestoreOptions::default()
+    };
+    let home = match Home::open(&shared.home) {
+        Ok(h) => h,
+        Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
+    };
+    let mut out = FrameOut { tls, head: false };
+    let read = tapeloom_engine::read_blocks(&home, id, &opts, &mut out);
+    if !out.head {
+        // Refused before the selection: nothing was streamed yet.
+        let e = match read {
+            Ok(_) => return Served::Refused(Answer::error(500, "nothing was read")),
+            Err(e) => e,
+        };
+        return Served::Refused(match e {
+            Error::Job(JobError::NoJob(_) | JobError::NoPath { .. }) => {
+                Answer::error(404, &e.to_string())
+            }
+            e => Answer::error(409, &e.to_string()),
+        });
+    }
+    if let Err(e) = out.end(read) {
+        eprintln!("tapeloom server: {peer}: restore of job {id}: {e}");
+    }
+    Served::Streamed
+}
+
+/// The job `id`, when `token` may see it.
+fn visible(cat: &Catalog, token: &Token, id: &str) -> Option<i64> {
+    let id = id.parse::<i64>().ok()?;
+    let job = cat.job(id).ok()??;
+    api::may_see(token, job.client.as_deref()).then_some(id)
+}
+
+/// The answer's body, written as the blocks come.
+struct FrameOut<'a> {
+    tls: &'a mut Tls,
+    /// The answer's head was written.
+    head: bool,
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Io {
+        what: "send a block to the client".into(),
+        source: e,
+    }
+}
+
+impl FrameOut<'_> {
+    fn frame(&mut self, f: Frame) -> std::io::Result<()> {
+        let (flag, b) = match f {
+            Frame::Block(b) => (0, b),
+            Frame::Note(b) => (crate::net::http::NOTE_FLAG, b),
+        };
+        self.raw(flag, &b)
+    }
+
+    fn raw(&mut self, flag: u32, b: &[u8]) -> std::io::Result<()> {
+        let len = u32::try_from(b.len())
+            .ok()
+            .filter(|l| l & crate::net::http::NOTE_FLAG == 0)
+            .ok_or_else(|| std::io::Error::other("a frame of 2 GiB or more"))?;
+        self.tls.write_all(&(len | flag).to_le_bytes())?;
+        self.tls.write_all(b)
+    }
+
+    /// The closing frame and the trailer: the figures, or why the reading failed.
+    fn end(&mut self, read: Result<RestoreReport, Error>) -> std::io::Result<()> {
+        let trailer = match read {
+            Ok(r) => trailer(&r),
+            Err(e) => Trailer {
+                error: Some(e.to_string()),
+                ..Trailer::default()
+            },
+        };
+        let doc = serde_json::to_vec(&trailer).map_err(std::io::Error::other)?;
+        self.tls.write_all(&0u32.to_le_bytes())?;
+        self.raw(0, &doc)?;
+        self.tls.flush()
+    }
+}
+
+fn trailer(r: &RestoreReport) -> Trailer {
+    Trailer {
+        blocks_read: r.blocks_read,
+        bytes_read_from_tape: r.bytes_read_from_tape,
+        locates: r.locates,
+        mounts: r.mounts,
+        read_through: r.read_through,
+        chains: r.chains,
+        drives: r.drives.len(),
+        source: r.source.as_str().to_string(),
+        blocks_read_from_stage: r.blocks_read_from_stage,
+        bytes_read_from_stage: r.bytes_read_from_stage,
+        seconds: r.seconds,
+        error: None,
+    }
+}
+
+impl BlockSink for FrameOut<'_> {
+    fn selection(
+        &mut self,
+        want: Option<&HashSet<Vec<u8>>>,
+        left_out: &HashSet<Vec<u8>>,
+    ) -> tapeloom_engine::Result<()> {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.tapeloom.frames\r\n\
+                    Connection: close\r\nCache-Control: no-store\r\n\r\n";
+        self.tls.write_all(head.as_bytes()).map_err(io)?;
+        self.head = true;
+        for p in want.into_iter().flatten() {
+            self.frame(Notice::Want(p.clone()).frame()).map_err(io)?;
+        }
+        for p in left_out {
+            self.frame(Notice::LeftOut(p.clone()).frame()).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, block: &[u8]) -> tapeloom_engine::Result<()> {
+        self.raw(0, block).map_err(io)
+    }
+
+    fn bad(&mut self, paths: &[Vec<u8>], why: &str) -> tapeloom_engine::Result<()> {
+        for p in paths {
+            self.frame(Notice::Bad(p.clone(), why.to_string()).frame())
+                .map_err(io)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! A restore through the server, on the wire. The answer to
+//! `GET /api/jobs/ID/restore?path=P...` is, after its head (no `Content-Length`;
+//! the connection's close ends it), a body of frames (`http::Frames`):
+//!
+//! 1. notes of the selection ([`Notice::Want`] per wanted entry when paths were
+//!    asked, [`Notice::LeftOut`] per entry the job could not store whole);
+//! 2. each block as stored, in the order the drives read them, with a
+//!    [`Notice::Bad`] for each entry of a block that could not be read;
+//! 3. the closing zero-length frame, then the trailer: a `u32` little-endian
+//!    length and a [`Trailer`] JSON document (the server's figures, or why its
+//!    reading failed midway).
+
+use super::http::Frame;
+use serde::{Deserialize, Serialize};
+
+/// Bytes of a trailer at most.
+pub const MAX_TRAILER: usize = 64 * 1024;
+
+/// The reason word of a wanted entry's note.
+const WANT: &str = "want";
+/// The reason word of a left-out entry's note.
+const LEFT_OUT: &str = "left-out";
+/// The prefix of a bad block's note.
+const BAD: &str = "bad: ";
+
+/// What a note of a restore's answer says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The entry at this path is wanted.
+    Want(Vec<u8>),
+    /// The job left this entry out.
+    LeftOut(Vec<u8>),
+    /// The entry was in a block that could not be read, for this reason.
+    Bad(Vec<u8>, String),
+}
+
+impl Notice {
+    /// The frame of this notice.
+    pub fn frame(&self) -> Frame {
+        match self {
+            Notice::Want(p) => Frame::note(p, WANT),
+            Notice::LeftOut(p) => Frame::note(p, LEFT_OUT),
+            Notice::Bad(p, why) => Frame::note(p, &format!("{BAD}{why}")),
+        }
+    }
+
+    /// The notice a note holds; none when it holds none.
+    pub fn parse(note: &[u8]) -> Option<Notice> {
+        let (path, why) = Frame::parse_note(note)?;
+        match why.as_str() {
+            WANT => Some(Notice::Want(path)),
+            LEFT_OUT => Some(Notice::LeftOut(path)),
+            w => Some(Notice::Bad(path, w.strip_prefix(BAD)?.to_string())),
+        }
+    }
+}
+
+/// What the server read for a restore: the figures of a local restore's reading.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trailer {
+    /// Blocks read from tape.
+    pub blocks_read: u64,
+    /// Bytes read from tape.
+    pub bytes_read_from_tape: u64,
+    /// Locates.
+    pub locates: u64,
+    /// Cartridges mounted.
+    pub mounts: u64,
+    /// Gaps passed by reading through.
+    pub read_through: u64,
+    /// The job's chains of cartridges.
+    pub chains: usize,
+    /// Drives read with.
+    pub drives: usize,
+    /// Where the streams were read: stage, tape, or stage+tape.
+    pub source: String,
+    /// Blocks read from the disk stages.
+    pub blocks_read_from_stage: u64,
+    /// Bytes of chunk files read from the stages.
+    pub bytes_read_from_stage: u64,
+    /// Seconds the server read for.
+    pub seconds: f64,
+    /// Why the reading failed midway, when it did.
+    pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_come_back_from_their_frames() {
+        for n in [
+            Notice::Want(b"a/b".to_vec()),
+            Notice::LeftOut(b"\xffx".to_vec()),
+            Notice::Bad(b"c".to_vec(), "block 7 of L1 is bad: medium error".into()),
+        ] {
+            let Frame::Note(bytes) = n.frame() else {
+                panic!("not a note");
+            };
+            assert_eq!(Notice::parse(&bytes), Some(n));
+        }
+        let Frame::Note(other) = Frame::note(b"x", "something else") else {
+            panic!("not a note");
+        };
+        assert_eq!(Notice::parse(&other), None);
+    }
+}
