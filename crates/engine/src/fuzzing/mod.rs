@@ -1,5 +1,5 @@
-//! Entry points for fuzzing: one function per decoder of bytes that come from tape or
-//! from a disk stage, and [`read_path`], which runs a whole mutated cartridge through
+//! Entry points for fuzzing: one function per decoder of bytes that come from tape,
+//! from a disk stage or from a server ([`handoff`]), and [`read_path`], which runs a whole mutated cartridge through
 //! restore, verify, listing and catalog rebuild.
 //!
 //! The cargo-fuzz targets in `fuzz/` and the corpus test in
@@ -14,9 +14,11 @@
 //! reach the field decoders.
 
 mod decoders;
+mod handoff;
 mod tape;
 
 pub use decoders::{block, chunk, codec, crypt, entry, expand, index, job, label, records};
+pub use handoff::handoff;
 pub use tape::{read_path, ReadPath};
 
 /// A promise the code under test broke without panicking.
@@ -47,5 +49,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("codec", codec),
     ("chunk", chunk),
     ("crypt", crypt),
+    ("handoff", handoff),
     ("read_path", read_path),
 ];

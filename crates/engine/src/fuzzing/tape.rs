@@ -258,7 +258,10 @@ fn apply(objects: &mut Vec<Option<Vec<u8>>>, k: usize, op: u8, off: usize, val: 
 
 /// A worker thread's panic comes back as [`Error::Panicked`]: as much a finding as a
 /// panic of the caller.
-fn no_panic<T>(what: &str, r: crate::Result<T>) -> std::result::Result<Option<T>, Violation> {
+pub(super) fn no_panic<T>(
+    what: &str,
+    r: crate::Result<T>,
+) -> std::result::Result<Option<T>, Violation> {
     match r {
         Err(e @ Error::Panicked { .. }) => Err(Violation(format!("{what}: {e}"))),
         Err(_) => Ok(None),
@@ -268,7 +271,7 @@ fn no_panic<T>(what: &str, r: crate::Result<T>) -> std::result::Result<Option<T>
 
 /// A restore target's folder: the target and, beside it, a folder with a canary file
 /// that a relative symlink on tape points at.
-fn target(run: &Path, name: &str) -> std::io::Result<PathBuf> {
+pub(super) fn target(run: &Path, name: &str) -> std::io::Result<PathBuf> {
     let w = run.join(name);
     write(&w.join("outside").join("keep"), CANARY)?;
     Ok(w.join("to"))
@@ -296,7 +299,7 @@ fn check_canary(dir: &Path) -> Outcome {
     Ok(())
 }
 
-fn check_beside(to: &Path) -> Outcome {
+pub(super) fn check_beside(to: &Path) -> Outcome {
     let w = to.parent().unwrap_or(to);
     let found = names(w);
     let want: BTreeSet<String> = ["outside", "to"].iter().map(|s| s.to_string()).collect();

@@ -95,6 +95,8 @@ pub struct BlockRestore {
     restorer: Restorer,
     streams: Streams,
     expanded: Vec<u8>,
+    /// The job's tag, from its first block on: a block of another job is refused.
+    tag: Option<u64>,
     /// Blocks taken, refused ones included.
     pub blocks: u64,
     /// Bytes of the blocks taken.
@@ -111,6 +113,7 @@ impl BlockRestore {
             restorer: Restorer::new(&opts.to, opts.overwrite, want)?,
             streams: Streams::default(),
             expanded: Vec::new(),
+            tag: None,
             blocks: 0,
             bytes: 0,
             t0: Instant::now(),
@@ -164,6 +167,9 @@ impl BlockRestore {
         let header = BlockHeader::open(block).map_err(|e| e.to_string())?;
         if header.encrypted {
             return Err("it is encrypted".into());
+        }
+        if *self.tag.get_or_insert(header.job_tag) != header.job_tag {
+            return Err("it is another job's".into());
         }
         if header.compressed {
             expand_block(&header, block, &mut self.expanded).map_err(|e| e.to_string())?;
