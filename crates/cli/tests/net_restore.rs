@@ -83,8 +83,25 @@ fn a_job_restores_identical_through_the_server() {
         "restore of {} bytes: local {local_s:.2} s, through the server on loopback {net_s:.2} s",
         l["bytes"]
     );
-    for k in ["files", "bytes", "blocks_read"] {
+    for k in [
+        "files",
+        "bytes",
+        "blocks_read",
+        "mounts",
+        "source",
+        "chains",
+    ] {
         assert_eq!(doc[k], l[k], "{k}");
+    }
+    let (ns, ls) = (
+        doc["streams"].as_array().unwrap(),
+        l["streams"].as_array().unwrap(),
+    );
+    assert_eq!(ns.len(), ls.len(), "{doc}");
+    for (n, m) in ns.iter().zip(ls) {
+        for k in ["name", "bytes", "source"] {
+            assert_eq!(n[k], m[k], "streams {k}");
+        }
     }
     // The human form is a local restore's line.
     let again = s.t.path().join("again");
@@ -139,6 +156,15 @@ fn another_clients_job_is_refused_with_nothing_written() {
     assert_ne!(code, 0);
     assert!(err.contains("404"), "{err}");
     assert!(is_empty_or_absent(&out), "bob's restore wrote something");
+    // An admin's token restores any client's job.
+    let admin = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
+    let admin = admin["token"].as_str().unwrap();
+    let by_admin = s.t.path().join("admin");
+    s.server.json(
+        admin,
+        &["restore", &s.job, "--to", by_admin.to_str().unwrap()],
+    );
+    assert_same_tree(&s.src, &by_admin);
     // --set through the server is refused in one line.
     let (code, _, err) = s.server.client(
         &s.alice,

@@ -252,10 +252,18 @@ fn remote(server: &Server, job: i64, opts: &RestoreOptions) -> Result<Restored> 
         Some(b) => b,
         None => BlockRestore::new(opts)?,
     };
-    let mut r = br.finish()?;
+    let names = (t.streams.iter())
+        .map(|(id, n, _)| (*id, n.clone()))
+        .collect();
+    // What was placed is finished (files closed, directories' metadata set) even
+    // when the server's reading failed midway.
+    let mut r = br.finish(&names)?;
     if let Some(e) = t.error {
         return Err(ServerError::Failed(e).into());
     }
+    r.stream_sources = (t.streams.iter())
+        .map(|(_, n, s)| (n.clone(), source(s)))
+        .collect();
     for (p, why) in &r.errors {
         eprintln!("tapeloom: {p}: {why}");
     }
@@ -267,13 +275,18 @@ fn remote(server: &Server, job: i64, opts: &RestoreOptions) -> Result<Restored> 
     r.chains = t.chains;
     r.blocks_read_from_stage = t.blocks_read_from_stage;
     r.bytes_read_from_stage = t.bytes_read_from_stage;
-    r.source = match t.source.as_str() {
+    r.source = source(&t.source);
+    (r.job, r.jobs) = (job, vec![job]);
+    Ok(Restored::new(job, &r))
+}
+
+/// The source a server names (`Source::as_str`).
+fn source(s: &str) -> Source {
+    match s {
         "stage" => Source::Stage,
         "stage+tape" => Source::StageAndTape,
         _ => Source::Tape,
-    };
-    (r.job, r.jobs) = (job, vec![job]);
-    Ok(Restored::new(job, &r))
+    }
 }
 
 impl Restored {

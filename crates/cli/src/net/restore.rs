@@ -80,6 +80,9 @@ pub struct Trailer {
     pub bytes_read_from_stage: u64,
     /// Seconds the server read for.
     pub seconds: f64,
+    /// The streams read: number, name, and where each was read (stage or tape).
+    #[serde(default)]
+    pub streams: Vec<(u16, String, String)>,
     /// Why the reading failed midway, when it did.
     pub error: Option<String>,
 }

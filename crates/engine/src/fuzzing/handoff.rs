@@ -47,6 +47,6 @@ pub fn handoff(data: &[u8]) -> Outcome {
             break;
         }
     }
-    no_panic("the restore's end", br.finish())?;
+    no_panic("the restore's end", br.finish(&Default::default()))?;
     check_beside(&to)
 }

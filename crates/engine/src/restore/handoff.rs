@@ -8,7 +8,7 @@
 
 use super::plan::{self, select};
 use super::restorer::Restorer;
-use super::{finish, read_tape, staged, Out, RestoreOptions, RestoreReport, Source};
+use super::{finish, read_tape, staged, Out, RestoreOptions, RestoreReport};
 use crate::error::{JobError, Result};
 use crate::home::Home;
 use crate::media::reader::Streams;
@@ -76,11 +76,7 @@ pub fn read_blocks(
         super::add_drives(&mut report, reads);
         report.chains = chains;
     }
-    report.source = match (on_stage.len(), needed.len() - on_stage.len()) {
-        (0, _) => Source::Tape,
-        (_, 0) => Source::Stage,
-        _ => Source::StageAndTape,
-    };
+    (report.stream_sources, report.source) = super::sources(&needed, &on_stage, &names);
     (report.job, report.jobs) = (job_id, vec![job_id]);
     report.blocks_read_from_stage = from_stage.blocks;
     report.bytes_read_from_stage = from_stage.bytes;
@@ -184,13 +180,15 @@ impl BlockRestore {
 
     /// Ends the restore once every block is in: files still open lost their
     /// tail; the writers' files, then directories' metadata. Returns what was
-    /// placed (the reading's figures are the other side's).
-    pub fn finish(mut self) -> Result<RestoreReport> {
+    /// placed (the reading's figures are the other side's), each stream's bytes
+    /// under its name in `names` (its number when it has none there).
+    pub fn finish(mut self, names: &HashMap<u16, String>) -> Result<RestoreReport> {
         self.streams.finish(&mut self.restorer);
         let (mut report, per_stream) = finish(Mutex::new(self.restorer), Vec::new())?;
         let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
         per.sort();
-        report.streams = per.into_iter().map(|(id, b)| (id.to_string(), b)).collect();
+        let name = |id: u16| names.get(&id).cloned().unwrap_or_else(|| id.to_string());
+        report.streams = per.into_iter().map(|(id, b)| (name(id), b)).collect();
         report.seconds = self.t0.elapsed().as_secs_f64();
         Ok(report)
     }

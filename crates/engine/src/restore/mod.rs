@@ -227,22 +227,33 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let mut per: Vec<(u16, u64)> = per_stream.into_iter().collect();
     per.sort();
     report.streams = per.iter().map(|(id, b)| (name(id), *b)).collect();
-    report.stream_sources = needed
-        .iter()
+    (report.stream_sources, report.source) = sources(&needed, &on_stage, &names);
+    report.blocks_read_from_stage = from_stage.blocks;
+    report.bytes_read_from_stage = from_stage.bytes;
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Where each stream of `needed` is read (by name, in stream order), and where
+/// the restore reads: the stages, tape, or both.
+pub(crate) fn sources<T>(
+    needed: &BTreeSet<u16>,
+    on_stage: &std::collections::BTreeMap<u16, T>,
+    names: &HashMap<u16, String>,
+) -> (Vec<(String, Source)>, Source) {
+    let name = |id: &u16| names.get(id).cloned().unwrap_or_default();
+    let each = (needed.iter())
         .map(|id| match on_stage.contains_key(id) {
             true => (name(id), Source::Stage),
             false => (name(id), Source::Tape),
         })
         .collect();
-    report.source = match (on_stage.len(), needed.len() - on_stage.len()) {
+    let all = match (on_stage.len(), needed.len() - on_stage.len()) {
         (0, _) => Source::Tape,
         (_, 0) => Source::Stage,
         _ => Source::StageAndTape,
     };
-    report.blocks_read_from_stage = from_stage.blocks;
-    report.bytes_read_from_stage = from_stage.bytes;
-    report.seconds = t0.elapsed().as_secs_f64();
-    Ok(report)
+    (each, all)
 }
 
 /// Ends a restore once the drives are done: the writers' files, then a set's hard

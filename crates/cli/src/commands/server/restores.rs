@@ -63,7 +63,8 @@ pub fn serve(
             e => Answer::error(409, &e.to_string()),
         });
     }
-    if let Err(e) = out.end(read) {
+    let streams = cat.streams(id).unwrap_or_default();
+    if let Err(e) = out.end(read, &streams) {
         eprintln!("tapeloom server: {peer}: restore of job {id}: {e}");
     }
     Served::Streamed
@@ -109,9 +110,13 @@ impl FrameOut<'_> {
     }
 
     /// The closing frame and the trailer: the figures, or why the reading failed.
-    fn end(&mut self, read: Result<RestoreReport, Error>) -> std::io::Result<()> {
+    fn end(
+        &mut self,
+        read: Result<RestoreReport, Error>,
+        streams: &[tapeloom_catalog::Stream],
+    ) -> std::io::Result<()> {
         let trailer = match read {
-            Ok(r) => trailer(&r),
+            Ok(r) => trailer(&r, streams),
             Err(e) => Trailer {
                 error: Some(e.to_string()),
                 ..Trailer::default()
@@ -124,8 +129,16 @@ impl FrameOut<'_> {
     }
 }
 
-fn trailer(r: &RestoreReport) -> Trailer {
+/// The figures of `r`, with the job's `streams` it read.
+fn trailer(r: &RestoreReport, streams: &[tapeloom_catalog::Stream]) -> Trailer {
+    let source = |name: &str| {
+        let s = r.stream_sources.iter().find(|(n, _)| n == name);
+        s.map(|(_, s)| s.as_str().to_string())
+    };
     Trailer {
+        streams: (streams.iter())
+            .filter_map(|s| Some((s.stream, s.name.clone(), source(&s.name)?)))
+            .collect(),
         blocks_read: r.blocks_read,
         bytes_read_from_tape: r.bytes_read_from_tape,
         locates: r.locates,
