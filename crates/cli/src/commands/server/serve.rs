@@ -146,11 +146,11 @@ fn serve_one(sock: TcpStream, shared: &Arc<Shared>, peer: SocketAddr) -> io::Res
         },
         Err(e) => Some(refused_request(e, peer)?),
     };
+    // The answer has its own time: each write may take the timeout.
+    tls.sock.deadline = Instant::now() + limits.timeout;
     match answer {
         Some(answer) => {
             shared.metrics.answered(answer.status);
-            // The answer has its own time: each write may take the timeout.
-            tls.sock.deadline = Instant::now() + limits.timeout;
             http::write_response(&mut tls, answer.status, answer.content_type, &answer.body)?;
         }
         None => shared.metrics.answered(200),
