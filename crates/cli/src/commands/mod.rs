@@ -15,6 +15,7 @@ pub mod library;
 pub mod ls;
 pub mod man;
 pub mod pool;
+pub mod queue;
 pub mod readrate;
 pub mod remote_backup;
 pub mod report;
@@ -71,6 +72,9 @@ pub enum Cmd {
     /// Mark expired the cartridges whose jobs all outlived their pool's retention,
     /// and forget those jobs; a backup of the pool may then recycle them.
     Expire(expire::Args),
+    /// A server's jobs: waiting, receiving from their clients, writing, and the
+    /// last that ended (--server).
+    Queue(queue::Args),
     /// Serve the home's catalog to clients over TLS (in the foreground), and manage
     /// the tokens they give.
     Server(server::Args),
@@ -118,6 +122,7 @@ impl Cmd {
             Cmd::Pool(a) => a.run(ctx),
             Cmd::Expire(a) => emit(&expire::run(a, ctx)?, json),
             Cmd::Server(a) => a.run(ctx),
+            Cmd::Queue(a) => emit(&queue::run(a, ctx)?, json),
             Cmd::Completions(a) => completions::run(a, &mut cli()),
             Cmd::Man(a) => man::run(a, cli()),
         }

@@ -55,6 +55,9 @@ pub enum ServerError {
     /// A client without what it needs to reach the server.
     #[error("--server needs {0} (or ${1})")]
     Missing(&'static str, &'static str),
+    /// A command that only a server answers, without one named.
+    #[error("{0} asks a server: give --server https://HOST:PORT (or $TAPELOOM_SERVER)")]
+    NoServer(&'static str),
     /// A fingerprint that is not 32 hex bytes.
     #[error(
         "--fingerprint takes the certificate's SHA-256 as 32 hex bytes (AB:CD:...), not '{0}'"

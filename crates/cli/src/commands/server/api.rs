@@ -10,6 +10,7 @@
 //! that does not exist (404), whatever is asked of it. An admin token sees all.
 
 use super::metrics::{self, Metrics};
+use super::serve::Shared;
 use super::token;
 use crate::commands::{jobs, ls};
 use crate::net::http::Request;
@@ -146,7 +147,8 @@ pub fn client(
 }
 
 /// Answers `req` from `peer`; refusals and failures are logged on stderr.
-pub fn answer(req: &Request, cat: &Catalog, metrics: &Metrics, peer: SocketAddr) -> Answer {
+pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -> Answer {
+    let metrics = &shared.metrics;
     let refuse = |r: Refusal| {
         metrics.refused();
         eprintln!(
@@ -168,6 +170,7 @@ pub fn answer(req: &Request, cat: &Catalog, metrics: &Metrics, peer: SocketAddr)
     let segments: Vec<&str> = req.path.trim_end_matches('/').split('/').collect();
     let result = match segments.as_slice() {
         ["", "api", "jobs"] => list_jobs(cat, &token),
+        ["", "api", "queue"] => Ok(queue_doc(shared, &token)),
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
         ["", "metrics"] => match metrics.render(cat) {
@@ -223,4 +226,20 @@ fn list_files(
     }
     let path = path.filter(|p| !p.is_empty());
     Ok(Answer::json(&ls::job_listing(cat, id, path)?))
+}
+
+/// `GET /api/queue`: the jobs waiting, receiving and writing, and the last that
+/// ended; a client's token sees its own.
+fn queue_doc(shared: &Shared, token: &Token) -> Answer {
+    #[derive(serde::Serialize)]
+    struct Doc {
+        queue: Vec<super::queue::Entry>,
+        recent: Vec<super::queue::Entry>,
+    }
+    let mine = |e: &super::queue::Entry| may_see(token, Some(e.client.as_str()));
+    let q = &shared.queue;
+    Answer::json(&Doc {
+        queue: q.entries().into_iter().filter(mine).collect(),
+        recent: q.recent().into_iter().filter(mine).collect(),
+    })
 }

@@ -98,8 +98,9 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
         Err(e) => return Answer::error(400, &format!("not a backup document: {e}")),
     };
     let (tx, rx) = sync_channel::<Result<Begun, String>>(1);
+    let entry = shared.queue.add(client, &doc.name, "client");
     let (shared2, client) = (Arc::clone(shared), client.to_string());
-    std::thread::spawn(move || run_job(&shared2, &client, doc, &tx));
+    std::thread::spawn(move || run_job(&shared2, (entry, &client), doc, &tx));
     match rx.recv() {
         Ok(Ok(b)) => Answer::json(&b),
         Ok(Err(why)) => Answer::error(409, &why),
@@ -111,64 +112,18 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
 /// `tx`), written, and its outcome kept for `GET /api/backups/ID`.
 fn run_job(
     shared: &Shared,
-    client: &str,
+    (entry, client): (u64, &str),
     doc: Begin,
     tx: &std::sync::mpsc::SyncSender<Result<Begun, String>>,
 ) {
-    let home = match Home::open(&shared.home) {
-        Ok(h) => h,
-        Err(e) => {
-            let _ = tx.send(Err(format!("open the home: {e}")));
-            return;
-        }
+    let (why, outcome) = match write_job(shared, (entry, client), doc, tx) {
+        None => (Some("the job did not begin".to_string()), None),
+        Some((id, Ok(doc))) => (None, Some((id, Ok(doc)))),
+        Some((id, Err(why))) => (Some(why.clone()), Some((id, Err(why)))),
     };
-    if let Some(pool) = &doc.pool {
-        if matches!(home.catalog.pool_key(pool), Ok(Some(_))) {
-            let why = format!("pool {pool} encrypts its jobs, which a client cannot send yet");
-            let _ = tx.send(Err(why));
-            return;
-        }
-    }
-    let (opts, plan) = job_of(doc);
-    let idle = (shared.limits.timeout * 4).max(Duration::from_secs(60));
-    let mut job = None;
-    let r = tapeloom_engine::backup_received(
-        &home,
-        &plan,
-        &opts,
-        (idle, Arc::new(Progress::default())),
-        |b| {
-            job = Some(b.job_id);
-            if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
-                eprintln!("tapeloom server: job {}: record its client: {e}", b.job_id);
-            }
-            let running = Running {
-                client: client.to_string(),
-                block_size: b.block_size,
-                inlets: b.inlets.into_iter().map(|i| (i.stream, i)).collect(),
-                outcome: None,
-                ended: None,
-            };
-            shared.backups.with(|j| j.insert(b.job_id, running));
-            let _ = tx.send(Ok(Begun {
-                job: b.job_id,
-                tag: b.tag,
-                block_size: b.block_size,
-            }));
-        },
-    );
-    let Some(id) = job else {
-        let why = r.err().map_or_else(String::new, |e| e.to_string());
-        let _ = tx.send(Err(why));
+    shared.queue.ended(entry, why);
+    let Some((id, outcome)) = outcome else {
         return;
-    };
-    let outcome = match r {
-        Ok(report) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
-            .map_err(|e| format!("encode the job's document: {e}")),
-        Err(e) => {
-            eprintln!("tapeloom server: job {id} of {client} failed: {e}");
-            Err(format!("job {id} failed: {e}"))
-        }
     };
     shared.backups.with(|j| {
         if let Some(run) = j.get_mut(&id) {
@@ -178,6 +133,68 @@ fn run_job(
         }
     });
     shared.backups.ended.notify_all();
+}
+
+/// Writes a client's job; its id and outcome, none when it did not begin (the
+/// reason told on `tx`).
+fn write_job(
+    shared: &Shared,
+    (entry, client): (u64, &str),
+    doc: Begin,
+    tx: &std::sync::mpsc::SyncSender<Result<Begun, String>>,
+) -> Option<(i64, Outcome)> {
+    let home = match Home::open(&shared.home) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = tx.send(Err(format!("open the home: {e}")));
+            return None;
+        }
+    };
+    if let Some(pool) = &doc.pool {
+        if matches!(home.catalog.pool_key(pool), Ok(Some(_))) {
+            let why = format!("pool {pool} encrypts its jobs, which a client cannot send yet");
+            let _ = tx.send(Err(why));
+            return None;
+        }
+    }
+    let (opts, plan) = job_of(doc);
+    let progress = Arc::new(Progress::default());
+    let idle = (shared.limits.timeout * 4).max(Duration::from_secs(60));
+    let mut job = None;
+    let r = tapeloom_engine::backup_received(&home, &plan, &opts, (idle, progress.clone()), |b| {
+        job = Some(b.job_id);
+        shared.queue.writing(entry, b.job_id, progress.clone());
+        if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
+            eprintln!("tapeloom server: job {}: record its client: {e}", b.job_id);
+        }
+        let running = Running {
+            client: client.to_string(),
+            block_size: b.block_size,
+            inlets: b.inlets.into_iter().map(|i| (i.stream, i)).collect(),
+            outcome: None,
+            ended: None,
+        };
+        shared.backups.with(|j| j.insert(b.job_id, running));
+        let _ = tx.send(Ok(Begun {
+            job: b.job_id,
+            tag: b.tag,
+            block_size: b.block_size,
+        }));
+    });
+    let Some(id) = job else {
+        let why = r.err().map_or_else(String::new, |e| e.to_string());
+        let _ = tx.send(Err(why));
+        return None;
+    };
+    let outcome = match r {
+        Ok(report) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
+            .map_err(|e| format!("encode the job's document: {e}")),
+        Err(e) => {
+            eprintln!("tapeloom server: job {id} of {client} failed: {e}");
+            Err(format!("job {id} failed: {e}"))
+        }
+    };
+    Some((id, outcome))
 }
 
 /// The engine's options and plan of a client's job.

@@ -16,6 +16,7 @@ mod api;
 pub(crate) mod backups;
 mod config;
 mod metrics;
+mod queue;
 pub(crate) mod restores;
 mod serve;
 mod token;

@@ -6,6 +6,7 @@ use super::api::{self, Answer};
 use super::backups::{self, Backups};
 use super::config::Limits;
 use super::metrics::Metrics;
+use super::queue::Queue;
 use super::restores::{self, Served};
 use crate::net::http::{self, HttpError};
 use std::io::{self, Read};
@@ -30,6 +31,8 @@ pub struct Shared {
     active: AtomicUsize,
     /// The backups clients began.
     pub backups: Backups,
+    /// The jobs, from their request to their end.
+    pub queue: Queue,
 }
 
 impl Shared {
@@ -42,6 +45,7 @@ impl Shared {
             metrics: Metrics::default(),
             active: AtomicUsize::new(0),
             backups: Backups::default(),
+            queue: Queue::default(),
         }
     }
 }
@@ -209,7 +213,7 @@ fn route(
         });
     }
     if !backup_route {
-        return Ok(Some(api::answer(&req, &cat, &shared.metrics, peer)));
+        return Ok(Some(api::answer(&req, &cat, shared, peer)));
     }
     let token = match api::client(&req, &cat, &shared.metrics, peer) {
         Ok(t) => t,

@@ -1,0 +1,83 @@
+//! `tapeloom queue --server URL`: a server's jobs waiting, receiving from their
+//! clients and writing, then the last ones that ended (a client's token sees its
+//! own).
+
+use super::Context;
+use crate::net::client::Remote;
+use crate::output::{self, Output};
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    remote: Remote,
+}
+
+/// The server's queue, as `GET /api/queue` gives it.
+#[derive(Serialize, Deserialize)]
+pub struct Queue {
+    queue: Vec<Entry>,
+    recent: Vec<Entry>,
+}
+
+/// One job of the queue.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    backup: u64,
+    job: Option<i64>,
+    client: String,
+    name: String,
+    origin: String,
+    state: String,
+    queued_at: u64,
+    received_bytes: u64,
+    spooled_bytes: u64,
+    written_bytes: u64,
+    files: u64,
+    reason: Option<String>,
+}
+
+pub fn run(a: Args, _ctx: &Context) -> Result<Queue> {
+    match a.remote.resolve()? {
+        Some(server) => Ok(server.get_json("/api/queue")?),
+        None => Err(crate::net::error::ServerError::NoServer("queue").into()),
+    }
+}
+
+impl Entry {
+    fn line(&self) -> String {
+        format!(
+            "{:>5}  {:<9} {:>6}  {:<12} {:<20} received {:>10}  spooled {:>10}  written {:>10}  {}{}",
+            self.backup,
+            self.state,
+            self.job.map_or("-".to_string(), |j| j.to_string()),
+            self.client,
+            self.name,
+            output::bytes(self.received_bytes),
+            output::bytes(self.spooled_bytes),
+            output::bytes(self.written_bytes),
+            self.origin,
+            self.reason
+                .as_ref()
+                .map_or(String::new(), |r| format!("  ({r})")),
+        )
+    }
+}
+
+impl Output for Queue {
+    fn print(&self) {
+        if self.queue.is_empty() {
+            outln!("no job waiting or running");
+        }
+        for e in &self.queue {
+            outln!("{}", e.line());
+        }
+        if !self.recent.is_empty() {
+            outln!("recently ended:");
+            for e in &self.recent {
+                outln!("{}", e.line());
+            }
+        }
+    }
+}

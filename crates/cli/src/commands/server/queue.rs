@@ -1,0 +1,224 @@
+//! The server's jobs from their request to their end: waiting, receiving,
+//! writing, and the last ones that ended. What `GET /api/queue`, the status page
+//! and `/metrics` show of the jobs comes from here.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+use tapeloom_engine::Progress;
+
+/// Ended entries kept for the status page.
+const RECENT: usize = 50;
+
+/// Where a queued job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Waiting for a place (a limit of its client or of the drives).
+    Waiting,
+    /// Its client sends its blocks; they wait on the server's spool.
+    #[allow(dead_code)]
+    Receiving,
+    /// On a drive.
+    Writing,
+    /// Ended well (ok or partial).
+    Ended,
+    /// Failed.
+    Failed,
+}
+
+/// One entry as shown.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Entry {
+    /// The server's number for the request (the `ID` of `/api/backups/ID`).
+    pub backup: u64,
+    /// The catalog's job id, once the job is on a drive.
+    pub job: Option<i64>,
+    /// The client (its token's name).
+    pub client: String,
+    /// The job's name.
+    pub name: String,
+    /// `client`, or `schedule NAME`.
+    pub origin: String,
+    /// Where it is.
+    pub state: State,
+    /// When it was asked for (Unix seconds).
+    pub queued_at: u64,
+    /// Bytes received from its client (blocks, headers included).
+    pub received_bytes: u64,
+    /// Bytes waiting on the spool.
+    pub spooled_bytes: u64,
+    /// Data bytes written by the drives.
+    pub written_bytes: u64,
+    /// Entries written.
+    pub files: u64,
+    /// Why it failed.
+    pub reason: Option<String>,
+}
+
+/// An entry and the live figures of its job while it runs.
+#[allow(dead_code)]
+pub struct Live {
+    /// The entry as it stood when taken.
+    pub entry: Entry,
+    /// The running job's progress (its per-second series too).
+    pub progress: Option<Arc<Progress>>,
+}
+
+struct Item {
+    entry: Entry,
+    progress: Option<Arc<Progress>>,
+}
+
+impl Item {
+    fn shown(&self) -> Entry {
+        let mut e = self.entry.clone();
+        if let Some(p) = &self.progress {
+            e.written_bytes = p.bytes.load(Ordering::Relaxed);
+            e.files = p.files.load(Ordering::Relaxed);
+        }
+        e
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    live: BTreeMap<u64, Item>,
+    recent: VecDeque<Entry>,
+}
+
+/// The queue.
+#[derive(Default)]
+pub struct Queue {
+    next: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a request of `client` for job `name`; its number.
+    pub fn add(&self, client: &str, name: &str, origin: &str) -> u64 {
+        let backup = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let queued_at = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let entry = Entry {
+            backup,
+            job: None,
+            client: client.to_string(),
+            name: name.to_string(),
+            origin: origin.to_string(),
+            state: State::Waiting,
+            queued_at,
+            received_bytes: 0,
+            spooled_bytes: 0,
+            written_bytes: 0,
+            files: 0,
+            reason: None,
+        };
+        self.lock().live.insert(
+            backup,
+            Item {
+                entry,
+                progress: None,
+            },
+        );
+        backup
+    }
+
+    /// Changes the entry `backup` with `f`, if it is still there.
+    #[allow(dead_code)]
+    pub fn update(&self, backup: u64, f: impl FnOnce(&mut Entry)) {
+        if let Some(i) = self.lock().live.get_mut(&backup) {
+            f(&mut i.entry);
+        }
+    }
+
+    /// The job of entry `backup` is on a drive, as job `job`.
+    pub fn writing(&self, backup: u64, job: i64, progress: Arc<Progress>) {
+        if let Some(i) = self.lock().live.get_mut(&backup) {
+            i.entry.job = Some(job);
+            i.entry.state = State::Writing;
+            i.progress = Some(progress);
+        }
+    }
+
+    /// Entry `backup` ended: failed with `reason`, or well.
+    pub fn ended(&self, backup: u64, reason: Option<String>) {
+        let mut inner = self.lock();
+        let Some(item) = inner.live.remove(&backup) else {
+            return;
+        };
+        let mut e = item.shown();
+        e.state = if reason.is_some() {
+            State::Failed
+        } else {
+            State::Ended
+        };
+        e.spooled_bytes = 0;
+        e.reason = reason;
+        inner.recent.push_front(e);
+        inner.recent.truncate(RECENT);
+    }
+
+    /// The entries not ended, oldest first.
+    pub fn entries(&self) -> Vec<Entry> {
+        self.lock().live.values().map(Item::shown).collect()
+    }
+
+    /// The entries not ended with their jobs' progress, oldest first.
+    #[allow(dead_code)]
+    pub fn live(&self) -> Vec<Live> {
+        (self.lock().live.values())
+            .map(|i| Live {
+                entry: i.shown(),
+                progress: i.progress.clone(),
+            })
+            .collect()
+    }
+
+    /// The last entries that ended, newest first.
+    pub fn recent(&self) -> Vec<Entry> {
+        self.lock().recent.iter().cloned().collect()
+    }
+
+    /// Entries waiting or receiving (not yet on a drive).
+    #[allow(dead_code)]
+    pub fn waiting(&self) -> usize {
+        (self.lock().live.values())
+            .filter(|i| matches!(i.entry.state, State::Waiting | State::Receiving))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_go_from_waiting_to_recent() {
+        let q = Queue::default();
+        let a = q.add("c1", "a", "client");
+        let b = q.add("c2", "b", "schedule nightly");
+        assert_eq!((a, b), (1, 2));
+        assert_eq!(q.waiting(), 2);
+        let p = Arc::new(Progress::default());
+        p.bytes.store(77, Ordering::Relaxed);
+        q.writing(a, 9, p);
+        let e = q.entries();
+        assert_eq!(e[0].state, State::Writing);
+        assert_eq!((e[0].job, e[0].written_bytes), (Some(9), 77));
+        assert_eq!(q.waiting(), 1);
+        q.ended(a, None);
+        q.ended(b, Some("the client went away".into()));
+        assert!(q.entries().is_empty());
+        let r = q.recent();
+        assert_eq!(r[0].state, State::Failed);
+        assert_eq!(r[0].reason.as_deref(), Some("the client went away"));
+        assert_eq!((r[1].state, r[1].written_bytes), (State::Ended, 77));
+    }
+}
