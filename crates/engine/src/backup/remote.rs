@@ -277,7 +277,7 @@ impl Iterator for Outgoing {
 }
 
 /// Starts the walker, readers and packer of every stream of `plan`'s sources for
-/// job `tag` with blocks of `block_size`.
+/// job `tag` with blocks of `block_size`, each stream held to `opts.limit_rate`.
 pub fn pack_streams(
     sources: &[PathBuf],
     opts: &BackupOptions,
@@ -301,7 +301,7 @@ pub fn pack_streams(
             tx,
             Arc::new(Shared::default()),
             Arc::new(AtomicUsize::new(0)),
-            None,
+            opts.limit_rate,
         );
         let stream = p.id;
         let thread = super::pack::spawn(&setup, Pending { ..p }, outlet);
