@@ -38,7 +38,8 @@ pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
             ));
             b.tick();
             let live = p.series.lock().map(|s| s.clone()).unwrap_or_default();
-            for (name, (n, hitches)) in live {
+            for (name, latest) in live {
+                let (n, hitches) = (latest.bytes, latest.backhitches);
                 let (line, last_n, last_t) = lines.entry(name.to_string()).or_insert_with(|| {
                     let l = multi.add(ProgressBar::new_spinner());
                     l.set_style(sub.clone());

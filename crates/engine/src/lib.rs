@@ -50,7 +50,7 @@ pub use restore::{
     normalize, read_blocks, restore, restore_set, set_job, set_tree, BlockRestore, BlockSink, Kept,
     Overwrite, RestoreOptions, RestoreReport, SkipBy, Source,
 };
-pub use sampler::{Live, Series};
+pub use sampler::{Latest, Live, Series};
 pub use verify::{verify, VerifyReport};
 
 /// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.

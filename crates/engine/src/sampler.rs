@@ -29,9 +29,22 @@ pub(crate) fn marks<'a>(t0: Instant, marked: impl IntoIterator<Item = &'a Marked
     out
 }
 
-/// The latest bytes of each series (and backhitches, for drives that count them),
-/// updated as samples are taken.
-pub type Live = Mutex<BTreeMap<Series, (u64, Option<u64>)>>;
+/// The latest sample of each series, updated as samples are taken.
+pub type Live = Mutex<BTreeMap<Series, Latest>>;
+
+/// The latest sample of a series, as [`Live`] keeps it. Only a drive with a model
+/// says what its buffer, speed step and backhitches are.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Latest {
+    /// Bytes so far.
+    pub bytes: u64,
+    /// A drive's backhitches so far.
+    pub backhitches: Option<u64>,
+    /// A drive's buffer fill, 0 to 1.
+    pub buffer_fill: Option<f64>,
+    /// A drive's speed step now, MB/s of tape (0 when the tape stands).
+    pub speed_mb_s: Option<f64>,
+}
 
 /// Takes a sample of every series once a second.
 pub(crate) struct Sampler {
@@ -76,7 +89,13 @@ impl Sampler {
     ) {
         let series = Series::Drive(drive);
         if let Some(Ok(mut l)) = live.map(|l| l.lock()) {
-            l.insert(series.clone(), (bytes, stats.map(|s| s.backhitches)));
+            let latest = Latest {
+                bytes,
+                backhitches: stats.map(|s| s.backhitches),
+                buffer_fill: stats.map(|s| s.buffer_fill),
+                speed_mb_s: stats.map(|s| s.speed_now_mb_s),
+            };
+            l.insert(series.clone(), latest);
         }
         self.out.push(Sample {
             series,
@@ -93,7 +112,11 @@ impl Sampler {
     pub fn stream(&mut self, t_ms: u64, name: &str, bytes: u64, fill: f64, live: Option<&Live>) {
         let series = Series::Stream(name.to_string());
         if let Some(Ok(mut l)) = live.map(|l| l.lock()) {
-            l.insert(series.clone(), (bytes, None));
+            let latest = Latest {
+                bytes,
+                ..Latest::default()
+            };
+            l.insert(series.clone(), latest);
         }
         self.out.push(Sample {
             series,
@@ -140,8 +163,44 @@ mod tests {
         assert!(s.out.iter().all(|x| x.t_ms == t));
         assert_eq!(s.out[0].series, Series::Drive(1));
         let l = live.lock().unwrap();
-        assert_eq!(l[&Series::Stream("x".into())], (40, None));
+        assert_eq!(
+            l[&Series::Stream("x".into())],
+            Latest {
+                bytes: 40,
+                ..Default::default()
+            }
+        );
         assert!(!s.due());
+    }
+
+    #[test]
+    fn the_live_view_keeps_a_drives_buffer_speed_and_backhitches() {
+        let live = Live::default();
+        let mut s = Sampler::new(Instant::now());
+        let stats = DriveStats {
+            backhitches: 3,
+            buffer_fill: 0.625,
+            speed_now_mb_s: 80.0,
+            ..Default::default()
+        };
+        let t = s.round();
+        s.drive(t, 2, 5 << 20, 0.5, Some(&stats), Some(&live));
+        s.drive(t, 0, 7, 0.5, None, Some(&live));
+        let l = live.lock().unwrap();
+        let want = Latest {
+            bytes: 5 << 20,
+            backhitches: Some(3),
+            buffer_fill: Some(0.625),
+            speed_mb_s: Some(80.0),
+        };
+        assert_eq!(l[&Series::Drive(2)], want);
+        assert_eq!(
+            l[&Series::Drive(0)],
+            Latest {
+                bytes: 7,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]

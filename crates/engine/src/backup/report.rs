@@ -11,7 +11,7 @@ pub struct Progress {
     /// Stored data bytes written.
     pub bytes: AtomicU64,
     /// The latest sample of each stream and drive: bytes so far and, for drives with
-    /// a model, backhitches so far. Updated every second.
+    /// a model, backhitches so far, buffer fill and speed step. Updated every second.
     pub series: crate::sampler::Live,
 }
 

@@ -173,7 +173,7 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
         ["", "api", "queue"] => Ok(queue_doc(shared, &token)),
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
-        ["", "metrics"] => match metrics.render(cat) {
+        ["", "metrics"] => match metrics.render(&shared.queue, cat) {
             Ok(text) => Ok(Answer {
                 status: 200,
                 content_type: metrics::CONTENT_TYPE,

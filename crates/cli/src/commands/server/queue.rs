@@ -239,6 +239,19 @@ impl Queue {
             .filter(|i| matches!(i.entry.state, State::Waiting | State::Receiving))
             .count()
     }
+
+    /// [`Queue::live`] and [`Queue::recent`] at one instant: a job that ends is in
+    /// one of them, never in both nor in neither.
+    pub fn snapshot(&self) -> (Vec<Live>, Vec<Entry>) {
+        let inner = self.lock();
+        let live = (inner.live.values())
+            .map(|i| Live {
+                entry: i.shown(),
+                progress: i.progress.clone(),
+            })
+            .collect();
+        (live, inner.recent.iter().cloned().collect())
+    }
 }
 
 #[cfg(test)]
