@@ -171,7 +171,7 @@ impl DriveTotal {
 /// `/metrics` is read. A job running at the previous read is added from the
 /// progress kept since, whose last sample is the job's last (taken as its drive
 /// ended); a job that ran entirely between two reads, from the samples stored with
-/// it in the catalog. A job that failed before any drive wrote adds no bytes. A job
+/// it in the catalog (none when it failed before they were stored). A job
 /// is missed only when it began and ended between two reads and more than the
 /// queue's recent entries (50) ended after it.
 #[derive(Default)]
