@@ -225,6 +225,13 @@ pub fn render_staged(job: &JobSeries, stage: &StageFill, out: &Path) -> Result<(
     figure(job, Some(stage), out)
 }
 
+/// The figure [`render`] (with `stage`: [`render_staged`]) writes to an `.svg`
+/// file, as a string: for a page that shows it inline.
+pub fn svg(job: &JobSeries, stage: Option<&StageFill>) -> Result<String, ReportError> {
+    font::ensure_registered();
+    draw::svg(&prepare::Prepared::from_job(job, stage))
+}
+
 fn figure(job: &JobSeries, stage: Option<&StageFill>, out: &Path) -> Result<(), ReportError> {
     let format = Format::of(out)?;
     let font = font::ensure_registered();

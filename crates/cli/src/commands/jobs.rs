@@ -85,6 +85,14 @@ pub fn list(
     Ok(Jobs { jobs })
 }
 
+impl Jobs {
+    /// The last `n` jobs, oldest first.
+    pub fn last(mut self, n: usize) -> Jobs {
+        self.jobs.drain(..self.jobs.len().saturating_sub(n));
+        self
+    }
+}
+
 impl Output for Jobs {
     fn print(&self) {
         for j in &self.jobs {

@@ -8,8 +8,8 @@ use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tapeloom_catalog::{Mark, Phase};
-use tapeloom_engine::{Home, JobError, Series};
+use tapeloom_catalog::{Catalog, Mark, Phase};
+use tapeloom_engine::{JobError, Series};
 use tapeloom_report::{
     render, render_staged, DataPhase, JobSeries, Sample, Span, StageFill, StageSample, Track,
 };
@@ -83,7 +83,7 @@ struct DriveCartridge {
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Drawn> {
-    draw(&ctx.open_home()?, a.job, &a.op, a.out)
+    draw(&ctx.open_home()?.catalog, a.job, &a.op, a.out)
 }
 
 impl Output for Drawn {
@@ -201,8 +201,36 @@ impl Tracks {
 }
 
 /// Renders job `job`'s samples of operation `op` into `out` (.svg, .png or .html).
-fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
-    let cat = &home.catalog;
+fn draw(cat: &Catalog, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
+    let Plot {
+        series,
+        stage,
+        mut drawn,
+    } = plot(cat, job, op)?;
+    match &stage {
+        Some(stage) => render_staged(&series, stage, &out)?,
+        None => render(&series, &out)?,
+    }
+    drawn.out = out.display().to_string();
+    Ok(drawn)
+}
+
+/// Job `job`'s figure of operation `op` as `report --out FILE.svg` draws it.
+pub fn svg(cat: &Catalog, job: i64, op: &str) -> Result<String> {
+    let p = plot(cat, job, op)?;
+    Ok(tapeloom_report::svg(&p.series, p.stage.as_ref())?)
+}
+
+/// A job's figure and the summary of it, before it is drawn.
+struct Plot {
+    series: JobSeries,
+    stage: Option<StageFill>,
+    /// The summary, its `out` not yet set.
+    drawn: Drawn,
+}
+
+/// The figure of job `job`'s samples of operation `op`.
+fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
     let j = cat
         .job(job)?
         .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
@@ -271,14 +299,10 @@ fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
         drives: tracks.drives.into_iter().map(|(_, t)| t).collect(),
         spans,
     };
-    match &tracks.stage {
-        Some(stage) => render_staged(&series, stage, &out)?,
-        None => render(&series, &out)?,
-    }
-    Ok(Drawn {
+    let drawn = Drawn {
         job_id: job,
         op: op.to_string(),
-        out: out.display().to_string(),
+        out: String::new(),
         samples: rows.len(),
         data_mb_per_s: data.and_then(|p| p.mb_per_s()),
         drives,
@@ -286,6 +310,11 @@ fn draw(home: &Home, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
         cartridges,
         staged,
         stage_fill,
+    };
+    Ok(Plot {
+        series,
+        stage: tracks.stage,
+        drawn,
     })
 }
 

@@ -8,6 +8,8 @@ mod inventory;
 mod protect;
 mod status;
 
+pub(crate) use status::cartridge_state;
+
 use super::Context;
 use crate::error::{self, Hint};
 use crate::output::emit;

@@ -3,6 +3,7 @@
 use crate::output::{self, Output};
 use anyhow::{Context, Result};
 use serde::Serialize;
+use tapeloom_catalog::Volume;
 use tapeloom_device::{DriveHealth, VolumeStatistics};
 use tapeloom_engine::Home;
 
@@ -47,6 +48,18 @@ struct Cartridge {
     notes: Vec<String>,
 }
 
+/// What a cartridge is: cleaning, its volume's state when the catalog knows it,
+/// else blank or foreign by the bytes on it (`used`), or unknown.
+pub fn cartridge_state(barcode: &str, v: Option<&Volume>, used: Option<u64>) -> String {
+    match (v, used) {
+        _ if tapeloom_device::is_cleaning(barcode) => "cleaning".into(),
+        (Some(v), _) => v.status.to_string(),
+        (None, Some(0)) => "blank".into(),
+        (None, Some(_)) => "foreign".into(),
+        (None, None) => "unknown".into(),
+    }
+}
+
 pub fn run(home: &Home) -> Result<Status> {
     let mut lib = home.library().context("open the library")?;
     let inv = lib.inventory()?;
@@ -56,13 +69,7 @@ pub fn run(home: &Home) -> Result<Status> {
     for b in inv.barcodes() {
         let used = lib.cartridge_bytes(&b);
         let v = vols.iter().find(|v| v.barcode == b);
-        let state = match (v, used) {
-            _ if tapeloom_device::is_cleaning(&b) => "cleaning".into(),
-            (Some(v), _) => v.status.to_string(),
-            (None, Some(0)) => "blank".into(),
-            (None, Some(_)) => "foreign".into(),
-            (None, None) => "unknown".into(),
-        };
+        let state = cartridge_state(&b, v, used);
         let jobs = match v {
             Some(v) => home.catalog.jobs_on_volume(v.id)?,
             None => 0,

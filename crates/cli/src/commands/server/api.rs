@@ -5,6 +5,8 @@
 //! - `GET /api/jobs/ID/files?path=P`: the document of `tapeloom ls ID P --json`.
 //! - `GET /metrics`: Prometheus's text format; an admin token only.
 //! - `GET /api/jobs/ID/restore`: a job's blocks, streamed (`restores.rs`).
+//! - `GET /`, `GET /status`: the status page, no token needed; `GET /api/status`
+//!   and `GET /api/jobs/ID/report.svg`, what it shows (`status.rs`).
 //!
 //! A client token sees the jobs it ran; another client's job is answered as a job
 //! that does not exist (404), whatever is asked of it. An admin token sees all.
@@ -148,6 +150,9 @@ pub fn client(
 
 /// Answers `req` from `peer`; refusals and failures are logged on stderr.
 pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -> Answer {
+    if req.method == "GET" && matches!(req.path.as_str(), "/" | "/status") {
+        return super::status::page();
+    }
     let metrics = &shared.metrics;
     let refuse = |r: Refusal| {
         metrics.refused();
@@ -171,6 +176,8 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
     let result = match segments.as_slice() {
         ["", "api", "jobs"] => list_jobs(cat, &token),
         ["", "api", "queue"] => Ok(queue_doc(shared, &token)),
+        ["", "api", "status"] => super::status::answer(shared, cat, &token),
+        ["", "api", "jobs", id, "report.svg"] => super::status::report_svg(cat, &token, id),
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
         ["", "metrics"] => match metrics.render(&shared.queue, cat) {

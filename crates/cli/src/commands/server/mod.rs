@@ -7,6 +7,7 @@
 //! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
 //! - `backups.rs`: backups clients pack and the server's drives write.
 //! - `token.rs`: `server token add|list|revoke`.
+//! - `status.rs`: the status page and `GET /api/status`.
 //!
 //! The server holds no lock on the home but while a client's backup runs: it reads
 //! the catalog beside the commands that change it (SQLite's WAL), so backups,
@@ -20,6 +21,7 @@ mod queue;
 pub(crate) mod restores;
 mod serve;
 mod spool;
+mod status;
 mod token;
 mod writer;
 

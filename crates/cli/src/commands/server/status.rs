@@ -1,0 +1,398 @@
+//! The status page (`GET /`, `/status`) and its document (`GET /api/status`):
+//! the library's drives and cartridges, the jobs running with their bytes and
+//! rates per drive and per stream, the last jobs, and a job's plot
+//! (`GET /api/jobs/ID/report.svg`).
+//!
+//! The library is looked at as `library status` does, without the home's lock
+//! (a client's backup may hold it): its inventory only, nothing that moves a tape.
+
+use super::api::{may_see, Answer};
+use super::queue::{Entry, Live};
+use super::serve::Shared;
+use crate::commands::{jobs, library, report};
+use crate::error::CliError;
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tapeloom_catalog::{Catalog, Token};
+use tapeloom_device::{Inventory, TapeLibrary, VirtualLibrary};
+use tapeloom_engine::{Error, JobError, ScsiLibraryConfig, Series};
+
+/// The page: self-contained, it holds no data and asks for none without a token.
+const PAGE: &str = include_str!("status.html");
+
+/// Jobs of the catalog the document lists, the last ones.
+const LAST_JOBS: usize = 20;
+
+/// The document of `GET /api/status`.
+#[derive(Serialize)]
+pub struct Status {
+    /// The library's drives and cartridges.
+    pub library: LibraryView,
+    /// The jobs not ended (waiting, receiving, writing), oldest first.
+    pub running: Vec<Running>,
+    /// The server's jobs that ended since it started, newest first.
+    pub recent: Vec<Entry>,
+    /// The catalog's last jobs, as `jobs --json` lists them, oldest first.
+    pub jobs: jobs::Jobs,
+}
+
+/// The library as its inventory says, or why it could not be looked at.
+#[derive(Serialize, Default)]
+pub struct LibraryView {
+    /// What it is (`virtual library in ...`, `SCSI library ...`).
+    pub description: Option<String>,
+    /// Why the library could not be looked at.
+    pub error: Option<String>,
+    /// Its drives.
+    pub drives: Vec<Drive>,
+    /// Its cartridges.
+    pub cartridges: Vec<Cartridge>,
+}
+
+/// A drive, its cartridge, and the running job writing on it.
+#[derive(Serialize)]
+pub struct Drive {
+    /// Its index.
+    pub index: usize,
+    /// Its device, for people.
+    pub device: String,
+    /// The barcode of the cartridge in it.
+    pub loaded: Option<String>,
+    /// The job writing on it (one the token may see).
+    pub job: Option<i64>,
+    /// The bytes that job wrote on it so far.
+    pub bytes: Option<u64>,
+    /// Its rate over the last seconds, bytes per second.
+    pub bytes_per_s: Option<f64>,
+}
+
+/// A cartridge and what the catalog knows of it.
+#[derive(Serialize)]
+pub struct Cartridge {
+    /// Its barcode.
+    pub barcode: String,
+    /// `slot N` or `drive N`.
+    pub location: String,
+    /// As `library status` says: its volume's state, blank, foreign, cleaning.
+    pub state: String,
+    /// Its pool, labelled or assigned.
+    pub pool: Option<String>,
+    /// Bytes written on it, where the library knows without loading it.
+    pub bytes_used: Option<u64>,
+    /// Its capacity, where known.
+    pub capacity: Option<u64>,
+}
+
+/// A job not ended, with its figures per drive and per stream.
+#[derive(Serialize)]
+pub struct Running {
+    /// The queue's entry.
+    #[serde(flatten)]
+    pub entry: Entry,
+    /// Bytes so far: its drives' latest samples (which move within a large file,
+    /// where `written_bytes` moves at each file's end), or `written_bytes` when more.
+    pub bytes: u64,
+    /// The job's rate over the last seconds, bytes per second.
+    pub bytes_per_s: Option<f64>,
+    /// Per drive (named by its index): bytes so far and rate.
+    pub drives: Vec<Flow>,
+    /// Per stream: bytes so far and rate.
+    pub streams: Vec<Flow>,
+}
+
+/// Bytes so far of a drive or stream, and its rate.
+#[derive(Serialize)]
+pub struct Flow {
+    /// The drive's index, or the stream's name.
+    pub name: String,
+    /// Bytes so far.
+    pub bytes: u64,
+    /// Bytes per second over the last seconds; none until two looks apart.
+    pub bytes_per_s: Option<f64>,
+    /// Its key among the rates.
+    #[serde(skip)]
+    key: String,
+}
+
+/// Rates are taken over this much of the latest figures.
+const WINDOW: Duration = Duration::from_secs(5);
+/// A rate needs figures at least this far apart.
+const SHORTEST: Duration = Duration::from_millis(500);
+/// Figures kept per series, at most (many pages polling at once).
+const KEPT: usize = 64;
+
+/// The figures seen by earlier looks, from which rates are taken.
+#[derive(Default)]
+pub struct Rates(Mutex<HashMap<String, VecDeque<(Instant, u64)>>>);
+
+impl Rates {
+    /// Records `figures` (key, bytes so far) seen at `now`, forgets the series not
+    /// among them, and gives each the rate since the oldest figure in the window.
+    fn observe(&self, now: Instant, figures: &[(&str, u64)]) -> HashMap<String, f64> {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.retain(|k, _| figures.iter().any(|(f, _)| f == k));
+        let mut rates = HashMap::new();
+        for &(key, bytes) in figures {
+            let q = seen.entry(key.to_string()).or_default();
+            while q.len() >= KEPT
+                || (q.len() > 1 && q.front().is_some_and(|(t, _)| now - *t > WINDOW))
+            {
+                q.pop_front();
+            }
+            q.push_back((now, bytes));
+            if let Some(&(t0, b0)) = q.front() {
+                let dt = now.saturating_duration_since(t0);
+                if dt >= SHORTEST {
+                    let rate = bytes.saturating_sub(b0) as f64 / dt.as_secs_f64();
+                    rates.insert(key.to_string(), rate);
+                }
+            }
+        }
+        rates
+    }
+}
+
+/// `GET /` and `GET /status`: the page.
+pub fn page() -> Answer {
+    Answer {
+        status: 200,
+        content_type: "text/html; charset=utf-8",
+        body: PAGE.as_bytes().to_vec(),
+    }
+}
+
+/// `GET /api/status`: what `token` may see.
+pub fn answer(shared: &Shared, cat: &Catalog, token: &Token) -> Result<Answer, Error> {
+    let running: Vec<Running> = running(shared.queue.live(), &shared.rates, Instant::now())
+        .into_iter()
+        .filter(|r| may_see(token, Some(r.entry.client.as_str())))
+        .collect();
+    let library = look_at_library(&shared.home, cat, &running)?;
+    let mine = |e: &Entry| may_see(token, Some(e.client.as_str()));
+    let doc = Status {
+        library,
+        recent: shared.queue.recent().into_iter().filter(mine).collect(),
+        jobs: jobs::list(cat, |j| may_see(token, j.client.as_deref()))?.last(LAST_JOBS),
+        running,
+    };
+    Ok(Answer::json(&doc))
+}
+
+/// Every job not ended, with its figures and their rates (taken over all jobs, so
+/// that what one token sees does not make another's rates forget).
+fn running(live: Vec<Live>, rates: &Rates, now: Instant) -> Vec<Running> {
+    let mut out: Vec<Running> = live.into_iter().map(flows).collect();
+    let owned: Vec<(String, u64)> = (out.iter())
+        .flat_map(|r| {
+            let job = (r.entry.backup.to_string(), r.bytes);
+            let flows = r.drives.iter().chain(&r.streams);
+            std::iter::once(job).chain(flows.map(|f| (f.key.clone(), f.bytes)))
+        })
+        .collect();
+    let figures: Vec<(&str, u64)> = owned.iter().map(|(k, b)| (k.as_str(), *b)).collect();
+    let rates = rates.observe(now, &figures);
+    for r in &mut out {
+        r.bytes_per_s = rates.get(&r.entry.backup.to_string()).copied();
+        for f in r.drives.iter_mut().chain(&mut r.streams) {
+            f.bytes_per_s = rates.get(&f.key).copied();
+        }
+    }
+    out
+}
+
+/// A job's entry with its drives' and streams' latest samples.
+fn flows(l: Live) -> Running {
+    let (mut drives, mut streams) = (Vec::new(), Vec::new());
+    if let Some(p) = &l.progress {
+        let series = p.series.lock().unwrap_or_else(PoisonError::into_inner);
+        for (s, latest) in series.iter() {
+            let key = format!("{}/{s}", l.entry.backup);
+            let (name, to) = match s {
+                Series::Drive(d) => (d.to_string(), &mut drives),
+                Series::Stream(n) => (n.clone(), &mut streams),
+                Series::Stage => continue,
+            };
+            to.push(Flow {
+                name,
+                bytes: latest.bytes,
+                bytes_per_s: None,
+                key,
+            });
+        }
+    }
+    let sampled: u64 = drives.iter().map(|f: &Flow| f.bytes).sum();
+    Running {
+        bytes: sampled.max(l.entry.written_bytes),
+        entry: l.entry,
+        bytes_per_s: None,
+        drives,
+        streams,
+    }
+}
+
+/// Why the library could not be opened.
+#[derive(Debug, thiserror::Error)]
+enum LibraryError {
+    #[error("read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is damaged: {source}")]
+    Devices {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Device(#[from] tapeloom_device::DeviceError),
+}
+
+/// The home's library: the SCSI devices attached to it, else the virtual one.
+fn open_library(home: &Path) -> Result<Box<dyn TapeLibrary>, LibraryError> {
+    // The file `Home::attached` reads; the server holds no `Home` to ask.
+    let path = home.join("devices.json");
+    match std::fs::read(&path) {
+        Ok(text) => {
+            let cfg: ScsiLibraryConfig = serde_json::from_slice(&text)
+                .map_err(|source| LibraryError::Devices { path, source })?;
+            Ok(Box::new(tapeloom_device::scsi::ScsiLibrary::open(&cfg)?))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(Box::new(VirtualLibrary::open(&home.join("library"))?))
+        }
+        Err(source) => Err(LibraryError::Read { path, source }),
+    }
+}
+
+/// The library's drives (with the running job on each) and cartridges; its error
+/// in the view when it cannot be looked at.
+fn look_at_library(home: &Path, cat: &Catalog, running: &[Running]) -> Result<LibraryView, Error> {
+    let looked = open_library(home).and_then(|mut lib| {
+        let inv = lib.inventory()?;
+        Ok((lib, inv))
+    });
+    let (lib, inv) = match looked {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(LibraryView {
+                error: Some(e.to_string()),
+                ..LibraryView::default()
+            })
+        }
+    };
+    Ok(LibraryView {
+        description: Some(lib.describe()),
+        error: None,
+        drives: drives(lib.as_ref(), &inv, running),
+        cartridges: cartridges(lib.as_ref(), &inv, cat)?,
+    })
+}
+
+fn drives(lib: &dyn TapeLibrary, inv: &Inventory, running: &[Running]) -> Vec<Drive> {
+    let on = |index: usize| {
+        let name = index.to_string();
+        running
+            .iter()
+            .find_map(|r| Some((r, r.drives.iter().find(|f| f.name == name)?)))
+    };
+    (inv.drives.iter())
+        .map(|d| {
+            let job = on(d.index);
+            Drive {
+                index: d.index,
+                device: lib.drive_device(d.index),
+                loaded: d.loaded.clone(),
+                job: job.and_then(|(r, _)| r.entry.job),
+                bytes: job.map(|(_, f)| f.bytes),
+                bytes_per_s: job.and_then(|(_, f)| f.bytes_per_s),
+            }
+        })
+        .collect()
+}
+
+fn cartridges(
+    lib: &dyn TapeLibrary,
+    inv: &Inventory,
+    cat: &Catalog,
+) -> Result<Vec<Cartridge>, Error> {
+    let vols = cat.volumes()?;
+    let mut out = Vec::new();
+    for b in inv.barcodes() {
+        let used = lib.cartridge_bytes(&b);
+        let v = vols.iter().find(|v| v.barcode == b);
+        let location = match (inv.slot_of(&b), inv.drive_of(&b)) {
+            (Some(s), _) => format!("slot {s}"),
+            (_, Some(d)) => format!("drive {d}"),
+            _ => "?".into(),
+        };
+        out.push(Cartridge {
+            state: library::cartridge_state(&b, v, used),
+            pool: match v {
+                Some(v) => Some(v.pool.clone()),
+                None => cat.pool_of_barcode(&b)?,
+            },
+            barcode: b,
+            location,
+            bytes_used: used,
+            capacity: lib.capacity(),
+        });
+    }
+    Ok(out)
+}
+
+/// `GET /api/jobs/ID/report.svg`: the plot of a job's backup, as `report` draws
+/// it; another client's job is one that does not exist.
+pub fn report_svg(cat: &Catalog, token: &Token, id: &str) -> Result<Answer, Error> {
+    let Ok(id) = id.parse::<i64>() else {
+        return Ok(Answer::error(404, &format!("no job {id}")));
+    };
+    let job = cat.job(id)?;
+    if !job.is_some_and(|j| may_see(token, j.client.as_deref())) {
+        return Err(Error::Job(JobError::NoJob(id)));
+    }
+    match report::svg(cat, id, "backup") {
+        Ok(svg) => Ok(Answer {
+            status: 200,
+            content_type: "image/svg+xml",
+            body: svg.into_bytes(),
+        }),
+        Err(e) => match e.downcast::<Error>() {
+            Ok(e) => Err(e),
+            Err(e) => match e.downcast_ref::<CliError>() {
+                Some(no @ CliError::NoSamples { .. }) => Ok(Answer::error(404, &no.to_string())),
+                _ => {
+                    eprintln!("tapeloom server: draw job {id}: {e:#}");
+                    Ok(Answer::error(500, &format!("draw job {id}: {e}")))
+                }
+            },
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_taken_over_the_window_and_forgotten_with_its_series() {
+        let r = Rates::default();
+        let t0 = Instant::now();
+        assert!(r.observe(t0, &[("a", 0)]).is_empty());
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let got = r.observe(at(1), &[("a", 1000)]);
+        assert_eq!(got.get("a"), Some(&1000.0));
+        // Older figures leave the window: the rate is that of the last seconds.
+        for s in 2..=10 {
+            r.observe(at(s), &[("a", 1000 + (s - 1) * 10)]);
+        }
+        let got = r.observe(at(11), &[("a", 1100)]);
+        let a = got["a"];
+        assert!((9.0..=11.0).contains(&a), "{a}");
+        // A series not seen is forgotten: seen again, it has no rate yet.
+        r.observe(at(12), &[("b", 5)]);
+        assert!(r.observe(at(12), &[("a", 2000)]).is_empty());
+    }
+}
