@@ -11,6 +11,8 @@ command -v fincore >/dev/null || need_debian+=(util-linux-extra)
 command -v python3 >/dev/null || need_debian+=(python3)
 command -v zstd >/dev/null || need_debian+=(zstd)
 command -v promtool >/dev/null || need_debian+=(prometheus)
+# The status page's test loads it in headless Chromium.
+command -v chromium >/dev/null || need_debian+=(chromium)
 # PNG reports draw their text with DejaVu Sans.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_debian+=(fonts-dejavu-core)
 # The SCSI tests run against tgt's emulated tape drives and changer over iSCSI

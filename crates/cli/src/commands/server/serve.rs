@@ -39,8 +39,8 @@ pub struct Shared {
     pub drives: usize,
     /// MB/s a client must send for its job to go to a drive before it is whole.
     pub start_rate_mb_s: f64,
-    /// The figures the status page's rates are taken from.
-    pub rates: super::status::Rates,
+    /// What the status page saw: its rates' figures, the library's last look.
+    pub status: super::status::Seen,
 }
 
 /// What the server knows of its library when it starts.
@@ -74,7 +74,7 @@ impl Shared {
             queue: Queue::default(),
             queue_limits,
             drives: site.drives,
-            rates: Default::default(),
+            status: Default::default(),
         }
     }
 }

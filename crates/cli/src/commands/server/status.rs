@@ -40,7 +40,7 @@ pub struct Status {
 }
 
 /// The library as its inventory says, or why it could not be looked at.
-#[derive(Serialize, Default)]
+#[derive(Serialize, Default, Clone)]
 pub struct LibraryView {
     /// What it is (`virtual library in ...`, `SCSI library ...`).
     pub description: Option<String>,
@@ -53,7 +53,7 @@ pub struct LibraryView {
 }
 
 /// A drive, its cartridge, and the running job writing on it.
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 pub struct Drive {
     /// Its index.
     pub index: usize,
@@ -70,7 +70,7 @@ pub struct Drive {
 }
 
 /// A cartridge and what the catalog knows of it.
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 pub struct Cartridge {
     /// Its barcode.
     pub barcode: String,
@@ -124,9 +124,21 @@ const SHORTEST: Duration = Duration::from_millis(500);
 /// Figures kept per series, at most (many pages polling at once).
 const KEPT: usize = 64;
 
+/// The library is looked at once in this long at most, however many pages ask
+/// (a real changer answers each look with a READ ELEMENT STATUS).
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// What earlier requests saw.
+#[derive(Default)]
+pub struct Seen {
+    rates: Rates,
+    /// The library's last look, and when.
+    library: Mutex<Option<(Instant, LibraryView)>>,
+}
+
 /// The figures seen by earlier looks, from which rates are taken.
 #[derive(Default)]
-pub struct Rates(Mutex<HashMap<String, VecDeque<(Instant, u64)>>>);
+struct Rates(Mutex<HashMap<String, VecDeque<(Instant, u64)>>>);
 
 impl Rates {
     /// Records `figures` (key, bytes so far) seen at `now`, forgets the series not
@@ -166,11 +178,13 @@ pub fn page() -> Answer {
 
 /// `GET /api/status`: what `token` may see.
 pub fn answer(shared: &Shared, cat: &Catalog, token: &Token) -> Result<Answer, Error> {
-    let running: Vec<Running> = running(shared.queue.live(), &shared.rates, Instant::now())
+    let now = Instant::now();
+    let running: Vec<Running> = running(shared.queue.live(), &shared.status.rates, now)
         .into_iter()
         .filter(|r| may_see(token, Some(r.entry.client.as_str())))
         .collect();
-    let library = look_at_library(&shared.home, cat, &running)?;
+    let mut library = shared.status.library(&shared.home, cat, now)?;
+    on_drives(&mut library.drives, &running);
     let mine = |e: &Entry| may_see(token, Some(e.client.as_str()));
     let doc = Status {
         library,
@@ -267,9 +281,24 @@ fn open_library(home: &Path) -> Result<Box<dyn TapeLibrary>, LibraryError> {
     }
 }
 
-/// The library's drives (with the running job on each) and cartridges; its error
-/// in the view when it cannot be looked at.
-fn look_at_library(home: &Path, cat: &Catalog, running: &[Running]) -> Result<LibraryView, Error> {
+impl Seen {
+    /// The library's last look, looked at again when older than [`LOOK_EVERY`].
+    fn library(&self, home: &Path, cat: &Catalog, now: Instant) -> Result<LibraryView, Error> {
+        let mut last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*last {
+            Some((at, view)) if now.saturating_duration_since(*at) < LOOK_EVERY => Ok(view.clone()),
+            _ => {
+                let view = look_at_library(home, cat)?;
+                *last = Some((now, view.clone()));
+                Ok(view)
+            }
+        }
+    }
+}
+
+/// The library's drives and cartridges; its error in the view when it cannot be
+/// looked at.
+fn look_at_library(home: &Path, cat: &Catalog) -> Result<LibraryView, Error> {
     let looked = open_library(home).and_then(|mut lib| {
         let inv = lib.inventory()?;
         Ok((lib, inv))
@@ -286,31 +315,30 @@ fn look_at_library(home: &Path, cat: &Catalog, running: &[Running]) -> Result<Li
     Ok(LibraryView {
         description: Some(lib.describe()),
         error: None,
-        drives: drives(lib.as_ref(), &inv, running),
+        drives: (inv.drives.iter())
+            .map(|d| Drive {
+                index: d.index,
+                device: lib.drive_device(d.index),
+                loaded: d.loaded.clone(),
+                job: None,
+                bytes: None,
+                bytes_per_s: None,
+            })
+            .collect(),
         cartridges: cartridges(lib.as_ref(), &inv, cat)?,
     })
 }
 
-fn drives(lib: &dyn TapeLibrary, inv: &Inventory, running: &[Running]) -> Vec<Drive> {
-    let on = |index: usize| {
-        let name = index.to_string();
-        running
-            .iter()
-            .find_map(|r| Some((r, r.drives.iter().find(|f| f.name == name)?)))
-    };
-    (inv.drives.iter())
-        .map(|d| {
-            let job = on(d.index);
-            Drive {
-                index: d.index,
-                device: lib.drive_device(d.index),
-                loaded: d.loaded.clone(),
-                job: job.and_then(|(r, _)| r.entry.job),
-                bytes: job.map(|(_, f)| f.bytes),
-                bytes_per_s: job.and_then(|(_, f)| f.bytes_per_s),
-            }
-        })
-        .collect()
+/// Each drive's running job (one the token may see), its bytes and rate there.
+fn on_drives(drives: &mut [Drive], running: &[Running]) {
+    for d in drives {
+        let name = d.index.to_string();
+        let on =
+            (running.iter()).find_map(|r| Some((r, r.drives.iter().find(|f| f.name == name)?)));
+        d.job = on.and_then(|(r, _)| r.entry.job);
+        d.bytes = on.map(|(_, f)| f.bytes);
+        d.bytes_per_s = on.and_then(|(_, f)| f.bytes_per_s);
+    }
 }
 
 fn cartridges(
