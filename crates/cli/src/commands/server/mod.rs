@@ -7,6 +7,8 @@
 //! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
 //! - `backups.rs`: backups clients pack and the server's drives write.
 //! - `token.rs`: `server token add|list|revoke`.
+//! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
+//!   the server runs itself.
 //!
 //! The server holds no lock on the home but while a client's backup runs: it reads
 //! the catalog beside the commands that change it (SQLite's WAL), so backups,
@@ -14,10 +16,12 @@
 
 mod api;
 pub(crate) mod backups;
+mod calendar;
 mod config;
 mod metrics;
 mod queue;
 pub(crate) mod restores;
+mod schedule;
 mod serve;
 mod token;
 
@@ -125,6 +129,7 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
     };
     crate::output::emit(&listening, ctx.json)?;
     let shared = Arc::new(serve::Shared::new(dir, config.limits, tls));
+    schedule::start(Arc::clone(&shared), config.schedules)?;
     serve::serve(listener, shared);
     Ok(0)
 }
