@@ -89,7 +89,7 @@ impl Field {
     }
 
     fn has(&self, v: u32) -> bool {
-        (self.0.iter()).any(|s| (s.lo..=s.hi).contains(&v) && (v - s.lo) % s.step == 0)
+        (self.0.iter()).any(|s| (s.lo..=s.hi).contains(&v) && (v - s.lo).is_multiple_of(s.step))
     }
 
     /// The least number of the field from `from` to `to`.

@@ -36,13 +36,13 @@ pub enum ScheduleError {
     Speed(#[from] BadSpeed),
     /// The clock could not be read (a bad `TAPELOOM_NOW`).
     #[error("read the clock: {0}")]
-    Clock(#[source] tapeloom_engine::Error),
+    Clock(#[source] Box<tapeloom_engine::Error>),
     /// The scheduler's thread did not start.
     #[error("start the scheduler: {0}")]
     Thread(#[source] std::io::Error),
     /// The home could not be opened.
     #[error("open the home: {0}")]
-    Home(#[source] tapeloom_engine::Error),
+    Home(#[source] Box<tapeloom_engine::Error>),
     /// The catalog could not be read or the job's client recorded.
     #[error("the catalog: {0}")]
     Catalog(#[from] tapeloom_catalog::CatalogError),
@@ -55,7 +55,7 @@ pub enum ScheduleError {
         /// The job, when it was recorded.
         job: Option<i64>,
         /// The engine's error.
-        source: tapeloom_engine::Error,
+        source: Box<tapeloom_engine::Error>,
     },
 }
 
@@ -75,7 +75,7 @@ pub fn start(shared: Arc<Shared>, schedules: Vec<Schedule>) -> Result<(), Schedu
 
 /// The clock's time in seconds since the epoch.
 fn now_secs() -> Result<f64, ScheduleError> {
-    let t = clock::now().map_err(ScheduleError::Clock)?;
+    let t = clock::now().map_err(|e| ScheduleError::Clock(Box::new(e)))?;
     Ok(t.secs as f64 + f64::from(t.nanos) / 1e9)
 }
 
@@ -159,7 +159,7 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
 /// The backup of a scheduled job, the home locked; its job recorded for the
 /// schedule's client and shown writing in the queue as soon as it is seen.
 fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
-    let home = Home::open(&shared.home).map_err(ScheduleError::Home)?;
+    let home = Home::open(&shared.home).map_err(|e| ScheduleError::Home(Box::new(e)))?;
     if let Some(pool) = &s.pool {
         if home.catalog.pool_key(pool)?.is_some() {
             return Err(ScheduleError::Encrypted(pool.clone()));
@@ -176,7 +176,9 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());
-    let watcher = home.connect().map_err(ScheduleError::Home)?;
+    let watcher = home
+        .connect()
+        .map_err(|e| ScheduleError::Home(Box::new(e)))?;
     let ended = AtomicBool::new(false);
     let (r, seen) = std::thread::scope(|scope| {
         let (ended, shown) = (&ended, &progress);
@@ -196,7 +198,10 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         ended.store(true, Ordering::Release);
         (r, w.join().ok().flatten())
     });
-    let report = r.map_err(|source| ScheduleError::Backup { job: seen, source })?;
+    let report = r.map_err(|e| ScheduleError::Backup {
+        job: seen,
+        source: Box::new(e),
+    })?;
     if seen != Some(report.job_id) {
         home.catalog.set_job_client(report.job_id, &s.client)?;
         shared.queue.writing(entry, report.job_id, progress);
