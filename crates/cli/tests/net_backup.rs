@@ -40,6 +40,20 @@ fn source_tree(src: &Path) {
 }
 
 /// The job's status in the catalog, and its errors' reasons.
+/// The catalog's id of the job named `name` (waiting up to 20 s for the server to
+/// record it).
+fn job_named(home: &Path, name: &str) -> i64 {
+    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    for _ in 0..200 {
+        let id = db.query_row("SELECT id FROM jobs WHERE name = ?1", [name], |r| r.get(0));
+        if let Ok(id) = id {
+            return id;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no job {name} in the catalog");
+}
+
 fn job_state(home: &Path, job: i64) -> (String, Vec<String>) {
     let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
     let status: String = db
@@ -186,7 +200,7 @@ fn flags_a_client_cannot_use_yet_are_refused_in_one_line() {
     }
 }
 
-/// Begins a job for `token` by hand: (job, tag, block size).
+/// Begins a job for `token` by hand: (backup, tag, block size).
 fn begin(s: &Server, token: &str, name: &str) -> (i64, u64, usize) {
     let body = format!(
         r#"{{"name":"{name}","set":null,"pool":null,"block_size":65536,"streams":[{{"name":"s","source":"/x/s","root":"."}}]}}"#
@@ -200,7 +214,7 @@ fn begin(s: &Server, token: &str, name: &str) -> (i64, u64, usize) {
     assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
     let v: Value = serde_json::from_str(body).unwrap();
     (
-        v["job"].as_i64().unwrap(),
+        v["backup"].as_i64().unwrap(),
         v["tag"].as_u64().unwrap(),
         v["block_size"].as_u64().unwrap() as usize,
     )
@@ -266,11 +280,12 @@ fn a_malformed_stream_fails_its_job_and_others_are_served() {
     write(&src.join("a"), b"after the failures");
     let doc = s.json(&bob, &["backup", src.to_str().unwrap()]);
     assert_eq!(doc["status"], "ok", "{doc}");
-    for (j, why) in [
-        (job, "stream 1, block 0"),
-        (job2, "longer than any block"),
-        (job3, "the client's frames"),
+    for (name, why) in [
+        ("damaged", "stream 1, block 0"),
+        ("oversized", "longer than any block"),
+        ("cut", "the client's frames"),
     ] {
+        let j = job_named(&home, name);
         let (status, reasons) = job_state(&home, j);
         assert_eq!(status, "failed", "job {j}");
         assert!(

@@ -434,6 +434,11 @@ pub trait TapeLibrary: Changer + Send {
     fn model(&self) -> Option<String> {
         None
     }
+    /// The lowest speed step of the drives in MB/s, where the library knows it (a
+    /// modeled drive): data sent slower than this stops the drive.
+    fn lowest_speed_mb_s(&self) -> Option<f64> {
+        None
+    }
     /// Whether the drives are tape drives with a compressor of their own (a
     /// modeled or a real drive), as opposed to plain virtual drives.
     fn drives_compress(&self) -> bool {

@@ -322,6 +322,14 @@ impl crate::TapeLibrary for VirtualLibrary {
     fn model(&self) -> Option<String> {
         self.state.config.model.clone()
     }
+    fn lowest_speed_mb_s(&self) -> Option<f64> {
+        let c = &self.state.config;
+        let mut p = crate::lto::generation(c.model.as_deref()?)?;
+        if let Some(f) = c.scale.filter(|f| *f > 0.0 && *f != 1.0) {
+            p = p.scaled(f);
+        }
+        p.speed_steps().first().map(|s| s / 1e6)
+    }
     /// The cleaning cartridge does its cleaning as it is loaded (counted in the
     /// library's state), and goes back to its slot.
     fn clean_drive(&mut self, drive: usize) -> Result<crate::Cleaned> {

@@ -30,8 +30,8 @@ mod verify;
 
 pub use backup::{
     backup, backup_received, pack_streams, resume_job, unfinished_staged_jobs, BackupOptions,
-    BackupReport, Begun, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Outgoing,
-    Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via, DEFAULT_EXTENT_BYTES,
+    BackupReport, Begun, BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet,
+    Outgoing, Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
 pub use compress::Compress;
 pub use crypt::{create_key_file, open_key_file, read_key_file, write_key_file};

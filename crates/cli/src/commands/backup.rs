@@ -211,6 +211,7 @@ impl Args {
                 _ => DespoolOrder::Whole,
             },
             encrypt: None,
+            job_tag: None,
             pool: self.pool,
             set: self.set,
             level: self.level,

@@ -17,6 +17,11 @@ pub struct Args {
 /// The server's queue, as `GET /api/queue` gives it.
 #[derive(Serialize, Deserialize)]
 pub struct Queue {
+    /// Jobs not yet on a drive, all clients'.
+    waiting: usize,
+    /// Bytes on the server's spool, and its size.
+    spool_used_bytes: u64,
+    spool_bytes: u64,
     queue: Vec<Entry>,
     recent: Vec<Entry>,
 }
@@ -67,6 +72,12 @@ impl Entry {
 
 impl Output for Queue {
     fn print(&self) {
+        outln!(
+            "{} waiting for a drive; spool {} of {}",
+            self.waiting,
+            output::bytes(self.spool_used_bytes),
+            output::bytes(self.spool_bytes)
+        );
         if self.queue.is_empty() {
             outln!("no job waiting or running");
         }

@@ -2,7 +2,7 @@
 //! sources and sends the blocks; the server checks them and writes them to its
 //! drives (see `commands::server::backups` for the protocol).
 
-use crate::commands::server::backups::{Begin, BeginStream, Begun};
+use crate::commands::server::backups::{Begin, BeginStream, Begun, Waiting};
 use crate::net::client::Server;
 use crate::net::error::ServerError;
 use crate::net::http::Frame;
@@ -77,12 +77,12 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
             })
             .collect(),
     };
-    let begun: Begun = server.post_json("/api/backups", &begin)?;
+    let begun = enter(server, &begin)?;
     let streams = tapeloom_engine::pack_streams(sources, opts, (begun.tag, begun.block_size))?;
     let sent: Vec<Result<(), ServerError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = streams
             .into_iter()
-            .map(|s| sc.spawn(|| send_stream(server, begun.job, s)))
+            .map(|s| sc.spawn(|| send_stream(server, begun.backup, s)))
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -92,7 +92,9 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
             .collect()
     });
     // The job's end says why it failed, when it did, better than a stream can.
-    let (status, body) = server.get(&format!("/api/backups/{}", begun.job))?;
+    let (status, body) = until_over(server, &format!("/api/backups/{}", begun.backup), |s, p| {
+        s.get(p)
+    })?;
     if status != 200 {
         return Err(crate::net::client::refusal(status, &body).into());
     }
@@ -109,8 +111,45 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
     Ok(Sent { doc, summary })
 }
 
+/// Asks the server for a place in its queue, waiting as long as the queue is full.
+fn enter(server: &Server, begin: &Begin) -> Result<Begun, ServerError> {
+    let (mut status, mut body) = server.post_raw("/api/backups", begin)?;
+    let mut told = false;
+    while status == 202 {
+        let w: Waiting =
+            serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+        if !told {
+            eprintln!(
+                "tapeloom: backup {} waits in the server's queue ({} ahead)",
+                w.backup, w.ahead
+            );
+            told = true;
+        }
+        (status, body) = server.post_raw(&format!("/api/backups/{}/admit", w.backup), &())?;
+    }
+    if status != 200 {
+        return Err(crate::net::client::refusal(status, &body));
+    }
+    serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))
+}
+
+/// Asks `path` with `ask` again as long as the server answers that the job is not
+/// over (202); the last answer.
+fn until_over(
+    server: &Server,
+    path: &str,
+    ask: impl Fn(&Server, &str) -> Result<(u16, Vec<u8>), ServerError>,
+) -> Result<(u16, Vec<u8>), ServerError> {
+    loop {
+        let (status, body) = ask(server, path)?;
+        if status != 202 {
+            return Ok((status, body));
+        }
+    }
+}
+
 /// Sends one stream's blocks and the source objects it could not back up.
-fn send_stream(server: &Server, job: i64, s: Outgoing) -> Result<(), ServerError> {
+fn send_stream(server: &Server, job: u64, s: Outgoing) -> Result<(), ServerError> {
     let path = format!("/api/backups/{job}/streams/{}", s.stream);
     let frames = s.map(|p| match p {
         Piece::Block(b) => Frame::Block(b),

@@ -104,22 +104,18 @@ impl Server {
         self.exchange("GET", path, "", |_| Ok(()))
     }
 
-    /// POSTs `doc` as JSON to `path` and decodes the JSON document of a 200 answer.
-    pub fn post_json<T: DeserializeOwned>(
+    /// POSTs `doc` as JSON to `path`: the answer's status and body.
+    pub fn post_raw(
         &self,
         path: &str,
         doc: &impl serde::Serialize,
-    ) -> Result<T, ServerError> {
+    ) -> Result<(u16, Vec<u8>), ServerError> {
         let body = serde_json::to_vec(doc).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
         let head = format!(
             "Content-Type: application/json\r\nContent-Length: {}\r\n",
             body.len()
         );
-        let (status, answer) = self.exchange("POST", path, &head, |w| w.write_all(&body))?;
-        if status != 200 {
-            return Err(refusal(status, &answer));
-        }
-        serde_json::from_slice(&answer).map_err(|e| ServerError::BadAnswer(e.to_string()))
+        self.exchange("POST", path, &head, |w| w.write_all(&body))
     }
 
     /// POSTs `blocks` to `path` as a body of frames (`http::write_frames`): the

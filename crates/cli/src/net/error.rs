@@ -24,6 +24,9 @@ pub enum ServerError {
     /// A limit of nothing.
     #[error("limits: max_connections and timeout_seconds take a number from 1, max_header_bytes from 64")]
     BadLimits,
+    /// A queue limit of nothing.
+    #[error("queue: max_jobs_per_client, max_jobs_per_drive and spool_bytes take a number from 1, start_rate_mb_s one from 0")]
+    BadQueue,
     /// A certificate without its key, or a key without its certificate.
     #[error("a certificate needs its key and a key its certificate (--cert and --key)")]
     CertWithoutKey,

@@ -26,7 +26,7 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
-pub use received::{Closed, Inlet};
+pub use received::{BlockCheck, Closed, Inlet};
 pub use remote::{backup_received, pack_streams, Begun, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{resume_job, unfinished_staged_jobs};
@@ -258,7 +258,9 @@ fn begin_job(
     opts: &BackupOptions,
     (set, pool): (&changes::SetChoice, &str),
 ) -> Result<(i64, JobStart)> {
-    let tag = u64::from_le_bytes(random_uuid()[..8].try_into().unwrap_or([7; 8]));
+    let tag = opts
+        .job_tag
+        .unwrap_or_else(|| u64::from_le_bytes(random_uuid()[..8].try_into().unwrap_or([7; 8])));
     let started = crate::clock::now()?;
     let streams = plan.streams();
     let job_id = home.catalog.begin_job(

@@ -57,6 +57,9 @@ pub struct BackupOptions {
     pub set: Option<String>,
     /// The level asked for (a set without a full gets a full).
     pub level: tapeloom_format::Level,
+    /// The job's tag, chosen beforehand (a server gives it to the client that packs
+    /// the blocks before the job reaches a drive); `None`: a random one.
+    pub job_tag: Option<u64>,
 }
 
 /// How the drives write a job that goes through the stages.
@@ -132,6 +135,7 @@ impl Default for BackupOptions {
             pool: None,
             set: None,
             level: tapeloom_format::Level::Full,
+            job_tag: None,
         }
     }
 }

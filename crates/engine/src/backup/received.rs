@@ -156,6 +156,41 @@ impl Due {
     }
 }
 
+/// A stream's blocks checked as they come, before they are kept anywhere: each
+/// opened and found to be the one due (as the receiver checks it again later).
+pub struct BlockCheck {
+    due: Due,
+}
+
+impl BlockCheck {
+    /// The check of stream `stream` of job `tag`, whose blocks are at most
+    /// `block_size` bytes.
+    pub fn new(tag: u64, stream: u16, block_size: usize) -> Self {
+        BlockCheck {
+            due: Due {
+                tag,
+                stream,
+                block_size,
+                seq: 0,
+                offset: 0,
+            },
+        }
+    }
+
+    /// Checks `block`, the stream's next.
+    pub fn check(&mut self, block: &[u8]) -> Result<()> {
+        let h = self.due.check(block)?;
+        self.due.seq += 1;
+        self.due.offset += u64::from(h.payload_len);
+        Ok(())
+    }
+
+    /// Blocks checked so far.
+    pub fn blocks(&self) -> u64 {
+        self.due.seq
+    }
+}
+
 /// Starts the receiver of stream `stream`, which feeds `out` as a packer would.
 pub(crate) fn spawn(
     received: &Arc<Received>,

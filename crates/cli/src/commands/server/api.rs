@@ -233,12 +233,19 @@ fn list_files(
 fn queue_doc(shared: &Shared, token: &Token) -> Answer {
     #[derive(serde::Serialize)]
     struct Doc {
+        waiting: usize,
+        spool_used_bytes: u64,
+        spool_bytes: u64,
         queue: Vec<super::queue::Entry>,
         recent: Vec<super::queue::Entry>,
     }
     let mine = |e: &super::queue::Entry| may_see(token, Some(e.client.as_str()));
     let q = &shared.queue;
+    let budget = &shared.backups.budget;
     Answer::json(&Doc {
+        waiting: q.waiting(),
+        spool_used_bytes: budget.used(),
+        spool_bytes: budget.max(),
         queue: q.entries().into_iter().filter(mine).collect(),
         recent: q.recent().into_iter().filter(mine).collect(),
     })

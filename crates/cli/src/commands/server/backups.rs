@@ -1,28 +1,42 @@
-//! Backups packed by clients and written by the server's drives.
+//! Backups packed by clients: taken into the queue, received onto the spool, and
+//! written by the server's drives.
 //!
-//! - `POST /api/backups` (a [`Begin`] document): the job is recorded for the
-//!   token's client and begun on a thread of its own, which holds the home's lock
-//!   while it runs; the answer is a [`Begun`] document (job id, tag, block size).
+//! - `POST /api/backups` (a [`Begin`] document): the job joins the queue. Once the
+//!   limits let it in (jobs of its client, jobs per drive) the answer is a [`Begun`]
+//!   document (the backup's number, the job's tag, its block size); a job still
+//!   waiting after [`LONG_POLL`] gets `202` and a [`Waiting`] document, and the
+//!   client asks again with `POST /api/backups/ID/admit`.
 //! - `POST /api/backups/ID/streams/N`: the stream's blocks as a body of frames
-//!   (`crate::net::http::Frames`), each handed to the engine, which checks it; the
-//!   answer says how many were taken, or why the job failed.
-//! - `GET /api/backups/ID`: waits for the job's end; the document of
-//!   `tapeloom backup --json`, or the job's failure.
+//!   (`crate::net::http::Frames`), each checked as it comes
+//!   (`tapeloom_engine::BlockCheck`) and kept on the stream's spool; the answer says
+//!   how many were taken, or why the job failed.
+//! - `GET /api/backups/ID`: the job's end, waited for up to [`LONG_POLL`]: the
+//!   document of `tapeloom backup --json`, the job's failure (`409`), or `202` and a
+//!   [`Waiting`] document while it is not over.
 //!
-//! Only the token that began a job may send its streams or ask for its end.
+//! The drives take the jobs from the queue one at a time (`super::writer`). Only
+//! the token that began a job may send its streams or ask for its end.
 
 use super::api::Answer;
+use super::queue::{Counters, State};
 use super::serve::{Shared, Tls};
-use crate::commands::backup::BackedUp;
+use super::spool::{Budget, Closed, Item, StreamSpool};
 use crate::net::http::{Frame, Frames, HttpError};
-use std::collections::HashMap;
-use std::sync::mpsc::sync_channel;
-use std::sync::{Arc, Condvar, Mutex};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tapeloom_engine::{BackupOptions, Home, Inlet, Progress, RemotePlan, RemoteStream};
+use tapeloom_engine::BlockCheck;
+
+/// How long a request waits for a place in the queue or for its job's end before
+/// the server answers `202`, and the client asks again.
+pub const LONG_POLL: Duration = Duration::from_secs(20);
+
+/// How long a job's outcome waits for its client to ask for it.
+const KEEP_OUTCOME: Duration = Duration::from_secs(3600);
 
 /// A job as a client asks for it.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Begin {
     /// The job's name.
     pub name: String,
@@ -37,7 +51,7 @@ pub struct Begin {
 }
 
 /// One stream of a [`Begin`].
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct BeginStream {
     /// Its name.
     pub name: String,
@@ -50,179 +64,314 @@ pub struct BeginStream {
 /// What the client packs its blocks with.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Begun {
-    /// The job's id.
-    pub job: i64,
-    /// Its tag, in every block.
+    /// The backup's number in the server's queue (the `ID` of its requests).
+    pub backup: u64,
+    /// The job's tag, in every block.
     pub tag: u64,
     /// Its block size.
     pub block_size: usize,
 }
 
-/// How a job ended: the backup document, or why it failed.
-type Outcome = Result<Vec<u8>, String>;
+/// A job not yet let in, or not yet over.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Waiting {
+    /// The backup's number.
+    pub backup: u64,
+    /// Where it is: waiting, receiving or writing.
+    pub state: State,
+    /// Jobs ahead of it in the queue (waiting for a place, or for a drive).
+    pub ahead: usize,
+}
 
-/// A job begun by a client, until its end is asked for.
-struct Running {
-    client: String,
-    block_size: usize,
-    inlets: HashMap<u16, Inlet>,
-    outcome: Option<Outcome>,
-    /// When the job ended.
+/// How a job ended: the backup document, or why it failed.
+pub type Outcome = Result<Vec<u8>, String>;
+
+/// A client's job, from its request to its end.
+pub struct Job {
+    /// The client that began it.
+    pub client: String,
+    /// As asked for.
+    pub doc: Begin,
+    /// Its tag.
+    pub tag: u64,
+    /// When it was asked for (ns since the epoch, the job clock's).
+    pub asked_ns: i64,
+    /// Where it is.
+    pub state: State,
+    /// Each stream's spool, once let in.
+    pub spools: HashMap<u16, Arc<StreamSpool>>,
+    /// Streams whose blocks came (each is sent once).
+    taken: HashSet<u16>,
+    /// Streams whose end is on the spool.
+    pub ended_streams: usize,
+    /// When its first block came.
+    pub first_block: Option<Instant>,
+    /// Its bytes so far.
+    pub counters: Arc<Counters>,
+    /// Why it failed, once it did.
+    pub failed: Option<String>,
+    /// Its outcome, once over.
+    pub outcome: Option<Outcome>,
     ended: Option<Instant>,
 }
 
-/// How long a job's outcome waits for its client to ask for it.
-const KEEP_OUTCOME: Duration = Duration::from_secs(3600);
+impl Job {
+    /// Whether every stream's end is on the spool.
+    pub fn complete(&self) -> bool {
+        self.ended_streams == self.doc.streams.len()
+    }
+}
 
-/// The jobs clients began.
-#[derive(Default)]
+/// The jobs clients began, and what receiving them shares.
 pub struct Backups {
-    jobs: Mutex<HashMap<i64, Running>>,
-    ended: Condvar,
+    jobs: Mutex<BTreeMap<u64, Job>>,
+    /// Told whenever a job changes.
+    pub changed: Condvar,
+    /// The spool's space.
+    pub budget: Arc<Budget>,
+    /// The spool's folder.
+    pub spool_dir: PathBuf,
 }
 
 impl Backups {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<i64, Running>) -> T) -> Option<T> {
-        self.jobs.lock().ok().map(|mut j| f(&mut j))
+    /// The backups of a server whose spool is `spool_dir`, `bytes` large.
+    pub fn new(spool_dir: PathBuf, bytes: u64) -> Self {
+        Backups {
+            jobs: Mutex::new(BTreeMap::new()),
+            changed: Condvar::new(),
+            budget: Arc::new(Budget::new(bytes)),
+            spool_dir,
+        }
+    }
+
+    /// The jobs, locked.
+    pub fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Job>> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits on `jobs` until told of a change or `until`; false once it passed.
+    pub fn wait<'a>(
+        &self,
+        jobs: MutexGuard<'a, BTreeMap<u64, Job>>,
+        until: Instant,
+    ) -> Option<MutexGuard<'a, BTreeMap<u64, Job>>> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let (g, _) = (self.changed)
+            .wait_timeout(jobs, left.min(Duration::from_millis(250)))
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(g)
     }
 }
 
 /// `POST /api/backups` by `client`.
 pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
-    // Outcomes no client asked for in time are forgotten.
-    shared
-        .backups
-        .with(|j| j.retain(|_, r| r.ended.is_none_or(|t| t.elapsed() < KEEP_OUTCOME)));
+    forget_old(shared);
     let doc: Begin = match serde_json::from_slice(body) {
         Ok(d) => d,
         Err(e) => return Answer::error(400, &format!("not a backup document: {e}")),
     };
-    let (tx, rx) = sync_channel::<Result<Begun, String>>(1);
-    let entry = shared.queue.add(client, &doc.name, "client");
-    let (shared2, client) = (Arc::clone(shared), client.to_string());
-    std::thread::spawn(move || run_job(&shared2, (entry, &client), doc, &tx));
-    match rx.recv() {
-        Ok(Ok(b)) => Answer::json(&b),
-        Ok(Err(why)) => Answer::error(409, &why),
-        Err(_) => Answer::error(500, "the job's thread ended before the job began"),
+    if let Some(a) = refused(shared, &doc) {
+        return a;
+    }
+    let backup = shared.queue.add(client, &doc.name, "client");
+    let job = Job {
+        client: client.to_string(),
+        tag: random_tag(),
+        asked_ns: tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos()),
+        state: State::Waiting,
+        spools: HashMap::new(),
+        taken: HashSet::new(),
+        ended_streams: 0,
+        first_block: None,
+        counters: shared.queue.counters(backup).unwrap_or_default(),
+        failed: None,
+        outcome: None,
+        ended: None,
+        doc,
+    };
+    shared.backups.lock().insert(backup, job);
+    shared.backups.changed.notify_all();
+    admit_or_wait(shared, backup)
+}
+
+/// What the server refuses of a job before it joins the queue.
+fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
+    if doc.streams.is_empty() || doc.streams.len() > usize::from(u16::MAX - 1) {
+        return Some(Answer::error(400, "a backup needs 1 to 65534 streams"));
+    }
+    let pool = doc.pool.as_ref()?;
+    let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).ok()?;
+    if matches!(cat.pool_key(pool), Ok(Some(_))) {
+        let why = format!("pool {pool} encrypts its jobs, which a client cannot send yet");
+        return Some(Answer::error(409, &why));
+    }
+    None
+}
+
+/// A tag no other job has (random, as the engine's own).
+fn random_tag() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        // No randomness: the time, which is unique enough for one server.
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64);
+        return ns;
+    }
+    u64::from_le_bytes(b)
+}
+
+/// Outcomes no client asked for in time are forgotten.
+fn forget_old(shared: &Shared) {
+    (shared.backups.lock()).retain(|_, j| j.ended.is_none_or(|t| t.elapsed() < KEEP_OUTCOME));
+}
+
+/// `POST /api/backups/ID/admit` by `client`: asks again for a place.
+pub fn admit(shared: &Arc<Shared>, client: &str, id: &str) -> Answer {
+    match mine(shared, client, id) {
+        Ok(b) => admit_or_wait(shared, b),
+        Err(a) => a,
     }
 }
 
-/// Runs a client's job on this thread: the home locked, the job begun (told on
-/// `tx`), written, and its outcome kept for `GET /api/backups/ID`.
-fn run_job(
-    shared: &Shared,
-    (entry, client): (u64, &str),
-    doc: Begin,
-    tx: &std::sync::mpsc::SyncSender<Result<Begun, String>>,
-) {
-    let (why, outcome) = match write_job(shared, (entry, client), doc, tx) {
-        None => (Some("the job did not begin".to_string()), None),
-        Some((id, Ok(doc))) => (None, Some((id, Ok(doc)))),
-        Some((id, Err(why))) => (Some(why.clone()), Some((id, Err(why)))),
+/// The backup `id` if `client` began it, else a 404 as for one that does not
+/// exist.
+fn mine(shared: &Shared, client: &str, id: &str) -> Result<u64, Answer> {
+    let no = || Answer::error(404, &format!("no backup {id}"));
+    let b = id.parse::<u64>().map_err(|_| no())?;
+    match shared.backups.lock().get(&b) {
+        Some(j) if j.client == client => Ok(b),
+        _ => Err(no()),
+    }
+}
+
+/// Waits up to [`LONG_POLL`] for job `backup` to be let in: its [`Begun`], or `202`.
+fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
+    let until = Instant::now() + LONG_POLL;
+    let b = &shared.backups;
+    let mut jobs = b.lock();
+    loop {
+        let Some(job) = jobs.get(&backup) else {
+            return Answer::error(404, &format!("no backup {backup}"));
+        };
+        if let Some(why) = &job.failed {
+            return Answer::error(409, why);
+        }
+        if job.state != State::Waiting || may_enter(shared, &jobs, backup) {
+            break;
+        }
+        match b.wait(jobs, until) {
+            Some(g) => jobs = g,
+            None => return waiting(&b.lock(), backup),
+        }
+    }
+    let job = jobs.get_mut(&backup);
+    let Some(job) = job else {
+        return Answer::error(404, &format!("no backup {backup}"));
     };
-    shared.queue.ended(entry, why);
-    let Some((id, outcome)) = outcome else {
+    if job.state == State::Waiting {
+        if let Err(e) = open_spools(shared, backup, job) {
+            return Answer::error(503, &e);
+        }
+        job.state = State::Receiving;
+        shared.queue.set_state(backup, State::Receiving);
+        b.changed.notify_all();
+    }
+    Answer::json(&Begun {
+        backup,
+        tag: job.tag,
+        block_size: job.doc.block_size,
+    })
+}
+
+/// The `202` answer of a job not let in or not over.
+fn waiting(jobs: &BTreeMap<u64, Job>, backup: u64) -> Answer {
+    let state = jobs.get(&backup).map_or(State::Waiting, |j| j.state);
+    let ahead = (jobs.range(..backup))
+        .filter(|(_, j)| j.outcome.is_none() && j.state != State::Writing)
+        .count();
+    let mut a = Answer::json(&Waiting {
+        backup,
+        state,
+        ahead,
+    });
+    a.status = 202;
+    a
+}
+
+/// Whether job `backup`, waiting, may be let in now: its client's jobs and the
+/// drives' are under their limits, and no older waiting job that may is passed.
+fn may_enter(shared: &Shared, jobs: &BTreeMap<u64, Job>, backup: u64) -> bool {
+    let q = &shared.queue_limits;
+    let inside = |j: &Job| matches!(j.state, State::Receiving | State::Writing);
+    if jobs.values().filter(|j| inside(j)).count() >= q.per_drive * shared.drives.max(1) {
+        return false;
+    }
+    let client_ok =
+        |c: &str| jobs.values().filter(|j| inside(j) && j.client == c).count() < q.per_client;
+    let Some(me) = jobs.get(&backup) else {
+        return false;
+    };
+    client_ok(&me.client)
+        && !(jobs.range(..backup))
+            .any(|(_, j)| j.state == State::Waiting && j.failed.is_none() && client_ok(&j.client))
+}
+
+/// Makes the spools of a job let in, and says in the spool's folder what the job
+/// is (so a server killed meanwhile records it as failed when it starts again).
+fn open_spools(shared: &Shared, backup: u64, job: &mut Job) -> Result<(), String> {
+    let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("make {}: {e}", dir.display()))?;
+    let meta = super::writer::Unwritten {
+        client: job.client.clone(),
+        tag: job.tag,
+        asked_ns: job.asked_ns,
+        doc: job.doc.clone(),
+    };
+    let text = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
+    let path = dir.join(super::writer::META);
+    std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
+    for n in 1..=job.doc.streams.len() as u16 {
+        let s = StreamSpool::new(
+            dir.join(format!("stream-{n}")),
+            shared.backups.budget.clone(),
+            job.counters.clone(),
+        );
+        job.spools.insert(n, Arc::new(s));
+    }
+    let _ = backup;
+    Ok(())
+}
+
+/// Fails job `backup` for `why`: nothing more is taken of it. A job not yet on a
+/// drive is over at once (recorded failed in the catalog); one on a drive fails
+/// there, its writer records it.
+pub fn fail(shared: &Shared, backup: u64, why: &str) {
+    let mut jobs = shared.backups.lock();
+    let Some(job) = jobs.get_mut(&backup) else {
         return;
     };
-    shared.backups.with(|j| {
-        if let Some(run) = j.get_mut(&id) {
-            run.inlets.clear();
-            run.outcome = Some(outcome);
-            run.ended = Some(Instant::now());
-        }
-    });
-    shared.backups.ended.notify_all();
-}
-
-/// Writes a client's job; its id and outcome, none when it did not begin (the
-/// reason told on `tx`).
-fn write_job(
-    shared: &Shared,
-    (entry, client): (u64, &str),
-    doc: Begin,
-    tx: &std::sync::mpsc::SyncSender<Result<Begun, String>>,
-) -> Option<(i64, Outcome)> {
-    let home = match Home::open(&shared.home) {
-        Ok(h) => h,
-        Err(e) => {
-            let _ = tx.send(Err(format!("open the home: {e}")));
-            return None;
-        }
-    };
-    if let Some(pool) = &doc.pool {
-        if matches!(home.catalog.pool_key(pool), Ok(Some(_))) {
-            let why = format!("pool {pool} encrypts its jobs, which a client cannot send yet");
-            let _ = tx.send(Err(why));
-            return None;
-        }
+    if job.failed.is_some() || job.outcome.is_some() {
+        return;
     }
-    let (opts, plan) = job_of(doc);
-    let progress = Arc::new(Progress::default());
-    let idle = (shared.limits.timeout * 4).max(Duration::from_secs(60));
-    let mut job = None;
-    let r = tapeloom_engine::backup_received(&home, &plan, &opts, (idle, progress.clone()), |b| {
-        job = Some(b.job_id);
-        shared.queue.writing(entry, b.job_id, progress.clone());
-        if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
-            eprintln!("tapeloom server: job {}: record its client: {e}", b.job_id);
-        }
-        let running = Running {
-            client: client.to_string(),
-            block_size: b.block_size,
-            inlets: b.inlets.into_iter().map(|i| (i.stream, i)).collect(),
-            outcome: None,
-            ended: None,
-        };
-        shared.backups.with(|j| j.insert(b.job_id, running));
-        let _ = tx.send(Ok(Begun {
-            job: b.job_id,
-            tag: b.tag,
-            block_size: b.block_size,
-        }));
-    });
-    let Some(id) = job else {
-        let why = r.err().map_or_else(String::new, |e| e.to_string());
-        let _ = tx.send(Err(why));
-        return None;
-    };
-    let outcome = match r {
-        Ok(report) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
-            .map_err(|e| format!("encode the job's document: {e}")),
-        Err(e) => {
-            eprintln!("tapeloom server: job {id} of {client} failed: {e}");
-            Err(format!("job {id} failed: {e}"))
-        }
-    };
-    Some((id, outcome))
-}
-
-/// The engine's options and plan of a client's job.
-fn job_of(doc: Begin) -> (BackupOptions, RemotePlan) {
-    let opts = BackupOptions {
-        name: doc.name.clone(),
-        block_size: doc.block_size,
-        pool: doc.pool,
-        set: doc.set,
-        ..BackupOptions::default()
-    };
-    let plan = RemotePlan {
-        name: doc.name,
-        streams: (doc.streams.into_iter())
-            .map(|s| RemoteStream {
-                name: s.name,
-                source: s.source,
-                root: s.root,
-            })
-            .collect(),
-    };
-    (opts, plan)
-}
-
-/// The job `id` that `client` began, or a 404 as for a job that does not exist.
-fn parse_id(id: &str) -> Result<i64, Answer> {
-    id.parse::<i64>()
-        .map_err(|_| Answer::error(404, &format!("no backup {id}")))
+    job.failed = Some(why.to_string());
+    for s in job.spools.values() {
+        s.close(why);
+    }
+    if job.state != State::Writing {
+        super::writer::record_unwritten(shared, job, why);
+        job.outcome = Some(Err(why.to_string()));
+        job.state = State::Failed;
+        job.ended = Some(Instant::now());
+        shared.queue.ended(backup, Some(why.to_string()));
+        let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    drop(jobs);
+    shared.backups.changed.notify_all();
 }
 
 /// `POST /api/backups/ID/streams/N` by `client`: the stream's frames read from
@@ -233,110 +382,142 @@ pub fn receive(
     (id, stream): (&str, &str),
     (conn, rest): (&mut Tls, Vec<u8>),
 ) -> Answer {
-    let timeout = shared.limits.timeout;
-    let id = match parse_id(id) {
-        Ok(i) => i,
+    let backup = match mine(shared, client, id) {
+        Ok(b) => b,
         Err(a) => return a,
     };
     let Ok(stream) = stream.parse::<u16>() else {
         return Answer::error(404, &format!("no stream {stream}"));
     };
-    let taken = shared.backups.with(|j| match j.get_mut(&id) {
-        Some(r) if r.client == client => match r.inlets.remove(&stream) {
-            Some(i) => Ok((i, r.block_size)),
-            None => Err(Answer::error(
-                409,
-                &format!("stream {stream} of backup {id} is not awaited"),
-            )),
-        },
-        _ => Err(Answer::error(404, &format!("no backup {id}"))),
-    });
-    let (inlet, block_size) = match taken {
-        Some(Ok(t)) => t,
-        Some(Err(a)) => return a,
-        None => return Answer::error(500, "a thread failed holding the backups"),
+    let (spool, mut check) = match take_stream(shared, backup, stream) {
+        Ok(t) => t,
+        Err(a) => return a,
     };
-    let max = block_size + tapeloom_format::BLOCK_HEADER_LEN;
+    let max = check.1 + tapeloom_format::BLOCK_HEADER_LEN;
     let mut frames = Frames::new(rest, max);
-    let mut blocks = 0u64;
     loop {
-        conn.sock.deadline = Instant::now() + timeout;
-        match frames.next_frame(conn) {
-            Ok(Some(Frame::Block(b))) => {
-                if inlet.block(b).is_err() {
-                    return failed(shared, id);
+        conn.sock.deadline = Instant::now() + shared.limits.timeout;
+        let item = match frames.next_frame(conn) {
+            Ok(Some(Frame::Block(b))) => match check.0.check(&b) {
+                Ok(()) => Item::Block(b),
+                Err(e) => return refuse(shared, backup, 409, &e.to_string()),
+            },
+            Ok(Some(Frame::Note(n))) => match Frame::parse_note(&n) {
+                Some((path, why)) => Item::Note(path, why),
+                None => {
+                    return refuse(shared, backup, 400, "the client's frames: a malformed note")
                 }
-                blocks += 1;
-            }
-            Ok(Some(Frame::Note(n))) => {
-                let Some((path, why)) = Frame::parse_note(&n) else {
-                    inlet.cut("the client's frames: a malformed note".into());
-                    return Answer::error(400, "a malformed note");
-                };
-                if inlet.error(path, why).is_err() {
-                    return failed(shared, id);
-                }
-            }
-            Ok(None) => break,
+            },
+            Ok(None) => Item::End,
             Err(e) => {
-                inlet.cut(format!("the client's frames: {e}"));
+                let status = e.status().unwrap_or(400);
+                let why = format!("the client's frames: {e}");
                 return match e {
-                    HttpError::Io(_) => failed(shared, id),
-                    e => Answer::error(e.status().unwrap_or(400), &e.to_string()),
+                    HttpError::Io(_) => refuse(shared, backup, 409, &why),
+                    _ => refuse(shared, backup, status, &why),
                 };
             }
+        };
+        let end = item == Item::End;
+        if let Err(Closed(why)) = spool.push(item) {
+            return Answer::error(409, &why);
         }
+        if end {
+            break;
+        }
+        first_block(shared, backup);
     }
-    if inlet.end().is_err() {
-        return failed(shared, id);
-    }
+    stream_ended(shared, backup);
     #[derive(serde::Serialize)]
     struct Taken {
         blocks: u64,
     }
-    Answer::json(&Taken { blocks })
+    Answer::json(&Taken {
+        blocks: check.0.blocks(),
+    })
 }
 
-/// The answer for a job whose stream was refused: its failure, once it ended.
-fn failed(shared: &Shared, id: i64) -> Answer {
-    match wait_end(shared, id, false) {
-        Some(Err(why)) => Answer::error(409, &why),
-        _ => Answer::error(409, &format!("backup {id} stopped")),
+/// Fails the job for `why` and answers `status` with it.
+fn refuse(shared: &Shared, backup: u64, status: u16, why: &str) -> Answer {
+    fail(shared, backup, why);
+    Answer::error(status, why)
+}
+
+/// The spool and the block check of stream `stream` of job `backup`, which is
+/// sent once.
+fn take_stream(
+    shared: &Shared,
+    backup: u64,
+    stream: u16,
+) -> Result<(Arc<StreamSpool>, (BlockCheck, usize)), Answer> {
+    let mut jobs = shared.backups.lock();
+    let Some(job) = jobs.get_mut(&backup) else {
+        return Err(Answer::error(404, &format!("no backup {backup}")));
+    };
+    if let Some(why) = &job.failed {
+        return Err(Answer::error(409, why));
     }
+    let spool = job.spools.get(&stream).cloned();
+    let Some(spool) = spool.filter(|_| job.taken.insert(stream)) else {
+        let why = format!("stream {stream} of backup {backup} is not awaited");
+        return Err(Answer::error(409, &why));
+    };
+    let size = job.doc.block_size;
+    Ok((spool, (BlockCheck::new(job.tag, stream, size), size)))
 }
 
-/// Waits for job `id` to end; its outcome, taken out of the list when `take`.
-fn wait_end(shared: &Shared, id: i64, take: bool) -> Option<Outcome> {
-    let b = &shared.backups;
-    let mut jobs = b.jobs.lock().ok()?;
-    loop {
-        let run = jobs.get(&id)?;
-        if let Some(o) = &run.outcome {
-            let o = o.clone();
-            if take {
-                jobs.remove(&id);
-            }
-            return Some(o);
+fn first_block(shared: &Shared, backup: u64) {
+    let mut jobs = shared.backups.lock();
+    if let Some(j) = jobs.get_mut(&backup) {
+        if j.first_block.is_none() {
+            j.first_block = Some(Instant::now());
+            drop(jobs);
+            shared.backups.changed.notify_all();
         }
-        jobs = b.ended.wait(jobs).ok()?;
     }
 }
 
-/// `GET /api/backups/ID` by `client`: waits for the job's end.
+fn stream_ended(shared: &Shared, backup: u64) {
+    if let Some(j) = shared.backups.lock().get_mut(&backup) {
+        j.ended_streams += 1;
+    }
+    shared.backups.changed.notify_all();
+}
+
+/// The job's end is over: its outcome kept for its client.
+pub fn ended(shared: &Shared, backup: u64, outcome: Outcome) {
+    let why = outcome.as_ref().err().cloned();
+    if let Some(j) = shared.backups.lock().get_mut(&backup) {
+        j.state = if why.is_some() {
+            State::Failed
+        } else {
+            State::Ended
+        };
+        j.outcome = Some(outcome);
+        j.ended = Some(Instant::now());
+    }
+    shared.queue.ended(backup, why);
+    shared.backups.changed.notify_all();
+}
+
+/// `GET /api/backups/ID` by `client`: waits up to [`LONG_POLL`] for the job's end.
 pub fn outcome(shared: &Shared, client: &str, id: &str) -> Answer {
-    let id = match parse_id(id) {
-        Ok(i) => i,
+    let backup = match mine(shared, client, id) {
+        Ok(b) => b,
         Err(a) => return a,
     };
-    let mine = shared
-        .backups
-        .with(|j| j.get(&id).is_some_and(|r| r.client == client));
-    if mine != Some(true) {
-        return Answer::error(404, &format!("no backup {id}"));
-    }
-    match wait_end(shared, id, true) {
-        Some(Ok(doc)) => Answer::raw_json(doc),
-        Some(Err(why)) => Answer::error(409, &why),
-        None => Answer::error(404, &format!("no backup {id}")),
+    let until = Instant::now() + LONG_POLL;
+    let b = &shared.backups;
+    let mut jobs = b.lock();
+    loop {
+        match jobs.get(&backup).and_then(|j| j.outcome.clone()) {
+            Some(Ok(doc)) => return Answer::raw_json(doc),
+            Some(Err(why)) => return Answer::error(409, &why),
+            None => {}
+        }
+        match b.wait(jobs, until) {
+            Some(g) => jobs = g,
+            None => return waiting(&b.lock(), backup),
+        }
     }
 }

@@ -25,6 +25,9 @@ pub struct File {
     /// The limits.
     #[serde(default)]
     pub limits: FileLimits,
+    /// The job queue and its spool.
+    #[serde(default)]
+    pub queue: FileQueue,
     /// The scheduled jobs (`[[schedule]]`).
     #[serde(default)]
     pub schedule: Vec<Schedule>,
@@ -109,6 +112,50 @@ fn check(schedules: &[Schedule]) -> Result<(), ScheduleError> {
     Ok(())
 }
 
+/// `[queue]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileQueue {
+    /// Jobs of one client taken at once (receiving or writing).
+    pub max_jobs_per_client: Option<usize>,
+    /// Jobs taken at once per drive of the library (receiving or writing).
+    pub max_jobs_per_drive: Option<usize>,
+    /// The folder clients' blocks wait in (default HOME/server/spool).
+    pub spool_dir: Option<PathBuf>,
+    /// Bytes the spool holds at most, memory and folder together.
+    pub spool_bytes: Option<u64>,
+    /// MB/s a client must send for its job to go to a drive before all its blocks
+    /// are in (default: the drives' lowest speed step, where the library knows it).
+    pub start_rate_mb_s: Option<f64>,
+}
+
+/// The queue's settings in force.
+#[derive(Debug, Clone)]
+pub struct QueueLimits {
+    /// Jobs of one client taken at once.
+    pub per_client: usize,
+    /// Jobs taken at once per drive.
+    pub per_drive: usize,
+    /// The spool's folder; none: HOME/server/spool.
+    pub spool_dir: Option<PathBuf>,
+    /// The spool's size.
+    pub spool_bytes: u64,
+    /// The start rate in MB/s; none: the drives'.
+    pub start_rate_mb_s: Option<f64>,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits {
+            per_client: 4,
+            per_drive: 16,
+            spool_dir: None,
+            spool_bytes: 16 << 30,
+            start_rate_mb_s: None,
+        }
+    }
+}
+
 /// `[limits]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -132,6 +179,8 @@ pub struct Config {
     pub cert: Option<(PathBuf, PathBuf)>,
     /// The limits.
     pub limits: Limits,
+    /// The queue.
+    pub queue: QueueLimits,
     /// The scheduled jobs.
     pub schedules: Vec<Schedule>,
 }
@@ -174,14 +223,33 @@ impl File {
             (None, None) => None,
             _ => return Err(ServerError::CertWithoutKey),
         };
+        let q = self.queue;
+        let dq = QueueLimits::default();
+        let queue = QueueLimits {
+            per_client: q.max_jobs_per_client.unwrap_or(dq.per_client),
+            per_drive: q.max_jobs_per_drive.unwrap_or(dq.per_drive),
+            spool_dir: q.spool_dir,
+            spool_bytes: q.spool_bytes.unwrap_or(dq.spool_bytes),
+            start_rate_mb_s: q.start_rate_mb_s,
+        };
+        if queue.per_client == 0
+            || queue.per_drive == 0
+            || queue.spool_bytes == 0
+            || queue
+                .start_rate_mb_s
+                .is_some_and(|r| !(r >= 0.0 && r.is_finite()))
+        {
+            return Err(ServerError::BadQueue);
+        }
         Ok(Config {
+            queue,
+            schedules: self.schedule,
             listen: flags
                 .listen
                 .or(self.listen)
                 .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             cert,
             limits,
-            schedules: self.schedule,
         })
     }
 }
@@ -195,7 +263,9 @@ mod tests {
         let f = File::parse(
             "listen = \"0.0.0.0:1\"\ncert = \"/c\"\nkey = \"/k\"\n[limits]\n\
              max_connections = 3\nmax_header_bytes = 4096\nmax_body_bytes = 10\n\
-             timeout_seconds = 2\n",
+             timeout_seconds = 2\n[queue]\nmax_jobs_per_client = 1\n\
+             max_jobs_per_drive = 5\nspool_dir = \"/s\"\nspool_bytes = 1000\n\
+             start_rate_mb_s = 1.5\n",
         )
         .unwrap();
         let flags = File {
@@ -209,6 +279,10 @@ mod tests {
         assert_eq!(c.limits.max_header_bytes, 4096);
         assert_eq!(c.limits.max_body_bytes, 10);
         assert_eq!(c.limits.timeout, Duration::from_secs(2));
+        let q = c.queue;
+        assert_eq!((q.per_client, q.per_drive, q.spool_bytes), (1, 5, 1000));
+        assert_eq!(q.spool_dir, Some("/s".into()));
+        assert_eq!(q.start_rate_mb_s, Some(1.5));
     }
 
     #[test]

@@ -23,7 +23,9 @@ mod queue;
 pub(crate) mod restores;
 mod schedule;
 mod serve;
+mod spool;
 mod token;
+mod writer;
 
 use crate::commands::Context;
 use crate::net::error::ServerError;
@@ -108,7 +110,14 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         .unwrap_or_else(tapeloom_engine::default_home);
     // Opened once with its lock: made on first use, jobs a dead process left
     // running marked failed. The server then reads it without the lock.
-    drop(Home::open(&dir)?);
+    let site = {
+        let home = Home::open(&dir)?;
+        let mut lib = home.library()?;
+        serve::Site {
+            drives: lib.inventory().map_or(1, |i| i.drives.len()),
+            lowest_mb_s: lib.lowest_speed_mb_s(),
+        }
+    };
     let identity = match &config.cert {
         Some((cert, key)) => tls::load(cert, key)?,
         None => tls::home_identity(&dir)?,
@@ -128,7 +137,17 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         fingerprint,
     };
     crate::output::emit(&listening, ctx.json)?;
-    let shared = Arc::new(serve::Shared::new(dir, config.limits, tls));
+    let shared = Arc::new(serve::Shared::new(
+        dir,
+        (config.limits, config.queue),
+        tls,
+        &site,
+    ));
+    writer::recover(&shared.home, &shared.backups.spool_dir);
+    writer::start(shared.clone()).map_err(|source| ServerError::Io {
+        what: "start the drives' thread".into(),
+        source,
+    })?;
     schedule::start(Arc::clone(&shared), config.schedules)?;
     serve::serve(listener, shared);
     Ok(0)

@@ -12,13 +12,12 @@ use tapeloom_engine::Progress;
 const RECENT: usize = 50;
 
 /// Where a queued job is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     /// Waiting for a place (a limit of its client or of the drives).
     Waiting,
     /// Its client sends its blocks; they wait on the server's spool.
-    #[allow(dead_code)]
     Receiving,
     /// On a drive.
     Writing,
@@ -66,14 +65,49 @@ pub struct Live {
     pub progress: Option<Arc<Progress>>,
 }
 
+/// Bytes a job's client sent, and those still on the spool.
+#[derive(Default)]
+pub struct Counters {
+    received: AtomicU64,
+    held: AtomicU64,
+}
+
+impl Counters {
+    /// `n` bytes came from the client and wait on the spool.
+    pub fn received(&self, n: u64) {
+        self.received.fetch_add(n, Ordering::Relaxed);
+        self.held.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `n` bytes left the spool.
+    pub fn taken(&self, n: u64) {
+        let _ = (self.held).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+            Some(h.saturating_sub(n))
+        });
+    }
+
+    /// Bytes received so far.
+    pub fn received_bytes(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Bytes on the spool.
+    pub fn held_bytes(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
 struct Item {
     entry: Entry,
     progress: Option<Arc<Progress>>,
+    counters: Arc<Counters>,
 }
 
 impl Item {
     fn shown(&self) -> Entry {
         let mut e = self.entry.clone();
+        e.received_bytes = self.counters.received.load(Ordering::Relaxed);
+        e.spooled_bytes = self.counters.held.load(Ordering::Relaxed);
         if let Some(p) = &self.progress {
             e.written_bytes = p.bytes.load(Ordering::Relaxed);
             e.files = p.files.load(Ordering::Relaxed);
@@ -125,9 +159,22 @@ impl Queue {
             Item {
                 entry,
                 progress: None,
+                counters: Arc::default(),
             },
         );
         backup
+    }
+
+    /// The byte counters of entry `backup`.
+    pub fn counters(&self, backup: u64) -> Option<Arc<Counters>> {
+        self.lock().live.get(&backup).map(|i| i.counters.clone())
+    }
+
+    /// Entry `backup` is now `state`.
+    pub fn set_state(&self, backup: u64, state: State) {
+        if let Some(i) = self.lock().live.get_mut(&backup) {
+            i.entry.state = state;
+        }
     }
 
     /// Changes the entry `backup` with `f`, if it is still there.
@@ -187,7 +234,6 @@ impl Queue {
     }
 
     /// Entries waiting or receiving (not yet on a drive).
-    #[allow(dead_code)]
     pub fn waiting(&self) -> usize {
         (self.lock().live.values())
             .filter(|i| matches!(i.entry.state, State::Waiting | State::Receiving))

@@ -4,7 +4,7 @@
 
 use super::api::{self, Answer};
 use super::backups::{self, Backups};
-use super::config::Limits;
+use super::config::{Limits, QueueLimits};
 use super::metrics::Metrics;
 use super::queue::Queue;
 use super::restores::{self, Served};
@@ -33,19 +33,45 @@ pub struct Shared {
     pub backups: Backups,
     /// The jobs, from their request to their end.
     pub queue: Queue,
+    /// The queue's limits.
+    pub queue_limits: QueueLimits,
+    /// Drives of the library.
+    pub drives: usize,
+    /// MB/s a client must send for its job to go to a drive before it is whole.
+    pub start_rate_mb_s: f64,
+}
+
+/// What the server knows of its library when it starts.
+pub struct Site {
+    /// Drives of the library.
+    pub drives: usize,
+    /// Their lowest speed step in MB/s, where known.
+    pub lowest_mb_s: Option<f64>,
 }
 
 impl Shared {
     /// The state of a server of `home`.
-    pub fn new(home: PathBuf, limits: Limits, tls: Arc<rustls::ServerConfig>) -> Self {
+    pub fn new(
+        home: PathBuf,
+        (limits, queue_limits): (Limits, QueueLimits),
+        tls: Arc<rustls::ServerConfig>,
+        site: &Site,
+    ) -> Self {
+        let spool =
+            (queue_limits.spool_dir.clone()).unwrap_or_else(|| home.join("server").join("spool"));
         Shared {
+            backups: Backups::new(spool, queue_limits.spool_bytes),
+            start_rate_mb_s: (queue_limits.start_rate_mb_s)
+                .or(site.lowest_mb_s)
+                .unwrap_or(0.0),
             home,
             limits,
             tls,
             metrics: Metrics::default(),
             active: AtomicUsize::new(0),
-            backups: Backups::default(),
             queue: Queue::default(),
+            queue_limits,
+            drives: site.drives,
         }
     }
 }
@@ -222,6 +248,7 @@ fn route(
     let client = token.name.as_str();
     Ok(Some(match (req.method.as_str(), segments.as_slice()) {
         ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
+        ("POST", [_, _, _, id, "admit"]) => backups::admit(shared, client, id),
         ("POST", [_, _, _, id, "streams", n]) => backups::receive(
             shared,
             client,

@@ -328,6 +328,9 @@ impl TapeLibrary for FaultyLibrary {
     fn model(&self) -> Option<String> {
         self.inner().model()
     }
+    fn lowest_speed_mb_s(&self) -> Option<f64> {
+        self.inner().lowest_speed_mb_s()
+    }
     fn drives_compress(&self) -> bool {
         self.inner().drives_compress()
     }

@@ -1,0 +1,268 @@
+//! The drives' side of the queue: one thread takes the jobs clients sent, one at a
+//! time, and writes each from its spools through the engine
+//! (`tapeloom_engine::backup_received`), each stream fed by a thread of its own.
+//!
+//! Which job goes next:
+//! 1. a job whose every stream is on the spool, oldest first (the drive writes it
+//!    at the spool's speed);
+//! 2. when a client waits for space on a full spool, the job holding most of it;
+//! 3. a job whose client sends at least the start rate (the drives' lowest speed
+//!    step, where the library knows it; else any job at once), so a fast client's
+//!    blocks go through memory to the drive as they come.
+//!
+//! A slow client's job thus waits on the spool until it is whole, and the drive
+//! serves the others meanwhile: it never waits for a slow client.
+
+use super::backups::{self, Begin, Job, Outcome};
+use super::queue::State;
+use super::serve::Shared;
+use super::spool::{Item, StreamSpool};
+use crate::commands::backup::BackedUp;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tapeloom_catalog::{JobState, Stream};
+use tapeloom_engine::{BackupOptions, Home, Inlet, Progress, RemotePlan, RemoteStream};
+
+/// The file of a job's spool folder that says what the job is.
+pub const META: &str = "job.json";
+
+/// What a job's spool folder says of it.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Unwritten {
+    /// Its client.
+    pub client: String,
+    /// Its tag.
+    pub tag: u64,
+    /// When it was asked for.
+    pub asked_ns: i64,
+    /// As asked for.
+    pub doc: Begin,
+}
+
+/// Starts the thread that writes the queue's jobs.
+pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("drives".into())
+        .spawn(move || loop {
+            let Some(backup) = next_job(&shared) else {
+                continue;
+            };
+            let outcome = write(&shared, backup);
+            backups::ended(&shared, backup, outcome);
+        })
+        .map(|_| ())
+}
+
+/// Waits a little for a job to write; none when none is due yet.
+fn next_job(shared: &Shared) -> Option<u64> {
+    let b = &shared.backups;
+    let jobs = b.lock();
+    if let Some(n) = pick(shared, &jobs) {
+        return Some(n);
+    }
+    let jobs = b.wait(jobs, Instant::now() + Duration::from_millis(250))?;
+    pick(shared, &jobs)
+}
+
+/// The job the drives take next, if one is due (see the module's rules).
+fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
+    let ready = || {
+        jobs.iter()
+            .filter(|(_, j)| j.state == State::Receiving && j.failed.is_none())
+    };
+    if let Some((n, _)) = ready().find(|(_, j)| j.complete()) {
+        return Some(*n);
+    }
+    if shared.backups.budget.pressed() {
+        let most = ready().max_by_key(|(_, j)| j.counters.held_bytes());
+        if let Some((n, _)) = most {
+            return Some(*n);
+        }
+    }
+    let floor = shared.start_rate_mb_s * 1e6;
+    ready()
+        .find(|(_, j)| {
+            floor <= 0.0
+                || j.first_block.is_some_and(|t| {
+                    let s = t.elapsed().as_secs_f64();
+                    s >= 1.0 && j.counters.received_bytes() as f64 / s >= floor
+                })
+        })
+        .map(|(n, _)| *n)
+}
+
+/// Writes job `backup` from its spools; its outcome.
+fn write(shared: &Shared, backup: u64) -> Outcome {
+    let taken = {
+        let mut jobs = shared.backups.lock();
+        jobs.get_mut(&backup).map(|j| {
+            j.state = State::Writing;
+            (j.client.clone(), j.doc.clone(), j.tag, j.spools.clone())
+        })
+    };
+    let Some((client, doc, tag, spools)) = taken else {
+        return Err(format!("backup {backup} is gone"));
+    };
+    shared.queue.set_state(backup, State::Writing);
+    let outcome = run(shared, backup, (&client, doc, tag), &spools);
+    let why = match &outcome {
+        Ok(_) => "the job ended".to_string(),
+        Err(e) => e.clone(),
+    };
+    for s in spools.values() {
+        s.close(&why);
+    }
+    let dir = shared.backups.spool_dir.join(format!("{tag:016x}"));
+    let _ = std::fs::remove_dir_all(dir);
+    outcome
+}
+
+/// Runs the engine on the job; its outcome.
+fn run(
+    shared: &Shared,
+    backup: u64,
+    (client, doc, tag): (&str, Begin, u64),
+    spools: &HashMap<u16, Arc<StreamSpool>>,
+) -> Outcome {
+    let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
+    let (opts, plan) = job_of(doc, tag);
+    let idle = (shared.limits.timeout * 4).max(Duration::from_secs(60));
+    let progress = Arc::new(Progress::default());
+    let mut id = None;
+    let r = tapeloom_engine::backup_received(&home, &plan, &opts, (idle, progress.clone()), |b| {
+        id = Some(b.job_id);
+        shared.queue.writing(backup, b.job_id, progress.clone());
+        if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
+            eprintln!("tapeloom server: job {}: record its client: {e}", b.job_id);
+        }
+        for inlet in b.inlets {
+            match spools.get(&inlet.stream) {
+                Some(s) => feed(s.clone(), inlet),
+                None => inlet.cut("no spool for this stream".into()),
+            }
+        }
+    });
+    match (r, id) {
+        (Ok(report), _) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
+            .map_err(|e| format!("encode the job's document: {e}")),
+        (Err(e), Some(id)) => {
+            eprintln!("tapeloom server: job {id} of {client} failed: {e}");
+            Err(format!("job {id} failed: {e}"))
+        }
+        (Err(e), None) => Err(format!("the job did not begin: {e}")),
+    }
+}
+
+/// Feeds a stream's inlet from its spool on a thread of its own, until the
+/// stream's end or the job's.
+fn feed(spool: Arc<StreamSpool>, inlet: Inlet) {
+    spool.attach();
+    let spawned = std::thread::Builder::new()
+        .name(format!("feed {}", inlet.stream))
+        .spawn(move || loop {
+            let fed = match spool.pop(Duration::from_secs(1)) {
+                Ok(Some(Item::Block(b))) => inlet.block(b),
+                Ok(Some(Item::Note(path, why))) => inlet.error(path, why),
+                Ok(Some(Item::End)) => {
+                    let _ = inlet.end();
+                    return;
+                }
+                Ok(None) => Ok(()),
+                Err(closed) => {
+                    inlet.cut(closed.0);
+                    return;
+                }
+            };
+            if fed.is_err() {
+                return;
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("tapeloom server: start a stream's feeder: {e}");
+    }
+}
+
+/// The engine's options and plan of a client's job.
+fn job_of(doc: Begin, tag: u64) -> (BackupOptions, RemotePlan) {
+    let opts = BackupOptions {
+        name: doc.name.clone(),
+        block_size: doc.block_size,
+        pool: doc.pool,
+        set: doc.set,
+        job_tag: Some(tag),
+        ..BackupOptions::default()
+    };
+    let plan = RemotePlan {
+        name: doc.name,
+        streams: (doc.streams.into_iter())
+            .map(|s| RemoteStream {
+                name: s.name,
+                source: s.source,
+                root: s.root,
+            })
+            .collect(),
+    };
+    (opts, plan)
+}
+
+/// Records a job that never reached a drive as failed for `why`, so its client
+/// and the admin see it among the jobs.
+pub fn record_unwritten(shared: &Shared, job: &Job, why: &str) {
+    let meta = Unwritten {
+        client: job.client.clone(),
+        tag: job.tag,
+        asked_ns: job.asked_ns,
+        doc: job.doc.clone(),
+    };
+    if let Err(e) = record(&shared.home, &meta, why) {
+        eprintln!("tapeloom server: record failed job {}: {e}", meta.doc.name);
+    }
+}
+
+fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine::Error> {
+    let cat = Home::open_catalog_unlocked(home)?;
+    let streams: Vec<Stream> = (m.doc.streams.iter().enumerate())
+        .map(|(i, s)| Stream {
+            stream: i as u16 + 1,
+            name: s.name.clone(),
+            source: s.source.clone().into_bytes(),
+        })
+        .collect();
+    let id = cat.begin_job(
+        m.tag,
+        &m.doc.name,
+        m.asked_ns,
+        m.doc.block_size as u32,
+        &streams,
+    )?;
+    cat.set_job_client(id, &m.client)?;
+    cat.add_error(id, b"", why)?;
+    let now = tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos());
+    let secs = (now - m.asked_ns).max(0) as f64 / 1e9;
+    cat.finish_job(id, JobState::Failed, 0, 0, secs, now)?;
+    eprintln!("tapeloom server: job {id} of {} failed: {why}", m.client);
+    Ok(id)
+}
+
+/// Jobs a server that stopped (killed, or its machine down) left on its spool:
+/// each recorded as failed, its blocks deleted. Their clients were told by the
+/// broken connection.
+pub fn recover(home: &Path, spool_dir: &Path) {
+    let Ok(dirs) = std::fs::read_dir(spool_dir) else {
+        return;
+    };
+    for d in dirs.flatten() {
+        let meta = std::fs::read(d.path().join(META))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Unwritten>(&b).ok());
+        if let Some(m) = meta {
+            let why = "the server stopped while its client sent it; nothing of it was written";
+            if let Err(e) = record(home, &m, why) {
+                eprintln!("tapeloom server: record failed job {}: {e}", m.doc.name);
+            }
+        }
+        let _ = std::fs::remove_dir_all(d.path());
+    }
+}
