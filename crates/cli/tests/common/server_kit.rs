@@ -22,7 +22,13 @@ pub struct Server {
 
 impl Server {
     pub fn start(home: &Path, config: Option<&Path>) -> Server {
+        Self::start_with_env(home, config, &[])
+    }
+
+    /// A server started with the variables `env` set.
+    pub fn start_with_env(home: &Path, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(bin());
+        cmd.envs(env.iter().copied());
         cmd.arg("--home")
             .arg(home)
             .args(["server", "--listen", "127.0.0.1:0"]);

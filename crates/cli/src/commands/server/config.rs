@@ -1,11 +1,13 @@
 //! The server's configuration: one TOML file (`--config`), each key documented in
 //! the README; flags given on the command line win over the file.
 
+use super::calendar::Calendar;
 use crate::net::error::ServerError;
 pub use crate::net::http::Limits;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tapeloom_format::Level;
 
 /// The address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8407";
@@ -26,6 +28,88 @@ pub struct File {
     /// The job queue and its spool.
     #[serde(default)]
     pub queue: FileQueue,
+    /// The scheduled jobs (`[[schedule]]`).
+    #[serde(default)]
+    pub schedule: Vec<Schedule>,
+}
+
+/// A `[[schedule]]`: a backup the server runs itself at the calendar's times, of
+/// paths on its own host, recorded for `client`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// The job's name; one schedule per name.
+    pub name: String,
+    /// When it runs (UTC).
+    #[serde(deserialize_with = "calendar")]
+    pub calendar: Calendar,
+    /// The token name the jobs are recorded for: that client sees and restores them.
+    pub client: String,
+    /// The paths backed up, on the server's host.
+    pub sources: Vec<PathBuf>,
+    /// The backup set (default: the name).
+    pub set: Option<String>,
+    /// full (the default), incremental or differential.
+    #[serde(default, deserialize_with = "level")]
+    pub level: Level,
+    /// The media pool (default: `default`).
+    pub pool: Option<String>,
+}
+
+/// A schedule's fault besides its keys' syntax.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    /// Two schedules of one name.
+    #[error("two schedules are named '{0}'")]
+    Duplicate(String),
+    /// A schedule without a name, client or sources.
+    #[error("schedule '{name}' has no {what}")]
+    Missing {
+        /// The schedule.
+        name: String,
+        /// name, client or sources.
+        what: &'static str,
+    },
+}
+
+fn calendar<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Calendar, D::Error> {
+    let text = String::deserialize(d)?;
+    Calendar::parse(&text).map_err(|e| serde::de::Error::custom(format!("calendar '{text}': {e}")))
+}
+
+fn level<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Level, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "full" => Ok(Level::Full),
+        "incremental" => Ok(Level::Incremental),
+        "differential" => Ok(Level::Differential),
+        other => Err(serde::de::Error::custom(format!(
+            "level takes full, incremental or differential, not '{other}'"
+        ))),
+    }
+}
+
+/// Refuses schedules of one name, and schedules without a name, client or sources.
+fn check(schedules: &[Schedule]) -> Result<(), ScheduleError> {
+    let mut names = std::collections::HashSet::new();
+    for s in schedules {
+        let missing = |what| ScheduleError::Missing {
+            name: s.name.clone(),
+            what,
+        };
+        if s.name.is_empty() {
+            return Err(missing("name"));
+        }
+        if s.client.is_empty() {
+            return Err(missing("client"));
+        }
+        if s.sources.is_empty() {
+            return Err(missing("sources"));
+        }
+        if !names.insert(s.name.as_str()) {
+            return Err(ScheduleError::Duplicate(s.name.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// `[queue]` as written.
@@ -97,6 +181,8 @@ pub struct Config {
     pub limits: Limits,
     /// The queue.
     pub queue: QueueLimits,
+    /// The scheduled jobs.
+    pub schedules: Vec<Schedule>,
 }
 
 impl File {
@@ -114,7 +200,9 @@ impl File {
 
     /// Parses the text of a configuration file.
     pub fn parse(text: &str) -> Result<File, toml::de::Error> {
-        toml::from_str(text)
+        let file: File = toml::from_str(text)?;
+        check(&file.schedule).map_err(serde::de::Error::custom)?;
+        Ok(file)
     }
 
     /// The configuration in force: this file's settings, then `flags` over them.
@@ -155,6 +243,7 @@ impl File {
         }
         Ok(Config {
             queue,
+            schedules: self.schedule,
             listen: flags
                 .listen
                 .or(self.listen)
@@ -213,5 +302,67 @@ mod tests {
             f.resolve(File::default()),
             Err(ServerError::CertWithoutKey)
         ));
+    }
+
+    const SCHEDULE: &str = "[[schedule]]\nname = \"nightly\"\ncalendar = \"mon..fri 02:00\"\n\
+                            client = \"c1\"\nsources = [\"/srv/a\", \"/srv/b\"]\n";
+
+    #[test]
+    fn schedules_parse_with_their_defaults() {
+        let text = format!(
+            "{SCHEDULE}[[schedule]]\nname = \"weekly\"\ncalendar = \"weekly\"\n\
+             client = \"c2\"\nsources = [\"/home\"]\nset = \"h\"\n\
+             level = \"incremental\"\npool = \"offsite\"\n"
+        );
+        let c = File::parse(&text)
+            .unwrap()
+            .resolve(File::default())
+            .unwrap();
+        let [a, b] = &c.schedules[..] else {
+            panic!("{:?}", c.schedules)
+        };
+        assert_eq!((a.name.as_str(), a.client.as_str()), ("nightly", "c1"));
+        assert_eq!(a.calendar, Calendar::parse("mon..fri 02:00").unwrap());
+        assert_eq!(
+            a.sources,
+            [PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]
+        );
+        assert_eq!(
+            (a.set.as_deref(), a.level, a.pool.as_deref()),
+            (None, Level::Full, None)
+        );
+        assert_eq!(b.set.as_deref(), Some("h"));
+        assert_eq!(
+            (b.level, b.pool.as_deref()),
+            (Level::Incremental, Some("offsite"))
+        );
+        assert!(File::default()
+            .resolve(File::default())
+            .unwrap()
+            .schedules
+            .is_empty());
+    }
+
+    #[test]
+    fn a_bad_schedule_refuses_the_file_on_one_line() {
+        let msg = |text: &str| {
+            let e = File::parse(text).unwrap_err().message().trim().to_string();
+            assert!(!e.contains('\n'), "{e}");
+            e
+        };
+        let bad = SCHEDULE.replace("mon..fri", "mon..fry");
+        assert_eq!(
+            msg(&bad),
+            "calendar 'mon..fry 02:00': 'fry' is not a weekday (mon, tue, wed, thu, fri, sat, sun)"
+        );
+        assert_eq!(
+            msg(&format!("{SCHEDULE}{SCHEDULE}")),
+            "two schedules are named 'nightly'"
+        );
+        assert!(msg(&format!("{SCHEDULE}owner = \"x\"\n")).contains("owner"));
+        assert!(msg(&format!("{SCHEDULE}level = \"weekly\"\n")).contains("level takes full"));
+        let none = SCHEDULE.replace("[\"/srv/a\", \"/srv/b\"]", "[]");
+        assert_eq!(msg(&none), "schedule 'nightly' has no sources");
+        assert!(msg(&SCHEDULE.replace("client = \"c1\"\n", "")).contains("client"));
     }
 }

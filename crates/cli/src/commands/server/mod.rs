@@ -5,20 +5,27 @@
 //! - `config.rs`: the TOML configuration, flags over it.
 //! - `serve.rs`: the listener and one thread per connection.
 //! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
-//! - `backups.rs`: backups clients pack and the server's drives write.
+//! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
+//!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
+//!   drives' thread, which takes the jobs from the spool one at a time.
+//! - `queue.rs`: what the queue, the status page and `/metrics` show of the jobs.
 //! - `token.rs`: `server token add|list|revoke`.
 //! - `status.rs`: the status page and `GET /api/status`.
+//! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
+//!   the server runs itself.
 //!
-//! The server holds no lock on the home but while a client's backup runs: it reads
-//! the catalog beside the commands that change it (SQLite's WAL), so backups,
-//! restores and token changes go on while it runs.
+//! The server holds no lock on the home but while a job is on its drives (or a
+//! restore reads): it reads the catalog beside the commands that change it
+//! (SQLite's WAL), so local commands and token changes go on while it runs.
 
 mod api;
 pub(crate) mod backups;
+mod calendar;
 mod config;
 mod metrics;
 mod queue;
 pub(crate) mod restores;
+mod schedule;
 mod serve;
 mod spool;
 mod status;
@@ -146,6 +153,7 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         what: "start the drives' thread".into(),
         source,
     })?;
+    schedule::start(Arc::clone(&shared), config.schedules)?;
     serve::serve(listener, shared);
     Ok(0)
 }

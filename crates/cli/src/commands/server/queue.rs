@@ -57,7 +57,6 @@ pub struct Entry {
 }
 
 /// An entry and the live figures of its job while it runs.
-#[allow(dead_code)]
 pub struct Live {
     /// The entry as it stood when taken.
     pub entry: Entry,
@@ -178,8 +177,7 @@ impl Queue {
     }
 
     /// Changes the entry `backup` with `f`, if it is still there.
-    #[allow(dead_code)]
-    pub fn update(&self, backup: u64, f: impl FnOnce(&mut Entry)) {
+        pub fn update(&self, backup: u64, f: impl FnOnce(&mut Entry)) {
         if let Some(i) = self.lock().live.get_mut(&backup) {
             f(&mut i.entry);
         }
@@ -218,8 +216,7 @@ impl Queue {
     }
 
     /// The entries not ended with their jobs' progress, oldest first.
-    #[allow(dead_code)]
-    pub fn live(&self) -> Vec<Live> {
+        pub fn live(&self) -> Vec<Live> {
         (self.lock().live.values())
             .map(|i| Live {
                 entry: i.shown(),

@@ -1,0 +1,229 @@
+//! The scheduler: the configuration's `[[schedule]]`s, run by the server itself.
+//!
+//! One thread sleeps until the next time any schedule is due, then starts each
+//! due schedule's job on a thread of its own ([`run_scheduled`]): a queue entry of
+//! origin `schedule NAME`, a local backup of the schedule's sources (paths on the
+//! server's host: clients are command-line processes the server cannot call), and
+//! the job recorded for the schedule's client, who sees and restores it.
+//!
+//! Times come from the engine's clock (`tapeloom_engine::clock`, which a test
+//! hook runs faster); a wait on that clock is its length over the clock's speed in
+//! real time. A schedule whose last job still runs when its next time comes skips
+//! that time. Times missed while the server was down, or while the host slept,
+//! are not caught up: the scheduler goes on from the next time to come.
+
+use super::config::Schedule;
+use super::serve::Shared;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tapeloom_engine::clock::{self, BadSpeed};
+use tapeloom_engine::{BackupOptions, Home, Progress};
+
+/// The longest real sleep between two readings of the clock, so that a change
+/// of the system clock is seen within it.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// How often a scheduled job's thread looks for its job in the catalog.
+const WATCH: Duration = Duration::from_millis(100);
+
+/// Why the scheduler could not start, or a scheduled job failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    /// A bad `TAPELOOM_CLOCK_SPEED`.
+    #[error(transparent)]
+    Speed(#[from] BadSpeed),
+    /// The clock could not be read (a bad `TAPELOOM_NOW`).
+    #[error("read the clock: {0}")]
+    Clock(#[source] Box<tapeloom_engine::Error>),
+    /// The scheduler's thread did not start.
+    #[error("start the scheduler: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The home could not be opened.
+    #[error("open the home: {0}")]
+    Home(#[source] Box<tapeloom_engine::Error>),
+    /// The catalog could not be read or the job's client recorded.
+    #[error("the catalog: {0}")]
+    Catalog(#[from] tapeloom_catalog::CatalogError),
+    /// The schedule's pool encrypts its jobs: its key needs a passphrase.
+    #[error("pool {0} encrypts its jobs, whose key a scheduled job cannot unlock yet")]
+    Encrypted(String),
+    /// The backup failed.
+    #[error("{}{source}", job.map_or(String::new(), |j| format!("job {j} failed: ")))]
+    Backup {
+        /// The job, when it was recorded.
+        job: Option<i64>,
+        /// The engine's error.
+        source: Box<tapeloom_engine::Error>,
+    },
+}
+
+/// Starts the scheduler's thread, when there are schedules.
+pub fn start(shared: Arc<Shared>, schedules: Vec<Schedule>) -> Result<(), ScheduleError> {
+    if schedules.is_empty() {
+        return Ok(());
+    }
+    let speed = clock::speed()?.unwrap_or(1.0);
+    let now = now_secs()?;
+    std::thread::Builder::new()
+        .name("scheduler".into())
+        .spawn(move || run(&shared, &schedules, speed, now))
+        .map_err(ScheduleError::Thread)?;
+    Ok(())
+}
+
+/// The clock's time in seconds since the epoch.
+fn now_secs() -> Result<f64, ScheduleError> {
+    let t = clock::now().map_err(|e| ScheduleError::Clock(Box::new(e)))?;
+    Ok(t.secs as f64 + f64::from(t.nanos) / 1e9)
+}
+
+/// The scheduler's loop: waits for each next time and starts the jobs due then.
+fn run(shared: &Arc<Shared>, schedules: &[Schedule], speed: f64, start: f64) {
+    let running = Arc::new(Mutex::new(HashSet::new()));
+    let mut after = start.floor() as i64;
+    loop {
+        let due = (schedules.iter())
+            .filter_map(|s| s.calendar.next_after(after))
+            .min();
+        let Some(due) = due else {
+            eprintln!("tapeloom server: no schedule has a time in the next ten years");
+            return;
+        };
+        let now = match wait_until(due, speed) {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("tapeloom server: the scheduler stops: {e}");
+                return;
+            }
+        };
+        for s in schedules {
+            if s.calendar.matches(due) {
+                launch(shared, s, &running);
+            }
+        }
+        // Times that passed while the host slept are not caught up.
+        after = due.max(now.floor() as i64);
+    }
+}
+
+/// Sleeps until the clock shows `due`; the time it then shows.
+fn wait_until(due: i64, speed: f64) -> Result<f64, ScheduleError> {
+    loop {
+        let now = now_secs()?;
+        let left = due as f64 - now;
+        if left <= 0.0 {
+            return Ok(now);
+        }
+        std::thread::sleep(Duration::from_secs_f64(left / speed).min(MAX_SLEEP));
+    }
+}
+
+/// Starts schedule `s`'s job on a thread of its own, unless its last one still runs.
+fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String>>>) {
+    let lock = || running.lock().unwrap_or_else(PoisonError::into_inner);
+    if !lock().insert(s.name.clone()) {
+        eprintln!(
+            "tapeloom server: schedule {}: its last job still runs; this time is skipped",
+            s.name
+        );
+        return;
+    }
+    let (shared, s2, running2) = (Arc::clone(shared), s.clone(), Arc::clone(running));
+    let spawned = std::thread::Builder::new()
+        .name(format!("schedule {}", s.name))
+        .spawn(move || {
+            if let Err(e) = run_scheduled(&shared, &s2) {
+                eprintln!("tapeloom server: schedule {}: {e}", s2.name);
+            }
+            (running2.lock().unwrap_or_else(PoisonError::into_inner)).remove(&s2.name);
+        });
+    if let Err(e) = spawned {
+        lock().remove(&s.name);
+        eprintln!("tapeloom server: schedule {}: start its job: {e}", s.name);
+    }
+}
+
+/// Runs one scheduled job from its queue entry to its end; its job id.
+pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError> {
+    let origin = format!("schedule {}", s.name);
+    let entry = shared.queue.add(&s.client, &s.name, &origin);
+    let r = backup(shared, entry, s);
+    shared
+        .queue
+        .ended(entry, r.as_ref().err().map(ToString::to_string));
+    r
+}
+
+/// The backup of a scheduled job, the home locked; its job recorded for the
+/// schedule's client and shown writing in the queue as soon as it is seen.
+fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
+    let home = Home::open(&shared.home).map_err(|e| ScheduleError::Home(Box::new(e)))?;
+    if let Some(pool) = &s.pool {
+        if home.catalog.pool_key(pool)?.is_some() {
+            return Err(ScheduleError::Encrypted(pool.clone()));
+        }
+    }
+    // The home's lock is held: the next job recorded is this one, numbered after
+    // the last.
+    let next = (home.catalog.jobs()?.iter().map(|j| j.id).max()).map_or(1, |id| id + 1);
+    let opts = BackupOptions {
+        name: s.name.clone(),
+        set: s.set.clone(),
+        level: s.level,
+        pool: s.pool.clone(),
+        ..BackupOptions::default()
+    };
+    let progress = Arc::new(Progress::default());
+    let watcher = home
+        .connect()
+        .map_err(|e| ScheduleError::Home(Box::new(e)))?;
+    let ended = AtomicBool::new(false);
+    let (r, seen) = std::thread::scope(|scope| {
+        let (ended, shown) = (&ended, &progress);
+        let w = scope.spawn(move || loop {
+            let last = ended.load(Ordering::Acquire);
+            match claim(shared, &watcher, (entry, next), s, shown) {
+                Ok(Some(id)) => return Some(id),
+                Ok(None) if last => return None,
+                Ok(None) => std::thread::sleep(WATCH),
+                Err(e) => {
+                    eprintln!("tapeloom server: schedule {}: {e}", s.name);
+                    return None;
+                }
+            }
+        });
+        let r = tapeloom_engine::backup(&home, &s.sources, &opts, Arc::clone(&progress));
+        ended.store(true, Ordering::Release);
+        (r, w.join().ok().flatten())
+    });
+    let report = r.map_err(|e| ScheduleError::Backup {
+        job: seen,
+        source: Box::new(e),
+    })?;
+    if seen != Some(report.job_id) {
+        home.catalog.set_job_client(report.job_id, &s.client)?;
+        shared.queue.writing(entry, report.job_id, progress);
+    }
+    Ok(report.job_id)
+}
+
+/// Job `next` once it is recorded: recorded for the schedule's client and its
+/// queue entry `entry` shown writing. None while it is not recorded yet.
+fn claim(
+    shared: &Shared,
+    catalog: &tapeloom_catalog::Catalog,
+    (entry, next): (u64, i64),
+    s: &Schedule,
+    progress: &Arc<Progress>,
+) -> Result<Option<i64>, ScheduleError> {
+    match catalog.job(next)? {
+        Some(j) if j.name == s.name => {
+            catalog.set_job_client(next, &s.client)?;
+            shared.queue.writing(entry, next, Arc::clone(progress));
+            Ok(Some(next))
+        }
+        _ => Ok(None),
+    }
+}
