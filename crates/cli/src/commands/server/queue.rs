@@ -176,13 +176,6 @@ impl Queue {
         }
     }
 
-    /// Changes the entry `backup` with `f`, if it is still there.
-        pub fn update(&self, backup: u64, f: impl FnOnce(&mut Entry)) {
-        if let Some(i) = self.lock().live.get_mut(&backup) {
-            f(&mut i.entry);
-        }
-    }
-
     /// The job of entry `backup` is on a drive, as job `job`.
     pub fn writing(&self, backup: u64, job: i64, progress: Arc<Progress>) {
         if let Some(i) = self.lock().live.get_mut(&backup) {
@@ -216,7 +209,7 @@ impl Queue {
     }
 
     /// The entries not ended with their jobs' progress, oldest first.
-        pub fn live(&self) -> Vec<Live> {
+    pub fn live(&self) -> Vec<Live> {
         (self.lock().live.values())
             .map(|i| Live {
                 entry: i.shown(),
