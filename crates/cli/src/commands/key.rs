@@ -131,6 +131,11 @@ pub struct KeyArg {
 }
 
 impl KeyArg {
+    /// Whether a key file was given.
+    pub fn given(&self) -> bool {
+        self.key.is_some()
+    }
+
     /// Unlocks the key file, when one was given, and gives its key to the home.
     pub fn give(&self, home: &mut Home) -> Result<()> {
         if let Some(f) = &self.key {

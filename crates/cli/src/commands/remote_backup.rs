@@ -135,7 +135,7 @@ fn enter(server: &Server, begin: &Begin) -> Result<Begun, ServerError> {
 
 /// Asks `path` with `ask` again as long as the server answers that the job is not
 /// over (202); the last answer.
-fn until_over(
+pub(crate) fn until_over(
     server: &Server,
     path: &str,
     ask: impl Fn(&Server, &str) -> Result<(u16, Vec<u8>), ServerError>,

@@ -10,6 +10,7 @@
 //!   drives' thread, which takes the jobs from the spool one at a time.
 //! - `queue.rs`: what the queue, the status page and `/metrics` show of the jobs.
 //! - `token.rs`: `server token add|list|revoke`.
+//! - `verifies.rs`: a client's verify, read on the server's drives.
 //! - `status.rs`: the status page and `GET /api/status`.
 //! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
 //!   the server runs itself.
@@ -30,6 +31,7 @@ mod serve;
 mod spool;
 mod status;
 mod token;
+mod verifies;
 mod writer;
 
 use crate::commands::Context;

@@ -41,6 +41,8 @@ pub struct Shared {
     pub start_rate_mb_s: f64,
     /// What the status page saw: its rates' figures, the library's last look.
     pub status: super::status::Seen,
+    /// The verifies clients asked for.
+    pub verifies: super::verifies::Verifies,
 }
 
 /// What the server knows of its library when it starts.
@@ -75,6 +77,7 @@ impl Shared {
             queue_limits,
             drives: site.drives,
             status: Default::default(),
+            verifies: Default::default(),
         }
     }
 }
@@ -240,6 +243,9 @@ fn route(
             Served::Refused(a) => Some(a),
             Served::Streamed => None,
         });
+    }
+    if let Some(a) = super::verifies::route(shared, &req, &cat, peer, &segments) {
+        return Ok(Some(a));
     }
     if !backup_route {
         return Ok(Some(api::answer(&req, &cat, shared, peer)));
