@@ -181,6 +181,42 @@ fn a_slow_client_written_at_once_stops_the_drive() {
 }
 
 #[test]
+fn a_job_whose_client_sends_nothing_loses_its_place() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let c0 = ok(&home, &["server", "token", "add", "c0"]);
+    let c0 = c0["token"].as_str().unwrap().to_string();
+    let config = t.path().join("server.toml");
+    let limits = "[limits]\ntimeout_seconds = 2\n[queue]\nmax_jobs_per_client = 1\n";
+    std::fs::write(&config, limits).unwrap();
+    let s = Server::start(&home, Some(&config));
+    // A job begun by hand whose client never sends its stream.
+    let body = r#"{"name":"silent","set":null,"pool":null,"block_size":65536,"streams":[{"name":"s","source":"/x/s","root":"."}]}"#;
+    let req = format!(
+        "POST /api/backups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {c0}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = server_kit::exchange(&s.addr, req.as_bytes(), Duration::ZERO);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The client's next job waits for that place, and gets it once the silent job
+    // failed (after four timeouts: 8 s).
+    let src = t.path().join("src");
+    client_tree(&src, 5, 100_000);
+    let t0 = Instant::now();
+    let (code, out, err) = s.client(&c0, &["--json", "backup", src.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(t0.elapsed() >= Duration::from_secs(5), "it did not wait");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let jobs = s.json(&c0, &["jobs"]);
+    let silent = (jobs["jobs"].as_array().unwrap().iter())
+        .find(|j| j["name"] == "silent")
+        .cloned()
+        .unwrap();
+    assert_eq!(silent["status"], "failed", "{jobs}");
+}
+
+#[test]
 fn a_clients_jobs_beyond_its_limit_wait_in_the_queue() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");

@@ -106,6 +106,8 @@ pub struct Job {
     pub ended_streams: usize,
     /// When its first block came.
     pub first_block: Option<Instant>,
+    /// When it was let in or its client last sent a frame.
+    pub active: Instant,
     /// Its bytes so far.
     pub counters: Arc<Counters>,
     /// Why it failed, once it did.
@@ -186,6 +188,7 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
         taken: HashSet::new(),
         ended_streams: 0,
         first_block: None,
+        active: Instant::now(),
         counters: shared.queue.counters(backup).unwrap_or_default(),
         failed: None,
         outcome: None,
@@ -277,6 +280,7 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
             return Answer::error(503, &e);
         }
         job.state = State::Receiving;
+        job.active = Instant::now();
         shared.queue.set_state(backup, State::Receiving);
         b.changed.notify_all();
     }
@@ -466,9 +470,11 @@ fn take_stream(
     Ok((spool, (BlockCheck::new(job.tag, stream, size), size)))
 }
 
+/// A frame of job `backup` came.
 fn first_block(shared: &Shared, backup: u64) {
     let mut jobs = shared.backups.lock();
     if let Some(j) = jobs.get_mut(&backup) {
+        j.active = Instant::now();
         if j.first_block.is_none() {
             j.first_block = Some(Instant::now());
             drop(jobs);

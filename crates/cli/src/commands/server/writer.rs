@@ -57,6 +57,7 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
 
 /// Waits a little for a job to write; none when none is due yet.
 fn next_job(shared: &Shared) -> Option<u64> {
+    reap(shared);
     let b = &shared.backups;
     let jobs = b.lock();
     if let Some(n) = pick(shared, &jobs) {
@@ -64,6 +65,30 @@ fn next_job(shared: &Shared) -> Option<u64> {
     }
     let jobs = b.wait(jobs, Instant::now() + Duration::from_millis(250))?;
     pick(shared, &jobs)
+}
+
+/// Fails the jobs let in whose client sent nothing for the idle limit while none
+/// of them waited for room on the spool (a client that began a job and went away
+/// before it sent all its streams would hold its place for ever).
+fn reap(shared: &Shared) {
+    let idle = idle_limit(shared);
+    if shared.backups.budget.pressed() {
+        return;
+    }
+    let silent: Vec<u64> = (shared.backups.lock().iter())
+        .filter(|(_, j)| j.state == State::Receiving && j.failed.is_none() && !j.complete())
+        .filter(|(_, j)| j.active.elapsed() > idle)
+        .map(|(n, _)| *n)
+        .collect();
+    for n in silent {
+        let why = format!("the client sent nothing for {} s", idle.as_secs());
+        backups::fail(shared, n, &why);
+    }
+}
+
+/// How long a client may send nothing before its job fails: four timeouts.
+fn idle_limit(shared: &Shared) -> Duration {
+    shared.limits.timeout * 4
 }
 
 /// The job the drives take next, if one is due (see the module's rules).
@@ -128,7 +153,7 @@ fn run(
 ) -> Outcome {
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
     let (opts, plan) = job_of(doc, tag);
-    let idle = (shared.limits.timeout * 4).max(Duration::from_secs(60));
+    let idle = idle_limit(shared);
     let progress = Arc::new(Progress::default());
     let mut id = None;
     let r = tapeloom_engine::backup_received(&home, &plan, &opts, (idle, progress.clone()), |b| {
