@@ -105,6 +105,10 @@ pub(crate) fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
+/// The reason recorded of a job its process left running (killed, or its machine
+/// down): see [`Catalog::recover_interrupted`].
+pub const INTERRUPTED: &str = "interrupted: the process running the job stopped before it ended";
+
 impl Catalog {
     /// Records that `client` (a server token's name) ran job `job`.
     pub fn set_job_client(&self, job: i64, client: &str) -> Result<()> {
@@ -212,8 +216,9 @@ impl Catalog {
         Ok(())
     }
 
-    /// Marks jobs left `running` by a process that died as `failed`. Call only while
-    /// holding the home's lock, so that no job is really running.
+    /// Marks jobs left `running` by a process that died as `failed`, each with
+    /// [`INTERRUPTED`] among its errors. Call only while holding the home's lock, so
+    /// that no job is really running.
     pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
         let run = || -> rusqlite::Result<Vec<i64>> {
             let tx = self.conn.unchecked_transaction()?;
@@ -224,6 +229,12 @@ impl Catalog {
                     .collect::<rusqlite::Result<_>>()?;
                 ids
             };
+            // Without a reason, a failed job would not say why (its process was
+            // killed, or its machine went down, before the job ended).
+            tx.execute(
+                "INSERT INTO job_errors (job_id, path, reason) SELECT id, x'', ?2 FROM jobs WHERE status = ?1",
+                params![JobState::Running, INTERRUPTED],
+            )?;
             tx.execute(
                 "UPDATE jobs SET status = ?2 WHERE status = ?1",
                 params![JobState::Running, JobState::Failed],
@@ -423,6 +434,11 @@ mod tests {
             ]
         );
         assert!(c.recover_interrupted().unwrap().is_empty());
+        // Each failed one says why; the others have no error.
+        let reasons = |j| c.errors(j).unwrap();
+        assert_eq!(reasons(ids[1]), [(Vec::new(), INTERRUPTED.to_string())]);
+        assert_eq!(reasons(ids[3]).len(), 1);
+        assert!(reasons(ids[0]).is_empty() && reasons(ids[2]).is_empty());
     }
 
     #[test]
