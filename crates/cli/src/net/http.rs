@@ -249,14 +249,26 @@ impl Frames {
         let mut at = have;
         while at < n {
             match r.read(&mut out[at..]) {
-                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
-                Ok(k) => at += k,
+                Ok(k) if k > 0 => at += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Said plainly (TLS says it with a link to its manual).
+                Ok(_) => return Err(closed_midway().into()),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(closed_midway().into())
+                }
                 Err(e) => return Err(e.into()),
             }
         }
         Ok(out)
     }
+}
+
+/// The error of a body of frames cut short.
+fn closed_midway() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "closed by the sender before the body's end",
+    )
 }
 
 /// Writes `frames` as a body of frames (see [`Frames`]), the closing frame last.
@@ -397,11 +409,13 @@ pub fn percent_encode(b: &[u8]) -> String {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        202 => "Accepted",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        409 => "Conflict",
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
@@ -549,6 +563,15 @@ mod tests {
         fn any_bytes_escape_and_come_back(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
             proptest::prop_assert_eq!(percent_decode(&percent_encode(&b)).unwrap(), b);
         }
+    }
+
+    #[test]
+    fn a_body_cut_short_says_so() {
+        let body = [10u8, 0, 0, 0, 1, 2];
+        let e = Frames::new(Vec::new(), 64).next_frame(&mut &body[..]);
+        let e = e.unwrap_err();
+        assert_eq!(e.status(), None);
+        assert!(e.to_string().contains("before the body's end"), "{e}");
     }
 
     #[test]

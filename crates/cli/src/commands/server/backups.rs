@@ -463,8 +463,11 @@ fn take_stream(
     }
     let spool = job.spools.get(&stream).cloned();
     let Some(spool) = spool.filter(|_| job.taken.insert(stream)) else {
+        // A stream not in the job, or sent again, fails the job: else a job whose
+        // client is this confused would keep its place in the queue, waiting.
+        drop(jobs);
         let why = format!("stream {stream} of backup {backup} is not awaited");
-        return Err(Answer::error(409, &why));
+        return Err(refuse(shared, backup, 409, &why));
     };
     let size = job.doc.block_size;
     Ok((spool, (BlockCheck::new(job.tag, stream, size), size)))

@@ -153,7 +153,15 @@ impl io::Read for Deadlined {
             ));
         }
         self.sock.set_read_timeout(Some(left))?;
-        self.sock.read(buf)
+        match self.sock.read(buf) {
+            // The socket's timeout (the deadline) passed: said as such, not as
+            // "Resource temporarily unavailable".
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request not received in time",
+            )),
+            r => r,
+        }
     }
 }
 
