@@ -102,6 +102,26 @@ impl Server {
     pub fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the server process still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Kills the server process with SIGKILL (nothing of it runs after: no
+    /// handler, no cleanup) and waits for its end.
+    pub fn kill9(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        let status = self.child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "{status}");
+    }
 }
 
 impl Drop for Server {

@@ -272,8 +272,8 @@ fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine:
 }
 
 /// Jobs a server that stopped (killed, or its machine down) left on its spool:
-/// each recorded as failed, its blocks deleted. Their clients were told by the
-/// broken connection.
+/// each not yet on a drive recorded as failed, the blocks of all deleted. Their
+/// clients were told by the broken connection.
 pub fn recover(home: &Path, spool_dir: &Path) {
     let Ok(dirs) = std::fs::read_dir(spool_dir) else {
         return;
@@ -282,7 +282,14 @@ pub fn recover(home: &Path, spool_dir: &Path) {
         let meta = std::fs::read(d.path().join(META))
             .ok()
             .and_then(|b| serde_json::from_slice::<Unwritten>(&b).ok());
-        if let Some(m) = meta {
+        // A job already on a drive has its own row (by its tag), which the home's
+        // opening found left running and failed: it is not recorded twice.
+        let begun = |m: &Unwritten| {
+            Home::open_catalog_unlocked(home)
+                .and_then(|c| Ok(c.job_by_tag(m.tag)?))
+                .is_ok_and(|j| j.is_some())
+        };
+        if let Some(m) = meta.filter(|m| !begun(m)) {
             let why = "the server stopped while its client sent it; nothing of it was written";
             if let Err(e) = record(home, &m, why) {
                 eprintln!("tapeloom server: record failed job {}: {e}", m.doc.name);
