@@ -167,6 +167,8 @@ fn a_killed_server_fails_its_jobs_and_keeps_the_earlier_ones() {
         assert_eq!(err.trim().lines().count(), 1, "{who}: {err}");
         assert!(err.starts_with("tapeloom: "), "{who}: {err}");
         assert!(err.contains(&s.addr), "{who}: {err}");
+        let plain = ["closed the connection", "Connection refused", "reset"];
+        assert!(plain.iter().any(|p| err.contains(p)), "{who}: {err}");
     }
     // Started again (on another port): both jobs failed with their reasons.
     let s2 = Server::start(&home, None);

@@ -220,6 +220,15 @@ impl Server {
     /// A socket fault: the certificate refused, when it was; the I/O error
     /// otherwise.
     fn io_fault(&self, pinned: &Pinned, source: std::io::Error) -> ServerError {
+        // Said plainly (TLS says it with a link to its manual): the server went
+        // away, or stopped, before its answer.
+        let source = match source.kind() {
+            std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the server closed the connection before its answer",
+            ),
+            _ => source,
+        };
         match pinned.mismatch() {
             Some(e) => e,
             None => ServerError::Io {
