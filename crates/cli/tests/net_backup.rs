@@ -190,7 +190,7 @@ fn flags_a_client_cannot_use_yet_are_refused_in_one_line() {
     let src = t.path().join("src");
     write(&src.join("a"), b"a");
     let s = Server::start(&home, None);
-    for flags in [&["--level", "incremental"][..], &["--via", "stage"]] {
+    for flags in [&["--encrypt", "/no/such.key"][..], &["--via", "stage"]] {
         let mut args = vec!["backup", src.to_str().unwrap()];
         args.extend_from_slice(flags);
         let (code, out, err) = s.client(&alice, &args);

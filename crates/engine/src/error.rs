@@ -799,4 +799,7 @@ pub enum ReceiveError {
     /// The job's description is not one a job can be run from.
     #[error("the job's description: {0}")]
     BadPlan(&'static str),
+    /// The paths deleted since the job's base did not come, or are not paths.
+    #[error("the paths deleted since the base: {0}")]
+    Deletions(String),
 }

@@ -33,6 +33,9 @@ pub use backup::{
     BackupReport, Begun, BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet,
     Outgoing, Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
+pub use backup::{
+    choose_set, BaseRow, BaseTree, Deletions, ReceivedChanges, Scan, ScanFigures, SetChoice,
+};
 pub use compress::Compress;
 pub use crypt::{create_key_file, open_key_file, read_key_file, write_key_file};
 pub use error::{

@@ -225,9 +225,7 @@ pub fn run_any(a: Args, ctx: &Context, json: bool) -> Result<i32> {
     let Some(server) = a.remote.resolve()? else {
         return output::emit(&run(a, ctx)?, json);
     };
-    let refused = if a.level != Level::Full {
-        Some("level")
-    } else if a.encrypt.is_some() {
+    let refused = if a.encrypt.is_some() {
         Some("encrypt")
     } else if a.via != "direct" {
         Some("via")

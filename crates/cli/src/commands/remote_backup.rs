@@ -1,6 +1,12 @@
 //! `tapeloom backup --server URL ...`: this machine walks, reads and packs its
 //! sources and sends the blocks; the server checks them and writes them to its
 //! drives (see `commands::server::backups` for the protocol).
+//!
+//! An incremental or differential compares each object with the base's tree the
+//! server sends, as a local one does, and sends the base's paths it did not see.
+//! The document printed is the server's, but for the figures of reading the
+//! sources (`unchanged`, `meta_only`, `source_files_opened`,
+//! `source_bytes_read`), which only this machine knows.
 
 use crate::commands::server::backups::{Begin, BeginStream, Begun, Waiting};
 use crate::net::client::Server;
@@ -9,7 +15,8 @@ use crate::net::http::Frame;
 use crate::output::{self, Output};
 use anyhow::Result;
 use std::path::PathBuf;
-use tapeloom_engine::{BackupOptions, Outgoing, Piece, RemotePlan};
+use std::sync::Arc;
+use tapeloom_engine::{BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan};
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
 #[derive(serde::Serialize)]
@@ -58,7 +65,7 @@ impl Output for Sent {
 
 /// What the server would refuse of a job's options, said before anything is sent.
 #[derive(Debug, thiserror::Error)]
-#[error("--{0} cannot be used with --server yet: a client's backup is full, direct and in clear")]
+#[error("--{0} cannot be used with --server yet: a client's backup is direct and in clear")]
 pub struct NotWithServer(pub &'static str);
 
 /// Backs up `sources` through `server`.
@@ -69,6 +76,7 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
         set: opts.set.clone(),
         pool: opts.pool.clone(),
         block_size: opts.block_size,
+        level: opts.level.name().to_string(),
         streams: (plan.streams.into_iter())
             .map(|s| BeginStream {
                 name: s.name,
@@ -78,7 +86,16 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
             .collect(),
     };
     let begun = enter(server, &begin)?;
-    let streams = tapeloom_engine::pack_streams(sources, opts, (begun.tag, begun.block_size))?;
+    let scan = Arc::new(match begun.base_job {
+        Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
+        None => Scan::default(),
+    });
+    let streams = tapeloom_engine::pack_streams(
+        sources,
+        opts,
+        (begun.tag, begun.block_size),
+        scan.clone(),
+    )?;
     let sent: Vec<Result<(), ServerError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = streams
             .into_iter()
@@ -91,6 +108,11 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
             })
             .collect()
     });
+    // Every packer ended: the base's paths no walker saw are deleted.
+    let told = match (begun.base_job, sent.iter().all(Result::is_ok)) {
+        (Some(_), true) => send_deletions(server, begun.backup, &scan),
+        _ => Ok(()),
+    };
     // The job's end says why it failed, when it did, better than a stream can.
     let (status, body) = until_over(server, &format!("/api/backups/{}", begun.backup), |s, p| {
         s.get(p)
@@ -101,14 +123,39 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
     for r in sent {
         r?;
     }
-    let doc: serde_json::Value =
+    told?;
+    let mut doc: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+    let f = scan.figures();
+    for (k, v) in [
+        ("unchanged", f.unchanged),
+        ("meta_only", f.meta_only),
+        ("source_files_opened", f.opened),
+        ("source_bytes_read", f.read_bytes),
+    ] {
+        doc[k] = v.into();
+    }
     let summary: Summary =
         serde_json::from_value(doc.clone()).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
     for e in &summary.errors {
         eprintln!("tapeloom: warning: {}: {}", e.path, e.reason);
     }
     Ok(Sent { doc, summary })
+}
+
+/// The tree of backup `job`'s base, as the server read it from its catalog.
+fn base_tree(server: &Server, job: u64) -> Result<BaseTree, ServerError> {
+    server.get_json(&format!("/api/backups/{job}/base"))
+}
+
+/// Tells the server the base's paths `scan`'s walkers did not see.
+fn send_deletions(server: &Server, job: u64, scan: &Scan) -> Result<(), ServerError> {
+    let path = format!("/api/backups/{job}/deletions");
+    let (status, body) = server.post_raw(&path, &scan.deletions())?;
+    if status != 200 {
+        return Err(crate::net::client::refusal(status, &body));
+    }
+    Ok(())
 }
 
 /// Asks the server for a place in its queue, waiting as long as the queue is full.

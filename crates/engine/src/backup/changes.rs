@@ -41,7 +41,16 @@ pub struct SetChoice {
 /// ended, a differential to its last full; without one, or when the base's chain
 /// is no longer whole in the catalog, the job is a full and says why.
 pub(crate) fn choose(home: &Home, set: &str, asked: Level) -> Result<(SetChoice, Scan)> {
-    let cat = &home.catalog;
+    choose_in(&home.catalog, &|| home.connect(), set, asked)
+}
+
+/// [`choose`] with the catalog `cat`, `connect` making another connection to it.
+fn choose_in(
+    cat: &Catalog,
+    connect: &dyn Fn() -> Result<Catalog>,
+    set: &str,
+    asked: Level,
+) -> Result<(SetChoice, Scan)> {
     let full = |why: String| SetChoice {
         set: set.to_string(),
         level: Level::Full,
@@ -63,7 +72,7 @@ pub(crate) fn choose(home: &Home, set: &str, asked: Level) -> Result<(SetChoice,
         );
         return Ok((full(why), Scan::default()));
     };
-    match Scan::against(home, base.id) {
+    match Scan::against_in(cat, connect, base.id) {
         Ok(scan) => {
             let c = SetChoice {
                 set: set.to_string(),
@@ -177,8 +186,6 @@ pub(crate) struct ScanCounts {
     pub meta_only: AtomicU64,
 }
 
-/// A job's reading of its sources: counts, and for a job with a base what the base
-/// knew and which paths the walkers saw.
 /// What a base knew of the paths in one range, and whether a walker saw each.
 type Shard = HashMap<Vec<u8>, (Prev, AtomicBool)>;
 
@@ -186,23 +193,148 @@ type Shard = HashMap<Vec<u8>, (Prev, AtomicBool)>;
 /// half of the paths.
 const SPLIT_ROWS: u64 = 20_000;
 
+/// A job's reading of its sources: counts, and for a job with a base what the base
+/// knew and which paths the walkers saw.
 #[derive(Debug, Default)]
-pub(crate) struct Scan {
+pub struct Scan {
     /// The base's paths by range: each shard with the first path it holds (none
     /// for the first), in path order.
     base: Option<Vec<(Option<Vec<u8>>, Shard)>>,
     unlisted: Mutex<Vec<Vec<u8>>>,
-    pub counts: ScanCounts,
+    pub(crate) counts: ScanCounts,
+}
+
+/// One path of a base's tree: what comparing an object with it needs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BaseRow {
+    /// The path in the job's namespace.
+    pub path: Vec<u8>,
+    /// Entry type code.
+    pub kind: u8,
+    /// Logical size.
+    pub size: u64,
+    /// Modification time in nanoseconds.
+    pub mtime_ns: i64,
+    /// Status change time in nanoseconds (0 when not known).
+    pub ctime_ns: i64,
+    /// Inode number (0 when not known).
+    pub ino: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// A hard link's target (empty for every other type).
+    #[serde(default)]
+    pub link: Vec<u8>,
+}
+
+/// A set's tree at a job's base, in path order, as the packing side of a job
+/// packed elsewhere compares with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BaseTree {
+    /// Its paths, in order.
+    pub rows: Vec<BaseRow>,
+}
+
+impl BaseTree {
+    /// Whether the tree holds `path`.
+    pub fn holds(&self, path: &[u8]) -> bool {
+        self.rows
+            .binary_search_by(|r| r.path.as_slice().cmp(path))
+            .is_ok()
+    }
+}
+
+/// What a job's reading of its sources came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanFigures {
+    /// Objects unchanged since the base, neither opened nor stored.
+    pub unchanged: u64,
+    /// Regular files stored as metadata alone.
+    pub meta_only: u64,
+    /// Regular files opened to be read.
+    pub opened: u64,
+    /// Bytes read from source files.
+    pub read_bytes: u64,
+}
+
+/// Chooses the level and base of a job of set `set` that asked for `level`, in the
+/// catalog of home `dir` (read without the home's lock), and reads the base's tree
+/// (empty for a full): see [`choose`].
+pub fn choose_set(dir: &std::path::Path, set: &str, level: Level) -> Result<(SetChoice, BaseTree)> {
+    let cat = Home::open_catalog_unlocked(dir)?;
+    let (choice, scan) = choose_in(&cat, &|| Home::open_catalog_unlocked(dir), set, level)?;
+    Ok((choice, scan.tree()))
 }
 
 impl Scan {
+    /// A scan that compares with `tree`, a base's tree as [`choose_set`] read it.
+    pub fn from_tree(tree: BaseTree) -> Scan {
+        let mut all = Shard::with_capacity(tree.rows.len());
+        for r in tree.rows {
+            let prev = Prev {
+                kind: r.kind,
+                size: r.size,
+                mtime_ns: r.mtime_ns,
+                ctime_ns: r.ctime_ns,
+                ino: r.ino,
+                mode: r.mode,
+                uid: r.uid,
+                gid: r.gid,
+                link: r.link,
+            };
+            all.insert(r.path, (prev, AtomicBool::new(false)));
+        }
+        Scan {
+            base: Some(vec![(None, all)]),
+            ..Scan::default()
+        }
+    }
+
+    /// The base's tree, in path order (empty without a base).
+    fn tree(&self) -> BaseTree {
+        let mut rows: Vec<BaseRow> = (self.base.iter().flatten())
+            .flat_map(|(_, s)| s.iter())
+            .map(|(path, (p, _))| BaseRow {
+                path: path.clone(),
+                kind: p.kind,
+                size: p.size,
+                mtime_ns: p.mtime_ns,
+                ctime_ns: p.ctime_ns,
+                ino: p.ino,
+                mode: p.mode,
+                uid: p.uid,
+                gid: p.gid,
+                link: p.link.clone(),
+            })
+            .collect();
+        rows.sort_by(|a, b| a.path.cmp(&b.path));
+        BaseTree { rows }
+    }
+
+    /// What the job's reading of its sources came to so far.
+    pub fn figures(&self) -> ScanFigures {
+        let c = &self.counts;
+        ScanFigures {
+            unchanged: c.unchanged.load(Ordering::Relaxed),
+            meta_only: c.meta_only.load(Ordering::Relaxed),
+            opened: c.opened.load(Ordering::Relaxed),
+            read_bytes: c.read_bytes.load(Ordering::Relaxed),
+        }
+    }
+
     /// A scan that compares with the set's tree at job `base`: its chain's rows
     /// laid on in order, each job's deletions taken away first (as
     /// `Catalog::tree_at` merges them, keeping only what comparing needs). A large
     /// base is read by two threads at once, each half of the paths on a
     /// connection of its own.
-    pub(crate) fn against(home: &Home, base: i64) -> Result<Scan> {
-        let cat = &home.catalog;
+    fn against_in(
+        cat: &Catalog,
+        connect: &dyn Fn() -> Result<Catalog>,
+        base: i64,
+    ) -> Result<Scan> {
         let chain = cat.chain(base)?;
         let ids: Vec<i64> = chain.iter().map(|j| j.id).collect();
         let rows: u64 = chain.iter().map(|j| j.files).sum();
@@ -221,7 +353,7 @@ impl Scan {
                 ..Scan::default()
             });
         };
-        let other = home.connect()?;
+        let other = connect()?;
         let (lo, hi) = std::thread::scope(|s| {
             let (ids, mid) = (&ids, &mid);
             let hi = s.spawn(move || shard(&other, ids, (Some(mid), None), rows / 2));
@@ -283,7 +415,7 @@ impl Scan {
 
     /// The base's paths the walkers did not see (with their entry types), in path
     /// order; none without a base.
-    pub(crate) fn deletions(&self) -> Vec<(Vec<u8>, u8)> {
+    pub fn deletions(&self) -> Vec<(Vec<u8>, u8)> {
         let Some(base) = &self.base else {
             return Vec::new();
         };

@@ -26,8 +26,12 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
-pub use received::{BlockCheck, Closed, Inlet};
-pub use remote::{backup_received, pack_streams, Begun, Outgoing, Piece, RemotePlan, RemoteStream};
+pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
+pub use received::{BlockCheck, Closed, Deletions, Inlet};
+pub use remote::{
+    backup_received, pack_streams, Begun, Outgoing, Piece, ReceivedChanges, RemotePlan,
+    RemoteStream,
+};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{resume_job, unfinished_staged_jobs};
 
@@ -548,7 +552,11 @@ fn write_index(
         })?,
         index::IndexSpool::new(),
     );
-    let deleted = job.scan.deletions();
+    // A job packed elsewhere: its packing side found the deletions.
+    let deleted = match &job.received {
+        Some(r) if job.set.base.is_some() => r.deletions()?,
+        _ => job.scan.deletions(),
+    };
     spool.add_deleted(&deleted)?;
     cat.add_deletions(job.job_id, &deleted)?;
     Ok((spool.write(w, moved)?, deleted.len() as u64))

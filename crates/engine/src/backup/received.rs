@@ -17,7 +17,9 @@ use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tapeloom_format::{expand_block, BlockHeader, PackedBlock, BLOCK_HEADER_LEN};
+use tapeloom_format::{
+    check_relative_path, expand_block, BlockHeader, PackedBlock, BLOCK_HEADER_LEN,
+};
 
 /// Blocks that wait between an inlet and its stream's receiver.
 const INLET_QUEUE: usize = 8;
@@ -77,7 +79,12 @@ pub(crate) struct Received {
     queues: Mutex<HashMap<u16, Receiver<Frame>>>,
     failure: Mutex<Option<Error>>,
     idle: Duration,
+    /// Where the paths deleted since the base come, for a job with a base.
+    deletions: Mutex<Option<Receiver<Deletions>>>,
 }
+
+/// Paths deleted since a job's base, with their entry types.
+pub type Deletions = Vec<(Vec<u8>, u8)>;
 
 impl Received {
     /// Queues for `streams`, and their inlets; a stream silent for `idle` is cut.
@@ -93,6 +100,7 @@ impl Received {
             queues: Mutex::new(queues),
             failure: Mutex::new(None),
             idle,
+            deletions: Mutex::new(None),
         };
         (Arc::new(r), inlets)
     }
@@ -104,6 +112,39 @@ impl Received {
                 *f = Some(e);
             }
         }
+    }
+
+    /// The job's deletions will come through `rx`.
+    pub(crate) fn expect_deletions(&self, rx: Receiver<Deletions>) {
+        if let Ok(mut d) = self.deletions.lock() {
+            *d = Some(rx);
+        }
+    }
+
+    /// The paths deleted since the base, in order, once they came (waited for
+    /// up to the idle limit); none when none are expected.
+    pub(crate) fn deletions(&self) -> Result<Deletions> {
+        let rx = self.deletions.lock().ok().and_then(|mut d| d.take());
+        let Some(rx) = rx else {
+            return Ok(Vec::new());
+        };
+        let mut d = match rx.recv_timeout(self.idle) {
+            Ok(d) => d,
+            Err(RecvTimeoutError::Timeout) => {
+                let why = format!("none came for {} s", self.idle.as_secs());
+                return Err(ReceiveError::Deletions(why).into());
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(ReceiveError::Deletions("the sender went away".into()).into())
+            }
+        };
+        if let Some((p, _)) = (d.iter()).find(|(p, _)| check_relative_path(p).is_err()) {
+            let why = format!("{} is not a path", crate::display_path(p));
+            return Err(ReceiveError::Deletions(why).into());
+        }
+        d.sort();
+        d.dedup_by(|a, b| a.0 == b.0);
+        Ok(d)
     }
 
     /// The first failure of a stream, once.

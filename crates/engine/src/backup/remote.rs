@@ -5,8 +5,9 @@
 //! ([`backup_received`], the job run with [`super::received`] lanes).
 
 use super::plan::{BackupOptions, Pending, Plan, Via};
-use super::received::{Inlet, Received};
-use super::{begin_job, changes, job_pool, mount_all, pending, run_and_finish, weave::JobShared};
+use super::changes::{Scan, SetChoice};
+use super::received::{Deletions, Inlet, Received};
+use super::{begin_job, job_pool, mount_all, pending, run_and_finish, weave::JobShared};
 use super::{BackupReport, Progress};
 use crate::backup::mux::{Msg, Outlet, Shared};
 use crate::error::{Error, ReceiveError, Result};
@@ -19,7 +20,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::JobState;
-use tapeloom_format::{check_block_size, Level};
+use tapeloom_format::check_block_size;
 
 /// Streams a job may have.
 pub const MAX_STREAMS: usize = 256;
@@ -116,23 +117,32 @@ pub struct Begun {
     pub inlets: Vec<Inlet>,
 }
 
-/// Runs a full backup whose streams' blocks are handed in: the job is recorded and
-/// `begun` is told of it (before any cartridge is mounted), then the drives write
-/// what comes through the inlets. A stream silent for `idle` is cut. A job that
-/// fails is recorded failed with its reason among its errors.
+/// The set, level and base of a job packed elsewhere, and the paths its packing
+/// side found deleted since that base.
+pub struct ReceivedChanges {
+    /// The set, level and base, as [`super::choose_set`] chose them.
+    pub choice: SetChoice,
+    /// The deletions, sent once every stream ended; waited for (up to the idle
+    /// limit) before the index is written, for a job with a base only.
+    pub deletions: Receiver<Deletions>,
+}
+
+/// Runs a backup whose streams' blocks are handed in, at the set, level and base
+/// of `changes`: the job is recorded and `begun` is told of it (before any
+/// cartridge is mounted), then the drives write what comes through the inlets. A
+/// stream silent for `idle` is cut. A job that fails is recorded failed with its
+/// reason among its errors.
 pub fn backup_received(
     home: &Home,
-    plan: &RemotePlan,
-    opts: &BackupOptions,
+    (plan, opts): (&RemotePlan, &BackupOptions),
+    changes: ReceivedChanges,
     (idle, progress): (Duration, Arc<Progress>),
     begun: impl FnOnce(Begun),
 ) -> Result<BackupReport> {
     let t0 = Instant::now();
     check_block_size(opts.block_size)?;
-    if opts.encrypt.is_some() || opts.via != Via::Direct || opts.level != Level::Full {
-        return Err(
-            ReceiveError::BadPlan("a full backup, straight to the drives, in clear").into(),
-        );
+    if opts.encrypt.is_some() || opts.via != Via::Direct {
+        return Err(ReceiveError::BadPlan("a backup straight to the drives, in clear").into());
     }
     let plan = plan.checked()?;
     let pool = job_pool(home, opts)?;
@@ -146,11 +156,11 @@ pub fn backup_received(
         concurrency: Some(plan.names.len().div_ceil(drives.len()).max(1)),
         ..opts.clone()
     };
-    let set_name = opts.set.clone().unwrap_or_else(|| plan.job_name.clone());
-    let (set, scan) = changes::choose(home, &set_name, Level::Full)?;
+    let set = changes.choice;
     let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
     let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
     let (received, inlets) = Received::new(&ids, idle);
+    received.expect_deletions(changes.deletions);
     begun(Begun {
         job_id,
         tag: start.job_tag,
@@ -176,7 +186,8 @@ pub fn backup_received(
         feed: None,
         received: Some(received),
         prior: None,
-        scan: Arc::new(scan),
+        // The packing side compared with the base; this side saw no source.
+        scan: Arc::default(),
         set,
     };
     let r = write_received(home, job, (&tapes, &drives), &start);
@@ -278,10 +289,14 @@ impl Iterator for Outgoing {
 
 /// Starts the walker, readers and packer of every stream of `plan`'s sources for
 /// job `tag` with blocks of `block_size`, each stream held to `opts.limit_rate`.
+/// Each object is compared with `scan`'s base ([`Scan::from_tree`]; none for a
+/// full) as a local job compares it; `scan` counts what was read, and once every
+/// stream ended says what was deleted ([`Scan::deletions`]).
 pub fn pack_streams(
     sources: &[PathBuf],
     opts: &BackupOptions,
     (tag, block_size): (u64, usize),
+    scan: Arc<Scan>,
 ) -> Result<Vec<Outgoing>> {
     check_block_size(block_size)?;
     let plan = Plan::new(sources, opts)?;
@@ -292,7 +307,7 @@ pub fn pack_streams(
         readers: opts.readers,
         skip: Vec::new(),
         counters: None,
-        scan: Arc::default(),
+        scan,
     };
     let mut out = Vec::new();
     for p in pending(&plan) {

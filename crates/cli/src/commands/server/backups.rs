@@ -10,9 +10,18 @@
 //!   (`crate::net::http::Frames`), each checked as it comes
 //!   (`tapeloom_engine::BlockCheck`) and kept on the stream's spool; the answer says
 //!   how many were taken, or why the job failed.
+//! - `GET /api/backups/ID/base`: the tree of the job's base (a [`BaseTree`],
+//!   empty for a full), which the client compares its sources with.
+//! - `POST /api/backups/ID/deletions`: the base's paths the client's walkers did
+//!   not see, sent once every stream ended (a JSON list of `[path, type]`, each
+//!   path an array of its bytes); the job's index records them. Only for a job
+//!   with a base, once.
 //! - `GET /api/backups/ID`: the job's end, waited for up to [`LONG_POLL`]: the
 //!   document of `tapeloom backup --json`, the job's failure (`409`), or `202` and a
 //!   [`Waiting`] document while it is not over.
+//!
+//! The job's set, level and base are chosen when it is asked for, from the
+//! catalog (`tapeloom_engine::choose_set`), and said in its [`Begun`].
 //!
 //! The drives take the jobs from the queue one at a time (`super::writer`). Only
 //! the token that began a job may send its streams or ask for its end.
@@ -26,7 +35,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tapeloom_engine::BlockCheck;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
+use tapeloom_format::Level;
+
+/// The largest deletions document the server reads.
+const MAX_DELETIONS_BYTES: u64 = 256 << 20;
 
 /// How long a request waits for a place in the queue or for its job's end before
 /// the server answers `202`, and the client asks again.
@@ -48,6 +62,20 @@ pub struct Begin {
     pub block_size: usize,
     /// Its streams, ids 1, 2, ... in order.
     pub streams: Vec<BeginStream>,
+    /// The level asked for: full, incremental or differential (default full).
+    #[serde(default = "full")]
+    pub level: String,
+}
+
+fn full() -> String {
+    Level::Full.name().to_string()
+}
+
+/// The level named `name`.
+pub fn level_named(name: &str) -> Option<Level> {
+    [Level::Full, Level::Incremental, Level::Differential]
+        .into_iter()
+        .find(|l| l.name() == name)
 }
 
 /// One stream of a [`Begin`].
@@ -70,6 +98,15 @@ pub struct Begun {
     pub tag: u64,
     /// Its block size.
     pub block_size: usize,
+    /// The level it runs at (none from an older server: full).
+    #[serde(default)]
+    pub level: Option<String>,
+    /// The job its changes are relative to, for an incremental or differential.
+    #[serde(default)]
+    pub base_job: Option<i64>,
+    /// Why it runs at another level than the one asked for.
+    #[serde(default)]
+    pub promoted: Option<String>,
 }
 
 /// A job not yet let in, or not yet over.
@@ -115,6 +152,14 @@ pub struct Job {
     /// Its outcome, once over.
     pub outcome: Option<Outcome>,
     ended: Option<Instant>,
+    /// Its set, level and base.
+    pub choice: SetChoice,
+    /// The base's tree (empty for a full).
+    base: Arc<BaseTree>,
+    /// Where the client's deletions go, until they came.
+    deletions_tx: Option<SyncSender<Deletions>>,
+    /// Where the engine takes them from, until the job is on a drive.
+    pub deletions_rx: Option<Receiver<Deletions>>,
 }
 
 impl Job {
@@ -178,6 +223,11 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
     if let Some(a) = refused(shared, &doc) {
         return a;
     }
+    let (choice, base) = match choose(shared, &doc) {
+        Ok(c) => c,
+        Err(a) => return a,
+    };
+    let (deletions_tx, deletions_rx) = sync_channel(1);
     let backup = shared.queue.add(client, &doc.name, "client");
     let job = Job {
         client: client.to_string(),
@@ -194,6 +244,10 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
         outcome: None,
         ended: None,
         doc,
+        choice,
+        base: Arc::new(base),
+        deletions_tx: Some(deletions_tx),
+        deletions_rx: Some(deletions_rx),
     };
     shared.backups.lock().insert(backup, job);
     shared.backups.changed.notify_all();
@@ -212,6 +266,19 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
         return Some(Answer::error(409, &why));
     }
     None
+}
+
+/// The set, level and base of a job asked for, and the base's tree.
+fn choose(shared: &Shared, doc: &Begin) -> Result<(SetChoice, BaseTree), Answer> {
+    let Some(level) = level_named(&doc.level) else {
+        let why = format!("no level {}: full, incremental or differential", doc.level);
+        return Err(Answer::error(400, &why));
+    };
+    let set = doc.set.clone().unwrap_or_else(|| doc.name.clone());
+    tapeloom_engine::choose_set(&shared.home, &set, level).map_err(|e| {
+        eprintln!("tapeloom server: choose the base of set {set}: {e}");
+        Answer::error(503, &format!("the base of set {set} cannot be read"))
+    })
 }
 
 /// A tag no other job has (random, as the engine's own).
@@ -284,10 +351,14 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
         shared.queue.set_state(backup, State::Receiving);
         b.changed.notify_all();
     }
+    let c = &job.choice;
     Answer::json(&Begun {
         backup,
         tag: job.tag,
         block_size: job.doc.block_size,
+        level: Some(c.level.name().to_string()),
+        base_job: c.base.as_ref().map(|b| b.id),
+        promoted: c.promoted.clone(),
     })
 }
 
@@ -529,4 +600,67 @@ pub fn outcome(shared: &Shared, client: &str, id: &str) -> Answer {
             None => return waiting(&b.lock(), backup),
         }
     }
+}
+
+/// `GET /api/backups/ID/base` by `client`: the tree of the job's base.
+pub fn base(shared: &Shared, client: &str, id: &str) -> Answer {
+    let backup = match mine(shared, client, id) {
+        Ok(b) => b,
+        Err(a) => return a,
+    };
+    let base = shared.backups.lock().get(&backup).map(|j| j.base.clone());
+    match base {
+        Some(b) => Answer::json(&*b),
+        None => Answer::error(404, &format!("no backup {backup}")),
+    }
+}
+
+/// `POST /api/backups/ID/deletions` by `client`, its body (`length` bytes, `rest`
+/// of them already read) read from `conn`: the base's paths the client did not
+/// see, each of which must be in the base.
+pub fn deletions(
+    shared: &Shared,
+    client: &str,
+    id: &str,
+    (conn, length, rest): (&mut Tls, u64, Vec<u8>),
+) -> Answer {
+    let backup = match mine(shared, client, id) {
+        Ok(b) => b,
+        Err(a) => return a,
+    };
+    let limits = crate::net::http::Limits {
+        max_body_bytes: MAX_DELETIONS_BYTES.max(shared.limits.max_body_bytes),
+        ..shared.limits
+    };
+    let body = match crate::net::http::read_body(conn, &limits, length, rest) {
+        Ok(b) => b,
+        Err(e) => return Answer::error(e.status().unwrap_or(400), &e.to_string()),
+    };
+    let list: Deletions = match serde_json::from_slice(&body) {
+        Ok(l) => l,
+        Err(e) => return Answer::error(400, &format!("not a list of deletions: {e}")),
+    };
+    let mut jobs = shared.backups.lock();
+    let Some(job) = jobs.get_mut(&backup) else {
+        return Answer::error(404, &format!("no backup {backup}"));
+    };
+    if job.choice.base.is_none() {
+        return Answer::error(409, "a full backup has no deletions");
+    }
+    if let Some((p, _)) = list.iter().find(|(p, _)| !job.base.holds(p)) {
+        let why = format!("{} is not in the base", tapeloom_engine::display_path(p));
+        return Answer::error(400, &why);
+    }
+    let Some(tx) = job.deletions_tx.take() else {
+        return Answer::error(409, &format!("backup {backup}'s deletions came already"));
+    };
+    let n = list.len();
+    if tx.send(list).is_err() {
+        return Answer::error(409, &format!("backup {backup} is over"));
+    }
+    #[derive(serde::Serialize)]
+    struct Taken {
+        deletions: usize,
+    }
+    Answer::json(&Taken { deletions: n })
 }

@@ -241,8 +241,10 @@ fn route(
     let backup_route = segments.get(..3) == Some(&["", "api", "backups"][..]);
     let streamed =
         req.method == "POST" && matches!(segments.as_slice(), [_, _, _, _, "streams", _]);
+    // A job's deletions may be larger than other bodies: read once its token is known.
+    let deletions = req.method == "POST" && matches!(segments.as_slice(), [_, _, _, _, "deletions"]);
     let mut rest = Some(rest);
-    if !streamed {
+    if !streamed && !(backup_route && deletions) {
         let rest = rest.take().unwrap_or_default();
         req.body = http::read_body(tls, &shared.limits, length, rest)?;
     }
@@ -273,6 +275,13 @@ fn route(
             (tls, rest.take().unwrap_or_default()),
         ),
         ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
+        ("GET", [_, _, _, id, "base"]) => backups::base(shared, client, id),
+        ("POST", [_, _, _, id, "deletions"]) => backups::deletions(
+            shared,
+            client,
+            id,
+            (tls, length, rest.take().unwrap_or_default()),
+        ),
         _ => Answer::error(404, &format!("no such resource: {}", req.path)),
     }))
 }

@@ -23,7 +23,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{JobState, Stream};
-use tapeloom_engine::{BackupOptions, Home, Inlet, Progress, RemotePlan, RemoteStream};
+use tapeloom_engine::{
+    BackupOptions, Home, Inlet, Progress, ReceivedChanges, RemotePlan, RemoteStream,
+};
 
 /// The file of a job's spool folder that says what the job is.
 pub const META: &str = "job.json";
@@ -124,14 +126,18 @@ fn write(shared: &Shared, backup: u64) -> Outcome {
         let mut jobs = shared.backups.lock();
         jobs.get_mut(&backup).map(|j| {
             j.state = State::Writing;
-            (j.client.clone(), j.doc.clone(), j.tag, j.spools.clone())
+            let changes = j.deletions_rx.take().map(|deletions| ReceivedChanges {
+                choice: j.choice.clone(),
+                deletions,
+            });
+            (j.client.clone(), j.doc.clone(), j.tag, j.spools.clone(), changes)
         })
     };
-    let Some((client, doc, tag, spools)) = taken else {
+    let Some((client, doc, tag, spools, Some(changes))) = taken else {
         return Err(format!("backup {backup} is gone"));
     };
     shared.queue.set_state(backup, State::Writing);
-    let outcome = run(shared, backup, (&client, doc, tag), &spools);
+    let outcome = run(shared, backup, (&client, doc, tag, changes), &spools);
     let why = match &outcome {
         Ok(_) => "the job ended".to_string(),
         Err(e) => e.clone(),
@@ -148,7 +154,7 @@ fn write(shared: &Shared, backup: u64) -> Outcome {
 fn run(
     shared: &Shared,
     backup: u64,
-    (client, doc, tag): (&str, Begin, u64),
+    (client, doc, tag, changes): (&str, Begin, u64, ReceivedChanges),
     spools: &HashMap<u16, Arc<StreamSpool>>,
 ) -> Outcome {
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
@@ -156,7 +162,8 @@ fn run(
     let idle = idle_limit(shared);
     let progress = Arc::new(Progress::default());
     let mut id = None;
-    let r = tapeloom_engine::backup_received(&home, &plan, &opts, (idle, progress.clone()), |b| {
+    let job = (&plan, &opts);
+    let r = tapeloom_engine::backup_received(&home, job, changes, (idle, progress.clone()), |b| {
         id = Some(b.job_id);
         shared.queue.writing(backup, b.job_id, progress.clone());
         if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
