@@ -8,10 +8,11 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::Server;
+use server_kit::{exchange, get, Server};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::time::Duration;
 
 /// `dirs` folders of `per` files each; file `i` of folder `d` is `d{d}/f{i}`.
 fn make_tree(src: &Path, dirs: usize, per: usize) {
@@ -55,7 +56,10 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
     make_tree(&src, 4, 10);
     let s = Server::start(&home, None);
     let full = backup(&s, &alice, &src, "full");
-    assert_eq!((&full["level"], &full["set"]), (&"full".into(), &"web".into()));
+    assert_eq!(
+        (&full["level"], &full["set"]),
+        (&"full".into(), &"web".into())
+    );
     assert_eq!(full["source_files_opened"], 40, "{full}");
     let full_id = full["job_id"].as_i64().unwrap();
 
@@ -82,7 +86,10 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
 
     // The set restores on the server as the client's tree is now.
     let out = t.path().join("out");
-    ok(&home, &["restore", "--set", "web", "--to", out.to_str().unwrap()]);
+    ok(
+        &home,
+        &["restore", "--set", "web", "--to", out.to_str().unwrap()],
+    );
     assert_same_tree(&src, &out);
     let now = listed(&home, "web");
     assert!(now.contains("d1/new") && now.contains("d2/f1"), "{now:?}");
@@ -101,7 +108,10 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
     assert_eq!(diff["meta_only"], 1, "{diff}");
     assert_eq!(diff["deleted"], 2, "{diff}");
     let out2 = t.path().join("out2");
-    ok(&home, &["restore", "--set", "web", "--to", out2.to_str().unwrap()]);
+    ok(
+        &home,
+        &["restore", "--set", "web", "--to", out2.to_str().unwrap()],
+    );
     assert_same_tree(&src, &out2);
 }
 
@@ -119,6 +129,87 @@ fn a_first_incremental_runs_as_a_full_and_says_why() {
     let doc = backup(&s, &alice, &src, "incremental");
     assert_eq!(doc["level"], "full", "{doc}");
     assert_eq!(doc["base_job"], Value::Null, "{doc}");
-    assert!(doc["promoted"].as_str().unwrap().contains("no full"), "{doc}");
+    assert!(
+        doc["promoted"].as_str().unwrap().contains("no full"),
+        "{doc}"
+    );
     assert_eq!(doc["source_files_opened"], 5, "{doc}");
+}
+
+/// POSTs `body` to `path` as `token`; (status, body).
+fn post(s: &Server, token: &str, path: &str, body: &str) -> (u16, String) {
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = exchange(&s.addr, req.as_bytes(), Duration::ZERO);
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
+    (
+        head.split(' ').nth(1).unwrap().parse().unwrap(),
+        body.to_string(),
+    )
+}
+
+/// Begins a job of set `web` at `level` by hand; its Begun document.
+fn begin(s: &Server, token: &str, level: &str) -> Value {
+    let body = format!(
+        r#"{{"name":"web","set":null,"pool":null,"block_size":65536,"level":"{level}","streams":[{{"name":"s","source":"/x/s","root":"."}}]}}"#
+    );
+    let (status, body) = post(s, token, "/api/backups", &body);
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn the_base_goes_to_its_jobs_client_and_deletions_must_be_in_it() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let token = |name| {
+        ok(&home, &["server", "token", "add", name])["token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (alice, bob) = (token("alice"), token("bob"));
+    let src = t.path().join("src");
+    make_tree(&src, 1, 3);
+    let s = Server::start(&home, None);
+    let full = s.json(&alice, &["backup", src.to_str().unwrap(), "--set", "web"]);
+    let b = begin(&s, &alice, "incremental");
+    assert_eq!(
+        (&b["level"], &b["base_job"]),
+        (&"incremental".into(), &full["job_id"])
+    );
+    let id = b["backup"].as_u64().unwrap();
+    let base = format!("/api/backups/{id}/base");
+    let (status, tree) = get(&s.addr, &base, Some(&alice));
+    assert_eq!(status, 200, "{tree}");
+    let tree: Value = serde_json::from_str(&tree).unwrap();
+    let paths: BTreeSet<String> = (tree["rows"].as_array().unwrap().iter())
+        .map(|r| {
+            let bytes: Vec<u8> = serde_json::from_value(r["path"].clone()).unwrap();
+            String::from_utf8(bytes).unwrap()
+        })
+        .collect();
+    assert!(paths.contains("d0/f2"), "{paths:?}");
+    assert_eq!(get(&s.addr, &base, Some(&bob)).0, 404);
+    let deletions = format!("/api/backups/{id}/deletions");
+    let f2 = serde_json::to_string(&[(b"d0/f2".to_vec(), 1u8)]).unwrap();
+    let elsewhere = serde_json::to_string(&[(b"etc/passwd".to_vec(), 1u8)]).unwrap();
+    let (status, why) = post(&s, &alice, &deletions, &elsewhere);
+    assert_eq!(status, 400, "{why}");
+    assert!(why.contains("not in the base"), "{why}");
+    assert_eq!(post(&s, &bob, &deletions, &f2).0, 404);
+    assert_eq!(post(&s, &alice, &deletions, &f2).0, 200);
+    let (status, why) = post(&s, &alice, &deletions, &f2);
+    assert_eq!(status, 409, "{why}");
+    // A full has none.
+    let f = begin(&s, &alice, "full");
+    assert_eq!(f["base_job"], Value::Null);
+    let path = format!("/api/backups/{}/deletions", f["backup"]);
+    assert_eq!(post(&s, &alice, &path, &f2).0, 409);
+    // An unknown level is refused before the job joins the queue.
+    let bad = r#"{"name":"web","set":null,"pool":null,"block_size":65536,"level":"weekly","streams":[{"name":"s","source":"/x/s","root":"."}]}"#;
+    let (status, why) = post(&s, &alice, "/api/backups", bad);
+    assert_eq!(status, 400, "{why}");
 }

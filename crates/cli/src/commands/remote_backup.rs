@@ -90,12 +90,8 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
         Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
         None => Scan::default(),
     });
-    let streams = tapeloom_engine::pack_streams(
-        sources,
-        opts,
-        (begun.tag, begun.block_size),
-        scan.clone(),
-    )?;
+    let streams =
+        tapeloom_engine::pack_streams(sources, opts, (begun.tag, begun.block_size), scan.clone())?;
     let sent: Vec<Result<(), ServerError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = streams
             .into_iter()

@@ -330,11 +330,7 @@ impl Scan {
     /// `Catalog::tree_at` merges them, keeping only what comparing needs). A large
     /// base is read by two threads at once, each half of the paths on a
     /// connection of its own.
-    fn against_in(
-        cat: &Catalog,
-        connect: &dyn Fn() -> Result<Catalog>,
-        base: i64,
-    ) -> Result<Scan> {
+    fn against_in(cat: &Catalog, connect: &dyn Fn() -> Result<Catalog>, base: i64) -> Result<Scan> {
         let chain = cat.chain(base)?;
         let ids: Vec<i64> = chain.iter().map(|j| j.id).collect();
         let rows: u64 = chain.iter().map(|j| j.files).sum();
@@ -537,5 +533,30 @@ mod tests {
         s.unlisted(b"b");
         let d: Vec<Vec<u8>> = s.deletions().into_iter().map(|(p, _)| p).collect();
         assert_eq!(d, vec![b"a/x".to_vec(), b"c".to_vec()]);
+    }
+
+    #[test]
+    fn a_base_tree_rebuilds_the_scan_it_came_from() {
+        let mut base = HashMap::new();
+        for (p, ino) in [("b", 2), ("a", 1), ("a/x", 3)] {
+            let facts = Prev { ino, ..prev() };
+            base.insert(p.as_bytes().to_vec(), (facts, AtomicBool::new(false)));
+        }
+        let s = Scan {
+            base: Some(vec![(None, base)]),
+            ..Scan::default()
+        };
+        let tree = s.tree();
+        let paths: Vec<&[u8]> = tree.rows.iter().map(|r| r.path.as_slice()).collect();
+        assert_eq!(paths, [&b"a"[..], b"a/x", b"b"]);
+        assert!(tree.holds(b"a/x") && !tree.holds(b"c"));
+        let json = serde_json::to_vec(&tree).unwrap();
+        let back = Scan::from_tree(serde_json::from_slice(&json).unwrap());
+        assert_eq!(back.prev(b"a/x").map(|p| p.ino), Some(3));
+        assert_eq!(back.see(b"b"), s.prev(b"b"));
+        let d: Vec<Vec<u8>> = back.deletions().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(d, vec![b"a".to_vec(), b"a/x".to_vec()]);
+        // A full's scan has no base, and no deletions.
+        assert!(Scan::default().tree().rows.is_empty());
     }
 }

@@ -25,8 +25,8 @@ pub(crate) mod source;
 pub(crate) mod staged;
 pub(crate) mod weave;
 
-pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
+pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
 pub use received::{BlockCheck, Closed, Deletions, Inlet};
 pub use remote::{
     backup_received, pack_streams, Begun, Outgoing, Piece, ReceivedChanges, RemotePlan,

@@ -408,6 +408,36 @@ mod tests {
     }
 
     #[test]
+    fn deletions_are_waited_for_and_checked() {
+        let (r, _inlets) = Received::new(&[1], Duration::from_millis(50));
+        assert!(r.deletions().unwrap().is_empty(), "none expected");
+        let (tx, rx) = sync_channel(1);
+        r.expect_deletions(rx);
+        tx.send(vec![
+            (b"b".to_vec(), 1),
+            (b"a".to_vec(), 2),
+            (b"b".to_vec(), 1),
+        ])
+        .unwrap();
+        assert_eq!(
+            r.deletions().unwrap(),
+            vec![(b"a".to_vec(), 2), (b"b".to_vec(), 1)]
+        );
+        let (tx, rx) = sync_channel(1);
+        r.expect_deletions(rx);
+        tx.send(vec![(b"../etc".to_vec(), 1)]).unwrap();
+        let e = r.deletions().unwrap_err();
+        assert!(
+            matches!(e, Error::Received(ReceiveError::Deletions(_))),
+            "{e}"
+        );
+        let (_tx, rx) = sync_channel(1);
+        r.expect_deletions(rx);
+        let e = r.deletions().unwrap_err();
+        assert!(e.to_string().contains("none came"), "{e}");
+    }
+
+    #[test]
     fn a_stream_dropped_by_its_sender_is_cut() {
         let (r, inlets) = Received::new(&[1], Duration::from_secs(5));
         drop(inlets);

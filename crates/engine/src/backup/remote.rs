@@ -4,8 +4,8 @@
 //! as a stage seals them: zero volume, their seq as LBN), and the writing side
 //! ([`backup_received`], the job run with [`super::received`] lanes).
 
-use super::plan::{BackupOptions, Pending, Plan, Via};
 use super::changes::{Scan, SetChoice};
+use super::plan::{BackupOptions, Pending, Plan, Via};
 use super::received::{Deletions, Inlet, Received};
 use super::{begin_job, job_pool, mount_all, pending, run_and_finish, weave::JobShared};
 use super::{BackupReport, Progress};

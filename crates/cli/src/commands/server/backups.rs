@@ -33,9 +33,9 @@ use super::spool::{Budget, Closed, Item, StreamSpool};
 use crate::net::http::{Frame, Frames, HttpError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
 use tapeloom_format::Level;
 

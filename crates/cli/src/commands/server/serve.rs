@@ -242,9 +242,11 @@ fn route(
     let streamed =
         req.method == "POST" && matches!(segments.as_slice(), [_, _, _, _, "streams", _]);
     // A job's deletions may be larger than other bodies: read once its token is known.
-    let deletions = req.method == "POST" && matches!(segments.as_slice(), [_, _, _, _, "deletions"]);
+    let deletions = backup_route
+        && req.method == "POST"
+        && matches!(segments.as_slice(), [_, _, _, _, "deletions"]);
     let mut rest = Some(rest);
-    if !streamed && !(backup_route && deletions) {
+    if !(streamed || deletions) {
         let rest = rest.take().unwrap_or_default();
         req.body = http::read_body(tls, &shared.limits, length, rest)?;
     }

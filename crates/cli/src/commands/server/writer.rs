@@ -130,7 +130,13 @@ fn write(shared: &Shared, backup: u64) -> Outcome {
                 choice: j.choice.clone(),
                 deletions,
             });
-            (j.client.clone(), j.doc.clone(), j.tag, j.spools.clone(), changes)
+            (
+                j.client.clone(),
+                j.doc.clone(),
+                j.tag,
+                j.spools.clone(),
+                changes,
+            )
         })
     };
     let Some((client, doc, tag, spools, Some(changes))) = taken else {
