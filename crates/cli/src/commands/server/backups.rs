@@ -647,6 +647,9 @@ pub fn deletions(
     if job.choice.base.is_none() {
         return Answer::error(409, "a full backup has no deletions");
     }
+    if job.deletions_tx.is_none() {
+        return Answer::error(409, &format!("backup {backup}'s deletions came already"));
+    }
     if let Some((p, _)) = list.iter().find(|(p, _)| !job.base.holds(p)) {
         let why = format!("{} is not in the base", tapeloom_engine::display_path(p));
         return Answer::error(400, &why);
@@ -658,6 +661,8 @@ pub fn deletions(
     if tx.send(list).is_err() {
         return Answer::error(409, &format!("backup {backup} is over"));
     }
+    // The client compared with the base already: its tree is not needed again.
+    job.base = Arc::default();
     #[derive(serde::Serialize)]
     struct Taken {
         deletions: usize,
