@@ -98,7 +98,7 @@ def run_case(a, work, name, start_rate):
                                              "--limit-rate", a.rate),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for src, tok in zip(srcs, tokens)]
-        most_in, most_spooled, all_received = 0, 0, None
+        most_in, most_spooled, all_received = 0, 0, None  # all_received: no job left waiting or receiving
         while any(p.poll() is None for p in procs):
             q = subprocess.run(client_cmd(a.bin, url, fp, admin, "--json", "queue"),
                                capture_output=True, text=True)
@@ -139,7 +139,7 @@ def run_case(a, work, name, start_rate):
         return {
             "clients": a.clients, "rate": a.rate, "size_per_client": a.size,
             "start_rate_mb_s": start_rate, "wall_seconds": round(wall, 1),
-            "seconds_until_all_received": None if all_received is None else round(all_received, 1),
+            "seconds_until_last_job_on_a_drive": None if all_received is None else round(all_received, 1),
             "most_jobs_let_in_at_once": most_in, "most_spooled_bytes": most_spooled,
             "backhitches": sum(j["backhitches"] for j in jobs),
             "all_ok": all(j["status"] == "ok" for j in jobs),
