@@ -94,6 +94,27 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
     let now = listed(&home, "web");
     assert!(now.contains("d1/new") && now.contains("d2/f1"), "{now:?}");
     assert!(!now.contains("d2/f0") && !now.contains("d2/f5"), "{now:?}");
+    // The client lists the set through the server as the server's home lists it,
+    // at its latest job and at the full; another client's token gets a 404.
+    let local = ok(&home, &["ls", "--set", "web"]);
+    assert_eq!(s.json(&alice, &["ls", "--set", "web"]), local);
+    let at_full = ["ls", "--set", "web", "--at", &full_id.to_string(), "d2"].map(String::from);
+    let at_full: Vec<&str> = at_full.iter().map(String::as_str).collect();
+    let remote_full = s.json(&alice, &at_full);
+    assert_eq!(remote_full, ok(&home, &at_full));
+    // d2 and its 10 files, d2/f0 and d2/f5 among them at the full.
+    assert_eq!(
+        remote_full["entries"].as_array().unwrap().len(),
+        11,
+        "{remote_full}"
+    );
+    let bob = ok(&home, &["server", "token", "add", "bob"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, out_b, err) = s.client(&bob, &["ls", "--set", "web"]);
+    assert_eq!((code, out_b.as_str()), (1, ""), "{err}");
+    assert!(err.contains("404"), "{err}");
 
     // A second incremental is relative to the first; a differential to the full.
     write(&src.join("d0/f7"), b"day two");

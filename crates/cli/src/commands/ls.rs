@@ -3,7 +3,6 @@
 
 use super::Context;
 use crate::net::client::Remote;
-use crate::net::error::ServerError;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -64,11 +63,18 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     }
     let path = path.pop();
     if let Some(server) = a.remote.resolve()? {
-        let job = job.ok_or(ServerError::NotServed("ls --set"))?;
-        let query = path.as_ref().map_or_else(String::new, |p| {
-            let p = crate::net::http::percent_encode(p.as_os_str().as_bytes());
-            format!("?path={p}")
-        });
+        let enc = crate::net::http::percent_encode;
+        let path_q = path
+            .as_ref()
+            .map(|p| format!("path={}", enc(p.as_os_str().as_bytes())));
+        let Some(job) = job else {
+            let set = a.set.clone().unwrap_or_default();
+            let mut q = vec![format!("set={}", enc(set.as_bytes()))];
+            q.extend(a.at.as_ref().map(|t| format!("at={}", enc(t.as_bytes()))));
+            q.extend(path_q);
+            return Ok(server.get_json(&format!("/api/sets/files?{}", q.join("&")))?);
+        };
+        let query = path_q.map_or_else(String::new, |q| format!("?{q}"));
         return Ok(server.get_json(&format!("/api/jobs/{job}/files{query}"))?);
     }
     let home = ctx.open_home()?;
@@ -134,28 +140,56 @@ pub fn job_listing(
 /// `ls --set NAME [--at TIME] [PATH]`.
 fn list_set(cat: &Catalog, a: &Args, path: Option<PathBuf>, ctx: &Context) -> Result<Listing> {
     let set = a.set.clone().unwrap_or_default();
-    let paths: Vec<Vec<u8>> = path
-        .iter()
-        .map(|p| p.as_os_str().as_bytes().to_vec())
-        .collect();
-    let (job, tree) = tapeloom_engine::set_tree(cat, &set, a.at.as_deref(), &paths)?;
+    let path = path.as_ref().map(|p| p.as_os_str().as_bytes());
+    let human = ctx.human();
+    let listing = set_listing(
+        cat,
+        (&set, a.at.as_deref(), path),
+        |_| true,
+        |e| {
+            human.then(|| e.print());
+            !human
+        },
+    )?;
+    Ok(listing)
+}
+
+/// The listing of set `set` at `at` under `path`: each entry handed to `each`,
+/// kept when it says so. `visible` is asked of every job whose rows the tree
+/// holds; a tree with a row of a job it refuses is [`JobError::NoJob`] of the
+/// set's job, as for a set that does not exist.
+pub fn set_listing(
+    cat: &Catalog,
+    (set, at, path): (&str, Option<&str>, Option<&[u8]>),
+    visible: impl Fn(&tapeloom_catalog::Job) -> bool,
+    mut each: impl FnMut(&Entry) -> bool,
+) -> Result<Listing, tapeloom_engine::Error> {
+    let paths: Vec<Vec<u8>> = path.iter().map(|p| p.to_vec()).collect();
+    let (job, tree) = tapeloom_engine::set_tree(cat, set, at, &paths)?;
     let mut vols: HashMap<i64, Vec<JobVolume>> = HashMap::new();
     let mut entries = Vec::new();
     for f in tree.values() {
         let v = match vols.entry(f.job) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(cat.job_volumes(f.job)?),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let shown = cat.job(f.job)?.is_some_and(|j| visible(&j));
+                if !shown {
+                    return Err(JobError::NoJob(job.id).into());
+                }
+                e.insert(cat.job_volumes(f.job)?)
+            }
         };
         let e = Entry::new(&f.row, v);
-        if ctx.human() {
-            e.print();
-        } else {
+        if each(&e) {
             entries.push(e);
         }
     }
+    if !visible(&job) {
+        return Err(JobError::NoJob(job.id).into());
+    }
     Ok(Listing {
         job_id: job.id,
-        set: Some(set),
+        set: Some(set.to_string()),
         entries,
     })
 }

@@ -181,6 +181,7 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
         ["", "api", "status"] => super::status::answer(shared, cat, &token),
         ["", "api", "jobs", id, "report.svg"] => super::status::report_svg(cat, &token, id),
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
+        ["", "api", "sets", "files"] => list_set(cat, &token, req),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
         ["", "metrics"] => match metrics.render(&shared.queue, cat) {
             Ok(text) => Ok(Answer {
@@ -217,6 +218,27 @@ pub fn may_see(token: &Token, client: Option<&str>) -> bool {
 fn list_jobs(cat: &Catalog, token: &Token) -> Result<Answer, Error> {
     let doc = jobs::list(cat, |j| may_see(token, j.client.as_deref()))?;
     Ok(Answer::json(&doc))
+}
+
+/// `GET /api/sets/files?set=NAME[&at=TIME][&path=P]`: the set's tree at a point in
+/// time, when the token may see every job it takes rows from (else 404).
+fn list_set(cat: &Catalog, token: &Token, req: &Request) -> Result<Answer, Error> {
+    let text = |k| {
+        req.param(k)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    let Some(set) = text("set").filter(|s| !s.is_empty()) else {
+        return Ok(Answer::error(400, "a set's listing needs set=NAME"));
+    };
+    let path = req.param("path").filter(|p| !p.is_empty());
+    let at = text("at");
+    let listing = ls::set_listing(
+        cat,
+        (&set, at.as_deref(), path),
+        |j| may_see(token, j.client.as_deref()),
+        |_| true,
+    )?;
+    Ok(Answer::json(&listing))
 }
 
 fn list_files(
