@@ -115,6 +115,21 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
     let (code, out_b, err) = s.client(&bob, &["ls", "--set", "web"]);
     assert_eq!((code, out_b.as_str()), (1, ""), "{err}");
     assert!(err.contains("404"), "{err}");
+    // Nor may another client back up into alice's set (it would be sent her tree).
+    let args = [
+        "backup",
+        src.to_str().unwrap(),
+        "--set",
+        "web",
+        "--level",
+        "incremental",
+    ];
+    let (code, out_b, err) = s.client(&bob, &args);
+    assert_eq!((code, out_b.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("not this client's") && err.trim().lines().count() == 1,
+        "{err}"
+    );
 
     // A second incremental is relative to the first; a differential to the full.
     write(&src.join("d0/f7"), b"day two");

@@ -223,7 +223,7 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
     if let Some(a) = refused(shared, &doc) {
         return a;
     }
-    let (choice, base) = match choose(shared, &doc) {
+    let (choice, base) = match choose(shared, client, &doc) {
         Ok(c) => c,
         Err(a) => return a,
     };
@@ -268,13 +268,25 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
     None
 }
 
-/// The set, level and base of a job asked for, and the base's tree.
-fn choose(shared: &Shared, doc: &Begin) -> Result<(SetChoice, BaseTree), Answer> {
+/// The set, level and base of a job `client` asked for, and the base's tree. A
+/// client's sets are its own: a set holding another's jobs (or the server's own)
+/// is refused, so that no client is sent another's tree or chained to its jobs.
+fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, BaseTree), Answer> {
     let Some(level) = level_named(&doc.level) else {
         let why = format!("no level {}: full, incremental or differential", doc.level);
         return Err(Answer::error(400, &why));
     };
     let set = doc.set.clone().unwrap_or_else(|| doc.name.clone());
+    let unread = |e: &dyn std::fmt::Display| {
+        eprintln!("tapeloom server: read set {set}: {e}");
+        Answer::error(503, &format!("set {set} cannot be read"))
+    };
+    let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).map_err(|e| unread(&e))?;
+    let jobs = cat.set_jobs(&set).map_err(|e| unread(&e))?;
+    if jobs.iter().any(|j| j.client.as_deref() != Some(client)) {
+        let why = format!("set {set} holds jobs that are not this client's: give another --set");
+        return Err(Answer::error(409, &why));
+    }
     tapeloom_engine::choose_set(&shared.home, &set, level).map_err(|e| {
         eprintln!("tapeloom server: choose the base of set {set}: {e}");
         Answer::error(503, &format!("the base of set {set} cannot be read"))
