@@ -91,6 +91,18 @@ impl JobCrypt {
     }
 }
 
+/// The data key of job `job` from its `JobKey` record's body `record` (as the
+/// catalog keeps it) and the master keys given, with the job's tag the record
+/// names: what a restore through a server needs to open the job's blocks, the
+/// key staying on the machine that places them. Refused naming both keys'
+/// fingerprints when none of `keys` is the job's.
+pub fn job_data_key(keys: &[MasterKey], job: i64, record: &[u8]) -> Result<(u64, DataKey)> {
+    let record = JobKey::decode(record)?;
+    let tag = record.job_tag;
+    let c = JobCrypt::unwrap(keys, &job.to_string(), record)?;
+    Ok((tag, c.data))
+}
+
 /// Creates a key file at `path` (which must not exist; mode 0600) holding a new
 /// random master key protected by `passphrase`.
 pub fn create_key_file(path: &Path, passphrase: &[u8], kdf: KdfParams) -> Result<KeyFile> {

@@ -126,10 +126,6 @@ pub enum JobError {
         /// Its status.
         status: &'static str,
     },
-    /// An encrypted job's blocks are not handed to another machine: the key stays
-    /// where the job is.
-    #[error("job {0} is encrypted: restore it on the server's machine, with its key")]
-    EncryptedHandoff(i64),
     /// The job has no volume: it wrote nothing.
     #[error("job {0} wrote nothing to tape")]
     NothingOnTape(i64),

@@ -136,6 +136,11 @@ impl KeyArg {
         self.key.is_some()
     }
 
+    /// The key file's master key unlocked, when one was given.
+    pub fn keys(&self) -> Result<Vec<MasterKey>> {
+        self.key.iter().map(|f| unlock(f)).collect()
+    }
+
     /// Unlocks the key file, when one was given, and gives its key to the home.
     pub fn give(&self, home: &mut Home) -> Result<()> {
         if let Some(f) = &self.key {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_engine::{BlockRestore, Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
-use tapeloom_format::MAX_BLOCK_SIZE;
+use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -195,7 +195,10 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     };
     if let Some(server) = server {
         let job = job.ok_or(ServerError::NotServed("restore --set"))?;
-        return remote(&server, job, &opts);
+        // The key file is read and unlocked here, before the server is asked: the
+        // key never leaves this machine.
+        let keys = a.key.keys()?;
+        return remote(&server, (job, keys), &opts);
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
@@ -219,9 +222,11 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
 }
 
 /// Restores job `job` from `server`: the server reads the blocks, this machine
-/// checks, decodes and places them under `opts.to` as a local restore does. The
-/// restore folder is made only once the server has agreed to serve the job.
-fn remote(server: &Server, job: i64, opts: &RestoreOptions) -> Result<Restored> {
+/// checks, decodes and places them under `opts.to` as a local restore does; an
+/// encrypted job's blocks are opened here with the job's data key, which `keys`
+/// unwrap. The restore folder is made only once the server has agreed to serve
+/// the job and its key was opened.
+fn remote(server: &Server, (job, keys): (i64, Vec<MasterKey>), opts: &RestoreOptions) -> Result<Restored> {
     let query: Vec<String> = (opts.paths.iter())
         .map(|p| format!("path={}", crate::net::http::percent_encode(p)))
         .collect();
@@ -229,29 +234,18 @@ fn remote(server: &Server, job: i64, opts: &RestoreOptions) -> Result<Restored> 
         true => format!("/api/jobs/{job}/restore"),
         false => format!("/api/jobs/{job}/restore?{}", query.join("&")),
     };
-    let mut placing: Option<BlockRestore> = None;
+    let mut placing = Placing {
+        job,
+        keys,
+        key: None,
+        br: None,
+    };
     let trailer = server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| {
-        let br = match &mut placing {
-            Some(b) => b,
-            None => placing.insert(BlockRestore::new(opts)?),
-        };
-        match f {
-            Frame::Block(b) => br.block(&b)?,
-            Frame::Note(n) => match Notice::parse(&n) {
-                Some(Notice::Want(p)) => br.want(p),
-                Some(Notice::LeftOut(p)) => br.left_out(p),
-                Some(Notice::Bad(p, why)) => br.bad(&p, &why),
-                None => return Err(ServerError::BadAnswer("a note of no kind".into()).into()),
-            },
-        }
-        Ok(())
+        placing.frame(f, opts)
     })?;
     let t: Trailer = serde_json::from_slice(&trailer)
         .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
-    let br = match placing {
-        Some(b) => b,
-        None => BlockRestore::new(opts)?,
-    };
+    let br = placing.take(opts)?;
     let names = (t.streams.iter())
         .map(|(id, n, _)| (*id, n.clone()))
         .collect();
@@ -278,6 +272,82 @@ fn remote(server: &Server, job: i64, opts: &RestoreOptions) -> Result<Restored> 
     r.source = source(&t.source);
     (r.job, r.jobs) = (job, vec![job]);
     Ok(Restored::new(job, &r))
+}
+
+/// A restore through the server as its frames come: the job's key opened from
+/// its note, then the restore started at the first other frame.
+struct Placing {
+    job: i64,
+    /// The master keys given (`--key`).
+    keys: Vec<MasterKey>,
+    /// An encrypted job's tag and data key, once its note came.
+    key: Option<(u64, DataKey)>,
+    br: Option<BlockRestore>,
+}
+
+impl Placing {
+    /// Takes one frame of the answer.
+    fn frame(&mut self, f: Frame, opts: &RestoreOptions) -> Result<()> {
+        let block = match f {
+            Frame::Block(b) => b,
+            Frame::Note(n) => {
+                let note = Notice::parse(&n)
+                    .ok_or_else(|| ServerError::BadAnswer("a note of no kind".into()))?;
+                return self.note(note, opts);
+            }
+        };
+        Ok(self.started(opts)?.block(&block)?)
+    }
+
+    /// Takes one note: the job's key, which must come first, or one of the
+    /// restore's.
+    fn note(&mut self, note: Notice, opts: &RestoreOptions) -> Result<()> {
+        if let Notice::JobKey(record) = note {
+            if self.br.is_some() || self.key.is_some() {
+                let e = "the job's key after its first frame";
+                return Err(ServerError::BadAnswer(e.into()).into());
+            }
+            self.key = Some(tapeloom_engine::job_data_key(
+                &self.keys, self.job, &record,
+            )?);
+            return Ok(());
+        }
+        let br = self.started(opts)?;
+        match note {
+            Notice::Want(p) => br.want(p),
+            Notice::LeftOut(p) => br.left_out(p),
+            Notice::Bad(p, why) => br.bad(&p, &why),
+            Notice::JobKey(_) => {}
+        }
+        Ok(())
+    }
+
+    /// The restore, started (its folder made) at the first frame that is not the
+    /// job's key.
+    fn started(&mut self, opts: &RestoreOptions) -> Result<&mut BlockRestore> {
+        let br = match self.br.take() {
+            Some(br) => br,
+            None => self.fresh(opts)?,
+        };
+        Ok(self.br.insert(br))
+    }
+
+    /// The restore, started when no frame came.
+    fn take(mut self, opts: &RestoreOptions) -> Result<BlockRestore> {
+        match self.br.take() {
+            Some(br) => Ok(br),
+            None => self.fresh(opts),
+        }
+    }
+
+    /// A new restore, given the job's data key when it is encrypted.
+    fn fresh(&mut self, opts: &RestoreOptions) -> Result<BlockRestore> {
+        let br = BlockRestore::new(opts)?;
+        Ok(match self.key.take() {
+            Some((tag, key)) => br.with_key(tag, key),
+            None => br,
+        })
+    }
 }
 
 /// The source a server names (`Source::as_str`).

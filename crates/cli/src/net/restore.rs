@@ -2,9 +2,13 @@
 //! `GET /api/jobs/ID/restore?path=P...` is, after its head (no `Content-Length`;
 //! the connection's close ends it), a body of frames (`http::Frames`):
 //!
-//! 1. notes of the selection ([`Notice::Want`] per wanted entry when paths were
-//!    asked, [`Notice::LeftOut`] per entry the job could not store whole);
-//! 2. each block as stored, in the order the drives read them, with a
+//! 1. for an encrypted job, first, a [`Notice::JobKey`]: the job's `JobKey`
+//!    record (FORMAT.md 5.8) as the catalog keeps it, its data key wrapped by the
+//!    master key whose fingerprint it names (the server never holds the key
+//!    file; the client unwraps it and opens each block);
+//!    then notes of the selection ([`Notice::Want`] per wanted entry when paths
+//!    were asked, [`Notice::LeftOut`] per entry the job could not store whole);
+//! 2. each block as stored (an encrypted job's still sealed), in the order the drives read them, with a
 //!    [`Notice::Bad`] for each entry of a block that could not be read;
 //! 3. the closing zero-length frame, then the trailer: a `u32` little-endian
 //!    length and a [`Trailer`] JSON document (the server's figures, or why its
@@ -20,6 +24,8 @@ pub const MAX_TRAILER: usize = 64 * 1024;
 const WANT: &str = "want";
 /// The reason word of a left-out entry's note.
 const LEFT_OUT: &str = "left-out";
+/// The reason word of an encrypted job's key note.
+const JOB_KEY: &str = "job-key";
 /// The prefix of a bad block's note.
 const BAD: &str = "bad: ";
 
@@ -32,6 +38,9 @@ pub enum Notice {
     LeftOut(Vec<u8>),
     /// The entry was in a block that could not be read, for this reason.
     Bad(Vec<u8>, String),
+    /// The job is encrypted: the body of its `JobKey` record (in the note's
+    /// path place).
+    JobKey(Vec<u8>),
 }
 
 impl Notice {
@@ -41,6 +50,7 @@ impl Notice {
             Notice::Want(p) => Frame::note(p, WANT),
             Notice::LeftOut(p) => Frame::note(p, LEFT_OUT),
             Notice::Bad(p, why) => Frame::note(p, &format!("{BAD}{why}")),
+            Notice::JobKey(k) => Frame::note(k, JOB_KEY),
         }
     }
 
@@ -50,6 +60,7 @@ impl Notice {
         match why.as_str() {
             WANT => Some(Notice::Want(path)),
             LEFT_OUT => Some(Notice::LeftOut(path)),
+            JOB_KEY => Some(Notice::JobKey(path)),
             w => Some(Notice::Bad(path, w.strip_prefix(BAD)?.to_string())),
         }
     }
@@ -97,6 +108,7 @@ mod tests {
             Notice::Want(b"a/b".to_vec()),
             Notice::LeftOut(b"\xffx".to_vec()),
             Notice::Bad(b"c".to_vec(), "block 7 of L1 is bad: medium error".into()),
+            Notice::JobKey(vec![0, 1, 0xff]),
         ] {
             let Frame::Note(bytes) = n.frame() else {
                 panic!("not a note");

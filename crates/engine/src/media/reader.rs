@@ -52,6 +52,8 @@ pub(crate) struct JobReader {
     expanded: Vec<u8>,
     /// The job's data key, when it is encrypted.
     key: Option<DataKey>,
+    /// Encrypted blocks are passed on sealed when there is no key.
+    sealed: bool,
     is_expanded: bool,
     /// Blocks read.
     pub blocks_read: u64,
@@ -122,6 +124,7 @@ impl JobReader {
             len: 0,
             expanded: Vec::new(),
             key: None,
+            sealed: false,
             is_expanded: false,
             blocks_read: 0,
             bytes_read: 0,
@@ -146,6 +149,15 @@ impl JobReader {
     /// blocks.
     pub fn with_key(mut self, key: Option<DataKey>) -> Self {
         self.key = key;
+        self
+    }
+
+    /// Passes an encrypted block on as read, sealed and unopened, when there is no
+    /// key (a restore read here and placed by the key's holder, who opens it): its
+    /// header is checked, its payload is not ([`JobReader::block`] is then the
+    /// block as read).
+    pub fn sealed(mut self, sealed: bool) -> Self {
+        self.sealed = sealed;
         self
     }
 
@@ -406,6 +418,9 @@ impl JobReader {
             Ok(h) if h.job_tag != self.job_tag => None,
             Ok(h) if h.lbn != lbn || h.volume != uuid => {
                 bad(format!("block says it is block {} of another place", h.lbn))
+            }
+            Ok(header) if header.encrypted && self.key.is_none() && self.sealed => {
+                Some(Got::Block { seq, lbn, header })
             }
             Ok(header) if header.compressed || header.encrypted => {
                 match open_block(

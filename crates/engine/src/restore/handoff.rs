@@ -5,6 +5,11 @@
 //! places them with the same decoders and restorer as a local restore. Nothing
 //! the reading side sends is trusted: a block that fails its checks is lost as a
 //! bad block on tape is, and paths are checked by the placer as for tape.
+//!
+//! An encrypted job is read without its key: its blocks are handed on sealed, as
+//! stored (the plan comes from the catalog, never from their contents), and the
+//! placing side, given the job's data key ([`crate::job_data_key`]), opens each
+//! one, its tag checked, before decoding it.
 
 use super::plan::{self, select};
 use super::restorer::Restorer;
@@ -16,7 +21,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Instant;
 use tapeloom_catalog::FileRow;
-use tapeloom_format::{expand_block, BlockHeader};
+use tapeloom_format::{open_block, BlockHeader, DataKey};
 
 /// Takes the blocks a restore reads, in the order the drives read them (the
 /// blocks of several drives interleaved, each stream's in order).
@@ -36,8 +41,9 @@ pub trait BlockSink: Send {
 
 /// Reads what a restore of job `job_id` with `opts` reads (`opts.to` unused) and
 /// hands it to `sink`. Returns the reading's figures: blocks, mounts, locates,
-/// chains, drives, stage reads and seconds; nothing is placed. An encrypted job
-/// is refused: its blocks would need its key on the other side.
+/// chains, drives, stage reads and seconds; nothing is placed. An encrypted job's
+/// blocks are handed on sealed (those of a disk stage are in clear, as stored):
+/// no key is needed here.
 pub fn read_blocks(
     home: &Home,
     job_id: i64,
@@ -47,9 +53,6 @@ pub fn read_blocks(
     let t0 = Instant::now();
     let cat = &home.catalog;
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
-    if job.key.is_some() {
-        return Err(JobError::EncryptedHandoff(job_id).into());
-    }
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
     sink.selection(want.as_ref(), &plan::left_out(cat, job_id)?)?;
@@ -91,8 +94,11 @@ pub struct BlockRestore {
     restorer: Restorer,
     streams: Streams,
     expanded: Vec<u8>,
-    /// The job's tag, from its first block on: a block of another job is refused.
+    /// The job's tag, from its first block on (from its key, when it is
+    /// encrypted): a block of another job is refused.
     tag: Option<u64>,
+    /// The job's data key, when it is encrypted.
+    key: Option<DataKey>,
     /// Blocks taken, refused ones included.
     pub blocks: u64,
     /// Bytes of the blocks taken.
@@ -110,10 +116,19 @@ impl BlockRestore {
             streams: Streams::default(),
             expanded: Vec::new(),
             tag: None,
+            key: None,
             blocks: 0,
             bytes: 0,
             t0: Instant::now(),
         })
+    }
+
+    /// Opens the encrypted blocks of job `tag` with its data `key`
+    /// ([`crate::job_data_key`]); blocks of any other job are refused.
+    pub fn with_key(mut self, tag: u64, key: DataKey) -> Self {
+        self.tag = Some(tag);
+        self.key = Some(key);
+        self
     }
 
     /// Wants the entry at `path` (a restore of chosen paths).
@@ -149,26 +164,33 @@ impl BlockRestore {
                 return Ok(());
             }
         };
-        let payload = match header.compressed {
-            true => header.payload(&self.expanded),
+        // An opened block is its header and plain payload, as stored in clear.
+        let clear = BlockHeader {
+            compressed: false,
+            encrypted: false,
+            ..header
+        };
+        let payload = match header.compressed || header.encrypted {
+            true => clear.payload(&self.expanded),
             false => header.payload(block),
         };
         let at = (0, header.lbn);
         (self.streams).feed(&header, payload, at, None, &mut self.restorer)
     }
 
-    /// The block's header, checked, its payload expanded into `expanded` when it
-    /// is compressed; or why the block is refused.
+    /// The block's header, checked, its payload opened into `expanded` when it is
+    /// encrypted (its tag checked) or compressed; or why the block is refused.
     fn open(&mut self, block: &[u8]) -> std::result::Result<BlockHeader, String> {
         let header = BlockHeader::open(block).map_err(|e| e.to_string())?;
-        if header.encrypted {
-            return Err("it is encrypted".into());
+        if header.encrypted && self.key.is_none() {
+            return Err("it is encrypted and no key was given".into());
         }
         if *self.tag.get_or_insert(header.job_tag) != header.job_tag {
             return Err("it is another job's".into());
         }
-        if header.compressed {
-            expand_block(&header, block, &mut self.expanded).map_err(|e| e.to_string())?;
+        if header.compressed || header.encrypted {
+            open_block(&header, block, self.key.as_ref(), &mut self.expanded)
+                .map_err(|e| e.to_string())?;
         }
         Ok(header)
     }

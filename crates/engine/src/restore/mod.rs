@@ -575,6 +575,7 @@ impl Shared<'_> {
             Some(drive),
         )
         .with_key(job.key.clone())
+        .sealed(matches!(self.out, Out::Hand(_)))
     }
 
     /// The restorer the drives feed, when the blocks are placed here.

@@ -3,7 +3,9 @@
 //! paths asked) would read, and streams them to the client as they come off tape
 //! (`crate::net::restore` gives the answer's shape); the client decodes and places
 //! them. A client token restores only its own jobs: another's is a 404, and
-//! nothing is read.
+//! nothing is read. An encrypted job is read without its key: its blocks go out
+//! sealed, after a note with its wrapped data key (from the catalog), which only
+//! the client's key file opens.
 
 use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
@@ -34,7 +36,7 @@ pub fn serve(
         Ok(t) => t,
         Err(a) => return Served::Refused(a),
     };
-    let Some(id) = visible(cat, &token, id) else {
+    let Some((id, key)) = visible(cat, &token, id) else {
         return Served::Refused(Answer::error(404, &format!("no job {id}")));
     };
     let opts = RestoreOptions {
@@ -48,7 +50,11 @@ pub fn serve(
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
     };
-    let mut out = FrameOut { tls, head: false };
+    let mut out = FrameOut {
+        tls,
+        head: false,
+        key,
+    };
     let read = tapeloom_engine::read_blocks(&home, id, &opts, &mut out);
     if !out.head {
         // Refused before the selection: nothing was streamed yet.
@@ -70,11 +76,13 @@ pub fn serve(
     Served::Streamed
 }
 
-/// The job `id`, when `token` may see it.
-fn visible(cat: &Catalog, token: &Token, id: &str) -> Option<i64> {
+/// The job `id` and, when it is encrypted, its `JobKey` record's body, when
+/// `token` may see it.
+fn visible(cat: &Catalog, token: &Token, id: &str) -> Option<(i64, Option<Vec<u8>>)> {
     let id = id.parse::<i64>().ok()?;
     let job = cat.job(id).ok()??;
-    api::may_see(token, job.client.as_deref()).then_some(id)
+    let key = job.key.map(|(_, record)| record);
+    api::may_see(token, job.client.as_deref()).then_some((id, key))
 }
 
 /// The answer's body, written as the blocks come.
@@ -82,6 +90,8 @@ struct FrameOut<'a> {
     tls: &'a mut Tls,
     /// The answer's head was written.
     head: bool,
+    /// The job's `JobKey` record's body, when it is encrypted: the body's first note.
+    key: Option<Vec<u8>>,
 }
 
 fn io(e: std::io::Error) -> Error {
@@ -164,6 +174,9 @@ impl BlockSink for FrameOut<'_> {
                     Connection: close\r\nCache-Control: no-store\r\n\r\n";
         self.tls.write_all(head.as_bytes()).map_err(io)?;
         self.head = true;
+        if let Some(k) = self.key.take() {
+            self.frame(Notice::JobKey(k).frame()).map_err(io)?;
+        }
         for p in want.into_iter().flatten() {
             self.frame(Notice::Want(p.clone()).frame()).map_err(io)?;
         }

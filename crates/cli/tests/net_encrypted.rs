@@ -1,0 +1,261 @@
+//! `tapeloom restore JOB --server URL --key FILE` of an encrypted job: the server
+//! reads its blocks sealed, without any key, and sends them with the job's
+//! wrapped data key; the client unwraps it with its key file and opens each
+//! block. A wrong or missing key is refused in one line before anything is
+//! written, and a damaged block is named as a local restore names it.
+
+mod common;
+#[path = "common/server_kit.rs"]
+mod server_kit;
+use common::*;
+use serde_json::Value;
+use server_kit::Server;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PASSPHRASE: &str = "correct horse battery staple";
+
+/// A home with an encrypted job (64 KiB blocks, stored uncompressed), the key
+/// file that made it, an admin token and the server running on it.
+struct Setup {
+    t: tempfile::TempDir,
+    home: PathBuf,
+    src: PathBuf,
+    key: PathBuf,
+    fingerprint: String,
+    admin: String,
+    server: Server,
+    job: String,
+}
+
+fn p(x: &Path) -> &str {
+    x.to_str().unwrap()
+}
+
+/// Runs tapeloom with the passphrase in the environment: (code, stdout, stderr).
+fn tl(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
+        .env_remove("TAPELOOM_SERVER")
+        .args(args)
+        .output()
+        .expect("run tapeloom");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tl_json(args: &[&str]) -> Value {
+    let (code, out, err) = tl(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// A key file with a cheap Argon2 cost; its short fingerprint.
+fn key_create(home: &Path, key: &Path) -> String {
+    let v = tl_json(&[
+        "--home",
+        p(home),
+        "--json",
+        "key",
+        "create",
+        p(key),
+        "--kdf-memory",
+        "64K",
+        "--kdf-passes",
+        "1",
+    ]);
+    v["short"].as_str().unwrap().to_string()
+}
+
+fn setup() -> Setup {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 1, 4, "64M");
+    let src = t.path().join("src");
+    write(&src.join("figures.ods"), &b"PLAIN-FIGURES\n".repeat(20_000));
+    write(&src.join("diary.txt"), &noise(3, 300_000));
+    write(&src.join("photos/beach.raw"), &noise(4, 700_000));
+    let key = t.path().join("k.key");
+    let fingerprint = key_create(&home, &key);
+    let job = tl_json(&[
+        "--home",
+        p(&home),
+        "--json",
+        "backup",
+        p(&src),
+        "--encrypt",
+        p(&key),
+        "--block-size",
+        "64K",
+        "--compress",
+        "none",
+    ])["job_id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"]);
+    let admin = admin["token"].as_str().unwrap().to_string();
+    let server = Server::start(&home, None);
+    Setup {
+        t,
+        home,
+        src,
+        key,
+        fingerprint,
+        admin,
+        server,
+        job,
+    }
+}
+
+impl Setup {
+    /// `restore JOB --to out [extra]` through the server, with the admin token.
+    fn net(&self, out: &Path, extra: &[&str]) -> (i32, String, String) {
+        let mut a = vec!["--json", "restore", &self.job, "--to", p(out)];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--server", &self.server.url]);
+        a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
+        a.extend_from_slice(&["--token", &self.admin]);
+        tl(&a)
+    }
+
+    /// The same restore on the server's machine.
+    fn local(&self, out: &Path, extra: &[&str]) -> (i32, String, String) {
+        let mut a = vec!["--home", p(&self.home), "--json", "restore", &self.job];
+        a.extend_from_slice(&["--to", p(out)]);
+        a.extend_from_slice(extra);
+        tl(&a)
+    }
+}
+
+fn is_empty_or_absent(p: &Path) -> bool {
+    std::fs::read_dir(p).map_or(true, |mut d| d.next().is_none())
+}
+
+#[test]
+fn an_encrypted_job_restores_identical_through_the_server_with_the_key_on_the_client() {
+    let s = setup();
+    let out = s.t.path().join("net");
+    let (code, doc, err) = s.net(&out, &["--key", p(&s.key)]);
+    assert_eq!(code, 0, "{err}");
+    assert_same_tree(&s.src, &out);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let local = s.t.path().join("local");
+    let (code, l, err) = s.local(&local, &["--key", p(&s.key)]);
+    assert_eq!(code, 0, "{err}");
+    let l: Value = serde_json::from_str(&l).unwrap();
+    for k in ["files", "bytes", "blocks_read", "mounts", "source", "errors"] {
+        assert_eq!(doc[k], l[k], "{k}: {doc} / {l}");
+    }
+    // One path of the job.
+    let one = s.t.path().join("one");
+    let (code, _, err) = s.net(&one, &["diary.txt", "--key", p(&s.key)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read(one.join("diary.txt")).unwrap(),
+        noise(3, 300_000)
+    );
+    assert!(!one.join("photos").exists());
+    // The server was never given a key: its log holds no passphrase prompt or
+    // key error, and the home has no key file.
+    assert!(!s.server.log().contains("key"), "{}", s.server.log());
+}
+
+#[test]
+fn a_missing_or_wrong_key_is_refused_in_one_line_with_nothing_written() {
+    let s = setup();
+    let out = s.t.path().join("out");
+    let (code, _, err) = s.net(&out, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "job {} is encrypted with key {}; no key was given (give --key FILE)",
+            s.job, s.fingerprint
+        )),
+        "{err}"
+    );
+    assert!(!out.exists(), "the restore folder was made");
+    let other = s.t.path().join("other.key");
+    let given = key_create(&s.home, &other);
+    let (code, _, err) = s.net(&out, &["--key", p(&other)]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "job {} is encrypted with key {}, not with the given key {given}",
+            s.job, s.fingerprint
+        )),
+        "{err}"
+    );
+    assert!(!out.exists(), "the restore folder was made");
+}
+
+/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
+fn block_offset(idx: &[u8], lbn: usize) -> (usize, usize) {
+    let e = &idx[lbn * 16..lbn * 16 + 16];
+    (
+        u64::from_le_bytes(e[..8].try_into().unwrap()) as usize,
+        u32::from_le_bytes(e[8..12].try_into().unwrap()) as usize,
+    )
+}
+
+/// Flips a byte of the ciphertext of block `lbn` of the job's cartridge; with
+/// `crc`, sets the block's CRC right again (only the tag can tell then).
+fn flip(home: &Path, lbn: usize, crc: bool) {
+    let tapes = home.join("library/tapes");
+    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
+    let data_path = tapes.join("TL0001L9.data");
+    let mut data = std::fs::read(&data_path).unwrap();
+    let (off, len) = block_offset(&idx, lbn);
+    assert_eq!(len, 65536);
+    data[off + 64 + 1000] ^= 0x40;
+    if crc {
+        let b = &data[off..off + len];
+        let c = crc32c::crc32c_append(crc32c::crc32c(&b[..60]), &b[64..]);
+        data[off + 60..off + 64].copy_from_slice(&c.to_le_bytes());
+    }
+    std::fs::write(&data_path, &data).unwrap();
+}
+
+/// The restore's errors, sorted.
+fn errors(doc: &str) -> Vec<(String, String)> {
+    let v: Value = serde_json::from_str(doc).unwrap();
+    let mut e: Vec<(String, String)> = (v["errors"].as_array().unwrap().iter())
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap().to_string();
+            (s("path"), s("reason"))
+        })
+        .collect();
+    e.sort();
+    e
+}
+
+#[test]
+fn a_damaged_encrypted_block_is_named_as_a_local_restore_names_it() {
+    let s = setup();
+    // LBN 2 is the job's clear first block; LBN 4 a data block.
+    flip(&s.home, 4, false);
+    let (local, net) = (s.t.path().join("local"), s.t.path().join("net"));
+    let (lcode, l, _) = s.local(&local, &["--key", p(&s.key)]);
+    let (ncode, n, err) = s.net(&net, &["--key", p(&s.key)]);
+    assert_eq!((lcode, ncode), (1, 1), "{err}");
+    let (le, ne) = (errors(&l), errors(&n));
+    assert!(!le.is_empty(), "{l}");
+    assert!(le.iter().all(|(_, why)| why.contains("block 4 of TL0001L9 is bad")));
+    assert_eq!(le, ne, "local {l}\nnet {n}");
+    // The CRC set right: only the block's tag tells, on the client.
+    flip(&s.home, 4, false);
+    flip(&s.home, 6, true);
+    let (local, net) = (s.t.path().join("local2"), s.t.path().join("net2"));
+    let (lcode, l, _) = s.local(&local, &["--key", p(&s.key)]);
+    let (ncode, n, err) = s.net(&net, &["--key", p(&s.key)]);
+    assert_eq!((lcode, ncode), (1, 1), "{err}");
+    eprintln!("local {l}\nnet {n}");
+    let (le, ne) = (errors(&l), errors(&n));
+    assert!(!le.is_empty(), "{l}");
+    assert!(!ne.is_empty(), "{n}");
+}
