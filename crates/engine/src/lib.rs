@@ -37,9 +37,7 @@ pub use backup::{
     choose_set, BaseRow, BaseTree, Deletions, ReceivedChanges, Scan, ScanFigures, SetChoice,
 };
 pub use compress::Compress;
-pub use crypt::{
-    create_key_file, job_data_key, open_key_file, read_key_file, write_key_file,
-};
+pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{
     ChunkHeaderProblem, CryptError, Error, HomeError, JobError, MediaError, OptionsError,
     PlaceError, ReceiveError, Result, StageError, ToolError,

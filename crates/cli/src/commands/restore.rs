@@ -226,7 +226,11 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
 /// encrypted job's blocks are opened here with the job's data key, which `keys`
 /// unwrap. The restore folder is made only once the server has agreed to serve
 /// the job and its key was opened.
-fn remote(server: &Server, (job, keys): (i64, Vec<MasterKey>), opts: &RestoreOptions) -> Result<Restored> {
+fn remote(
+    server: &Server,
+    (job, keys): (i64, Vec<MasterKey>),
+    opts: &RestoreOptions,
+) -> Result<Restored> {
     let query: Vec<String> = (opts.paths.iter())
         .map(|p| format!("path={}", crate::net::http::percent_encode(p)))
         .collect();
@@ -240,9 +244,8 @@ fn remote(server: &Server, (job, keys): (i64, Vec<MasterKey>), opts: &RestoreOpt
         key: None,
         br: None,
     };
-    let trailer = server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| {
-        placing.frame(f, opts)
-    })?;
+    let trailer =
+        server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| placing.frame(f, opts))?;
     let t: Trailer = serde_json::from_slice(&trailer)
         .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
     let br = placing.take(opts)?;
