@@ -304,4 +304,18 @@ fn a_compressed_encrypted_job_restores_identical_through_the_server() {
     let doc = tl_json(&a);
     assert_same_tree(&s.src, &out);
     assert_eq!(doc["errors"], Value::Array(vec![]), "{doc}");
+    // And on the server's machine, as the client placed it.
+    let local = s.t.path().join("local");
+    let (code, _, err) = tl(&[
+        "--home",
+        p(&s.home),
+        "restore",
+        &job,
+        "--to",
+        p(&local),
+        "--key",
+        k,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_same_tree(&s.src, &local);
 }

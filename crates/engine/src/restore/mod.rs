@@ -717,7 +717,14 @@ impl<'a, 'b> Reading<'a, 'b> {
                 Got::Block { seq, lbn, header } => match self.shared.out {
                     Out::Hand(sink) => sink.block(reader.raw())?,
                     Out::Place(rs) => {
-                        let payload = header.payload(reader.block());
+                        // The block as read is opened: header and plain payload
+                        // (an encrypted one's tail is not there to leave off).
+                        let clear = tapeloom_format::BlockHeader {
+                            compressed: false,
+                            encrypted: false,
+                            ..header
+                        };
+                        let payload = clear.payload(reader.block());
                         let hint = job.hints.get(&(seq, lbn, header.stream)).copied();
                         let mut rs = lock(rs)?;
                         rs.job = job.id;
