@@ -162,6 +162,36 @@ fn an_encrypted_job_restores_identical_with_its_key_file() {
 }
 
 #[test]
+fn a_compressed_encrypted_job_restores_verifies_and_rebuilds() {
+    let s = setup();
+    // Data over many blocks, each compressed (half text, half noise).
+    let mut big = Vec::new();
+    for i in 0..40u64 {
+        big.extend_from_slice(&SECRET.repeat(400));
+        big.extend_from_slice(&noise(i, 15_000));
+    }
+    write(&s.src.join("big"), &big);
+    let job = backup(&s, &["--compress", "zstd", "--block-size", "64K"]).to_string();
+    let v = tl_ok(&s.home, &["verify", &job, "--key", p(&s.key)]);
+    assert_eq!(v["ok"], true, "{v}");
+    let out = s.root.join("out");
+    tl_ok(
+        &s.home,
+        &["restore", &job, "--to", p(&out), "--key", p(&s.key)],
+    );
+    assert_same_tree(&s.src, &out);
+    forget_catalog(&s.home);
+    let r = tl_ok(&s.home, &["catalog", "rebuild", "--key", p(&s.key)]);
+    assert_eq!(r["bad_blocks"], 0, "{r}");
+    let out2 = s.root.join("out2");
+    tl_ok(
+        &s.home,
+        &["restore", &job, "--to", p(&out2), "--key", p(&s.key)],
+    );
+    assert_same_tree(&s.src, &out2);
+}
+
+#[test]
 fn a_wrong_or_missing_key_is_refused_naming_the_fingerprint() {
     let s = setup();
     let job = backup(&s, &[]).to_string();
