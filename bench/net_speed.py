@@ -31,7 +31,10 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def timed(cmd):
-    """Runs `cmd`: (wall seconds, CPU seconds of it and its children, stdout)."""
+    """Runs `cmd`: (wall seconds, CPU seconds of it and its children, stdout). The
+    page cache's dirty pages are written out first, so that no run pays for the
+    writeback of the one before."""
+    os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True)
