@@ -103,3 +103,102 @@ fn a_schedule_runs_at_each_minute_for_its_client() {
     assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
     assert_same_tree(&src, &out);
 }
+
+#[test]
+fn a_scheduled_job_takes_its_clients_place() {
+    // One job of c1 at a time. The schedule's job runs first, on a slow modeled
+    // drive (its load alone takes the model's quarter minute); c1's own backup,
+    // asked for meanwhile, waits for the place and runs after it.
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let model = [
+        "library",
+        "create",
+        "--drives",
+        "1",
+        "--slots",
+        "2",
+        "--capacity",
+        "1G",
+        "--model",
+        "lto3",
+        "--clock",
+        "real",
+        "--scale",
+        "0.05",
+    ];
+    ok(&home, &model);
+    let c1 = ok(&home, &["server", "token", "add", "c1"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (src, own) = (t.path().join("src"), t.path().join("own"));
+    write(&src.join("a.bin"), &noise(5, 2_000_000));
+    write(&own.join("b.txt"), b"c1's own");
+    let config = t.path().join("server.toml");
+    let text = format!(
+        "[queue]\nmax_jobs_per_client = 1\n[[schedule]]\nname = \"{NAME}\"\n\
+         calendar = \"*-*-* 03:01:00\"\nclient = \"c1\"\nsources = [{:?}]\n",
+        src.to_str().unwrap()
+    );
+    std::fs::write(&config, text).unwrap();
+    let env = [
+        ("TAPELOOM_NOW", "2026-01-05T03:00:30Z"),
+        ("TAPELOOM_CLOCK_SPEED", "30"),
+    ];
+    let s = Server::start_with_env(&home, Some(&config), &env);
+    // The scheduled job is let in (about 1 s from the start).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let q = s.json(&admin, &["queue"]);
+        let mine = named(&q["queue"], "name");
+        if mine.iter().any(|e| e["state"] == "writing") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{q}\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let client = std::process::Command::new(bin())
+        .args(["--json", "backup", own.to_str().unwrap()])
+        .args([
+            "--server",
+            &s.url,
+            "--fingerprint",
+            &s.fingerprint,
+            "--token",
+            &c1,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut client = Some(client);
+    let (mut most_inside, mut waited) = (0, false);
+    while client.as_mut().unwrap().try_wait().unwrap().is_none() {
+        let q = s.json(&admin, &["queue"]);
+        let entries = q["queue"].as_array().unwrap();
+        let inside = (entries.iter())
+            .filter(|e| e["client"] == "c1")
+            .filter(|e| e["state"] == "receiving" || e["state"] == "writing")
+            .count();
+        most_inside = most_inside.max(inside);
+        waited |= (entries.iter()).any(|e| e["name"] == "own" && e["state"] == "waiting");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let (code, doc, err) = parse(client.take().unwrap().wait_with_output().unwrap());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["status"], "ok", "{doc}");
+    assert_eq!(most_inside, 1, "c1 had more than one job let in at once");
+    assert!(waited, "c1's own job did not wait for the scheduled one");
+    let jobs = s.json(&c1, &["jobs"]);
+    let sched = named(&jobs["jobs"], "name");
+    assert_eq!(sched.len(), 1, "{jobs}");
+    assert!(
+        sched[0]["job_id"].as_i64() < doc["job_id"].as_i64(),
+        "{jobs}"
+    );
+}

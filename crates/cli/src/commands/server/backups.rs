@@ -294,7 +294,7 @@ fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, Base
 }
 
 /// A tag no other job has (random, as the engine's own).
-fn random_tag() -> u64 {
+pub fn random_tag() -> u64 {
     let mut b = [0u8; 8];
     if getrandom::fill(&mut b).is_err() {
         // No randomness: the time, which is unique enough for one server.
@@ -392,19 +392,50 @@ fn waiting(jobs: &BTreeMap<u64, Job>, backup: u64) -> Answer {
 /// Whether job `backup`, waiting, may be let in now: its client's jobs and the
 /// drives' are under their limits, and no older waiting job that may is passed.
 fn may_enter(shared: &Shared, jobs: &BTreeMap<u64, Job>, backup: u64) -> bool {
-    let q = &shared.queue_limits;
-    let inside = |j: &Job| matches!(j.state, State::Receiving | State::Writing);
-    if jobs.values().filter(|j| inside(j)).count() >= q.per_drive * shared.drives.max(1) {
-        return false;
-    }
-    let client_ok =
-        |c: &str| jobs.values().filter(|j| inside(j) && j.client == c).count() < q.per_client;
     let Some(me) = jobs.get(&backup) else {
+        return false;
+    };
+    let Some(client_ok) = places(shared) else {
         return false;
     };
     client_ok(&me.client)
         && !(jobs.range(..backup))
             .any(|(_, j)| j.state == State::Waiting && j.failed.is_none() && client_ok(&j.client))
+}
+
+/// Whether the drives' limit leaves a place: then whether a client's limit leaves
+/// it one. Every job let in counts, a client's and a schedule's (the queue's
+/// entries receiving or writing).
+fn places(shared: &Shared) -> Option<impl Fn(&str) -> bool> {
+    let q = &shared.queue_limits;
+    let inside: Vec<String> = (shared.queue.entries().into_iter())
+        .filter(|e| matches!(e.state, State::Receiving | State::Writing))
+        .map(|e| e.client)
+        .collect();
+    if inside.len() >= q.per_drive * shared.drives.max(1) {
+        return None;
+    }
+    let per_client = q.per_client;
+    Some(move |c: &str| inside.iter().filter(|i| *i == c).count() < per_client)
+}
+
+/// Waits until the limits let in scheduled job `entry` of `client`, then shows it
+/// writing: a schedule's job takes a place as a client's does.
+pub fn enter_scheduled(shared: &Shared, entry: u64, client: &str) {
+    let b = &shared.backups;
+    let mut jobs = b.lock();
+    loop {
+        let older_waits = (jobs.range(..entry))
+            .any(|(_, j)| j.state == State::Waiting && j.failed.is_none() && j.client == client);
+        if !older_waits && places(shared).is_some_and(|ok| ok(client)) {
+            shared.queue.set_state(entry, State::Writing);
+            drop(jobs);
+            b.changed.notify_all();
+            return;
+        }
+        let until = Instant::now() + Duration::from_millis(250);
+        jobs = b.wait(jobs, until).unwrap_or_else(|| b.lock());
+    }
 }
 
 /// Makes the spools of a job let in, and says in the spool's folder what the job

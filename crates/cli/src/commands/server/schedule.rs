@@ -149,6 +149,7 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
 pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError> {
     let origin = format!("schedule {}", s.name);
     let entry = shared.queue.add(&s.client, &s.name, &origin);
+    super::backups::enter_scheduled(shared, entry, &s.client);
     let r = backup(shared, entry, s);
     shared
         .queue
@@ -165,14 +166,15 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
             return Err(ScheduleError::Encrypted(pool.clone()));
         }
     }
-    // The home's lock is held: the next job recorded is this one, numbered after
-    // the last.
-    let next = (home.catalog.jobs()?.iter().map(|j| j.id).max()).map_or(1, |id| id + 1);
+    // The job is known by a tag chosen here (the server also records jobs that
+    // failed before a drive, so the next id may be another's).
+    let tag = super::backups::random_tag();
     let opts = BackupOptions {
         name: s.name.clone(),
         set: s.set.clone(),
         level: s.level,
         pool: s.pool.clone(),
+        job_tag: Some(tag),
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());
@@ -184,7 +186,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         let (ended, shown) = (&ended, &progress);
         let w = scope.spawn(move || loop {
             let last = ended.load(Ordering::Acquire);
-            match claim(shared, &watcher, (entry, next), s, shown) {
+            match claim(shared, &watcher, (entry, tag), s, shown) {
                 Ok(Some(id)) => return Some(id),
                 Ok(None) if last => return None,
                 Ok(None) => std::thread::sleep(WATCH),
@@ -209,21 +211,21 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
     Ok(report.job_id)
 }
 
-/// Job `next` once it is recorded: recorded for the schedule's client and its
-/// queue entry `entry` shown writing. None while it is not recorded yet.
+/// The job of tag `tag` once it is recorded: recorded for the schedule's client
+/// and its queue entry `entry` shown writing. None while it is not recorded yet.
 fn claim(
     shared: &Shared,
     catalog: &tapeloom_catalog::Catalog,
-    (entry, next): (u64, i64),
+    (entry, tag): (u64, u64),
     s: &Schedule,
     progress: &Arc<Progress>,
 ) -> Result<Option<i64>, ScheduleError> {
-    match catalog.job(next)? {
-        Some(j) if j.name == s.name => {
-            catalog.set_job_client(next, &s.client)?;
-            shared.queue.writing(entry, next, Arc::clone(progress));
-            Ok(Some(next))
+    match catalog.job_by_tag(tag)? {
+        Some(j) => {
+            catalog.set_job_client(j.id, &s.client)?;
+            shared.queue.writing(entry, j.id, Arc::clone(progress));
+            Ok(Some(j.id))
         }
-        _ => Ok(None),
+        None => Ok(None),
     }
 }
