@@ -18,25 +18,7 @@ use std::time::{Duration, Instant};
 /// `c1`, ...
 fn lto3_home(t: &Path, n: usize) -> (PathBuf, Vec<String>) {
     let home = t.join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "4",
-            "--capacity",
-            "4G",
-            "--model",
-            "lto3",
-            "--clock",
-            "real",
-            "--scale",
-            "0.05",
-        ],
-    );
+    server_kit::slow_library(&home);
     let tokens = (0..n)
         .map(|i| {
             let v = ok(&home, &["server", "token", "add", &format!("c{i}")]);

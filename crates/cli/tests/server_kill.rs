@@ -18,25 +18,7 @@ use std::time::{Duration, Instant};
 /// tokens `c0` and `c1` and an admin's.
 fn slow_home(t: &Path) -> (PathBuf, [String; 3]) {
     let home = t.join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "4",
-            "--capacity",
-            "4G",
-            "--model",
-            "lto3",
-            "--clock",
-            "real",
-            "--scale",
-            "0.05",
-        ],
-    );
+    server_kit::slow_library(&home);
     let token = |args: &[&str]| ok(&home, args)["token"].as_str().unwrap().to_string();
     let tokens = [
         token(&["server", "token", "add", "c0"]),
