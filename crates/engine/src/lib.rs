@@ -53,6 +53,7 @@ pub use restore::{
     normalize, read_blocks, restore, restore_set, set_job, set_tree, BlockRestore, BlockSink, Kept,
     Overwrite, RestoreOptions, RestoreReport, SkipBy, Source,
 };
+pub use restore::{BlockVerify, Listed};
 pub use sampler::{Latest, Live, Series};
 pub use verify::{verify, VerifyReport};
 

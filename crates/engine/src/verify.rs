@@ -28,13 +28,43 @@ pub struct VerifyReport {
     pub seconds: f64,
 }
 
-struct Checker {
+/// Checks each entry of the records it is fed: a file's data against the
+/// checksum of its `FileEnd`, the others by being there. Fed by a local verify's
+/// reader, or by [`crate::BlockVerify`] with blocks read elsewhere.
+pub(crate) struct Checker {
     open: HashMap<u16, (Vec<u8>, u32)>,
-    affected: BTreeSet<Vec<u8>>,
+    /// Paths of the damaged entries.
+    pub(crate) affected: BTreeSet<Vec<u8>>,
     /// Entries the job left out ([`crate::restore::plan::left_out`]): not checked.
-    left_out: HashSet<Vec<u8>>,
+    pub(crate) left_out: HashSet<Vec<u8>>,
     good: u64,
     seen: u64,
+}
+
+impl Checker {
+    /// A checker that leaves out the entries in `left_out`.
+    pub(crate) fn new(left_out: HashSet<Vec<u8>>) -> Self {
+        Checker {
+            open: HashMap::new(),
+            affected: BTreeSet::new(),
+            left_out,
+            good: 0,
+            seen: 0,
+        }
+    }
+
+    /// Puts the entries' figures in `report`, the catalog listing `expected`
+    /// entries, and whether all is well.
+    pub(crate) fn report(&self, expected: u64, report: &mut VerifyReport) {
+        report.files_checked = self.good;
+        report.files_missing = expected.saturating_sub(self.seen);
+        report.files_affected = (self.affected.iter())
+            .map(|p| crate::display_path(p))
+            .collect();
+        report.ok = report.bad_blocks.is_empty()
+            && report.files_affected.is_empty()
+            && report.files_missing == 0;
+    }
 }
 
 impl Sink for Checker {
@@ -100,13 +130,7 @@ pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyRe
     let (mut reader, vols) = JobReader::open(home, job_id, drive)?;
     reader.seek(vols[0].seq, vols[0].first_lbn)?;
     let mut streams = Streams::default();
-    let mut ck = Checker {
-        open: HashMap::new(),
-        affected: BTreeSet::new(),
-        left_out: crate::restore::plan::left_out(cat, job_id)?,
-        good: 0,
-        seen: 0,
-    };
+    let mut ck = Checker::new(crate::restore::plan::left_out(cat, job_id)?);
     let mut report = VerifyReport::default();
     loop {
         match reader.next()? {
@@ -139,12 +163,7 @@ pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyRe
     let expected = cat.files(job_id, None)?.len() as u64;
     report.blocks_checked = reader.blocks_read;
     report.bytes_read_from_tape = reader.bytes_read;
-    report.files_checked = ck.good;
-    report.files_missing = expected.saturating_sub(ck.seen);
-    report.files_affected = ck.affected.iter().map(|p| crate::display_path(p)).collect();
-    report.ok = report.bad_blocks.is_empty()
-        && report.files_affected.is_empty()
-        && report.files_missing == 0;
+    ck.report(expected, &mut report);
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
 }

@@ -16,12 +16,13 @@ use super::restorer::Restorer;
 use super::{finish, read_tape, staged, Out, RestoreOptions, RestoreReport};
 use crate::error::{JobError, Result};
 use crate::home::Home;
-use crate::media::reader::Streams;
+use crate::media::reader::{Sink, Streams};
+use crate::verify::{Checker, VerifyReport};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Instant;
 use tapeloom_catalog::FileRow;
-use tapeloom_format::{open_block, BlockHeader, DataKey};
+use tapeloom_format::{open_block, BlockHeader, DataKey, Entry, Event, Kind};
 
 /// Takes the blocks a restore reads, in the order the drives read them (the
 /// blocks of several drives interleaved, each stream's in order).
@@ -164,16 +165,7 @@ impl BlockRestore {
                 return Ok(());
             }
         };
-        // An opened block is its header and plain payload, as stored in clear.
-        let clear = BlockHeader {
-            compressed: false,
-            encrypted: false,
-            ..header
-        };
-        let payload = match header.compressed || header.encrypted {
-            true => clear.payload(&self.expanded),
-            false => header.payload(block),
-        };
+        let payload = opened_payload(&header, block, &self.expanded);
         let at = (0, header.lbn);
         (self.streams).feed(&header, payload, at, None, &mut self.restorer)
     }
@@ -181,18 +173,11 @@ impl BlockRestore {
     /// The block's header, checked, its payload opened into `expanded` when it is
     /// encrypted (its tag checked) or compressed; or why the block is refused.
     fn open(&mut self, block: &[u8]) -> std::result::Result<BlockHeader, String> {
-        let header = BlockHeader::open(block).map_err(|e| e.to_string())?;
-        if header.encrypted && self.key.is_none() {
-            return Err("it is encrypted and no key was given".into());
-        }
-        if *self.tag.get_or_insert(header.job_tag) != header.job_tag {
-            return Err("it is another job's".into());
-        }
-        if header.compressed || header.encrypted {
-            open_block(&header, block, self.key.as_ref(), &mut self.expanded)
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(header)
+        open_handed(
+            block,
+            (&mut self.tag, self.key.as_ref()),
+            &mut self.expanded,
+        )
     }
 
     fn refuse(&mut self, why: &str) {
@@ -213,5 +198,287 @@ impl BlockRestore {
         report.streams = per.into_iter().map(|(id, b)| (name(id), b)).collect();
         report.seconds = self.t0.elapsed().as_secs_f64();
         Ok(report)
+    }
+}
+
+/// Block `block` handed from elsewhere, checked as a tape reader checks it (its
+/// header and CRC), its payload opened into `expanded` when it is encrypted (with
+/// `key`, its tag checked) or compressed: its header, or why it is refused. The
+/// first block sets the job's `tag` when none is known; a block of another job is
+/// refused.
+fn open_handed(
+    block: &[u8],
+    (tag, key): (&mut Option<u64>, Option<&DataKey>),
+    expanded: &mut Vec<u8>,
+) -> std::result::Result<BlockHeader, String> {
+    let header = BlockHeader::open(block).map_err(|e| e.to_string())?;
+    if header.encrypted && key.is_none() {
+        return Err("it is encrypted and no key was given".into());
+    }
+    if *tag.get_or_insert(header.job_tag) != header.job_tag {
+        return Err("it is another job's".into());
+    }
+    if header.compressed || header.encrypted {
+        open_block(&header, block, key, expanded).map_err(|e| e.to_string())?;
+    }
+    Ok(header)
+}
+
+/// The plain payload of a block [`open_handed`] opened: in `expanded` when it was
+/// compressed or encrypted, else in the block.
+fn opened_payload<'a>(header: &BlockHeader, block: &'a [u8], expanded: &'a [u8]) -> &'a [u8] {
+    // An opened block is its header and plain payload, as stored in clear.
+    let clear = BlockHeader {
+        compressed: false,
+        encrypted: false,
+        ..*header
+    };
+    match header.compressed || header.encrypted {
+        true => clear.payload(expanded),
+        false => header.payload(block),
+    }
+}
+
+/// An entry of a job's listing (`ls JOB`): its path as shown
+/// ([`crate::display_path`]) and where its records start, by the barcode of the
+/// volume and the logical block.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The entry's path, as shown.
+    pub path: String,
+    /// The barcode of the volume where it starts.
+    pub volume: String,
+    /// The logical block where it starts.
+    pub block: u64,
+}
+
+/// A bad block: by barcode (as the reading side named it), by the volume it says
+/// it is on (its place among the volumes seen), or, when its header did not
+/// open, by its number among the blocks taken.
+enum BadAt {
+    Named(String, u64),
+    Seen(usize, u64),
+    Unplaced(u64),
+}
+
+/// A verify fed with the blocks of a whole job read elsewhere ([`read_blocks`] on
+/// another machine): each block opened as [`BlockRestore`] opens it (header and
+/// CRC checked, an encrypted one's tag), its records decoded and each entry
+/// checked as a local verify checks it; nothing is placed. The job's listing
+/// stands in for the catalog: the entries expected, and the volumes by barcode.
+pub struct BlockVerify {
+    checker: Checker,
+    streams: Streams,
+    expanded: Vec<u8>,
+    tag: Option<u64>,
+    key: Option<DataKey>,
+    listing: Vec<Listed>,
+    by_path: HashMap<String, usize>,
+    /// The volumes the blocks say they are on, in the order first seen, with
+    /// their barcode once an entry found where the listing has it tells it.
+    volumes: Vec<([u8; 16], Option<String>)>,
+    bad: Vec<BadAt>,
+    /// Blocks taken, refused ones included.
+    pub blocks: u64,
+    /// Bytes of the blocks taken.
+    pub bytes: u64,
+    t0: Instant,
+}
+
+impl BlockVerify {
+    /// A verify of the job whose entries `listing` lists.
+    pub fn new(listing: Vec<Listed>) -> Self {
+        let by_path = (listing.iter().enumerate())
+            .map(|(i, e)| (e.path.clone(), i))
+            .collect();
+        BlockVerify {
+            checker: Checker::new(HashSet::new()),
+            streams: Streams::default(),
+            expanded: Vec::new(),
+            tag: None,
+            key: None,
+            listing,
+            by_path,
+            volumes: Vec::new(),
+            bad: Vec::new(),
+            blocks: 0,
+            bytes: 0,
+            t0: Instant::now(),
+        }
+    }
+
+    /// Opens the encrypted blocks of job `tag` with its data `key`
+    /// ([`crate::job_data_key`]); blocks of any other job are bad.
+    pub fn with_key(mut self, tag: u64, key: DataKey) -> Self {
+        self.tag = Some(tag);
+        self.key = Some(key);
+        self
+    }
+
+    /// Leaves out the entry at `path`: the job could not store it whole.
+    pub fn left_out(&mut self, path: Vec<u8>) {
+        self.checker.left_out.insert(path);
+    }
+
+    /// Entry `path` was in a block the reading side could not read, for `why`:
+    /// damaged, and the block, when `why` names it as a restore's reading does
+    /// ("block LBN of BARCODE is bad: ..."), bad.
+    pub fn bad(&mut self, path: &[u8], why: &str) {
+        self.checker.affected.insert(path.to_vec());
+        if let Some((volume, lbn)) = named_block(why) {
+            let known = |b: &BadAt| matches!(b, BadAt::Named(v, l) if *v == volume && *l == lbn);
+            if !self.bad.iter().any(known) {
+                self.bad.push(BadAt::Named(volume, lbn));
+            }
+        }
+    }
+
+    /// Checks and decodes one block. A block that fails its checks is bad, as
+    /// one on tape is: the decoder finds its stream again at the next block where
+    /// a record starts, and the entry it was in is damaged.
+    pub fn block(&mut self, block: &[u8]) -> Result<()> {
+        self.blocks += 1;
+        self.bytes += block.len() as u64;
+        let key = (&mut self.tag, self.key.as_ref());
+        let header = match open_handed(block, key, &mut self.expanded) {
+            Ok(h) => h,
+            Err(_) => {
+                let at = match BlockHeader::open(block) {
+                    Ok(h) => BadAt::Seen(self.volume(h.volume), h.lbn),
+                    Err(_) => BadAt::Unplaced(self.blocks),
+                };
+                self.bad.push(at);
+                return Ok(());
+            }
+        };
+        let at = (self.volume(header.volume) as u32, header.lbn);
+        let payload = opened_payload(&header, block, &self.expanded);
+        let mut sink = Witness {
+            checker: &mut self.checker,
+            volumes: &mut self.volumes,
+            listing: &self.listing,
+            by_path: &self.by_path,
+        };
+        self.streams.feed(&header, payload, at, None, &mut sink)
+    }
+
+    /// The place among the volumes seen of volume `uuid`.
+    fn volume(&mut self, uuid: [u8; 16]) -> usize {
+        match self.volumes.iter().position(|(u, _)| *u == uuid) {
+            Some(i) => i,
+            None => {
+                self.volumes.push((uuid, None));
+                self.volumes.len() - 1
+            }
+        }
+    }
+
+    /// Ends the verify once every block is in: what it found, as a local verify
+    /// reports it. The blocks checked are those taken and those the reading side
+    /// named bad; the bytes, those taken. A bad block on a volume whose barcode
+    /// no entry told is named by the volume's UUID (hex), and one whose header
+    /// did not open by its number among the blocks taken, on volume `?`.
+    pub fn finish(mut self) -> VerifyReport {
+        self.streams.finish(&mut self.checker);
+        let mut report = VerifyReport::default();
+        let mut named = 0;
+        for b in std::mem::take(&mut self.bad) {
+            let (volume, lbn) = match b {
+                BadAt::Named(v, l) => {
+                    named += 1;
+                    (v, l)
+                }
+                BadAt::Seen(i, l) => (self.barcode(i), l),
+                BadAt::Unplaced(n) => ("?".to_string(), n),
+            };
+            // The entries that start in it: those it ends or runs through lost
+            // their bytes in the decoder.
+            for e in self.listing.iter() {
+                if e.volume == volume && e.block == lbn {
+                    self.checker.affected.insert(e.path.as_bytes().to_vec());
+                }
+            }
+            report.bad_blocks.push((volume, lbn));
+        }
+        report.blocks_checked = self.blocks + named;
+        report.bytes_read_from_tape = self.bytes;
+        self.checker.report(self.listing.len() as u64, &mut report);
+        report.seconds = self.t0.elapsed().as_secs_f64();
+        report
+    }
+
+    /// The barcode of the volume seen at place `i`, or its UUID in hex.
+    fn barcode(&self, i: usize) -> String {
+        match self.volumes.get(i) {
+            Some((_, Some(b))) => b.clone(),
+            Some((uuid, None)) => uuid.iter().map(|b| format!("{b:02x}")).collect(),
+            None => "?".to_string(),
+        }
+    }
+}
+
+/// The volume and block a restore's reading names in why a block's entries
+/// could not be read: "block LBN of BARCODE is bad: ...".
+fn named_block(why: &str) -> Option<(String, u64)> {
+    let (lbn, rest) = why.strip_prefix("block ")?.split_once(" of ")?;
+    let (volume, _) = rest.split_once(" is bad: ")?;
+    Some((volume.to_string(), lbn.parse().ok()?))
+}
+
+/// The checker of a [`BlockVerify`], which learns on the way the barcode of each
+/// volume: an entry found in the block where the listing says it starts tells
+/// the barcode of the volume the block is on.
+struct Witness<'a> {
+    checker: &'a mut Checker,
+    volumes: &'a mut [([u8; 16], Option<String>)],
+    listing: &'a [Listed],
+    by_path: &'a HashMap<String, usize>,
+}
+
+impl Witness<'_> {
+    fn learn(&mut self, body: &[u8], (volume, lbn): (u32, u64)) {
+        let Some((_, barcode @ None)) = self.volumes.get_mut(volume as usize) else {
+            return;
+        };
+        let Ok(e) = Entry::decode(body) else {
+            return;
+        };
+        let listed =
+            (self.by_path.get(&crate::display_path(&e.path))).and_then(|&i| self.listing.get(i));
+        if let Some(l) = listed.filter(|l| l.block == lbn) {
+            *barcode = Some(l.volume.clone());
+        }
+    }
+}
+
+impl Sink for Witness<'_> {
+    fn event(&mut self, stream: u16, ev: Event<'_>, at: (u32, u64)) -> Result<()> {
+        if let Event::Record {
+            kind: Kind::Entry,
+            body,
+        } = ev
+        {
+            self.learn(body, at);
+        }
+        self.checker.event(stream, ev, at)
+    }
+
+    fn lost(&mut self, stream: u16, why: &str) {
+        self.checker.lost(stream, why);
+    }
+}
+
+#[cfg(test)]
+mod verify_tests {
+    use super::named_block;
+
+    #[test]
+    fn a_bad_blocks_place_is_read_from_the_reading_sides_words() {
+        assert_eq!(
+            named_block("block 7 of TL0001L9 is bad: medium error"),
+            Some(("TL0001L9".to_string(), 7))
+        );
+        assert_eq!(named_block("block x of TL0001L9 is bad: y"), None);
+        assert_eq!(named_block("the job's data ends here"), None);
     }
 }

@@ -26,6 +26,7 @@ pub(crate) mod staged;
 pub(crate) mod writers;
 
 pub use handoff::{read_blocks, BlockRestore, BlockSink};
+pub use handoff::{BlockVerify, Listed};
 pub use overwrite::{Kept, Overwrite};
 pub use pit::{restore_set, set_job, set_tree};
 pub use plan::normalize;
