@@ -1,7 +1,9 @@
 //! `tapeloom verify JOB --server`: the server reads the job on its own drives
 //! and answers with a local verify's document; only the job's client (or an
 //! admin) may ask, a damaged block is reported as a local verify reports it, and
-//! an encrypted job is refused.
+//! an encrypted job is refused. With `--key`, the server reads the job's blocks
+//! as for a restore, sealed, and the client checks them with the key, which it
+//! keeps: the same document as a local `verify --key`.
 
 mod common;
 #[path = "common/server_kit.rs"]
@@ -89,14 +91,16 @@ fn a_clients_job_verifies_on_the_server_as_a_local_verify() {
     let (code, out, err) = s.server.client(&s.alice, &["verify", &s.job]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with(&format!("job {}: ok — ", s.job)), "{out}");
-    // A key file is the server's machine's business.
+    // With a key file, this machine checks the blocks the server reads: the job
+    // is not encrypted, and the figures are the same.
     let key = s.t.path().join("k.key");
-    let (code, _, err) = (s.server).client(
-        &s.alice,
-        &["verify", &s.job, "--key", key.to_str().unwrap()],
-    );
-    assert_ne!(code, 0);
-    assert!(err.contains("verify --key"), "{err}");
+    key_create(&s.home, &key);
+    let mut a = vec!["--json", "verify", &s.job, "--key", p(&key)];
+    a.extend_from_slice(&["--server", &s.server.url]);
+    a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
+    a.extend_from_slice(&["--token", &s.alice]);
+    let keyed = tl_json(&a);
+    same_figures(&keyed, &local);
 }
 
 #[test]
@@ -247,5 +251,257 @@ fn a_verify_that_waits_for_the_drives_is_asked_again_until_it_ends() {
     assert!(
         metrics.contains("tapeloom_http_requests_total{status=\"202\"} 1\n"),
         "{metrics}"
+    );
+}
+
+const PASSPHRASE: &str = "correct horse battery staple";
+
+fn p(x: &Path) -> &str {
+    x.to_str().unwrap()
+}
+
+/// Runs tapeloom with the passphrase in the environment: (code, stdout, stderr).
+fn tl(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
+        .env_remove("TAPELOOM_SERVER")
+        .args(args)
+        .output()
+        .expect("run tapeloom");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tl_json(args: &[&str]) -> Value {
+    let (code, out, err) = tl(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// A key file with a cheap Argon2 cost; its short fingerprint.
+fn key_create(home: &Path, key: &Path) -> String {
+    let v = tl_json(&[
+        "--home",
+        p(home),
+        "--json",
+        "key",
+        "create",
+        p(key),
+        "--kdf-memory",
+        "64K",
+        "--kdf-passes",
+        "1",
+    ]);
+    v["short"].as_str().unwrap().to_string()
+}
+
+/// A home with an encrypted job made on the server's machine (clients cannot
+/// back up encrypted through the server): 64 KiB blocks stored uncompressed,
+/// the key file that made it, an admin token, the client token `bob`, and the
+/// server running on it.
+struct Sealed {
+    t: tempfile::TempDir,
+    home: PathBuf,
+    key: PathBuf,
+    fingerprint: String,
+    admin: String,
+    bob: String,
+    server: Server,
+    job: String,
+}
+
+fn sealed() -> Sealed {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 1, 4, "64M");
+    let src = t.path().join("src");
+    write(&src.join("figures.ods"), &b"PLAIN-FIGURES\n".repeat(20_000));
+    write(&src.join("diary.txt"), &noise(3, 300_000));
+    write(&src.join("photos/beach.raw"), &noise(4, 700_000));
+    for i in 0..20u64 {
+        write(&src.join(format!("notes/n{i}")), &noise(40 + i, 3_000));
+    }
+    let key = t.path().join("k.key");
+    let fingerprint = key_create(&home, &key);
+    let mut a = vec!["--home", p(&home), "--json", "backup", p(&src)];
+    a.extend_from_slice(&["--encrypt", p(&key), "--block-size", "64K"]);
+    a.extend_from_slice(&["--compress", "none"]);
+    let job = tl_json(&a)["job_id"].as_i64().unwrap().to_string();
+    let token = |v: Value| v["token"].as_str().unwrap().to_string();
+    let admin = token(ok(&home, &["server", "token", "add", "ops", "--admin"]));
+    let bob = token(ok(&home, &["server", "token", "add", "bob"]));
+    let server = Server::start(&home, None);
+    Sealed {
+        t,
+        home,
+        key,
+        fingerprint,
+        admin,
+        bob,
+        server,
+        job,
+    }
+}
+
+impl Sealed {
+    /// `verify JOB --key KEY` through the server with `token`: (code, stdout,
+    /// stderr).
+    fn net(&self, token: &str, key: &Path, json: bool) -> (i32, String, String) {
+        let mut a = vec!["verify", &self.job, "--key", p(key)];
+        if json {
+            a.insert(0, "--json");
+        }
+        a.extend_from_slice(&["--server", &self.server.url]);
+        a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
+        a.extend_from_slice(&["--token", token]);
+        tl(&a)
+    }
+
+    /// The same verify on the server's machine: (code, document, stderr).
+    fn local(&self) -> (i32, Value, String) {
+        let (code, out, err) = tl(&[
+            "--home",
+            p(&self.home),
+            "--json",
+            "verify",
+            &self.job,
+            "--key",
+            p(&self.key),
+        ]);
+        let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+        (code, doc, err)
+    }
+}
+
+#[test]
+fn an_encrypted_job_verifies_through_the_server_with_the_key_on_the_client() {
+    let s = sealed();
+    let (code, out, err) = s.net(&s.admin, &s.key, true);
+    assert_eq!(code, 0, "{err}");
+    let remote: Value = serde_json::from_str(&out).unwrap();
+    let (lcode, local, lerr) = s.local();
+    assert_eq!(lcode, 0, "{lerr}");
+    assert_eq!(remote["ok"], true, "{remote}");
+    assert_eq!(remote["files_checked"], 26, "{remote}");
+    same_figures(&remote, &local);
+    // The human form is a local verify's line.
+    let (code, out, err) = s.net(&s.admin, &s.key, false);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("job {}: ok — ", s.job)), "{out}");
+    // The server was never given a key, and read nothing but sealed blocks.
+    assert!(!s.server.log().contains("key"), "{}", s.server.log());
+}
+
+/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
+fn block_offset(idx: &[u8], lbn: usize) -> (usize, usize) {
+    let e = &idx[lbn * 16..lbn * 16 + 16];
+    (
+        u64::from_le_bytes(e[..8].try_into().unwrap()) as usize,
+        u32::from_le_bytes(e[8..12].try_into().unwrap()) as usize,
+    )
+}
+
+/// Flips a byte of the ciphertext of block `lbn` of the job's cartridge; with
+/// `crc`, sets the block's CRC right again (only the tag can tell then).
+fn flip(home: &Path, lbn: usize, crc: bool) {
+    let tapes = home.join("library/tapes");
+    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
+    let data_path = tapes.join("TL0001L9.data");
+    let mut data = std::fs::read(&data_path).unwrap();
+    let (off, len) = block_offset(&idx, lbn);
+    assert_eq!(len, 65536);
+    data[off + 64 + 1000] ^= 0x40;
+    if crc {
+        let b = &data[off..off + len];
+        let c = crc32c::crc32c_append(crc32c::crc32c(&b[..60]), &b[64..]);
+        data[off + 60..off + 64].copy_from_slice(&c.to_le_bytes());
+    }
+    std::fs::write(&data_path, &data).unwrap();
+}
+
+#[test]
+fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
+    let s = sealed();
+    // The block that holds the small notes whole.
+    let ls = ok(&s.home, &["ls", &s.job, "notes/n5"]);
+    let notes = ls["entries"][0]["block"].as_u64().unwrap() as usize;
+    for (lbn, crc) in [(4, false), (9, true), (notes, false), (notes, true)] {
+        flip(&s.home, lbn, crc);
+        let (code, out, err) = s.net(&s.admin, &s.key, true);
+        let remote: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+        let (lcode, local, _) = s.local();
+        assert_eq!((lcode, code), (1, 1), "{err}");
+        assert_eq!(remote["ok"], false, "{remote}");
+        let bad = serde_json::json!([{"volume": "TL0001L9", "block": lbn}]);
+        assert_eq!(remote["bad_blocks"], bad, "{remote}");
+        same_figures(&remote, &local);
+        let failed = format!("tapeloom: error: job {} failed verification", s.job);
+        assert_eq!(err.trim(), failed);
+        if lbn == notes {
+            // Each small note the block holds whole is damaged, and missing.
+            let affected = remote["files_affected"].as_array().unwrap();
+            assert!(affected.len() > 10, "{remote}");
+            assert!(remote["files_missing"].as_u64().unwrap() > 10, "{remote}");
+        }
+        // People read the bad block.
+        let (code, out, _) = s.net(&s.admin, &s.key, false);
+        assert_eq!(code, 1);
+        assert!(
+            out.contains(&format!("bad block {lbn} on TL0001L9")),
+            "{out}"
+        );
+        flip(&s.home, lbn, crc);
+    }
+    // Put right again, the job verifies.
+    assert_eq!(s.net(&s.admin, &s.key, true).0, 0);
+}
+
+#[test]
+fn a_wrong_key_file_is_refused_in_one_line() {
+    let s = sealed();
+    let other = s.t.path().join("other.key");
+    let given = key_create(&s.home, &other);
+    let (code, out, err) = s.net(&s.admin, &other, true);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out, "");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "job {} is encrypted with key {}, not with the given key {given}",
+            s.job, s.fingerprint
+        )),
+        "{err}"
+    );
+    // A key file that is not there is named.
+    let missing = s.t.path().join("missing.key");
+    let (code, _, err) = s.net(&s.admin, &missing, true);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("missing.key"), "{err}");
+    // No key at all: the server's own verify, which cannot open the job.
+    let (code, _, err) = s.server.client(&s.admin, &["verify", &s.job]);
+    assert_ne!(code, 0);
+    assert!(err.contains("409") && err.contains("encrypted"), "{err}");
+}
+
+#[test]
+fn another_clients_encrypted_job_is_a_404_and_nothing_is_read() {
+    let s = sealed();
+    ok(&s.home, &["library", "unload"]);
+    let (code, out, err) = s.net(&s.bob, &s.key, true);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out, "");
+    assert!(
+        err.contains("404") && err.contains(&format!("no job {}", s.job)),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        loaded(&s.home).is_empty(),
+        "bob's verify loaded a cartridge"
     );
 }
