@@ -412,7 +412,7 @@ fn flip(home: &Path, lbn: usize, crc: bool) {
     let data_path = tapes.join("TL0001L9.data");
     let mut data = std::fs::read(&data_path).unwrap();
     let (off, len) = block_offset(&idx, lbn);
-    assert_eq!(len, 65536);
+    assert!(len >= 1000 + 64);
     data[off + 64 + 1000] ^= 0x40;
     if crc {
         let b = &data[off..off + len];
@@ -428,7 +428,12 @@ fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
     // The block that holds the small notes whole.
     let ls = ok(&s.home, &["ls", &s.job, "notes/n5"]);
     let notes = ls["entries"][0]["block"].as_u64().unwrap() as usize;
-    for (lbn, crc) in [(4, false), (9, true), (notes, false), (notes, true)] {
+    // The job's first block (LBN 2: its start and key) and last (its index's
+    // end) hold no entry.
+    let (_, local, _) = s.local();
+    let last = 1 + local["blocks_checked"].as_u64().unwrap() as usize;
+    let cases = [(4, false), (9, true), (notes, false), (notes, true)];
+    for (lbn, crc) in cases.into_iter().chain([(2, false), (last, false)]) {
         flip(&s.home, lbn, crc);
         let (code, out, err) = s.net(&s.admin, &s.key, true);
         let remote: Value =
@@ -446,6 +451,17 @@ fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
             let affected = remote["files_affected"].as_array().unwrap();
             assert!(affected.len() > 10, "{remote}");
             assert!(remote["files_missing"].as_u64().unwrap() > 10, "{remote}");
+        }
+        if lbn == 2 || lbn == last {
+            assert_eq!(remote["files_affected"], serde_json::json!([]), "{remote}");
+            // A restore through the server, told of the block too, loses no entry.
+            let to = s.t.path().join(format!("restored-{lbn}"));
+            let mut a = vec!["--json", "restore", &s.job, "--to", p(&to)];
+            a.extend_from_slice(&["--key", p(&s.key), "--server", &s.server.url]);
+            a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
+            a.extend_from_slice(&["--token", &s.admin]);
+            let restored = tl_json(&a);
+            assert_eq!(restored["errors"], serde_json::json!([]), "{restored}");
         }
         // People read the bad block.
         let (code, out, _) = s.net(&s.admin, &s.key, false);

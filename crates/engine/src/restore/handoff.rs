@@ -36,8 +36,35 @@ pub trait BlockSink: Send {
     ) -> Result<()>;
     /// One block as stored: header and payload, still compressed as written.
     fn block(&mut self, block: &[u8]) -> Result<()>;
-    /// Entries held by a block that could not be read, and why.
+    /// Entries held by a block that could not be read, and why; from
+    /// [`read_blocks`], one empty path for a block that held no entry.
     fn bad(&mut self, paths: &[Vec<u8>], why: &str) -> Result<()>;
+}
+
+/// The sink of [`read_blocks`] that tells a bad block holding no entry (of the
+/// job's start, index or end) as one holding an entry of empty path: so that
+/// the block itself is known to the other side, which a verify there needs.
+struct Told<'a>(&'a mut dyn BlockSink);
+
+impl BlockSink for Told<'_> {
+    fn selection(
+        &mut self,
+        want: Option<&HashSet<Vec<u8>>>,
+        left_out: &HashSet<Vec<u8>>,
+    ) -> Result<()> {
+        self.0.selection(want, left_out)
+    }
+
+    fn block(&mut self, block: &[u8]) -> Result<()> {
+        self.0.block(block)
+    }
+
+    fn bad(&mut self, paths: &[Vec<u8>], why: &str) -> Result<()> {
+        match paths.is_empty() {
+            true => self.0.bad(&[Vec::new()], why),
+            false => self.0.bad(paths, why),
+        }
+    }
 }
 
 /// Reads what a restore of job `job_id` with `opts` reads (`opts.to` unused) and
@@ -52,6 +79,8 @@ pub fn read_blocks(
     sink: &mut dyn BlockSink,
 ) -> Result<RestoreReport> {
     let t0 = Instant::now();
+    let mut told = Told(sink);
+    let sink: &mut dyn BlockSink = &mut told;
     let cat = &home.catalog;
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
     let (want, rows) = select(cat, job_id, opts)?;
@@ -147,7 +176,8 @@ impl BlockRestore {
 
     /// Entry `path` was in a block that could not be read, for `why`.
     pub fn bad(&mut self, path: &[u8], why: &str) {
-        if self.restorer.wanted(path) {
+        // An empty path: the block held no entry (a local restore says nothing).
+        if !path.is_empty() && self.restorer.wanted(path) {
             self.restorer.fail(path, why.to_string());
         }
     }
@@ -324,7 +354,10 @@ impl BlockVerify {
     /// damaged, and the block, when `why` names it as a restore's reading does
     /// ("block LBN of BARCODE is bad: ..."), bad.
     pub fn bad(&mut self, path: &[u8], why: &str) {
-        self.checker.affected.insert(path.to_vec());
+        // An empty path: the block held no entry.
+        if !path.is_empty() {
+            self.checker.affected.insert(path.to_vec());
+        }
         if let Some((volume, lbn)) = named_block(why) {
             let known = |b: &BadAt| matches!(b, BadAt::Named(v, l) if *v == volume && *l == lbn);
             if !self.bad.iter().any(known) {
