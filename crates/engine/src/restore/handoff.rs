@@ -503,7 +503,118 @@ impl Sink for Witness<'_> {
 
 #[cfg(test)]
 mod verify_tests {
-    use super::named_block;
+    use super::*;
+    use crate::{backup, verify, BackupOptions, Compress, Progress};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    /// Hands what a restore reads to a [`BlockVerify`], as a client's frames do.
+    struct Feed(BlockVerify);
+
+    impl BlockSink for Feed {
+        fn selection(
+            &mut self,
+            _: Option<&HashSet<Vec<u8>>>,
+            left_out: &HashSet<Vec<u8>>,
+        ) -> Result<()> {
+            left_out.iter().for_each(|p| self.0.left_out(p.clone()));
+            Ok(())
+        }
+
+        fn block(&mut self, block: &[u8]) -> Result<()> {
+            self.0.block(block)
+        }
+
+        fn bad(&mut self, paths: &[Vec<u8>], why: &str) -> Result<()> {
+            paths.iter().for_each(|p| self.0.bad(p, why));
+            Ok(())
+        }
+    }
+
+    /// Job `job` read as for a restore and checked by a [`BlockVerify`] fed with
+    /// the catalog's listing of it.
+    fn handed(home: &Home, job: i64) -> VerifyReport {
+        let cat = &home.catalog;
+        let vols = cat.job_volumes(job).unwrap();
+        let barcode = |seq| vols.iter().find(|v| v.seq == seq).unwrap();
+        let listing = (cat.files(job, None).unwrap().into_iter())
+            .map(|r| Listed {
+                path: crate::display_path(&r.path),
+                volume: barcode(r.start_seq).volume.barcode.clone(),
+                block: r.start_lbn,
+            })
+            .collect();
+        let mut feed = Feed(BlockVerify::new(listing));
+        let read = read_blocks(home, job, &RestoreOptions::default(), &mut feed).unwrap();
+        // The bytes read from tape are the reading side's figure.
+        let mut r = feed.0.finish();
+        r.bytes_read_from_tape = read.bytes_read_from_tape;
+        r
+    }
+
+    fn same(a: &VerifyReport, b: &VerifyReport) {
+        let figures = |r: &VerifyReport| {
+            let files = (r.files_checked, r.files_missing, r.files_affected.clone());
+            (
+                r.ok,
+                r.blocks_checked,
+                r.bytes_read_from_tape,
+                r.bad_blocks.clone(),
+                files,
+            )
+        };
+        assert_eq!(figures(a), figures(b), "handed {a:?}\nlocal {b:?}");
+    }
+
+    fn write(path: &Path, data: &[u8]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, data).unwrap();
+    }
+
+    #[test]
+    fn a_job_handed_on_verifies_as_a_local_verify_does() {
+        let t = tempfile::tempdir().unwrap();
+        let (s1, s2) = (t.path().join("s1"), t.path().join("s2"));
+        for i in 0..40u32 {
+            let line = format!("line {i} of a file that compresses\n");
+            write(
+                &s1.join(format!("d/f{i}")),
+                &line.repeat(50 + 40 * i as usize).into_bytes(),
+            );
+        }
+        let noise: Vec<u8> = (0..200_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        write(&s2.join("noise.bin"), &noise);
+        let home = Home::open(&t.path().join("home")).unwrap();
+        let opts = BackupOptions {
+            name: "handed".into(),
+            block_size: tapeloom_format::MIN_BLOCK_SIZE,
+            compress: Compress::Zstd,
+            ..BackupOptions::default()
+        };
+        let job = backup(&home, &[s1, s2], &opts, Arc::new(Progress::default()))
+            .unwrap()
+            .job_id;
+        let local = verify(&home, job, None).unwrap();
+        assert!(local.ok && local.files_checked > 40, "{local:?}");
+        same(&handed(&home, job), &local);
+        // A byte changed in the middle of the cartridge: the same bad block, the
+        // same files damaged.
+        let tapes = t.path().join("home/library/tapes");
+        let data = (std::fs::read_dir(&tapes).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "data"))
+            .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+            .unwrap();
+        let mut bytes = std::fs::read(&data).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x40;
+        std::fs::write(&data, &bytes).unwrap();
+        let local = verify(&home, job, None).unwrap();
+        assert!(!local.ok && local.bad_blocks.len() == 1, "{local:?}");
+        same(&handed(&home, job), &local);
+    }
 
     #[test]
     fn a_bad_blocks_place_is_read_from_the_reading_sides_words() {
