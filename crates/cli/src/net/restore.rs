@@ -9,7 +9,8 @@
 //!    then notes of the selection ([`Notice::Want`] per wanted entry when paths
 //!    were asked, [`Notice::LeftOut`] per entry the job could not store whole);
 //! 2. each block as stored (an encrypted job's still sealed), in the order the drives read them, with a
-//!    [`Notice::Bad`] for each entry of a block that could not be read;
+//!    [`Notice::Bad`] for each entry of a block that could not be read (one of
+//!    empty path when it held none);
 //! 3. the closing zero-length frame, then the trailer: a `u32` little-endian
 //!    length and a [`Trailer`] JSON document (the server's figures, or why its
 //!    reading failed midway).
