@@ -498,6 +498,14 @@ fn a_wrong_key_file_is_refused_in_one_line() {
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("missing.key"), "{err}");
+    // The server's restore chooses its drives.
+    let mut a = vec!["verify", &s.job, "--key", p(&s.key), "--drive", "0"];
+    a.extend_from_slice(&["--server", &s.server.url]);
+    a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
+    a.extend_from_slice(&["--token", &s.admin]);
+    let (code, _, err) = tl(&a);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("verify --key --drive"), "{err}");
     // No key at all: the server's own verify, which cannot open the job.
     let (code, _, err) = s.server.client(&s.admin, &["verify", &s.job]);
     assert_ne!(code, 0);

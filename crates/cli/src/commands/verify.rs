@@ -60,6 +60,10 @@ struct BadBlock {
 pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
     if let Some(server) = a.remote.resolve()? {
         if a.key.given() {
+            // The server's restore chooses its drives: none can be named.
+            if a.drive.is_some() {
+                return Err(ServerError::NotServed("verify --key --drive").into());
+            }
             // The key file is read and unlocked before the server is asked.
             return keyed(&server, a.job, a.key.keys()?);
         }
