@@ -1,9 +1,10 @@
 //! `tapeloom verify JOB --server`: the server reads the job on its own drives
 //! and answers with a local verify's document; only the job's client (or an
 //! admin) may ask, a damaged block is reported as a local verify reports it, and
-//! an encrypted job is refused. With `--key`, the server reads the job's blocks
-//! as for a restore, sealed, and the client checks them with the key, which it
-//! keeps: the same document as a local `verify --key`.
+//! an encrypted job whose key the server does not hold is refused. With `--key`,
+//! the server reads the job's blocks as for a restore, sealed, and the client
+//! checks them with the key, which it keeps: the same document as a local
+//! `verify --key`.
 
 mod common;
 #[path = "common/server_kit.rs"]
@@ -176,7 +177,7 @@ fn a_damaged_block_is_reported_as_a_local_verify_reports_it() {
 }
 
 #[test]
-fn an_encrypted_job_is_refused_in_one_line() {
+fn an_encrypted_job_whose_key_the_server_lacks_is_refused_in_one_line() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
     let src = t.path().join("src");

@@ -65,7 +65,10 @@ impl Output for Sent {
 
 /// What the server would refuse of a job's options, said before anything is sent.
 #[derive(Debug, thiserror::Error)]
-#[error("--{0} cannot be used with --server yet: a client's backup is direct and in clear")]
+#[error(
+    "--{0} cannot be used with --server yet: a client's backup goes straight to the \
+     server's drives, encrypted there only by its pool's key"
+)]
 pub struct NotWithServer(pub &'static str);
 
 /// Backs up `sources` through `server`.
@@ -90,8 +93,12 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
         Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
         None => Scan::default(),
     });
-    let streams =
-        tapeloom_engine::pack_streams(sources, opts, (begun.tag, begun.block_size), scan.clone())?;
+    let streams = tapeloom_engine::pack_streams(
+        sources,
+        opts,
+        (begun.tag, begun.block_size, begun.tail),
+        scan.clone(),
+    )?;
     let sent: Vec<Result<(), ServerError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = streams
             .into_iter()

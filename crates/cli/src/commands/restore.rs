@@ -231,9 +231,13 @@ fn remote(
     (job, keys): (i64, Vec<MasterKey>),
     opts: &RestoreOptions,
 ) -> Result<Restored> {
-    let query: Vec<String> = (opts.paths.iter())
+    let mut query: Vec<String> = (opts.paths.iter())
         .map(|p| format!("path={}", crate::net::http::percent_encode(p)))
         .collect();
+    // Given a key file, the blocks are opened here, whatever keys the server holds.
+    if !keys.is_empty() {
+        query.push("sealed=1".into());
+    }
     let path = match query.is_empty() {
         true => format!("/api/jobs/{job}/restore"),
         false => format!("/api/jobs/{job}/restore?{}", query.join("&")),

@@ -160,6 +160,9 @@ struct Due {
     block_size: usize,
     seq: u64,
     offset: u64,
+    /// Bytes each block must leave free for its encryption's nonce and tag (0:
+    /// the job is written in clear).
+    tail: usize,
 }
 
 impl Due {
@@ -187,12 +190,24 @@ impl Due {
             Some("encrypted")
         } else if h.stream_offset != self.offset {
             Some("at another stream offset")
+        } else if self.tail > 0 && !self.leaves_tail(&h, block.len()) {
+            Some("without room for its encryption (the sender left no tail free)")
         } else {
             None
         };
         match what {
             Some(w) => Err(misplaced(w).into()),
             None => Ok(h),
+        }
+    }
+
+    /// Whether block `h`, `len` bytes as sent, has room for its encryption's
+    /// tail: a stored payload within the block as sent, a compressed one (cut to
+    /// its frame) within the job's block size.
+    fn leaves_tail(&self, h: &BlockHeader, len: usize) -> bool {
+        match h.compressed {
+            true => len + self.tail <= self.block_size,
+            false => BLOCK_HEADER_LEN + h.payload_len as usize + self.tail <= len,
         }
     }
 }
@@ -214,8 +229,16 @@ impl BlockCheck {
                 block_size,
                 seq: 0,
                 offset: 0,
+                tail: 0,
             },
         }
+    }
+
+    /// Also checks that each block leaves `tail` bytes free for its encryption
+    /// (a job the receiver encrypts).
+    pub fn with_tail(mut self, tail: usize) -> Self {
+        self.due.tail = tail;
+        self
     }
 
     /// Checks `block`, the stream's next.
@@ -232,10 +255,11 @@ impl BlockCheck {
     }
 }
 
-/// Starts the receiver of stream `stream`, which feeds `out` as a packer would.
+/// Starts the receiver of stream `stream`, which feeds `out` as a packer would;
+/// each block must leave `tail` bytes free (a job encrypted as it is written).
 pub(crate) fn spawn(
     received: &Arc<Received>,
-    (tag, block_size): (u64, usize),
+    (tag, block_size, tail): (u64, usize, usize),
     stream: u16,
     mut out: Outlet,
 ) -> std::thread::JoinHandle<()> {
@@ -262,6 +286,7 @@ pub(crate) fn spawn(
             block_size,
             seq: 0,
             offset: 0,
+            tail,
         };
         if let Err(e) = receive(&rx, due, received.idle, &mut out) {
             received.fail(e);
@@ -360,6 +385,7 @@ mod tests {
             block_size: SIZE,
             seq: 3,
             offset: 500,
+            tail: 0,
         }
     }
 
@@ -404,6 +430,22 @@ mod tests {
         assert_eq!(
             refusal(&long).as_deref(),
             Some("longer than the job's block size")
+        );
+    }
+
+    #[test]
+    fn a_job_encrypted_as_written_needs_room_for_the_tail() {
+        let sealing = Due {
+            tail: tapeloom_format::CRYPT_TAIL_LEN,
+            ..due()
+        };
+        assert!(sealing.check(&block(|_| {})).is_ok());
+        let full = block(|h| h.payload_len = (SIZE - BLOCK_HEADER_LEN) as u32);
+        assert!(due().check(&full).is_ok(), "in clear it fits");
+        let e = sealing.check(&full).unwrap_err();
+        assert!(
+            e.to_string().contains("without room for its encryption"),
+            "{e}"
         );
     }
 

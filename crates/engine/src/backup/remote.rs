@@ -141,14 +141,13 @@ pub fn backup_received(
 ) -> Result<BackupReport> {
     let t0 = Instant::now();
     check_block_size(opts.block_size)?;
-    if opts.encrypt.is_some() || opts.via != Via::Direct {
-        return Err(ReceiveError::BadPlan("a backup straight to the drives, in clear").into());
+    if opts.via != Via::Direct {
+        return Err(ReceiveError::BadPlan("a backup straight to the drives").into());
     }
     let plan = plan.checked()?;
     let pool = job_pool(home, opts)?;
     let mut tapes = Tapes::new(home.library()?);
     tapes.pool = pool.clone();
-    let tapes = Arc::new(tapes);
     let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
     // Every stream is held by a drive from the start: its sender's connection
     // never waits for another stream to end.
@@ -158,6 +157,18 @@ pub fn backup_received(
     };
     let set = changes.choice;
     let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
+    // With a key, the drives' writers encrypt the blocks as they write them, as
+    // for a local job: the sender packed them in clear, a tail's room left free.
+    if let Some(master) = &opts.encrypt {
+        match job_crypt(home, master, (job_id, start.job_tag)) {
+            Ok(c) => tapes.crypt = Some(c),
+            Err(e) => {
+                record_failure(home, job_id, t0, &e);
+                return Err(e);
+            }
+        }
+    }
+    let tapes = Arc::new(tapes);
     let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
     let (received, inlets) = Received::new(&ids, idle);
     received.expect_deletions(changes.deletions);
@@ -195,6 +206,19 @@ pub fn backup_received(
         record_failure(home, job_id, t0, e);
     }
     r
+}
+
+/// A fresh data key for job `job_id` (tag `tag`) wrapped by `master`, its record
+/// kept in the catalog.
+fn job_crypt(
+    home: &Home,
+    master: &tapeloom_format::MasterKey,
+    (job_id, tag): (i64, u64),
+) -> Result<crate::crypt::JobCrypt> {
+    let crypt = crate::crypt::JobCrypt::new(master, tag)?;
+    let fingerprint = crypt.fingerprint().to_string();
+    (home.catalog).set_job_key(job_id, &fingerprint, &crypt.record.encode())?;
+    Ok(crypt)
 }
 
 /// Mounts the drives and writes the job.
@@ -288,14 +312,16 @@ impl Iterator for Outgoing {
 }
 
 /// Starts the walker, readers and packer of every stream of `plan`'s sources for
-/// job `tag` with blocks of `block_size`, each stream held to `opts.limit_rate`.
+/// job `tag` with blocks of `block_size`, each keeping `tail` bytes free after its
+/// payload (room for the nonce and tag of a receiver that encrypts:
+/// [`tapeloom_format::CRYPT_TAIL_LEN`], else 0), each stream held to `opts.limit_rate`.
 /// Each object is compared with `scan`'s base ([`Scan::from_tree`]; none for a
 /// full) as a local job compares it; `scan` counts what was read, and once every
 /// stream ended says what was deleted ([`Scan::deletions`]).
 pub fn pack_streams(
     sources: &[PathBuf],
     opts: &BackupOptions,
-    (tag, block_size): (u64, usize),
+    (tag, block_size, tail): (u64, usize, usize),
     scan: Arc<Scan>,
 ) -> Result<Vec<Outgoing>> {
     check_block_size(block_size)?;
@@ -303,7 +329,7 @@ pub fn pack_streams(
     let setup = super::pack::PackerSetup {
         tag,
         block_size,
-        tail: 0,
+        tail,
         readers: opts.readers,
         skip: Vec::new(),
         counters: None,

@@ -70,15 +70,21 @@ impl JobShared<'_> {
         PackerSetup {
             tag: self.tag,
             block_size: self.opts.block_size,
-            tail: if self.opts.encrypt.is_some() {
-                tapeloom_format::CRYPT_TAIL_LEN
-            } else {
-                0
-            },
+            tail: self.tail(),
             readers: self.opts.readers,
             skip: self.skip.clone(),
             counters: self.software.then(|| Arc::clone(&self.counters)),
             scan: Arc::clone(&self.scan),
+        }
+    }
+
+    /// Bytes each block keeps free after its payload: an encrypted block's nonce
+    /// and tag.
+    pub(crate) fn tail(&self) -> usize {
+        if self.opts.encrypt.is_some() {
+            tapeloom_format::CRYPT_TAIL_LEN
+        } else {
+            0
         }
     }
 
@@ -511,7 +517,8 @@ impl<'j, 'w> Weaver<'j, 'w> {
                 std::thread::spawn(move || staged::despool_stream(&feed, tag, id, &name, out))
             }
             (None, Some(r)) => {
-                crate::backup::received::spawn(r, (job.tag, job.opts.block_size), id, out)
+                let facts = (job.tag, job.opts.block_size, job.tail());
+                crate::backup::received::spawn(r, facts, id, out)
             }
             (None, None) => crate::backup::pack::spawn(&job.packer_setup(), p, out),
         };

@@ -107,6 +107,10 @@ pub struct Begun {
     /// Why it runs at another level than the one asked for.
     #[serde(default)]
     pub promoted: Option<String>,
+    /// Bytes each block leaves free after its payload: the nonce and tag of a
+    /// job the server encrypts (none from an older server: 0).
+    #[serde(default)]
+    pub tail: usize,
 }
 
 /// A job not yet let in, or not yet over.
@@ -259,13 +263,15 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
     if doc.streams.is_empty() || doc.streams.len() > usize::from(u16::MAX - 1) {
         return Some(Answer::error(400, "a backup needs 1 to 65534 streams"));
     }
-    let pool = doc.pool.as_ref()?;
+    let pool = doc.pool.as_deref()?;
     let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).ok()?;
-    if matches!(cat.pool_key(pool), Ok(Some(_))) {
-        let why = format!("pool {pool} encrypts its jobs, which a client cannot send yet");
-        return Some(Answer::error(409, &why));
+    // A pool whose key the server holds is encrypted by its drives' writers.
+    match shared.keys.for_pool(&cat, Some(pool)) {
+        Err(e @ super::keys::PoolKeyError::NotHeld { .. }) => {
+            Some(Answer::error(409, &e.to_string()))
+        }
+        _ => None,
     }
-    None
 }
 
 /// The set, level and base of a job `client` asked for, and the base's tree. A
@@ -364,14 +370,19 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
         b.changed.notify_all();
     }
     let c = &job.choice;
-    Answer::json(&Begun {
+    let mut begun = Begun {
         backup,
         tag: job.tag,
         block_size: job.doc.block_size,
         level: Some(c.level.name().to_string()),
         base_job: c.base.as_ref().map(|b| b.id),
         promoted: c.promoted.clone(),
-    })
+        tail: 0,
+    };
+    let pool = job.doc.pool.clone();
+    drop(jobs);
+    begun.tail = super::keys::tail(&shared.home, pool.as_deref());
+    Answer::json(&begun)
 }
 
 /// The `202` answer of a job not let in or not over.

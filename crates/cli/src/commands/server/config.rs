@@ -31,6 +31,20 @@ pub struct File {
     /// The scheduled jobs (`[[schedule]]`).
     #[serde(default)]
     pub schedule: Vec<Schedule>,
+    /// The key files the server holds (`[[encryption_key]]`).
+    #[serde(default)]
+    pub encryption_key: Vec<KeyEntry>,
+}
+
+/// An `[[encryption_key]]`: a key file the server unlocks at its start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    /// The key file (`tapeloom key create`).
+    pub file: PathBuf,
+    /// The file whose first line is its passphrase (to be mode 0600); none:
+    /// `TAPELOOM_PASSPHRASE`.
+    pub passphrase_file: Option<PathBuf>,
 }
 
 /// A `[[schedule]]`: a backup the server runs itself at the calendar's times, of
@@ -183,6 +197,8 @@ pub struct Config {
     pub queue: QueueLimits,
     /// The scheduled jobs.
     pub schedules: Vec<Schedule>,
+    /// The key files to unlock.
+    pub keys: Vec<KeyEntry>,
 }
 
 impl File {
@@ -244,6 +260,7 @@ impl File {
         Ok(Config {
             queue,
             schedules: self.schedule,
+            keys: self.encryption_key,
             listen: flags
                 .listen
                 .or(self.listen)
@@ -283,6 +300,27 @@ mod tests {
         assert_eq!((q.per_client, q.per_drive, q.spool_bytes), (1, 5, 1000));
         assert_eq!(q.spool_dir, Some("/s".into()));
         assert_eq!(q.start_rate_mb_s, Some(1.5));
+    }
+
+    #[test]
+    fn encryption_keys_parse() {
+        let c = File::parse(
+            "[[encryption_key]]\nfile = \"/k1\"\npassphrase_file = \"/p1\"\n\
+             [[encryption_key]]\nfile = \"/k2\"\n",
+        )
+        .unwrap()
+        .resolve(File::default())
+        .unwrap();
+        let [a, b] = &c.keys[..] else {
+            panic!("{:?}", c.keys)
+        };
+        assert_eq!(
+            (&a.file, &a.passphrase_file),
+            (&"/k1".into(), &Some("/p1".into()))
+        );
+        assert_eq!((&b.file, &b.passphrase_file), (&"/k2".into(), &None));
+        assert!(File::parse("[[encryption_key]]\nfile = \"/k\"\npassphrase = \"x\"\n").is_err());
+        assert!(File::parse("[[encryption_key]]\npassphrase_file = \"/p\"\n").is_err());
     }
 
     #[test]

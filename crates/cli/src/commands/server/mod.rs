@@ -14,6 +14,8 @@
 //! - `status.rs`: the status page and `GET /api/status`.
 //! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
 //!   the server runs itself.
+//! - `keys.rs`: the `[[encryption_key]]` key files the server holds, unlocked at
+//!   its start.
 //!
 //! The server holds no lock on the home but while a job is on its drives (or a
 //! restore reads): it reads the catalog beside the commands that change it
@@ -23,6 +25,7 @@ mod api;
 pub(crate) mod backups;
 mod calendar;
 mod config;
+mod keys;
 mod metrics;
 mod queue;
 pub(crate) mod restores;
@@ -111,6 +114,7 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         ..config::File::default()
     };
     let config = file.resolve(flags)?;
+    let keys = keys::Keys::unlock(&config.keys)?;
     let dir = ctx
         .home
         .clone()
@@ -144,12 +148,9 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         fingerprint,
     };
     crate::output::emit(&listening, ctx.json)?;
-    let shared = Arc::new(serve::Shared::new(
-        dir,
-        (config.limits, config.queue),
-        tls,
-        &site,
-    ));
+    let mut shared = serve::Shared::new(dir, (config.limits, config.queue), tls, &site);
+    shared.keys = keys;
+    let shared = Arc::new(shared);
     writer::recover(&shared.home, &shared.backups.spool_dir);
     writer::start(shared.clone()).map_err(|source| ServerError::Io {
         what: "start the drives' thread".into(),

@@ -5,7 +5,10 @@
 //! them. A client token restores only its own jobs: another's is a 404, and
 //! nothing is read. An encrypted job is read without its key: its blocks go out
 //! sealed, after a note with its wrapped data key (from the catalog), which only
-//! the client's key file opens.
+//! the client's key file opens. But when the server holds the job's key
+//! (`super::keys`) and the client did not ask for the blocks sealed
+//! (`sealed=1`, which a client given `--key` asks), the server opens each block
+//! and sends it in clear, over TLS: that client needs no key file.
 
 use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
@@ -46,14 +49,25 @@ pub fn serve(
             .collect(),
         ..RestoreOptions::default()
     };
-    let home = match Home::open(&shared.home) {
+    let mut home = match Home::open(&shared.home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
     };
+    let sealed = req.query.iter().any(|(k, v)| k == "sealed" && v == b"1");
+    let open = (key.as_ref())
+        .filter(|_| !sealed)
+        .and_then(|record| shared.keys.data_key(id, record));
+    if open.is_some() {
+        // The reader checks each block with the key too, and names the entries of
+        // one that does not open as a local restore does.
+        home.keys = shared.keys.all().to_vec();
+    }
     let mut out = FrameOut {
         tls,
         head: false,
-        key,
+        key: key.filter(|_| open.is_none()),
+        open,
+        scratch: Vec::new(),
     };
     let read = tapeloom_engine::read_blocks(&home, id, &opts, &mut out);
     if !out.head {
@@ -92,6 +106,10 @@ struct FrameOut<'a> {
     head: bool,
     /// The job's `JobKey` record's body, when it is encrypted: the body's first note.
     key: Option<Vec<u8>>,
+    /// The job's data key, when the server opens its blocks.
+    open: Option<tapeloom_format::DataKey>,
+    /// Where a block is opened.
+    scratch: Vec<u8>,
 }
 
 fn io(e: std::io::Error) -> Error {
@@ -187,7 +205,9 @@ impl BlockSink for FrameOut<'_> {
     }
 
     fn block(&mut self, block: &[u8]) -> tapeloom_engine::Result<()> {
-        self.raw(0, block).map_err(io)
+        let opened =
+            (self.open.as_ref()).and_then(|k| super::keys::opened(k, block, &mut self.scratch));
+        self.raw(0, opened.as_deref().unwrap_or(block)).map_err(io)
     }
 
     fn bad(&mut self, paths: &[Vec<u8>], why: &str) -> tapeloom_engine::Result<()> {

@@ -46,9 +46,9 @@ pub enum ScheduleError {
     /// The catalog could not be read or the job's client recorded.
     #[error("the catalog: {0}")]
     Catalog(#[from] tapeloom_catalog::CatalogError),
-    /// The schedule's pool encrypts its jobs: its key needs a passphrase.
-    #[error("pool {0} encrypts its jobs, whose key a scheduled job cannot unlock yet")]
-    Encrypted(String),
+    /// The schedule's pool encrypts with a key the server does not hold.
+    #[error(transparent)]
+    Key(#[from] super::keys::PoolKeyError),
     /// The backup failed.
     #[error("{}{source}", job.map_or(String::new(), |j| format!("job {j} failed: ")))]
     Backup {
@@ -160,12 +160,10 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
 /// The backup of a scheduled job, the home locked; its job recorded for the
 /// schedule's client and shown writing in the queue as soon as it is seen.
 fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
-    let home = Home::open(&shared.home).map_err(|e| ScheduleError::Home(Box::new(e)))?;
-    if let Some(pool) = &s.pool {
-        if home.catalog.pool_key(pool)?.is_some() {
-            return Err(ScheduleError::Encrypted(pool.clone()));
-        }
-    }
+    let mut home = Home::open(&shared.home).map_err(|e| ScheduleError::Home(Box::new(e)))?;
+    // A pool's key the server holds encrypts the job, as a local backup's.
+    let encrypt = (shared.keys).for_pool(&home.catalog, s.pool.as_deref())?;
+    home.keys.extend(encrypt.clone());
     // The job is known by a tag chosen here (the server also records jobs that
     // failed before a drive, so the next id may be another's).
     let tag = super::backups::random_tag();
@@ -175,6 +173,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         level: s.level,
         pool: s.pool.clone(),
         job_tag: Some(tag),
+        encrypt,
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());

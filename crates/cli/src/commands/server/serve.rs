@@ -43,6 +43,8 @@ pub struct Shared {
     pub status: super::status::Seen,
     /// The verifies clients asked for.
     pub verifies: super::verifies::Verifies,
+    /// The key files' master keys the server holds.
+    pub keys: super::keys::Keys,
 }
 
 /// What the server knows of its library when it starts.
@@ -78,6 +80,7 @@ impl Shared {
             drives: site.drives,
             status: Default::default(),
             verifies: Default::default(),
+            keys: Default::default(),
         }
     }
 }

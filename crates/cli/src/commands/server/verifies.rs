@@ -2,8 +2,8 @@
 //!
 //! - `POST /api/jobs/ID/verify` (an optional `commands::verify::Ask` document: the
 //!   drive to read with): the token may see the job (else 404, nothing read); an
-//!   encrypted job is refused (409: the server cannot ask for its key's
-//!   passphrase). A thread opens the home with its lock (so it waits for a job on
+//!   encrypted job is read with the server's key for it (`super::keys`), and
+//!   refused (409) when it holds none. A thread opens the home with its lock (so it waits for a job on
 //!   the drives to end) and runs the engine's verify as `tapeloom verify` does.
 //!   The answer, within [`LONG_POLL`], is the document of `tapeloom verify --json`,
 //!   the reading's failure (409), or `202` and a `commands::verify::Pending`
@@ -121,12 +121,16 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
         Ok(_) => return no(),
         Err(e) => return Answer::error(500, &e.to_string()),
     };
-    if job.key.is_some() {
-        let why = format!(
-            "job {job_id} is encrypted and the server cannot ask for its key's passphrase: \
-             verify it on the server's machine with --key"
-        );
-        return Answer::error(409, &why);
+    if let Some((fingerprint, _)) = &job.key {
+        if shared.keys.by_fingerprint(fingerprint).is_none() {
+            let short: String = fingerprint.chars().take(16).collect();
+            let why = format!(
+                "job {job_id} is encrypted with key {short}, which this server does not hold: \
+                 verify it on the server's machine with --key, or give the server an \
+                 [[encryption_key]] for it"
+            );
+            return Answer::error(409, &why);
+        }
     }
     let ask: Ask = match body {
         [] => Ask::default(),
@@ -140,7 +144,8 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
     let spawned = std::thread::Builder::new()
         .name("verify".into())
         .spawn(move || {
-            let outcome = std::panic::catch_unwind(|| run(&home, job_id, ask.drive))
+            let keys = s.keys.all().to_vec();
+            let outcome = std::panic::catch_unwind(|| run(&home, (job_id, keys), ask.drive))
                 .unwrap_or_else(|_| Err(format!("the verify of job {job_id} failed")));
             if let Err(why) = &outcome {
                 eprintln!("tapeloom server: verify of job {job_id}: {why}");
@@ -155,9 +160,14 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
 }
 
 /// Verifies job `job` of the home at `home` on `drive` (any when none), with the
-/// home's lock, as `tapeloom verify` does.
-fn run(home: &Path, job: i64, drive: Option<usize>) -> Outcome {
-    let home = tapeloom_engine::Home::open(home).map_err(|e| e.to_string())?;
+/// home's lock and the server's `keys`, as `tapeloom verify --key` does.
+fn run(
+    home: &Path,
+    (job, keys): (i64, Vec<tapeloom_format::MasterKey>),
+    drive: Option<usize>,
+) -> Outcome {
+    let mut home = tapeloom_engine::Home::open(home).map_err(|e| e.to_string())?;
+    home.keys = keys;
     let r = tapeloom_engine::verify(&home, job, drive).map_err(|e| e.to_string())?;
     serde_json::to_vec(&Verified::new(job, r)).map_err(|e| e.to_string())
 }

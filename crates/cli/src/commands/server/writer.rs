@@ -164,7 +164,11 @@ fn run(
     spools: &HashMap<u16, Arc<StreamSpool>>,
 ) -> Outcome {
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
-    let (opts, plan) = job_of(doc, tag);
+    let (mut opts, plan) = job_of(doc, tag);
+    // Encrypted as it is written when its pool has a key (the server's own).
+    opts.encrypt = (shared.keys)
+        .for_pool(&home.catalog, opts.pool.as_deref())
+        .map_err(|e| e.to_string())?;
     let idle = idle_limit(shared);
     let progress = Arc::new(Progress::default());
     let mut id = None;

@@ -1,0 +1,242 @@
+//! The key files the server holds (the configuration's `[[encryption_key]]`s),
+//! each unlocked once, at the start: the server does not start when one cannot
+//! be. Keys are known by their fingerprint, as pools (`Catalog::pool_key`) and
+//! jobs (their `JobKey` record) name them.
+//!
+//! With a pool's key here, a client's backup or a schedule's job into that pool
+//! is encrypted by the drives' writers as it is written, as a local backup into
+//! it is (the client sends its blocks in clear over TLS, a tail's room left in
+//! each); a job encrypted with a key here is verified by the server, and its
+//! blocks are opened for a client's restore that brings no key file.
+
+use super::config::KeyEntry;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use tapeloom_catalog::{Catalog, CatalogError};
+use tapeloom_format::{open_block, BlockHeader, DataKey, MasterKey, CRYPT_TAIL_LEN};
+use zeroize::Zeroizing;
+
+/// Why a configured key could not be unlocked: the server does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The passphrase file could not be read.
+    #[error("key file {}: read its passphrase file {}: {source}", file.display(), passphrase.display())]
+    PassphraseFile {
+        /// The key file.
+        file: PathBuf,
+        /// Its passphrase file.
+        passphrase: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The passphrase file's first line is empty.
+    #[error("key file {}: its passphrase file {} holds no passphrase", file.display(), passphrase.display())]
+    EmptyPassphrase {
+        /// The key file.
+        file: PathBuf,
+        /// Its passphrase file.
+        passphrase: PathBuf,
+    },
+    /// Neither a passphrase file nor `TAPELOOM_PASSPHRASE`.
+    #[error("key file {}: no passphrase_file, and TAPELOOM_PASSPHRASE is not set", file.display())]
+    NoPassphrase {
+        /// The key file.
+        file: PathBuf,
+    },
+    /// The key file could not be read, or its passphrase is wrong (the engine's
+    /// message names the file).
+    #[error(transparent)]
+    Unlock(#[from] Box<tapeloom_engine::Error>),
+}
+
+/// Why a job into a pool cannot be written by this server.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolKeyError {
+    /// The pool encrypts with a key this server was not given.
+    #[error(
+        "pool {pool} encrypts its jobs with key {fingerprint}, which this server does not \
+         hold: its configuration needs an [[encryption_key]] for that key file"
+    )]
+    NotHeld {
+        /// The pool.
+        pool: String,
+        /// The key's short fingerprint.
+        fingerprint: String,
+    },
+    /// The pool's key could not be read from the catalog.
+    #[error("read pool {pool}'s key: {source}")]
+    Catalog {
+        /// The pool.
+        pool: String,
+        /// Why.
+        source: CatalogError,
+    },
+}
+
+/// The master keys the server holds.
+#[derive(Default)]
+pub struct Keys(Vec<MasterKey>);
+
+impl Keys {
+    /// Unlocks every key of `entries`, saying each one's fingerprint on stderr.
+    pub fn unlock(entries: &[KeyEntry]) -> Result<Keys, KeyError> {
+        let mut keys: Vec<MasterKey> = Vec::new();
+        for e in entries {
+            // The key file is read first: a missing one is said before its passphrase.
+            tapeloom_engine::read_key_file(&e.file).map_err(Box::new)?;
+            let pass = passphrase(e)?;
+            let master = tapeloom_engine::open_key_file(&e.file, &pass).map_err(Box::new)?;
+            let f = master.fingerprint();
+            eprintln!(
+                "tapeloom server: key {} ({f}) unlocked from {}",
+                f.short(),
+                e.file.display()
+            );
+            if !keys.iter().any(|k| k.fingerprint() == f) {
+                keys.push(master);
+            }
+        }
+        Ok(Keys(keys))
+    }
+
+    /// Every key held.
+    pub fn all(&self) -> &[MasterKey] {
+        &self.0
+    }
+
+    /// The key of fingerprint `hex` (as the catalog keeps it), when held.
+    pub fn by_fingerprint(&self, hex: &str) -> Option<&MasterKey> {
+        self.0.iter().find(|k| k.fingerprint().to_string() == hex)
+    }
+
+    /// The key a job into `pool` is encrypted with: none for a pool without a key
+    /// (or none named, as for a local backup); refused when the pool's key is not
+    /// held.
+    pub fn for_pool(
+        &self,
+        cat: &Catalog,
+        pool: Option<&str>,
+    ) -> Result<Option<MasterKey>, PoolKeyError> {
+        let Some(pool) = pool else {
+            return Ok(None);
+        };
+        let key = cat.pool_key(pool).map_err(|source| PoolKeyError::Catalog {
+            pool: pool.to_string(),
+            source,
+        })?;
+        let Some(k) = key else {
+            return Ok(None);
+        };
+        match self.by_fingerprint(&k.fingerprint) {
+            Some(m) => Ok(Some(m.clone())),
+            None => Err(PoolKeyError::NotHeld {
+                pool: pool.to_string(),
+                fingerprint: k.fingerprint.chars().take(16).collect(),
+            }),
+        }
+    }
+
+    /// The data key of job `job` from its `JobKey` record's body, when the
+    /// server holds the master key that wraps it.
+    pub fn data_key(&self, job: i64, record: &[u8]) -> Option<DataKey> {
+        let (_, key) = tapeloom_engine::job_data_key(&self.0, job, record).ok()?;
+        Some(key)
+    }
+}
+
+/// The bytes a client leaves free in each block of a job into `pool`: an
+/// encrypted block's nonce and tag when the pool has a key, else none.
+pub fn tail(home: &Path, pool: Option<&str>) -> usize {
+    let keyed = pool.is_some_and(|pool| {
+        tapeloom_engine::Home::open_catalog_unlocked(home)
+            .is_ok_and(|cat| matches!(cat.pool_key(pool), Ok(Some(_))))
+    });
+    if keyed {
+        CRYPT_TAIL_LEN
+    } else {
+        0
+    }
+}
+
+/// The passphrase of `e`: its passphrase file's first line, else
+/// `TAPELOOM_PASSPHRASE`.
+fn passphrase(e: &KeyEntry) -> Result<Zeroizing<Vec<u8>>, KeyError> {
+    let Some(path) = &e.passphrase_file else {
+        return match std::env::var_os("TAPELOOM_PASSPHRASE") {
+            Some(p) => Ok(Zeroizing::new(p.into_encoded_bytes())),
+            None => Err(KeyError::NoPassphrase {
+                file: e.file.clone(),
+            }),
+        };
+    };
+    let unread = |source| KeyError::PassphraseFile {
+        file: e.file.clone(),
+        passphrase: path.clone(),
+        source,
+    };
+    let text = Zeroizing::new(std::fs::read(path).map_err(unread)?);
+    let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
+    if mode & 0o077 != 0 {
+        eprintln!(
+            "tapeloom server: warning: passphrase file {} is mode {:04o}: others than its \
+             owner may read it (make it 0600)",
+            path.display(),
+            mode & 0o7777
+        );
+    }
+    let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.is_empty() {
+        return Err(KeyError::EmptyPassphrase {
+            file: e.file.clone(),
+            passphrase: path.clone(),
+        });
+    }
+    Ok(Zeroizing::new(line.to_vec()))
+}
+
+/// Block `block` of an encrypted job opened with its data `key` and sealed
+/// again in clear (its header without the encryption and compression flags, the
+/// plain payload, its CRC): what a client without the key file places. None for
+/// a block in clear, or one that does not open (sent on as read: the client
+/// refuses it as a bad block).
+pub fn opened(key: &DataKey, block: &[u8], scratch: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let h = BlockHeader::open(block).ok().filter(|h| h.encrypted)?;
+    open_block(&h, block, Some(key), scratch).ok()?;
+    let clear = BlockHeader {
+        compressed: false,
+        encrypted: false,
+        ..h
+    };
+    let mut out = scratch.clone();
+    clear.seal(&mut out);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tapeloom_format::{Kind, StreamPacker};
+
+    #[test]
+    fn an_opened_block_reads_as_the_clear_one() {
+        let key = DataKey::from_bytes(&[9; 32]);
+        let mut p = StreamPacker::new(1, 77, 4096).with_tail(CRYPT_TAIL_LEN);
+        p.record(Kind::Data, &b"plain payload".repeat(40));
+        p.finish_block();
+        let mut b = p.ready.remove(0);
+        let clear_payload = b.buf[64..64 + b.header.payload_len as usize].to_vec();
+        key.encrypt_block(&mut b, [5; 12]).unwrap();
+        b.seal([0; 16], 0);
+        let mut scratch = Vec::new();
+        let out = opened(&key, &b.buf, &mut scratch).expect("it opens");
+        let h = BlockHeader::open(&out).unwrap();
+        assert!(!h.encrypted && !h.compressed);
+        assert_eq!((h.job_tag, h.stream), (77, 1));
+        assert_eq!(h.payload(&out), &clear_payload[..]);
+        // Another key does not open it; a block in clear is left as it is.
+        let other = DataKey::from_bytes(&[8; 32]);
+        assert!(opened(&other, &b.buf, &mut scratch).is_none());
+        assert!(opened(&key, &out, &mut scratch).is_none());
+    }
+}
