@@ -5,8 +5,8 @@
 //! Nothing the sender says is trusted. Every block is opened (`BlockHeader::open`:
 //! magic, version, CRC), must carry the job's tag and its stream, come next in
 //! sequence at the stream offset due, unsealed (zero volume, its seq as LBN), clear
-//! and no longer than the job's block size; the entries' rows are told from the
-//! blocks themselves by [`StreamRows`], as for staged blocks. A refused block, a
+//! and no longer than the job's block size (with room for the tail, for a job the
+//! drives' writers encrypt); the entries' rows are told from the blocks themselves by [`StreamRows`], as for staged blocks. A refused block, a
 //! stream cut before its end record, or a sender silent for longer than the idle
 //! limit fails the job; what is already on tape stays.
 
