@@ -160,13 +160,8 @@ pub fn backup_received(
     // With a key, the drives' writers encrypt the blocks as they write them, as
     // for a local job: the sender packed them in clear, a tail's room left free.
     if let Some(master) = &opts.encrypt {
-        match job_crypt(home, master, (job_id, start.job_tag)) {
-            Ok(c) => tapes.crypt = Some(c),
-            Err(e) => {
-                record_failure(home, job_id, t0, &e);
-                return Err(e);
-            }
-        }
+        let c = job_crypt(home, master, (job_id, start.job_tag));
+        tapes.crypt = Some(c.inspect_err(|e| record_failure(home, job_id, t0, e))?);
     }
     let tapes = Arc::new(tapes);
     let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
