@@ -11,9 +11,13 @@ use crate::net::restore::{Notice, Trailer};
 use crate::output::{self, mb_per_s, Output, PathError};
 use anyhow::Result;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use tapeloom_engine::{BlockRestore, Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
+use tapeloom_engine::{
+    BlockRestore, Overwrite, RestoreOptions, RestoreReport, SetBlockRestore, SetJob, SetSelection,
+    SkipBy, Source,
+};
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 
 #[derive(clap::Args)]
@@ -194,11 +198,16 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         overwrite: a.overwrite.into(),
     };
     if let Some(server) = server {
-        let job = job.ok_or(ServerError::NotServed("restore --set"))?;
         // The key file is read and unlocked here, before the server is asked: the
         // key never leaves this machine.
         let keys = a.key.keys()?;
-        return remote(&server, (job, keys), &opts);
+        return match (job, a.set) {
+            (Some(job), _) => remote(&server, (job, keys), &opts),
+            (None, set) => {
+                let set = set.unwrap_or_default();
+                remote_set(&server, (&set, a.at.as_deref()), keys, &opts)
+            }
+        };
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
@@ -325,6 +334,14 @@ impl Placing {
             Notice::LeftOut(p) => br.left_out(p),
             Notice::Bad(p, why) => br.bad(&p, &why),
             Notice::JobKey(_) => {}
+            Notice::SetAt(_)
+            | Notice::Job(_)
+            | Notice::Meta(_)
+            | Notice::Missing(_)
+            | Notice::Of(_) => {
+                let e = "a note of a set's restore in a job's";
+                return Err(ServerError::BadAnswer(e.into()).into());
+            }
         }
         Ok(())
     }
@@ -354,6 +371,149 @@ impl Placing {
             Some((tag, key)) => br.with_key(tag, key),
             None => br,
         })
+    }
+}
+
+/// Restores set `set` as it was at `at` from `server`: the server reads the
+/// blocks of every job the set's tree needs, this machine checks each against its
+/// job and places them as a local `restore --set` does; encrypted jobs' blocks
+/// are opened here with their data keys, which `keys` unwrap. The restore folder
+/// is made only once the server has agreed to serve the set and every job's key
+/// was opened.
+fn remote_set(
+    server: &Server,
+    (set, at): (&str, Option<&str>),
+    keys: Vec<MasterKey>,
+    opts: &RestoreOptions,
+) -> Result<Restored> {
+    let enc = crate::net::http::percent_encode;
+    let mut query = vec![format!("set={}", enc(set.as_bytes()))];
+    query.extend(at.map(|t| format!("at={}", enc(t.as_bytes()))));
+    query.extend((opts.paths.iter()).map(|p| format!("path={}", enc(p))));
+    let path = format!("/api/sets/restore?{}", query.join("&"));
+    let mut placing = SetPlacing {
+        keys,
+        sel: SetSelection::default(),
+        opened: HashMap::new(),
+        br: None,
+    };
+    let trailer =
+        server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| placing.frame(f, opts))?;
+    let t: Trailer = serde_json::from_slice(&trailer)
+        .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
+    let sel = placing.sel.clone();
+    // What was placed is finished even when the server's reading failed midway.
+    let mut r = placing.take(opts)?.finish()?;
+    if let Some(e) = t.error {
+        return Err(ServerError::Failed(e).into());
+    }
+    for (p, why) in &r.errors {
+        eprintln!("tapeloom: {p}: {why}");
+    }
+    r.blocks_read = t.blocks_read;
+    r.bytes_read_from_tape = t.bytes_read_from_tape;
+    r.locates = t.locates;
+    r.mounts = t.mounts;
+    r.read_through = t.read_through;
+    r.chains = t.chains;
+    r.blocks_planned = t.blocks_planned;
+    r.source = source(&t.source);
+    (r.job, r.jobs) = (sel.at, sel.jobs.iter().map(|j| j.id).collect());
+    let mut out = Restored::new(r.job, &r);
+    out.set = Some(set.to_string());
+    Ok(out)
+}
+
+/// A set's restore through the server as its frames come: the selection and the
+/// jobs' keys gathered from the notes before the first block, then the restore
+/// started.
+struct SetPlacing {
+    /// The master keys given (`--key`).
+    keys: Vec<MasterKey>,
+    /// What the restore takes from each job, as the notes said.
+    sel: SetSelection,
+    /// Each encrypted job's tag and data key, by job id.
+    opened: HashMap<i64, (u64, DataKey)>,
+    br: Option<SetBlockRestore>,
+}
+
+impl SetPlacing {
+    /// Takes one frame of the answer.
+    fn frame(&mut self, f: Frame, opts: &RestoreOptions) -> Result<()> {
+        let note = match f {
+            Frame::Block(b) => return Ok(self.started(opts)?.block(&b)?),
+            Frame::Note(n) => Notice::parse(&n)
+                .ok_or_else(|| ServerError::BadAnswer("a note of no kind".into()))?,
+        };
+        match note {
+            Notice::Of(job) => self.started(opts)?.job(job),
+            Notice::Bad(p, why) => self.started(opts)?.bad(&p, &why),
+            n if self.br.is_some() => {
+                let e = format!("a note of the selection after the first block: {n:?}");
+                return Err(ServerError::BadAnswer(e).into());
+            }
+            n => self.select(n)?,
+        }
+        Ok(())
+    }
+
+    /// Takes one note of the selection.
+    fn select(&mut self, note: Notice) -> Result<()> {
+        let bad = |e: &str| ServerError::BadAnswer(e.to_string());
+        if let Notice::SetAt(at) = note {
+            self.sel.at = at;
+            return Ok(());
+        }
+        if let Notice::Missing(p) = note {
+            self.sel.missing.push(p);
+            return Ok(());
+        }
+        if let Notice::Job(j) = note {
+            let (id, tag, block_size) = (j.id, j.tag, j.block_size);
+            let job = SetJob {
+                id,
+                tag,
+                block_size,
+                ..SetJob::default()
+            };
+            self.sel.jobs.push(job);
+            return Ok(());
+        }
+        let job =
+            (self.sel.jobs.last_mut()).ok_or_else(|| bad("an entry's note before any job"))?;
+        match note {
+            Notice::Want(p) => job.data.push(p),
+            Notice::Meta(p) => job.meta.push(p),
+            Notice::JobKey(record) => {
+                let key = tapeloom_engine::job_data_key(&self.keys, job.id, &record)?;
+                self.opened.insert(job.id, key);
+            }
+            _ => return Err(bad("a job's note in a set's restore").into()),
+        }
+        Ok(())
+    }
+
+    /// The restore, started (its folder made) at the first block or note of the
+    /// blocks.
+    fn started(&mut self, opts: &RestoreOptions) -> Result<&mut SetBlockRestore> {
+        let br = match self.br.take() {
+            Some(br) => br,
+            None => self.fresh(opts)?,
+        };
+        Ok(self.br.insert(br))
+    }
+
+    /// The restore, started when no block came.
+    fn take(mut self, opts: &RestoreOptions) -> Result<SetBlockRestore> {
+        match self.br.take() {
+            Some(br) => Ok(br),
+            None => self.fresh(opts),
+        }
+    }
+
+    fn fresh(&mut self, opts: &RestoreOptions) -> Result<SetBlockRestore> {
+        let keys = std::mem::take(&mut self.opened);
+        Ok(SetBlockRestore::new(opts, &self.sel, keys)?)
     }
 }
 

@@ -166,6 +166,14 @@ impl Checking {
             Notice::LeftOut(p) => self.started(None).left_out(p),
             Notice::Bad(p, why) => self.started(None).bad(&p, &why),
             Notice::Want(_) => {}
+            Notice::SetAt(_)
+            | Notice::Job(_)
+            | Notice::Meta(_)
+            | Notice::Missing(_)
+            | Notice::Of(_) => {
+                let e = "a note of a set's restore in a job's";
+                return Err(ServerError::BadAnswer(e.into()).into());
+            }
         }
         Ok(())
     }

@@ -14,6 +14,15 @@
 //! 3. the closing zero-length frame, then the trailer: a `u32` little-endian
 //!    length and a [`Trailer`] JSON document (the server's figures, or why its
 //!    reading failed midway).
+//!
+//! The answer to `GET /api/sets/restore?set=NAME&at=TIME&path=P...`, a set's
+//! point-in-time restore, has the same shape; its selection, before any block,
+//! is a [`Notice::SetAt`], then for each job read a [`Notice::Job`], its
+//! [`Notice::JobKey`] when it is encrypted, a [`Notice::Want`] per entry placed
+//! from it with its data and a [`Notice::Meta`] per metadata-only entry of it,
+//! and last a [`Notice::Missing`] per file no job holds the data of. A
+//! [`Notice::Of`] says whose are the blocks and [`Notice::Bad`] notes that
+//! follow it.
 
 use super::http::Frame;
 use serde::{Deserialize, Serialize};
@@ -29,6 +38,28 @@ const LEFT_OUT: &str = "left-out";
 const JOB_KEY: &str = "job-key";
 /// The prefix of a bad block's note.
 const BAD: &str = "bad: ";
+/// The reason word of a set's point in time's note.
+const SET_AT: &str = "set-at";
+/// The reason word of a set's job's note.
+const JOB: &str = "job";
+/// The reason word of a metadata-only entry's note.
+const META: &str = "meta";
+/// The reason word of a note of a file no job holds the data of.
+const MISSING: &str = "missing";
+/// The reason word of the note that says whose the next blocks are.
+const OF: &str = "of-job";
+
+/// A job of a set's restore, as its note gives it (JSON in the note's path
+/// place).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobNote {
+    /// The job's id.
+    pub id: i64,
+    /// Its tag, which its blocks carry.
+    pub tag: u64,
+    /// Its block size.
+    pub block_size: u32,
+}
 
 /// What a note of a restore's answer says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +73,18 @@ pub enum Notice {
     /// The job is encrypted: the body of its `JobKey` record (in the note's
     /// path place).
     JobKey(Vec<u8>),
+    /// A set's restore: the job its tree stands at.
+    SetAt(i64),
+    /// A set's restore reads this job; the notes of the selection that follow,
+    /// up to the next, are of it.
+    Job(JobNote),
+    /// The entry at this path of the last job named takes its metadata alone
+    /// from it (its data comes from an earlier job).
+    Meta(Vec<u8>),
+    /// No job of the set's chain holds the data of the file at this path.
+    Missing(Vec<u8>),
+    /// The blocks and bad entries that follow are of this job.
+    Of(i64),
 }
 
 impl Notice {
@@ -52,6 +95,11 @@ impl Notice {
             Notice::LeftOut(p) => Frame::note(p, LEFT_OUT),
             Notice::Bad(p, why) => Frame::note(p, &format!("{BAD}{why}")),
             Notice::JobKey(k) => Frame::note(k, JOB_KEY),
+            Notice::SetAt(j) => Frame::note(j.to_string().as_bytes(), SET_AT),
+            Notice::Job(j) => Frame::note(&serde_json::to_vec(j).unwrap_or_default(), JOB),
+            Notice::Meta(p) => Frame::note(p, META),
+            Notice::Missing(p) => Frame::note(p, MISSING),
+            Notice::Of(j) => Frame::note(j.to_string().as_bytes(), OF),
         }
     }
 
@@ -62,6 +110,13 @@ impl Notice {
             WANT => Some(Notice::Want(path)),
             LEFT_OUT => Some(Notice::LeftOut(path)),
             JOB_KEY => Some(Notice::JobKey(path)),
+            SET_AT => Some(Notice::SetAt(
+                std::str::from_utf8(&path).ok()?.parse().ok()?,
+            )),
+            JOB => Some(Notice::Job(serde_json::from_slice(&path).ok()?)),
+            META => Some(Notice::Meta(path)),
+            MISSING => Some(Notice::Missing(path)),
+            OF => Some(Notice::Of(std::str::from_utf8(&path).ok()?.parse().ok()?)),
             w => Some(Notice::Bad(path, w.strip_prefix(BAD)?.to_string())),
         }
     }
@@ -97,6 +152,9 @@ pub struct Trailer {
     pub streams: Vec<(u16, String, String)>,
     /// Why the reading failed midway, when it did.
     pub error: Option<String>,
+    /// Blocks of the runs a set's restore planned (each block once).
+    #[serde(default)]
+    pub blocks_planned: u64,
 }
 
 #[cfg(test)]
@@ -110,6 +168,15 @@ mod tests {
             Notice::LeftOut(b"\xffx".to_vec()),
             Notice::Bad(b"c".to_vec(), "block 7 of L1 is bad: medium error".into()),
             Notice::JobKey(vec![0, 1, 0xff]),
+            Notice::SetAt(12),
+            Notice::Job(JobNote {
+                id: 3,
+                tag: u64::MAX,
+                block_size: 65536,
+            }),
+            Notice::Meta(b"d/f".to_vec()),
+            Notice::Missing(b"g".to_vec()),
+            Notice::Of(-1),
         ] {
             let Frame::Note(bytes) = n.frame() else {
                 panic!("not a note");

@@ -236,7 +236,7 @@ impl BlockRestore {
 /// `key`, its tag checked) or compressed: its header, or why it is refused. The
 /// first block sets the job's `tag` when none is known; a block of another job is
 /// refused.
-fn open_handed(
+pub(crate) fn open_handed(
     block: &[u8],
     (tag, key): (&mut Option<u64>, Option<&DataKey>),
     expanded: &mut Vec<u8>,
@@ -256,7 +256,11 @@ fn open_handed(
 
 /// The plain payload of a block [`open_handed`] opened: in `expanded` when it was
 /// compressed or encrypted, else in the block.
-fn opened_payload<'a>(header: &BlockHeader, block: &'a [u8], expanded: &'a [u8]) -> &'a [u8] {
+pub(crate) fn opened_payload<'a>(
+    header: &BlockHeader,
+    block: &'a [u8],
+    expanded: &'a [u8],
+) -> &'a [u8] {
     // An opened block is its header and plain payload, as stored in clear.
     let clear = BlockHeader {
         compressed: false,

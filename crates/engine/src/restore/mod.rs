@@ -12,7 +12,9 @@
 //!
 //! A backup set restored as it was at one of its jobs ([`pit`]) reads every job its
 //! tree needs with the same readers and restorer, on a plan [`merge`] makes: each
-//! cartridge mounted once and read forward, across the jobs on it.
+//! cartridge mounted once and read forward, across the jobs on it. Its reading
+//! and its placing may also run on two machines ([`set_handoff`]), as a one-job
+//! restore's may ([`handoff`]).
 
 pub(crate) mod chains;
 pub(crate) mod handoff;
@@ -22,6 +24,7 @@ pub(crate) mod pit;
 pub(crate) mod place;
 pub(crate) mod plan;
 pub(crate) mod restorer;
+pub(crate) mod set_handoff;
 pub(crate) mod staged;
 pub(crate) mod writers;
 
@@ -30,6 +33,7 @@ pub use handoff::{BlockVerify, Listed};
 pub use overwrite::{Kept, Overwrite};
 pub use pit::{restore_set, set_job, set_tree};
 pub use plan::normalize;
+pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};
 pub use staged::Source;
 
 use crate::error::{Error, JobError, MediaError, OptionsError, Result};
@@ -508,19 +512,30 @@ pub(crate) enum Out<'a> {
     Hand(&'a dyn Handed),
 }
 
-/// A [`BlockSink`] the drives share (behind a lock).
+/// A [`BlockSink`] (or a [`SetBlockSink`]) the drives share (behind a lock):
+/// each block and bad block with the job it is of.
 pub(crate) trait Handed: Sync {
-    fn block(&self, block: &[u8]) -> Result<()>;
-    fn bad(&self, paths: &[Vec<u8>], why: &str) -> Result<()>;
+    fn block(&self, job: i64, block: &[u8]) -> Result<()>;
+    fn bad(&self, job: i64, paths: &[Vec<u8>], why: &str) -> Result<()>;
 }
 
 impl Handed for Mutex<&mut dyn BlockSink> {
-    fn block(&self, block: &[u8]) -> Result<()> {
+    fn block(&self, _job: i64, block: &[u8]) -> Result<()> {
         lock(self)?.block(block)
     }
 
-    fn bad(&self, paths: &[Vec<u8>], why: &str) -> Result<()> {
+    fn bad(&self, _job: i64, paths: &[Vec<u8>], why: &str) -> Result<()> {
         lock(self)?.bad(paths, why)
+    }
+}
+
+impl Handed for Mutex<&mut dyn SetBlockSink> {
+    fn block(&self, job: i64, block: &[u8]) -> Result<()> {
+        lock(self)?.block(job, block)
+    }
+
+    fn bad(&self, job: i64, paths: &[Vec<u8>], why: &str) -> Result<()> {
+        lock(self)?.bad(job, paths, why)
     }
 }
 
@@ -601,7 +616,7 @@ impl Shared<'_> {
                 }
                 Ok(())
             }
-            Out::Hand(sink) => sink.bad(paths, why),
+            Out::Hand(sink) => sink.bad(job, paths, why),
         }
     }
 }
@@ -716,7 +731,7 @@ impl<'a, 'b> Reading<'a, 'b> {
                 }
                 Got::Block { header, .. } if self.shared.skip.contains(&header.stream) => {}
                 Got::Block { seq, lbn, header } => match self.shared.out {
-                    Out::Hand(sink) => sink.block(reader.raw())?,
+                    Out::Hand(sink) => sink.block(job.id, reader.raw())?,
                     Out::Place(rs) => {
                         // The block as read is opened: header and plain payload
                         // (an encrypted one's tail is not there to leave off).

@@ -93,12 +93,16 @@ pub fn set_tree(
     Ok((job, out))
 }
 
+/// Why a file of a set's tree cannot be restored: no job of its chain holds its
+/// data.
+pub(crate) const NO_DATA: &str = "no job of its chain holds its data";
+
 /// What a tree needs of each job: the rows to read, by job; what the restorer
 /// takes from each; and files whose data no job of the chain holds.
-struct TreePlan {
-    rows: BTreeMap<i64, Vec<FileRow>>,
-    want: SetWant,
-    missing: Vec<Vec<u8>>,
+pub(crate) struct TreePlan {
+    pub rows: BTreeMap<i64, Vec<FileRow>>,
+    pub want: SetWant,
+    pub missing: Vec<Vec<u8>>,
 }
 
 fn plan_tree(tree: &Tree) -> TreePlan {
@@ -129,6 +133,18 @@ fn plan_tree(tree: &Tree) -> TreePlan {
     plan
 }
 
+/// The job set `set`'s tree stands at ([`set_job`]) and what its restore (of
+/// `opts.paths`, when any) needs of each job: the catalog alone is read.
+pub(crate) fn plan_set(
+    cat: &Catalog,
+    set: &str,
+    at: Option<&str>,
+    opts: &RestoreOptions,
+) -> Result<(Job, TreePlan)> {
+    let (job, tree) = set_tree(cat, set, at, &opts.paths)?;
+    Ok((job, plan_tree(&tree)))
+}
+
 /// Restores set `set` as it was at [`set_job`] under `opts.to` (`opts.paths`
 /// limit it as for a one-job restore), reading every job its tree needs.
 pub fn restore_set(
@@ -138,53 +154,36 @@ pub fn restore_set(
     opts: &RestoreOptions,
 ) -> Result<RestoreReport> {
     let t0 = Instant::now();
-    let cat = &home.catalog;
-    let (job, tree) = set_tree(cat, set, at, &opts.paths)?;
-    let plan = plan_tree(&tree);
-    let mut jobs = Vec::new();
-    let mut placed = Vec::new();
-    let mut block_size = 0;
-    for (id, rows) in plan.rows {
-        let (ctx, steps, size) = job_steps(home, id, rows)?;
-        jobs.push(ctx);
-        placed.extend(steps);
-        block_size = block_size.max(size);
-    }
-    let groups = merge::group(placed);
+    let (job, plan) = plan_set(&home.catalog, set, at, opts)?;
+    let read = SetRead::plan(home, job.id, plan.rows, false)?;
     let mut restorer = Restorer::new(&opts.to, opts.overwrite, None)?;
     for p in &plan.missing {
-        restorer.fail(p, "no job of its chain holds its data".into());
+        restorer.fail(p, NO_DATA.into());
     }
     restorer.set = Some(plan.want);
     let rs = Mutex::new(restorer);
-    let reads = match groups.is_empty() {
-        true => Vec::new(),
-        false => {
-            let read = SetRead {
-                jobs: &jobs,
-                block_size,
-                groups: &groups,
-                at: job.id,
-            };
-            read.run(home, opts, &rs, t0)?
-        }
-    };
+    let reads = read.run(home, opts, super::Out::Place(&rs), t0)?;
     let (mut report, _) = finish(rs, reads)?;
-    report.chains = groups.len();
-    report.job = job.id;
-    report.jobs = jobs.iter().map(|j| j.id).collect();
-    report.blocks_planned = groups.iter().map(Group::blocks).sum();
-    report.source = Source::Tape;
+    read.fill(&mut report);
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
 }
 
 /// What a job gives a set's restore: how to read it, its runs cut into steps, and
-/// its block size.
-fn job_steps(home: &Home, id: i64, rows: Vec<FileRow>) -> Result<(JobCtx, Vec<Placed>, usize)> {
+/// its block size. `sealed`: its key is not looked up (its blocks are handed on as
+/// stored).
+fn job_steps(
+    home: &Home,
+    id: i64,
+    rows: Vec<FileRow>,
+    sealed: bool,
+) -> Result<(JobCtx, Vec<Placed>, usize)> {
     let cat = &home.catalog;
     let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
-    let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
+    let key = match sealed {
+        true => None,
+        false => crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data),
+    };
     let vols = cat.job_volumes(id)?;
     if vols.is_empty() {
         return Err(JobError::NothingOnTape(id).into());
@@ -204,24 +203,63 @@ fn job_steps(home: &Home, id: i64, rows: Vec<FileRow>) -> Result<(JobCtx, Vec<Pl
 }
 
 /// The reading of a set's restore: its jobs and the groups of cartridges.
-struct SetRead<'a> {
-    jobs: &'a [JobCtx],
+pub(crate) struct SetRead {
+    jobs: Vec<JobCtx>,
     block_size: usize,
-    groups: &'a [Group],
+    groups: Vec<Group>,
     /// The job the tree is at: the restore's samples and marks are kept with it.
     at: i64,
 }
 
-impl SetRead<'_> {
+impl SetRead {
+    /// Plans the reading of `rows` (by job) for a tree at job `at`, each
+    /// cartridge once ([`merge`]); `sealed`: for blocks handed on as stored.
+    pub(crate) fn plan(
+        home: &Home,
+        at: i64,
+        rows: BTreeMap<i64, Vec<FileRow>>,
+        sealed: bool,
+    ) -> Result<Self> {
+        let mut jobs = Vec::new();
+        let mut placed = Vec::new();
+        let mut block_size = 0;
+        for (id, rows) in rows {
+            let (ctx, steps, size) = job_steps(home, id, rows, sealed)?;
+            jobs.push(ctx);
+            placed.extend(steps);
+            block_size = block_size.max(size);
+        }
+        Ok(SetRead {
+            jobs,
+            block_size,
+            groups: merge::group(placed),
+            at,
+        })
+    }
+
+    /// Fills in what the plan says of the restore: its chains, jobs, blocks
+    /// planned and source.
+    pub(crate) fn fill(&self, report: &mut RestoreReport) {
+        report.chains = self.groups.len();
+        report.job = self.at;
+        report.jobs = self.jobs.iter().map(|j| j.id).collect();
+        report.blocks_planned = self.groups.iter().map(Group::blocks).sum();
+        report.source = Source::Tape;
+    }
+
     /// Gives the groups to drives as a one-job restore gives chains, reads them at
-    /// once, and stores the drives' samples, marks and health.
-    fn run(
+    /// once into `out`, and stores the drives' samples, marks and health. Nothing
+    /// is read when there is nothing to read.
+    pub(crate) fn run(
         &self,
         home: &Home,
         opts: &RestoreOptions,
-        rs: &Mutex<Restorer>,
+        out: super::Out<'_>,
         t0: Instant,
     ) -> Result<Vec<crate::restore::DriveRead>> {
+        if self.groups.is_empty() {
+            return Ok(Vec::new());
+        }
         let cat = &home.catalog;
         let mut lib = home.library()?;
         let inv = lib.inventory()?;
@@ -235,12 +273,12 @@ impl SetRead<'_> {
         let (names, skip) = (HashMap::new(), HashSet::new());
         let stop = AtomicBool::new(false);
         let shared = Shared {
-            jobs: self.jobs,
+            jobs: &self.jobs,
             block_size: self.block_size,
             opts,
             names: &names,
             skip: &skip,
-            out: super::Out::Place(rs),
+            out,
             lib: &lib,
             stop: &stop,
             t0,

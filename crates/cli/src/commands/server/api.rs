@@ -5,6 +5,8 @@
 //! - `GET /api/jobs/ID/files?path=P`: the document of `tapeloom ls ID P --json`.
 //! - `GET /metrics`: Prometheus's text format; an admin token only.
 //! - `GET /api/jobs/ID/restore`: a job's blocks, streamed (`restores.rs`).
+//! - `GET /api/sets/restore?set=NAME`: a set's point-in-time restore's blocks,
+//!   streamed (`restores.rs`).
 //! - `POST /api/jobs/ID/verify`, `GET /api/verifies/N`: a client's verify, read
 //!   on the server's drives (`verifies.rs`).
 //! - `GET /`, `GET /status`: the status page, no token needed; `GET /api/status`

@@ -9,15 +9,22 @@
 //! (`super::keys`) and the client did not ask for the blocks sealed
 //! (`sealed=1`, which a client given `--key` asks), the server opens each block
 //! and sends it in clear, over TLS: that client needs no key file.
+//!
+//! `GET /api/sets/restore?set=NAME[&at=TIME][&path=P...]`: a set's point-in-time
+//! restore, read as a local `restore --set` reads it (every job its tree needs,
+//! each cartridge once) and streamed the same way, each job's blocks after a
+//! note naming it, each encrypted job's key record among the notes before them.
 
 use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
 use crate::net::http::{Frame, Request};
-use crate::net::restore::{Notice, Trailer};
+use crate::net::restore::{JobNote, Notice, Trailer};
 use std::collections::HashSet;
 use std::io::Write;
 use tapeloom_catalog::{Catalog, Token};
-use tapeloom_engine::{BlockSink, Error, Home, JobError, RestoreOptions, RestoreReport};
+use tapeloom_engine::{
+    BlockSink, Error, Home, JobError, RestoreOptions, RestoreReport, SetBlockSink, SetSelection,
+};
 
 /// What the route did: a refusal not yet written, or the answer streamed.
 pub enum Served {
@@ -150,7 +157,12 @@ impl FrameOut<'_> {
                 ..Trailer::default()
             },
         };
-        let doc = serde_json::to_vec(&trailer).map_err(std::io::Error::other)?;
+        self.close(&trailer)
+    }
+
+    /// The closing frame and `trailer`.
+    fn close(&mut self, trailer: &Trailer) -> std::io::Result<()> {
+        let doc = serde_json::to_vec(trailer).map_err(std::io::Error::other)?;
         self.tls.write_all(&0u32.to_le_bytes())?;
         self.raw(0, &doc)?;
         self.tls.flush()
@@ -179,6 +191,22 @@ fn trailer(r: &RestoreReport, streams: &[tapeloom_catalog::Stream]) -> Trailer {
         bytes_read_from_stage: r.bytes_read_from_stage,
         seconds: r.seconds,
         error: None,
+        blocks_planned: r.blocks_planned,
+    }
+}
+
+impl FrameOut<'_> {
+    /// The answer's head: the frames follow.
+    fn head(&mut self) -> tapeloom_engine::Result<()> {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.tapeloom.frames\r\n\
+                    Connection: close\r\nCache-Control: no-store\r\n\r\n";
+        self.tls.write_all(head.as_bytes()).map_err(io)?;
+        self.head = true;
+        Ok(())
+    }
+
+    fn note(&mut self, n: Notice) -> tapeloom_engine::Result<()> {
+        self.frame(n.frame()).map_err(io)
     }
 }
 
@@ -188,10 +216,7 @@ impl BlockSink for FrameOut<'_> {
         want: Option<&HashSet<Vec<u8>>>,
         left_out: &HashSet<Vec<u8>>,
     ) -> tapeloom_engine::Result<()> {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.tapeloom.frames\r\n\
-                    Connection: close\r\nCache-Control: no-store\r\n\r\n";
-        self.tls.write_all(head.as_bytes()).map_err(io)?;
-        self.head = true;
+        self.head()?;
         if let Some(k) = self.key.take() {
             self.frame(Notice::JobKey(k).frame()).map_err(io)?;
         }
@@ -214,6 +239,162 @@ impl BlockSink for FrameOut<'_> {
         for p in paths {
             self.frame(Notice::Bad(p.clone(), why.to_string()).frame())
                 .map_err(io)?;
+        }
+        Ok(())
+    }
+}
+
+/// Serves `GET /api/sets/restore?set=NAME[&at=TIME][&path=P...]`: the blocks of a
+/// set's point-in-time restore. A token may restore a set when it may see every
+/// job the restore reads (else 404, as for a set that does not exist, and
+/// nothing is read).
+pub fn serve_set(
+    shared: &Shared,
+    (tls, peer): (&mut Tls, std::net::SocketAddr),
+    req: &Request,
+    cat: &Catalog,
+) -> Served {
+    let token = match api::client(req, cat, &shared.metrics, peer) {
+        Ok(t) => t,
+        Err(a) => return Served::Refused(a),
+    };
+    let text = |k| (req.param(k)).map(|v| String::from_utf8_lossy(v).into_owned());
+    let Some(set) = text("set").filter(|s| !s.is_empty()) else {
+        return Served::Refused(Answer::error(400, "a set's restore needs set=NAME"));
+    };
+    let no_set = || Answer::error(404, &JobError::NoSet { set: set.clone() }.to_string());
+    let allowed: HashSet<i64> = match cat.set_jobs(&set) {
+        Ok(jobs) => (jobs.into_iter())
+            .filter(|j| api::may_see(&token, j.client.as_deref()))
+            .map(|j| j.id)
+            .collect(),
+        Err(e) => return Served::Refused(Answer::error(503, &e.to_string())),
+    };
+    if allowed.is_empty() {
+        return Served::Refused(no_set());
+    }
+    let opts = RestoreOptions {
+        paths: (req.query.iter())
+            .filter(|(k, _)| k == "path")
+            .map(|(_, v)| v.clone())
+            .collect(),
+        ..RestoreOptions::default()
+    };
+    let home = match Home::open(&shared.home) {
+        Ok(h) => h,
+        Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
+    };
+    let out = FrameOut {
+        tls,
+        head: false,
+        key: None,
+    };
+    let mut out = SetFrameOut {
+        out,
+        set: set.clone(),
+        allowed,
+        last: None,
+    };
+    let read =
+        tapeloom_engine::read_set_blocks(&home, &set, text("at").as_deref(), &opts, &mut out);
+    if !out.out.head {
+        return Served::Refused(refused_set(read));
+    }
+    let trailer = match read {
+        Ok(r) => trailer(&r, &[]),
+        Err(e) => Trailer {
+            error: Some(e.to_string()),
+            ..Trailer::default()
+        },
+    };
+    if let Err(e) = out.out.close(&trailer) {
+        eprintln!("tapeloom server: {peer}: restore of set {set}: {e}");
+    }
+    Served::Streamed
+}
+
+/// The refusal of a set's restore that ended before its selection.
+fn refused_set(read: Result<RestoreReport, Error>) -> Answer {
+    let e = match read {
+        Ok(_) => return Answer::error(500, "nothing was read"),
+        Err(e) => e,
+    };
+    match e {
+        Error::Job(JobError::BadAt { .. }) => Answer::error(400, &e.to_string()),
+        Error::Job(
+            JobError::NoSet { .. }
+            | JobError::NoJobAt { .. }
+            | JobError::NoJob(_)
+            | JobError::NoPath { .. },
+        ) => Answer::error(404, &e.to_string()),
+        e => Answer::error(409, &e.to_string()),
+    }
+}
+
+/// The answer's body of a set's restore, written as the blocks come.
+struct SetFrameOut<'a> {
+    out: FrameOut<'a>,
+    set: String,
+    /// The jobs of the set the token may see.
+    allowed: HashSet<i64>,
+    /// The job of the last block or bad entry sent.
+    last: Option<i64>,
+}
+
+impl SetFrameOut<'_> {
+    /// Says, when it changes, whose the blocks and bad entries that follow are.
+    fn of(&mut self, job: i64) -> tapeloom_engine::Result<()> {
+        if self.last != Some(job) {
+            self.out.note(Notice::Of(job))?;
+            self.last = Some(job);
+        }
+        Ok(())
+    }
+}
+
+impl SetBlockSink for SetFrameOut<'_> {
+    fn selection(&mut self, sel: &SetSelection) -> tapeloom_engine::Result<()> {
+        let seen = |id: &i64| self.allowed.contains(id);
+        if !seen(&sel.at) || !sel.jobs.iter().all(|j| seen(&j.id)) {
+            return Err(JobError::NoSet {
+                set: self.set.clone(),
+            }
+            .into());
+        }
+        self.out.head()?;
+        self.out.note(Notice::SetAt(sel.at))?;
+        for j in &sel.jobs {
+            let (id, tag, block_size) = (j.id, j.tag, j.block_size);
+            self.out.note(Notice::Job(JobNote {
+                id,
+                tag,
+                block_size,
+            }))?;
+            if let Some(k) = &j.key {
+                self.out.note(Notice::JobKey(k.clone()))?;
+            }
+            for p in &j.data {
+                self.out.note(Notice::Want(p.clone()))?;
+            }
+            for p in &j.meta {
+                self.out.note(Notice::Meta(p.clone()))?;
+            }
+        }
+        for p in &sel.missing {
+            self.out.note(Notice::Missing(p.clone()))?;
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, job: i64, block: &[u8]) -> tapeloom_engine::Result<()> {
+        self.of(job)?;
+        self.out.raw(0, block).map_err(io)
+    }
+
+    fn bad(&mut self, job: i64, paths: &[Vec<u8>], why: &str) -> tapeloom_engine::Result<()> {
+        self.of(job)?;
+        for p in paths {
+            self.out.note(Notice::Bad(p.clone(), why.to_string()))?;
         }
         Ok(())
     }

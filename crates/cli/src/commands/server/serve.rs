@@ -259,6 +259,12 @@ fn route(
             Served::Streamed => None,
         });
     }
+    if let ("GET", ["", "api", "sets", "restore"]) = (req.method.as_str(), &segments[..]) {
+        return Ok(match restores::serve_set(shared, (tls, peer), &req, &cat) {
+            Served::Refused(a) => Some(a),
+            Served::Streamed => None,
+        });
+    }
     if let Some(a) = super::verifies::route(shared, &req, &cat, peer, &segments) {
         return Ok(Some(a));
     }
