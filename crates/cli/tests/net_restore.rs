@@ -165,13 +165,14 @@ fn another_clients_job_is_refused_with_nothing_written() {
         &["restore", &s.job, "--to", by_admin.to_str().unwrap()],
     );
     assert_same_tree(&s.src, &by_admin);
-    // --set through the server is refused in one line.
+    // A set that is not there, through the server, is refused in one line.
     let (code, _, err) = s.server.client(
         &s.alice,
         &["restore", "--set", "x", "--to", out.to_str().unwrap()],
     );
     assert_ne!(code, 0);
-    assert!(err.contains("restore --set"), "{err}");
+    assert!(err.contains("404") && err.contains("no backup set x"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(is_empty_or_absent(&out));
 }
 
