@@ -171,7 +171,10 @@ fn another_clients_job_is_refused_with_nothing_written() {
         &["restore", "--set", "x", "--to", out.to_str().unwrap()],
     );
     assert_ne!(code, 0);
-    assert!(err.contains("404") && err.contains("no backup set x"), "{err}");
+    assert!(
+        err.contains("404") && err.contains("no backup set x"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(is_empty_or_absent(&out));
 }

@@ -1,5 +1,6 @@
 //! `tapeloom restore JOB --to DIR [PATH...]`, and a backup set as it was at one
 //! of its jobs: `tapeloom restore --set NAME [--at TIME] --to DIR [PATH...]`.
+//! Either may be read by a server's drives (`--server`) and placed here.
 
 use super::Context;
 use crate::error::CliError;

@@ -207,8 +207,8 @@ impl SetBlockRestore {
     pub fn block(&mut self, block: &[u8]) -> Result<()> {
         self.blocks += 1;
         self.bytes += block.len() as u64;
-        let id = self.current.unwrap_or_default();
-        let Some(fed) = self.jobs.get_mut(&id) else {
+        let job = (self.current).and_then(|id| self.jobs.get_mut(&id).map(|fed| (id, fed)));
+        let Some((id, fed)) = job else {
             self.refuse("it is of no job of the set");
             return Ok(());
         };

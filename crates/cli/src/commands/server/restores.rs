@@ -262,17 +262,10 @@ pub fn serve_set(
     let Some(set) = text("set").filter(|s| !s.is_empty()) else {
         return Served::Refused(Answer::error(400, "a set's restore needs set=NAME"));
     };
-    let no_set = || Answer::error(404, &JobError::NoSet { set: set.clone() }.to_string());
-    let allowed: HashSet<i64> = match cat.set_jobs(&set) {
-        Ok(jobs) => (jobs.into_iter())
-            .filter(|j| api::may_see(&token, j.client.as_deref()))
-            .map(|j| j.id)
-            .collect(),
-        Err(e) => return Served::Refused(Answer::error(503, &e.to_string())),
+    let allowed = match visible_jobs(cat, &token, &set) {
+        Ok(a) => a,
+        Err(a) => return Served::Refused(a),
     };
-    if allowed.is_empty() {
-        return Served::Refused(no_set());
-    }
     let opts = RestoreOptions {
         paths: (req.query.iter())
             .filter(|(k, _)| k == "path")
@@ -311,6 +304,21 @@ pub fn serve_set(
         eprintln!("tapeloom server: {peer}: restore of set {set}: {e}");
     }
     Served::Streamed
+}
+
+/// The jobs of set `set` that `token` may see; a 404 when it may see none (the
+/// set is another client's, or not there).
+fn visible_jobs(cat: &Catalog, token: &Token, set: &str) -> Result<HashSet<i64>, Answer> {
+    let jobs = (cat.set_jobs(set)).map_err(|e| Answer::error(503, &e.to_string()))?;
+    let allowed: HashSet<i64> = (jobs.into_iter())
+        .filter(|j| api::may_see(token, j.client.as_deref()))
+        .map(|j| j.id)
+        .collect();
+    if allowed.is_empty() {
+        let e = JobError::NoSet { set: set.into() };
+        return Err(Answer::error(404, &e.to_string()));
+    }
+    Ok(allowed)
 }
 
 /// The refusal of a set's restore that ended before its selection.
