@@ -413,3 +413,58 @@ fn an_encrypted_set_restores_with_the_key_on_the_client_and_names_a_bad_block_as
     assert_eq!(le, ne, "local {l}\nnet {n}");
     assert_eq!(std::fs::read(out.join("notes")).unwrap(), b"second");
 }
+
+#[test]
+fn a_set_read_by_two_drives_at_once_restores_through_the_server_as_on_its_home() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 3, 6, "64M");
+    // One job per cartridge: the restore reads the full's and the
+    // incremental's on two drives at once.
+    ok(&home, &["pool", "create", "solo", "--append", "false"]);
+    let srcs: Vec<PathBuf> = (0..2).map(|i| t.path().join(format!("src/s{i}"))).collect();
+    for (i, d) in srcs.iter().enumerate() {
+        for f in 0..3 {
+            write(&d.join(format!("f{f}")), &noise(10 * i as u64 + f, 400_000));
+        }
+    }
+    let srcs: Vec<&str> = srcs.iter().map(|s| p(s)).collect();
+    for (level, drive) in [("full", "0"), ("incremental", "1")] {
+        if level == "incremental" {
+            write(&t.path().join("src/s1/f1"), b"changed");
+            std::fs::remove_file(t.path().join("src/s0/f2")).unwrap();
+        }
+        let mut a = vec!["backup", "--set", "two", "--level", level, "--pool", "solo"];
+        a.extend_from_slice(&["--drive", drive]);
+        a.extend_from_slice(&srcs);
+        ok(&home, &a);
+    }
+    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"]);
+    let admin = admin["token"].as_str().unwrap().to_string();
+    let server = Server::start(&home, None);
+    let (l, n) = (t.path().join("local"), t.path().join("net"));
+    let (lcode, ldoc, err) = local(&home, "two", &l, &[]);
+    assert_eq!(lcode, 0, "{err}");
+    let ldoc: Value = serde_json::from_str(&ldoc).unwrap();
+    assert!(ldoc["drives"].as_array().unwrap().len() >= 2, "{ldoc}");
+    let (ncode, ndoc, err) = net(&server, &admin, "two", &n, &[]);
+    assert_eq!(ncode, 0, "{err}");
+    // Each source is a stream of its own, restored under its name.
+    for i in 0..2 {
+        let name = format!("s{i}");
+        assert_same_tree(&l.join(&name), &n.join(&name));
+        assert_same_tree(&t.path().join("src").join(&name), &n.join(&name));
+    }
+    assert_eq!(tree(&l).len(), tree(&n).len());
+    let ndoc: Value = serde_json::from_str(&ndoc).unwrap();
+    for k in [
+        "job_id",
+        "jobs",
+        "files",
+        "bytes",
+        "errors",
+        "blocks_planned",
+    ] {
+        assert_eq!(ldoc[k], ndoc[k], "{k}: local {ldoc}\nnet {ndoc}");
+    }
+}
