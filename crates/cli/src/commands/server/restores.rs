@@ -281,6 +281,8 @@ pub fn serve_set(
         tls,
         head: false,
         key: None,
+        open: None,
+        scratch: Vec::new(),
     };
     let mut out = SetFrameOut {
         out,
