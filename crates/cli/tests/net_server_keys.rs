@@ -473,3 +473,175 @@ fn a_scheduled_job_into_a_pool_whose_key_the_server_holds_is_encrypted() {
     assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
     assert_same_tree(&src, &out);
 }
+
+impl Setup {
+    /// A client command through the server as alice, without any passphrase in
+    /// its environment (nor a terminal to ask one on).
+    fn net_bare(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(bin())
+            .env_remove("TAPELOOM_PASSPHRASE")
+            .env_remove("TAPELOOM_SERVER")
+            .stdin(Stdio::null())
+            .args(args)
+            .args(["--server", &self.server.url])
+            .args(["--fingerprint", &self.server.fingerprint])
+            .args(["--token", &self.alice])
+            .output()
+            .expect("run tapeloom");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `backup ARGS --encrypt KEY` through the server, no passphrase given: its
+    /// document.
+    fn encrypted_backup(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json", "backup"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["--encrypt", p(&self.key)]);
+        let (code, out, err) = self.net_bare(&a);
+        assert_eq!(code, 0, "{args:?}: {err}\n{}", self.server.log());
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["status"], "ok", "{doc}");
+        doc
+    }
+}
+
+#[test]
+fn a_clients_backup_names_a_key_the_server_holds_and_the_server_encrypts_with_it() {
+    let s = setup();
+    // The default pool has no key: the job is encrypted because the client named
+    // one, and its passphrase was not needed on the client.
+    let doc = s.encrypted_backup(&[p(&s.src)]);
+    let job = doc["job_id"].as_i64().unwrap().to_string();
+    assert_eq!(listed(&s, &job)["key"], s.short.as_str());
+    assert!(
+        !contains(&cartridge_bytes(&s.home), MARKER),
+        "plaintext on tape"
+    );
+    // On the server's machine it restores with the key file, as a local job.
+    let local = s.dir("local");
+    let (code, _, err) = s.local(&["restore", &job, "--to", p(&local), "--key", p(&s.key)]);
+    assert_eq!(code, 0, "{err}");
+    assert_same_tree(&s.src, &local);
+    // Through the server without a key file (the server opens the blocks), and
+    // with it (the client opens them).
+    let opened = s.dir("opened");
+    let r = s.net_json(&["restore", &job, "--to", p(&opened)]);
+    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
+    assert_same_tree(&s.src, &opened);
+    let sealed = s.dir("sealed");
+    let r = s.net_json(&["restore", &job, "--to", p(&sealed), "--key", p(&s.key)]);
+    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
+    assert_same_tree(&s.src, &sealed);
+    let v = s.net_json(&["verify", &job]);
+    assert_eq!(v["ok"], true, "{v}");
+    // Named over a pool's key, as a local --encrypt is: pool foreign's key is
+    // not held, the named one is, and the job is encrypted with it.
+    let doc = s.encrypted_backup(&[p(&s.src), "--pool", "foreign", "--name", "over"]);
+    let job = doc["job_id"].as_i64().unwrap().to_string();
+    assert_eq!(listed(&s, &job)["key"], s.short.as_str());
+    let over = s.dir("over");
+    s.net_json(&["restore", &job, "--to", p(&over)]);
+    assert_same_tree(&s.src, &over);
+}
+
+#[test]
+fn a_key_the_server_does_not_hold_or_an_unreadable_key_file_is_refused_in_one_line() {
+    let s = setup();
+    let shown = tl_json(&["--json", "key", "show", p(&s.other)]);
+    let long = shown["fingerprint"].as_str().unwrap();
+    let (code, out, err) = s.net_bare(&["backup", p(&s.src), "--encrypt", p(&s.other)]);
+    assert_ne!(code, 0);
+    assert_eq!(out, "");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let why = format!(
+        "this server does not hold key {} ({long}): its configuration needs an \
+         [[encryption_key]] for that key file",
+        s.other_short
+    );
+    assert!(err.contains("409") && err.contains(&why), "{err}");
+    // Key files the client cannot read: named, nothing asked of the server.
+    let garbage = s.dir("garbage.key");
+    std::fs::write(&garbage, b"not a key file").unwrap();
+    for bad in [s.dir("missing.key"), garbage] {
+        let (code, out, err) = s.net_bare(&["backup", p(&s.src), "--encrypt", p(&bad)]);
+        assert_ne!(code, 0);
+        assert_eq!(out, "");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(p(&bad)), "{err}");
+    }
+    // No job was recorded, and nothing reached tape.
+    let jobs = s.net_json(&["jobs"]);
+    assert_eq!(jobs["jobs"], Value::Array(vec![]), "{jobs}");
+    assert!(!contains(&cartridge_bytes(&s.home), MARKER));
+}
+
+#[test]
+fn a_set_of_jobs_encrypted_by_the_server_restores_through_it_without_and_with_the_key() {
+    let s = setup();
+    write(&s.src.join("notes"), b"first");
+    let set = ["--set", "vault", "--block-size", "64K"];
+    let full = s.encrypted_backup(&[&[p(&s.src)][..], &set, &["--level", "full"]].concat());
+    write(&s.src.join("notes"), b"second");
+    write(&s.src.join("added.txt"), &noise(9, 50_000));
+    std::fs::remove_file(s.src.join("photos/beach.raw")).unwrap();
+    let incr = s.encrypted_backup(&[&[p(&s.src)][..], &set, &["--level", "incremental"]].concat());
+    assert_eq!(incr["level"], "incremental", "{incr}");
+    assert_eq!(incr["base_job"], full["job_id"], "{incr}");
+    for j in [&full, &incr] {
+        assert_eq!(
+            listed(&s, &j["job_id"].to_string())["key"],
+            s.short.as_str()
+        );
+    }
+    assert!(
+        !contains(&cartridge_bytes(&s.home), MARKER),
+        "plaintext on tape"
+    );
+    // Without a key file the server opens each job's blocks with its own data key.
+    let opened = s.dir("opened");
+    let r = s.net_json(&["restore", "--set", "vault", "--to", p(&opened)]);
+    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
+    assert_eq!(r["jobs"].as_array().unwrap().len(), 2, "{r}");
+    assert_same_tree(&s.src, &opened);
+    // With it, the client opens them.
+    let sealed = s.dir("sealed");
+    let k = ["--key", p(&s.key)];
+    let r = s.net_json(&[&["restore", "--set", "vault", "--to", p(&sealed)][..], &k].concat());
+    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
+    assert_same_tree(&s.src, &sealed);
+    // A job of a set encrypted with a key the server lacks, and no --key: one
+    // line naming it, the restore folder not made.
+    let h = p(&s.home);
+    for (level, key) in [("full", &s.key), ("incremental", &s.other)] {
+        write(&s.src.join("notes"), level.as_bytes());
+        let a = [
+            "--home",
+            h,
+            "backup",
+            p(&s.src),
+            "--set",
+            "mixed",
+            "--level",
+            level,
+        ];
+        let (code, _, err) = tl(&[&a[..], &["--encrypt", p(key)]].concat());
+        assert_eq!(code, 0, "{err}");
+    }
+    let adm = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
+    let adm = adm["token"].as_str().unwrap();
+    let none = s.dir("none");
+    let (code, _, err) = s
+        .server
+        .client(adm, &["restore", "--set", "mixed", "--to", p(&none)]);
+    assert_ne!(code, 0);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&s.other_short) && err.contains("no key was given"),
+        "{err}"
+    );
+    assert!(!none.exists(), "the restore folder was made");
+}

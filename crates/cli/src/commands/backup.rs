@@ -225,18 +225,18 @@ pub fn run_any(a: Args, ctx: &Context, json: bool) -> Result<i32> {
     let Some(server) = a.remote.resolve()? else {
         return output::emit(&run(a, ctx)?, json);
     };
-    let refused = if a.encrypt.is_some() {
-        Some("encrypt")
-    } else if a.via != "direct" {
-        Some("via")
-    } else {
-        None
-    };
-    if let Some(flag) = refused {
-        return Err(super::remote_backup::NotWithServer(flag).into());
+    if a.via != "direct" {
+        return Err(super::remote_backup::NotWithServer("via").into());
     }
+    // The key is named by its fingerprint, read from the key file without its
+    // passphrase: the server encrypts with its own copy, the key stays here.
+    let encrypt = match &a.encrypt {
+        Some(f) => Some(tapeloom_engine::read_key_file(f)?.fingerprint),
+        None => None,
+    };
     let (sources, opts) = a.options()?;
-    output::emit(&super::remote_backup::run(&server, &sources, &opts)?, json)
+    let sent = super::remote_backup::run(&server, &sources, (&opts, encrypt))?;
+    output::emit(&sent, json)
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {

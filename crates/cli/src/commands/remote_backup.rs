@@ -17,6 +17,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::{BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan};
+use tapeloom_format::Fingerprint;
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
 #[derive(serde::Serialize)]
@@ -67,12 +68,31 @@ impl Output for Sent {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "--{0} cannot be used with --server yet: a client's backup goes straight to the \
-     server's drives, encrypted there only by its pool's key"
+     server's drives"
 )]
 pub struct NotWithServer(pub &'static str);
 
-/// Backs up `sources` through `server`.
-pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result<Sent> {
+/// The server did not say it encrypts the job with the key the client named (a
+/// server that predates `backup --encrypt FILE --server` ignores the name).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the server does not say it encrypts backup {backup} with key {short}: nothing was \
+     sent (a server older than this client?)"
+)]
+pub struct NotSealed {
+    /// The backup's number on the server.
+    pub backup: u64,
+    /// The short fingerprint of the key named.
+    pub short: String,
+}
+
+/// Backs up `sources` through `server`, encrypted there with the server's copy
+/// of the key of fingerprint `encrypt` when one is named.
+pub fn run(
+    server: &Server,
+    sources: &[PathBuf],
+    (opts, encrypt): (&BackupOptions, Option<Fingerprint>),
+) -> Result<Sent> {
     let plan = RemotePlan::of_sources(sources, opts)?;
     let begin = Begin {
         name: plan.name,
@@ -87,8 +107,17 @@ pub fn run(server: &Server, sources: &[PathBuf], opts: &BackupOptions) -> Result
                 root: s.root,
             })
             .collect(),
+        encrypt: encrypt.map(|f| f.to_string()),
     };
     let begun = enter(server, &begin)?;
+    if let Some(f) = encrypt.filter(|f| begun.encrypt != Some(f.to_string())) {
+        let backup = begun.backup;
+        return Err(NotSealed {
+            backup,
+            short: f.short(),
+        }
+        .into());
+    }
     let scan = Arc::new(match begun.base_job {
         Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
         None => Scan::default(),

@@ -391,6 +391,10 @@ fn remote_set(
     let mut query = vec![format!("set={}", enc(set.as_bytes()))];
     query.extend(at.map(|t| format!("at={}", enc(t.as_bytes()))));
     query.extend((opts.paths.iter()).map(|p| format!("path={}", enc(p))));
+    // Given a key file, the blocks are opened here, whatever keys the server holds.
+    if !keys.is_empty() {
+        query.push("sealed=1".into());
+    }
     let path = format!("/api/sets/restore?{}", query.join("&"));
     let mut placing = SetPlacing {
         keys,

@@ -65,6 +65,11 @@ pub struct Begin {
     /// The level asked for: full, incremental or differential (default full).
     #[serde(default = "full")]
     pub level: String,
+    /// The fingerprint (hex) of the key the client asks the job encrypted with
+    /// (`backup --encrypt FILE`): the server encrypts it with its own copy of that
+    /// key, over the pool's, and refuses the job when it does not hold it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypt: Option<String>,
 }
 
 fn full() -> String {
@@ -111,6 +116,10 @@ pub struct Begun {
     /// job the server encrypts (none from an older server: 0).
     #[serde(default)]
     pub tail: usize,
+    /// The fingerprint of the key the server encrypts the job with (the one the
+    /// client named, else its pool's); none for a job written in clear.
+    #[serde(default)]
+    pub encrypt: Option<String>,
 }
 
 /// A job not yet let in, or not yet over.
@@ -263,6 +272,17 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
     if doc.streams.is_empty() || doc.streams.len() > usize::from(u16::MAX - 1) {
         return Some(Answer::error(400, "a backup needs 1 to 65534 streams"));
     }
+    if let Some(f) = doc.encrypt.as_deref() {
+        if tapeloom_format::Fingerprint::parse(f).is_none() {
+            return Some(Answer::error(
+                400,
+                &format!("encrypt: not a key's fingerprint: {f}"),
+            ));
+        }
+        // The key named is used over the pool's: the pool's need not be held.
+        let e = shared.keys.named(f).err()?;
+        return Some(Answer::error(409, &e.to_string()));
+    }
     let pool = doc.pool.as_deref()?;
     let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).ok()?;
     // A pool whose key the server holds is encrypted by its drives' writers.
@@ -378,10 +398,12 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
         base_job: c.base.as_ref().map(|b| b.id),
         promoted: c.promoted.clone(),
         tail: 0,
+        encrypt: None,
     };
-    let pool = job.doc.pool.clone();
+    let (pool, named) = (job.doc.pool.clone(), job.doc.encrypt.clone());
     drop(jobs);
-    begun.tail = super::keys::tail(&shared.home, pool.as_deref());
+    begun.encrypt = super::keys::sealed_with(&shared.home, pool.as_deref(), named.as_deref());
+    begun.tail = super::keys::tail(begun.encrypt.as_deref());
     Answer::json(&begun)
 }
 

@@ -13,7 +13,7 @@ use super::config::KeyEntry;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use tapeloom_catalog::{Catalog, CatalogError};
-use tapeloom_format::{open_block, BlockHeader, DataKey, MasterKey, CRYPT_TAIL_LEN};
+use tapeloom_format::{open_block, BlockHeader, DataKey, Fingerprint, MasterKey, CRYPT_TAIL_LEN};
 use zeroize::Zeroizing;
 
 /// Why a configured key could not be unlocked: the server does not start.
@@ -61,6 +61,17 @@ pub enum PoolKeyError {
         /// The pool.
         pool: String,
         /// The key's short fingerprint.
+        fingerprint: String,
+    },
+    /// The client named a key (`backup --encrypt FILE`) this server was not given.
+    #[error(
+        "this server does not hold key {short} ({fingerprint}): its configuration needs an \
+         [[encryption_key]] for that key file"
+    )]
+    KeyNotHeld {
+        /// The key's short fingerprint.
+        short: String,
+        /// Its fingerprint, as the client named it.
         fingerprint: String,
     },
     /// The pool's key could not be read from the catalog.
@@ -136,6 +147,33 @@ impl Keys {
         }
     }
 
+    /// The key a client's job is encrypted with: the key of fingerprint `named`
+    /// when the client named one (`backup --encrypt FILE`, over the pool's key, as
+    /// a local `--encrypt` is), else its pool's ([`Keys::for_pool`]); refused when
+    /// that key is not held.
+    pub fn for_job(
+        &self,
+        cat: &Catalog,
+        pool: Option<&str>,
+        named: Option<&str>,
+    ) -> Result<Option<MasterKey>, PoolKeyError> {
+        match named {
+            Some(hex) => self.named(hex).map(|m| Some(m.clone())),
+            None => self.for_pool(cat, pool),
+        }
+    }
+
+    /// The key of fingerprint `hex` a client named; refused when not held.
+    pub fn named(&self, hex: &str) -> Result<&MasterKey, PoolKeyError> {
+        let f = Fingerprint::parse(hex);
+        (self.0.iter())
+            .find(|k| Some(k.fingerprint()) == f)
+            .ok_or_else(|| PoolKeyError::KeyNotHeld {
+                short: hex.chars().take(16).collect(),
+                fingerprint: hex.to_string(),
+            })
+    }
+
     /// The data key of job `job` from its `JobKey` record's body, when the
     /// server holds the master key that wraps it.
     pub fn data_key(&self, job: i64, record: &[u8]) -> Option<DataKey> {
@@ -144,17 +182,22 @@ impl Keys {
     }
 }
 
-/// The bytes a client leaves free in each block of a job into `pool`: an
-/// encrypted block's nonce and tag when the pool has a key, else none.
-pub fn tail(home: &Path, pool: Option<&str>) -> usize {
-    let keyed = pool.is_some_and(|pool| {
-        tapeloom_engine::Home::open_catalog_unlocked(home)
-            .is_ok_and(|cat| matches!(cat.pool_key(pool), Ok(Some(_))))
-    });
-    if keyed {
-        CRYPT_TAIL_LEN
-    } else {
-        0
+/// The fingerprint of the key a client's job into `pool` is encrypted with: the
+/// one the client `named`, else the pool's; none for a job in clear.
+pub fn sealed_with(home: &Path, pool: Option<&str>, named: Option<&str>) -> Option<String> {
+    if let Some(f) = named {
+        return Some(f.to_string());
+    }
+    let cat = tapeloom_engine::Home::open_catalog_unlocked(home).ok()?;
+    Some(cat.pool_key(pool?).ok()??.fingerprint)
+}
+
+/// The bytes a client leaves free in each block of a job encrypted with the key
+/// of `sealed_with`: an encrypted block's nonce and tag, else none.
+pub fn tail(sealed_with: Option<&str>) -> usize {
+    match sealed_with {
+        Some(_) => CRYPT_TAIL_LEN,
+        None => 0,
     }
 }
 

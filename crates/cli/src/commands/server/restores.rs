@@ -19,12 +19,13 @@ use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
 use crate::net::http::{Frame, Request};
 use crate::net::restore::{JobNote, Notice, Trailer};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{
     BlockSink, Error, Home, JobError, RestoreOptions, RestoreReport, SetBlockSink, SetSelection,
 };
+use tapeloom_format::DataKey;
 
 /// What the route did: a refusal not yet written, or the answer streamed.
 pub enum Served {
@@ -284,11 +285,15 @@ pub fn serve_set(
         open: None,
         scratch: Vec::new(),
     };
+    // Given a key file, the client opens the jobs' blocks itself.
+    let sealed = req.query.iter().any(|(k, v)| k == "sealed" && v == b"1");
     let mut out = SetFrameOut {
         out,
         set: set.clone(),
         allowed,
         last: None,
+        keys: (!sealed).then_some(&shared.keys),
+        open: HashMap::new(),
     };
     let read =
         tapeloom_engine::read_set_blocks(&home, &set, text("at").as_deref(), &opts, &mut out);
@@ -349,6 +354,10 @@ struct SetFrameOut<'a> {
     allowed: HashSet<i64>,
     /// The job of the last block or bad entry sent.
     last: Option<i64>,
+    /// The server's keys, when the client did not ask the blocks sealed.
+    keys: Option<&'a super::keys::Keys>,
+    /// The data key of each encrypted job whose blocks the server opens.
+    open: HashMap<i64, DataKey>,
 }
 
 impl SetFrameOut<'_> {
@@ -381,7 +390,14 @@ impl SetBlockSink for SetFrameOut<'_> {
                 block_size,
             }))?;
             if let Some(k) = &j.key {
-                self.out.note(Notice::JobKey(k.clone()))?;
+                // Opened here when the server holds its key, else sent sealed
+                // after its key record, for the client's key file.
+                match self.keys.and_then(|keys| keys.data_key(id, k)) {
+                    Some(key) => {
+                        self.open.insert(id, key);
+                    }
+                    None => self.out.note(Notice::JobKey(k.clone()))?,
+                }
             }
             for p in &j.data {
                 self.out.note(Notice::Want(p.clone()))?;
@@ -398,7 +414,10 @@ impl SetBlockSink for SetFrameOut<'_> {
 
     fn block(&mut self, job: i64, block: &[u8]) -> tapeloom_engine::Result<()> {
         self.of(job)?;
-        self.out.raw(0, block).map_err(io)
+        let out = &mut self.out;
+        let opened =
+            (self.open.get(&job)).and_then(|k| super::keys::opened(k, block, &mut out.scratch));
+        out.raw(0, opened.as_deref().unwrap_or(block)).map_err(io)
     }
 
     fn bad(&mut self, job: i64, paths: &[Vec<u8>], why: &str) -> tapeloom_engine::Result<()> {

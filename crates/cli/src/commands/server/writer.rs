@@ -164,10 +164,12 @@ fn run(
     spools: &HashMap<u16, Arc<StreamSpool>>,
 ) -> Outcome {
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
+    let named = doc.encrypt.clone();
     let (mut opts, plan) = job_of(doc, tag);
-    // Encrypted as it is written when its pool has a key (the server's own).
+    // Encrypted as it is written with the key its client named, else its pool's
+    // (the server's own copies).
     opts.encrypt = (shared.keys)
-        .for_pool(&home.catalog, opts.pool.as_deref())
+        .for_job(&home.catalog, opts.pool.as_deref(), named.as_deref())
         .map_err(|e| e.to_string())?;
     let idle = idle_limit(shared);
     let progress = Arc::new(Progress::default());
