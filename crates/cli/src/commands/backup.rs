@@ -94,7 +94,8 @@ pub struct Args {
     despool: String,
     /// Encrypt the job (AES-256-GCM) with a data key wrapped by this key file's key
     /// (`tapeloom key create`); the passphrase from TAPELOOM_PASSPHRASE or a prompt
-    /// on the terminal.
+    /// on the terminal. With --server, the server encrypts the job with its own
+    /// copy of this key: only the key's fingerprint is sent, no passphrase asked.
     #[arg(long, value_name = "FILE")]
     encrypt: Option<PathBuf>,
     /// The media pool to write to (`tapeloom pool create`): its appendable volumes,

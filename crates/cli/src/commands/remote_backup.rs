@@ -2,6 +2,10 @@
 //! sources and sends the blocks; the server checks them and writes them to its
 //! drives (see `commands::server::backups` for the protocol).
 //!
+//! With `--encrypt FILE` the client sends only the key file's fingerprint (read
+//! without its passphrase); the server encrypts the job with its own copy of
+//! that key, and the client sends nothing unless the server says it does.
+//!
 //! An incremental or differential compares each object with the base's tree the
 //! server sends, as a local one does, and sends the base's paths it did not see.
 //! The document printed is the server's, but for the figures of reading the

@@ -378,7 +378,8 @@ impl Placing {
 /// Restores set `set` as it was at `at` from `server`: the server reads the
 /// blocks of every job the set's tree needs, this machine checks each against its
 /// job and places them as a local `restore --set` does; encrypted jobs' blocks
-/// are opened here with their data keys, which `keys` unwrap. The restore folder
+/// are opened here with their data keys, which `keys` unwrap (without `keys`, the
+/// server opens those whose key it holds). The restore folder
 /// is made only once the server has agreed to serve the set and every job's key
 /// was opened.
 fn remote_set(

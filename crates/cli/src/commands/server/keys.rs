@@ -6,8 +6,10 @@
 //! With a pool's key here, a client's backup or a schedule's job into that pool
 //! is encrypted by the drives' writers as it is written, as a local backup into
 //! it is (the client sends its blocks in clear over TLS, a tail's room left in
-//! each); a job encrypted with a key here is verified by the server, and its
-//! blocks are opened for a client's restore that brings no key file.
+//! each); so is a client's backup that names a key here by its fingerprint
+//! (`backup --encrypt FILE --server`), over its pool's key. A job encrypted
+//! with a key here is verified by the server, and its blocks (a set's jobs'
+//! too) are opened for a client's restore that brings no key file.
 
 use super::config::KeyEntry;
 use std::os::unix::fs::PermissionsExt;

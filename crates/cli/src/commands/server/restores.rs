@@ -13,7 +13,10 @@
 //! `GET /api/sets/restore?set=NAME[&at=TIME][&path=P...]`: a set's point-in-time
 //! restore, read as a local `restore --set` reads it (every job its tree needs,
 //! each cartridge once) and streamed the same way, each job's blocks after a
-//! note naming it, each encrypted job's key record among the notes before them.
+//! note naming it. An encrypted job whose key the server holds has its blocks
+//! opened as a single job's are (unless `sealed=1`), each with that job's data
+//! key; any other encrypted job's key record is among the notes before the
+//! blocks.
 
 use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
