@@ -90,6 +90,20 @@ pub struct NotSealed {
     pub short: String,
 }
 
+impl NotSealed {
+    /// Refuses a job `begun` that the server does not encrypt with the key of
+    /// fingerprint `asked`, when one was asked.
+    fn check(asked: Option<Fingerprint>, begun: &Begun) -> Result<(), NotSealed> {
+        match asked {
+            Some(f) if begun.encrypt != Some(f.to_string()) => Err(NotSealed {
+                backup: begun.backup,
+                short: f.short(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Backs up `sources` through `server`, encrypted there with the server's copy
 /// of the key of fingerprint `encrypt` when one is named.
 pub fn run(
@@ -114,14 +128,7 @@ pub fn run(
         encrypt: encrypt.map(|f| f.to_string()),
     };
     let begun = enter(server, &begin)?;
-    if let Some(f) = encrypt.filter(|f| begun.encrypt != Some(f.to_string())) {
-        let backup = begun.backup;
-        return Err(NotSealed {
-            backup,
-            short: f.short(),
-        }
-        .into());
-    }
+    NotSealed::check(encrypt, &begun)?;
     let scan = Arc::new(match begun.base_job {
         Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
         None => Scan::default(),
@@ -243,4 +250,37 @@ fn send_stream(server: &Server, job: u64, s: Outgoing) -> Result<(), ServerError
         return Err(crate::net::client::refusal(status, &body));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begun(encrypt: Option<&str>) -> Begun {
+        Begun {
+            backup: 7,
+            tag: 1,
+            block_size: 65536,
+            level: None,
+            base_job: None,
+            promoted: None,
+            tail: 28,
+            encrypt: encrypt.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_job_the_server_does_not_say_it_encrypts_with_the_key_named_is_refused() {
+        let f = Fingerprint([0xab; 16]);
+        let hex = f.to_string();
+        assert!(NotSealed::check(None, &begun(None)).is_ok());
+        assert!(NotSealed::check(Some(f), &begun(Some(&hex))).is_ok());
+        // An older server says nothing; another key is not the one named.
+        let other = Fingerprint([0xcd; 16]).to_string();
+        for b in [begun(None), begun(Some(&other))] {
+            let e = NotSealed::check(Some(f), &b).unwrap_err();
+            assert!(e.to_string().contains(&f.short()), "{e}");
+            assert!(e.to_string().contains("backup 7"), "{e}");
+        }
+    }
 }

@@ -284,4 +284,24 @@ mod tests {
         assert!(opened(&other, &b.buf, &mut scratch).is_none());
         assert!(opened(&key, &out, &mut scratch).is_none());
     }
+
+    #[test]
+    fn a_key_a_client_names_is_found_by_its_fingerprint_or_refused_naming_it() {
+        let keys = Keys(vec![MasterKey::from_bytes([3; 32])]);
+        let held = keys.0[0].fingerprint().to_string();
+        assert!(keys.named(&held).is_ok());
+        assert!(keys.named(&held.to_uppercase()).is_ok());
+        let other = MasterKey::from_bytes([4; 32]).fingerprint();
+        let Err(e) = keys.named(&other.to_string()) else {
+            panic!("a key not held was found");
+        };
+        let why = format!(
+            "this server does not hold key {} ({other}): its configuration needs an \
+             [[encryption_key]] for that key file",
+            other.short()
+        );
+        assert_eq!(e.to_string(), why);
+        assert_eq!(tail(Some(&held)), CRYPT_TAIL_LEN);
+        assert_eq!(tail(None), 0);
+    }
 }

@@ -64,7 +64,7 @@ pub fn serve(
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
     };
-    let sealed = req.query.iter().any(|(k, v)| k == "sealed" && v == b"1");
+    let sealed = asks_sealed(req);
     let open = (key.as_ref())
         .filter(|_| !sealed)
         .and_then(|record| shared.keys.data_key(id, record));
@@ -99,6 +99,12 @@ pub fn serve(
         eprintln!("tapeloom server: {peer}: restore of job {id}: {e}");
     }
     Served::Streamed
+}
+
+/// Whether the client asks encrypted blocks sent sealed (`sealed=1`): given a
+/// key file, it opens them itself, whatever keys the server holds.
+fn asks_sealed(req: &Request) -> bool {
+    req.query.iter().any(|(k, v)| k == "sealed" && v == b"1")
 }
 
 /// The job `id` and, when it is encrypted, its `JobKey` record's body, when
@@ -288,14 +294,12 @@ pub fn serve_set(
         open: None,
         scratch: Vec::new(),
     };
-    // Given a key file, the client opens the jobs' blocks itself.
-    let sealed = req.query.iter().any(|(k, v)| k == "sealed" && v == b"1");
     let mut out = SetFrameOut {
         out,
         set: set.clone(),
         allowed,
         last: None,
-        keys: (!sealed).then_some(&shared.keys),
+        keys: (!asks_sealed(req)).then_some(&shared.keys),
         open: HashMap::new(),
     };
     let read =
