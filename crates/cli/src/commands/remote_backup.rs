@@ -15,7 +15,7 @@
 use crate::commands::server::backups::{Begin, BeginStream, Begun, Waiting};
 use crate::net::client::Server;
 use crate::net::error::ServerError;
-use crate::net::http::Frame;
+use crate::net::http::{Frame, Framed};
 use crate::output::{self, Output};
 use anyhow::Result;
 use std::path::PathBuf;
@@ -133,12 +133,19 @@ pub fn run(
         Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
         None => Scan::default(),
     });
-    let streams = tapeloom_engine::pack_streams(
+    let mut streams = tapeloom_engine::pack_streams(
         sources,
         opts,
         (begun.tag, begun.block_size, begun.tail),
         scan.clone(),
     )?;
+    // A server that takes keepalives says how often: a stream whose walk passes
+    // over unchanged files for long sends them, so its job is not taken as silent.
+    if let Some(ms) = begun.keepalive_ms.filter(|&ms| ms > 0) {
+        for s in &mut streams {
+            s.keep_alive(std::time::Duration::from_millis(ms));
+        }
+    }
     let sent: Vec<Result<(), ServerError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = streams
             .into_iter()
@@ -238,12 +245,14 @@ pub(crate) fn until_over(
     }
 }
 
-/// Sends one stream's blocks and the source objects it could not back up.
+/// Sends one stream's blocks and the source objects it could not back up, and a
+/// keepalive whenever it had nothing to send for a while.
 fn send_stream(server: &Server, job: u64, s: Outgoing) -> Result<(), ServerError> {
     let path = format!("/api/backups/{job}/streams/{}", s.stream);
     let frames = s.map(|p| match p {
-        Piece::Block(b) => Frame::Block(b),
-        Piece::Error(path, why) => Frame::note(&path, &why),
+        Piece::Block(b) => Framed::Frame(Frame::Block(b)),
+        Piece::Error(path, why) => Framed::Frame(Frame::note(&path, &why)),
+        Piece::Idle => Framed::KeepAlive,
     });
     let (status, body) = server.post_frames(&path, frames)?;
     if status != 200 {

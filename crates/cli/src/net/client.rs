@@ -118,17 +118,18 @@ impl Server {
         self.exchange("POST", path, &head, |w| w.write_all(&body))
     }
 
-    /// POSTs `blocks` to `path` as a body of frames (`http::write_frames`): the
-    /// answer's status and body. A server that refuses the body midway answers
-    /// before it closes; that answer is read when the sending fails.
+    /// POSTs `frames` (and keepalives) to `path` as a body of frames
+    /// (`http::write_framed`): the answer's status and body. A server that
+    /// refuses the body midway answers before it closes; that answer is read when
+    /// the sending fails.
     pub fn post_frames(
         &self,
         path: &str,
-        frames: impl Iterator<Item = super::http::Frame>,
+        frames: impl Iterator<Item = super::http::Framed>,
     ) -> Result<(u16, Vec<u8>), ServerError> {
         let head = "Content-Type: application/vnd.tapeloom.frames\r\n";
         self.exchange("POST", path, head, |w| {
-            super::http::write_frames(w, frames).map(|_| ())
+            super::http::write_framed(w, frames).map(|_| ())
         })
     }
 

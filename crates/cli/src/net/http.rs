@@ -183,10 +183,25 @@ impl Frame {
     }
 }
 
+/// The length that makes a frame a keepalive: a note of no bytes, which no note
+/// is (a note holds at least its path's length). As a length of zero closes the
+/// body, this one with [`NOTE_FLAG`] is no block, note or closing frame.
+pub const KEEPALIVE: u32 = NOTE_FLAG;
+
+/// What a body of frames that may hold keepalives holds next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framed {
+    /// A block or a note.
+    Frame(Frame),
+    /// A keepalive ([`KEEPALIVE`]): the sender is at work but has nothing to send.
+    KeepAlive,
+}
+
 /// A body of frames, read one at a time: each a `u32` little-endian length and
 /// that many bytes, the last of length zero. A length with [`NOTE_FLAG`] set is a
 /// note of at most [`MAX_NOTE`] bytes; no other frame may be longer than `max`.
-/// The whole body is never held.
+/// [`KEEPALIVE`] is a keepalive where the reader takes them
+/// ([`Frames::next_framed`]), else malformed. The whole body is never held.
 pub struct Frames {
     rest: Vec<u8>,
     max: usize,
@@ -203,13 +218,34 @@ impl Frames {
         }
     }
 
-    /// The next frame; none after the closing frame.
+    /// The next frame; none after the closing frame. A keepalive is refused.
     pub fn next_frame(&mut self, r: &mut impl Read) -> Result<Option<Frame>, HttpError> {
         if self.ended {
             return Ok(None);
         }
         let len = self.take(r, 4)?;
         let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if len == KEEPALIVE {
+            return Err(malformed("a keepalive where none is taken"));
+        }
+        self.frame_of(r, len)
+    }
+
+    /// The next frame or keepalive; none after the closing frame.
+    pub fn next_framed(&mut self, r: &mut impl Read) -> Result<Option<Framed>, HttpError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let len = self.take(r, 4)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if len == KEEPALIVE {
+            return Ok(Some(Framed::KeepAlive));
+        }
+        Ok(self.frame_of(r, len)?.map(Framed::Frame))
+    }
+
+    /// The frame whose length is `len`, its bytes read from `r`.
+    fn frame_of(&mut self, r: &mut impl Read, len: u32) -> Result<Option<Frame>, HttpError> {
         if len == 0 {
             self.ended = true;
             return Ok(None);
@@ -271,17 +307,32 @@ fn closed_midway() -> io::Error {
     )
 }
 
-/// Writes `frames` as a body of frames (see [`Frames`]), the closing frame last.
-pub fn write_frames(
+/// Writes `frames` and keepalives as a body of frames (see [`Frames`]), the
+/// closing frame last;
+/// each keepalive is flushed at once. How many frames (keepalives not counted).
+pub fn write_framed(
     w: &mut (impl Write + ?Sized),
-    frames: impl Iterator<Item = Frame>,
+    frames: impl Iterator<Item = Framed>,
 ) -> io::Result<u64> {
     let mut n = 0;
     for f in frames {
         let (flag, b) = match f {
-            Frame::Block(b) => (0, b),
-            Frame::Note(b) => (NOTE_FLAG, b),
+            Framed::Frame(Frame::Block(b)) => (0, b),
+            Framed::Frame(Frame::Note(b)) => (NOTE_FLAG, b),
+            Framed::KeepAlive => {
+                w.write_all(&KEEPALIVE.to_le_bytes())?;
+                w.flush()?;
+                continue;
+            }
         };
+        // Nothing a reader would take for another frame, or refuse, is sent: an
+        // empty block is the closing frame, an empty note a keepalive.
+        if b.is_empty() {
+            return Err(io::Error::other("an empty frame"));
+        }
+        if flag == NOTE_FLAG && b.len() > MAX_NOTE {
+            return Err(io::Error::other("a note longer than 64 KiB"));
+        }
         let len = u32::try_from(b.len())
             .ok()
             .filter(|l| l & NOTE_FLAG == 0)
@@ -531,7 +582,7 @@ mod tests {
                 .map(|(b, n)| if n { Frame::Note(b) } else { Frame::Block(b) })
                 .collect();
             let mut body = Vec::new();
-            write_frames(&mut body, blocks.clone().into_iter()).unwrap();
+            write_framed(&mut body, blocks.clone().into_iter().map(Framed::Frame)).unwrap();
             let (rest, tail) = body.split_at(body.len().min(5));
             let mut frames = Frames::new(rest.to_vec(), 300);
             let mut r = tail;
@@ -542,13 +593,41 @@ mod tests {
             proptest::prop_assert_eq!(got, blocks);
         }
 
+        /// Frames and keepalives written are read back as they were by a reader
+        /// that takes keepalives.
+        #[test]
+        fn keepalives_come_back_between_frames(
+            items in proptest::collection::vec((proptest::collection::vec(proptest::num::u8::ANY, 1..100), 0u8..3), 0..12),
+        ) {
+            let sent: Vec<Framed> = (items.into_iter())
+                .map(|(b, k)| match k {
+                    0 => Framed::Frame(Frame::Block(b)),
+                    1 => Framed::Frame(Frame::Note(b)),
+                    _ => Framed::KeepAlive,
+                })
+                .collect();
+            let mut body = Vec::new();
+            write_framed(&mut body, sent.clone().into_iter()).unwrap();
+            let mut frames = Frames::new(Vec::new(), 100);
+            let mut r = body.as_slice();
+            let mut got = Vec::new();
+            while let Some(f) = frames.next_framed(&mut r).unwrap() {
+                got.push(f);
+            }
+            proptest::prop_assert_eq!(got, sent);
+            proptest::prop_assert!(r.is_empty());
+        }
+
         /// Any bytes are frames or an error, never a panic, and no frame is longer
         /// than allowed.
         #[test]
         fn any_bytes_are_frames_or_an_error(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
             let mut frames = Frames::new(Vec::new(), 64);
             let mut r = bytes.as_slice();
-            while let Ok(Some(f)) = frames.next_frame(&mut r) {
+            while let Ok(Some(f)) = frames.next_framed(&mut r) {
+                let Framed::Frame(f) = f else {
+                    continue;
+                };
                 match f {
                     Frame::Block(b) => proptest::prop_assert!(!b.is_empty() && b.len() <= 64),
                     Frame::Note(n) => {
@@ -563,6 +642,37 @@ mod tests {
         fn any_bytes_escape_and_come_back(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
             proptest::prop_assert_eq!(percent_decode(&percent_encode(&b)).unwrap(), b);
         }
+    }
+
+    #[test]
+    fn a_keepalive_is_four_bytes_and_only_where_taken() {
+        let mut body = Vec::new();
+        let sent = [Framed::KeepAlive, Framed::Frame(Frame::Block(vec![7; 3]))];
+        assert_eq!(write_framed(&mut body, sent.into_iter()).unwrap(), 1);
+        assert_eq!(body[..8], [0, 0, 0, 0x80, 3, 0, 0, 0]);
+        // A reader that takes none refuses it.
+        let e = Frames::new(Vec::new(), 64).next_frame(&mut body.as_slice());
+        assert!(matches!(e, Err(HttpError::Malformed(_))), "{e:?}");
+        // A keepalive cut short is a body cut short.
+        let e = Frames::new(Vec::new(), 64).next_framed(&mut &body[..3]);
+        assert!(e.unwrap_err().to_string().contains("before the body's end"));
+        // No frame is written that a reader would take for another, or refuse.
+        for bad in [
+            Frame::Note(Vec::new()),
+            Frame::Block(Vec::new()),
+            Frame::Note(vec![0; MAX_NOTE + 1]),
+        ] {
+            let f = [Framed::Frame(bad)].into_iter();
+            assert!(write_framed(&mut Vec::new(), f).is_err());
+        }
+        // A keepalive after the closing frame is not read as one.
+        let mut body = Vec::new();
+        write_framed(&mut body, std::iter::empty()).unwrap();
+        body.extend_from_slice(&KEEPALIVE.to_le_bytes());
+        let mut frames = Frames::new(Vec::new(), 64);
+        let mut r = body.as_slice();
+        assert_eq!(frames.next_framed(&mut r).unwrap(), None);
+        assert_eq!(frames.next_framed(&mut r).unwrap(), None);
     }
 
     #[test]

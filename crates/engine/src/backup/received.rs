@@ -8,13 +8,14 @@
 //! and no longer than the job's block size (with room for the tail, for a job the
 //! drives' writers encrypt); the entries' rows are told from the blocks themselves by [`StreamRows`], as for staged blocks. A refused block, a
 //! stream cut before its end record, or a sender silent for longer than the idle
-//! limit fails the job; what is already on tape stays.
+//! limit fails the job; what is already on tape stays. A sender with nothing to
+//! send yet (a long walk of unchanged files) says it is alive ([`Inlet::alive`]).
 
 use crate::backup::mux::{Msg, Outlet};
 use crate::error::{Error, ReceiveError, Result};
 use crate::stage::rows::StreamRows;
 use std::collections::HashMap;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tapeloom_format::{
@@ -32,6 +33,8 @@ enum Frame {
     /// The end; the receiver answers once the stream's end record was read.
     End(SyncSender<()>),
     Cut(String),
+    /// The sender is alive but has nothing to send yet (its walk is long).
+    Alive,
 }
 
 /// The receiving thread is gone: the job failed or stopped.
@@ -57,6 +60,15 @@ impl Inlet {
     /// job's namespace, and why (a job error; the job ends partial).
     pub fn error(&self, path: Vec<u8>, why: String) -> std::result::Result<(), Closed> {
         self.tx.send(Frame::Error(path, why)).map_err(|_| Closed)
+    }
+
+    /// The sender is alive, with nothing to send yet: the stream's idle limit
+    /// starts again. Never waits: when blocks wait already, they say as much.
+    pub fn alive(&self) -> std::result::Result<(), Closed> {
+        match self.tx.try_send(Frame::Alive) {
+            Ok(()) | Err(TrySendError::Full(_)) => Ok(()),
+            Err(TrySendError::Disconnected(_)) => Err(Closed),
+        }
     }
 
     /// The stream has no more blocks: waits until every block was checked and the
@@ -311,6 +323,7 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
             }
             Ok(Frame::End(ack)) => break ack,
             Ok(Frame::Cut(why)) => return Err(cut(why)),
+            Ok(Frame::Alive) => continue,
             Err(RecvTimeoutError::Timeout) => {
                 return Err(cut(format!("no block for {} s", idle.as_secs())))
             }
@@ -477,6 +490,46 @@ mod tests {
         r.expect_deletions(rx);
         let e = r.deletions().unwrap_err();
         assert!(e.to_string().contains("none came"), "{e}");
+    }
+
+    /// How stream 1 ends, its sender saying it is alive every 20 ms for `alive`,
+    /// then dropping its inlet (idle limit 100 ms); and when.
+    fn cut_after(alive: Duration) -> (String, Duration) {
+        let idle = Duration::from_millis(100);
+        let (r, mut inlets) = Received::new(&[1], idle);
+        let inlet = inlets.remove(0);
+        let sender = std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < alive {
+                inlet.alive().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        });
+        let rx = r.queues.lock().unwrap().remove(&1).unwrap();
+        let (tx, _keep) = sync_channel(4);
+        let mut out = Outlet::new(tx, Arc::default(), Arc::default(), None);
+        let t0 = std::time::Instant::now();
+        let e = receive(&rx, due(), idle, &mut out).unwrap_err();
+        let when = t0.elapsed();
+        sender.join().unwrap();
+        (e.to_string(), when)
+    }
+
+    #[test]
+    fn a_sender_alive_keeps_its_stream_past_the_idle_limit() {
+        let (e, when) = cut_after(Duration::from_millis(600));
+        assert!(e.contains("no block"), "{e}");
+        assert!(
+            when >= Duration::from_millis(650),
+            "cut while alive: {when:?}"
+        );
+        let (e, when) = cut_after(Duration::ZERO);
+        assert!(e.contains("no block"), "{e}");
+        assert!(
+            when < Duration::from_millis(300),
+            "silent, yet kept: {when:?}"
+        );
     }
 
     #[test]

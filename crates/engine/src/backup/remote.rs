@@ -5,7 +5,7 @@
 //! ([`backup_received`], the job run with [`super::received`] lanes).
 
 use super::changes::{Scan, SetChoice};
-use super::plan::{BackupOptions, Pending, Plan, Via};
+use super::plan::{BackupOptions, Plan, Via};
 use super::received::{Deletions, Inlet, Received};
 use super::{begin_job, job_pool, mount_all, pending, run_and_finish, weave::JobShared};
 use super::{BackupReport, Progress};
@@ -16,7 +16,7 @@ use crate::media::writer::Tapes;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::JobState;
@@ -266,6 +266,9 @@ pub enum Piece {
     /// A source object that could not be backed up (path, why), as a local job
     /// records it among its errors.
     Error(Vec<u8>, String),
+    /// Nothing came for the interval of [`Outgoing::keep_alive`]: the stream's
+    /// walker is at work (a long walk of unchanged files) with nothing to send.
+    Idle,
 }
 
 /// One stream packed on this machine: its sealed blocks in order, and the source
@@ -277,6 +280,27 @@ pub struct Outgoing {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Entries and stored bytes, once the stream has ended.
     pub ended: Option<(u64, u64)>,
+    /// After how long without a piece [`Piece::Idle`] comes.
+    idle: Option<Duration>,
+}
+
+impl Outgoing {
+    /// From now on, [`Piece::Idle`] comes whenever nothing came for `every`.
+    pub fn keep_alive(&mut self, every: Duration) {
+        self.idle = Some(every);
+    }
+
+    /// The packer's next message; `Err(true)` when none came for the idle
+    /// interval, `Err(false)` once the packer is gone.
+    fn recv(&self) -> std::result::Result<Msg, bool> {
+        match self.idle {
+            Some(every) => self
+                .rx
+                .recv_timeout(every)
+                .map_err(|e| e == RecvTimeoutError::Timeout),
+            None => self.rx.recv().map_err(|_| false),
+        }
+    }
 }
 
 impl Iterator for Outgoing {
@@ -285,7 +309,7 @@ impl Iterator for Outgoing {
     /// The stream's next piece; none once the packer has ended.
     fn next(&mut self) -> Option<Piece> {
         loop {
-            match self.rx.recv() {
+            match self.recv() {
                 Ok(Msg::Block { mut block, .. }) => {
                     block.seal([0; 16], block.seq);
                     return Some(Piece::Block(block.buf));
@@ -296,7 +320,8 @@ impl Iterator for Outgoing {
                     break;
                 }
                 Ok(Msg::OnTape { .. }) => {}
-                Err(_) => break,
+                Err(true) => return Some(Piece::Idle),
+                Err(false) => break,
             }
         }
         if let Some(t) = self.thread.take() {
@@ -321,14 +346,14 @@ pub fn pack_streams(
 ) -> Result<Vec<Outgoing>> {
     check_block_size(block_size)?;
     let plan = Plan::new(sources, opts)?;
-    let setup = super::pack::PackerSetup {
+    let setup = || super::pack::PackerSetup {
         tag,
         block_size,
         tail,
         readers: opts.readers,
         skip: Vec::new(),
         counters: None,
-        scan,
+        scan: Arc::clone(&scan),
     };
     let mut out = Vec::new();
     for p in pending(&plan) {
@@ -340,13 +365,31 @@ pub fn pack_streams(
             opts.limit_rate,
         );
         let stream = p.id;
-        let thread = super::pack::spawn(&setup, Pending { ..p }, outlet);
+        let thread = match walk_delay_for_test() {
+            None => super::pack::spawn(&setup(), p, outlet),
+            Some(delay) => {
+                let setup = setup();
+                std::thread::spawn(move || {
+                    std::thread::sleep(delay);
+                    let _ = super::pack::spawn(&setup, p, outlet).join();
+                })
+            }
+        };
         out.push(Outgoing {
             stream,
             rx,
             thread: Some(thread),
             ended: None,
+            idle: None,
         });
     }
     Ok(out)
+}
+
+/// For tests only: `TAPELOOM_TEST_WALK_DELAY_MS=N` makes each stream's walk
+/// begin N milliseconds late, as a long walk of unchanged files would send
+/// nothing for that long. Unset (or not a number), nothing waits.
+fn walk_delay_for_test() -> Option<Duration> {
+    let ms = std::env::var("TAPELOOM_TEST_WALK_DELAY_MS").ok()?;
+    ms.parse::<u64>().ok().map(Duration::from_millis)
 }

@@ -9,7 +9,10 @@
 //! - `POST /api/backups/ID/streams/N`: the stream's blocks as a body of frames
 //!   (`crate::net::http::Frames`), each checked as it comes
 //!   (`tapeloom_engine::BlockCheck`) and kept on the stream's spool; the answer says
-//!   how many were taken, or why the job failed.
+//!   how many were taken, or why the job failed. A client with nothing to send (a
+//!   long walk of unchanged files) sends a keepalive frame every `keepalive_ms` of
+//!   its [`Begun`]: the socket's deadline, the job's idle limit and the drive's
+//!   receiver all take it as a sign of life.
 //! - `GET /api/backups/ID/base`: the tree of the job's base (a [`BaseTree`],
 //!   empty for a full), which the client compares its sources with.
 //! - `POST /api/backups/ID/deletions`: the base's paths the client's walkers did
@@ -30,7 +33,7 @@ use super::api::Answer;
 use super::queue::{Counters, State};
 use super::serve::{Shared, Tls};
 use super::spool::{Budget, Closed, Item, StreamSpool};
-use crate::net::http::{Frame, Frames, HttpError};
+use crate::net::http::{Frame, Framed, Frames, HttpError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -120,6 +123,11 @@ pub struct Begun {
     /// client named, else its pool's); none for a job written in clear.
     #[serde(default)]
     pub encrypt: Option<String>,
+    /// How often a stream with nothing to send says its client is alive (a
+    /// keepalive frame), in milliseconds; none from an older server, which takes
+    /// no keepalive.
+    #[serde(default)]
+    pub keepalive_ms: Option<u64>,
 }
 
 /// A job not yet let in, or not yet over.
@@ -399,12 +407,19 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
         promoted: c.promoted.clone(),
         tail: 0,
         encrypt: None,
+        keepalive_ms: Some(keepalive_every(shared).as_millis() as u64),
     };
     let (pool, named) = (job.doc.pool.clone(), job.doc.encrypt.clone());
     drop(jobs);
     begun.encrypt = super::keys::sealed_with(&shared.home, pool.as_deref(), named.as_deref());
     begun.tail = super::keys::tail(begun.encrypt.as_deref());
     Answer::json(&begun)
+}
+
+/// How often a client with nothing to send says it is alive: a quarter of the
+/// timeout, which a socket may be silent for (and a job for four).
+fn keepalive_every(shared: &Shared) -> Duration {
+    (shared.limits.timeout / 4).max(Duration::from_millis(100))
 }
 
 /// The `202` answer of a job not let in or not over.
@@ -548,35 +563,18 @@ pub fn receive(
     let mut frames = Frames::new(rest, max);
     loop {
         conn.sock.deadline = Instant::now() + shared.limits.timeout;
-        let item = match frames.next_frame(conn) {
-            Ok(Some(Frame::Block(b))) => match check.0.check(&b) {
-                Ok(()) => Item::Block(b),
-                Err(e) => return refuse(shared, backup, 409, &e.to_string()),
-            },
-            Ok(Some(Frame::Note(n))) => match Frame::parse_note(&n) {
-                Some((path, why)) => Item::Note(path, why),
-                None => {
-                    return refuse(shared, backup, 400, "the client's frames: a malformed note")
-                }
-            },
-            Ok(None) => Item::End,
-            Err(e) => {
-                let status = e.status().unwrap_or(400);
-                let why = format!("the client's frames: {e}");
-                return match e {
-                    HttpError::Io(_) => refuse(shared, backup, 409, &why),
-                    _ => refuse(shared, backup, status, &why),
-                };
-            }
+        let item = match item_of(frames.next_framed(conn), &mut check.0) {
+            Ok(i) => i,
+            Err((status, why)) => return refuse(shared, backup, status, &why),
         };
-        let end = item == Item::End;
+        let (end, alive) = (item == Item::End, item == Item::Alive);
         if let Err(Closed(why)) = spool.push(item) {
             return Answer::error(409, &why);
         }
         if end {
             break;
         }
-        first_block(shared, backup);
+        heard(shared, backup, !alive);
     }
     stream_ended(shared, backup);
     #[derive(serde::Serialize)]
@@ -586,6 +584,33 @@ pub fn receive(
     Answer::json(&Taken {
         blocks: check.0.blocks(),
     })
+}
+
+/// The item of what came next of a stream, each block checked with `check`; else
+/// the status to answer and why the job fails.
+fn item_of(
+    next: Result<Option<Framed>, HttpError>,
+    check: &mut BlockCheck,
+) -> Result<Item, (u16, String)> {
+    match next {
+        Ok(Some(Framed::Frame(Frame::Block(b)))) => match check.check(&b) {
+            Ok(()) => Ok(Item::Block(b)),
+            Err(e) => Err((409, e.to_string())),
+        },
+        Ok(Some(Framed::Frame(Frame::Note(n)))) => match Frame::parse_note(&n) {
+            Some((path, why)) => Ok(Item::Note(path, why)),
+            None => Err((400, "the client's frames: a malformed note".into())),
+        },
+        Ok(Some(Framed::KeepAlive)) => Ok(Item::Alive),
+        Ok(None) => Ok(Item::End),
+        Err(e) => {
+            let why = format!("the client's frames: {e}");
+            match e {
+                HttpError::Io(_) => Err((409, why)),
+                _ => Err((e.status().unwrap_or(400), why)),
+            }
+        }
+    }
 }
 
 /// Fails the job for `why` and answers `status` with it.
@@ -620,12 +645,13 @@ fn take_stream(
     Ok((spool, (BlockCheck::new(job.tag, stream, size), size)))
 }
 
-/// A frame of job `backup` came.
-fn first_block(shared: &Shared, backup: u64) {
+/// A frame of job `backup` came: a block or a note (`data`), or a keepalive, which
+/// says only that its client is alive.
+fn heard(shared: &Shared, backup: u64, data: bool) {
     let mut jobs = shared.backups.lock();
     if let Some(j) = jobs.get_mut(&backup) {
         j.active = Instant::now();
-        if j.first_block.is_none() {
+        if data && j.first_block.is_none() {
             j.first_block = Some(Instant::now());
             drop(jobs);
             shared.backups.changed.notify_all();

@@ -26,6 +26,9 @@ pub enum Item {
     Note(Vec<u8>, String),
     /// The stream's end.
     End,
+    /// A sign of life of a client with nothing to send: never kept, only told to
+    /// the drive's side when nothing else waits for it.
+    Alive,
 }
 
 impl Item {
@@ -34,7 +37,7 @@ impl Item {
         match self {
             Item::Block(b) => b.len() as u64,
             Item::Note(p, w) => (p.len() + w.len()) as u64,
-            Item::End => 0,
+            Item::End | Item::Alive => 0,
         }
     }
 }
@@ -122,6 +125,8 @@ struct State {
     in_file: u64,
     /// The job is on a drive: blocks may wait in memory.
     attached: bool,
+    /// A sign of life came since the last item was taken.
+    alive: bool,
     closed: Option<String>,
 }
 
@@ -153,8 +158,12 @@ impl StreamSpool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps `item`, waiting for space in the spool.
+    /// Keeps `item`, waiting for space in the spool. [`Item::Alive`] takes no
+    /// space and is not kept: [`StreamSpool::pop`] says it once nothing else waits.
     pub fn push(&self, item: Item) -> Result<(), Closed> {
+        if item == Item::Alive {
+            return self.alive();
+        }
         let n = item.len();
         let closed = || self.lock().closed.is_some();
         if !self.budget.take(n, closed) {
@@ -184,6 +193,18 @@ impl StreamSpool {
         Ok(())
     }
 
+    /// Notes a sign of life of the client.
+    fn alive(&self) -> Result<(), Closed> {
+        let mut s = self.lock();
+        if let Some(why) = &s.closed {
+            return Err(Closed(why.clone()));
+        }
+        s.alive = true;
+        drop(s);
+        self.changed.notify_all();
+        Ok(())
+    }
+
     fn closed_reason(&self) -> Closed {
         Closed(self.lock().closed.clone().unwrap_or_default())
     }
@@ -204,6 +225,8 @@ impl StreamSpool {
             Item::Block(b) => (1, b, &[]),
             Item::Note(p, w) => (2, p, w.as_bytes()),
             Item::End => (3, &[], &[]),
+            // Never kept (see `push`).
+            Item::Alive => return Ok(()),
         };
         let mut head = [0u8; ITEM_HEAD];
         head[0] = kind;
@@ -252,7 +275,8 @@ impl StreamSpool {
         }
     }
 
-    /// The oldest item, waiting up to `wait` for one; none when none came.
+    /// The oldest item, waiting up to `wait` for one; [`Item::Alive`] when only a
+    /// sign of life came since the last; none when nothing came.
     pub fn pop(&self, wait: Duration) -> Result<Option<Item>, Closed> {
         let mut s = self.lock();
         loop {
@@ -271,10 +295,15 @@ impl StreamSpool {
                         return Err(Closed(why));
                     }
                 }
+            } else if s.alive {
+                s.alive = false;
+                return Ok(Some(Item::Alive));
             } else {
                 None
             };
             if let Some(i) = item {
+                // The item says the client is alive, as well.
+                s.alive = false;
                 drop(s);
                 self.budget.give(i.len());
                 self.counters.taken(i.len());
@@ -285,7 +314,7 @@ impl StreamSpool {
                 .wait_timeout(s, wait)
                 .unwrap_or_else(PoisonError::into_inner);
             s = next;
-            if timeout.timed_out() && s.mem.is_empty() && s.in_file == 0 {
+            if timeout.timed_out() && s.mem.is_empty() && s.in_file == 0 && !s.alive {
                 return Ok(None);
             }
         }
@@ -366,6 +395,31 @@ mod tests {
         assert_eq!(s.pop(NONE).unwrap(), Some(Item::End));
         assert_eq!(s.pop(NONE).unwrap(), None);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_sign_of_life_is_told_once_and_takes_no_space() {
+        let d = tempfile::tempdir().unwrap();
+        let (s, budget) = spool(d.path(), 1 << 20);
+        s.push(Item::Alive).unwrap();
+        s.push(Item::Alive).unwrap();
+        assert_eq!(budget.used(), 0);
+        assert!(!d.path().join("s1").exists(), "not kept on the file");
+        assert_eq!(s.pop(NONE).unwrap(), Some(Item::Alive));
+        assert_eq!(s.pop(NONE).unwrap(), None);
+        // An item says as much: the sign before it is not told after it.
+        s.push(Item::Alive).unwrap();
+        s.push(Item::Block(vec![1; 10])).unwrap();
+        assert_eq!(s.pop(NONE).unwrap(), Some(Item::Block(vec![1; 10])));
+        assert_eq!(s.pop(NONE).unwrap(), None);
+        // A sign of life wakes a drive waiting for the stream.
+        let s2 = s.clone();
+        let popper = std::thread::spawn(move || s2.pop(Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(100));
+        s.push(Item::Alive).unwrap();
+        assert_eq!(popper.join().unwrap(), Ok(Some(Item::Alive)));
+        s.close("over");
+        assert_eq!(s.push(Item::Alive), Err(Closed("over".into())));
     }
 
     #[test]

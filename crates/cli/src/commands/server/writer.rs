@@ -209,6 +209,7 @@ fn feed(spool: Arc<StreamSpool>, inlet: Inlet) {
             let fed = match spool.pop(Duration::from_secs(1)) {
                 Ok(Some(Item::Block(b))) => inlet.block(b),
                 Ok(Some(Item::Note(path, why))) => inlet.error(path, why),
+                Ok(Some(Item::Alive)) => inlet.alive(),
                 Ok(Some(Item::End)) => {
                     let _ = inlet.end();
                     return;
