@@ -193,9 +193,14 @@ pub fn run(
     Ok(Sent { doc, summary })
 }
 
-/// The tree of backup `job`'s base, as the server read it from its catalog.
+/// The tree of backup `job`'s base, as the server read it from its catalog,
+/// taken a row at a time (`net::base`).
 fn base_tree(server: &Server, job: u64) -> Result<BaseTree, ServerError> {
-    server.get_json(&format!("/api/backups/{job}/base"))
+    let mut rows = Vec::new();
+    server.get_reading(&format!("/api/backups/{job}/base"), |r| {
+        crate::net::base::read_tree(r, |row| rows.push(row)).map_err(ServerError::from)
+    })?;
+    Ok(BaseTree { rows })
 }
 
 /// Tells the server the base's paths `scan`'s walkers did not see.

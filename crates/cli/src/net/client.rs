@@ -189,6 +189,28 @@ impl Server {
         Ok(trailer)
     }
 
+    /// GETs `path`, whose 200 answer's body (read until the server closes) `read`
+    /// takes as it comes; any other status is [`ServerError::Refused`] with the
+    /// server's one-line error.
+    pub fn get_reading<T, E: From<ServerError>>(
+        &self,
+        path: &str,
+        read: impl FnOnce(&mut dyn std::io::BufRead) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let (mut tls, pinned) = self.open()?;
+        let fault = |e| self.io_fault(&pinned, e);
+        self.send_head(&mut tls, "GET", path, "")
+            .and_then(|()| tls.flush())
+            .map_err(fault)?;
+        let (status, length, rest) = read_head(&mut tls).map_err(fault)??;
+        if status != 200 {
+            let body = read_body(&mut tls, rest, length.unwrap_or(0)).map_err(fault)?;
+            return Err(refusal(status, &body).into());
+        }
+        let body = std::io::Cursor::new(rest).chain(Eof(tls));
+        read(&mut std::io::BufReader::with_capacity(64 * 1024, body))
+    }
+
     /// A TLS connection to the server, pinned to its fingerprint.
     fn open(&self) -> Result<(Tls, std::sync::Arc<Pinned>), ServerError> {
         let pinned = Pinned::new(self.fingerprint.clone());
@@ -281,6 +303,20 @@ pub fn refusal(status: u16, body: &[u8]) -> ServerError {
 
 /// A client's TLS connection.
 type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// An answer's body that ends when the server closes: a close without TLS's
+/// close notice (rustls says `UnexpectedEof`) ends it as well, and the body's
+/// reader finds it whole or cut by its own rules.
+struct Eof(Tls);
+
+impl Read for Eof {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+            r => r,
+        }
+    }
+}
 
 /// What an answer's head says: its status, its `Content-Length` (when it has
 /// one), and the bytes read past the head.

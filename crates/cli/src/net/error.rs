@@ -85,6 +85,9 @@ pub enum ServerError {
     /// The server's answer is not HTTP or not the document expected.
     #[error("the server's answer is malformed: {0}")]
     BadAnswer(String),
+    /// The base's tree the server sent does not read (`net::base`).
+    #[error("the base's tree from the server: {0}")]
+    Base(#[from] super::base::BaseError),
     /// The server's reading failed midway through its answer.
     #[error("the server's reading failed: {0}")]
     Failed(String),

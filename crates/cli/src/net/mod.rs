@@ -9,7 +9,9 @@
 //! - `client.rs`: `--server`, `--token`, `--fingerprint` and the requests.
 //! - `error.rs`: `ServerError`.
 //! - `restore.rs`: a restore's answer on the wire: `Notice`, `Trailer`.
+//! - `base.rs`: a base's tree on the wire, a row a line.
 
+pub mod base;
 pub mod client;
 pub mod error;
 pub mod http;

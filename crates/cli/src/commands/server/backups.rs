@@ -645,8 +645,8 @@ fn take_stream(
     Ok((spool, (BlockCheck::new(job.tag, stream, size), size)))
 }
 
-/// A frame of job `backup` came: a block or a note (`data`), or a keepalive, which
-/// says only that its client is alive.
+/// Job `backup`'s client was heard from: a block or a note came (`data`), or a
+/// keepalive, or its base's tree went, which say only that it is alive.
 fn heard(shared: &Shared, backup: u64, data: bool) {
     let mut jobs = shared.backups.lock();
     if let Some(j) = jobs.get_mut(&backup) {
@@ -704,17 +704,45 @@ pub fn outcome(shared: &Shared, client: &str, id: &str) -> Answer {
     }
 }
 
-/// `GET /api/backups/ID/base` by `client`: the tree of the job's base.
-pub fn base(shared: &Shared, client: &str, id: &str) -> Answer {
+/// `GET /api/backups/ID/base` by `client`: the tree of the job's base, written
+/// to `conn` one row at a time (`crate::net::base`); none once it was, else the
+/// refusal. The job is active as long as its tree is sent.
+pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Tls) -> Option<Answer> {
     let backup = match mine(shared, client, id) {
         Ok(b) => b,
-        Err(a) => return a,
+        Err(a) => return Some(a),
     };
     let base = shared.backups.lock().get(&backup).map(|j| j.base.clone());
-    match base {
-        Some(b) => Answer::json(&*b),
-        None => Answer::error(404, &format!("no backup {backup}")),
+    let Some(base) = base else {
+        return Some(Answer::error(404, &format!("no backup {backup}")));
+    };
+    heard(shared, backup, false);
+    let sent = send_base(conn, &base, || heard(shared, backup, false));
+    heard(shared, backup, false);
+    if let Err(e) = sent {
+        eprintln!("tapeloom server: send the base of backup {backup}: {e}");
     }
+    None
+}
+
+/// Rows of a base sent between two signs that its job is active.
+const BASE_ROWS_ACTIVE: usize = 50_000;
+
+/// Writes the answer of `tree`: its head, then its rows as `crate::net::base`
+/// lays them out (no `Content-Length`: the close ends it), `alive` called every
+/// [`BASE_ROWS_ACTIVE`] rows.
+fn send_base(conn: &mut Tls, tree: &BaseTree, alive: impl Fn()) -> std::io::Result<u64> {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                Connection: close\r\nCache-Control: no-store\r\n\r\n";
+    let mut w = std::io::BufWriter::with_capacity(64 * 1024, conn);
+    std::io::Write::write_all(&mut w, head.as_bytes())?;
+    let rows = tree.rows.iter().enumerate().map(|(i, r)| {
+        if i % BASE_ROWS_ACTIVE == BASE_ROWS_ACTIVE - 1 {
+            alive();
+        }
+        r
+    });
+    crate::net::base::write_tree(&mut w, rows)
 }
 
 /// `POST /api/backups/ID/deletions` by `client`, its body (`length` bytes, `rest`

@@ -276,6 +276,10 @@ fn route(
         Err(a) => return Ok(Some(a)),
     };
     let client = token.name.as_str();
+    // A base's tree is written as it is read, not held as one answer.
+    if let ("GET", [_, _, _, id, "base"]) = (req.method.as_str(), segments.as_slice()) {
+        return Ok(backups::base(shared, client, id, tls));
+    }
     Ok(Some(match (req.method.as_str(), segments.as_slice()) {
         ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
         ("POST", [_, _, _, id, "admit"]) => backups::admit(shared, client, id),
@@ -286,7 +290,6 @@ fn route(
             (tls, rest.take().unwrap_or_default()),
         ),
         ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
-        ("GET", [_, _, _, id, "base"]) => backups::base(shared, client, id),
         ("POST", [_, _, _, id, "deletions"]) => backups::deletions(
             shared,
             client,
