@@ -1,6 +1,9 @@
 //! A client's incremental whose walk passes over unchanged files for longer than
 //! the server lets a client be silent: its streams send keepalives, and the job
-//! ends well, whether it waits on the spool or is already on a drive.
+//! ends well, whether it waits on the spool or is already on a drive. Each level
+//! that would fail a silent client is passed: the connection's timeout (both
+//! tests), the job's idle limit while it waits (on the spool) and the drive's wait
+//! for its stream (on a drive).
 
 mod common;
 #[path = "common/server_kit.rs"]
