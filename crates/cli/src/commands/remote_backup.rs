@@ -280,6 +280,7 @@ mod tests {
             promoted: None,
             tail: 28,
             encrypt: encrypt.map(str::to_string),
+            keepalive_ms: None,
         }
     }
 
