@@ -18,6 +18,8 @@
 //! to catalog ids once every job is in, so the catalog's chains (`Catalog::tree_at`)
 //! are those the backups made. Index entries marked deleted become the job's
 //! deletions, never file rows. A job from an older writer is its own set, a full.
+//! The client a job was run for (a server token's name, after the set fields) is
+//! recorded as the job's client, so the clients see their jobs again.
 
 use crate::crypt::JobCrypt;
 use crate::error::{MediaError, Result};
@@ -436,6 +438,9 @@ fn add_job(
     if let Some(k) = segs.iter().find_map(|s| s.job_key.as_ref()) {
         cat.set_job_key(id, &k.fingerprint.to_string(), &k.encode())?;
     }
+    if !start.client.is_empty() {
+        cat.set_job_client(id, &start.client)?;
+    }
     add_segments(cat, id, &segs, existing.is_some())?;
     let (added, all) = add_index(cat, id, index, existing.is_some())?;
     let bytes: u64 = all
@@ -606,6 +611,7 @@ mod tests {
             host: String::new(),
             streams: Vec::new(),
             set: Some(set),
+            client: String::new(),
         };
         let volume = Volume {
             id: 1,

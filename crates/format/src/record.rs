@@ -499,6 +499,10 @@ pub struct JobStart {
     pub streams: Vec<StreamInfo>,
     /// Its backup set, level, base and pool (version 4); `None` from older writers.
     pub set: Option<SetInfo>,
+    /// The client (a server token's name) the job was run for; empty for a job
+    /// not run for a client, and in bodies that end after the pool. It follows the
+    /// set fields, so a body without them has none: it is not written then.
+    pub client: String,
 }
 
 /// The level of a job in its set.
@@ -574,6 +578,7 @@ impl JobStart {
             e.u8(set.level as u8);
             e.u64(set.base);
             e.bytes16(set.pool.as_bytes());
+            e.bytes16(self.client.as_bytes());
         }
         v
     }
@@ -596,25 +601,9 @@ impl JobStart {
                 source: d.bytes32()?,
             });
         }
-        let set = if d.remaining() > 0 {
-            let set = d.string16()?;
-            let level = Level::from_u8(d.u8()?)?;
-            let base = d.u64()?;
-            let pool = d.string16()?;
-            if (level == Level::Full) != (base == 0) {
-                return Err(FormatError::UnknownCode {
-                    what: "job base",
-                    value: level as u16,
-                });
-            }
-            Some(SetInfo {
-                set,
-                level,
-                base,
-                pool,
-            })
-        } else {
-            None
+        let (set, client) = match d.remaining() {
+            0 => (None, String::new()),
+            _ => set_and_client(&mut d)?,
         };
         Ok(JobStart {
             job_tag,
@@ -625,8 +614,36 @@ impl JobStart {
             host,
             streams,
             set,
+            client,
         })
     }
+}
+
+/// The fields after a `JobStart`'s stream table (FORMAT.md 5.1): the set fields
+/// (version 4), then the client, absent from bodies that end after the pool.
+fn set_and_client(d: &mut Dec<'_>) -> Result<(Option<SetInfo>, String)> {
+    let set = d.string16()?;
+    let level = Level::from_u8(d.u8()?)?;
+    let base = d.u64()?;
+    let pool = d.string16()?;
+    if (level == Level::Full) != (base == 0) {
+        return Err(FormatError::UnknownCode {
+            what: "job base",
+            value: level as u16,
+        });
+    }
+    // Bytes after the client are a later revision's fields: ignored.
+    let client = match d.remaining() {
+        0 => String::new(),
+        _ => d.string16()?,
+    };
+    let set = SetInfo {
+        set,
+        level,
+        base,
+        pool,
+    };
+    Ok((Some(set), client))
 }
 
 /// A position on the volumes of a job.
@@ -974,6 +991,86 @@ mod tests {
         })
     }
 
+    /// Job start bodies: with or without set fields, with a client only with
+    /// them (it is written after the pool).
+    fn job_start() -> impl Strategy<Value = JobStart> {
+        let set = proptest::option::of(("[a-z]{0,8}", 0u8..3, 1u64.., "[a-z]{0,8}"));
+        let head = (
+            any::<u64>(),
+            ts(),
+            any::<u32>(),
+            any::<u32>(),
+            ".{0,20}",
+            ".{0,20}",
+        );
+        let streams = vec((1u16.., "[a-z]{1,8}", vec(any::<u8>(), 0..30)), 0..5);
+        (head, streams, set, ".{0,20}").prop_map(
+            |((job_tag, started, block_size, volume_seq, name, host), streams, set, client)| {
+                let set = set.map(|(set, level, base, pool)| {
+                    let level = Level::from_u8(level).unwrap();
+                    let base = if level == Level::Full { 0 } else { base };
+                    SetInfo {
+                        set,
+                        level,
+                        base,
+                        pool,
+                    }
+                });
+                let client = if set.is_some() { client } else { String::new() };
+                let streams = streams
+                    .into_iter()
+                    .map(|(id, name, source)| StreamInfo { id, name, source })
+                    .collect();
+                JobStart {
+                    job_tag,
+                    started,
+                    block_size,
+                    volume_seq,
+                    name,
+                    host,
+                    streams,
+                    set,
+                    client,
+                }
+            },
+        )
+    }
+
+    /// The `JobStart` decoder of version 4 before the client (it reads the set
+    /// fields and nothing after them), kept to show what such a reader makes of
+    /// bodies with a client.
+    fn version_4_before_client(buf: &[u8]) -> JobStart {
+        let mut d = Dec::new(buf, "job start record");
+        let (job_tag, started) = (d.u64().unwrap(), Timestamp::dec(&mut d).unwrap());
+        let (block_size, volume_seq) = (d.u32().unwrap(), d.u32().unwrap());
+        let (name, host) = (d.string16().unwrap(), d.string16().unwrap());
+        let n = d.u16().unwrap();
+        let streams = (0..n)
+            .map(|_| StreamInfo {
+                id: d.u16().unwrap(),
+                name: d.string16().unwrap(),
+                source: d.bytes32().unwrap(),
+            })
+            .collect();
+        let set = (d.remaining() > 0).then(|| SetInfo {
+            set: d.string16().unwrap(),
+            level: Level::from_u8(d.u8().unwrap()).unwrap(),
+            base: d.u64().unwrap(),
+            pool: d.string16().unwrap(),
+        });
+        JobStart {
+            job_tag,
+            started,
+            block_size,
+            volume_seq,
+            name,
+            host,
+            streams,
+            set,
+            client: String::new(),
+        }
+    }
+
     proptest! {
         #[test]
         fn entry_round_trip(e in entry()) {
@@ -1000,18 +1097,34 @@ mod tests {
         }
 
         #[test]
-        fn job_start_round_trip(job_tag in any::<u64>(), started in ts(), block_size in any::<u32>(),
-                                volume_seq in any::<u32>(), name in ".{0,20}", host in ".{0,20}",
-                                streams in vec((1u16.., "[a-z]{1,8}", vec(any::<u8>(), 0..30)), 0..5),
-                                set in proptest::option::of(("[a-z]{0,8}", 0u8..3, 1u64.., "[a-z]{0,8}"))) {
-            let set = set.map(|(set, level, base, pool)| {
-                let level = Level::from_u8(level).unwrap();
-                let base = if level == Level::Full { 0 } else { base };
-                SetInfo { set, level, base, pool }
-            });
-            let j = JobStart { job_tag, started, block_size, volume_seq, name, host,
-                streams: streams.into_iter().map(|(id, name, source)| StreamInfo { id, name, source }).collect(), set };
+        fn job_start_round_trip(j in job_start()) {
             prop_assert_eq!(JobStart::decode(&j.encode()).unwrap(), j);
+        }
+
+        #[test]
+        fn job_start_without_client_reads_as_no_client(j in job_start()) {
+            // A body of a writer before the client (FORMAT.md 5.1) ends after the
+            // pool, or after the stream table: the job has no client.
+            let body = j.encode();
+            let old = &body[..body.len() - j.set.as_ref().map_or(0, |_| 2 + j.client.len())];
+            prop_assert_eq!(JobStart::decode(old).unwrap(), JobStart { client: String::new(), ..j });
+        }
+
+        #[test]
+        fn job_start_bytes_after_the_client_are_ignored(j in job_start(), more in vec(any::<u8>(), 1..20)) {
+            // Without set fields, bytes after the stream table are read as them.
+            prop_assume!(j.set.is_some());
+            let mut body = j.encode();
+            body.extend_from_slice(&more);
+            prop_assert_eq!(JobStart::decode(&body).unwrap(), j);
+        }
+
+        #[test]
+        fn job_start_read_as_version_4_before_the_client(j in job_start()) {
+            // A version-4 reader before the client stops after the pool: what it
+            // reads of a body with a client is the body without it.
+            let body = j.encode();
+            prop_assert_eq!(version_4_before_client(&body), JobStart { client: String::new(), ..j });
         }
 
         #[test]
@@ -1111,6 +1224,7 @@ mod tests {
             host: "h".into(),
             streams: vec![],
             set: None,
+            client: String::new(),
         };
         assert_eq!(JobStart::decode(&j.encode()).unwrap().set, None);
         // A full has no base, and anything else has one.

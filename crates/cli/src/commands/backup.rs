@@ -213,6 +213,7 @@ impl Args {
             },
             encrypt: None,
             job_tag: None,
+            client: String::new(),
             pool: self.pool,
             set: self.set,
             level: self.level,

@@ -284,6 +284,9 @@ fn begin_job(
     let base = set.base.as_ref();
     home.catalog
         .set_job_set(job_id, &set.set, set.level, base.map(|b| b.id))?;
+    if !opts.client.is_empty() {
+        home.catalog.set_job_client(job_id, &opts.client)?;
+    }
     let host = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -301,6 +304,7 @@ fn begin_job(
             base: base.map_or(0, |b| b.tag),
             pool: pool.to_string(),
         }),
+        client: opts.client.clone(),
     };
     Ok((job_id, start))
 }

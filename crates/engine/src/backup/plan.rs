@@ -60,6 +60,10 @@ pub struct BackupOptions {
     /// The job's tag, chosen beforehand (a server gives it to the client that packs
     /// the blocks before the job reaches a drive); `None`: a random one.
     pub job_tag: Option<u64>,
+    /// The client (a server token's name) the job is run for, written in its
+    /// `JobStart` and recorded in the catalog; empty for a job not run for a
+    /// client.
+    pub client: String,
 }
 
 /// How the drives write a job that goes through the stages.
@@ -136,6 +140,7 @@ impl Default for BackupOptions {
             set: None,
             level: tapeloom_format::Level::Full,
             job_tag: None,
+            client: String::new(),
         }
     }
 }

@@ -257,6 +257,7 @@ fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
                 pool,
             }
         }),
+        client: job.client.clone().unwrap_or_default(),
     })
 }
 

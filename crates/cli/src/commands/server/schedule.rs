@@ -174,6 +174,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         pool: s.pool.clone(),
         job_tag: Some(tag),
         encrypt,
+        client: s.client.clone(),
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());

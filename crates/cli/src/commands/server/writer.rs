@@ -166,6 +166,8 @@ fn run(
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
     let named = doc.encrypt.clone();
     let (mut opts, plan) = job_of(doc, tag);
+    // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
+    opts.client = client.to_string();
     // Encrypted as it is written with the key its client named, else its pool's
     // (the server's own copies).
     opts.encrypt = (shared.keys)
