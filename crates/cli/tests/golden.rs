@@ -67,6 +67,8 @@ fn version_4_sets_rebuild_with_their_chain_merge_and_restore() {
         (inc.set.as_str(), inc.level, inc.base),
         ("golden", Level::Incremental, Some(1))
     );
+    // Their `JobStart` ends after the pool: written for no client.
+    assert_eq!((full.client, inc.client), (None, None));
     // The deletion is the job's, not a row of it.
     let gone = vec![(b"gone.txt".to_vec(), EntryType::Regular as u8)];
     assert_eq!(cat.deletions(2).unwrap(), gone);
