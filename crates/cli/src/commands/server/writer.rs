@@ -166,8 +166,6 @@ fn run(
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
     let named = doc.encrypt.clone();
     let (mut opts, plan) = job_of(doc, tag);
-    // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
-    opts.client = client.to_string();
     // Encrypted as it is written with the key its client named, else its pool's
     // (the server's own copies).
     opts.encrypt = (shared.keys)
@@ -175,6 +173,8 @@ fn run(
         .map_err(|e| e.to_string())?;
     let idle = idle_limit(shared);
     let progress = Arc::new(Progress::default());
+    // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
+    opts.client = client.to_string();
     let mut id = None;
     let job = (&plan, &opts);
     let r = tapeloom_engine::backup_received(&home, job, changes, (idle, progress.clone()), |b| {
