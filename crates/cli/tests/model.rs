@@ -164,9 +164,10 @@ fn lto9_virtual_clock_is_fast() {
     let modeled = row["modeled_seconds"].as_f64().unwrap();
     assert!(modeled > 50.0, "{modeled}");
     // Not a timing assertion on the machine: the virtual clock must not sleep, so the
-    // run cannot take anywhere near the modeled time.
+    // run cannot take anywhere near the modeled time (half of it leaves room for a
+    // debug build on a loaded machine; a clock that slept would take all of it).
     assert!(
-        row["wall_seconds"].as_f64().unwrap() < modeled / 10.0,
+        row["wall_seconds"].as_f64().unwrap() < modeled / 2.0,
         "{row}"
     );
 }
