@@ -4,7 +4,10 @@
 //! refused naming the job's key, and a changed ciphertext block is a bad block.
 
 mod common;
+#[path = "common/keyed.rs"]
+mod keyed;
 use common::*;
+use keyed::{cartridge_bytes, contains};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,21 +103,6 @@ fn backup(s: &Setup, extra: &[&str]) -> i64 {
     let mut args = vec!["backup", p(&s.src), "--encrypt", p(&s.key)];
     args.extend_from_slice(extra);
     tl_ok(&s.home, &args)["job_id"].as_i64().unwrap()
-}
-
-fn cartridge_bytes(home: &Path) -> Vec<u8> {
-    let mut all = Vec::new();
-    for e in std::fs::read_dir(home.join("library/tapes")).unwrap() {
-        let e = e.unwrap().path();
-        if e.extension() == Some(OsStr::new("data")) {
-            all.extend(std::fs::read(e).unwrap());
-        }
-    }
-    all
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 #[test]

@@ -5,13 +5,15 @@
 //! written, and a damaged block is named as a local restore names it.
 
 mod common;
+#[path = "common/keyed.rs"]
+mod keyed;
 #[path = "common/server_kit.rs"]
 mod server_kit;
 use common::*;
+use keyed::*;
 use serde_json::Value;
-use server_kit::Server;
+use server_kit::{admin_token, Server};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const PASSPHRASE: &str = "correct horse battery staple";
 
@@ -28,48 +30,6 @@ struct Setup {
     job: String,
 }
 
-fn p(x: &Path) -> &str {
-    x.to_str().unwrap()
-}
-
-/// Runs tapeloom with the passphrase in the environment: (code, stdout, stderr).
-fn tl(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
-        .env_remove("TAPELOOM_SERVER")
-        .args(args)
-        .output()
-        .expect("run tapeloom");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn tl_json(args: &[&str]) -> Value {
-    let (code, out, err) = tl(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap()
-}
-
-/// A key file with a cheap Argon2 cost; its short fingerprint.
-fn key_create(home: &Path, key: &Path) -> String {
-    let v = tl_json(&[
-        "--home",
-        p(home),
-        "--json",
-        "key",
-        "create",
-        p(key),
-        "--kdf-memory",
-        "64K",
-        "--kdf-passes",
-        "1",
-    ]);
-    v["short"].as_str().unwrap().to_string()
-}
-
 fn setup() -> Setup {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
@@ -79,25 +39,27 @@ fn setup() -> Setup {
     write(&src.join("diary.txt"), &noise(3, 300_000));
     write(&src.join("photos/beach.raw"), &noise(4, 700_000));
     let key = t.path().join("k.key");
-    let fingerprint = key_create(&home, &key);
-    let job = tl_json(&[
-        "--home",
-        p(&home),
-        "--json",
-        "backup",
-        p(&src),
-        "--encrypt",
-        p(&key),
-        "--block-size",
-        "64K",
-        "--compress",
-        "none",
-    ])["job_id"]
+    let fingerprint = key_create(PASSPHRASE, &home, &key).0;
+    let job = tl_json(
+        PASSPHRASE,
+        &[
+            "--home",
+            p(&home),
+            "--json",
+            "backup",
+            p(&src),
+            "--encrypt",
+            p(&key),
+            "--block-size",
+            "64K",
+            "--compress",
+            "none",
+        ],
+    )["job_id"]
         .as_i64()
         .unwrap()
         .to_string();
-    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"]);
-    let admin = admin["token"].as_str().unwrap().to_string();
+    let admin = admin_token(&home, "ops");
     let server = Server::start(&home, None);
     Setup {
         t,
@@ -119,7 +81,7 @@ impl Setup {
         a.extend_from_slice(&["--server", &self.server.url]);
         a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
         a.extend_from_slice(&["--token", &self.admin]);
-        tl(&a)
+        tl(PASSPHRASE, &a)
     }
 
     /// The same restore on the server's machine.
@@ -127,7 +89,7 @@ impl Setup {
         let mut a = vec!["--home", p(&self.home), "--json", "restore", &self.job];
         a.extend_from_slice(&["--to", p(out)]);
         a.extend_from_slice(extra);
-        tl(&a)
+        tl(PASSPHRASE, &a)
     }
 }
 
@@ -183,7 +145,7 @@ fn a_missing_or_wrong_key_is_refused_in_one_line_with_nothing_written() {
     );
     assert!(!out.exists(), "the restore folder was made");
     let other = s.t.path().join("other.key");
-    let given = key_create(&s.home, &other);
+    let given = key_create(PASSPHRASE, &s.home, &other).0;
     let (code, _, err) = s.net(&out, &["--key", p(&other)]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -197,51 +159,11 @@ fn a_missing_or_wrong_key_is_refused_in_one_line_with_nothing_written() {
     assert!(!out.exists(), "the restore folder was made");
 }
 
-/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
-fn block_offset(idx: &[u8], lbn: usize) -> (usize, usize) {
-    let e = &idx[lbn * 16..lbn * 16 + 16];
-    (
-        u64::from_le_bytes(e[..8].try_into().unwrap()) as usize,
-        u32::from_le_bytes(e[8..12].try_into().unwrap()) as usize,
-    )
-}
-
-/// Flips a byte of the ciphertext of block `lbn` of the job's cartridge; with
-/// `crc`, sets the block's CRC right again (only the tag can tell then).
-fn flip(home: &Path, lbn: usize, crc: bool) {
-    let tapes = home.join("library/tapes");
-    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
-    let data_path = tapes.join("TL0001L9.data");
-    let mut data = std::fs::read(&data_path).unwrap();
-    let (off, len) = block_offset(&idx, lbn);
-    assert_eq!(len, 65536);
-    data[off + 64 + 1000] ^= 0x40;
-    if crc {
-        let b = &data[off..off + len];
-        let c = crc32c::crc32c_append(crc32c::crc32c(&b[..60]), &b[64..]);
-        data[off + 60..off + 64].copy_from_slice(&c.to_le_bytes());
-    }
-    std::fs::write(&data_path, &data).unwrap();
-}
-
-/// The restore's errors, sorted.
-fn errors(doc: &str) -> Vec<(String, String)> {
-    let v: Value = serde_json::from_str(doc).unwrap();
-    let mut e: Vec<(String, String)> = (v["errors"].as_array().unwrap().iter())
-        .map(|e| {
-            let s = |k: &str| e[k].as_str().unwrap().to_string();
-            (s("path"), s("reason"))
-        })
-        .collect();
-    e.sort();
-    e
-}
-
 #[test]
 fn a_damaged_encrypted_block_is_named_as_a_local_restore_names_it() {
     let s = setup();
     // LBN 2 is the job's clear first block; LBN 4 a data block.
-    flip(&s.home, 4, false);
+    assert_eq!(flip(&s.home, 4, false), 65536);
     let (local, net) = (s.t.path().join("local"), s.t.path().join("net"));
     let (lcode, l, _) = s.local(&local, &["--key", p(&s.key)]);
     let (ncode, n, err) = s.net(&net, &["--key", p(&s.key)]);
@@ -255,8 +177,8 @@ fn a_damaged_encrypted_block_is_named_as_a_local_restore_names_it() {
     // The CRC set right (a change made on purpose): only the block's tag tells,
     // on the client, which refuses the block; the same files are named, as lost
     // with it.
-    flip(&s.home, 4, false);
-    flip(&s.home, 6, true);
+    assert_eq!(flip(&s.home, 4, false), 65536);
+    assert_eq!(flip(&s.home, 6, true), 65536);
     let (local, net) = (s.t.path().join("local2"), s.t.path().join("net2"));
     let (lcode, l, _) = s.local(&local, &["--key", p(&s.key)]);
     let (ncode, n, err) = s.net(&net, &["--key", p(&s.key)]);
@@ -295,27 +217,33 @@ fn a_compressed_encrypted_job_restores_identical_through_the_server() {
     ];
     let mut a = a.to_vec();
     a.extend_from_slice(&["--compress", "zstd"]);
-    let job = tl_json(&a)["job_id"].as_i64().unwrap().to_string();
+    let job = tl_json(PASSPHRASE, &a)["job_id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
     let out = s.t.path().join("zstd");
     let mut a = vec!["--json", "restore", &job, "--to", p(&out), "--key", k];
     a.extend_from_slice(&["--server", &s.server.url]);
     a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
     a.extend_from_slice(&["--token", &s.admin]);
-    let doc = tl_json(&a);
+    let doc = tl_json(PASSPHRASE, &a);
     assert_same_tree(&s.src, &out);
     assert_eq!(doc["errors"], Value::Array(vec![]), "{doc}");
     // And on the server's machine, as the client placed it.
     let local = s.t.path().join("local");
-    let (code, _, err) = tl(&[
-        "--home",
-        p(&s.home),
-        "restore",
-        &job,
-        "--to",
-        p(&local),
-        "--key",
-        k,
-    ]);
+    let (code, _, err) = tl(
+        PASSPHRASE,
+        &[
+            "--home",
+            p(&s.home),
+            "restore",
+            &job,
+            "--to",
+            p(&local),
+            "--key",
+            k,
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     assert_same_tree(&s.src, &local);
 }

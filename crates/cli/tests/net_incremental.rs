@@ -8,7 +8,7 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::{exchange, get, Server};
+use server_kit::{exchange, get, token, Server};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -48,10 +48,7 @@ fn backup(s: &Server, token: &str, src: &Path, level: &str) -> Value {
 fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let alice = ok(&home, &["server", "token", "add", "alice"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let alice = token(&home, "alice");
     let src = t.path().join("src");
     make_tree(&src, 4, 10);
     let s = Server::start(&home, None);
@@ -108,10 +105,7 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
         11,
         "{remote_full}"
     );
-    let bob = ok(&home, &["server", "token", "add", "bob"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let bob = token(&home, "bob");
     let (code, out_b, err) = s.client(&bob, &["ls", "--set", "web"]);
     assert_eq!((code, out_b.as_str()), (1, ""), "{err}");
     assert!(err.contains("404"), "{err}");
@@ -155,10 +149,7 @@ fn a_clients_incremental_reads_what_changed_and_restores_its_tree() {
 fn a_first_incremental_runs_as_a_full_and_says_why() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let alice = ok(&home, &["server", "token", "add", "alice"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let alice = token(&home, "alice");
     let src = t.path().join("src");
     make_tree(&src, 1, 5);
     let s = Server::start(&home, None);
@@ -200,13 +191,7 @@ fn begin(s: &Server, token: &str, level: &str) -> Value {
 fn the_base_goes_to_its_jobs_client_and_deletions_must_be_in_it() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let token = |name| {
-        ok(&home, &["server", "token", "add", name])["token"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let (alice, bob) = (token("alice"), token("bob"));
+    let (alice, bob) = (token(&home, "alice"), token(&home, "bob"));
     let src = t.path().join("src");
     make_tree(&src, 1, 3);
     let s = Server::start(&home, None);

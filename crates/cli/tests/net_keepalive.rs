@@ -10,7 +10,7 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::Server;
+use server_kit::{token, Server};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -55,10 +55,7 @@ fn backup(s: &Server, token: &str, src: &Path, level: &str, delay: Duration) -> 
 fn a_long_walk_keeps_its_job(rate: u32) {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let alice = ok(&home, &["server", "token", "add", "alice"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let alice = token(&home, "alice");
     let src = t.path().join("src");
     for i in 0..12 {
         write(

@@ -7,7 +7,7 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::Server;
+use server_kit::{admin_token, token, Server};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -27,9 +27,8 @@ struct Setup {
 fn setup() -> Setup {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let token = |v: Value| v["token"].as_str().unwrap().to_string();
-    let alice = token(ok(&home, &["server", "token", "add", "alice"]));
-    let bob = token(ok(&home, &["server", "token", "add", "bob"]));
+    let alice = token(&home, "alice");
+    let bob = token(&home, "bob");
     let src = t.path().join("src");
     rich_tree(&src);
     for (i, len) in [1usize, 4095, 65_536, 300_001, 1 << 20]
@@ -157,8 +156,7 @@ fn another_clients_job_is_refused_with_nothing_written() {
     assert!(err.contains("404"), "{err}");
     assert!(is_empty_or_absent(&out), "bob's restore wrote something");
     // An admin's token restores any client's job.
-    let admin = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
-    let admin = admin["token"].as_str().unwrap();
+    let admin = &admin_token(&s.home, "ops");
     let by_admin = s.t.path().join("admin");
     s.server.json(
         admin,

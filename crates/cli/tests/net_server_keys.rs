@@ -6,12 +6,14 @@
 //! whose key it does not hold is refused (409) naming the key.
 
 mod common;
+#[path = "common/keyed.rs"]
+mod keyed;
 #[path = "common/server_kit.rs"]
 mod server_kit;
 use common::*;
+use keyed::*;
 use serde_json::Value;
-use server_kit::Server;
-use std::ffi::OsStr;
+use server_kit::{admin_token, fast_clock, token, Server};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,49 +23,6 @@ const PASSPHRASE: &str = "server side passphrase";
 
 /// A plain marker of one source file, which must not be on the cartridges.
 const MARKER: &[u8] = b"PLAIN-LEDGER-LINE\n";
-
-fn p(x: &Path) -> &str {
-    x.to_str().unwrap()
-}
-
-/// Runs tapeloom with the passphrase in the environment: (code, stdout, stderr).
-fn tl(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
-        .env_remove("TAPELOOM_SERVER")
-        .args(args)
-        .output()
-        .expect("run tapeloom");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn tl_json(args: &[&str]) -> Value {
-    let (code, out, err) = tl(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap()
-}
-
-/// A key file with a cheap Argon2 cost: its short and long fingerprints.
-fn key_create(home: &Path, key: &Path) -> (String, String) {
-    let v = tl_json(&[
-        "--home",
-        p(home),
-        "--json",
-        "key",
-        "create",
-        p(key),
-        "--kdf-memory",
-        "64K",
-        "--kdf-passes",
-        "1",
-    ]);
-    let s = |k: &str| v[k].as_str().unwrap().to_string();
-    (s("short"), s("fingerprint"))
-}
 
 /// Writes `text` to `path` with mode 0600.
 fn secret(path: &Path, text: &str) {
@@ -109,31 +68,36 @@ fn setup() -> Setup {
     write(&src.join("diary.txt"), &noise(3, 300_000));
     write(&src.join("photos/beach.raw"), &noise(4, 700_000));
     let (key, other) = (t.path().join("k.key"), t.path().join("other.key"));
-    let (short, long) = key_create(&home, &key);
-    let (other_short, _) = key_create(&home, &other);
+    let (short, long) = key_create(PASSPHRASE, &home, &key);
+    let (other_short, _) = key_create(PASSPHRASE, &home, &other);
     let h = p(&home);
-    tl_json(&[
-        "--home",
-        h,
-        "--json",
-        "pool",
-        "create",
-        "sealed",
-        "--key",
-        p(&key),
-    ]);
-    tl_json(&[
-        "--home",
-        h,
-        "--json",
-        "pool",
-        "create",
-        "foreign",
-        "--key",
-        p(&other),
-    ]);
-    let alice = ok(&home, &["server", "token", "add", "alice"]);
-    let alice = alice["token"].as_str().unwrap().to_string();
+    tl_json(
+        PASSPHRASE,
+        &[
+            "--home",
+            h,
+            "--json",
+            "pool",
+            "create",
+            "sealed",
+            "--key",
+            p(&key),
+        ],
+    );
+    tl_json(
+        PASSPHRASE,
+        &[
+            "--home",
+            h,
+            "--json",
+            "pool",
+            "create",
+            "foreign",
+            "--key",
+            p(&other),
+        ],
+    );
+    let alice = token(&home, "alice");
     let config = key_config(t.path(), &key, PASSPHRASE);
     let server = Server::start(&home, Some(&config));
     let log = server.log();
@@ -162,7 +126,7 @@ impl Setup {
         a.extend_from_slice(&["--server", &self.server.url]);
         a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
         a.extend_from_slice(&["--token", &self.alice]);
-        tl(&a)
+        tl(PASSPHRASE, &a)
     }
 
     fn net_json(&self, args: &[&str]) -> Value {
@@ -177,28 +141,12 @@ impl Setup {
     fn local(&self, args: &[&str]) -> (i32, String, String) {
         let mut a = vec!["--home", p(&self.home)];
         a.extend_from_slice(args);
-        tl(&a)
+        tl(PASSPHRASE, &a)
     }
 
     fn dir(&self, name: &str) -> PathBuf {
         self.t.path().join(name)
     }
-}
-
-/// Every byte of the home's virtual cartridges.
-fn cartridge_bytes(home: &Path) -> Vec<u8> {
-    let mut all = Vec::new();
-    for e in std::fs::read_dir(home.join("library/tapes")).unwrap() {
-        let e = e.unwrap().path();
-        if e.extension() == Some(OsStr::new("data")) {
-            all.extend(std::fs::read(e).unwrap());
-        }
-    }
-    all
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The job `id` as `jobs --json` lists it through the server.
@@ -302,8 +250,7 @@ fn a_pool_or_job_whose_key_the_server_lacks_is_refused_naming_the_key() {
     assert_eq!(code, 0, "{err}");
     let job = serde_json::from_str::<Value>(&out).unwrap()["job_id"].to_string();
     // Run on the server's machine, it is not alice's: an admin asks.
-    let adm = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
-    let adm = adm["token"].as_str().unwrap();
+    let adm = &admin_token(&s.home, "ops");
     let (code, _, err) = s.server.client(adm, &["verify", &job]);
     assert_ne!(code, 0);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -321,7 +268,7 @@ fn a_pool_or_job_whose_key_the_server_lacks_is_refused_naming_the_key() {
     let mut a = vec!["restore", &job, "--to", p(&out), "--key", p(&s.other)];
     a.extend_from_slice(&["--server", &s.server.url]);
     a.extend_from_slice(&["--fingerprint", &s.server.fingerprint, "--token", adm]);
-    let (code, _, err) = tl(&a);
+    let (code, _, err) = tl(PASSPHRASE, &a);
     assert_eq!(code, 0, "{err}");
     assert_same_tree(&s.src, &out);
 }
@@ -369,7 +316,7 @@ fn a_key_that_cannot_be_unlocked_refuses_the_start_in_one_line() {
     let home = t.path().join("home");
     library(&home, 1, 2, "64M");
     let key = t.path().join("k.key");
-    key_create(&home, &key);
+    key_create(PASSPHRASE, &home, &key);
     let one_line = |(code, err): (i32, String), says: &str| {
         assert_ne!(code, 0, "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -420,20 +367,22 @@ fn a_scheduled_job_into_a_pool_whose_key_the_server_holds_is_encrypted() {
     write(&src.join("ledger.txt"), &MARKER.repeat(5_000));
     write(&src.join("dir/b.bin"), &noise(7, 100_000));
     let key = t.path().join("k.key");
-    let (short, _) = key_create(&home, &key);
+    let (short, _) = key_create(PASSPHRASE, &home, &key);
     let h = p(&home);
-    tl_json(&[
-        "--home",
-        h,
-        "--json",
-        "pool",
-        "create",
-        "sealed",
-        "--key",
-        p(&key),
-    ]);
-    let c1 = ok(&home, &["server", "token", "add", "c1"]);
-    let c1 = c1["token"].as_str().unwrap().to_string();
+    tl_json(
+        PASSPHRASE,
+        &[
+            "--home",
+            h,
+            "--json",
+            "pool",
+            "create",
+            "sealed",
+            "--key",
+            p(&key),
+        ],
+    );
+    let c1 = token(&home, "c1");
     let config = key_config(t.path(), &key, PASSPHRASE);
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(&format!(
@@ -442,10 +391,7 @@ fn a_scheduled_job_into_a_pool_whose_key_the_server_holds_is_encrypted() {
         p(&src)
     ));
     std::fs::write(&config, text).unwrap();
-    let env = [
-        ("TAPELOOM_NOW", "2026-01-05T03:00:00Z"),
-        ("TAPELOOM_CLOCK_SPEED", "30"),
-    ];
+    let env = fast_clock("2026-01-05T03:00:00Z");
     let s = Server::start_with_env(&home, Some(&config), &env);
     // 03:01 on the server's clock: about 2 s from its start.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -551,7 +497,7 @@ fn a_clients_backup_names_a_key_the_server_holds_and_the_server_encrypts_with_it
 #[test]
 fn a_key_the_server_does_not_hold_or_an_unreadable_key_file_is_refused_in_one_line() {
     let s = setup();
-    let shown = tl_json(&["--json", "key", "show", p(&s.other)]);
+    let shown = tl_json(PASSPHRASE, &["--json", "key", "show", p(&s.other)]);
     let long = shown["fingerprint"].as_str().unwrap();
     let (code, out, err) = s.net_bare(&["backup", p(&s.src), "--encrypt", p(&s.other)]);
     assert_ne!(code, 0);
@@ -628,11 +574,10 @@ fn a_set_of_jobs_encrypted_by_the_server_restores_through_it_without_and_with_th
             "--level",
             level,
         ];
-        let (code, _, err) = tl(&[&a[..], &["--encrypt", p(key)]].concat());
+        let (code, _, err) = tl(PASSPHRASE, &[&a[..], &["--encrypt", p(key)]].concat());
         assert_eq!(code, 0, "{err}");
     }
-    let adm = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
-    let adm = adm["token"].as_str().unwrap();
+    let adm = &admin_token(&s.home, "ops");
     let none = s.dir("none");
     let (code, _, err) = s
         .server

@@ -7,11 +7,14 @@
 //! restore it; an encrypted set's jobs are opened with the client's key file.
 
 mod common;
+#[path = "common/keyed.rs"]
+mod keyed;
 #[path = "common/server_kit.rs"]
 mod server_kit;
 use common::*;
+use keyed::*;
 use serde_json::Value;
-use server_kit::Server;
+use server_kit::{admin_token, token, Server};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -19,29 +22,10 @@ use std::process::Command;
 
 const PASSPHRASE: &str = "correct horse battery staple";
 
-fn p(x: &Path) -> &str {
-    x.to_str().unwrap()
-}
-
 /// A copy of `src` as it is now, metadata and hard links kept.
 fn snapshot(src: &Path, to: &Path) {
     let st = Command::new("cp").arg("-a").arg(src).arg(to).status();
     assert!(st.unwrap().success());
-}
-
-/// Runs tapeloom with the passphrase in the environment: (code, stdout, stderr).
-fn tl(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
-        .env_remove("TAPELOOM_SERVER")
-        .args(args)
-        .output()
-        .expect("run tapeloom");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// `restore --set SET --to OUT [extra]` through `server` with `token`.
@@ -61,7 +45,7 @@ fn net(
         &server.fingerprint,
     ]);
     a.extend_from_slice(&["--token", token]);
-    tl(&a)
+    tl(PASSPHRASE, &a)
 }
 
 /// The same restore on the server's home.
@@ -69,7 +53,7 @@ fn local(home: &Path, set: &str, out: &Path, extra: &[&str]) -> (i32, String, St
     let mut a = vec!["--home", p(home), "--json", "restore", "--set", set];
     a.extend_from_slice(&["--to", p(out)]);
     a.extend_from_slice(extra);
-    tl(&a)
+    tl(PASSPHRASE, &a)
 }
 
 /// Both restores, which must succeed alike; their documents, once the trees they
@@ -164,9 +148,8 @@ fn make_tree(src: &Path) {
 fn setup() -> Setup {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let token = |v: Value| v["token"].as_str().unwrap().to_string();
-    let alice = token(ok(&home, &["server", "token", "add", "alice"]));
-    let bob = token(ok(&home, &["server", "token", "add", "bob"]));
+    let alice = token(&home, "alice");
+    let bob = token(&home, "bob");
     let src = t.path().join("src");
     make_tree(&src);
     let server = Server::start(&home, None);
@@ -284,47 +267,6 @@ fn another_clients_set_or_none_is_refused_with_nothing_written() {
     assert!(!out.exists(), "the restore folder was made");
 }
 
-/// A key file with a cheap Argon2 cost.
-fn key_create(home: &Path, key: &Path) {
-    let a = ["--home", p(home), "key", "create", p(key)];
-    let (code, _, err) = tl(&[&a[..], &["--kdf-memory", "64K", "--kdf-passes", "1"]].concat());
-    assert_eq!(code, 0, "{err}");
-}
-
-/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
-fn block_offset(idx: &[u8], lbn: usize) -> (usize, usize) {
-    let e = &idx[lbn * 16..lbn * 16 + 16];
-    (
-        u64::from_le_bytes(e[..8].try_into().unwrap()) as usize,
-        u32::from_le_bytes(e[8..12].try_into().unwrap()) as usize,
-    )
-}
-
-/// Flips a byte of block `lbn` of the first cartridge.
-fn flip(home: &Path, lbn: usize) {
-    let tapes = home.join("library/tapes");
-    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
-    let data_path = tapes.join("TL0001L9.data");
-    let mut data = std::fs::read(&data_path).unwrap();
-    let (off, len) = block_offset(&idx, lbn);
-    assert_eq!(len, 65536);
-    data[off + 64 + 1000] ^= 0x40;
-    std::fs::write(&data_path, &data).unwrap();
-}
-
-/// The restore's errors, sorted.
-fn errors(doc: &str) -> Vec<(String, String)> {
-    let v: Value = serde_json::from_str(doc).unwrap();
-    let mut e: Vec<(String, String)> = (v["errors"].as_array().unwrap().iter())
-        .map(|e| {
-            let s = |k: &str| e[k].as_str().unwrap().to_string();
-            (s("path"), s("reason"))
-        })
-        .collect();
-    e.sort();
-    e
-}
-
 #[test]
 fn an_encrypted_set_restores_with_the_key_on_the_client_and_names_a_bad_block_as_locally() {
     let t = tempfile::tempdir().unwrap();
@@ -335,7 +277,7 @@ fn an_encrypted_set_restores_with_the_key_on_the_client_and_names_a_bad_block_as
     write(&src.join("photos/beach.raw"), &noise(4, 700_000));
     write(&src.join("notes"), b"first");
     let key = t.path().join("k.key");
-    key_create(&home, &key);
+    key_create(PASSPHRASE, &home, &key);
     // Two jobs of the server's own, each with its data key under one master key.
     for (level, change) in [("full", false), ("incremental", true)] {
         if change {
@@ -361,11 +303,10 @@ fn an_encrypted_set_restores_with_the_key_on_the_client_and_names_a_bad_block_as
             "--compress",
             "none",
         ];
-        let (code, _, err) = tl(&[&a[..], &b[..]].concat());
+        let (code, _, err) = tl(PASSPHRASE, &[&a[..], &b[..]].concat());
         assert_eq!(code, 0, "{err}");
     }
-    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"]);
-    let admin = admin["token"].as_str().unwrap().to_string();
+    let admin = admin_token(&home, "ops");
     let server = Server::start(&home, None);
     let (out, loc) = (t.path().join("net"), t.path().join("local"));
     let k = ["--key", p(&key)];
@@ -397,7 +338,7 @@ fn an_encrypted_set_restores_with_the_key_on_the_client_and_names_a_bad_block_as
     // reading went on until a write to the client failed): a byte flipped under
     // its reader would race it.
     ok(&home, &["jobs"]);
-    flip(&home, 4);
+    assert_eq!(flip(&home, 4, false), 65536);
     let (out, loc) = (t.path().join("net-bad"), t.path().join("local-bad"));
     let (lcode, l, lerr) = local(&home, "vault", &loc, &k);
     let (ncode, n, err) = net(&server, &admin, "vault", &out, &k);
@@ -439,8 +380,7 @@ fn a_set_read_by_two_drives_at_once_restores_through_the_server_as_on_its_home()
         a.extend_from_slice(&srcs);
         ok(&home, &a);
     }
-    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"]);
-    let admin = admin["token"].as_str().unwrap().to_string();
+    let admin = admin_token(&home, "ops");
     let server = Server::start(&home, None);
     let (l, n) = (t.path().join("local"), t.path().join("net"));
     let (lcode, ldoc, err) = local(&home, "two", &l, &[]);

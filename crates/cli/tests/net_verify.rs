@@ -7,11 +7,14 @@
 //! `verify --key`.
 
 mod common;
+#[path = "common/keyed.rs"]
+mod keyed;
 #[path = "common/server_kit.rs"]
 mod server_kit;
 use common::*;
+use keyed::*;
 use serde_json::Value;
-use server_kit::{get, Server};
+use server_kit::{admin_token, get, token, Server};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,9 +33,8 @@ struct Setup {
 fn setup() -> Setup {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let token = |v: Value| v["token"].as_str().unwrap().to_string();
-    let alice = token(ok(&home, &["server", "token", "add", "alice"]));
-    let bob = token(ok(&home, &["server", "token", "add", "bob"]));
+    let alice = token(&home, "alice");
+    let bob = token(&home, "bob");
     let src = t.path().join("src");
     rich_tree(&src);
     for i in 0..6u64 {
@@ -95,12 +97,12 @@ fn a_clients_job_verifies_on_the_server_as_a_local_verify() {
     // With a key file, this machine checks the blocks the server reads: the job
     // is not encrypted, and the figures are the same.
     let key = s.t.path().join("k.key");
-    key_create(&s.home, &key);
+    key_create(PASSPHRASE, &s.home, &key);
     let mut a = vec!["--json", "verify", &s.job, "--key", p(&key)];
     a.extend_from_slice(&["--server", &s.server.url]);
     a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
     a.extend_from_slice(&["--token", &s.alice]);
-    let keyed = tl_json(&a);
+    let keyed = tl_json(PASSPHRASE, &a);
     same_figures(&keyed, &local);
 }
 
@@ -133,8 +135,7 @@ fn another_clients_job_is_a_404_and_nothing_is_read() {
     let (status, _) = get(&s.server.addr, "/api/verifies/1", None);
     assert_eq!(status, 401);
     // An admin verifies any client's job.
-    let admin = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
-    let admin = admin["token"].as_str().unwrap();
+    let admin = &admin_token(&s.home, "ops");
     assert_eq!(s.server.json(admin, &["verify", &s.job])["ok"], true);
 }
 
@@ -208,8 +209,7 @@ fn an_encrypted_job_whose_key_the_server_lacks_is_refused_in_one_line() {
     ]);
     let b = with_pass(&["backup", src.to_str().unwrap(), "--encrypt", key_arg]);
     let job = b["job_id"].as_i64().unwrap().to_string();
-    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"]);
-    let admin = admin["token"].as_str().unwrap();
+    let admin = &admin_token(&home, "ops");
     let server = Server::start(&home, None);
     ok(&home, &["library", "unload"]);
     let (code, _, err) = server.client(admin, &["verify", &job]);
@@ -246,8 +246,8 @@ fn a_verify_that_waits_for_the_drives_is_asked_again_until_it_ends() {
         waited > 20.0,
         "the verify did not wait for the lock: {waited} s"
     );
-    let admin = ok(&s.home, &["server", "token", "add", "ops", "--admin"]);
-    let (status, metrics) = get(&s.server.addr, "/metrics", admin["token"].as_str());
+    let admin = admin_token(&s.home, "ops");
+    let (status, metrics) = get(&s.server.addr, "/metrics", Some(&admin));
     assert_eq!(status, 200);
     assert!(
         metrics.contains("tapeloom_http_requests_total{status=\"202\"} 1\n"),
@@ -256,48 +256,6 @@ fn a_verify_that_waits_for_the_drives_is_asked_again_until_it_ends() {
 }
 
 const PASSPHRASE: &str = "correct horse battery staple";
-
-fn p(x: &Path) -> &str {
-    x.to_str().unwrap()
-}
-
-/// Runs tapeloom with the passphrase in the environment: (code, stdout, stderr).
-fn tl(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
-        .env_remove("TAPELOOM_SERVER")
-        .args(args)
-        .output()
-        .expect("run tapeloom");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn tl_json(args: &[&str]) -> Value {
-    let (code, out, err) = tl(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap()
-}
-
-/// A key file with a cheap Argon2 cost; its short fingerprint.
-fn key_create(home: &Path, key: &Path) -> String {
-    let v = tl_json(&[
-        "--home",
-        p(home),
-        "--json",
-        "key",
-        "create",
-        p(key),
-        "--kdf-memory",
-        "64K",
-        "--kdf-passes",
-        "1",
-    ]);
-    v["short"].as_str().unwrap().to_string()
-}
 
 /// A home with an encrypted job made on the server's machine (clients cannot
 /// back up encrypted through the server): 64 KiB blocks stored uncompressed,
@@ -326,14 +284,16 @@ fn sealed() -> Sealed {
         write(&src.join(format!("notes/n{i}")), &noise(40 + i, 3_000));
     }
     let key = t.path().join("k.key");
-    let fingerprint = key_create(&home, &key);
+    let fingerprint = key_create(PASSPHRASE, &home, &key).0;
     let mut a = vec!["--home", p(&home), "--json", "backup", p(&src)];
     a.extend_from_slice(&["--encrypt", p(&key), "--block-size", "64K"]);
     a.extend_from_slice(&["--compress", "none"]);
-    let job = tl_json(&a)["job_id"].as_i64().unwrap().to_string();
-    let token = |v: Value| v["token"].as_str().unwrap().to_string();
-    let admin = token(ok(&home, &["server", "token", "add", "ops", "--admin"]));
-    let bob = token(ok(&home, &["server", "token", "add", "bob"]));
+    let job = tl_json(PASSPHRASE, &a)["job_id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let admin = admin_token(&home, "ops");
+    let bob = token(&home, "bob");
     let server = Server::start(&home, None);
     Sealed {
         t,
@@ -358,20 +318,23 @@ impl Sealed {
         a.extend_from_slice(&["--server", &self.server.url]);
         a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
         a.extend_from_slice(&["--token", token]);
-        tl(&a)
+        tl(PASSPHRASE, &a)
     }
 
     /// The same verify on the server's machine: (code, document, stderr).
     fn local(&self) -> (i32, Value, String) {
-        let (code, out, err) = tl(&[
-            "--home",
-            p(&self.home),
-            "--json",
-            "verify",
-            &self.job,
-            "--key",
-            p(&self.key),
-        ]);
+        let (code, out, err) = tl(
+            PASSPHRASE,
+            &[
+                "--home",
+                p(&self.home),
+                "--json",
+                "verify",
+                &self.job,
+                "--key",
+                p(&self.key),
+            ],
+        );
         let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
         (code, doc, err)
     }
@@ -394,33 +357,6 @@ fn an_encrypted_job_verifies_through_the_server_with_the_key_on_the_client() {
     assert!(out.starts_with(&format!("job {}: ok — ", s.job)), "{out}");
     // The server was never given a key, and read nothing but sealed blocks.
     assert!(!s.server.log().contains("key"), "{}", s.server.log());
-}
-
-/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
-fn block_offset(idx: &[u8], lbn: usize) -> (usize, usize) {
-    let e = &idx[lbn * 16..lbn * 16 + 16];
-    (
-        u64::from_le_bytes(e[..8].try_into().unwrap()) as usize,
-        u32::from_le_bytes(e[8..12].try_into().unwrap()) as usize,
-    )
-}
-
-/// Flips a byte of the ciphertext of block `lbn` of the job's cartridge; with
-/// `crc`, sets the block's CRC right again (only the tag can tell then).
-fn flip(home: &Path, lbn: usize, crc: bool) {
-    let tapes = home.join("library/tapes");
-    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
-    let data_path = tapes.join("TL0001L9.data");
-    let mut data = std::fs::read(&data_path).unwrap();
-    let (off, len) = block_offset(&idx, lbn);
-    assert!(len >= 1000 + 64);
-    data[off + 64 + 1000] ^= 0x40;
-    if crc {
-        let b = &data[off..off + len];
-        let c = crc32c::crc32c_append(crc32c::crc32c(&b[..60]), &b[64..]);
-        data[off + 60..off + 64].copy_from_slice(&c.to_le_bytes());
-    }
-    std::fs::write(&data_path, &data).unwrap();
 }
 
 #[test]
@@ -461,7 +397,7 @@ fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
             a.extend_from_slice(&["--key", p(&s.key), "--server", &s.server.url]);
             a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
             a.extend_from_slice(&["--token", &s.admin]);
-            let restored = tl_json(&a);
+            let restored = tl_json(PASSPHRASE, &a);
             assert_eq!(restored["errors"], serde_json::json!([]), "{restored}");
         }
         // People read the bad block.
@@ -481,7 +417,7 @@ fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
 fn a_wrong_key_file_is_refused_in_one_line() {
     let s = sealed();
     let other = s.t.path().join("other.key");
-    let given = key_create(&s.home, &other);
+    let given = key_create(PASSPHRASE, &s.home, &other).0;
     let (code, out, err) = s.net(&s.admin, &other, true);
     assert_eq!(code, 1, "{err}");
     assert_eq!(out, "");
@@ -504,7 +440,7 @@ fn a_wrong_key_file_is_refused_in_one_line() {
     a.extend_from_slice(&["--server", &s.server.url]);
     a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
     a.extend_from_slice(&["--token", &s.admin]);
-    let (code, _, err) = tl(&a);
+    let (code, _, err) = tl(PASSPHRASE, &a);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("verify --key --drive"), "{err}");
     // No key at all: the server's own verify, which cannot open the job.

@@ -7,7 +7,7 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::Server;
+use server_kit::{admin_token, fast_clock, token, Server};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "every-minute";
@@ -23,11 +23,7 @@ fn named<'a>(list: &'a Value, key: &str) -> Vec<&'a Value> {
 fn a_schedule_runs_at_each_minute_for_its_client() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let token = |name: &str| {
-        let v = ok(&home, &["server", "token", "add", name]);
-        v["token"].as_str().unwrap().to_string()
-    };
-    let (c1, c2) = (token("c1"), token("c2"));
+    let (c1, c2) = (token(&home, "c1"), token(&home, "c2"));
     let src = t.path().join("src");
     write(&src.join("a.txt"), b"scheduled");
     write(&src.join("dir/b.bin"), &noise(7, 100_000));
@@ -38,10 +34,7 @@ fn a_schedule_runs_at_each_minute_for_its_client() {
         src.to_str().unwrap()
     );
     std::fs::write(&config, text).unwrap();
-    let env = [
-        ("TAPELOOM_NOW", "2026-01-05T03:00:00Z"),
-        ("TAPELOOM_CLOCK_SPEED", "30"),
-    ];
+    let env = fast_clock("2026-01-05T03:00:00Z");
     let s = Server::start_with_env(&home, Some(&config), &env);
     // 03:01 and 03:02 on the server's clock: about 2 s and 4 s from its start.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -128,14 +121,8 @@ fn a_scheduled_job_takes_its_clients_place() {
         "0.05",
     ];
     ok(&home, &model);
-    let c1 = ok(&home, &["server", "token", "add", "c1"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let admin = ok(&home, &["server", "token", "add", "ops", "--admin"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let c1 = token(&home, "c1");
+    let admin = admin_token(&home, "ops");
     let (src, own) = (t.path().join("src"), t.path().join("own"));
     write(&src.join("a.bin"), &noise(5, 2_000_000));
     write(&own.join("b.txt"), b"c1's own");
@@ -146,10 +133,7 @@ fn a_scheduled_job_takes_its_clients_place() {
         src.to_str().unwrap()
     );
     std::fs::write(&config, text).unwrap();
-    let env = [
-        ("TAPELOOM_NOW", "2026-01-05T03:00:30Z"),
-        ("TAPELOOM_CLOCK_SPEED", "30"),
-    ];
+    let env = fast_clock("2026-01-05T03:00:30Z");
     let s = Server::start_with_env(&home, Some(&config), &env);
     // The scheduled job is let in (about 1 s from the start).
     let deadline = Instant::now() + Duration::from_secs(30);

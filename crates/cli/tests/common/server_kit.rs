@@ -252,3 +252,25 @@ pub fn slow_library(home: &Path) {
     ];
     ok(home, &args);
 }
+
+/// A new token of `home` for client `name` (`server token add`).
+pub fn token(home: &Path, name: &str) -> String {
+    ok(home, &["server", "token", "add", name])["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A new admin token of `home` named `name` (`server token add --admin`).
+pub fn admin_token(home: &Path, name: &str) -> String {
+    ok(home, &["server", "token", "add", name, "--admin"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A server's clock starting at `now` (RFC 3339) and running 30 times fast, as
+/// the variables for [`Server::start_with_env`].
+pub fn fast_clock(now: &str) -> [(&'static str, &str); 2] {
+    [("TAPELOOM_NOW", now), ("TAPELOOM_CLOCK_SPEED", "30")]
+}

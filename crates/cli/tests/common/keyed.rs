@@ -1,0 +1,119 @@
+//! Key files, a passphrase in the environment and the bytes of virtual
+//! cartridges, for the end-to-end tests of encrypted jobs. Included by the tests
+//! that use them.
+#![allow(dead_code)]
+
+use crate::common::bin;
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+
+/// The path as text (the tests' paths are UTF-8).
+pub fn p(x: &Path) -> &str {
+    x.to_str().unwrap()
+}
+
+/// Runs tapeloom with `passphrase` in the environment and no server named
+/// there: (code, stdout, stderr).
+pub fn tl(passphrase: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .env("TAPELOOM_PASSPHRASE", passphrase)
+        .env_remove("TAPELOOM_SERVER")
+        .args(args)
+        .output()
+        .expect("run tapeloom");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`tl`], which must succeed: its stdout as JSON.
+pub fn tl_json(passphrase: &str, args: &[&str]) -> Value {
+    let (code, out, err) = tl(passphrase, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// A key file at `key` sealed with `passphrase` at a cheap Argon2 cost: its
+/// short and long fingerprints.
+pub fn key_create(passphrase: &str, home: &Path, key: &Path) -> (String, String) {
+    let v = tl_json(
+        passphrase,
+        &[
+            "--home",
+            p(home),
+            "--json",
+            "key",
+            "create",
+            p(key),
+            "--kdf-memory",
+            "64K",
+            "--kdf-passes",
+            "1",
+        ],
+    );
+    let s = |k: &str| v[k].as_str().unwrap().to_string();
+    (s("short"), s("fingerprint"))
+}
+
+/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
+pub fn block_offset(idx: &[u8], lbn: usize) -> (usize, usize) {
+    let e = &idx[lbn * 16..lbn * 16 + 16];
+    (
+        u64::from_le_bytes(e[..8].try_into().unwrap()) as usize,
+        u32::from_le_bytes(e[8..12].try_into().unwrap()) as usize,
+    )
+}
+
+/// Flips a byte of the payload of block `lbn` of the home's first cartridge;
+/// with `crc`, sets the block's CRC right again (only a tag can tell then).
+/// The block's length.
+pub fn flip(home: &Path, lbn: usize, crc: bool) -> usize {
+    let tapes = home.join("library/tapes");
+    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
+    let data_path = tapes.join("TL0001L9.data");
+    let mut data = std::fs::read(&data_path).unwrap();
+    let (off, len) = block_offset(&idx, lbn);
+    assert!(len >= 1000 + 64);
+    data[off + 64 + 1000] ^= 0x40;
+    if crc {
+        let b = &data[off..off + len];
+        let c = crc32c::crc32c_append(crc32c::crc32c(&b[..60]), &b[64..]);
+        data[off + 60..off + 64].copy_from_slice(&c.to_le_bytes());
+    }
+    std::fs::write(&data_path, &data).unwrap();
+    len
+}
+
+/// A restore's errors (its JSON document `doc`) as (path, reason), sorted.
+pub fn errors(doc: &str) -> Vec<(String, String)> {
+    let v: Value = serde_json::from_str(doc).unwrap();
+    let mut e: Vec<(String, String)> = (v["errors"].as_array().unwrap().iter())
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap().to_string();
+            (s("path"), s("reason"))
+        })
+        .collect();
+    e.sort();
+    e
+}
+
+/// Every byte of the home's virtual cartridges.
+pub fn cartridge_bytes(home: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(home.join("library/tapes")).unwrap() {
+        let e = e.unwrap().path();
+        if e.extension() == Some(OsStr::new("data")) {
+            all.extend(std::fs::read(e).unwrap());
+        }
+    }
+    all
+}
+
+/// Whether `needle` stands anywhere in `hay`.
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
