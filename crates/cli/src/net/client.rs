@@ -165,16 +165,8 @@ impl Server {
         max_frame: usize,
         mut each: impl FnMut(super::http::Frame) -> Result<(), E>,
     ) -> Result<Vec<u8>, E> {
-        let (mut tls, pinned) = self.open()?;
+        let (mut tls, pinned, rest) = self.get_ok(path)?;
         let fault = |e| self.io_fault(&pinned, e);
-        self.send_head(&mut tls, "GET", path, "")
-            .and_then(|()| tls.flush())
-            .map_err(fault)?;
-        let (status, length, rest) = read_head(&mut tls).map_err(fault)??;
-        if status != 200 {
-            let body = read_body(&mut tls, rest, length.unwrap_or(0)).map_err(fault)?;
-            return Err(refusal(status, &body).into());
-        }
         let bad = |e: super::http::HttpError| match e {
             super::http::HttpError::Io(e) => fault(e),
             e => ServerError::BadAnswer(e.to_string()),
@@ -197,6 +189,15 @@ impl Server {
         path: &str,
         read: impl FnOnce(&mut dyn std::io::BufRead) -> Result<T, E>,
     ) -> Result<T, E> {
+        let (tls, _, rest) = self.get_ok(path)?;
+        let body = std::io::Cursor::new(rest).chain(Eof(tls));
+        read(&mut std::io::BufReader::with_capacity(64 * 1024, body))
+    }
+
+    /// GETs `path` and reads the answer's head: on a 200, the connection, its
+    /// pinning and what of the body came with the head; any other status is
+    /// [`ServerError::Refused`] with the server's one-line error.
+    fn get_ok(&self, path: &str) -> Result<(Tls, std::sync::Arc<Pinned>, Vec<u8>), ServerError> {
         let (mut tls, pinned) = self.open()?;
         let fault = |e| self.io_fault(&pinned, e);
         self.send_head(&mut tls, "GET", path, "")
@@ -205,10 +206,9 @@ impl Server {
         let (status, length, rest) = read_head(&mut tls).map_err(fault)??;
         if status != 200 {
             let body = read_body(&mut tls, rest, length.unwrap_or(0)).map_err(fault)?;
-            return Err(refusal(status, &body).into());
+            return Err(refusal(status, &body));
         }
-        let body = std::io::Cursor::new(rest).chain(Eof(tls));
-        read(&mut std::io::BufReader::with_capacity(64 * 1024, body))
+        Ok((tls, pinned, rest))
     }
 
     /// A TLS connection to the server, pinned to its fingerprint.
