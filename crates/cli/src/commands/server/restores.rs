@@ -53,13 +53,7 @@ pub fn serve(
     let Some((id, key)) = visible(cat, &token, id) else {
         return Served::Refused(Answer::error(404, &format!("no job {id}")));
     };
-    let opts = RestoreOptions {
-        paths: (req.query.iter())
-            .filter(|(k, _)| k == "path")
-            .map(|(_, v)| v.clone())
-            .collect(),
-        ..RestoreOptions::default()
-    };
+    let opts = asked_paths(req);
     let mut home = match Home::open(&shared.home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
@@ -99,6 +93,18 @@ pub fn serve(
         eprintln!("tapeloom server: {peer}: restore of job {id}: {e}");
     }
     Served::Streamed
+}
+
+/// The options of a restore of the paths the request names (`path=`, each
+/// again; none: the whole tree).
+fn asked_paths(req: &Request) -> RestoreOptions {
+    RestoreOptions {
+        paths: (req.query.iter())
+            .filter(|(k, _)| k == "path")
+            .map(|(_, v)| v.clone())
+            .collect(),
+        ..RestoreOptions::default()
+    }
 }
 
 /// Whether the client asks encrypted blocks sent sealed (`sealed=1`): given a
@@ -276,13 +282,7 @@ pub fn serve_set(
         Ok(a) => a,
         Err(a) => return Served::Refused(a),
     };
-    let opts = RestoreOptions {
-        paths: (req.query.iter())
-            .filter(|(k, _)| k == "path")
-            .map(|(_, v)| v.clone())
-            .collect(),
-        ..RestoreOptions::default()
-    };
+    let opts = asked_paths(req);
     let home = match Home::open(&shared.home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
