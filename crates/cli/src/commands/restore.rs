@@ -8,7 +8,7 @@ use crate::health::{self, CartridgeHealth};
 use crate::net::client::Server;
 use crate::net::error::ServerError;
 use crate::net::http::Frame;
-use crate::net::restore::{Notice, Trailer};
+use crate::net::restore::{JobNotice, Notice, Trailer};
 use crate::output::{self, mb_per_s, Output, PathError};
 use anyhow::Result;
 use serde::Serialize;
@@ -330,19 +330,11 @@ impl Placing {
             return Ok(());
         }
         let br = self.started(opts)?;
-        match note {
-            Notice::Want(p) => br.want(p),
-            Notice::LeftOut(p) => br.left_out(p),
-            Notice::Bad(p, why) => br.bad(&p, &why),
-            Notice::JobKey(_) => {}
-            Notice::SetAt(_)
-            | Notice::Job(_)
-            | Notice::Meta(_)
-            | Notice::Missing(_)
-            | Notice::Of(_) => {
-                let e = "a note of a set's restore in a job's";
-                return Err(ServerError::BadAnswer(e.into()).into());
-            }
+        match note.of_job()? {
+            JobNotice::Want(p) => br.want(p),
+            JobNotice::LeftOut(p) => br.left_out(p),
+            JobNotice::Bad(p, why) => br.bad(&p, &why),
+            JobNotice::JobKey(_) => {}
         }
         Ok(())
     }
@@ -350,19 +342,13 @@ impl Placing {
     /// The restore, started (its folder made) at the first frame that is not the
     /// job's key.
     fn started(&mut self, opts: &RestoreOptions) -> Result<&mut BlockRestore> {
-        let br = match self.br.take() {
-            Some(br) => br,
-            None => self.fresh(opts)?,
-        };
+        let br = self.br.take().map_or_else(|| self.fresh(opts), Ok)?;
         Ok(self.br.insert(br))
     }
 
     /// The restore, started when no frame came.
     fn take(mut self, opts: &RestoreOptions) -> Result<BlockRestore> {
-        match self.br.take() {
-            Some(br) => Ok(br),
-            None => self.fresh(opts),
-        }
+        self.br.take().map_or_else(|| self.fresh(opts), Ok)
     }
 
     /// A new restore, given the job's data key when it is encrypted.
@@ -502,19 +488,13 @@ impl SetPlacing {
     /// The restore, started (its folder made) at the first block or note of the
     /// blocks.
     fn started(&mut self, opts: &RestoreOptions) -> Result<&mut SetBlockRestore> {
-        let br = match self.br.take() {
-            Some(br) => br,
-            None => self.fresh(opts)?,
-        };
+        let br = self.br.take().map_or_else(|| self.fresh(opts), Ok)?;
         Ok(self.br.insert(br))
     }
 
     /// The restore, started when no block came.
     fn take(mut self, opts: &RestoreOptions) -> Result<SetBlockRestore> {
-        match self.br.take() {
-            Some(br) => Ok(br),
-            None => self.fresh(opts),
-        }
+        self.br.take().map_or_else(|| self.fresh(opts), Ok)
     }
 
     fn fresh(&mut self, opts: &RestoreOptions) -> Result<SetBlockRestore> {

@@ -9,7 +9,7 @@ use super::Context;
 use crate::net::client::{Remote, Server};
 use crate::net::error::ServerError;
 use crate::net::http::Frame;
-use crate::net::restore::{Notice, Trailer};
+use crate::net::restore::{JobNotice, Notice, Trailer};
 use crate::output::Output;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -154,26 +154,18 @@ impl Checking {
             Frame::Note(n) => Notice::parse(&n)
                 .ok_or_else(|| ServerError::BadAnswer("a note of no kind".into()))?,
         };
-        match note {
-            Notice::JobKey(record) if self.bv.is_none() => {
+        match note.of_job()? {
+            JobNotice::JobKey(record) if self.bv.is_none() => {
                 let key = tapeloom_engine::job_data_key(&self.keys, self.job, &record)?;
                 self.started(Some(key));
             }
-            Notice::JobKey(_) => {
+            JobNotice::JobKey(_) => {
                 let e = "the job's key after its first frame";
                 return Err(ServerError::BadAnswer(e.into()).into());
             }
-            Notice::LeftOut(p) => self.started(None).left_out(p),
-            Notice::Bad(p, why) => self.started(None).bad(&p, &why),
-            Notice::Want(_) => {}
-            Notice::SetAt(_)
-            | Notice::Job(_)
-            | Notice::Meta(_)
-            | Notice::Missing(_)
-            | Notice::Of(_) => {
-                let e = "a note of a set's restore in a job's";
-                return Err(ServerError::BadAnswer(e.into()).into());
-            }
+            JobNotice::LeftOut(p) => self.started(None).left_out(p),
+            JobNotice::Bad(p, why) => self.started(None).bad(&p, &why),
+            JobNotice::Want(_) => {}
         }
         Ok(())
     }

@@ -24,6 +24,7 @@
 //! [`Notice::Of`] says whose are the blocks and [`Notice::Bad`] notes that
 //! follow it.
 
+use super::error::ServerError;
 use super::http::Frame;
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +120,40 @@ impl Notice {
             OF => Some(Notice::Of(std::str::from_utf8(&path).ok()?.parse().ok()?)),
             w => Some(Notice::Bad(path, w.strip_prefix(BAD)?.to_string())),
         }
+    }
+}
+
+/// A note of one job's restore: the notices of [`Notice`] that are not only a
+/// set's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobNotice {
+    /// The entry at this path is wanted.
+    Want(Vec<u8>),
+    /// The job left this entry out.
+    LeftOut(Vec<u8>),
+    /// The entry was in a block that could not be read, for this reason.
+    Bad(Vec<u8>, String),
+    /// The job is encrypted: the body of its `JobKey` record.
+    JobKey(Vec<u8>),
+}
+
+impl Notice {
+    /// The notice as one of a job's restore; a set's restore's is a bad answer.
+    pub fn of_job(self) -> Result<JobNotice, ServerError> {
+        Ok(match self {
+            Notice::Want(p) => JobNotice::Want(p),
+            Notice::LeftOut(p) => JobNotice::LeftOut(p),
+            Notice::Bad(p, why) => JobNotice::Bad(p, why),
+            Notice::JobKey(k) => JobNotice::JobKey(k),
+            Notice::SetAt(_)
+            | Notice::Job(_)
+            | Notice::Meta(_)
+            | Notice::Missing(_)
+            | Notice::Of(_) => {
+                let e = "a note of a set's restore in a job's";
+                return Err(ServerError::BadAnswer(e.into()));
+            }
+        })
     }
 }
 
