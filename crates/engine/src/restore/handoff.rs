@@ -123,12 +123,8 @@ pub fn read_blocks(
 pub struct BlockRestore {
     restorer: Restorer,
     streams: Streams,
-    expanded: Vec<u8>,
-    /// The job's tag, from its first block on (from its key, when it is
-    /// encrypted): a block of another job is refused.
-    tag: Option<u64>,
-    /// The job's data key, when it is encrypted.
-    key: Option<DataKey>,
+    /// A block of another job than the opener's is refused.
+    opener: Opener,
     /// Blocks taken, refused ones included.
     pub blocks: u64,
     /// Bytes of the blocks taken.
@@ -144,9 +140,7 @@ impl BlockRestore {
         Ok(BlockRestore {
             restorer: Restorer::new(&opts.to, opts.overwrite, want)?,
             streams: Streams::default(),
-            expanded: Vec::new(),
-            tag: None,
-            key: None,
+            opener: Opener::default(),
             blocks: 0,
             bytes: 0,
             t0: Instant::now(),
@@ -156,8 +150,7 @@ impl BlockRestore {
     /// Opens the encrypted blocks of job `tag` with its data `key`
     /// ([`crate::job_data_key`]); blocks of any other job are refused.
     pub fn with_key(mut self, tag: u64, key: DataKey) -> Self {
-        self.tag = Some(tag);
-        self.key = Some(key);
+        self.opener = Opener::keyed(tag, key);
         self
     }
 
@@ -188,26 +181,16 @@ impl BlockRestore {
     pub fn block(&mut self, block: &[u8]) -> Result<()> {
         self.blocks += 1;
         self.bytes += block.len() as u64;
-        let header = match self.open(block) {
+        let header = match self.opener.open(block) {
             Ok(h) => h,
             Err(why) => {
                 self.refuse(&why);
                 return Ok(());
             }
         };
-        let payload = opened_payload(&header, block, &self.expanded);
+        let payload = self.opener.payload(&header, block);
         let at = (0, header.lbn);
         (self.streams).feed(&header, payload, at, None, &mut self.restorer)
-    }
-
-    /// The block's header, checked, its payload opened into `expanded` when it is
-    /// encrypted (its tag checked) or compressed; or why the block is refused.
-    fn open(&mut self, block: &[u8]) -> std::result::Result<BlockHeader, String> {
-        open_handed(
-            block,
-            (&mut self.tag, self.key.as_ref()),
-            &mut self.expanded,
-        )
     }
 
     fn refuse(&mut self, why: &str) {
@@ -228,6 +211,42 @@ impl BlockRestore {
         report.streams = per.into_iter().map(|(id, b)| (name(id), b)).collect();
         report.seconds = self.t0.elapsed().as_secs_f64();
         Ok(report)
+    }
+}
+
+/// What opens the blocks of one job handed from elsewhere: the job's tag, from
+/// its first block on (from its key, when it is encrypted), its data key when it
+/// is encrypted, and room for an opened payload.
+#[derive(Default)]
+struct Opener {
+    tag: Option<u64>,
+    key: Option<DataKey>,
+    expanded: Vec<u8>,
+}
+
+impl Opener {
+    /// An opener of the blocks of job `tag`, encrypted with `key`.
+    fn keyed(tag: u64, key: DataKey) -> Self {
+        Opener {
+            tag: Some(tag),
+            key: Some(key),
+            expanded: Vec::new(),
+        }
+    }
+
+    /// The block's header, checked, its payload opened when it is encrypted
+    /// (its tag checked) or compressed ([`open_handed`]); or why it is refused.
+    fn open(&mut self, block: &[u8]) -> std::result::Result<BlockHeader, String> {
+        open_handed(
+            block,
+            (&mut self.tag, self.key.as_ref()),
+            &mut self.expanded,
+        )
+    }
+
+    /// The plain payload of `block`, whose header [`Opener::open`] gave.
+    fn payload<'a>(&'a self, header: &BlockHeader, block: &'a [u8]) -> &'a [u8] {
+        opened_payload(header, block, &self.expanded)
     }
 }
 
@@ -303,9 +322,8 @@ enum BadAt {
 pub struct BlockVerify {
     checker: Checker,
     streams: Streams,
-    expanded: Vec<u8>,
-    tag: Option<u64>,
-    key: Option<DataKey>,
+    /// A block of another job than the opener's is bad.
+    opener: Opener,
     listing: Vec<Listed>,
     by_path: HashMap<String, usize>,
     /// The volumes the blocks say they are on, in the order first seen, with
@@ -328,9 +346,7 @@ impl BlockVerify {
         BlockVerify {
             checker: Checker::new(HashSet::new()),
             streams: Streams::default(),
-            expanded: Vec::new(),
-            tag: None,
-            key: None,
+            opener: Opener::default(),
             listing,
             by_path,
             volumes: Vec::new(),
@@ -344,8 +360,7 @@ impl BlockVerify {
     /// Opens the encrypted blocks of job `tag` with its data `key`
     /// ([`crate::job_data_key`]); blocks of any other job are bad.
     pub fn with_key(mut self, tag: u64, key: DataKey) -> Self {
-        self.tag = Some(tag);
-        self.key = Some(key);
+        self.opener = Opener::keyed(tag, key);
         self
     }
 
@@ -376,8 +391,7 @@ impl BlockVerify {
     pub fn block(&mut self, block: &[u8]) -> Result<()> {
         self.blocks += 1;
         self.bytes += block.len() as u64;
-        let key = (&mut self.tag, self.key.as_ref());
-        let header = match open_handed(block, key, &mut self.expanded) {
+        let header = match self.opener.open(block) {
             Ok(h) => h,
             Err(_) => {
                 let at = match BlockHeader::open(block) {
@@ -389,7 +403,7 @@ impl BlockVerify {
             }
         };
         let at = (self.volume(header.volume) as u32, header.lbn);
-        let payload = opened_payload(&header, block, &self.expanded);
+        let payload = self.opener.payload(&header, block);
         let mut sink = Witness {
             checker: &mut self.checker,
             volumes: &mut self.volumes,
