@@ -8,20 +8,9 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::{exchange, Server};
+use server_kit::{exchange, home_with_clients, Server};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A home with the client tokens `alice` and `bob`; (temporary folder, home,
-/// alice's token, bob's token).
-fn home_with_clients() -> (tempfile::TempDir, std::path::PathBuf, String, String) {
-    let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    let token = |v: Value| v["token"].as_str().unwrap().to_string();
-    let alice = token(ok(&home, &["server", "token", "add", "alice"]));
-    let bob = token(ok(&home, &["server", "token", "add", "bob"]));
-    (t, home, alice, bob)
-}
 
 fn job_ids(v: &Value) -> Vec<i64> {
     let jobs = v["jobs"].as_array().unwrap();

@@ -32,33 +32,13 @@ struct Setup {
 
 fn setup() -> Setup {
     let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    library(&home, 1, 4, "64M");
-    let src = t.path().join("src");
-    write(&src.join("figures.ods"), &b"PLAIN-FIGURES\n".repeat(20_000));
-    write(&src.join("diary.txt"), &noise(3, 300_000));
-    write(&src.join("photos/beach.raw"), &noise(4, 700_000));
-    let key = t.path().join("k.key");
-    let fingerprint = key_create(PASSPHRASE, &home, &key).0;
-    let job = tl_json(
-        PASSPHRASE,
-        &[
-            "--home",
-            p(&home),
-            "--json",
-            "backup",
-            p(&src),
-            "--encrypt",
-            p(&key),
-            "--block-size",
-            "64K",
-            "--compress",
-            "none",
-        ],
-    )["job_id"]
-        .as_i64()
-        .unwrap()
-        .to_string();
+    let SealedJob {
+        home,
+        src,
+        key,
+        fingerprint,
+        job,
+    } = sealed_job(PASSPHRASE, t.path(), 0);
     let admin = admin_token(&home, "ops");
     let server = Server::start(&home, None);
     Setup {

@@ -7,7 +7,7 @@ mod common;
 mod server_kit;
 use common::*;
 use serde_json::Value;
-use server_kit::{admin_token, token, Server};
+use server_kit::{admin_token, home_with_clients, Server};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -25,10 +25,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    let alice = token(&home, "alice");
-    let bob = token(&home, "bob");
+    let (t, home, alice, bob) = home_with_clients();
     let src = t.path().join("src");
     rich_tree(&src);
     for (i, len) in [1usize, 4095, 65_536, 300_001, 1 << 20]

@@ -44,6 +44,21 @@ fn key_config(dir: &Path, key: &Path, passphrase: &str) -> PathBuf {
     config
 }
 
+/// Makes pool `name` of `home`, encrypted with key file `key`.
+fn pool_create(home: &Path, name: &str, key: &Path) {
+    let a = [
+        "--home",
+        p(home),
+        "--json",
+        "pool",
+        "create",
+        name,
+        "--key",
+        p(key),
+    ];
+    tl_json(PASSPHRASE, &a);
+}
+
 /// A home with pool `sealed` (key `key`, which the server holds) and pool
 /// `foreign` (key `other`, which it does not), the client `alice`, and the
 /// server running.
@@ -70,33 +85,8 @@ fn setup() -> Setup {
     let (key, other) = (t.path().join("k.key"), t.path().join("other.key"));
     let (short, long) = key_create(PASSPHRASE, &home, &key);
     let (other_short, _) = key_create(PASSPHRASE, &home, &other);
-    let h = p(&home);
-    tl_json(
-        PASSPHRASE,
-        &[
-            "--home",
-            h,
-            "--json",
-            "pool",
-            "create",
-            "sealed",
-            "--key",
-            p(&key),
-        ],
-    );
-    tl_json(
-        PASSPHRASE,
-        &[
-            "--home",
-            h,
-            "--json",
-            "pool",
-            "create",
-            "foreign",
-            "--key",
-            p(&other),
-        ],
-    );
+    pool_create(&home, "sealed", &key);
+    pool_create(&home, "foreign", &other);
     let alice = token(&home, "alice");
     let config = key_config(t.path(), &key, PASSPHRASE);
     let server = Server::start(&home, Some(&config));
@@ -147,6 +137,25 @@ impl Setup {
     fn dir(&self, name: &str) -> PathBuf {
         self.t.path().join(name)
     }
+
+    /// Job `job` restores as the source is: on the server's machine with the key
+    /// file, as a local job; through the server without a key file (the server
+    /// opens the blocks), and with it (the client opens them itself).
+    fn restores_every_way(&self, job: &str) {
+        let local = self.dir("local");
+        let (code, _, err) =
+            self.local(&["restore", job, "--to", p(&local), "--key", p(&self.key)]);
+        assert_eq!(code, 0, "{err}");
+        assert_same_tree(&self.src, &local);
+        let opened = self.dir("opened");
+        let r = self.net_json(&["restore", job, "--to", p(&opened)]);
+        assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
+        assert_same_tree(&self.src, &opened);
+        let sealed = self.dir("sealed");
+        let r = self.net_json(&["restore", job, "--to", p(&sealed), "--key", p(&self.key)]);
+        assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
+        assert_same_tree(&self.src, &sealed);
+    }
 }
 
 /// The job `id` as `jobs --json` lists it through the server.
@@ -176,21 +185,9 @@ fn a_clients_backup_into_a_pool_whose_key_the_server_holds_is_encrypted_on_tape(
     let (code, _, err) = s.local(&["restore", &job, "--to", p(&bare)]);
     assert_ne!(code, 0);
     assert!(err.contains(&s.short), "{err}");
-    // With it, on the server's machine, the tree comes back.
-    let local = s.dir("local");
-    let (code, _, err) = s.local(&["restore", &job, "--to", p(&local), "--key", p(&s.key)]);
-    assert_eq!(code, 0, "{err}");
-    assert_same_tree(&s.src, &local);
-    // Through the server, the client with no key file: the server opens the blocks.
-    let opened = s.dir("opened");
-    let r = s.net_json(&["restore", &job, "--to", p(&opened)]);
-    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
-    assert_same_tree(&s.src, &opened);
-    // With --key, the client opens them itself, as before.
-    let sealed = s.dir("sealed");
-    let r = s.net_json(&["restore", &job, "--to", p(&sealed), "--key", p(&s.key)]);
-    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
-    assert_same_tree(&s.src, &sealed);
+    // With it, on the server's machine, the tree comes back; through the server
+    // too, without a key file and with it.
+    s.restores_every_way(&job);
     // Given another key file, the client still opens the blocks itself, and
     // refuses naming both keys.
     let (code, _, err) = s.net(&[
@@ -368,20 +365,7 @@ fn a_scheduled_job_into_a_pool_whose_key_the_server_holds_is_encrypted() {
     write(&src.join("dir/b.bin"), &noise(7, 100_000));
     let key = t.path().join("k.key");
     let (short, _) = key_create(PASSPHRASE, &home, &key);
-    let h = p(&home);
-    tl_json(
-        PASSPHRASE,
-        &[
-            "--home",
-            h,
-            "--json",
-            "pool",
-            "create",
-            "sealed",
-            "--key",
-            p(&key),
-        ],
-    );
+    pool_create(&home, "sealed", &key);
     let c1 = token(&home, "c1");
     let config = key_config(t.path(), &key, PASSPHRASE);
     let mut text = std::fs::read_to_string(&config).unwrap();
@@ -467,21 +451,9 @@ fn a_clients_backup_names_a_key_the_server_holds_and_the_server_encrypts_with_it
         !contains(&cartridge_bytes(&s.home), MARKER),
         "plaintext on tape"
     );
-    // On the server's machine it restores with the key file, as a local job.
-    let local = s.dir("local");
-    let (code, _, err) = s.local(&["restore", &job, "--to", p(&local), "--key", p(&s.key)]);
-    assert_eq!(code, 0, "{err}");
-    assert_same_tree(&s.src, &local);
-    // Through the server without a key file (the server opens the blocks), and
-    // with it (the client opens them).
-    let opened = s.dir("opened");
-    let r = s.net_json(&["restore", &job, "--to", p(&opened)]);
-    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
-    assert_same_tree(&s.src, &opened);
-    let sealed = s.dir("sealed");
-    let r = s.net_json(&["restore", &job, "--to", p(&sealed), "--key", p(&s.key)]);
-    assert_eq!(r["errors"], Value::Array(vec![]), "{r}");
-    assert_same_tree(&s.src, &sealed);
+    // On the server's machine it restores with the key file, as a local job;
+    // through the server too, without a key file and with it.
+    s.restores_every_way(&job);
     let v = s.net_json(&["verify", &job]);
     assert_eq!(v["ok"], true, "{v}");
     // Named over a pool's key, as a local --encrypt is: pool foreign's key is

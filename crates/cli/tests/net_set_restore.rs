@@ -14,7 +14,7 @@ mod server_kit;
 use common::*;
 use keyed::*;
 use serde_json::Value;
-use server_kit::{admin_token, token, Server};
+use server_kit::{admin_token, home_with_clients, Server};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -146,10 +146,7 @@ fn make_tree(src: &Path) {
 /// Set `web` of client alice: a full, an incremental (a file modified, one
 /// deleted, one added, one chmod), a differential (more of each).
 fn setup() -> Setup {
-    let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    let alice = token(&home, "alice");
-    let bob = token(&home, "bob");
+    let (t, home, alice, bob) = home_with_clients();
     let src = t.path().join("src");
     make_tree(&src);
     let server = Server::start(&home, None);

@@ -14,7 +14,7 @@ mod server_kit;
 use common::*;
 use keyed::*;
 use serde_json::Value;
-use server_kit::{admin_token, get, token, Server};
+use server_kit::{admin_token, get, home_with_clients, token, Server};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,10 +31,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    let alice = token(&home, "alice");
-    let bob = token(&home, "bob");
+    let (t, home, alice, bob) = home_with_clients();
     let src = t.path().join("src");
     rich_tree(&src);
     for i in 0..6u64 {
@@ -274,24 +271,13 @@ struct Sealed {
 
 fn sealed() -> Sealed {
     let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    library(&home, 1, 4, "64M");
-    let src = t.path().join("src");
-    write(&src.join("figures.ods"), &b"PLAIN-FIGURES\n".repeat(20_000));
-    write(&src.join("diary.txt"), &noise(3, 300_000));
-    write(&src.join("photos/beach.raw"), &noise(4, 700_000));
-    for i in 0..20u64 {
-        write(&src.join(format!("notes/n{i}")), &noise(40 + i, 3_000));
-    }
-    let key = t.path().join("k.key");
-    let fingerprint = key_create(PASSPHRASE, &home, &key).0;
-    let mut a = vec!["--home", p(&home), "--json", "backup", p(&src)];
-    a.extend_from_slice(&["--encrypt", p(&key), "--block-size", "64K"]);
-    a.extend_from_slice(&["--compress", "none"]);
-    let job = tl_json(PASSPHRASE, &a)["job_id"]
-        .as_i64()
-        .unwrap()
-        .to_string();
+    let SealedJob {
+        home,
+        key,
+        fingerprint,
+        job,
+        ..
+    } = sealed_job(PASSPHRASE, t.path(), 20);
     let admin = admin_token(&home, "ops");
     let bob = token(&home, "bob");
     let server = Server::start(&home, None);

@@ -3,10 +3,10 @@
 //! that use them.
 #![allow(dead_code)]
 
-use crate::common::bin;
+use crate::common::{bin, library, noise, write};
 use serde_json::Value;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The path as text (the tests' paths are UTF-8).
@@ -57,6 +57,50 @@ pub fn key_create(passphrase: &str, home: &Path, key: &Path) -> (String, String)
     );
     let s = |k: &str| v[k].as_str().unwrap().to_string();
     (s("short"), s("fingerprint"))
+}
+
+/// A home with an encrypted job ([`sealed_job`]).
+pub struct SealedJob {
+    pub home: PathBuf,
+    pub src: PathBuf,
+    /// The key file that made the job.
+    pub key: PathBuf,
+    /// Its short fingerprint.
+    pub fingerprint: String,
+    /// The job's id.
+    pub job: String,
+}
+
+/// In `t`: a home (one drive, four 64 MiB slots), a source tree (a plain,
+/// compressible file, two of noise and `notes` small ones), a key file sealed
+/// with `passphrase` and an encrypted job of the tree made with it, of 64 KiB
+/// blocks stored uncompressed.
+pub fn sealed_job(passphrase: &str, t: &Path, notes: u64) -> SealedJob {
+    let home = t.join("home");
+    library(&home, 1, 4, "64M");
+    let src = t.join("src");
+    write(&src.join("figures.ods"), &b"PLAIN-FIGURES\n".repeat(20_000));
+    write(&src.join("diary.txt"), &noise(3, 300_000));
+    write(&src.join("photos/beach.raw"), &noise(4, 700_000));
+    for i in 0..notes {
+        write(&src.join(format!("notes/n{i}")), &noise(40 + i, 3_000));
+    }
+    let key = t.join("k.key");
+    let fingerprint = key_create(passphrase, &home, &key).0;
+    let mut a = vec!["--home", p(&home), "--json", "backup", p(&src)];
+    a.extend_from_slice(&["--encrypt", p(&key), "--block-size", "64K"]);
+    a.extend_from_slice(&["--compress", "none"]);
+    let job = tl_json(passphrase, &a)["job_id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    SealedJob {
+        home,
+        src,
+        key,
+        fingerprint,
+        job,
+    }
 }
 
 /// Where block `lbn` of a virtual cartridge lies in its `.data` file.

@@ -6,7 +6,7 @@ use crate::common::{bin, ok};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -273,4 +273,13 @@ pub fn admin_token(home: &Path, name: &str) -> String {
 /// the variables for [`Server::start_with_env`].
 pub fn fast_clock(now: &str) -> [(&'static str, &str); 2] {
     [("TAPELOOM_NOW", now), ("TAPELOOM_CLOCK_SPEED", "30")]
+}
+
+/// A home with the client tokens `alice` and `bob`; (temporary folder, home,
+/// alice's token, bob's token).
+pub fn home_with_clients() -> (tempfile::TempDir, PathBuf, String, String) {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let (alice, bob) = (token(&home, "alice"), token(&home, "bob"));
+    (t, home, alice, bob)
 }
