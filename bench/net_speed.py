@@ -82,9 +82,10 @@ def main():
     try:
         job = None
         for r in range(a.rounds):
-            lw, lc, _ = timed(tl + ["backup", src])
+            # Each in a set of its own: a client may not add to the server's sets.
+            lw, lc, _ = timed(tl + ["backup", src, "--set", "local"])
             s0 = proc_cpu(server.pid)
-            nw, nc, doc = timed([a.bin, "--json", "backup", src, *remote])
+            nw, nc, doc = timed([a.bin, "--json", "backup", src, "--set", "client", *remote])
             sc = proc_cpu(server.pid) - s0
             job = json.loads(doc)["job_id"]
             out["backup"].append(round_row(lw, lc, nw, nc, sc, cores))
