@@ -10,7 +10,8 @@ one run, alternately, --rounds times each:
   restore  `restore JOB --to DIR` on the server's home and the same through the
            server (the server reads, the client checks and places), each first
            in turn (on this machine the second of two 2 GiB restores pays for the
-           first's pages).
+           first's pages). As root, the page cache is dropped before each restore
+           and the cartridges read back into it (`restore_cache_settled`).
 
 For each it reports the wall times, their ratio (local / through the server, the
 acceptance's "80% or more"), and the CPU seconds of each process: the local
@@ -46,6 +47,25 @@ def timed(cmd):
         raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, p.stdout
+
+
+def settle(home):
+    """Before a restore: the page cache emptied (as root) and the home's cartridge
+    files read back into it, so that each restore starts from the same cache: its
+    blocks in memory, no other pages to reclaim. False when the cache cannot be
+    dropped (not root)."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        return False
+    for root, _, files in os.walk(home):
+        for n in files:
+            with open(os.path.join(root, n), "rb") as f:
+                while f.read(1 << 22):
+                    pass
+    return True
 
 
 def proc_cpu(pid):
@@ -98,9 +118,11 @@ def main():
                 shutil.rmtree(os.path.join(work, d), ignore_errors=True)
 
             def local():
+                out["restore_cache_settled"] = settle(home)
                 return timed(tl + ["restore", str(job), "--to", os.path.join(work, "outl")])
 
             def through():
+                out["restore_cache_settled"] = settle(home)
                 s0 = proc_cpu(server.pid)
                 nw, nc, _ = timed([a.bin, "--json", "restore", str(job), "--to",
                                    os.path.join(work, "outn"), *remote])
