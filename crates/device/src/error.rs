@@ -255,6 +255,14 @@ pub enum Corruption {
         #[source]
         source: serde_json::Error,
     },
+    /// A virtual cartridge whose index did not match its data and could not be
+    /// rebuilt with certainty from the data: it reads as far as it could be rebuilt,
+    /// and refuses to append.
+    #[error("the index of cartridge {barcode} does not match its data and could not be rebuilt from it with certainty; the cartridge reads but takes no more jobs")]
+    CartridgeIndex {
+        /// The cartridge.
+        barcode: String,
+    },
     /// A virtual library that names a drive model that does not exist.
     #[error("library names an unknown drive model '{model}'")]
     UnknownModel {

@@ -15,6 +15,7 @@ pub mod scsi;
 #[cfg(any(test, feature = "testkit", feature = "faults"))]
 pub mod testkit;
 mod virtual_drive;
+mod virtual_index;
 mod virtual_library;
 
 pub use alert::{AlertAction, TapeAlerts};

@@ -3,16 +3,20 @@
 //! `BARCODE.data` holds the bytes of every block, one after another; `BARCODE.idx`
 //! holds 16 bytes per logical object (data offset, length, kind). A block is written to
 //! the data file before its index entry, so a crash can only leave data past the last
-//! indexed block, which [`VirtualTape::open`] discards.
+//! indexed block. Opening a cartridge never changes its data: an index that does not
+//! match the data is rebuilt from the blocks' own headers ([`crate::virtual_index`]),
+//! and bytes past the last whole block (a torn write) are cut only when a block is
+//! about to be appended after them.
 
+use crate::virtual_index::{self, Object, IDX_LEN, KIND_BLOCK, KIND_FILEMARK};
 use crate::{
-    io, DeviceError, DriveHealth, ReadOutcome, Result, TapeDrive, VolumeStatistics, WriteOutcome,
+    io, Corruption, DeviceError, DriveHealth, ReadOutcome, Result, TapeDrive, VolumeStatistics,
+    WriteOutcome,
 };
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-const IDX_LEN: u64 = 16;
 /// Written data is handed to the disk every this many bytes, so that the flush at a
 /// synchronous filemark or an unload waits for little (as a drive's buffer drains to
 /// tape as it goes) instead of for everything written since the last one. The window
@@ -20,15 +24,6 @@ const IDX_LEN: u64 = 16;
 /// being written holds at most about two windows of memory, as a drive holds its
 /// buffer, and the pages it frees are the ones its next writes reuse.
 const WRITE_BEHIND: u64 = 32 << 20;
-const KIND_BLOCK: u32 = 0;
-const KIND_FILEMARK: u32 = 1;
-
-#[derive(Debug, Clone, Copy)]
-struct Object {
-    offset: u64,
-    len: u32,
-    kind: u32,
-}
 
 /// One virtual cartridge, open.
 pub struct VirtualTape {
@@ -40,6 +35,14 @@ pub struct VirtualTape {
     capacity: u64,
     early_warning: u64,
     write_protected: bool,
+    /// The data file's length: past the last object's end lie the bytes of a torn
+    /// write, which the next append cuts.
+    data_len: u64,
+    /// The objects are known to be the cartridge's (its index was whole, or was
+    /// rebuilt with certainty): blocks may be appended after them.
+    certain: bool,
+    /// The files could be opened for reading only (a read-only file system).
+    read_only: bool,
     /// Data before this offset has been handed to the disk.
     handed: u64,
     /// Data before this offset is on disk and out of the page cache.
@@ -57,6 +60,11 @@ impl VirtualTape {
 
     /// Opens (creating when missing) cartridge `barcode` in `dir`. `early_warning` is
     /// the size of the early-warning zone before `capacity`.
+    ///
+    /// Nothing in the data file changes. An index that does not match the data is
+    /// rebuilt from the data; a certain rebuild replaces the index file (a damaged
+    /// one is kept beside it as `BARCODE.idx.damaged`), an uncertain one is used to
+    /// read and the cartridge then refuses to append.
     pub fn open(
         dir: &Path,
         barcode: &str,
@@ -65,76 +73,115 @@ impl VirtualTape {
         write_protected: bool,
     ) -> Result<Self> {
         let (dp, ip) = Self::paths(dir, barcode);
-        let open = |p: &Path| {
-            io(
-                || format!("open cartridge file {}", p.display()),
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(p),
-            )
-        };
-        let data = open(&dp)?;
-        let idx = open(&ip)?;
-        let what = || format!("read cartridge index {}", ip.display());
-        let idx_len = io(what, idx.metadata())?.len();
-        let count = idx_len / IDX_LEN;
-        let mut raw = vec![0u8; (count * IDX_LEN) as usize];
-        io(what, idx.read_exact_at(&mut raw, 0))?;
-        let data_len = io(what, data.metadata())?.len();
-        let mut objects = Vec::with_capacity(count as usize);
-        let mut end = 0u64;
-        for c in raw.chunks_exact(IDX_LEN as usize) {
-            let o = Object {
-                offset: u64::from_le_bytes(c[0..8].try_into().unwrap_or_default()),
-                len: u32::from_le_bytes(c[8..12].try_into().unwrap_or_default()),
-                kind: u32::from_le_bytes(c[12..16].try_into().unwrap_or_default()),
-            };
-            if o.offset != end || o.kind > KIND_FILEMARK || o.offset + o.len as u64 > data_len {
-                // A torn write or damage: everything from here on is not on the tape.
-                break;
+        let blank = !dp.exists() && !ip.exists();
+        let open = |p: &Path| -> Result<(File, bool)> {
+            let what = || format!("open cartridge file {}", p.display());
+            let rw = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(blank)
+                .truncate(false)
+                .open(p);
+            match rw {
+                Ok(f) => Ok((f, false)),
+                Err(e) if is_read_only(&e) => {
+                    Ok((io(what, OpenOptions::new().read(true).open(p))?, true))
+                }
+                // A missing index beside its data is rebuilt from the data.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !blank => {
+                    let f = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(p);
+                    match f {
+                        Ok(f) => Ok((f, false)),
+                        Err(e) => Err(DeviceError::Io(what(), e)),
+                    }
+                }
+                Err(e) => Err(DeviceError::Io(what(), e)),
             }
-            end += o.len as u64;
-            objects.push(o);
-        }
+        };
+        let (data, ro_data) = open(&dp)?;
+        let (idx, ro_idx) = open(&ip)?;
+        let what = || format!("read cartridge index {}", ip.display());
+        let mut raw = Vec::new();
+        io(what, std::io::Read::read_to_end(&mut &idx, &mut raw))?;
+        let data_len = io(what, data.metadata())?.len();
+        let checked = virtual_index::check(&raw, &data, data_len, barcode)?;
         let tape = VirtualTape {
             name: barcode.to_string(),
             data,
             idx,
-            objects,
+            objects: checked.objects,
             pos: 0,
             capacity,
             early_warning,
             write_protected,
+            data_len,
+            certain: checked.certain,
+            read_only: ro_data || ro_idx,
             handed: 0,
             dropped: 0,
         };
-        tape.truncate_files()?;
+        if checked.changed && checked.certain && !tape.read_only {
+            tape.write_index(&ip, &raw, checked.damaged)?;
+        }
         Ok(tape)
     }
 
-    fn end_offset(&self) -> u64 {
-        self.objects
-            .last()
-            .map(|o| o.offset + o.len as u64)
-            .unwrap_or(0)
+    /// Replaces the index file with the objects rebuilt from the data, keeping a
+    /// damaged one beside it.
+    fn write_index(&self, path: &Path, old: &[u8], damaged: bool) -> Result<()> {
+        let what = || format!("write cartridge index {}", path.display());
+        if damaged && !old.is_empty() {
+            let mut kept = path.as_os_str().to_owned();
+            kept.push(".damaged");
+            io(what, crate::fsio::write_atomic(Path::new(&kept), old))?;
+        }
+        let bytes: Vec<u8> = self.objects.iter().flat_map(|o| o.encode()).collect();
+        io(what, self.idx.write_all_at(&bytes, 0))?;
+        io(what, self.idx.set_len(bytes.len() as u64))?;
+        io(what, self.idx.sync_data())
     }
 
-    fn truncate_files(&self) -> Result<()> {
+    fn end_offset(&self) -> u64 {
+        self.objects.last().map(|o| o.end()).unwrap_or(0)
+    }
+
+    /// Ends the cartridge at object `pos` (a write there replaces everything after
+    /// it, as on tape), and cuts a torn write's bytes after the last object.
+    fn truncate_files(&mut self, pos: usize) -> Result<()> {
+        self.objects.truncate(pos);
+        let end = self.end_offset();
         let what = || format!("truncate cartridge {}", self.name);
-        io(what, self.data.set_len(self.end_offset()))?;
-        io(what, self.idx.set_len(self.objects.len() as u64 * IDX_LEN))
+        io(what, self.data.set_len(end))?;
+        io(what, self.idx.set_len(self.objects.len() as u64 * IDX_LEN))?;
+        self.data_len = end;
+        Ok(())
     }
 
     fn append(&mut self, kind: u32, data: &[u8]) -> Result<()> {
         if self.write_protected {
             return Err(DeviceError::WriteProtected);
         }
-        if self.pos < self.objects.len() {
-            self.objects.truncate(self.pos);
-            self.truncate_files()?;
+        if self.read_only {
+            return Err(DeviceError::Io(
+                format!("write cartridge {}", self.name),
+                std::io::Error::from_raw_os_error(libc::EROFS),
+            ));
+        }
+        if !self.certain && self.pos > 0 {
+            // Appending after objects that are only a guess could bury or cut data.
+            return Err(Corruption::CartridgeIndex {
+                barcode: self.name.clone(),
+            }
+            .into());
+        }
+        if self.pos < self.objects.len() || self.data_len > self.end_offset() {
+            self.truncate_files(self.pos)?;
+            self.certain = true;
         }
         let offset = self.end_offset();
         let what = || format!("write cartridge {}", self.name);
@@ -144,15 +191,12 @@ impl VirtualTape {
             len: data.len() as u32,
             kind,
         };
-        let mut e = [0u8; IDX_LEN as usize];
-        e[0..8].copy_from_slice(&o.offset.to_le_bytes());
-        e[8..12].copy_from_slice(&o.len.to_le_bytes());
-        e[12..16].copy_from_slice(&o.kind.to_le_bytes());
         io(
             what,
             self.idx
-                .write_all_at(&e, self.objects.len() as u64 * IDX_LEN),
+                .write_all_at(&o.encode(), self.objects.len() as u64 * IDX_LEN),
         )?;
+        self.data_len = self.data_len.max(o.end());
         self.objects.push(o);
         self.pos = self.objects.len();
         self.write_behind();
@@ -195,6 +239,9 @@ impl VirtualTape {
     }
 
     fn sync(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let what = || format!("sync cartridge {}", self.name);
         io(what, self.data.sync_data())?;
         io(what, self.idx.sync_data())
@@ -412,6 +459,14 @@ impl TapeDrive for VirtualDrive {
     }
 }
 
+/// Whether opening a file to write failed because it may only be read.
+fn is_read_only(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::EPERM)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,7 +538,9 @@ mod tests {
         // A torn write: bytes in the data file with no index entry, and half an entry.
         let (dp, ip) = VirtualTape::paths(dir.path(), "T1");
         let f = OpenOptions::new().append(true).open(&dp).unwrap();
-        f.write_all_at(&[9; 77], 150).unwrap();
+        // The beginning of a block (its magic) that the crash cut short.
+        f.write_all_at(&[&b"TLBK"[..], &[9; 73]].concat(), 150)
+            .unwrap();
         let f = OpenOptions::new().append(true).open(&ip).unwrap();
         f.write_all_at(&[1; 7], 48).unwrap();
         let mut d = drive(dir.path(), 1 << 20, 1 << 10);
@@ -493,7 +550,11 @@ mod tests {
         d.locate(2).unwrap();
         let mut buf = vec![0; 200];
         assert_eq!(d.read_block(&mut buf).unwrap(), ReadOutcome::Block(50));
-        assert_eq!(std::fs::metadata(&dp).unwrap().len(), 150);
+        // Reading changed nothing in the data; the next write cuts the torn bytes.
+        assert_eq!(std::fs::metadata(&dp).unwrap().len(), 227);
+        d.write_block(&[3; 10]).unwrap();
+        assert_eq!(std::fs::metadata(&dp).unwrap().len(), 160);
+        assert_eq!(std::fs::metadata(&ip).unwrap().len(), 64);
     }
 
     #[test]

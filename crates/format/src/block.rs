@@ -198,6 +198,47 @@ impl BlockHeader {
     }
 }
 
+/// The length of the block that begins at `bytes[0]`, found from its CRC alone, for a
+/// reader that has blocks back to back without their lengths (a virtual cartridge
+/// whose index is lost, FORMAT.md 8). The candidates for its end are the places
+/// where another block's magic begins and, when `last` (nothing follows `bytes`),
+/// the end of `bytes`; the first at which the block's CRC holds is its end, so a
+/// block whose payload holds whole blocks of its own is still found whole. None
+/// when `bytes` does not begin with a block's magic, or no candidate within the
+/// largest block size ([`crate::MAX_BLOCK_SIZE`]) holds: the block is damaged or cut.
+pub fn block_len(bytes: &[u8], last: bool) -> Option<usize> {
+    let stored = u32::from_le_bytes(bytes.get(60..64)?.try_into().ok()?);
+    if bytes.get(..4)? != BLOCK_MAGIC {
+        return None;
+    }
+    let limit = bytes.len().min(crate::MAX_BLOCK_SIZE);
+    let mut crc = crc32c::crc32c(&bytes[..60]);
+    let mut done = BLOCK_HEADER_LEN;
+    let mut from = BLOCK_HEADER_LEN;
+    loop {
+        let next = bytes
+            .get(from..)?
+            .windows(BLOCK_MAGIC.len())
+            .position(|w| w == BLOCK_MAGIC)
+            .map(|p| from + p)
+            .filter(|&p| p <= limit);
+        let end = match next {
+            Some(p) => p,
+            None if last && bytes.len() <= crate::MAX_BLOCK_SIZE => bytes.len(),
+            None => return None,
+        };
+        crc = crc32c::crc32c_append(crc, &bytes[done..end]);
+        done = end;
+        if crc == stored {
+            return Some(end);
+        }
+        if end == bytes.len() {
+            return None;
+        }
+        from = end + 1;
+    }
+}
+
 fn block_crc(block: &[u8]) -> u32 {
     let c = crc32c::crc32c(&block[..60]);
     crc32c::crc32c_append(c, &block[64..])
@@ -266,5 +307,48 @@ mod tests {
         fn never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = BlockHeader::open(&b);
         }
+    }
+
+    fn sealed(lbn: u64, len: usize, payload: &[u8]) -> Vec<u8> {
+        let h = BlockHeader {
+            volume: [1; 16],
+            lbn,
+            job_tag: 7,
+            stream: 1,
+            payload_len: payload.len() as u32,
+            stream_offset: 0,
+            first_record: NO_RECORD,
+            compressed: false,
+            encrypted: false,
+        };
+        let mut b = vec![0u8; len];
+        b[64..64 + payload.len()].copy_from_slice(payload);
+        h.seal(&mut b);
+        b
+    }
+
+    #[test]
+    fn block_len_finds_each_block_of_a_run_by_its_crc() {
+        // The second block's payload holds a whole block of its own, as a backup of a
+        // cartridge file would: it is found whole, not cut at the inner block.
+        let inner = sealed(9, 4096, b"inner");
+        let (a, b, c) = (
+            sealed(2, 4096, b"a"),
+            sealed(3, 16384, &inner),
+            sealed(4, 8192, b"c"),
+        );
+        let run: Vec<u8> = [&a[..], &b[..], &c[..]].concat();
+        assert_eq!(block_len(&run, true), Some(4096));
+        assert_eq!(block_len(&run[4096..], true), Some(16384));
+        assert_eq!(block_len(&run[4096 + 16384..], true), Some(8192));
+        // The last block cut short, or followed by more bytes not known to end: no end.
+        assert_eq!(block_len(&run[4096 + 16384..run.len() - 1], true), None);
+        assert_eq!(block_len(&run[4096 + 16384..], false), None);
+        // A damaged block has no end; bytes that are not a block neither.
+        let mut bad = run.clone();
+        bad[100] ^= 1;
+        assert_eq!(block_len(&bad, true), None);
+        assert_eq!(block_len(&run[1..], true), None);
+        assert_eq!(block_len(&[], true), None);
     }
 }
