@@ -200,6 +200,12 @@ pub enum OptionsError {
         /// The name.
         name: String,
     },
+    /// More sources than a job may have streams (FORMAT.md 1).
+    #[error("{count} sources: a job may have at most {} (back up their parent folders, or split the job)", tapeloom_format::MAX_STREAMS)]
+    TooManyStreams {
+        /// The sources given.
+        count: usize,
+    },
     /// More drives than the library has.
     #[error("the job asks for {asked} drives; the library has {have}")]
     TooManyDrives {

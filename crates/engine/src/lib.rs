@@ -47,7 +47,7 @@ pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
 pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
-pub use rebuild::{rebuild, RebuildReport};
+pub use rebuild::{rebuild, RebuildReport, Unusable};
 pub use recover::{recover, RecoverReport};
 pub use restore::{
     normalize, read_blocks, read_set_blocks, restore, restore_set, set_job, set_tree, BlockRestore,

@@ -30,8 +30,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use tapeloom_catalog::{Catalog, FileRow, JobState, Stream, Volume};
 use tapeloom_format::{
     open_block, BlockHeader, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart,
-    Kind, MasterKey, RecordDecoder, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM, MAX_BLOCK_SIZE,
-    RECORD_HEADER_LEN,
+    Kind, MasterKey, RecordDecoder, RecordHeader, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM,
+    MAX_BLOCK_SIZE, MAX_START_LEN, RECORD_HEADER_LEN,
 };
 
 /// What a rebuild found and added.
@@ -54,6 +54,21 @@ pub struct RebuildReport {
     pub bad_blocks: u64,
     /// Jobs relative to a base found on no cartridge read: their chains are broken.
     pub bases_missing: Vec<i64>,
+    /// Blocks that begin a record the rebuild could not use, each with what it was:
+    /// a job start it could not read (the job is not added) or a record of a job's
+    /// control stream (the job's index is incomplete).
+    pub unusable: Vec<Unusable>,
+}
+
+/// A block that begins a record a rebuild could not use.
+#[derive(Debug, Clone)]
+pub struct Unusable {
+    /// The cartridge.
+    pub barcode: String,
+    /// The block's logical block number.
+    pub block: u64,
+    /// What the record was and why it could not be used.
+    pub what: String,
 }
 
 struct Segment {
@@ -64,70 +79,175 @@ struct Segment {
     start: Option<JobStart>,
     /// An encrypted job's `JobKey` record, from the segment's first block.
     job_key: Option<JobKey>,
-    /// Stream 0 payloads: (stream offset, bytes).
-    control: Vec<(u64, Vec<u8>)>,
+    /// The segment's start, gathered from the blocks it spans.
+    head: Head,
+    /// Stream 0 payloads: (stream offset, block, bytes).
+    control: Vec<(u64, u64, Vec<u8>)>,
     /// The streams with blocks in the segment (stream 0 included).
     streams: BTreeSet<u16>,
+    /// Where each data block landed, in tape order: (stream, stream offset, block).
+    landed: Vec<(u16, u64, u64)>,
+}
+
+/// A segment's first records as they are gathered: its `JobStart` (stream 0) or
+/// `Continuation` (stream 65535), then an encrypted job's `JobKey`, in clear blocks
+/// of their stream from stream offset 0 on. A record may span blocks (FORMAT.md 5):
+/// a job of many streams has a stream table larger than a block.
+#[derive(Default)]
+struct Head {
+    /// The stream they are in, once a block of it at offset 0 is met.
+    stream: Option<u16>,
+    bytes: Vec<u8>,
+    /// The block they begin in.
+    lbn: u64,
+    /// Read, or found unusable.
+    done: bool,
+}
+
+/// What a segment's gathered first records are so far.
+enum Gathered {
+    /// More bytes of the stream are needed.
+    More,
+    /// The start, and the job key when the job is encrypted.
+    Start(Box<JobStart>, Option<JobKey>),
+    /// Not a start that can be used, and why.
+    Unusable(String),
+}
+
+impl Head {
+    /// Reads the records gathered so far; `more` says whether further bytes of the
+    /// stream may still come.
+    fn read(&self, more: bool) -> Gathered {
+        let kind = match self.stream {
+            Some(CONTINUATION_STREAM) => Kind::Continuation,
+            _ => Kind::JobStart,
+        };
+        let unusable = |what: String| Gathered::Unusable(what);
+        let cut = |what: &str| match more {
+            true => Gathered::More,
+            false => unusable(format!("a {kind:?} record cut short in its {what}")),
+        };
+        let h = match record_at(&self.bytes, 0) {
+            None => return cut("header"),
+            Some(Ok(h)) => h,
+            Some(Err(e)) => {
+                let stream = self.stream.unwrap_or_default();
+                return unusable(format!("a block of stream {stream} that begins with {e}"));
+            }
+        };
+        if h.kind != kind {
+            return unusable(format!(
+                "a {:?} record where a {kind:?} record begins",
+                h.kind
+            ));
+        }
+        if h.len > MAX_START_LEN {
+            let max = MAX_START_LEN;
+            return unusable(format!("a {kind:?} record of {} bytes, over {max}", h.len));
+        }
+        let end = RECORD_HEADER_LEN + h.len as usize;
+        let Some(body) = self.bytes.get(RECORD_HEADER_LEN..end) else {
+            return cut("body");
+        };
+        let start = match JobStart::decode(body) {
+            Ok(s) => s,
+            Err(e) => return unusable(format!("a {kind:?} record that does not decode: {e}")),
+        };
+        if let Err(e) = tapeloom_format::check_block_size(start.block_size as usize) {
+            return unusable(format!("a {kind:?} record whose {e}"));
+        }
+        // The record after it: the job's key in an encrypted job.
+        let key = match record_at(&self.bytes, end) {
+            None if more => return Gathered::More,
+            Some(Ok(k)) if k.kind == Kind::JobKey => {
+                let at = end + RECORD_HEADER_LEN;
+                match self.bytes.get(at..at.saturating_add(k.len as usize)) {
+                    Some(body) => match JobKey::decode(body) {
+                        Ok(k) => Some(k),
+                        Err(e) => return unusable(format!("a JobKey record: {e}")),
+                    },
+                    None if more => return Gathered::More,
+                    None => return unusable("a JobKey record cut short".into()),
+                }
+            }
+            _ => None,
+        };
+        Gathered::Start(Box::new(start), key)
+    }
+}
+
+/// The record header at `at` in `bytes`, when all its bytes are there.
+fn record_at(bytes: &[u8], at: usize) -> Option<tapeloom_format::Result<RecordHeader>> {
+    let head: [u8; RECORD_HEADER_LEN] = bytes.get(at..at + RECORD_HEADER_LEN)?.try_into().ok()?;
+    Some(RecordHeader::decode(&head))
 }
 
 impl Segment {
-    /// Takes the segment's start (`JobStart` or `Continuation`, and an encrypted
-    /// job's `JobKey`) from its block `h`, when that block opens the segment; the
-    /// job's data key is unwrapped the first time its `JobKey` is met.
-    fn start_from(&mut self, h: &BlockHeader, payload: &[u8], keys: &mut Keys<'_>) -> Result<()> {
-        let start = match h.stream {
-            CONTROL_STREAM if h.stream_offset == 0 => first_record(payload, Kind::JobStart),
-            CONTINUATION_STREAM => first_record(payload, Kind::Continuation),
-            _ => None,
-        };
-        let Some(s) = start else {
+    /// Gathers the segment's start (`JobStart` or `Continuation`, and an encrypted
+    /// job's `JobKey`) from its block `h` at `lbn`, which may hold all of it, a part,
+    /// or none; the job's data key is unwrapped the first time its `JobKey` is met.
+    fn gather(
+        &mut self,
+        (h, lbn, payload): (&BlockHeader, u64, &[u8]),
+        keys: &mut Keys<'_>,
+        report: &mut RebuildReport,
+    ) -> Result<()> {
+        if self.head.done {
             return Ok(());
-        };
-        self.seq = Some(s.volume_seq);
-        self.start = Some(s);
-        self.job_key = job_key_record(payload);
-        if let Some(k) = &self.job_key {
-            if !keys.jobs.contains_key(&h.job_tag) {
-                let job = format!("with tag {:016x}", h.job_tag);
-                let c = JobCrypt::unwrap(keys.masters, &job, k.clone())?;
-                keys.jobs.insert(h.job_tag, c.data);
+        }
+        match self.head.stream {
+            None if h.stream_offset == 0
+                && !h.encrypted
+                && (h.stream == CONTROL_STREAM || h.stream == CONTINUATION_STREAM) =>
+            {
+                self.head.stream = Some(h.stream);
+                self.head.lbn = lbn;
+            }
+            Some(s) if s == h.stream => {}
+            _ => return Ok(()),
+        }
+        let follows = h.stream_offset == self.head.bytes.len() as u64 && !h.encrypted;
+        if follows {
+            self.head.bytes.extend_from_slice(payload);
+        }
+        self.settle(follows, h.job_tag, keys, report)
+    }
+
+    /// Takes the start when its records are whole, or reports it unusable; `more`
+    /// says whether further blocks of its stream may still add to it.
+    fn settle(
+        &mut self,
+        more: bool,
+        tag: u64,
+        keys: &mut Keys<'_>,
+        report: &mut RebuildReport,
+    ) -> Result<()> {
+        if self.head.done || self.head.stream.is_none() {
+            return Ok(());
+        }
+        match self.head.read(more) {
+            Gathered::More => return Ok(()),
+            Gathered::Unusable(what) => report.unusable.push(Unusable {
+                barcode: self.volume.barcode.clone(),
+                block: self.head.lbn,
+                what,
+            }),
+            Gathered::Start(s, key) => {
+                self.seq = Some(s.volume_seq);
+                self.start = Some(*s);
+                if let Some(k) = &key {
+                    if !keys.jobs.contains_key(&tag) {
+                        let job = format!("with tag {tag:016x}");
+                        let c = JobCrypt::unwrap(keys.masters, &job, k.clone())?;
+                        keys.jobs.insert(tag, c.data);
+                    }
+                }
+                self.job_key = key;
             }
         }
+        self.head.done = true;
+        self.head.bytes = Vec::new();
         Ok(())
-    }
-}
-
-/// The first record of a block's payload, when it starts at offset 0, fits, and names a
-/// block size a job may use (the catalog keeps it, and readers size buffers by it).
-fn first_record(payload: &[u8], kind: Kind) -> Option<JobStart> {
-    let head: [u8; RECORD_HEADER_LEN] = payload.get(..RECORD_HEADER_LEN)?.try_into().ok()?;
-    let h = tapeloom_format::RecordHeader::decode(&head).ok()?;
-    if h.kind != kind {
-        return None;
-    }
-    let end = usize::try_from(h.len)
-        .ok()?
-        .checked_add(RECORD_HEADER_LEN)?;
-    let body = payload.get(RECORD_HEADER_LEN..end)?;
-    JobStart::decode(body)
-        .ok()
-        .filter(|s| tapeloom_format::check_block_size(s.block_size as usize).is_ok())
-}
-
-/// The `JobKey` record that follows a segment's first record (`JobStart` or
-/// `Continuation`) in its block, in an encrypted job.
-fn job_key_record(payload: &[u8]) -> Option<JobKey> {
-    let record = |at: usize| {
-        let head: [u8; RECORD_HEADER_LEN] =
-            payload.get(at..at + RECORD_HEADER_LEN)?.try_into().ok()?;
-        let h = tapeloom_format::RecordHeader::decode(&head).ok()?;
-        let body = payload.get(at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + h.len as usize)?;
-        Some((h.kind, body))
-    };
-    let (_, first) = record(0)?;
-    match record(RECORD_HEADER_LEN + first.len())? {
-        (Kind::JobKey, body) => JobKey::decode(body).ok(),
-        _ => None,
     }
 }
 
@@ -323,7 +443,8 @@ fn scan(
         };
         if open.as_ref().is_some_and(|(tag, _)| *tag != h.job_tag) {
             // An incomplete segment (no filemark) followed by the next job.
-            if let Some((tag, seg)) = open.take() {
+            if let Some((tag, mut seg)) = open.take() {
+                seg.settle(false, tag, keys, report)?;
                 jobs.entry(tag).or_default().push(seg);
             }
         }
@@ -337,15 +458,18 @@ fn scan(
                     last_lbn: this,
                     start: None,
                     job_key: None,
+                    head: Head::default(),
                     control: Vec::new(),
                     streams: BTreeSet::new(),
+                    landed: Vec::new(),
                 },
             )
         });
         seg.last_lbn = this;
         let payload = h.payload(&buf[..n]);
-        if seg.seq.is_none() {
-            seg.start_from(&h, payload, keys)?;
+        seg.gather((&h, this, payload), keys, report)?;
+        if h.stream != CONTROL_STREAM && h.stream != CONTINUATION_STREAM {
+            seg.landed.push((h.stream, h.stream_offset, this));
         }
         let payload = if h.encrypted {
             // Only stream 0 is needed here; a block whose tag fails is bad.
@@ -367,10 +491,11 @@ fn scan(
             seg.streams.insert(h.stream);
         }
         if h.stream == CONTROL_STREAM {
-            seg.control.push((h.stream_offset, payload.to_vec()));
+            seg.control.push((h.stream_offset, this, payload.to_vec()));
         }
     }
-    if let Some((tag, seg)) = open.take() {
+    if let Some((tag, mut seg)) = open.take() {
+        seg.settle(false, tag, keys, report)?;
         jobs.entry(tag).or_default().push(seg);
     }
     Ok(())
@@ -411,11 +536,19 @@ fn add_job(
     report: &mut RebuildReport,
 ) -> Result<Option<Added>> {
     let Some(start) = segs.iter().find_map(|s| s.start.clone()) else {
+        // Its start is unusable (reported where it was met) or on no cartridge read.
+        if let Some(s) = segs.iter().find(|s| !s.head.done) {
+            report.unusable.push(Unusable {
+                barcode: s.volume.barcode.clone(),
+                block: s.first_lbn,
+                what: format!("blocks of job {tag:016x}, whose start is on no cartridge read"),
+            });
+        }
         return Ok(None);
     };
     segs.retain(|s| s.seq.is_some());
     segs.sort_by_key(|s| s.seq);
-    let (index, end) = decode_control(&segs);
+    let (index, end) = decode_control(&segs, report);
     let streams: Vec<Stream> = start
         .streams
         .iter()
@@ -442,6 +575,17 @@ fn add_job(
         cat.set_job_client(id, &start.client)?;
     }
     add_segments(cat, id, &segs, existing.is_some())?;
+    // The data streams' extents, formed as the writer forms them from where its
+    // blocks landed (a job without an end gets its own from `recover`).
+    let mut extents = crate::backup::mux::Extents::default();
+    for s in &segs {
+        let seq = s.seq.unwrap_or_default();
+        for &(stream, offset, lbn) in &s.landed {
+            extents.landed(stream, offset, seq, lbn);
+        }
+    }
+    extents.finish();
+    cat.replace_extents(id, &extents.closed)?;
     let (added, all) = add_index(cat, id, index, existing.is_some())?;
     let bytes: u64 = all
         .iter()
@@ -555,13 +699,18 @@ fn file_row(e: &IndexEntry) -> FileRow {
 }
 
 /// Decodes a job's stream 0 across its segments: the index entries and `JobEnd`.
-fn decode_control(segs: &[Segment]) -> (Vec<IndexEntry>, Option<JobEnd>) {
+/// A record that does not decode ends the index there, and is reported with the
+/// block it was read from.
+fn decode_control(
+    segs: &[Segment],
+    report: &mut RebuildReport,
+) -> (Vec<IndexEntry>, Option<JobEnd>) {
     let mut dec = RecordDecoder::new();
     let mut index = Vec::new();
     let mut end = None;
     let mut next = 0u64;
     'outer: for s in segs {
-        for (off, payload) in &s.control {
+        for (off, lbn, payload) in &s.control {
             if *off != next {
                 // A gap (bad block): the index cannot be trusted past it.
                 break 'outer;
@@ -577,7 +726,12 @@ fn decode_control(segs: &[Segment]) -> (Vec<IndexEntry>, Option<JobEnd>) {
                 }
                 Ok(())
             });
-            if r.is_err() {
+            if let Err(e) = r {
+                report.unusable.push(Unusable {
+                    barcode: s.volume.barcode.clone(),
+                    block: *lbn,
+                    what: format!("a record of the job's control stream: {e}"),
+                });
                 break 'outer;
             }
         }
@@ -629,8 +783,10 @@ mod tests {
             last_lbn: 2,
             start: Some(start),
             job_key: None,
+            head: Head::default(),
             control: Vec::new(),
             streams: BTreeSet::new(),
+            landed: Vec::new(),
         }]
     }
 

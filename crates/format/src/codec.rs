@@ -30,6 +30,15 @@ impl Enc<'_> {
         self.u16(n as u16);
         self.raw(&v[..n]);
     }
+    /// A UTF-8 string as `bytes16`, cut at a character boundary when longer, so
+    /// that it still decodes.
+    pub fn str16(&mut self, v: &str) {
+        let mut n = v.len().min(u16::MAX as usize);
+        while !v.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.bytes16(&v.as_bytes()[..n]);
+    }
     pub fn bytes32(&mut self, v: &[u8]) {
         self.u32(v.len() as u32);
         self.raw(v);

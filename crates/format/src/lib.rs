@@ -42,6 +42,13 @@ pub const DEFAULT_BLOCK_SIZE: usize = 256 * 1024;
 pub const CONTROL_STREAM: u16 = 0;
 /// The stream id of the stand-alone blocks that hold `Continuation` records.
 pub const CONTINUATION_STREAM: u16 = u16::MAX;
+/// The most data streams a job may have (FORMAT.md 1): writers refuse more sources,
+/// and readers refuse a `JobStart` or `Continuation` that names more.
+pub const MAX_STREAMS: usize = 4096;
+/// The longest `JobStart` or `Continuation` body a reader takes (FORMAT.md 5.1): the
+/// stream table of [`MAX_STREAMS`] streams, each named with 255 bytes and a source
+/// path of 4096, is about 18 MB.
+pub const MAX_START_LEN: u64 = 32 << 20;
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -172,6 +179,9 @@ pub enum FormatError {
     /// A block size a job may not use.
     #[error("block size {0} must be a multiple of 4096 from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE}")]
     BlockSize(usize),
+    /// A job start that names more streams than a job may have.
+    #[error("job start names {0} streams, more than the {MAX_STREAMS} a job may have")]
+    TooManyStreams(usize),
     /// A path from tape that is absolute, not clean or holds a NUL byte.
     #[error("unsafe path {:?} on tape", String::from_utf8_lossy(.0))]
     UnsafePath(Vec<u8>),

@@ -565,20 +565,20 @@ impl JobStart {
         self.started.enc(&mut e);
         e.u32(self.block_size);
         e.u32(self.volume_seq);
-        e.bytes16(self.name.as_bytes());
-        e.bytes16(self.host.as_bytes());
+        e.str16(&self.name);
+        e.str16(&self.host);
         e.u16(self.streams.len() as u16);
         for s in &self.streams {
             e.u16(s.id);
-            e.bytes16(s.name.as_bytes());
+            e.str16(&s.name);
             e.bytes32(&s.source);
         }
         if let Some(set) = &self.set {
-            e.bytes16(set.set.as_bytes());
+            e.str16(&set.set);
             e.u8(set.level as u8);
             e.u64(set.base);
-            e.bytes16(set.pool.as_bytes());
-            e.bytes16(self.client.as_bytes());
+            e.str16(&set.pool);
+            e.str16(&self.client);
         }
         v
     }
@@ -592,6 +592,9 @@ impl JobStart {
         let name = d.string16()?;
         let host = d.string16()?;
         let n = d.u16()? as usize;
+        if n > crate::MAX_STREAMS {
+            return Err(FormatError::TooManyStreams(n));
+        }
         let n = d.count(n, 8)?;
         let mut streams = Vec::with_capacity(n);
         for _ in 0..n {

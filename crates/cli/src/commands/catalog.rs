@@ -60,6 +60,17 @@ pub struct Rebuilt {
     /// Jobs relative to a base on no cartridge read: their set's tree at them is
     /// not known, and a backup of the set relative to them runs as a full.
     bases_missing: Vec<i64>,
+    /// Blocks that begin a record the rebuild could not use: a job start (the job
+    /// is not added) or a record of a job's index (the job lacks entries).
+    unusable: Vec<UnusableBlock>,
+}
+
+/// A block that begins a record `catalog rebuild` could not use.
+#[derive(Serialize)]
+struct UnusableBlock {
+    volume: String,
+    block: u64,
+    what: String,
 }
 
 fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
@@ -75,6 +86,15 @@ fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
         files_added: r.files_added,
         bad_blocks: r.bad_blocks,
         bases_missing: r.bases_missing,
+        unusable: r
+            .unusable
+            .into_iter()
+            .map(|u| UnusableBlock {
+                volume: u.barcode,
+                block: u.block,
+                what: u.what,
+            })
+            .collect(),
     })
 }
 
@@ -91,6 +111,19 @@ impl Output for Rebuilt {
         );
         for j in &self.bases_missing {
             outln!("job {j}: its base job is on none of the cartridges read");
+        }
+        for u in &self.unusable {
+            outln!("{} block {}: unusable: {}", u.volume, u.block, u.what);
+        }
+    }
+
+    /// A job found on tape but not rebuilt whole is a loss: said, and exit 1.
+    fn failure(&self) -> Option<String> {
+        match self.unusable.len() {
+            0 => None,
+            n => Some(format!(
+                "{n} blocks begin records the rebuild could not use; the jobs they belong to are missing or incomplete"
+            )),
         }
     }
 }

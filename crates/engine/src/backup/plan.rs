@@ -189,6 +189,10 @@ impl Plan {
         if sources.is_empty() {
             return Err(OptionsError::NoSources.into());
         }
+        if sources.len() > tapeloom_format::MAX_STREAMS {
+            let count = sources.len();
+            return Err(OptionsError::TooManyStreams { count }.into());
+        }
         let mut abs = Vec::new();
         for s in sources {
             let a = io(std::path::absolute(s), || format!("source {}", s.display()))?;
@@ -232,7 +236,7 @@ impl Plan {
             })
             .collect();
         let job_name = if opts.name.is_empty() {
-            names.join(",")
+            default_job_name(&names)
         } else {
             opts.name.clone()
         };
@@ -257,6 +261,39 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// The longest name a job is given after its streams (a job's name is a file name:
+/// the server and the sets refuse longer ones).
+const JOB_NAME_MAX: usize = 255;
+
+/// A job's name when none is given: its streams' names joined by commas, or as many
+/// of them as fit in [`JOB_NAME_MAX`] bytes followed by how many more there are.
+fn default_job_name(names: &[String]) -> String {
+    let all = names.join(",");
+    if all.len() <= JOB_NAME_MAX {
+        return all;
+    }
+    let mut out = String::new();
+    for (i, n) in names.iter().enumerate() {
+        let rest = format!(",+{} more", names.len() - i);
+        let sep = if out.is_empty() { "" } else { "," };
+        if out.len() + sep.len() + n.len() + rest.len() > JOB_NAME_MAX {
+            if out.is_empty() {
+                // Even the first name is too long: cut it at a character boundary.
+                let rest = format!(",+{} more", names.len() - 1);
+                let mut cut = (JOB_NAME_MAX - rest.len()).min(n.len());
+                while !n.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                return format!("{}{rest}", &n[..cut]);
+            }
+            return out + &rest;
+        }
+        out.push_str(sep);
+        out.push_str(n);
+    }
+    out
 }
 
 /// Names streams after the last component of their source, made unique.
@@ -349,6 +386,20 @@ pub(crate) fn resolve_drives(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_default_job_name_fits_a_file_name() {
+        let names = |n: usize, len: usize| -> Vec<String> {
+            (0..n).map(|i| format!("{i:0len$}")).collect()
+        };
+        assert_eq!(super::default_job_name(&names(3, 2)), "00,01,02");
+        let many = super::default_job_name(&names(1200, 86));
+        assert!(many.len() <= 255, "{}", many.len());
+        assert!(many.ends_with(",+1198 more"), "{many}");
+        let wide: Vec<String> = vec!["é".repeat(127), "b".into()];
+        let one = super::default_job_name(&wide);
+        assert!(one.len() <= 255 && one.ends_with("é,+1 more"), "{one}");
+    }
+
     use super::*;
 
     #[test]

@@ -20,10 +20,7 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::JobState;
-use tapeloom_format::check_block_size;
-
-/// Streams a job may have.
-pub const MAX_STREAMS: usize = 256;
+use tapeloom_format::{check_block_size, MAX_STREAMS};
 
 /// A job as the packing side describes it to the writing side.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +66,7 @@ impl RemotePlan {
     fn checked(&self) -> Result<Plan> {
         let bad = |why| Error::from(ReceiveError::BadPlan(why));
         if self.streams.is_empty() || self.streams.len() > MAX_STREAMS {
-            return Err(bad("from 1 to 256 streams"));
+            return Err(bad("from 1 to 4096 streams (the format's limit)"));
         }
         if self.name.is_empty() || self.name.len() > 255 || self.name.contains(['/', '\0']) {
             return Err(bad("a job name that is not a file name"));

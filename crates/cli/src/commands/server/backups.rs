@@ -277,8 +277,15 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
 
 /// What the server refuses of a job before it joins the queue.
 fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
-    if doc.streams.is_empty() || doc.streams.len() > usize::from(u16::MAX - 1) {
-        return Some(Answer::error(400, "a backup needs 1 to 65534 streams"));
+    if doc.streams.is_empty() || doc.streams.len() > tapeloom_format::MAX_STREAMS {
+        let max = tapeloom_format::MAX_STREAMS;
+        return Some(Answer::error(
+            400,
+            &format!("a backup needs 1 to {max} streams"),
+        ));
+    }
+    if let Err(e) = tapeloom_format::check_block_size(doc.block_size) {
+        return Some(Answer::error(400, &e.to_string()));
     }
     if let Some(f) = doc.encrypt.as_deref() {
         if tapeloom_format::Fingerprint::parse(f).is_none() {
