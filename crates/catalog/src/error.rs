@@ -183,6 +183,19 @@ fn list(jobs: &[i64]) -> String {
     v.join(", ")
 }
 
+impl CatalogError {
+    /// Whether SQLite failed because the disk (or the catalog's file system) is
+    /// full.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            CatalogError::Open { source, .. } | CatalogError::Sqlite { source, .. } => source
+                .sqlite_error_code()
+                .is_some_and(|c| c == rusqlite::ErrorCode::DiskFull),
+            _ => false,
+        }
+    }
+}
+
 /// Result of catalog operations.
 pub type Result<T> = std::result::Result<T, CatalogError>;
 

@@ -337,6 +337,20 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// Forgets jobs and every row of them (their data was cut from the cartridges).
+    pub fn forget_jobs(&mut self, jobs: &[i64]) -> Result<()> {
+        let mut run = || -> rusqlite::Result<()> {
+            let tx = self.conn.transaction()?;
+            for j in jobs {
+                forget_job(&tx, *j)?;
+            }
+            tx.commit()
+        };
+        run().doing("forget jobs")
+    }
+}
+
 /// Deletes a job and every row of it, in the caller's transaction.
 fn forget_job(tx: &rusqlite::Transaction<'_>, job: i64) -> rusqlite::Result<()> {
     for table in [

@@ -8,6 +8,7 @@ mod output;
 mod commands;
 mod duration;
 mod error;
+mod full;
 mod health;
 mod net;
 mod progress;
@@ -54,10 +55,18 @@ fn main() {
         }
     };
     let hint = cli.cmd.hint();
+    let home = cli
+        .home
+        .clone()
+        .unwrap_or_else(tapeloom_engine::default_home);
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("tapeloom: error: {}", error::one_line(&e, hint));
+            let mut line = error::one_line(&e, hint);
+            if let Some(full) = full::hint(&e, &home) {
+                line = format!("{line}; {full}");
+            }
+            eprintln!("tapeloom: error: {line}");
             std::process::exit(1);
         }
     }

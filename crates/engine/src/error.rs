@@ -354,6 +354,15 @@ pub enum MediaError {
         /// Volume sequence number expected.
         seq: u32,
     },
+    /// A cartridge to trim holds, after the failed jobs' data, blocks of another job
+    /// (or of no job this catalog knows): nothing is cut.
+    #[error("cartridge {barcode}: block {block} after the failed jobs' data is not theirs; nothing was cut")]
+    TrimOther {
+        /// Barcode.
+        barcode: String,
+        /// The block.
+        block: u64,
+    },
     /// Rebuild found a label whose uuid the catalog has under another cartridge.
     #[error("cartridge {barcode} carries a label the catalog does not know for it; not rebuilding from it")]
     RebuildMismatch {

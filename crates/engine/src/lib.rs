@@ -47,6 +47,7 @@ pub use home::{
     default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
 pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
+pub use media::trim::{trim, Trimmed};
 pub use rebuild::{rebuild, RebuildReport, Unusable};
 pub use recover::{recover, RecoverReport};
 pub use restore::{

@@ -7,6 +7,7 @@ mod exercise;
 mod inventory;
 mod protect;
 mod status;
+mod trim;
 
 pub(crate) use status::cartridge_state;
 
@@ -53,12 +54,16 @@ enum Cmd {
     Exercise(exercise::Args),
     /// Replace the virtual library with a new layout (refused when it holds data).
     Create(create::Args),
+    /// Cut the data that failed jobs left at the end of cartridges, and forget those
+    /// jobs: on a virtual library, their disk space comes back. Jobs a stage can
+    /// still finish are kept, and so is a job `catalog recover` made partial.
+    Trim(trim::Args),
 }
 
 impl Args {
     /// Runs the subcommand and prints its output.
     pub fn run(self, ctx: &Context) -> Result<i32> {
-        let home = ctx.open_home()?;
+        let mut home = ctx.open_home()?;
         let json = ctx.json;
         match self.cmd {
             Cmd::Status => emit(&status::run(&home)?, json),
@@ -73,6 +78,7 @@ impl Args {
             Cmd::Protect(a) => emit(&protect::run(a, &home)?, json),
             Cmd::Exercise(a) => emit(&exercise::run(a, &home, ctx.human())?, json),
             Cmd::Create(a) => emit(&create::run(a, &home)?, json),
+            Cmd::Trim(a) => emit(&trim::run(a, &mut home)?, json),
         }
     }
 
