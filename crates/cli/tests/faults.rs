@@ -249,7 +249,9 @@ fn an_unreadable_source_file_makes_the_job_partial() {
         .arg(&src);
     let (code, b, err) = parse(cmd.output().expect("run backup"));
     std::fs::set_permissions(src.join("closed"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert_eq!(code, 0, "{err}");
+    // Partial: said on stderr in one line, and exit 1, as tar exits non-zero.
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is partial: 2 source objects"), "{err}");
     assert_eq!(b["status"], "partial", "{b}");
     let errors = b["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 2, "{b}");

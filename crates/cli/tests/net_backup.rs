@@ -158,7 +158,8 @@ fn objects_a_client_cannot_read_make_its_job_partial() {
     ]);
     let (code, doc, err) = parse(cmd.output().unwrap());
     mode("closed", 0o755);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is partial: 2 source objects"), "{err}");
     assert_eq!(doc["status"], "partial", "{doc}");
     let errors = doc["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 2, "{doc}");

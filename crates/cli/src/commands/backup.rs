@@ -466,7 +466,24 @@ impl Output for BackedUp {
             self.mb_per_s,
             self.volumes.join(", ")
         );
+        for e in &self.errors {
+            outln!("  not backed up: {}: {}", e.path, e.reason);
+        }
     }
+
+    /// A job that could not back up every source object is partial: said, and exit
+    /// 1, as `tar` exits non-zero on a file it cannot read (the job and what it holds
+    /// are kept).
+    fn failure(&self) -> Option<String> {
+        partial(self.job_id, self.status, self.errors.len())
+    }
+}
+
+/// Why a backup that ended partial exits 1.
+pub(crate) fn partial(job: i64, status: &str, errors: usize) -> Option<String> {
+    (status == "partial").then(|| {
+        format!("job {job} is partial: {errors} source objects could not be backed up (each is named in the output)")
+    })
 }
 
 /// One drive of a backup: rate, utilization against the drive's maximum at the

@@ -65,6 +65,14 @@ impl Output for Sent {
             s.mb_per_s,
             s.volumes.join(", ")
         );
+        for e in &s.errors {
+            outln!("  not backed up: {}: {}", e.path, e.reason);
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        let s = &self.summary;
+        super::backup::partial(s.job_id, &s.status, s.errors.len())
     }
 }
 
