@@ -82,8 +82,18 @@ fn sources(dir: &Path, n: usize) -> Vec<PathBuf> {
 }
 
 fn rebuilds_identical(n: usize) {
+    rebuilds_identical_on(n, None)
+}
+
+/// Backs up `n` sources (on cartridges of `capacity`, when given, so that the job
+/// spans them and each later cartridge begins with a `Continuation` larger than a
+/// block), rebuilds the catalog from the tapes and compares.
+fn rebuilds_identical_on(n: usize, capacity: Option<&str>) {
     let t = tempfile::tempdir().unwrap();
     let (home, src) = (t.path().join("home"), t.path().join("src"));
+    if let Some(c) = capacity {
+        common::library(&home, 1, 30, c);
+    }
     let dirs = sources(&src, n);
     let mut args: Vec<&OsStr> = vec![
         OsStr::new("backup"),
@@ -102,7 +112,31 @@ fn rebuilds_identical(n: usize) {
     let r = ok(&home, &["catalog", "rebuild"]);
     assert_eq!(r["unusable"].as_array().map(|a| a.len()), Some(0), "{r}");
     assert_eq!(r["jobs_added"].as_array().map(|a| a.len()), Some(1), "{r}");
-    let after = view(&home);
+    let mut after = view(&home);
+    if capacity.is_some() {
+        // Two things of a spanned job's volumes are not on tape: which drive's chain
+        // each belongs to (FORMAT.md 4, rule 7: inferred from the streams they share,
+        // and here no stream crosses a cartridge), and that the writer left each but
+        // the last at early warning (a rebuilt volume takes jobs until the next
+        // backup meets early warning on it). The rest is identical.
+        for (b, a) in before.jobs.iter().zip(after.jobs.iter_mut()) {
+            for (x, y) in b.2.iter().zip(a.2.iter_mut()) {
+                y.chain = x.chain;
+                y.volume.status = x.volume.status;
+            }
+        }
+    }
+    for (b, a) in before.jobs.iter().zip(&after.jobs) {
+        assert_eq!(b.0, a.0, "{n} streams: the job");
+        assert!(b.1 == a.1, "{n} streams: the streams differ");
+        assert_eq!(b.2, a.2, "{n} streams: the segments");
+        let rows = b.3.iter().zip(&a.3).find(|(x, y)| x != y);
+        assert!(rows.is_none(), "{n} streams: a file row differs: {rows:?}");
+        assert_eq!(b.3.len(), a.3.len(), "{n} streams: the file rows");
+        let ext = b.4.iter().zip(&a.4).find(|(x, y)| x != y);
+        assert!(ext.is_none(), "{n} streams: an extent differs: {ext:?}");
+        assert_eq!(b.4.len(), a.4.len(), "{n} streams: the extents");
+    }
     assert!(before == after, "{n} streams: the rebuilt catalog differs");
 }
 
@@ -119,6 +153,11 @@ fn a_job_of_256_streams_is_rebuilt_identical() {
 #[test]
 fn a_job_of_1200_streams_whose_start_spans_blocks_is_rebuilt_identical() {
     rebuilds_identical(1200);
+}
+
+#[test]
+fn a_job_of_1200_streams_spanning_cartridges_is_rebuilt_identical() {
+    rebuilds_identical_on(1200, Some("16M"));
 }
 
 #[test]
