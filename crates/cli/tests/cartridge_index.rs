@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 /// Damages the index file `raw` (16 bytes an object) the way `what` says.
 fn damage(what: &str, raw: &mut Vec<u8>) {
@@ -46,16 +45,6 @@ fn damage(what: &str, raw: &mut Vec<u8>) {
         }
         _ => unreachable!("{what}"),
     }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    let s = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(s.success());
 }
 
 #[test]

@@ -217,13 +217,7 @@ fn an_absurd_job_start_makes_rebuild_fail_naming_its_volume_and_block() {
     for (what, off, bytes) in cases {
         let home = t.path().join("home");
         let _ = std::fs::remove_dir_all(&home);
-        let s = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&base)
-            .arg(&home)
-            .status()
-            .unwrap();
-        assert!(s.success());
+        common::copy_tree(&base, &home);
         let mut d = data.clone();
         d[off..off + bytes.len()].copy_from_slice(bytes);
         let len = d.len();

@@ -316,6 +316,17 @@ pub fn restores_identical_from_tapes_alone(home: &Path, job: &str, src: &Path, o
     restores_identical(home, job, src, out);
 }
 
+/// Copies a folder and all it holds (`cp -a`), for a fresh copy of a home per case.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let s = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(s.success(), "cp -a {} {}", from.display(), to.display());
+}
+
 pub fn forget_catalog(home: &Path) {
     for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
         let _ = std::fs::remove_file(home.join(f));
