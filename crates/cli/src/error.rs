@@ -1,7 +1,7 @@
 //! Errors on one line: the cli's own refusals, and how to get past a library's
 //! refusal with the flags of the command that met it.
 
-use tapeloom_engine::Error;
+use tapeloom_engine::{escape_controls, Error};
 
 /// What the command line itself refuses, before any library is asked.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +84,8 @@ pub fn no_hint(_: &Error) -> Option<&'static str> {
     None
 }
 
-/// The error and its causes on one line, with how to get past it.
+/// The error and its causes on one line, with how to get past it; control
+/// characters a name in it may hold are escaped (`escape_controls`).
 pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {
     let mut s = e.to_string();
     for c in e.chain().skip(1) {
@@ -101,11 +102,11 @@ pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {
     {
         s.push_str(&format!(" ({h})"));
     }
-    s.replace('\n', " ")
+    escape_controls(&s.replace('\n', " ")).into_owned()
 }
 
 /// clap's rendering of a usage error on one line: its message and tips, without the
-/// usage and help pointers.
+/// usage and help pointers, control characters of the values it quotes escaped.
 pub fn usage_line(rendered: &str) -> String {
     rendered
         .lines()
@@ -118,7 +119,7 @@ pub fn usage_line(rendered: &str) -> String {
             if !out.is_empty() {
                 out.push_str(if out.ends_with(':') { " " } else { "; " });
             }
-            out.push_str(l);
+            out.push_str(&escape_controls(l));
             out
         })
 }

@@ -10,7 +10,8 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::{
-    BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet, Progress, Via,
+    escape_controls, BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet,
+    Progress, Via,
 };
 use tapeloom_format::Level;
 
@@ -279,9 +280,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
         b.finish();
     }
     let r = r?;
-    for (p, why) in &r.errors {
-        eprintln!("tapeloom: warning: {p}: {why}");
-    }
+    output::path_errors("tapeloom: warning: ", &r.errors);
     Ok(BackedUp::new(&r, drive_compression))
 }
 
@@ -444,13 +443,13 @@ impl BackedUp {
 impl Output for BackedUp {
     fn print(&self) {
         if let Some(why) = &self.set.promoted {
-            outln!("{why}");
+            outln!("{}", escape_controls(why));
         }
         if let Some(base) = self.set.base_job {
             outln!(
                 "{} of set {} against job {base}: {} unchanged, {} with new metadata only, {} deleted",
                 self.set.level,
-                self.set.set,
+                escape_controls(&self.set.set),
                 self.set.unchanged,
                 self.set.meta_only,
                 self.set.deleted
@@ -464,7 +463,7 @@ impl Output for BackedUp {
             output::bytes(self.bytes),
             self.seconds,
             self.mb_per_s,
-            self.volumes.join(", ")
+            escape_controls(&self.volumes.join(", "))
         );
     }
 }

@@ -113,7 +113,12 @@ impl KeyOut {
 
 impl Output for KeyOut {
     fn print(&self) {
-        outln!("{}: key {} ({})", self.file, self.short, self.fingerprint);
+        outln!(
+            "{}: key {} ({})",
+            tapeloom_engine::escape_controls(&self.file),
+            self.short,
+            self.fingerprint
+        );
         if let Some(p) = &self.paper {
             outln!();
             outln!("{}", p.trim_end());

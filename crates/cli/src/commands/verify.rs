@@ -13,7 +13,7 @@ use crate::net::restore::{JobNotice, Notice, Trailer};
 use crate::output::Output;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use tapeloom_engine::{BlockVerify, Listed};
+use tapeloom_engine::{escape_controls, BlockVerify, Listed};
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 
 #[derive(clap::Args)]
@@ -248,10 +248,10 @@ impl Output for Verified {
             self.files_affected.len()
         );
         for b in &self.bad_blocks {
-            outln!("bad block {} on {}", b.block, b.volume);
+            outln!("bad block {} on {}", b.block, escape_controls(&b.volume));
         }
         for p in &self.files_affected {
-            outln!("damaged: {p}");
+            outln!("damaged: {}", escape_controls(p));
         }
     }
 

@@ -3,7 +3,7 @@
 use crate::output::Output;
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tapeloom_engine::{Home, MediaError};
+use tapeloom_engine::{escape_controls, Home, MediaError};
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
@@ -31,7 +31,11 @@ pub fn load(a: LoadArgs, home: &Home) -> Result<Loaded> {
 
 impl Output for Loaded {
     fn print(&self) {
-        outln!("{} loaded in drive {}", self.barcode, self.drive);
+        outln!(
+            "{} loaded in drive {}",
+            escape_controls(&self.barcode),
+            self.drive
+        );
     }
 }
 
@@ -62,7 +66,11 @@ impl Output for Unloaded {
             outln!("no cartridge to unload");
         }
         for u in &self.unloaded {
-            outln!("{} unloaded from drive {}", u.barcode, u.drive);
+            outln!(
+                "{} unloaded from drive {}",
+                escape_controls(&u.barcode),
+                u.drive
+            );
         }
     }
 }
@@ -90,7 +98,11 @@ pub fn clean(a: CleanArgs, home: &Home) -> Result<Cleaned> {
 impl Output for Cleaned {
     fn print(&self) {
         if let Some(b) = &self.put_back {
-            outln!("{b} unloaded from drive {}", self.done.drive);
+            outln!(
+                "{} unloaded from drive {}",
+                escape_controls(b),
+                self.done.drive
+            );
         }
         let left = self
             .done
@@ -100,7 +112,7 @@ impl Output for Cleaned {
         outln!(
             "drive {} cleaned with {}{left}",
             self.done.drive,
-            self.done.barcode
+            escape_controls(&self.done.barcode)
         );
     }
 }
@@ -139,7 +151,11 @@ pub fn move_cartridge(a: MoveArgs, home: &Home) -> Result<Moved> {
 
 impl Output for Moved {
     fn print(&self) {
-        outln!("{} is in slot {}", self.barcode, self.slot);
+        outln!(
+            "{} is in slot {}",
+            escape_controls(&self.barcode),
+            self.slot
+        );
     }
 }
 
@@ -196,9 +212,9 @@ impl Output for Labelled {
         for l in &self.labelled {
             outln!(
                 "{} labelled for pool {} (was {}{})",
-                l.barcode,
-                self.pool,
-                l.was,
+                escape_controls(&l.barcode),
+                escape_controls(&self.pool),
+                escape_controls(&l.was),
                 if l.jobs_forgotten.is_empty() {
                     String::new()
                 } else {

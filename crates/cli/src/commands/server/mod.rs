@@ -21,6 +21,18 @@
 //! restore reads): it reads the catalog beside the commands that change it
 //! (SQLite's WAL), so local commands and token changes go on while it runs.
 
+/// A line of the server's log on stderr: `tapeloom server: ` and the message,
+/// escaped for people (`escape_controls`), since the names of jobs, sets and
+/// clients in it come from clients.
+macro_rules! server_log {
+    ($($arg:tt)*) => {
+        eprintln!(
+            "tapeloom server: {}",
+            tapeloom_engine::escape_controls(&format!($($arg)*))
+        )
+    };
+}
+
 mod api;
 pub(crate) mod backups;
 mod calendar;
