@@ -560,8 +560,8 @@ pub enum ToolError {
         /// Largest.
         max: u64,
     },
-    /// A compressibility below 1.
-    #[error("ratio {ratio} must be a number of at least 1")]
+    /// A compressibility below 1 or above 100.
+    #[error("ratio {ratio} must be a number from 1 to 100")]
     Ratio {
         /// The ratio.
         ratio: f64,
