@@ -3,7 +3,8 @@
 
 use tapeloom_engine::{escape_controls, Error};
 
-/// What the command line itself refuses, before any library is asked.
+/// What the command line itself refuses, before any library is asked. (A flag's
+/// number out of its range is refused earlier still, by its parser.)
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// `man` asked for a command tapeloom does not have.
@@ -15,21 +16,6 @@ pub enum CliError {
     /// `--stream` without `=`.
     #[error("--stream takes NAME=PATH, not '{0}'")]
     StreamArg(String),
-    /// `--concurrency` neither auto nor a positive number.
-    #[error("--concurrency takes auto or a number from 1, not '{0}'")]
-    Concurrency(String),
-    /// `--high-water` outside 0..=100.
-    #[error("--high-water takes a percentage from 0 to 100")]
-    HighWater,
-    /// Fewer than two buffers.
-    #[error("--buffers takes a number from 2, not {0}")]
-    Buffers(usize),
-    /// No reader per stream.
-    #[error("--readers-per-stream takes a number from 1, not 0")]
-    Readers,
-    /// A rate limit of nothing.
-    #[error("--limit-rate takes a rate above 0 (for example 8MB)")]
-    LimitRate,
     /// An extent smaller than a block.
     #[error("--extent-size must hold at least one block ({block} bytes), not {extent}")]
     ExtentSize {
@@ -38,9 +24,6 @@ pub enum CliError {
         /// The extent size asked for.
         extent: u64,
     },
-    /// A block size this machine cannot address.
-    #[error("--block-size {0} is too large")]
-    BlockSize(u64),
     /// A job without samples of the operation.
     #[error("job {job} has no {op} samples (jobs written before tapeloom kept them have none)")]
     NoSamples {

@@ -10,6 +10,11 @@ mod duration;
 mod error;
 mod health;
 mod net;
+#[cfg(test)]
+mod numeric_options;
+#[cfg(test)]
+#[path = "../tests/common/numeric_table.rs"]
+mod numeric_table;
 mod progress;
 mod size;
 

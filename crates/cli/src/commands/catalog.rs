@@ -25,6 +25,7 @@ enum Cmd {
     /// row; the others are named in the job's errors. The job becomes partial.
     Recover {
         /// The job's id.
+        #[arg(value_parser = super::parse_job_id)]
         job: i64,
         #[command(flatten)]
         key: super::key::KeyArg,

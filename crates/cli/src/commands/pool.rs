@@ -37,7 +37,7 @@ pub struct CreateArgs {
     #[arg(long, value_name = "BARCODE", num_args = 1..)]
     cartridges: Vec<String>,
     /// At most this many jobs on one volume; a later job takes another cartridge.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     max_jobs_per_volume: Option<u64>,
     /// Whether later jobs may append to a volume (false: each volume holds only
     /// the job that labelled it).

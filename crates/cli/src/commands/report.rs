@@ -17,6 +17,7 @@ use tapeloom_report::{
 #[derive(clap::Args)]
 pub struct Args {
     /// Job id.
+    #[arg(value_parser = super::parse_job_id)]
     job: i64,
     /// Output file: .svg, .png or .html.
     #[arg(long, value_name = "FILE")]

@@ -43,11 +43,11 @@ pub struct Args {
     #[command(flatten)]
     key: super::key::KeyArg,
     /// Drive to read with (the only one).
-    #[arg(long, conflicts_with = "drives")]
+    #[arg(long, conflicts_with = "drives", value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
     /// Most drives to read with at once, the library's first ones; all when not
     /// given. A job written by several drives is read on as many.
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(1..=super::MAX_INDEX))]
     drives: Option<usize>,
     /// Only this stream: its extents are read and the others' skipped.
     #[arg(long, conflicts_with = "set")]
@@ -173,7 +173,7 @@ pub fn job_and_paths(
         return Ok((None, args));
     }
     let first = args.remove(0);
-    match first.to_str().and_then(|j| j.parse().ok()) {
+    match first.to_str().and_then(|j| super::parse_job_id(j).ok()) {
         Some(job) => Ok((Some(job), args)),
         None => Err(CliError::NotAJob(first.display().to_string())),
     }

@@ -41,7 +41,7 @@ pub struct AddArgs {
     /// The folder.
     dir: PathBuf,
     /// How much of it tapeloom may fill (for example 200G).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     size: u64,
 }
 

@@ -19,9 +19,10 @@ use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 #[derive(clap::Args)]
 pub struct Args {
     /// Job id.
+    #[arg(value_parser = super::parse_job_id)]
     job: i64,
     /// Drive to read with.
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
     #[command(flatten)]
     key: super::key::KeyArg,

@@ -10,7 +10,7 @@ pub struct LoadArgs {
     /// The cartridge's barcode.
     barcode: String,
     /// The drive (default: an empty one).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     drive: Option<usize>,
 }
 
@@ -42,7 +42,7 @@ impl Output for Loaded {
 #[derive(clap::Args)]
 pub struct UnloadArgs {
     /// The drive.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     drive: Option<usize>,
 }
 
@@ -78,6 +78,7 @@ impl Output for Unloaded {
 #[derive(clap::Args)]
 pub struct CleanArgs {
     /// The drive.
+    #[arg(value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     drive: usize,
 }
 
@@ -122,6 +123,7 @@ pub struct MoveArgs {
     /// The cartridge's barcode.
     barcode: String,
     /// The slot's or mail slot's address, as `library inventory` lists it.
+    #[arg(value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     slot: usize,
 }
 
