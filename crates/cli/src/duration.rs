@@ -12,7 +12,7 @@ pub enum DurationError {
     #[error("'{0}' has an unknown unit (try s, m, h, d or w)")]
     Unit(String),
     /// Zero, or more seconds than a time in nanoseconds holds.
-    #[error("'{0}' is out of range (from 1s to about 290 years)")]
+    #[error("'{0}' is out of range (from 1s to about 146 years)")]
     Range(String),
 }
 
@@ -24,9 +24,12 @@ pub fn parse(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| DurationError::NotANumber(s.to_string()))?;
+    let n: u64 = match num.parse() {
+        Ok(n) => n,
+        // Digits too many for a number are a duration far out of range.
+        Err(_) if !num.is_empty() => return Err(DurationError::Range(s.to_string())),
+        Err(_) => return Err(DurationError::NotANumber(s.to_string())),
+    };
     let per: u64 = match unit {
         "s" => 1,
         "m" => 60,
@@ -60,5 +63,10 @@ mod tests {
             parse("99999999999999d"),
             Err(DurationError::Range(_))
         ));
+        assert!(matches!(
+            parse("99999999999999999999s"),
+            Err(DurationError::Range(_))
+        ));
+        assert!(matches!(parse("-1s"), Err(DurationError::NotANumber(_))));
     }
 }

@@ -1,9 +1,10 @@
 //! Errors on one line: the cli's own refusals, and how to get past a library's
 //! refusal with the flags of the command that met it.
 
-use tapeloom_engine::Error;
+use tapeloom_engine::{escape_controls, Error};
 
-/// What the command line itself refuses, before any library is asked.
+/// What the command line itself refuses, before any library is asked. (A flag's
+/// number out of its range is refused earlier still, by its parser.)
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// `man` asked for a command tapeloom does not have.
@@ -15,21 +16,6 @@ pub enum CliError {
     /// `--stream` without `=`.
     #[error("--stream takes NAME=PATH, not '{0}'")]
     StreamArg(String),
-    /// `--concurrency` neither auto nor a positive number.
-    #[error("--concurrency takes auto or a number from 1, not '{0}'")]
-    Concurrency(String),
-    /// `--high-water` outside 0..=100.
-    #[error("--high-water takes a percentage from 0 to 100")]
-    HighWater,
-    /// Fewer than two buffers.
-    #[error("--buffers takes a number from 2, not {0}")]
-    Buffers(usize),
-    /// No reader per stream.
-    #[error("--readers-per-stream takes a number from 1, not 0")]
-    Readers,
-    /// A rate limit of nothing.
-    #[error("--limit-rate takes a rate above 0 (for example 8MB)")]
-    LimitRate,
     /// An extent smaller than a block.
     #[error("--extent-size must hold at least one block ({block} bytes), not {extent}")]
     ExtentSize {
@@ -38,9 +24,6 @@ pub enum CliError {
         /// The extent size asked for.
         extent: u64,
     },
-    /// A block size this machine cannot address.
-    #[error("--block-size {0} is too large")]
-    BlockSize(u64),
     /// A job without samples of the operation.
     #[error("job {job} has no {op} samples (jobs written before tapeloom kept them have none)")]
     NoSamples {
@@ -84,7 +67,8 @@ pub fn no_hint(_: &Error) -> Option<&'static str> {
     None
 }
 
-/// The error and its causes on one line, with how to get past it.
+/// The error and its causes on one line, with how to get past it; control
+/// characters a name in it may hold are escaped (`escape_controls`).
 pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {
     let mut s = e.to_string();
     for c in e.chain().skip(1) {
@@ -101,11 +85,11 @@ pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {
     {
         s.push_str(&format!(" ({h})"));
     }
-    s.replace('\n', " ")
+    escape_controls(&s.replace('\n', " ")).into_owned()
 }
 
 /// clap's rendering of a usage error on one line: its message and tips, without the
-/// usage and help pointers.
+/// usage and help pointers, control characters of the values it quotes escaped.
 pub fn usage_line(rendered: &str) -> String {
     rendered
         .lines()
@@ -118,7 +102,7 @@ pub fn usage_line(rendered: &str) -> String {
             if !out.is_empty() {
                 out.push_str(if out.ends_with(':') { " " } else { "; " });
             }
-            out.push_str(l);
+            out.push_str(&escape_controls(l));
             out
         })
 }

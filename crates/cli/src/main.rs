@@ -11,6 +11,11 @@ mod error;
 mod full;
 mod health;
 mod net;
+#[cfg(test)]
+mod numeric_options;
+#[cfg(test)]
+#[path = "../tests/common/numeric_table.rs"]
+mod numeric_table;
 mod progress;
 mod size;
 

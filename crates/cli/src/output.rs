@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use tapeloom_engine::escape_controls;
 
 /// Set once stdout's reader has gone away (`tapeloom ls 1 | head -1`).
 static CLOSED: AtomicBool = AtomicBool::new(false);
@@ -98,7 +99,7 @@ pub fn emit<T: Output>(out: &T, json: bool) -> Result<i32> {
     }
     finish()?;
     if let Some(why) = out.failure() {
-        eprintln!("tapeloom: error: {why}");
+        eprintln!("tapeloom: error: {}", escape_controls(&why));
     }
     Ok(out.exit_code())
 }
@@ -130,6 +131,18 @@ pub fn time(ns: i64) -> String {
 /// MB/s (10^6 bytes per second) of `bytes` in `seconds`.
 pub fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / 1e6 / seconds.max(1e-9)
+}
+
+/// Says on stderr, a line each after `prefix`, why each path of `errors` failed,
+/// escaped for people (`escape_controls`).
+pub fn path_errors(prefix: &str, errors: &[(String, String)]) {
+    for (path, why) in errors {
+        eprintln!(
+            "{prefix}{}: {}",
+            escape_controls(path),
+            escape_controls(why)
+        );
+    }
 }
 
 /// A path and why it failed, in `errors` lists.

@@ -50,6 +50,7 @@ pub fn progress_bar(p: Arc<Progress>) -> Option<ProgressBar> {
                     let extra = hitches
                         .map(|h| format!(", {h} backhitches"))
                         .unwrap_or_default();
+                    let name = tapeloom_engine::escape_controls(&name.to_string()).into_owned();
                     line.set_message(format!("  {name}: {} ({r:.1} MB/s){extra}", bytes(n)));
                     *last_n = n;
                     *last_t = now;

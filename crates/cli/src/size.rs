@@ -1,53 +1,115 @@
 //! Sizes on the command line: `262144`, `256K`, `64M`, `1T` (binary: K = 1024), or
-//! `100MB`, `2GB` (decimal: MB = 10^6, as drive vendors count).
+//! `100MB`, `2GB` (decimal: MB = 10^6, as drive vendors count), up to `1E`.
 //!
 //! Parsed here rather than with `bytesize`, which reads `K` and `KB` alike as 1000
 //! bytes; printing sizes does use it (`output::bytes`).
 
-/// Parses a size.
+/// The largest size any flag takes: 1 EiB (`1E`), far above any cartridge, disk
+/// or rate, and small enough that adding or multiplying a few sizes never
+/// overflows.
+pub const MAX: u64 = 1 << 60;
+
+/// Binary units, largest first, as flags write them.
+const BINARY: [(u64, &str); 6] = [
+    (1 << 60, "E"),
+    (1 << 50, "P"),
+    (1 << 40, "T"),
+    (1 << 30, "G"),
+    (1 << 20, "M"),
+    (1 << 10, "K"),
+];
+
+/// Parses a size, from 0 to [`MAX`].
 pub fn parse(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (try 256K, 64M, 1T)"))?;
-    let mult: f64 = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1.0,
-        "K" | "KI" | "KIB" => 1024.0,
-        "M" | "MI" | "MIB" => 1024.0 * 1024.0,
-        "G" | "GI" | "GIB" => 1024.0 * 1024.0 * 1024.0,
-        "T" | "TI" | "TIB" => 1024f64.powi(4),
-        "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        _ => {
-            return Err(format!(
-                "'{s}' has an unknown unit (try K, M, G, T or KB, MB, GB, TB)"
-            ))
+    if num.parse::<f64>().is_err() {
+        return Err(format!("'{s}' is not a size (try 256K, 64M, 1T)"));
+    }
+    let unit = unit.trim().to_ascii_uppercase();
+    let binary = unit.strip_suffix("IB").or(unit.strip_suffix('I'));
+    let mult: u64 = match (unit.as_str(), binary) {
+        ("" | "B", _) => 1,
+        ("KB", _) => 1_000,
+        ("MB", _) => 1_000_000,
+        ("GB", _) => 1_000_000_000,
+        ("TB", _) => 1_000_000_000_000,
+        ("PB", _) => 1_000_000_000_000_000,
+        ("EB", _) => 1_000_000_000_000_000_000,
+        (u, b) => match BINARY.iter().find(|(_, name)| *name == b.unwrap_or(u)) {
+            Some((m, _)) => *m,
+            None => {
+                return Err(format!(
+                    "'{s}' has an unknown unit (try K, M, G, T, P, E or KB, MB, GB, TB, PB, EB)"
+                ))
+            }
+        },
+    };
+    // Whole numbers exactly; fractions (`1.5G`) as floating point, rounded.
+    let v = match num.parse::<u64>() {
+        Ok(n) => n.checked_mul(mult),
+        Err(_) => {
+            let v = num.parse::<f64>().unwrap_or(f64::INFINITY) * mult as f64;
+            // MAX is a power of two, exact as an f64.
+            (v.is_finite() && v <= MAX as f64).then(|| v.round() as u64)
         }
     };
-    let v = n * mult;
-    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 {
-        return Err(format!("'{s}' is out of range"));
+    match v {
+        Some(v) if v <= MAX => Ok(v),
+        _ => Err(format!("'{s}' is out of range (at most 1E)")),
     }
-    Ok(v.round() as u64)
 }
 
-/// Parses a drive model's `--scale`: a finite factor above 0.
+/// A size flag's parser that takes sizes from `min` to `max` bytes only, so that a
+/// size that means nothing (a block of 0 bytes) is refused when it is parsed.
+pub fn within(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        let v = parse(s)?;
+        if (min..=max).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "'{s}' is out of range (from {} to {})",
+                flag_form(min),
+                flag_form(max)
+            ))
+        }
+    }
+}
+
+/// `n` bytes as a flag would write them: in the largest binary unit that divides
+/// them (`64K`, `1E`), else in bytes.
+fn flag_form(n: u64) -> String {
+    match BINARY.iter().find(|(m, _)| n >= *m && n.is_multiple_of(*m)) {
+        Some((m, unit)) => format!("{}{unit}", n / m),
+        None => n.to_string(),
+    }
+}
+
+/// The smallest and largest factor a drive model's `--scale` takes.
+pub const SCALE: (f64, f64) = (0.001, 1000.0);
+
+/// Parses a drive model's `--scale`: a factor from 0.001 to 1000 (at 0.001 an LTO-9
+/// drive moves 0.4 MB/s, and smaller factors would never end a command).
 pub fn scale(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(f) if f.is_finite() && f > 0.0 => Ok(f),
-        _ => Err(format!("'{s}' is not a factor above 0 (try 0.25)")),
+        Ok(f) if (SCALE.0..=SCALE.1).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "'{s}' is not a factor from {} to {} (try 0.25)",
+            SCALE.0, SCALE.1
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::*;
 
     #[test]
     fn sizes() {
@@ -55,9 +117,54 @@ mod tests {
         assert_eq!(parse("64M"), Ok(64 << 20));
         assert_eq!(parse("1T"), Ok(1 << 40));
         assert_eq!(parse("1TiB"), Ok(1 << 40));
+        assert_eq!(parse("2Pi"), Ok(2 << 50));
+        assert_eq!(parse("1E"), Ok(MAX));
         assert_eq!(parse("150MB"), Ok(150_000_000));
         assert_eq!(parse("4096"), Ok(4096));
+        assert_eq!(parse("0"), Ok(0));
         assert!(parse("12Q").is_err());
         assert!(parse("M").is_err());
+        assert!(parse("-1").is_err());
+    }
+
+    #[test]
+    fn sizes_past_one_exbibyte_are_refused() {
+        for s in [
+            "16E",
+            "1025P",
+            "2EB",
+            "18446744073709551616",
+            "18446744073709551615",
+            "9223372036854775808",
+            "99999999999999999999",
+            "1e400",
+        ] {
+            assert!(parse(s).is_err(), "{s}");
+        }
+        assert_eq!(parse("1152921504606846976"), Ok(MAX));
+        assert!(parse("1152921504606846977").is_err());
+    }
+
+    #[test]
+    fn a_range_is_checked_and_said_in_the_flags_units() {
+        let block = within(64 << 10, 8 << 20);
+        assert_eq!(block("256K"), Ok(256 << 10));
+        assert_eq!(
+            block("0"),
+            Err("'0' is out of range (from 64K to 8M)".to_string())
+        );
+        assert!(block("9M").is_err());
+        assert_eq!(
+            within(1, MAX)("0"),
+            Err("'0' is out of range (from 1 to 1E)".to_string())
+        );
+    }
+
+    #[test]
+    fn scales() {
+        assert_eq!(scale("0.25"), Ok(0.25));
+        for s in ["0", "-1", "nan", "inf", "1e20", "0.0001", "1001"] {
+            assert!(scale(s).is_err(), "{s}");
+        }
     }
 }

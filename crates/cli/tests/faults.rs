@@ -369,7 +369,6 @@ fn bad_arguments_fail_with_one_line() {
     for args in [
         vec!["restore", "7", "--to", "/tmp/x"],
         vec!["backup", "/no/such/source"],
-        vec!["backup", "--block-size", "100000", "/tmp"],
         vec!["verify", "3"],
     ] {
         let (code, out, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
@@ -381,6 +380,8 @@ fn bad_arguments_fail_with_one_line() {
     // Usage errors found by the argument parser: one line too, exit 2.
     for args in [
         vec!["restore", "1", "--to", "/tmp/x", "--skip-by", "fly"],
+        vec!["backup", "--block-size", "100000", "/tmp"],
+        vec!["backup", "--block-size", "0", "/tmp"],
         vec!["backup"],
         vec!["frobnicate"],
     ] {

@@ -80,8 +80,11 @@ impl DeviceError {
 /// cartridge as the library numbers them.
 #[derive(Debug, thiserror::Error)]
 pub enum ChangerError {
-    /// A virtual library's layout with no drive, or no or too many slots.
-    #[error("a library needs at least 1 drive and 1 to 9999 slots")]
+    /// A virtual library's layout with no or too many drives, slots or cleaning
+    /// cartridges.
+    #[error(
+        "a library needs 1 to 256 drives, 1 to 9999 slots and at most 999 cleaning cartridges"
+    )]
     BadLayout,
     /// A virtual library's cartridges are smaller than the smallest allowed (4 MiB).
     #[error("cartridge capacity must be at least 4 MiB")]

@@ -24,7 +24,9 @@ pub use error::{ChangerError, Corruption, DeviceError, Result};
 pub use lto::{Clock, LtoDrive};
 pub use null_drive::NullDrive;
 pub use virtual_drive::{VirtualDrive, VirtualTape};
-pub use virtual_library::{LibraryConfig, VirtualLibrary};
+pub use virtual_library::{
+    LibraryConfig, VirtualLibrary, MAX_CLEANING, MAX_DRIVES, MAX_SLOTS, MIN_CAPACITY,
+};
 
 /// What a read found at the current position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

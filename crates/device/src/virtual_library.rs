@@ -42,6 +42,15 @@ fn is_zero(n: &usize) -> bool {
 /// Cleanings an LTO universal cleaning cartridge does before it is used up.
 pub const CLEANING_USES: u32 = 50;
 
+/// The most drives a virtual library has.
+pub const MAX_DRIVES: usize = 256;
+/// The most slots a virtual library has (barcodes `TL0001L9` to `TL9999L9`).
+pub const MAX_SLOTS: usize = 9999;
+/// The most cleaning cartridges a virtual library has (`CLN001L1` to `CLN999L1`).
+pub const MAX_CLEANING: usize = 999;
+/// The smallest capacity of a virtual library's cartridges.
+pub const MIN_CAPACITY: u64 = 4 << 20;
+
 impl LibraryConfig {
     /// The early-warning zone for this capacity: 1/16 of it, at least 1 MiB and at
     /// most 16 GiB, so that a job can always finish its block and filemark.
@@ -101,7 +110,10 @@ impl VirtualLibrary {
 
     /// Makes a new library in `dir`. Refuses when a library there holds data.
     pub fn create(dir: &Path, config: LibraryConfig) -> Result<Self> {
-        if config.drives == 0 || config.slots == 0 || config.slots > 9999 || config.cleaning > 999 {
+        if !(1..=MAX_DRIVES).contains(&config.drives)
+            || !(1..=MAX_SLOTS).contains(&config.slots)
+            || config.cleaning > MAX_CLEANING
+        {
             return Err(ChangerError::BadLayout.into());
         }
         if let Some(m) = &config.model {
@@ -109,7 +121,7 @@ impl VirtualLibrary {
                 return Err(ChangerError::UnknownModel { model: m.clone() }.into());
             }
         }
-        if config.capacity < 4 << 20 {
+        if config.capacity < MIN_CAPACITY {
             return Err(ChangerError::CapacityTooSmall {
                 capacity: config.capacity,
             }

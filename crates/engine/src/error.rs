@@ -3,6 +3,8 @@
 //! Messages say what is wrong in the engine's terms; the command line adds how to
 //! get past a refusal (which flag), since only it knows its flags.
 
+use crate::{display_path, escape_controls};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -136,7 +138,7 @@ pub enum JobError {
         seq: u32,
     },
     /// No stream of that name.
-    #[error("job {job} has no stream {name}")]
+    #[error("job {job} has no stream {}", escape_controls(name))]
     NoStream {
         /// Job id.
         job: i64,
@@ -144,7 +146,7 @@ pub enum JobError {
         name: String,
     },
     /// No entry at or below that path.
-    #[error("job {job} has no path {path}")]
+    #[error("job {job} has no path {}", escape_controls(path))]
     NoPath {
         /// Job id.
         job: i64,
@@ -152,14 +154,18 @@ pub enum JobError {
         path: String,
     },
     /// No job belongs to that backup set.
-    #[error("no backup set {set} in the catalog")]
+    #[error("no backup set {} in the catalog", escape_controls(set))]
     NoSet {
         /// The set asked for.
         set: String,
     },
     /// The set has no job that ended (ok or partial) at or before the time, or the
     /// job named did not end.
-    #[error("backup set {set} has no job that ended ok or partial at or before {at}")]
+    #[error(
+        "backup set {} has no job that ended ok or partial at or before {}",
+        escape_controls(set),
+        escape_controls(at)
+    )]
     NoJobAt {
         /// The set.
         set: String,
@@ -167,7 +173,11 @@ pub enum JobError {
         at: String,
     },
     /// A point in time that is neither an RFC 3339 time nor a job of the set.
-    #[error("'{at}' is neither an RFC 3339 time nor a job of backup set {set}")]
+    #[error(
+        "'{}' is neither an RFC 3339 time nor a job of backup set {}",
+        escape_controls(at),
+        escape_controls(set)
+    )]
     BadAt {
         /// The set.
         set: String,
@@ -189,13 +199,13 @@ pub enum OptionsError {
         rate: f64,
     },
     /// A stream name that cannot be a folder name.
-    #[error("stream name '{name}' is not a valid folder name")]
+    #[error("stream name '{}' is not a valid folder name", escape_controls(name))]
     StreamName {
         /// The name.
         name: String,
     },
     /// Two streams of one name.
-    #[error("two streams are named '{name}'")]
+    #[error("two streams are named '{}'", escape_controls(name))]
     DuplicateStream {
         /// The name.
         name: String,
@@ -414,13 +424,17 @@ pub enum MediaError {
 #[derive(Debug, Error)]
 pub enum PlaceError {
     /// A directory stands where a file goes.
-    #[error("cannot restore {path}: a directory is in the way")]
+    #[error("cannot restore {}: a directory is in the way", escape_controls(path))]
     DirectoryInTheWay {
         /// The entry.
         path: String,
     },
     /// A symlink among the parents: following it could leave the root.
-    #[error("refusing to restore {path}: {parent} is a symlink on the way")]
+    #[error(
+        "refusing to restore {}: {} is a symlink on the way",
+        escape_controls(path),
+        escape_controls(parent)
+    )]
     SymlinkOnTheWay {
         /// The entry.
         path: String,
@@ -428,7 +442,11 @@ pub enum PlaceError {
         parent: String,
     },
     /// A parent that is not a directory.
-    #[error("cannot restore {path}: {parent} is not a directory")]
+    #[error(
+        "cannot restore {}: {} is not a directory",
+        escape_controls(path),
+        escape_controls(parent)
+    )]
     NotADirectory {
         /// The entry.
         path: String,
@@ -436,7 +454,11 @@ pub enum PlaceError {
         parent: String,
     },
     /// A hard link whose target was not restored.
-    #[error("cannot restore hard link {path}: its target {target} was not restored")]
+    #[error(
+        "cannot restore hard link {}: its target {} was not restored",
+        escape_controls(path),
+        escape_controls(target)
+    )]
     LinkTargetMissing {
         /// The link.
         path: String,
@@ -444,7 +466,7 @@ pub enum PlaceError {
         target: String,
     },
     /// A system call on the restored object failed.
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}: {source}", escape_controls(&display_path(path.as_os_str().as_bytes())))]
     Sys {
         /// The call ("create", "set times of").
         what: &'static str,
@@ -553,8 +575,8 @@ pub enum ToolError {
         /// Largest.
         max: u64,
     },
-    /// A compressibility below 1.
-    #[error("ratio {ratio} must be a number of at least 1")]
+    /// A compressibility below 1 or above 100.
+    #[error("ratio {ratio} must be a number from 1 to 100")]
     Ratio {
         /// The ratio.
         ratio: f64,

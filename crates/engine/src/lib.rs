@@ -59,7 +59,10 @@ pub use restore::{BlockVerify, Listed};
 pub use sampler::{Latest, Live, Series};
 pub use verify::{verify, VerifyReport};
 
+use std::borrow::Cow;
+
 /// Renders raw path bytes for people and JSON: UTF-8 as it is, other bytes as `\xNN`.
+/// For people, `escape_controls` then escapes its control characters.
 pub fn display_path(p: &[u8]) -> String {
     let mut s = String::with_capacity(p.len());
     for chunk in p.utf8_chunks() {
@@ -71,11 +74,63 @@ pub fn display_path(p: &[u8]) -> String {
     s
 }
 
+/// Makes a name safe to print for people, as GNU `ls --quoting-style=escape` does
+/// for control characters: tab, newline and carriage return become `\t`, `\n` and
+/// `\r`, and every other control character (C0, DEL and C1, which terminals take as
+/// commands) becomes `\xNN` for each of its UTF-8 bytes (ESC is `\x1b`), the form
+/// `display_path` gives bytes that are not UTF-8. Anything else, spaces and
+/// backslashes too, is left as it is, so a plain name prints unchanged. JSON output
+/// keeps names as `display_path` gives them, without this.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                let mut utf8 = [0u8; 4];
+                for b in c.encode_utf8(&mut utf8).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::{display_path, escape_controls};
+
     #[test]
     fn paths_display_losslessly() {
-        assert_eq!(super::display_path(b"a/b c"), "a/b c");
-        assert_eq!(super::display_path(b"caf\xe9/x"), "caf\\xe9/x");
+        assert_eq!(display_path(b"a/b c"), "a/b c");
+        assert_eq!(display_path(b"caf\xe9/x"), "caf\\xe9/x");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_for_people() {
+        assert!(matches!(
+            escape_controls("plain name, caf\u{e9} \\ 1.txt"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(escape_controls("\x1b[2J"), "\\x1b[2J");
+        assert_eq!(escape_controls("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+        assert_eq!(escape_controls("del\x7f"), "del\\x7f");
+        // A C1 control (CSI) is escaped byte by byte.
+        assert_eq!(escape_controls("c1\u{9b}2J"), "c1\\xc2\\x9b2J");
+        // Bytes that are not UTF-8 and control characters come out alike.
+        assert_eq!(
+            escape_controls(&display_path(b"\xff\xfe\x1b")),
+            "\\xff\\xfe\\x1b"
+        );
+        assert!(!escape_controls("\x1b\x07\x00")
+            .chars()
+            .any(char::is_control));
     }
 }

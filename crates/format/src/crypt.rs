@@ -329,14 +329,21 @@ impl KdfParams {
         iterations: 3,
         parallelism: 1,
     };
+    /// The most memory a key file may ask for, KiB (4 GiB).
+    pub const MAX_MEMORY_KIB: u32 = 4 * 1024 * 1024;
+    /// The least memory a key file may ask for, KiB per lane (Argon2's own least).
+    pub const MIN_MEMORY_KIB_PER_LANE: u32 = 8;
+    /// The most passes a key file may ask for.
+    pub const MAX_ITERATIONS: u32 = 64;
+
     /// The most a key file may ask for (4 GiB, 64 passes, 16 lanes), so that a
     /// damaged or hostile file cannot make a reader allocate without bound.
     fn check(&self) -> Result<()> {
         // Lanes first: the product below is then small.
         if !(1..=16).contains(&self.parallelism)
-            || self.memory_kib < 8 * self.parallelism
-            || self.memory_kib > 4 * 1024 * 1024
-            || !(1..=64).contains(&self.iterations)
+            || self.memory_kib < Self::MIN_MEMORY_KIB_PER_LANE * self.parallelism
+            || self.memory_kib > Self::MAX_MEMORY_KIB
+            || !(1..=Self::MAX_ITERATIONS).contains(&self.iterations)
         {
             return Err(FormatError::KdfParams);
         }

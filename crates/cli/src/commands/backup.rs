@@ -10,7 +10,8 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::{
-    BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet, Progress, Via,
+    escape_controls, BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet,
+    Progress, Via,
 };
 use tapeloom_format::Level;
 
@@ -23,27 +24,28 @@ pub struct Args {
     /// A stream with a name of your choosing: NAME=PATH (repeatable).
     #[arg(long, value_name = "NAME=PATH")]
     stream: Vec<String>,
-    /// Streams interleaved on the drive at once: a number, or auto (add a stream
-    /// whenever the drive is about to run dry).
-    #[arg(long, default_value = "auto")]
-    concurrency: String,
-    /// Most data of one stream written in a row before turning to another.
-    #[arg(long, default_value = "64M", value_parser = size::parse)]
+    /// Streams interleaved on the drive at once: a number from 1 to 65535, or auto
+    /// (add a stream whenever the drive is about to run dry).
+    #[arg(long, default_value = "auto", value_parser = parse_concurrency)]
+    concurrency: Concurrency,
+    /// Most data of one stream written in a row before turning to another (at
+    /// least a block).
+    #[arg(long, default_value = "64M", value_parser = size::within(1, size::MAX))]
     extent_size: u64,
-    /// Blocks in the buffer pool between the readers and the drive.
-    #[arg(long, default_value_t = 64)]
+    /// Blocks in the buffer pool between the readers and the drive (2 to 65536).
+    #[arg(long, default_value_t = 64, value_parser = super::usize_in(2..=65536))]
     buffers: usize,
-    /// Pool fill (percent) the writer waits for before it starts, and restarts
-    /// after running dry.
-    #[arg(long, default_value_t = 50.0)]
+    /// Pool fill (percent, 0 to 100) the writer waits for before it starts, and
+    /// restarts after running dry.
+    #[arg(long, default_value_t = 50.0, value_parser = parse_high_water)]
     high_water: f64,
-    /// Files each stream reads at once. Small files are latency-bound: 16 reads in
-    /// flight keep a disk's (or an array's) queue busy when they are not cached,
-    /// and cost a thread and at most one small file of memory each.
-    #[arg(long, default_value_t = 16)]
+    /// Files each stream reads at once (1 to 1024). Small files are latency-bound:
+    /// 16 reads in flight keep a disk's (or an array's) queue busy when they are
+    /// not cached, and cost a thread and at most one small file of memory each.
+    #[arg(long, default_value_t = 16, value_parser = super::usize_in(1..=1024))]
     readers_per_stream: usize,
     /// Most bytes per second each stream reads (for example 8MB).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     limit_rate: Option<u64>,
     /// Data between filemarks inside the job (written with the immediate bit, so
     /// the drive keeps streaming; restores never need them). 0 for none.
@@ -53,10 +55,10 @@ pub struct Args {
     #[arg(long)]
     name: Option<String>,
     /// Block size (64K to 8M, a multiple of 4K).
-    #[arg(long, default_value = "256K", value_parser = size::parse)]
-    block_size: u64,
+    #[arg(long, default_value = "256K", value_parser = parse_block_size)]
+    block_size: usize,
     /// Drive to write with (the same as --drives D,).
-    #[arg(long, conflicts_with = "drives")]
+    #[arg(long, conflicts_with = "drives", value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
     /// Drives to write with: a number (the first N; 1 lets tapeloom pick the
     /// drive), all, or a list like 0,2. Streams are balanced across them.
@@ -77,7 +79,7 @@ pub struct Args {
     #[arg(long, default_value = "direct", value_parser = ["direct", "stage", "auto"])]
     via: String,
     /// Size of the chunk files a stream spools to the stage in.
-    #[arg(long, default_value = "16M", value_parser = size::parse)]
+    #[arg(long, default_value = "16M", value_parser = size::within(1, size::MAX))]
     chunk_size: u64,
     /// Through the stage: keep each chunk on the stage for this long once it is on
     /// tape (for example 2h or 7d), so a restore in that time reads it from disk.
@@ -132,10 +134,60 @@ fn parse_level(s: &str) -> Result<Level, String> {
     }
 }
 
-/// `--drives`: a number, all, or a list of drive indexes.
+/// `--drives`: a number, all, or a list of drive indexes, none above the largest
+/// index a library has.
 fn parse_drives(s: &str) -> Result<DriveSet, String> {
-    s.parse()
-        .map_err(|_| format!("--drives takes a number, all, or a list like 0,2; not '{s}'"))
+    let bad = || {
+        format!(
+            "--drives takes a number from 1 to {max}, all, or a list of drives from 0 to {max} like 0,2; not '{s}'",
+            max = super::MAX_INDEX
+        )
+    };
+    let set: DriveSet = s.parse().map_err(|_| bad())?;
+    let most = match &set {
+        DriveSet::All => 0,
+        DriveSet::Count(n) => *n,
+        DriveSet::List(v) => v.iter().copied().max().unwrap_or(0),
+    };
+    match u64::try_from(most) {
+        Ok(m) if m <= super::MAX_INDEX => Ok(set),
+        _ => Err(bad()),
+    }
+}
+
+/// `--concurrency`: auto, or the most streams interleaved at once.
+#[derive(Clone, Copy)]
+pub struct Concurrency(Option<usize>);
+
+/// `--concurrency`: auto, or a number from 1 to 65535 (stream numbers are 16-bit).
+fn parse_concurrency(s: &str) -> Result<Concurrency, String> {
+    if s == "auto" {
+        return Ok(Concurrency(None));
+    }
+    match s.parse::<u16>() {
+        Ok(k) if k > 0 => Ok(Concurrency(Some(usize::from(k)))),
+        _ => Err(format!(
+            "--concurrency takes auto or a number from 1 to 65535, not '{s}'"
+        )),
+    }
+}
+
+/// `--high-water`: a percentage from 0 to 100.
+fn parse_high_water(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "--high-water takes a percentage from 0 to 100, not '{s}'"
+        )),
+    }
+}
+
+/// `--block-size`: a size a job may use (64K to 8M, a multiple of 4K).
+fn parse_block_size(s: &str) -> Result<usize, String> {
+    let bytes = size::parse(s)?;
+    let block = usize::try_from(bytes).map_err(|_| format!("'{s}' is too large"))?;
+    tapeloom_format::check_block_size(block).map_err(|e| e.to_string())?;
+    Ok(block)
 }
 
 /// `--compress`: none, zstd or auto.
@@ -157,32 +209,13 @@ impl Args {
             stream_names.push(Some(n.to_string()));
             sources.push(PathBuf::from(p));
         }
-        let concurrency = match self.concurrency.as_str() {
-            "auto" => None,
-            k => Some(
-                k.parse::<usize>()
-                    .ok()
-                    .filter(|k| *k > 0)
-                    .ok_or_else(|| CliError::Concurrency(k.to_string()))?,
-            ),
-        };
-        if !(0.0..=100.0).contains(&self.high_water) {
-            return Err(CliError::HighWater);
-        }
-        if self.buffers < 2 {
-            return Err(CliError::Buffers(self.buffers));
-        }
-        if self.readers_per_stream == 0 {
-            return Err(CliError::Readers);
-        }
-        if self.limit_rate == Some(0) {
-            return Err(CliError::LimitRate);
-        }
-        let (block, extent) = (self.block_size, self.extent_size);
+        // Every number was checked when parsed; only how two of them go together
+        // is left.
+        let (block_size, extent) = (self.block_size, self.extent_size);
+        let block = block_size as u64;
         if extent < block {
             return Err(CliError::ExtentSize { block, extent });
         }
-        let block_size = usize::try_from(block).map_err(|_| CliError::BlockSize(block))?;
         let opts = BackupOptions {
             name: self.name.or_else(|| self.set.clone()).unwrap_or_default(),
             block_size,
@@ -190,8 +223,8 @@ impl Args {
                 Some(d) => DriveSet::List(vec![d]),
                 None => self.drives,
             },
-            concurrency,
-            extent_blocks: (extent as usize / block_size).max(1),
+            concurrency: self.concurrency.0,
+            extent_blocks: usize::try_from(extent / block).unwrap_or(usize::MAX),
             buffers: self.buffers,
             high_water: self.high_water / 100.0,
             readers: self.readers_per_stream,
@@ -279,9 +312,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
         b.finish();
     }
     let r = r?;
-    for (p, why) in &r.errors {
-        eprintln!("tapeloom: warning: {p}: {why}");
-    }
+    output::path_errors("tapeloom: warning: ", &r.errors);
     Ok(BackedUp::new(&r, drive_compression))
 }
 
@@ -444,13 +475,13 @@ impl BackedUp {
 impl Output for BackedUp {
     fn print(&self) {
         if let Some(why) = &self.set.promoted {
-            outln!("{why}");
+            outln!("{}", escape_controls(why));
         }
         if let Some(base) = self.set.base_job {
             outln!(
                 "{} of set {} against job {base}: {} unchanged, {} with new metadata only, {} deleted",
                 self.set.level,
-                self.set.set,
+                escape_controls(&self.set.set),
                 self.set.unchanged,
                 self.set.meta_only,
                 self.set.deleted
@@ -464,7 +495,7 @@ impl Output for BackedUp {
             output::bytes(self.bytes),
             self.seconds,
             self.mb_per_s,
-            self.volumes.join(", ")
+            escape_controls(&self.volumes.join(", "))
         );
         for e in &self.errors {
             outln!("  not backed up: {}: {}", e.path, e.reason);

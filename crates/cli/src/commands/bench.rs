@@ -12,6 +12,7 @@ use tapeloom_engine::tools::benchdrive::{
 };
 use tapeloom_engine::tools::pattern::Pattern;
 use tapeloom_engine::{Error, ToolError};
+use tapeloom_format::MAX_BLOCK_SIZE;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -60,17 +61,17 @@ struct DriveArgs {
     /// Data: random, zero or ratio:R (compresses about R:1).
     #[arg(long, default_value = "random")]
     pattern: Pattern,
-    /// Block sizes (default 1K, 2K, ... 256K).
-    #[arg(long, value_delimiter = ',', value_parser = size::parse)]
+    /// Block sizes (1 byte to 8M; default 1K, 2K, ... 256K).
+    #[arg(long, value_delimiter = ',', value_parser = size::within(1, MAX_BLOCK_SIZE as u64))]
     block_sizes: Vec<u64>,
     /// The drive's hardware compression.
     #[arg(long, default_value = "on")]
     compression: OnOff,
     /// Data per block size.
-    #[arg(long, default_value = "4G", value_parser = size::parse)]
+    #[arg(long, default_value = "4G", value_parser = size::within(1, size::MAX))]
     size: u64,
     /// Feed the drive no faster than this (for example 40MB).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     source_rate: Option<u64>,
     /// virtual (add up modeled time) or real (take that long).
     #[arg(long, default_value = "virtual")]
@@ -80,7 +81,11 @@ struct DriveArgs {
     scale: f64,
     /// Run on this drive of the home's library (on a blank cartridge, erased
     /// afterwards) instead of a fresh modeled drive.
-    #[arg(long, conflicts_with_all = ["clock", "scale"])]
+    #[arg(
+        long,
+        conflicts_with_all = ["clock", "scale"],
+        value_parser = super::usize_in(..=super::MAX_INDEX)
+    )]
     drive: Option<usize>,
 }
 
@@ -232,7 +237,7 @@ struct LocateArgs {
     #[arg(long, requires = "file_size")]
     space_files: bool,
     /// Size of the files spaced over.
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     file_size: Option<u64>,
 }
 

@@ -4,6 +4,7 @@ use super::Context;
 use crate::output::{emit, Output};
 use anyhow::Result;
 use serde::Serialize;
+use tapeloom_engine::escape_controls;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,6 +25,7 @@ enum Cmd {
     /// row; the others are named in the job's errors. The job becomes partial.
     Recover {
         /// The job's id.
+        #[arg(value_parser = super::parse_job_id)]
         job: i64,
         #[command(flatten)]
         key: super::key::KeyArg,
@@ -169,7 +171,11 @@ impl Output for Recovered {
             self.bad_blocks
         );
         for e in &self.not_recovered {
-            outln!("  not recovered: {}: {}", e.path, e.reason);
+            outln!(
+                "  not recovered: {}: {}",
+                escape_controls(&e.path),
+                escape_controls(&e.reason)
+            );
         }
     }
 }
@@ -219,8 +225,8 @@ impl Output for Checked {
     fn print(&self) {
         for p in &self.problems {
             match p.job {
-                Some(job) => outln!("{} (job {job}): {}", p.kind, p.detail),
-                None => outln!("{}: {}", p.kind, p.detail),
+                Some(job) => outln!("{} (job {job}): {}", p.kind, escape_controls(&p.detail)),
+                None => outln!("{}: {}", p.kind, escape_controls(&p.detail)),
             }
         }
         outln!(

@@ -5,6 +5,7 @@ use crate::output::Output;
 use anyhow::Result;
 use serde::Serialize;
 use tapeloom_device::scsi::discovery;
+use tapeloom_engine::escape_controls;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -71,7 +72,9 @@ impl Output for Devices {
         }
         for d in &self.devices {
             match d {
-                Device::Failed { device, error } => outln!("{device}: {error}"),
+                Device::Failed { device, error } => {
+                    outln!("{}: {}", escape_controls(device), escape_controls(error))
+                }
                 Device::Found {
                     device,
                     kind,
@@ -80,18 +83,22 @@ impl Output for Devices {
                     revision,
                     serial,
                     ..
-                } => outln!(
-                    "{:<44} {:<8} {} {} {}{}",
-                    device,
-                    kind,
-                    vendor.as_deref().unwrap_or(""),
-                    product.as_deref().unwrap_or(""),
-                    revision.as_deref().unwrap_or(""),
-                    serial
-                        .as_deref()
-                        .map(|s| format!(" serial {s}"))
-                        .unwrap_or_default()
-                ),
+                } => {
+                    // What a device says of itself is escaped with the rest.
+                    let line = format!(
+                        "{:<44} {:<8} {} {} {}{}",
+                        device,
+                        kind,
+                        vendor.as_deref().unwrap_or(""),
+                        product.as_deref().unwrap_or(""),
+                        revision.as_deref().unwrap_or(""),
+                        serial
+                            .as_deref()
+                            .map(|s| format!(" serial {s}"))
+                            .unwrap_or_default()
+                    );
+                    outln!("{}", escape_controls(&line))
+                }
             }
         }
     }

@@ -5,6 +5,7 @@ use super::Context;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::Serialize;
+use tapeloom_engine::escape_controls;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -67,8 +68,8 @@ impl Output for Expired {
             let jobs: Vec<String> = c.jobs.iter().map(|j| j.to_string()).collect();
             outln!(
                 "{}  pool {}  expired at {}  jobs {}",
-                c.barcode,
-                c.pool,
+                escape_controls(&c.barcode),
+                escape_controls(&c.pool),
                 c.expired,
                 jobs.join(", ")
             );

@@ -6,6 +6,7 @@ use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
 use tapeloom_engine::tools::gen::{generate, GenOptions};
+use tapeloom_engine::tools::pattern::MAX_RATIO;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,22 +25,33 @@ pub struct Args {
     /// Subfolders per folder.
     #[arg(long)]
     breadth: Option<u32>,
-    /// Files in each folder.
-    #[arg(long)]
+    /// Files in each folder (from 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     files_per_dir: Option<u32>,
     /// Smallest file size (a power of two).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     min: Option<u64>,
     /// Largest file size (a power of two).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     max: Option<u64>,
-    /// Compressibility of the data (2 = compresses about 2:1; 1 = random).
-    #[arg(long)]
+    /// Compressibility of the data, from 1 to 100 (2 = compresses about 2:1; 1 =
+    /// random).
+    #[arg(long, value_parser = parse_ratio)]
     ratio: Option<f64>,
     /// Stop at about this much data: whole rounds of size classes; below one round,
     /// the classes that fit, to within one smallest file (the JSON says how far short).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     total: Option<u64>,
+}
+
+/// `--ratio`: a compressibility the data pattern can make, 1 to 100.
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (1.0..=MAX_RATIO).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "--ratio takes a number from 1 to {MAX_RATIO}, not '{s}'"
+        )),
+    }
 }
 
 impl Args {

@@ -7,6 +7,7 @@ use crate::output::{self, Output};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use tapeloom_catalog::Catalog;
+use tapeloom_engine::escape_controls;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -95,8 +96,10 @@ impl Jobs {
 
 impl Output for Jobs {
     fn print(&self) {
+        // Names, sets, barcodes and clients come from tapes and clients: the
+        // line is escaped whole.
         for j in &self.jobs {
-            outln!(
+            let line = format!(
                 "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}{}{}",
                 j.job_id,
                 j.status,
@@ -117,6 +120,7 @@ impl Output for Jobs {
                     .as_ref()
                     .map_or(String::new(), |c| format!("  (client {c})"))
             );
+            outln!("{}", escape_controls(&line));
         }
     }
 }

@@ -32,11 +32,23 @@ enum Cmd {
         /// check each, which `key import` reads back.
         #[arg(long)]
         paper: bool,
-        /// Argon2id memory (the default makes guessing passphrases costly).
-        #[arg(long, default_value = "256M", value_parser = size::parse)]
+        /// Argon2id memory, 8K to 4G (the default makes guessing passphrases
+        /// costly).
+        #[arg(
+            long,
+            default_value = "256M",
+            value_parser = size::within(
+                u64::from(KdfParams::MIN_MEMORY_KIB_PER_LANE) << 10,
+                u64::from(KdfParams::MAX_MEMORY_KIB) << 10,
+            )
+        )]
         kdf_memory: u64,
-        /// Argon2id passes.
-        #[arg(long, default_value_t = 3)]
+        /// Argon2id passes, 1 to 64.
+        #[arg(
+            long,
+            default_value_t = 3,
+            value_parser = clap::value_parser!(u32).range(1..=i64::from(KdfParams::MAX_ITERATIONS))
+        )]
         kdf_passes: u32,
     },
     /// Write a key file from its paper form, read from standard input.
@@ -113,7 +125,12 @@ impl KeyOut {
 
 impl Output for KeyOut {
     fn print(&self) {
-        outln!("{}: key {} ({})", self.file, self.short, self.fingerprint);
+        outln!(
+            "{}: key {} ({})",
+            tapeloom_engine::escape_controls(&self.file),
+            self.short,
+            self.fingerprint
+        );
         if let Some(p) = &self.paper {
             outln!();
             outln!("{}", p.trim_end());

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_catalog::{Catalog, FileRow, JobVolume};
-use tapeloom_engine::{display_path, JobError};
+use tapeloom_engine::{display_path, escape_controls, JobError};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -225,9 +225,9 @@ impl Entry {
             self.mode,
             self.size,
             self.mtime,
-            self.volume,
+            escape_controls(&self.volume),
             self.block,
-            self.path
+            escape_controls(&self.path)
         );
     }
 }

@@ -153,6 +153,27 @@ impl Context {
     }
 }
 
+/// The largest drive index or slot address a flag takes: SCSI numbers a library's
+/// elements with 16 bits, so no library has more.
+pub const MAX_INDEX: u64 = u16::MAX as u64;
+
+/// A parser for a count or index flag of type `usize` that takes the numbers of
+/// `range` only: one outside it is refused when it is parsed, with clap's one-line
+/// error naming the range.
+pub fn usize_in(
+    range: impl std::ops::RangeBounds<u64>,
+) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(range)
+}
+
+/// Parses a job id: a number from 1 (the catalog numbers jobs from 1).
+pub fn parse_job_id(s: &str) -> std::result::Result<i64, String> {
+    match s.parse::<i64>() {
+        Ok(id) if id >= 1 => Ok(id),
+        _ => Err(format!("'{s}' is not a job id (a number from 1)")),
+    }
+}
+
 /// The drive clock of a model: add up modeled time, or take that long.
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum ClockArg {

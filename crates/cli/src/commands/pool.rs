@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use tapeloom_catalog::Pool;
 use tapeloom_device::TapeLibrary;
-use tapeloom_engine::Home;
+use tapeloom_engine::{escape_controls, Home};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,7 +37,7 @@ pub struct CreateArgs {
     #[arg(long, value_name = "BARCODE", num_args = 1..)]
     cartridges: Vec<String>,
     /// At most this many jobs on one volume; a later job takes another cartridge.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     max_jobs_per_volume: Option<u64>,
     /// Whether later jobs may append to a volume (false: each volume holds only
     /// the job that labelled it).
@@ -203,7 +203,7 @@ impl PoolOut {
             .map_or("no limit".to_string(), |n| n.to_string());
         outln!(
             "pool {}: retention {retention}, jobs per volume {max}, append {}{}; {} cartridges, {}, {} jobs",
-            self.name,
+            escape_controls(&self.name),
             self.append,
             if self.worm { ", WORM" } else { "" },
             self.cartridges.len(),
@@ -211,7 +211,11 @@ impl PoolOut {
             self.jobs
         );
         if let Some(k) = &self.key {
-            outln!("  jobs encrypted with key {} ({})", k.fingerprint, k.file);
+            outln!(
+                "  jobs encrypted with key {} ({})",
+                k.fingerprint,
+                escape_controls(&k.file)
+            );
         }
     }
 }
@@ -248,7 +252,7 @@ impl Output for Pools {
                     .unwrap_or_default();
                 outln!(
                     "  {} {:<8} {:>12} {} jobs{expires}",
-                    c.barcode,
+                    escape_controls(&c.barcode),
                     c.state,
                     used,
                     c.jobs

@@ -7,6 +7,7 @@ use crate::net::client::Remote;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
+use tapeloom_engine::escape_controls;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -51,8 +52,10 @@ pub fn run(a: Args, _ctx: &Context) -> Result<Queue> {
 }
 
 impl Entry {
+    /// The entry on one line. Names and clients come from clients: the line is
+    /// escaped whole.
     fn line(&self) -> String {
-        format!(
+        let line = format!(
             "{:>5}  {:<9} {:>6}  {:<12} {:<20} received {:>10}  spooled {:>10}  written {:>10}  {}{}",
             self.backup,
             self.state,
@@ -66,7 +69,8 @@ impl Entry {
             self.reason
                 .as_ref()
                 .map_or(String::new(), |r| format!("  ({r})")),
-        )
+        );
+        escape_controls(&line).into_owned()
     }
 }
 

@@ -13,8 +13,8 @@ pub struct Args {
     /// Folders, each read as one stream.
     #[arg(required = true)]
     dirs: Vec<PathBuf>,
-    /// Reader threads per folder.
-    #[arg(long, default_value_t = 1)]
+    /// Reader threads per folder (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = super::usize_in(1..=1024))]
     threads_per_source: usize,
     /// Bypass the page cache (O_DIRECT) where the file system allows it.
     #[arg(long)]

@@ -20,7 +20,9 @@ use crate::output::{self, Output};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tapeloom_engine::{BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan};
+use tapeloom_engine::{
+    escape_controls, BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan,
+};
 use tapeloom_format::Fingerprint;
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
@@ -63,7 +65,7 @@ impl Output for Sent {
             output::bytes(s.bytes),
             s.seconds,
             s.mb_per_s,
-            s.volumes.join(", ")
+            escape_controls(&s.volumes.join(", "))
         );
         for e in &s.errors {
             outln!("  not backed up: {}: {}", e.path, e.reason);
@@ -196,7 +198,11 @@ pub fn run(
     let summary: Summary =
         serde_json::from_value(doc.clone()).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
     for e in &summary.errors {
-        eprintln!("tapeloom: warning: {}: {}", e.path, e.reason);
+        eprintln!(
+            "tapeloom: warning: {}: {}",
+            escape_controls(&e.path),
+            escape_controls(&e.reason)
+        );
     }
     Ok(Sent { doc, summary })
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tapeloom_catalog::{Catalog, Mark, Phase};
-use tapeloom_engine::{JobError, Series};
+use tapeloom_engine::{escape_controls, JobError, Series};
 use tapeloom_report::{
     render, render_staged, DataPhase, JobSeries, Sample, Span, StageFill, StageSample, Track,
 };
@@ -17,6 +17,7 @@ use tapeloom_report::{
 #[derive(clap::Args)]
 pub struct Args {
     /// Job id.
+    #[arg(value_parser = super::parse_job_id)]
     job: i64,
     /// Output file: .svg, .png or .html.
     #[arg(long, value_name = "FILE")]
@@ -88,7 +89,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Drawn> {
 
 impl Output for Drawn {
     fn print(&self) {
-        outln!("{}", self.out);
+        outln!("{}", tapeloom_engine::escape_controls(&self.out));
     }
 }
 
@@ -126,9 +127,13 @@ impl Tracks {
                 }),
             }
         }
+        // Names in the figure are for people: escaped as on a terminal.
         Tracks {
             streams: (streams.into_iter())
-                .map(|(name, samples)| Track { name, samples })
+                .map(|(name, samples)| Track {
+                    name: escape_controls(&name).into_owned(),
+                    samples,
+                })
                 .collect(),
             drives: (drives.into_iter())
                 .map(|(d, samples)| {
@@ -243,7 +248,10 @@ fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
     let spans = spans(&cat.marks(job, op)?);
     let data = DataPhase::of_all(tracks.drives.iter().map(|(_, t)| t));
     let mut summary = vec![
-        ("job".to_string(), format!("{} ({})", j.id, j.name)),
+        (
+            "job".to_string(),
+            format!("{} ({})", j.id, escape_controls(&j.name)),
+        ),
         ("status".to_string(), j.status.to_string()),
         ("files".to_string(), j.files.to_string()),
         (
@@ -276,7 +284,10 @@ fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
                 barcode: barcode.clone(),
                 source,
             })?;
-        summary.push((format!("drive {drive} on {barcode}"), health_line(&h)));
+        summary.push((
+            format!("drive {drive} on {}", escape_controls(&barcode)),
+            health_line(&h),
+        ));
         let health = CartridgeHealth {
             barcode,
             tape_alerts: h.tape_alerts,
@@ -293,7 +304,7 @@ fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
         })
         .collect();
     let series = JobSeries {
-        title: format!("job {} ({op}: {})", j.id, j.name),
+        title: format!("job {} ({op}: {})", j.id, escape_controls(&j.name)),
         summary,
         streams: tracks.streams,
         drives: tracks.drives.into_iter().map(|(_, t)| t).collect(),

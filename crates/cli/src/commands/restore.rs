@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_engine::{
-    BlockRestore, Overwrite, RestoreOptions, RestoreReport, SetBlockRestore, SetJob, SetSelection,
-    SkipBy, Source,
+    escape_controls, BlockRestore, Overwrite, RestoreOptions, RestoreReport, SetBlockRestore,
+    SetJob, SetSelection, SkipBy, Source,
 };
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 
@@ -43,11 +43,11 @@ pub struct Args {
     #[command(flatten)]
     key: super::key::KeyArg,
     /// Drive to read with (the only one).
-    #[arg(long, conflicts_with = "drives")]
+    #[arg(long, conflicts_with = "drives", value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
     /// Most drives to read with at once, the library's first ones; all when not
     /// given. A job written by several drives is read on as many.
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(1..=super::MAX_INDEX))]
     drives: Option<usize>,
     /// Only this stream: its extents are read and the others' skipped.
     #[arg(long, conflicts_with = "set")]
@@ -173,7 +173,7 @@ pub fn job_and_paths(
         return Ok((None, args));
     }
     let first = args.remove(0);
-    match first.to_str().and_then(|j| j.parse().ok()) {
+    match first.to_str().and_then(|j| super::parse_job_id(j).ok()) {
         Some(job) => Ok((Some(job), args)),
         None => Err(CliError::NotAJob(first.display().to_string())),
     }
@@ -220,9 +220,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             (r, Some(set))
         }
     };
-    for (p, why) in &r.errors {
-        eprintln!("tapeloom: {p}: {why}");
-    }
+    output::path_errors("tapeloom: ", &r.errors);
     let mut out = Restored::new(r.job, &r);
     if r.meta_only > 0 {
         out.set_of_job = (home.catalog.job(r.job)?).map_or_else(String::new, |j| j.set);
@@ -275,9 +273,7 @@ fn remote(
     r.stream_sources = (t.streams.iter())
         .map(|(_, n, s)| (n.clone(), source(s)))
         .collect();
-    for (p, why) in &r.errors {
-        eprintln!("tapeloom: {p}: {why}");
-    }
+    output::path_errors("tapeloom: ", &r.errors);
     r.blocks_read = t.blocks_read;
     r.bytes_read_from_tape = t.bytes_read_from_tape;
     r.locates = t.locates;
@@ -399,9 +395,7 @@ fn remote_set(
     if let Some(e) = t.error {
         return Err(ServerError::Failed(e).into());
     }
-    for (p, why) in &r.errors {
-        eprintln!("tapeloom: {p}: {why}");
-    }
+    output::path_errors("tapeloom: ", &r.errors);
     r.blocks_read = t.blocks_read;
     r.bytes_read_from_tape = t.bytes_read_from_tape;
     r.locates = t.locates;
@@ -614,7 +608,8 @@ impl Output for Restored {
         if let Some(set) = &self.set {
             let jobs: Vec<String> = self.jobs.iter().map(|j| j.to_string()).collect();
             outln!(
-                "backup set {set} as it was at job {}, read from jobs {}",
+                "backup set {} as it was at job {}, read from jobs {}",
+                escape_controls(set),
                 self.job_id,
                 jobs.join(", ")
             );
@@ -623,7 +618,7 @@ impl Output for Restored {
             outln!(
                 "left out {} files this job holds as metadata only (their data is in an earlier job of its set): restore --set {} --at {} restores them",
                 self.meta_only,
-                self.set_of_job,
+                escape_controls(&self.set_of_job),
                 self.job_id
             );
         }
@@ -643,7 +638,7 @@ impl Output for Restored {
                     "not-older" => "it is as new as the backup's or newer",
                     _ => "it differs",
                 };
-                outln!("  kept {}: {why}", s.path);
+                outln!("  kept {}: {why}", escape_controls(&s.path));
             }
         }
     }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tapeloom_catalog::{Catalog, ChunkFilter, ChunkState, Stage, StageUse};
-use tapeloom_engine::stage as engine_stage;
+use tapeloom_engine::{escape_controls, stage as engine_stage};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -41,7 +41,7 @@ pub struct AddArgs {
     /// The folder.
     dir: PathBuf,
     /// How much of it tapeloom may fill (for example 200G).
-    #[arg(long, value_parser = size::parse)]
+    #[arg(long, value_parser = size::within(1, size::MAX))]
     size: u64,
 }
 
@@ -117,9 +117,7 @@ pub fn resume(home: &tapeloom_engine::Home) -> Result<Resumed> {
     for id in tapeloom_engine::unfinished_staged_jobs(home)? {
         let progress = std::sync::Arc::new(tapeloom_engine::Progress::default());
         let r = tapeloom_engine::resume_job(home, id, progress)?;
-        for (p, why) in &r.errors {
-            eprintln!("tapeloom: warning: job {id}: {p}: {why}");
-        }
+        output::path_errors(&format!("tapeloom: warning: job {id}: "), &r.errors);
         jobs.push(super::backup::BackedUp::new(&r, "on".into()));
     }
     Ok(Resumed { jobs })
@@ -150,7 +148,11 @@ impl From<&Stage> for Added {
 
 impl Output for Added {
     fn print(&self) {
-        outln!("added stage {} ({})", self.path, output::bytes(self.size));
+        outln!(
+            "added stage {} ({})",
+            escape_controls(&self.path),
+            output::bytes(self.size)
+        );
     }
 }
 
@@ -165,7 +167,7 @@ impl Output for Removed {
     fn print(&self) {
         outln!(
             "removed stage {} ({} chunk files already on tape deleted)",
-            self.path,
+            escape_controls(&self.path),
             self.chunk_files_deleted
         );
     }
@@ -227,7 +229,7 @@ impl Output for List {
                 output::bytes(s.size),
                 output::bytes(s.used),
                 output::bytes(s.free),
-                s.path
+                escape_controls(&s.path)
             );
         }
     }
@@ -315,7 +317,7 @@ impl Output for Status {
             let st = &s.stage;
             outln!(
                 "{}: {} of {} used, {} free",
-                st.path,
+                escape_controls(&st.path),
                 output::bytes(st.used),
                 output::bytes(st.size),
                 output::bytes(st.free)

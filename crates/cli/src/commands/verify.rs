@@ -13,15 +13,16 @@ use crate::net::restore::{JobNotice, Notice, Trailer};
 use crate::output::Output;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use tapeloom_engine::{BlockVerify, Listed};
+use tapeloom_engine::{escape_controls, BlockVerify, Listed};
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Job id.
+    #[arg(value_parser = super::parse_job_id)]
     job: i64,
     /// Drive to read with.
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
     #[command(flatten)]
     key: super::key::KeyArg,
@@ -248,10 +249,10 @@ impl Output for Verified {
             self.files_affected.len()
         );
         for b in &self.bad_blocks {
-            outln!("bad block {} on {}", b.block, b.volume);
+            outln!("bad block {} on {}", b.block, escape_controls(&b.volume));
         }
         for p in &self.files_affected {
-            outln!("damaged: {p}");
+            outln!("damaged: {}", escape_controls(p));
         }
     }
 

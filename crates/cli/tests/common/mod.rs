@@ -29,6 +29,20 @@ pub fn run(home: &Path, args: &[&OsStr]) -> (i32, Value, String) {
     parse(out)
 }
 
+/// Runs tapeloom with `--home home` for people (no `--json`) and the variables
+/// `env`; (exit code, stdout, stderr), both as the bytes printed.
+pub fn run_human(home: &Path, args: &[&OsStr], env: &[(&str, &str)]) -> (i32, Vec<u8>, Vec<u8>) {
+    let out = Command::new(bin())
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("TAPELOOM_SERVER")
+        .output()
+        .expect("run tapeloom");
+    (out.status.code().unwrap_or(-1), out.stdout, out.stderr)
+}
+
 /// Runs tapeloom with `--home home --json` and the fault spec `spec`
 /// (`TAPELOOM_FAULTS`, docs/FAULTS.md); (exit code, JSON, stderr).
 pub fn run_with(home: &Path, spec: &str, args: &[&str]) -> (i32, Value, String) {

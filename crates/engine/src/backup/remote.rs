@@ -251,7 +251,8 @@ fn record_failure(home: &Home, job_id: i64, t0: Instant, e: &Error) {
         )
     });
     if let Err(c) = r {
-        eprintln!("tapeloom: record job {job_id} failed: {c}");
+        let why = crate::escape_controls(&c.to_string()).into_owned();
+        eprintln!("tapeloom: record job {job_id} failed: {why}");
     }
 }
 

@@ -18,6 +18,13 @@ use tapeloom_format::{
     CONTROL_STREAM,
 };
 
+/// Says on stderr what the writer did about a cartridge or a drive: `tapeloom: `
+/// and `message`, escaped for people (`escape_controls`: barcodes and labels come
+/// from the library and the tapes).
+fn say(message: &str) {
+    eprintln!("tapeloom: {}", crate::escape_controls(message));
+}
+
 /// What the drives of one job share: the library (its changer moves one cartridge at
 /// a time), the cartridges claimed so far, and the job's volume sequence numbers,
 /// given out in the order cartridges are mounted.
@@ -395,9 +402,9 @@ impl VolumeWriter {
                         self.pass_over(drive, &barcode, &why)?;
                         continue;
                     }
-                    eprintln!(
-                        "tapeloom: cartridge {barcode}: expired, labelled anew (generation {generation})"
-                    );
+                    say(&format!(
+                        "cartridge {barcode}: expired, labelled anew (generation {generation})"
+                    ));
                     self.cat
                         .relabel_volume(&v, label.uuid, generation, label.created.as_nanos())?
                 }
@@ -488,7 +495,7 @@ impl VolumeWriter {
     /// Leaves a cartridge the job will not write to: says why, unloads it and puts
     /// it back.
     fn pass_over(&mut self, mut drive: Drive, barcode: &str, why: &str) -> Result<()> {
-        eprintln!("tapeloom: cartridge {barcode}: {why}; not writing to it");
+        say(&format!("cartridge {barcode}: {why}; not writing to it"));
         drive.unload()?;
         drop(drive);
         put_back(&mut self.tapes.lock()?.0, barcode)
@@ -567,7 +574,7 @@ impl VolumeWriter {
         let first_lost = self.lbn - lost;
         let items: Vec<Unconfirmed> = self.ring.drain((kept - lost) as usize..).collect();
         self.confirm();
-        eprintln!("tapeloom: cartridge {barcode}: deferred write error: {lost} objects from block {first_lost} did not reach the tape; writing them again on the next cartridge");
+        say(&format!("cartridge {barcode}: deferred write error: {lost} objects from block {first_lost} did not reach the tape; writing them again on the next cartridge"));
         self.suspect(&format!(
             "deferred write error: {lost} objects from block {first_lost} did not reach the tape"
         ))?;
@@ -743,7 +750,7 @@ impl VolumeWriter {
                 .into())
             }
             AlertAction::Cartridge => {
-                eprintln!("tapeloom: cartridge {barcode}: TapeAlert {names}: marked suspect; the job goes on on the next cartridge");
+                say(&format!("cartridge {barcode}: TapeAlert {names}: marked suspect; the job goes on on the next cartridge"));
                 self.suspect(&format!("TapeAlert {names} at block {}", self.lbn))?;
                 self.fail_over()
             }
@@ -818,10 +825,10 @@ impl VolumeWriter {
             .uses_left
             .map(|n| format!("; {n} cleanings left on it"))
             .unwrap_or_default();
-        eprintln!(
-            "tapeloom: drive {drive}: TapeAlert {names}: cleaned with {}{left}",
+        say(&format!(
+            "drive {drive}: TapeAlert {names}: cleaned with {}{left}",
             done.barcode
-        );
+        ));
         self.need_switch = false;
         self.mount_next()?;
         self.continuation()

@@ -231,7 +231,7 @@ impl Layout {
 /// it (`i % classes` when there is no total, or a total of whole rounds).
 pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
     let sizes = size_classes(opts.min, opts.max)?;
-    if !(opts.ratio >= 1.0 && opts.ratio.is_finite()) {
+    if !(1.0..=super::pattern::MAX_RATIO).contains(&opts.ratio) {
         return Err(ToolError::Ratio { ratio: opts.ratio }.into());
     }
     let dirs = tree(opts.depth, opts.breadth)?;

@@ -1,6 +1,9 @@
 //! Test data of a chosen compressibility, for the drive benchmark and the dataset
 //! generator. Deterministic from a seed.
 
+/// The most compressible data the ratio pattern makes: 100:1.
+pub const MAX_RATIO: f64 = 100.0;
+
 /// What the data looks like to a compressor.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pattern {
@@ -19,7 +22,7 @@ impl std::str::FromStr for Pattern {
             "random" => Ok(Pattern::Random),
             "zero" => Ok(Pattern::Zero),
             _ => match s.strip_prefix("ratio:").map(str::parse::<f64>) {
-                Some(Ok(r)) if (1.0..=100.0).contains(&r) => Ok(Pattern::Ratio(r)),
+                Some(Ok(r)) if (1.0..=MAX_RATIO).contains(&r) => Ok(Pattern::Ratio(r)),
                 _ => Err(format!(
                     "pattern '{s}' is not random, zero or ratio:R (R from 1 to 100)"
                 )),

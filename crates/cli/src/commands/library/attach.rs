@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use tapeloom_device::scsi::{ssc::ScsiDrive, ScsiLibrary, ScsiLibraryConfig};
 use tapeloom_device::TapeDrive;
-use tapeloom_engine::Home;
+use tapeloom_engine::{escape_controls, Home};
 
 #[derive(clap::Args)]
 pub struct AttachArgs {
@@ -74,12 +74,17 @@ impl Output for Attached {
     fn print(&self) {
         outln!(
             "attached changer {} ({} slots) with {} drives",
-            self.changer,
+            escape_controls(&self.changer),
             self.slots,
             self.drives.len()
         );
         for d in &self.drives {
-            outln!("drive {}: {} ({})", d.index, d.device, d.description);
+            outln!(
+                "drive {}: {} ({})",
+                d.index,
+                escape_controls(&d.device),
+                escape_controls(&d.description)
+            );
         }
     }
 }

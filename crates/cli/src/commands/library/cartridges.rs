@@ -3,14 +3,14 @@
 use crate::output::Output;
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tapeloom_engine::{Home, MediaError};
+use tapeloom_engine::{escape_controls, Home, MediaError};
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
     /// The cartridge's barcode.
     barcode: String,
     /// The drive (default: an empty one).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     drive: Option<usize>,
 }
 
@@ -31,14 +31,18 @@ pub fn load(a: LoadArgs, home: &Home) -> Result<Loaded> {
 
 impl Output for Loaded {
     fn print(&self) {
-        outln!("{} loaded in drive {}", self.barcode, self.drive);
+        outln!(
+            "{} loaded in drive {}",
+            escape_controls(&self.barcode),
+            self.drive
+        );
     }
 }
 
 #[derive(clap::Args)]
 pub struct UnloadArgs {
     /// The drive.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     drive: Option<usize>,
 }
 
@@ -62,7 +66,11 @@ impl Output for Unloaded {
             outln!("no cartridge to unload");
         }
         for u in &self.unloaded {
-            outln!("{} unloaded from drive {}", u.barcode, u.drive);
+            outln!(
+                "{} unloaded from drive {}",
+                escape_controls(&u.barcode),
+                u.drive
+            );
         }
     }
 }
@@ -70,6 +78,7 @@ impl Output for Unloaded {
 #[derive(clap::Args)]
 pub struct CleanArgs {
     /// The drive.
+    #[arg(value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     drive: usize,
 }
 
@@ -90,7 +99,11 @@ pub fn clean(a: CleanArgs, home: &Home) -> Result<Cleaned> {
 impl Output for Cleaned {
     fn print(&self) {
         if let Some(b) = &self.put_back {
-            outln!("{b} unloaded from drive {}", self.done.drive);
+            outln!(
+                "{} unloaded from drive {}",
+                escape_controls(b),
+                self.done.drive
+            );
         }
         let left = self
             .done
@@ -100,7 +113,7 @@ impl Output for Cleaned {
         outln!(
             "drive {} cleaned with {}{left}",
             self.done.drive,
-            self.done.barcode
+            escape_controls(&self.done.barcode)
         );
     }
 }
@@ -110,6 +123,7 @@ pub struct MoveArgs {
     /// The cartridge's barcode.
     barcode: String,
     /// The slot's or mail slot's address, as `library inventory` lists it.
+    #[arg(value_parser = crate::commands::usize_in(..=crate::commands::MAX_INDEX))]
     slot: usize,
 }
 
@@ -139,7 +153,11 @@ pub fn move_cartridge(a: MoveArgs, home: &Home) -> Result<Moved> {
 
 impl Output for Moved {
     fn print(&self) {
-        outln!("{} is in slot {}", self.barcode, self.slot);
+        outln!(
+            "{} is in slot {}",
+            escape_controls(&self.barcode),
+            self.slot
+        );
     }
 }
 
@@ -196,9 +214,9 @@ impl Output for Labelled {
         for l in &self.labelled {
             outln!(
                 "{} labelled for pool {} (was {}{})",
-                l.barcode,
-                self.pool,
-                l.was,
+                escape_controls(&l.barcode),
+                escape_controls(&self.pool),
+                escape_controls(&l.was),
                 if l.jobs_forgotten.is_empty() {
                     String::new()
                 } else {

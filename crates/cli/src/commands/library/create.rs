@@ -6,19 +6,27 @@ use crate::size;
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
-use tapeloom_device::LibraryConfig;
+use tapeloom_device::{LibraryConfig, MAX_CLEANING, MAX_DRIVES, MAX_SLOTS, MIN_CAPACITY};
 use tapeloom_engine::Home;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of drives.
-    #[arg(long, default_value_t = tapeloom_engine::DEFAULT_DRIVES)]
+    /// Number of drives (1 to 256).
+    #[arg(
+        long,
+        default_value_t = tapeloom_engine::DEFAULT_DRIVES,
+        value_parser = crate::commands::usize_in(1..=MAX_DRIVES as u64)
+    )]
     drives: usize,
-    /// Number of slots, each with a cartridge.
-    #[arg(long, default_value_t = tapeloom_engine::DEFAULT_SLOTS)]
+    /// Number of slots, each with a cartridge (1 to 9999).
+    #[arg(
+        long,
+        default_value_t = tapeloom_engine::DEFAULT_SLOTS,
+        value_parser = crate::commands::usize_in(1..=MAX_SLOTS as u64)
+    )]
     slots: usize,
-    /// Capacity of each cartridge (for example 64M, 1T).
-    #[arg(long, default_value = "1T", value_parser = size::parse)]
+    /// Capacity of each cartridge (for example 64M, 1T; at least 4M).
+    #[arg(long, default_value = "1T", value_parser = size::within(MIN_CAPACITY, size::MAX))]
     capacity: u64,
     /// Give the drives the timing of an LTO generation (lto1 .. lto10).
     #[arg(long)]
@@ -29,9 +37,13 @@ pub struct Args {
     /// Multiply the model's rates and buffers by this, with --model.
     #[arg(long, requires = "model", value_parser = size::scale)]
     scale: Option<f64>,
-    /// Cleaning cartridges (CLN001L1 ...), each in a slot of its own after the data
-    /// slots; each cleans 50 times.
-    #[arg(long, default_value_t = 0)]
+    /// Cleaning cartridges (CLN001L1 ...; 0 to 999), each in a slot of its own
+    /// after the data slots; each cleans 50 times.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_parser = crate::commands::usize_in(..=MAX_CLEANING as u64)
+    )]
     cleaning: usize,
 }
 

@@ -11,8 +11,8 @@ use tapeloom_engine::{Home, Library};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Cycles to run.
-    #[arg(long, default_value_t = 10)]
+    /// Cycles to run (from 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     cycles: u32,
     /// Seed of the random choices.
     #[arg(long, default_value_t = 1)]

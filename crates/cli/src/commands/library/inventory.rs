@@ -4,7 +4,7 @@ use crate::output::Output;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tapeloom_device::SlotElement;
-use tapeloom_engine::Home;
+use tapeloom_engine::{escape_controls, Home};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -72,28 +72,23 @@ pub fn run(a: Args, home: &Home) -> Result<Inventory> {
 
 impl Output for Inventory {
     fn print(&self) {
-        outln!("{}", self.library);
+        // Barcodes come from the changer and the cartridges' labels: escaped.
+        let shown =
+            |b: &Option<String>| escape_controls(b.as_deref().unwrap_or("empty")).into_owned();
+        outln!("{}", escape_controls(&self.library));
         for d in &self.drives {
             outln!(
                 "drive {} ({}): {}",
                 d.index,
-                d.device,
-                d.loaded.as_deref().unwrap_or("empty")
+                escape_controls(&d.device),
+                shown(&d.loaded)
             );
         }
         for s in &self.slots {
-            outln!(
-                "slot {:>4}: {}",
-                s.address,
-                s.barcode.as_deref().unwrap_or("empty")
-            );
+            outln!("slot {:>4}: {}", s.address, shown(&s.barcode));
         }
         for s in &self.import_export {
-            outln!(
-                "mail slot {:>4}: {}",
-                s.address,
-                s.barcode.as_deref().unwrap_or("empty")
-            );
+            outln!("mail slot {:>4}: {}", s.address, shown(&s.barcode));
         }
     }
 }

@@ -44,7 +44,7 @@ impl Output for Protected {
             "writable"
         };
         for b in &self.barcodes {
-            outln!("{b}: {what}");
+            outln!("{}: {what}", tapeloom_engine::escape_controls(b));
         }
     }
 }

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tapeloom_catalog::Volume;
 use tapeloom_device::{DriveHealth, VolumeStatistics};
-use tapeloom_engine::Home;
+use tapeloom_engine::{escape_controls, Home};
 
 /// The library's drives, slots and cartridges.
 #[derive(Serialize)]
@@ -120,7 +120,7 @@ impl Output for Status {
     fn print(&self) {
         outln!(
             "{}: {} drives, {} slots{}",
-            self.library,
+            escape_controls(&self.library),
             self.drives.len(),
             self.slots.len(),
             self.capacity
@@ -131,7 +131,7 @@ impl Output for Status {
             outln!(
                 "drive {}: {}{}",
                 d.index,
-                d.loaded.as_deref().unwrap_or("empty"),
+                escape_controls(d.loaded.as_deref().unwrap_or("empty")),
                 match &d.tape_alerts {
                     Some(a) if !a.is_empty() => format!("  TapeAlert: {a:?}"),
                     _ => String::new(),
@@ -141,7 +141,7 @@ impl Output for Status {
         for c in &self.cartridges {
             outln!(
                 "{}  {:<8} {:<8} {:>10} used  {} jobs{}",
-                c.barcode,
+                escape_controls(&c.barcode),
                 c.location,
                 c.state,
                 c.bytes_used
@@ -154,7 +154,7 @@ impl Output for Status {
                 }
             );
             if let Some(n) = c.notes.last() {
-                outln!("  {n}");
+                outln!("  {}", escape_controls(n));
             }
         }
     }

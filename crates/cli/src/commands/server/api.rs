@@ -137,8 +137,8 @@ pub fn client(
 ) -> Result<Token, Answer> {
     let refuse = |r: Refusal| {
         metrics.refused();
-        eprintln!(
-            "tapeloom server: refused {} from {peer}: {} {}: {r}",
+        server_log!(
+            "refused {} from {peer}: {} {}: {r}",
             r.who(),
             req.method,
             req.path
@@ -160,8 +160,8 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
     let metrics = &shared.metrics;
     let refuse = |r: Refusal| {
         metrics.refused();
-        eprintln!(
-            "tapeloom server: refused {} from {peer}: {} {}: {r}",
+        server_log!(
+            "refused {} from {peer}: {} {}: {r}",
             r.who(),
             req.method,
             req.path
@@ -206,7 +206,7 @@ fn failed(e: &Error, req: &Request, peer: SocketAddr) -> Answer {
             Answer::error(404, &e.to_string())
         }
         _ => {
-            eprintln!("tapeloom server: {peer}: {} {}: {e}", req.method, req.path);
+            server_log!("{peer}: {} {}: {e}", req.method, req.path);
             Answer::error(500, &e.to_string())
         }
     }

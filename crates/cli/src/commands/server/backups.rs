@@ -319,7 +319,7 @@ fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, Base
     };
     let set = doc.set.clone().unwrap_or_else(|| doc.name.clone());
     let unread = |e: &dyn std::fmt::Display| {
-        eprintln!("tapeloom server: read set {set}: {e}");
+        server_log!("read set {set}: {e}");
         Answer::error(503, &format!("set {set} cannot be read"))
     };
     let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).map_err(|e| unread(&e))?;
@@ -329,7 +329,7 @@ fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, Base
         return Err(Answer::error(409, &why));
     }
     tapeloom_engine::choose_set(&shared.home, &set, level).map_err(|e| {
-        eprintln!("tapeloom server: choose the base of set {set}: {e}");
+        server_log!("choose the base of set {set}: {e}");
         Answer::error(503, &format!("the base of set {set} cannot be read"))
     })
 }
@@ -727,7 +727,7 @@ pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Tls) -> Option<A
     let sent = send_base(conn, &base, || heard(shared, backup, false));
     heard(shared, backup, false);
     if let Err(e) = sent {
-        eprintln!("tapeloom server: send the base of backup {backup}: {e}");
+        server_log!("send the base of backup {backup}: {e}");
     }
     None
 }

@@ -170,6 +170,9 @@ impl Default for QueueLimits {
     }
 }
 
+/// The longest `timeout_seconds`: a day.
+const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
 /// `[limits]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -231,7 +234,13 @@ impl File {
             max_body_bytes: l.max_body_bytes.unwrap_or(d.max_body_bytes),
             timeout: l.timeout_seconds.map_or(d.timeout, Duration::from_secs),
         };
-        if limits.max_connections == 0 || limits.max_header_bytes < 64 || limits.timeout.is_zero() {
+        // A timeout is added to the clock for each connection's deadline: past a
+        // day it would serve no purpose, and past what the clock holds it would
+        // overflow.
+        if limits.max_connections == 0
+            || limits.max_header_bytes < 64
+            || !(1..=MAX_TIMEOUT_SECONDS).contains(&limits.timeout.as_secs())
+        {
             return Err(ServerError::BadLimits);
         }
         let cert = match (flags.cert.or(self.cert), flags.key.or(self.key)) {
@@ -328,6 +337,24 @@ mod tests {
         let e = File::parse("listen = \"x\"\nlisten_port = 3\n").unwrap_err();
         assert!(e.message().contains("listen_port"), "{e}");
         assert!(File::parse("[limits]\nmax_conns = 3\n").is_err());
+    }
+
+    #[test]
+    fn limits_out_of_range_are_refused() {
+        for limits in [
+            "max_connections = 0",
+            "max_header_bytes = 63",
+            "timeout_seconds = 0",
+            "timeout_seconds = 86401",
+            "timeout_seconds = 9223372036854775807",
+        ] {
+            let f = File::parse(&format!("[limits]\n{limits}\n")).unwrap();
+            let r = f.resolve(File::default());
+            assert!(matches!(r, Err(ServerError::BadLimits)), "{limits}");
+        }
+        let f = File::parse("[limits]\ntimeout_seconds = 86400\n").unwrap();
+        let c = f.resolve(File::default()).unwrap();
+        assert_eq!(c.limits.timeout, Duration::from_secs(86_400));
     }
 
     #[test]

@@ -21,6 +21,18 @@
 //! restore reads): it reads the catalog beside the commands that change it
 //! (SQLite's WAL), so local commands and token changes go on while it runs.
 
+/// A line of the server's log on stderr: `tapeloom server: ` and the message,
+/// escaped for people (`escape_controls`), since the names of jobs, sets and
+/// clients in it come from clients.
+macro_rules! server_log {
+    ($($arg:tt)*) => {
+        eprintln!(
+            "tapeloom server: {}",
+            tapeloom_engine::escape_controls(&format!($($arg)*))
+        )
+    };
+}
+
 mod api;
 pub(crate) mod backups;
 mod calendar;
@@ -46,6 +58,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::Home;
 
+/// `--listen`: an address, a colon and a port from 0 to 65535, whose port is
+/// checked here; the address is looked up when the server starts.
+fn parse_listen(s: &str) -> std::result::Result<String, String> {
+    match s
+        .rsplit_once(':')
+        .map(|(addr, port)| (addr, port.parse::<u16>()))
+    {
+        Some((addr, Ok(_))) if !addr.is_empty() => Ok(s.to_string()),
+        _ => Err(format!(
+            "--listen takes ADDR:PORT with a port from 0 to 65535, not '{s}'"
+        )),
+    }
+}
+
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -53,7 +79,7 @@ pub struct Args {
     cmd: Option<Cmd>,
     /// The address and port to listen on (port 0: any free port, printed at
     /// start). Default: the configuration's `listen`, else 127.0.0.1:8407.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
     listen: Option<String>,
     /// The configuration file (TOML; the README lists its keys).
     #[arg(long, value_name = "FILE")]

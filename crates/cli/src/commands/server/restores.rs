@@ -90,7 +90,7 @@ pub fn serve(
     }
     let streams = cat.streams(id).unwrap_or_default();
     if let Err(e) = out.end(read, &streams) {
-        eprintln!("tapeloom server: {peer}: restore of job {id}: {e}");
+        server_log!("{peer}: restore of job {id}: {e}");
     }
     Served::Streamed
 }
@@ -315,7 +315,7 @@ pub fn serve_set(
         },
     };
     if let Err(e) = out.out.close(&trailer) {
-        eprintln!("tapeloom server: {peer}: restore of set {set}: {e}");
+        server_log!("{peer}: restore of set {set}: {e}");
     }
     Served::Streamed
 }

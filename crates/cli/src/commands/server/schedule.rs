@@ -88,13 +88,13 @@ fn run(shared: &Arc<Shared>, schedules: &[Schedule], speed: f64, start: f64) {
             .filter_map(|s| s.calendar.next_after(after))
             .min();
         let Some(due) = due else {
-            eprintln!("tapeloom server: no schedule has a time in the next ten years");
+            server_log!("no schedule has a time in the next ten years");
             return;
         };
         let now = match wait_until(due, speed) {
             Ok(n) => n,
             Err(e) => {
-                eprintln!("tapeloom server: the scheduler stops: {e}");
+                server_log!("the scheduler stops: {e}");
                 return;
             }
         };
@@ -124,8 +124,8 @@ fn wait_until(due: i64, speed: f64) -> Result<f64, ScheduleError> {
 fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String>>>) {
     let lock = || running.lock().unwrap_or_else(PoisonError::into_inner);
     if !lock().insert(s.name.clone()) {
-        eprintln!(
-            "tapeloom server: schedule {}: its last job still runs; this time is skipped",
+        server_log!(
+            "schedule {}: its last job still runs; this time is skipped",
             s.name
         );
         return;
@@ -135,13 +135,13 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
         .name(format!("schedule {}", s.name))
         .spawn(move || {
             if let Err(e) = run_scheduled(&shared, &s2) {
-                eprintln!("tapeloom server: schedule {}: {e}", s2.name);
+                server_log!("schedule {}: {e}", s2.name);
             }
             (running2.lock().unwrap_or_else(PoisonError::into_inner)).remove(&s2.name);
         });
     if let Err(e) = spawned {
         lock().remove(&s.name);
-        eprintln!("tapeloom server: schedule {}: start its job: {e}", s.name);
+        server_log!("schedule {}: start its job: {e}", s.name);
     }
 }
 
@@ -191,7 +191,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
                 Ok(None) if last => return None,
                 Ok(None) => std::thread::sleep(WATCH),
                 Err(e) => {
-                    eprintln!("tapeloom server: schedule {}: {e}", s.name);
+                    server_log!("schedule {}: {e}", s.name);
                     return None;
                 }
             }

@@ -102,7 +102,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
             Err(e) => {
                 // Out of descriptors, or a connection reset before it was taken:
                 // wait a little rather than spin.
-                eprintln!("tapeloom server: accept: {e}");
+                server_log!("accept: {e}");
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 continue;
             }
@@ -118,7 +118,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
             .spawn(move || handle(sock, &slot.0));
         if let Err(e) = spawned {
             shared.metrics.dropped();
-            eprintln!("tapeloom server: start a connection's thread: {e}");
+            server_log!("start a connection's thread: {e}");
         }
     }
 }
@@ -131,7 +131,7 @@ fn handle(sock: TcpStream, shared: &Arc<Shared>) {
     };
     if let Err(e) = serve_one(sock, shared, peer) {
         shared.metrics.dropped();
-        eprintln!("tapeloom server: {peer}: connection dropped: {e}");
+        server_log!("{peer}: connection dropped: {e}");
     }
 }
 
@@ -215,7 +215,7 @@ fn refused_request(e: HttpError, peer: SocketAddr) -> io::Result<Answer> {
     if let HttpError::Io(e) = e {
         return Err(e);
     }
-    eprintln!("tapeloom server: {peer}: {e}");
+    server_log!("{peer}: {e}");
     match e.status() {
         Some(status) => Ok(Answer::error(status, &e.to_string())),
         None => Err(io::Error::other(e.to_string())),
@@ -235,7 +235,7 @@ fn route(
     let cat = match Home::open_catalog_unlocked(&shared.home) {
         Ok(cat) => cat,
         Err(e) => {
-            eprintln!("tapeloom server: open the catalog: {e}");
+            server_log!("open the catalog: {e}");
             return Ok(Some(Answer::error(503, "the catalog cannot be opened")));
         }
     };

@@ -392,7 +392,7 @@ pub fn report_svg(cat: &Catalog, token: &Token, id: &str) -> Result<Answer, Erro
             Err(e) => match e.downcast_ref::<CliError>() {
                 Some(no @ CliError::NoSamples { .. }) => Ok(Answer::error(404, &no.to_string())),
                 _ => {
-                    eprintln!("tapeloom server: draw job {id}: {e:#}");
+                    server_log!("draw job {id}: {e:#}");
                     Ok(Answer::error(500, &format!("draw job {id}: {e}")))
                 }
             },

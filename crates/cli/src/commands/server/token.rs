@@ -7,6 +7,7 @@ use crate::output::{self, emit, Output};
 use anyhow::Result;
 use serde::Serialize;
 use tapeloom_catalog::Token;
+use tapeloom_engine::escape_controls;
 
 /// What every token starts with, so one found in a file or a log is recognised.
 pub const PREFIX: &str = "tl_";
@@ -118,12 +119,12 @@ impl Output for TokenOut {
                 outln!("{t}");
                 eprintln!(
                     "token of {} (shown once: the catalog keeps only its hash)",
-                    self.name
+                    escape_controls(&self.name)
                 );
             }
             None => outln!(
                 "{} {}{}",
-                self.name,
+                escape_controls(&self.name),
                 if self.admin { "(admin) " } else { "" },
                 self.revoked
                     .as_ref()
@@ -138,7 +139,7 @@ impl Output for Tokens {
         for t in &self.tokens {
             outln!(
                 "{:<24} {:<6} created {}  {}",
-                t.name,
+                escape_controls(&t.name),
                 if t.admin { "admin" } else { "client" },
                 t.created,
                 t.revoked

@@ -148,7 +148,7 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
             let outcome = std::panic::catch_unwind(|| run(&home, (job_id, keys), ask.drive))
                 .unwrap_or_else(|_| Err(format!("the verify of job {job_id} failed")));
             if let Err(why) = &outcome {
-                eprintln!("tapeloom server: verify of job {job_id}: {why}");
+                server_log!("verify of job {job_id}: {why}");
             }
             s.verifies.end(number, outcome);
         });

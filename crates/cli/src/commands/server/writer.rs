@@ -181,7 +181,7 @@ fn run(
         id = Some(b.job_id);
         shared.queue.writing(backup, b.job_id, progress.clone());
         if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
-            eprintln!("tapeloom server: job {}: record its client: {e}", b.job_id);
+            server_log!("job {}: record its client: {e}", b.job_id);
         }
         for inlet in b.inlets {
             match spools.get(&inlet.stream) {
@@ -194,7 +194,7 @@ fn run(
         (Ok(report), _) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
             .map_err(|e| format!("encode the job's document: {e}")),
         (Err(e), Some(id)) => {
-            eprintln!("tapeloom server: job {id} of {client} failed: {e}");
+            server_log!("job {id} of {client} failed: {e}");
             Err(format!("job {id} failed: {e}"))
         }
         (Err(e), None) => Err(format!("the job did not begin: {e}")),
@@ -227,7 +227,7 @@ fn feed(spool: Arc<StreamSpool>, inlet: Inlet) {
             }
         });
     if let Err(e) = spawned {
-        eprintln!("tapeloom server: start a stream's feeder: {e}");
+        server_log!("start a stream's feeder: {e}");
     }
 }
 
@@ -264,7 +264,7 @@ pub fn record_unwritten(shared: &Shared, job: &Job, why: &str) {
         doc: job.doc.clone(),
     };
     if let Err(e) = record(&shared.home, &meta, why) {
-        eprintln!("tapeloom server: record failed job {}: {e}", meta.doc.name);
+        server_log!("record failed job {}: {e}", meta.doc.name);
     }
 }
 
@@ -289,7 +289,7 @@ fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine:
     let now = tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos());
     let secs = (now - m.asked_ns).max(0) as f64 / 1e9;
     cat.finish_job(id, JobState::Failed, 0, 0, secs, now)?;
-    eprintln!("tapeloom server: job {id} of {} failed: {why}", m.client);
+    server_log!("job {id} of {} failed: {why}", m.client);
     Ok(id)
 }
 
@@ -314,7 +314,7 @@ pub fn recover(home: &Path, spool_dir: &Path) {
         if let Some(m) = meta.filter(|m| !begun(m)) {
             let why = "the server stopped while its client sent it; nothing of it was written";
             if let Err(e) = record(home, &m, why) {
-                eprintln!("tapeloom server: record failed job {}: {e}", m.doc.name);
+                server_log!("record failed job {}: {e}", m.doc.name);
             }
         }
         let _ = std::fs::remove_dir_all(d.path());
