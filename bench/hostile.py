@@ -438,7 +438,8 @@ def damage_index(path, what):
         f.write(raw)
 
 
-def run_tape_case(a, case, work, base, src_files, damage, index_damage=False, label_damage=False):
+def run_tape_case(a, case, work, base, src_files, damage, index_damage=False, label_damage=False,
+                  forbidden=()):
     """Damages a copy of the base home, runs the read commands, checks."""
     home = os.path.join(work, "home")
     copy_home(base, home)
@@ -487,6 +488,9 @@ def run_tape_case(a, case, work, base, src_files, damage, index_damage=False, la
         case.check("the earlier job still verifies", e.code == 0, e.err[-300:])
     after = listing(work, {home, os.path.join(work, "out"), os.path.join(work, "rebuilt")})
     case.check("nothing written outside the target", after == outside, str(sorted(after ^ outside)[:4]))
+    # An absolute path from the tape names a place outside every target.
+    for p in forbidden:
+        case.check(f"nothing written at {p}", not os.path.lexists(p), "written")
     shutil.rmtree(os.path.join(work, "out"), ignore_errors=True)
 
 
@@ -515,7 +519,10 @@ def part_tapes(a, work):
             bl = [b for b in cart.blocks() if b["tag"] == tag and b["stream"] == sid]
             Stream(cart, bl).patch(at, value)
             cart.write()
-        run_tape_case(a, case, cwork, base, src_files, damage)
+        forbidden = []
+        if value.startswith(b"/") and b"\0" not in value:
+            forbidden.append(os.fsdecode(value.split(b"/")[1] and b"/" + value.split(b"/")[1]))
+        run_tape_case(a, case, cwork, base, src_files, damage, forbidden=forbidden)
         cases.append(case)
         log(f"{case.name}: {len(case.failed)} failed of {case.checks}")
 
