@@ -1,6 +1,6 @@
 //! Putting objects back on the file system, safely under one root, with their metadata.
 
-use crate::error::{io, PlaceError, Result};
+use crate::error::{io, sys, PlaceError, Result};
 use crate::restore::overwrite::{self, Overwrite, Verdict};
 use nix::sys::stat::{utimensat, Mode, SFlag, UtimensatFlags};
 use nix::sys::time::TimeSpec;
@@ -110,9 +110,10 @@ pub(crate) fn finish_file(f: &File, p: &Path, e: &Entry, owners: &mut Owners) ->
         || format!("chmod {}", p.display()),
     )?;
     let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
-    nix::sys::stat::futimens(f.as_raw_fd(), &ts(e.atime), &ts(e.mtime))
-        .map_err(|source| sys("set times of", p, source))?;
-    Ok(())
+    sys(
+        nix::sys::stat::futimens(f.as_raw_fd(), &ts(e.atime), &ts(e.mtime)),
+        || format!("set times of {}", p.display()),
+    )
 }
 
 fn dest(root: &Path, rel: &[u8]) -> PathBuf {
@@ -120,15 +121,6 @@ fn dest(root: &Path, rel: &[u8]) -> PathBuf {
         root.to_path_buf()
     } else {
         root.join(OsStr::from_bytes(rel))
-    }
-}
-
-/// A failed system call on a restored object.
-fn sys(what: &'static str, path: &Path, source: nix::Error) -> PlaceError {
-    PlaceError::Sys {
-        what,
-        path: path.to_path_buf(),
-        source,
     }
 }
 
@@ -296,8 +288,10 @@ impl Placer {
                     EntryType::CharDevice => SFlag::S_IFCHR,
                     _ => SFlag::S_IFBLK,
                 };
-                nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _)
-                    .map_err(|source| sys("create", &p, source))?;
+                sys(
+                    nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _),
+                    || format!("create {}", p.display()),
+                )?;
                 Ok(None)
             }
             EntryType::Socket => Ok(None),
@@ -351,15 +345,11 @@ impl Placer {
             )?;
         }
         let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
-        utimensat(
-            None,
-            &p,
-            &ts(e.atime),
-            &ts(e.mtime),
-            UtimensatFlags::NoFollowSymlink,
+        let flags = UtimensatFlags::NoFollowSymlink;
+        sys(
+            utimensat(None, &p, &ts(e.atime), &ts(e.mtime), flags),
+            || format!("set times of {}", p.display()),
         )
-        .map_err(|source| sys("set times of", &p, source))?;
-        Ok(())
     }
 }
 
