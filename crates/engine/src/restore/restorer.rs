@@ -5,11 +5,10 @@
 use crate::error::Result;
 use crate::media::reader::Sink;
 use crate::restore::overwrite::{Overwrite, Verdict};
-use crate::restore::place::Placer;
+use crate::restore::place::{Placer, TempFile};
 use crate::restore::writers::{Writers, SMALL};
 use crate::restore::RestoreReport;
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
 
@@ -19,7 +18,8 @@ const WRITERS: usize = 3;
 pub(crate) struct Open {
     entry: Entry,
     wanted: bool,
-    file: Option<File>,
+    /// A large file, written under its temporary name as its data comes.
+    file: Option<TempFile>,
     /// A small file's data, gathered for the writers.
     buf: Option<Vec<u8>>,
     crc: u32,
@@ -179,16 +179,14 @@ impl Restorer {
         let file = o.file.take();
         match o.failed {
             Some(why) => {
-                // Only a file this restore created goes: what failed before its
-                // creation (a parent in the way, say) may be someone else's.
-                if file.is_some() {
-                    let _ = std::fs::remove_file(self.placer.path_of(&o.entry.path));
-                }
+                // Its temporary file goes with it (dropped); whatever was at its
+                // name before stays as it was.
+                drop(file);
                 self.fail(&o.entry.path, why);
             }
             None => {
-                let done = match &file {
-                    Some(f) => self.placer.finish_file(f, &o.entry),
+                let done = match file {
+                    Some(t) => self.placer.place(t, &o.entry),
                     None => self.placer.finish(&o.entry),
                 };
                 if let Err(e) = done {
@@ -297,7 +295,9 @@ impl Restorer {
             }
             return;
         }
-        let Some(f) = o.file.as_ref() else { return };
+        let Some(f) = o.file.as_ref().map(TempFile::file) else {
+            return;
+        };
         // Map stored bytes to file offsets: dense files in order, sparse ones by extent.
         let mut rest = chunk;
         while !rest.is_empty() {
