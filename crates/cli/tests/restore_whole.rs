@@ -5,6 +5,8 @@
 //! and a failure of the file system reads the same for every kind of object.
 
 mod common;
+#[path = "common/server_kit.rs"]
+mod server_kit;
 use common::*;
 use serde_json::Value;
 use std::ffi::OsStr;
@@ -316,7 +318,8 @@ fn an_entry_whose_data_is_not_its_size_is_named() {
 }
 
 /// The same on every way a restore goes: from the disk stage where the job's
-/// chunks are kept, and a set's point-in-time restore.
+/// chunks are kept, a set's point-in-time restore, and both through the server
+/// to a client (the server reads, the client places).
 #[test]
 fn every_way_of_restoring_names_it() {
     let (unknown, forge) = undecodable().into_iter().next().unwrap();
@@ -362,6 +365,23 @@ fn every_way_of_restoring_names_it() {
         let (code, r, err) = run(&home, &set(&out).each_ref().map(OsStr::new));
         named_alone((code, &r, &err), &src, &out, &why);
         assert_eq!(r["set"], "src", "{r}");
+
+        let server = server_kit::Server::start(&home, None);
+        let token = server_kit::admin_token(&home, "admin");
+        let client = |args: &[String]| {
+            let mut a = vec!["--json"];
+            a.extend(args.iter().map(String::as_str));
+            let (code, out, err) = server.client(&token, &a);
+            (code, serde_json::from_str::<Value>(&out).unwrap(), err)
+        };
+        let out = t.path().join("client");
+        let args = ["restore", &job, "--to", out.to_str().unwrap()].map(String::from);
+        let (code, r, err) = client(&args);
+        named_alone((code, &r, &err), &src, &out, &why);
+        assert_eq!(r["source"], "stage", "{r}");
+        let out = t.path().join("client-set");
+        let (code, r, err) = client(&set(&out));
+        named_alone((code, &r, &err), &src, &out, &why);
     }
 }
 
