@@ -154,8 +154,8 @@ fn in_the_way(e: &Entry) -> PlaceError {
 /// is placed.
 pub(crate) fn create_file(p: &Path, e: &Entry) -> Result<TempFile> {
     static FILES: AtomicU64 = AtomicU64::new(0);
-    // The restore folder is one: a directory found at another file's name is
-    // found when the file is placed.
+    // The restore folder itself is a directory, never a file; a directory at
+    // any other file's name is found when the file is placed.
     let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
         return Err(in_the_way(e).into());
     };
