@@ -26,6 +26,14 @@ Sources, made once per run: --streams folders of `tapeloom gen --preset hp-typic
                          its source, and none is restored that the sources lack (the
                          files not restored, which did not reach tape whole before
                          the kill, are counted);
+       restore_again     (restore) the same restore, with default options, into the
+                         same folder as the killed one exits 0;
+       again_identical   (restore) that folder is then the sources' tree: the same
+                         names, types, contents, modes and mtimes (a file the killed
+                         restore left cut under its name would be kept as "already
+                         there" and differ);
+       no_temporary      (restore) no temporary file is left in it (a file being
+                         restored is named `.NAME.tapeloom-` and 16 hex digits);
        rebuilt_alike     (backup, spanning) with the catalog deleted, `catalog rebuild`
                          and a restore of the job give the same files, identical;
        verify_earlier, earlier_identical
@@ -34,11 +42,14 @@ Sources, made once per run: --streams folders of `tapeloom gen --preset hp-typic
 
 The homes of failed trials are kept under --work for a look; the others are removed.
 
-  python3 bench/kill.py                 # 10 trials of each kind: 50
-  python3 bench/kill.py --quick         # 2 of each
+Restores take a fraction of a second at disk speed, so their kind has trials of its
+own count, --restore-trials (20, --quick included).
+
+  python3 bench/kill.py                 # 10 trials of each kind, 20 restores: 60
+  python3 bench/kill.py --quick         # 2 of each, 20 restores
   python3 bench/kill.py --only backup,rebuild --trials 4
 """
-import argparse, json, os, random, shutil, signal, subprocess, sys, time
+import argparse, json, os, random, re, shutil, signal, stat, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import Bench, Fail, log, parse_size, same_tree, REPO  # noqa: E402
@@ -159,7 +170,59 @@ def killed_backup_checks(b, t, res, files):
     check(res, "rebuilt_alike", ok, err)
 
 
+# A file a restore is writing: `.NAME.tapeloom-` and 16 hex digits.
+TEMPORARY = re.compile(rb"^\..+\.tapeloom-[0-9a-f]{16}$", re.S)
+
+
+def tree_of(root):
+    """Every object below `root` by relative path: (type, mode, size, mtime, target)."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            link = os.readlink(p) if stat.S_ISLNK(st.st_mode) else None
+            size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+            out[os.path.relpath(p, root)] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
+                                             size, st.st_mtime_ns, link)
+    return out
+
+
+def same_as_sources(out, srcs):
+    """Whether `out` holds each source as a folder named after it, alike in names,
+    types, modes, sizes, mtimes and contents; else why not."""
+    for s in srcs:
+        mine = os.path.join(out, os.path.basename(s))
+        a, b = tree_of(s), tree_of(mine)
+        if a != b:
+            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            return False, f"{os.path.basename(s)}: {len(diff)} differ, as {diff[:3]}"
+        if not same_tree(s, mine):
+            return False, f"{os.path.basename(s)}: contents differ"
+    return True, None
+
+
+def temporary_files(root):
+    return [os.path.join(d, f) for d, _, files in os.walk(root) for f in files
+            if TEMPORARY.match(os.fsencode(f))]
+
+
+def restore_again_checks(b, t, res, srcs):
+    """The killed restore run again into its folder, with default options."""
+    code, doc, err = tl_any(b, t.home, "restore", str(t.earlier_id), "--to", t.out("restore"))
+    check(res, "restore_again", code == 0, err)
+    if doc:
+        res["again"] = {"files": doc.get("files"), "unchanged": doc.get("unchanged"),
+                        "skipped": doc.get("skipped_count")}
+    same, why = same_as_sources(t.out("restore"), srcs)
+    check(res, "again_identical", same, why)
+    left = temporary_files(t.out("restore"))
+    check(res, "no_temporary", not left, f"{len(left)} left, as {left[:2]}")
+
+
 def after_checks(b, t, res, srcs, has_check):
+    if t.kind == "restore":
+        restore_again_checks(b, t, res, srcs)
     if t.kind == "rebuild":
         code, _, err = tl_any(b, t.home, "catalog", "rebuild")
         check(res, "rebuild_again", code == 0, err)
@@ -211,6 +274,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
     ap.add_argument("--work", default="/var/tmp/tapeloom-kill")
     ap.add_argument("--trials", type=int, help="trials per kind (default 10; quick 2)")
+    ap.add_argument("--restore-trials", type=int, default=20, help="trials of the restore kind")
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=",".join(KINDS))
@@ -237,14 +301,16 @@ def main():
     has_check = " check" in help_text
     rnd = random.Random(a.seed)
     out = {"benchmark": "kill", "seed": a.seed,
-           "settings": {"trials_per_kind": a.trials, "streams": a.streams, "stream_size": a.stream_size,
+           "settings": {"trials_per_kind": a.trials, "restore_trials": a.restore_trials,
+                        "streams": a.streams, "stream_size": a.stream_size,
                         "limit_rate": a.limit_rate, "capacity": a.capacity,
                         "span_capacity": a.span_capacity, "catalog_check": has_check},
            "kinds": {}}
     for kind in kinds:
         duration = calibrate(b, kind, srcs)
+        count = a.restore_trials if kind == "restore" else a.trials
         trials = [trial(b, kind, n, srcs, rnd.uniform(0.05, 0.95), duration, has_check)
-                  for n in range(a.trials)]
+                  for n in range(count)]
         out["kinds"][kind] = {"calibration_s": duration, "trials": trials,
                               "passed": sum(t["pass"] for t in trials)}
     all_trials = [t for k in out["kinds"].values() for t in k["trials"]]

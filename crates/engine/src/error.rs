@@ -465,17 +465,6 @@ pub enum PlaceError {
         /// Its target.
         target: String,
     },
-    /// A system call on the restored object failed.
-    #[error("{what} {}: {source}", escape_controls(&display_path(path.as_os_str().as_bytes())))]
-    Sys {
-        /// The call ("create", "set times of").
-        what: &'static str,
-        /// The object.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: nix::Error,
-    },
 }
 
 /// The home folder's state.
@@ -488,7 +477,7 @@ pub enum HomeError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: nix::Error,
+        source: std::io::Error,
     },
     /// The library holds jobs: replacing it would strand them.
     #[error("the library holds jobs (volume {barcode} has data); refusing to {what}")]
@@ -766,6 +755,13 @@ pub(crate) fn io<T>(r: std::io::Result<T>, what: impl FnOnce() -> String) -> Res
     })
 }
 
+/// Wraps the result of a system call made through nix as [`io`] wraps std's: its
+/// errno becomes a `std::io::Error`, so that a failure reads the same whichever
+/// way the call was made ("create PATH: Read-only file system (os error 30)").
+pub(crate) fn sys<T>(r: nix::Result<T>, what: impl FnOnce() -> String) -> Result<T> {
+    io(r.map_err(std::io::Error::from), what)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -787,6 +783,21 @@ mod tests {
             d,
             Error::Device(tapeloom_device::DeviceError::NoMedium)
         ));
+    }
+
+    #[test]
+    fn a_failure_reads_the_same_through_nix_and_std() {
+        let errno = nix::errno::Errno::EROFS;
+        let through_nix = sys::<()>(Err(errno), || "create /x".into()).unwrap_err();
+        let through_std = io::<()>(Err(std::io::Error::from_raw_os_error(errno as i32)), || {
+            "create /x".into()
+        })
+        .unwrap_err();
+        assert_eq!(through_nix.to_string(), through_std.to_string());
+        assert!(
+            through_nix.to_string().ends_with("(os error 30)"),
+            "{through_nix}"
+        );
     }
 
     fn libc_enoent() -> i32 {

@@ -81,9 +81,9 @@ impl Home {
         )?;
         let _ = f.as_fd();
         let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(
-            |(_, source)| HomeError::Locked {
+            |(_, errno)| HomeError::Locked {
                 path: lock_path.clone(),
-                source,
+                source: errno.into(),
             },
         )?;
         let catalog = Catalog::open(&dir.join(CATALOG_FILE))?;

@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::home::Home;
 use crate::media::reader::{Got, JobReader, Sink, Streams};
+use crate::restore::Expect;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 use tapeloom_format::{Entry, Event, FileEnd, FileStatus, Kind};
@@ -28,15 +29,30 @@ pub struct VerifyReport {
     pub seconds: f64,
 }
 
-/// Checks each entry of the records it is fed: a file's data against the
-/// checksum of its `FileEnd`, the others by being there. Fed by a local verify's
-/// reader, or by [`crate::BlockVerify`] with blocks read elsewhere.
+/// A file whose data is being checked.
+struct Open {
+    path: Vec<u8>,
+    crc: u32,
+    /// Bytes of its `Data` record taken so far.
+    stored: u64,
+    /// Bytes its entry says its `Data` record holds.
+    due: u64,
+}
+
+/// Checks each entry of the records it is fed: a file's data against the length
+/// its entry gives and the checksum of its `FileEnd`, every entry against what
+/// the catalog lists of it (when it is known), the others by being there. Fed by
+/// a local verify's reader, or by [`crate::BlockVerify`] with blocks read
+/// elsewhere.
 pub(crate) struct Checker {
-    open: HashMap<u16, (Vec<u8>, u32)>,
+    open: HashMap<u16, Open>,
     /// Paths of the damaged entries.
     pub(crate) affected: BTreeSet<Vec<u8>>,
     /// Entries the job left out ([`crate::restore::plan::left_out`]): not checked.
     pub(crate) left_out: HashSet<Vec<u8>>,
+    /// What the catalog lists of the job's entries, by path (empty when not
+    /// known): an entry met otherwise is damaged.
+    pub(crate) expected: HashMap<Vec<u8>, Expect>,
     good: u64,
     seen: u64,
 }
@@ -48,6 +64,7 @@ impl Checker {
             open: HashMap::new(),
             affected: BTreeSet::new(),
             left_out,
+            expected: HashMap::new(),
             good: 0,
             seen: 0,
         }
@@ -74,16 +91,28 @@ impl Sink for Checker {
                 kind: Kind::Entry,
                 body,
             } => {
-                if let Some((p, _)) = self.open.remove(&stream) {
-                    self.affected.insert(p);
+                if let Some(o) = self.open.remove(&stream) {
+                    self.affected.insert(o.path);
                 }
                 match Entry::decode(body) {
                     Ok(e) if self.left_out.contains(&e.path) => {}
                     Ok(e) => {
                         self.seen += 1;
+                        let listed = self.expected.remove(&e.path);
+                        if listed.is_some_and(|x| x.differs(&e).is_some()) {
+                            self.affected.insert(e.path.clone());
+                        }
                         if e.has_data() {
-                            self.open.insert(stream, (e.path, 0));
-                        } else {
+                            let due = e.stored_len();
+                            let (path, crc, stored) = (e.path, 0, 0);
+                            let o = Open {
+                                path,
+                                crc,
+                                stored,
+                                due,
+                            };
+                            self.open.insert(stream, o);
+                        } else if !self.affected.contains(&e.path) {
                             self.good += 1;
                         }
                     }
@@ -92,21 +121,28 @@ impl Sink for Checker {
             }
             Event::Data(d) => {
                 if let Some(o) = self.open.get_mut(&stream) {
-                    o.1 = crc32c::crc32c_append(o.1, d);
+                    o.crc = crc32c::crc32c_append(o.crc, d);
+                    o.stored = o.stored.saturating_add(d.len() as u64);
                 }
             }
             Event::Record {
                 kind: Kind::FileEnd,
                 body,
             } => {
-                if let Some((p, crc)) = self.open.remove(&stream) {
+                if let Some(o) = self.open.remove(&stream) {
                     match FileEnd::decode(body) {
-                        Ok(fe) if fe.crc == crc && fe.status == FileStatus::Ok => self.good += 1,
+                        // Data of another length than its entry gives is damaged,
+                        // whatever its checksum.
+                        _ if o.stored != o.due => {
+                            self.affected.insert(o.path);
+                        }
+                        _ if self.affected.contains(&o.path) => {}
+                        Ok(fe) if fe.crc == o.crc && fe.status == FileStatus::Ok => self.good += 1,
                         // Stored as read, with a warning at backup: the tape holds what
                         // the backup saw, and the checksum proves it.
-                        Ok(fe) if fe.crc == crc => self.good += 1,
+                        Ok(fe) if fe.crc == o.crc => self.good += 1,
                         _ => {
-                            self.affected.insert(p);
+                            self.affected.insert(o.path);
                         }
                     }
                 }
@@ -117,8 +153,8 @@ impl Sink for Checker {
     }
 
     fn lost(&mut self, stream: u16, _why: &str) {
-        if let Some((p, _)) = self.open.remove(&stream) {
-            self.affected.insert(p);
+        if let Some(o) = self.open.remove(&stream) {
+            self.affected.insert(o.path);
         }
     }
 }
@@ -131,6 +167,8 @@ pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyRe
     reader.seek(vols[0].seq, vols[0].first_lbn)?;
     let mut streams = Streams::default();
     let mut ck = Checker::new(crate::restore::plan::left_out(cat, job_id)?);
+    ck.expected = crate::restore::plan::expected(cat, job_id, &[], true)?;
+    let expected = ck.expected.len() as u64;
     let mut report = VerifyReport::default();
     loop {
         match reader.next()? {
@@ -160,7 +198,6 @@ pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyRe
         }
     }
     streams.finish(&mut ck);
-    let expected = cat.files(job_id, None)?.len() as u64;
     report.blocks_checked = reader.blocks_read;
     report.bytes_read_from_tape = reader.bytes_read;
     ck.report(expected, &mut report);

@@ -202,10 +202,15 @@ fn ask(prompt: &str) -> Result<Zeroizing<Vec<u8>>> {
         .map_err(|_| {
             anyhow::anyhow!("no passphrase: set TAPELOOM_PASSPHRASE or run on a terminal")
         })?;
-    let saved = tcgetattr(&tty).context("read the terminal's settings")?;
+    // nix's errors as std's, so they read as every other failure of the system.
+    let saved = tcgetattr(&tty)
+        .map_err(std::io::Error::from)
+        .context("read the terminal's settings")?;
     let mut quiet = saved.clone();
     quiet.local_flags.remove(LocalFlags::ECHO);
-    tcsetattr(&tty, SetArg::TCSAFLUSH, &quiet).context("turn the terminal's echo off")?;
+    tcsetattr(&tty, SetArg::TCSAFLUSH, &quiet)
+        .map_err(std::io::Error::from)
+        .context("turn the terminal's echo off")?;
     let mut line = Zeroizing::new(String::new());
     let read = (&tty)
         .write_all(prompt.as_bytes())

@@ -166,6 +166,7 @@ impl Checking {
             }
             JobNotice::LeftOut(p) => self.started(None).left_out(p),
             JobNotice::Bad(p, why) => self.started(None).bad(&p, &why),
+            JobNotice::Row(p, x) => self.started(None).expect(p, x),
             JobNotice::Want(_) => {}
         }
         Ok(())

@@ -7,7 +7,8 @@
 //!    master key whose fingerprint it names (the server never holds the key
 //!    file; the client unwraps it and opens each block);
 //!    then notes of the selection ([`Notice::Want`] per wanted entry when paths
-//!    were asked, [`Notice::LeftOut`] per entry the job could not store whole);
+//!    were asked, [`Notice::LeftOut`] per entry the job could not store whole,
+//!    [`Notice::Row`] per entry the catalog lists among those wanted);
 //! 2. each block as stored (an encrypted job's still sealed), in the order the drives read them, with a
 //!    [`Notice::Bad`] for each entry of a block that could not be read (one of
 //!    empty path when it held none);
@@ -19,14 +20,16 @@
 //! point-in-time restore, has the same shape; its selection, before any block,
 //! is a [`Notice::SetAt`], then for each job read a [`Notice::Job`], its
 //! [`Notice::JobKey`] when it is encrypted, a [`Notice::Want`] per entry placed
-//! from it with its data and a [`Notice::Meta`] per metadata-only entry of it,
-//! and last a [`Notice::Missing`] per file no job holds the data of. A
+//! from it with its data, a [`Notice::Meta`] per metadata-only entry of it and a
+//! [`Notice::Row`] per entry of either, and last a [`Notice::Missing`] per file
+//! no job holds the data of. A
 //! [`Notice::Of`] says whose are the blocks and [`Notice::Bad`] notes that
 //! follow it.
 
 use super::error::ServerError;
 use super::http::Frame;
 use serde::{Deserialize, Serialize};
+use tapeloom_engine::Expect;
 
 /// Bytes of a trailer at most.
 pub const MAX_TRAILER: usize = 64 * 1024;
@@ -49,6 +52,9 @@ const META: &str = "meta";
 const MISSING: &str = "missing";
 /// The reason word of the note that says whose the next blocks are.
 const OF: &str = "of-job";
+/// The prefix of the note of what the catalog lists of an entry: `row STREAM
+/// TYPE SIZE`.
+const ROW: &str = "row ";
 
 /// A job of a set's restore, as its note gives it (JSON in the note's path
 /// place).
@@ -86,6 +92,10 @@ pub enum Notice {
     Missing(Vec<u8>),
     /// The blocks and bad entries that follow are of this job.
     Of(i64),
+    /// What the catalog lists of the entry at this path (of the last job named,
+    /// in a set's restore): the placing side names it when it never meets it,
+    /// or meets it otherwise.
+    Row(Vec<u8>, Expect),
 }
 
 impl Notice {
@@ -101,6 +111,9 @@ impl Notice {
             Notice::Meta(p) => Frame::note(p, META),
             Notice::Missing(p) => Frame::note(p, MISSING),
             Notice::Of(j) => Frame::note(j.to_string().as_bytes(), OF),
+            Notice::Row(p, x) => {
+                Frame::note(p, &format!("{ROW}{} {} {}", x.stream, x.kind, x.size))
+            }
         }
     }
 
@@ -118,6 +131,15 @@ impl Notice {
             META => Some(Notice::Meta(path)),
             MISSING => Some(Notice::Missing(path)),
             OF => Some(Notice::Of(std::str::from_utf8(&path).ok()?.parse().ok()?)),
+            w if w.starts_with(ROW) => {
+                let mut n = w[ROW.len()..].split(' ');
+                let x = Expect {
+                    stream: n.next()?.parse().ok()?,
+                    kind: n.next()?.parse().ok()?,
+                    size: n.next()?.parse().ok()?,
+                };
+                n.next().is_none().then_some(Notice::Row(path, x))
+            }
             w => Some(Notice::Bad(path, w.strip_prefix(BAD)?.to_string())),
         }
     }
@@ -135,6 +157,8 @@ pub enum JobNotice {
     Bad(Vec<u8>, String),
     /// The job is encrypted: the body of its `JobKey` record.
     JobKey(Vec<u8>),
+    /// What the catalog lists of the entry at this path.
+    Row(Vec<u8>, Expect),
 }
 
 impl Notice {
@@ -145,6 +169,7 @@ impl Notice {
             Notice::LeftOut(p) => JobNotice::LeftOut(p),
             Notice::Bad(p, why) => JobNotice::Bad(p, why),
             Notice::JobKey(k) => JobNotice::JobKey(k),
+            Notice::Row(p, x) => JobNotice::Row(p, x),
             Notice::SetAt(_)
             | Notice::Job(_)
             | Notice::Meta(_)
@@ -212,6 +237,14 @@ mod tests {
             Notice::Meta(b"d/f".to_vec()),
             Notice::Missing(b"g".to_vec()),
             Notice::Of(-1),
+            Notice::Row(
+                b"h i".to_vec(),
+                Expect {
+                    stream: 65534,
+                    kind: 1,
+                    size: u64::MAX,
+                },
+            ),
         ] {
             let Frame::Note(bytes) = n.frame() else {
                 panic!("not a note");
@@ -222,5 +255,11 @@ mod tests {
             panic!("not a note");
         };
         assert_eq!(Notice::parse(&other), None);
+        for cut in ["row 1 1", "row 1 1 5 6", "row x 1 5", "row 1 1 -5"] {
+            let Frame::Note(bytes) = Frame::note(b"p", cut) else {
+                panic!("not a note");
+            };
+            assert_eq!(Notice::parse(&bytes), None, "{cut}");
+        }
     }
 }

@@ -12,7 +12,7 @@
 //! one, its tag checked, before decoding it.
 
 use super::plan::{self, select};
-use super::restorer::Restorer;
+use super::restorer::{Expect, Restorer};
 use super::{finish, read_tape, staged, Out, RestoreOptions, RestoreReport};
 use crate::error::{JobError, Result};
 use crate::home::Home;
@@ -27,12 +27,15 @@ use tapeloom_format::{open_block, BlockHeader, DataKey, Entry, Event, Kind};
 /// Takes the blocks a restore reads, in the order the drives read them (the
 /// blocks of several drives interleaved, each stream's in order).
 pub trait BlockSink: Send {
-    /// Before any block: the entries wanted (`None`: all of the job) and those the
-    /// job left out (their records may be partly stored).
+    /// Before any block: the entries wanted (`None`: all of the job), those the
+    /// job left out (their records may be partly stored), and what the catalog
+    /// lists of each wanted entry, by path (the placing side names those it
+    /// never meets, and those it meets otherwise).
     fn selection(
         &mut self,
         want: Option<&HashSet<Vec<u8>>>,
         left_out: &HashSet<Vec<u8>>,
+        expected: &HashMap<Vec<u8>, Expect>,
     ) -> Result<()>;
     /// One block as stored: header and payload, still compressed as written.
     fn block(&mut self, block: &[u8]) -> Result<()>;
@@ -51,8 +54,9 @@ impl BlockSink for Told<'_> {
         &mut self,
         want: Option<&HashSet<Vec<u8>>>,
         left_out: &HashSet<Vec<u8>>,
+        expected: &HashMap<Vec<u8>, Expect>,
     ) -> Result<()> {
-        self.0.selection(want, left_out)
+        self.0.selection(want, left_out, expected)
     }
 
     fn block(&mut self, block: &[u8]) -> Result<()> {
@@ -85,7 +89,9 @@ pub fn read_blocks(
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
-    sink.selection(want.as_ref(), &plan::left_out(cat, job_id)?)?;
+    let expected = plan::expected(cat, job_id, &rows, whole)?;
+    sink.selection(want.as_ref(), &plan::left_out(cat, job_id)?, &expected)?;
+    drop(expected);
     let names: HashMap<u16, String> = (cat.streams(job_id)?.into_iter())
         .map(|s| (s.stream, s.name))
         .collect();
@@ -165,6 +171,13 @@ impl BlockRestore {
     /// Leaves out the entry at `path`: the job could not store it whole.
     pub fn left_out(&mut self, path: Vec<u8>) {
         self.restorer.left_out.insert(path);
+    }
+
+    /// Expects the entry at `path` as the catalog lists it: one never met is
+    /// named at the end, one met otherwise is not placed.
+    pub fn expect(&mut self, path: Vec<u8>, x: Expect) {
+        let job = self.restorer.job;
+        (self.restorer.expected.entry(job).or_default()).insert(path, x);
     }
 
     /// Entry `path` was in a block that could not be read, for `why`.
@@ -369,6 +382,12 @@ impl BlockVerify {
         self.checker.left_out.insert(path);
     }
 
+    /// Expects the entry at `path` as the catalog lists it: one met otherwise
+    /// (another type, another size) is damaged.
+    pub fn expect(&mut self, path: Vec<u8>, x: Expect) {
+        self.checker.expected.insert(path, x);
+    }
+
     /// Entry `path` was in a block the reading side could not read, for `why`:
     /// damaged, and the block, when `why` names it as a restore's reading does
     /// ("block LBN of BARCODE is bad: ..."), bad.
@@ -534,8 +553,10 @@ mod verify_tests {
             &mut self,
             _: Option<&HashSet<Vec<u8>>>,
             left_out: &HashSet<Vec<u8>>,
+            expected: &HashMap<Vec<u8>, Expect>,
         ) -> Result<()> {
             left_out.iter().for_each(|p| self.0.left_out(p.clone()));
+            (expected.iter()).for_each(|(p, x)| self.0.expect(p.clone(), *x));
             Ok(())
         }
 

@@ -33,6 +33,7 @@ pub use handoff::{BlockVerify, Listed};
 pub use overwrite::{Kept, Overwrite};
 pub use pit::{restore_set, set_job, set_tree};
 pub use plan::normalize;
+pub use restorer::Expect;
 pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};
 pub use staged::Source;
 
@@ -209,12 +210,14 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         rows.iter().map(|r| r.stream).collect()
     };
     let on_stage = staged::on_stage(cat, job_id, &needed)?;
+    let mut restorer = Restorer::new(&opts.to, opts.overwrite, want)?;
+    restorer.left_out = plan::left_out(cat, job_id)?;
+    restorer.job = job_id;
+    (restorer.expected).insert(job_id, plan::expected(cat, job_id, &rows, whole)?);
     let rows: Vec<FileRow> = rows
         .into_iter()
         .filter(|r| !on_stage.contains_key(&r.stream))
         .collect();
-    let mut restorer = Restorer::new(&opts.to, opts.overwrite, want)?;
-    restorer.left_out = plan::left_out(cat, job_id)?;
     let from_stage = staged::read(job.tag, &on_stage, &mut restorer)?;
     let rs = Mutex::new(restorer);
     let (reads, chains) = if needed.iter().all(|s| on_stage.contains_key(s)) {
@@ -279,6 +282,7 @@ pub(crate) fn finish(
     }
     rs.finish_set();
     rs.finish_dirs();
+    rs.unmet();
     let per_stream = std::mem::take(&mut rs.per_stream);
     let mut report = rs.report;
     // A file named for a bad block may also have failed its checksum: name it once.

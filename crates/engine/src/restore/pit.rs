@@ -12,7 +12,7 @@ use crate::error::{JobError, Result};
 use crate::home::Home;
 use crate::media::reader::{SharedLibrary, Streams};
 use crate::restore::merge::{self, Group, Placed};
-use crate::restore::restorer::{Restorer, SetWant};
+use crate::restore::restorer::{Expect, Expected, Restorer, SetWant};
 use crate::restore::{
     chains, finish, plan_chains, read_all, which_drives, JobCtx, Read, Reading, RestoreOptions,
     RestoreReport, Shared, Source,
@@ -105,6 +105,18 @@ pub(crate) struct TreePlan {
     pub missing: Vec<Vec<u8>>,
 }
 
+impl TreePlan {
+    /// What the catalog lists of the entries read from each job: the rows
+    /// planned, by job and path.
+    pub(crate) fn expected(&self) -> Expected {
+        let of =
+            |rows: &[FileRow]| (rows.iter().map(|r| (r.path.clone(), Expect::of(r)))).collect();
+        (self.rows.iter())
+            .map(|(&job, rows)| (job, of(rows)))
+            .collect()
+    }
+}
+
 fn plan_tree(tree: &Tree) -> TreePlan {
     let mut plan = TreePlan {
         rows: BTreeMap::new(),
@@ -155,8 +167,9 @@ pub fn restore_set(
 ) -> Result<RestoreReport> {
     let t0 = Instant::now();
     let (job, plan) = plan_set(&home.catalog, set, at, opts)?;
-    let read = SetRead::plan(home, job.id, plan.rows, false)?;
     let mut restorer = Restorer::new(&opts.to, opts.overwrite, None)?;
+    restorer.expected = plan.expected();
+    let read = SetRead::plan(home, job.id, plan.rows, false)?;
     for p in &plan.missing {
         restorer.fail(p, NO_DATA.into());
     }

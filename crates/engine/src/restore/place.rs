@@ -1,6 +1,6 @@
 //! Putting objects back on the file system, safely under one root, with their metadata.
 
-use crate::error::{io, PlaceError, Result};
+use crate::error::{io, sys, PlaceError, Result};
 use crate::restore::overwrite::{self, Overwrite, Verdict};
 use nix::sys::stat::{utimensat, Mode, SFlag, UtimensatFlags};
 use nix::sys::time::TimeSpec;
@@ -11,6 +11,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use tapeloom_format::{Entry, EntryType};
 
 /// Creates objects under a root and never outside it: tape paths are relative and
@@ -21,6 +22,9 @@ pub(crate) struct Placer {
     /// Directories this restore created (the root as `""`): nothing was in them, so
     /// their entries need no look for an object in the way.
     fresh_dirs: HashSet<Vec<u8>>,
+    /// Folders that were there before the restore, rid of the temporary files a
+    /// killed restore left in them ([`Placer::sweep`]).
+    swept: HashSet<Vec<u8>>,
     owners: Owners,
     overwrite: Overwrite,
 }
@@ -58,29 +62,132 @@ impl Owners {
     }
 }
 
-/// Creates regular file `p` for entry `e`, replacing a non-directory in the way, never
-/// following a symlink.
-pub(crate) fn create_file(p: &Path, e: &Entry) -> Result<File> {
-    let open = || {
-        OpenOptions::new()
+/// What a regular file's name carries while a restore writes it: the file is
+/// `.NAME.tapeloom-` and 16 hex digits in its folder until its data is whole and
+/// checked and its metadata set, then it is renamed to NAME. A restore removes
+/// such files it finds in a folder it restores into ([`Placer::check`]): the
+/// leftovers of a restore killed before it could rename them.
+const TEMP_MARK: &[u8] = b".tapeloom-";
+/// Hex digits after [`TEMP_MARK`].
+const TEMP_DIGITS: usize = 16;
+/// Bytes of NAME a temporary name keeps at most, so that it stays within the
+/// 255 bytes a name may have.
+const TEMP_KEEP: usize = 200;
+/// Temporary names tried before a restore gives up on a file.
+const TEMP_TRIES: u32 = 16;
+
+/// The temporary name of a file named `name`: `.NAME.tapeloom-XXXXXXXXXXXXXXXX`,
+/// the digits this process's id and its `n`th file.
+fn temp_name(name: &[u8], n: u64) -> Vec<u8> {
+    // Asked once: each asking is a system call.
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let keep = &name[..name.len().min(TEMP_KEEP)];
+    let pid = *PID.get_or_init(std::process::id);
+    let digits = format!("{pid:08x}{:08x}", n as u32);
+    [b".", keep, TEMP_MARK, digits.as_bytes()].concat()
+}
+
+/// Whether `name` is a restore's temporary name ([`TEMP_MARK`]).
+pub(crate) fn is_temp_name(name: &[u8]) -> bool {
+    let Some(head) = name.len().checked_sub(TEMP_MARK.len() + TEMP_DIGITS) else {
+        return false;
+    };
+    let (front, tail) = name.split_at(head);
+    let digits = &tail[TEMP_MARK.len()..];
+    name.len() > TEMP_MARK.len() + TEMP_DIGITS + 1
+        && front.starts_with(b".")
+        && tail.starts_with(TEMP_MARK)
+        && digits
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+}
+
+/// A regular file being restored, under its temporary name ([`TEMP_MARK`]) until
+/// [`TempFile::place`] renames it; dropped before, it is removed.
+pub(crate) struct TempFile {
+    file: File,
+    temp: PathBuf,
+    path: PathBuf,
+    placed: bool,
+}
+
+impl TempFile {
+    /// The open file, to write its data.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Sets the file's metadata (entry `e`'s) through its descriptor, then
+    /// renames it to its real name, over a non-directory already there: the name
+    /// only ever shows the finished file.
+    pub fn place(mut self, e: &Entry, owners: &mut Owners) -> Result<()> {
+        finish_file(&self.file, &self.path, e, owners)?;
+        match std::fs::rename(&self.temp, &self.path) {
+            Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => {
+                return Err(in_the_way(e).into())
+            }
+            r => io(r, || format!("place {}", self.path.display()))?,
+        }
+        self.placed = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// A directory at the name of entry `e`, which is not one.
+fn in_the_way(e: &Entry) -> PlaceError {
+    PlaceError::DirectoryInTheWay {
+        path: show(&e.path),
+    }
+}
+
+/// Creates regular file `p` for entry `e` under a temporary name in its folder
+/// ([`TempFile`]), never following a symlink. Any object at `p` but a directory
+/// (in the way, found when the file is placed) is replaced only when the file
+/// is placed.
+pub(crate) fn create_file(p: &Path, e: &Entry) -> Result<TempFile> {
+    static FILES: AtomicU64 = AtomicU64::new(0);
+    // The restore folder itself is a directory, never a file; a directory at
+    // any other file's name is found when the file is placed.
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+        return Err(in_the_way(e).into());
+    };
+    if e.path == b"." {
+        return Err(in_the_way(e).into());
+    }
+    let mut tries = 0;
+    let (file, temp) = loop {
+        let n = FILES.fetch_add(1, Ordering::Relaxed);
+        let temp = dir.join(OsStr::from_bytes(&temp_name(name.as_bytes(), n)));
+        let opened = OpenOptions::new()
             .write(true)
             .create_new(true)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .mode(0o600)
-            .open(p)
-    };
-    let f = match open() {
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            clear(p, &e.path)?;
-            open()
+            .open(&temp);
+        tries += 1;
+        match opened {
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && tries < TEMP_TRIES => {}
+            r => break (io(r, || format!("create {}", p.display()))?, temp),
         }
-        r => r,
     };
-    let f = io(f, || format!("create {}", p.display()))?;
+    let t = TempFile {
+        file,
+        temp,
+        path: p.to_path_buf(),
+        placed: false,
+    };
     if e.sparse.is_some() {
-        io(f.set_len(e.size), || format!("size {}", p.display()))?;
+        io(t.file.set_len(e.size), || format!("size {}", p.display()))?;
     }
-    Ok(f)
+    Ok(t)
 }
 
 /// Removes what is in the way of a new non-directory at `p`.
@@ -96,7 +203,7 @@ fn clear(p: &Path, rel: &[u8]) -> Result<()> {
 
 /// Sets the metadata of a regular file through its open descriptor, which saves the
 /// path lookups that dominate small-file restores.
-pub(crate) fn finish_file(f: &File, p: &Path, e: &Entry, owners: &mut Owners) -> Result<()> {
+fn finish_file(f: &File, p: &Path, e: &Entry, owners: &mut Owners) -> Result<()> {
     for (name, value) in &e.xattrs {
         let _ = xattr::FileExt::set_xattr(f, OsStr::from_bytes(name), value);
     }
@@ -110,9 +217,10 @@ pub(crate) fn finish_file(f: &File, p: &Path, e: &Entry, owners: &mut Owners) ->
         || format!("chmod {}", p.display()),
     )?;
     let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
-    nix::sys::stat::futimens(f.as_raw_fd(), &ts(e.atime), &ts(e.mtime))
-        .map_err(|source| sys("set times of", p, source))?;
-    Ok(())
+    sys(
+        nix::sys::stat::futimens(f.as_raw_fd(), &ts(e.atime), &ts(e.mtime)),
+        || format!("set times of {}", p.display()),
+    )
 }
 
 fn dest(root: &Path, rel: &[u8]) -> PathBuf {
@@ -120,15 +228,6 @@ fn dest(root: &Path, rel: &[u8]) -> PathBuf {
         root.to_path_buf()
     } else {
         root.join(OsStr::from_bytes(rel))
-    }
-}
-
-/// A failed system call on a restored object.
-fn sys(what: &'static str, path: &Path, source: nix::Error) -> PlaceError {
-    PlaceError::Sys {
-        what,
-        path: path.to_path_buf(),
-        source,
     }
 }
 
@@ -149,6 +248,7 @@ impl Placer {
             root: root.to_path_buf(),
             known_dirs: HashSet::new(),
             fresh_dirs,
+            swept: HashSet::new(),
             owners: Owners::new(),
             overwrite,
         })
@@ -217,8 +317,14 @@ impl Placer {
             .iter()
             .rposition(|&b| b == b'/')
             .map_or(&[][..], |cut| &rel[..cut]);
-        if rel != b"." && self.fresh_dirs.contains(parent) {
-            return Ok(Verdict::Place);
+        if rel != b"." {
+            if self.fresh_dirs.contains(parent) {
+                return Ok(Verdict::Place);
+            }
+            // The entry goes in a folder that was there before: rid of leftovers
+            // before this restore creates anything in it (the root's own entry
+            // creates nothing in it).
+            self.sweep(parent);
         }
         let p = dest(&self.root, rel);
         let Ok(existing) = std::fs::symlink_metadata(&p) else {
@@ -234,8 +340,33 @@ impl Placer {
         ))
     }
 
-    /// Creates the object of `e`. Returns the open file of a regular file.
-    pub fn create(&mut self, e: &Entry) -> Result<Option<File>> {
+    /// Removes from folder `rel`, once, the temporary files ([`TEMP_MARK`]) a
+    /// restore killed before it placed them left there: what this restore places
+    /// there is then never taken for a file already there, and nothing of a
+    /// half-written file stays. Called before this restore creates any file in
+    /// the folder (so none of its own is there yet), never for a folder it made
+    /// itself.
+    fn sweep(&mut self, rel: &[u8]) {
+        if !self.swept.insert(rel.to_vec()) {
+            return;
+        }
+        let dir = match rel {
+            b"" => self.root.clone(),
+            _ => dest(&self.root, rel),
+        };
+        let Ok(list) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in list.flatten() {
+            if is_temp_name(e.file_name().as_bytes()) && e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// Creates the object of `e`. Returns a regular file's [`TempFile`], which
+    /// [`Placer::place`] puts under its name once written.
+    pub fn create(&mut self, e: &Entry) -> Result<Option<TempFile>> {
         let rel = e.path.as_slice();
         self.parents(rel)?;
         let p = dest(&self.root, rel);
@@ -296,18 +427,20 @@ impl Placer {
                     EntryType::CharDevice => SFlag::S_IFCHR,
                     _ => SFlag::S_IFBLK,
                 };
-                nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _)
-                    .map_err(|source| sys("create", &p, source))?;
+                sys(
+                    nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _),
+                    || format!("create {}", p.display()),
+                )?;
                 Ok(None)
             }
             EntryType::Socket => Ok(None),
         }
     }
 
-    /// Sets a regular file's metadata through its descriptor.
-    pub fn finish_file(&mut self, f: &File, e: &Entry) -> Result<()> {
-        let p = dest(&self.root, &e.path);
-        finish_file(f, &p, e, &mut self.owners)
+    /// Sets a regular file's metadata through its descriptor and renames it
+    /// into place.
+    pub fn place(&mut self, t: TempFile, e: &Entry) -> Result<()> {
+        t.place(e, &mut self.owners)
     }
 
     /// Sets `e`'s metadata over an object placed from an older entry of its path:
@@ -351,15 +484,11 @@ impl Placer {
             )?;
         }
         let ts = |t: tapeloom_format::Timestamp| TimeSpec::new(t.secs, t.nanos as _);
-        utimensat(
-            None,
-            &p,
-            &ts(e.atime),
-            &ts(e.mtime),
-            UtimensatFlags::NoFollowSymlink,
+        let flags = UtimensatFlags::NoFollowSymlink;
+        sys(
+            utimensat(None, &p, &ts(e.atime), &ts(e.mtime), flags),
+            || format!("set times of {}", p.display()),
         )
-        .map_err(|source| sys("set times of", &p, source))?;
-        Ok(())
     }
 }
 
@@ -381,4 +510,135 @@ fn gid_of(name: &[u8], gid: u32) -> u32 {
         .and_then(|n| nix::unistd::Group::from_name(n).ok().flatten())
         .map(|g| g.gid.as_raw())
         .unwrap_or(gid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    fn regular(path: &[u8], size: u64) -> Entry {
+        Entry {
+            kind: EntryType::Regular,
+            mode: 0o640,
+            uid: 0,
+            gid: 0,
+            size,
+            mtime: tapeloom_format::Timestamp {
+                secs: 1_000,
+                nanos: 7,
+            },
+            atime: tapeloom_format::Timestamp::default(),
+            rdev: 0,
+            path: path.to_vec(),
+            link: Vec::new(),
+            user: Vec::new(),
+            group: Vec::new(),
+            xattrs: Vec::new(),
+            sparse: None,
+            meta_only: false,
+            facts: None,
+        }
+    }
+
+    #[test]
+    fn temporary_names_are_told_from_others() {
+        for name in [&b"f"[..], b".hidden", b"a.tapeloom-x", &[b'n'; 255]] {
+            let t = temp_name(name, 0x1234_5678_9abc);
+            assert!(t.len() <= 255, "{}", t.len());
+            assert!(is_temp_name(&t), "{}", String::from_utf8_lossy(&t));
+        }
+        for name in [
+            &b".f.tapeloom-0123456789abcde"[..],
+            b".f.tapeloom-0123456789abcdeF",
+            b"f.tapeloom-0123456789abcdef",
+            b"..tapeloom-0123456789abcdef",
+            b".f.tapeloom-0123456789abcdef0",
+            b"plain",
+        ] {
+            assert!(!is_temp_name(name), "{}", String::from_utf8_lossy(name));
+        }
+    }
+
+    #[test]
+    fn a_file_takes_its_name_only_when_placed() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        std::fs::write(&p, b"what was there").unwrap();
+        let e = regular(b"f", 5);
+        let names = |dir: &Path| {
+            let mut v: Vec<Vec<u8>> = (std::fs::read_dir(dir).unwrap())
+                .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+                .collect();
+            v.sort();
+            v
+        };
+        // Dropped before it is placed: gone, and what was there stays.
+        let f = create_file(&p, &e).unwrap();
+        f.file().write_all_at(b"hello", 0).unwrap();
+        assert_eq!(names(t.path()).len(), 2);
+        drop(f);
+        assert_eq!(names(t.path()), [b"f".to_vec()]);
+        assert_eq!(std::fs::read(&p).unwrap(), b"what was there");
+        // Placed: its name shows it whole, with its metadata.
+        let f = create_file(&p, &e).unwrap();
+        f.file().write_all_at(b"hello", 0).unwrap();
+        f.place(&e, &mut Owners::new()).unwrap();
+        assert_eq!(names(t.path()), [b"f".to_vec()]);
+        assert_eq!(std::fs::read(&p).unwrap(), b"hello");
+        let m = std::fs::metadata(&p).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (m.mode() & 0o7777, m.mtime(), m.mtime_nsec()),
+            (0o640, 1_000, 7)
+        );
+        // A directory at its name is in the way, and nothing is left.
+        let d = t.path().join("d");
+        std::fs::create_dir(&d).unwrap();
+        let e = regular(b"d", 1);
+        let placed = create_file(&d, &e).unwrap().place(&e, &mut Owners::new());
+        assert!(
+            matches!(
+                placed,
+                Err(crate::Error::Place(PlaceError::DirectoryInTheWay { .. }))
+            ),
+            "{placed:?}"
+        );
+        assert_eq!(names(t.path()), [b"d".to_vec(), b"f".to_vec()]);
+        assert!(std::fs::metadata(&d).unwrap().is_dir());
+    }
+
+    #[test]
+    fn a_folder_there_before_is_rid_of_leftovers_once() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("out");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        let leftover = root.join("sub/.f.tapeloom-00000001000000ff");
+        std::fs::write(&leftover, b"cut").unwrap();
+        let theirs = root.join("sub/.f.tapeloom-mine");
+        std::fs::write(&theirs, b"someone's").unwrap();
+        let mut placer = Placer::new(&root, Overwrite::Never).unwrap();
+        assert_eq!(placer.check(&regular(b"sub/f", 1)).unwrap(), Verdict::Place);
+        assert!(!leftover.exists());
+        assert!(theirs.exists());
+        // Once per folder: what is made there after is not looked at again.
+        std::fs::write(&leftover, b"again").unwrap();
+        placer.check(&regular(b"sub/g", 1)).unwrap();
+        assert!(leftover.exists());
+        // A folder the restore made is never looked at: the files it is writing
+        // there stay, whatever entry comes after them (the root's own, from a
+        // later job of a set).
+        let fresh = t.path().join("fresh");
+        let mut placer = Placer::new(&fresh, Overwrite::Never).unwrap();
+        assert_eq!(placer.check(&regular(b"f", 1)).unwrap(), Verdict::Place);
+        let writing = create_file(&fresh.join("f"), &regular(b"f", 1)).unwrap();
+        let mut root = regular(b".", 0);
+        root.kind = EntryType::Directory;
+        assert_eq!(placer.check(&root).unwrap(), Verdict::Place);
+        assert_eq!(std::fs::read_dir(&fresh).unwrap().count(), 1);
+        writing
+            .place(&regular(b"f", 1), &mut Owners::new())
+            .unwrap();
+        assert!(fresh.join("f").is_file());
+    }
 }

@@ -2,6 +2,7 @@
 //! targets), and the runs of blocks that hold them, in tape order.
 
 use crate::error::{JobError, Result};
+use crate::restore::restorer::Expect;
 use crate::restore::RestoreOptions;
 use std::collections::{HashMap, HashSet};
 use tapeloom_catalog::{Catalog, Extent, FileRow, JobVolume};
@@ -80,6 +81,27 @@ pub(crate) fn select(
         }
     }
     Ok((Some(set), rows))
+}
+
+/// What the catalog lists of the entries a restore of job `job_id` wants, by
+/// path: `rows` as [`select`] gives them, or every row of the job when `whole`.
+pub(crate) fn expected(
+    cat: &Catalog,
+    job_id: i64,
+    rows: &[FileRow],
+    whole: bool,
+) -> Result<HashMap<Vec<u8>, Expect>> {
+    let mut out = HashMap::new();
+    if whole {
+        cat.for_each_file(job_id, None, |r| {
+            out.insert(r.path.clone(), Expect::of(&r));
+            Ok(())
+        })?;
+    }
+    for r in rows {
+        out.insert(r.path.clone(), Expect::of(r));
+    }
+    Ok(out)
 }
 
 /// Paths the job reported as not backed up and holds no row for: a job error without

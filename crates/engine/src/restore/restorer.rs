@@ -1,15 +1,18 @@
 //! The restorer: the sink the job reader feeds decoded records to. It places each
 //! wanted entry under the restore root, writes file data (small files through the
-//! writer threads), checks each file's CRC, and sets directories' metadata last.
+//! writer threads), checks each file's data (its length against its entry's, its
+//! CRC against its `FileEnd`'s, its entry against the catalog's row) before the
+//! file takes its name, and sets directories' metadata last. Every path of a
+//! restore (local, per path, a set's, from the stage, handed from a server) ends
+//! its entries here, so each one that is not restored whole is named.
 
 use crate::error::Result;
 use crate::media::reader::Sink;
 use crate::restore::overwrite::{Overwrite, Verdict};
-use crate::restore::place::Placer;
+use crate::restore::place::{Placer, TempFile};
 use crate::restore::writers::{Writers, SMALL};
 use crate::restore::RestoreReport;
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
 
@@ -19,12 +22,76 @@ const WRITERS: usize = 3;
 pub(crate) struct Open {
     entry: Entry,
     wanted: bool,
-    file: Option<File>,
+    /// A large file, written under its temporary name as its data comes.
+    file: Option<TempFile>,
     /// A small file's data, gathered for the writers.
     buf: Option<Vec<u8>>,
     crc: u32,
-    written: u64,
+    /// Bytes of its `Data` record taken so far.
+    stored: u64,
     failed: Option<String>,
+}
+
+/// An entry a restore expects to meet on tape, as the catalog lists it (its row,
+/// or the row the server read for it): its stream, type and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    /// The stream that holds it.
+    pub stream: u16,
+    /// Its type (FORMAT.md 5.3).
+    pub kind: u8,
+    /// Its logical size.
+    pub size: u64,
+}
+
+impl Expect {
+    /// The expectation of catalog row `r`.
+    pub(crate) fn of(r: &tapeloom_catalog::FileRow) -> Self {
+        Expect {
+            stream: r.stream,
+            kind: r.kind,
+            size: r.size,
+        }
+    }
+
+    /// Why entry `e`, met on tape, is not the one the catalog lists; `None` when
+    /// it is.
+    pub(crate) fn differs(&self, e: &Entry) -> Option<String> {
+        if self.kind != e.kind as u8 {
+            let listed = EntryType::from_u8(self.kind).map_or("unknown", |k| k.name());
+            return Some(format!(
+                "its entry on tape is a {}, the catalog's a {listed}",
+                e.kind.name()
+            ));
+        }
+        (e.has_data() && self.size != e.size).then(|| {
+            format!(
+                "its entry on tape gives {} bytes, the catalog {} bytes",
+                e.size, self.size
+            )
+        })
+    }
+}
+
+/// The entries a restore expects to meet on tape, by job and path: those it
+/// wants that the catalog lists. An entry met is taken out; those left at the
+/// end were never met, and are named. A job without a map expects nothing
+/// known.
+pub(crate) type Expected = HashMap<i64, HashMap<Vec<u8>, Expect>>;
+
+/// Why a file's data on tape is not as long as its entry says: `stored` bytes
+/// where its size (or its sparse extents) give another length.
+pub(crate) fn length_mismatch(e: &Entry, stored: u64) -> String {
+    match e.sparse {
+        None => format!(
+            "its data on tape is {stored} bytes, its entry's size {} bytes",
+            e.size
+        ),
+        Some(_) => format!(
+            "its data on tape is {stored} bytes, its entry's extents {} bytes",
+            e.stored_len()
+        ),
+    }
 }
 
 /// What a set's point-in-time restore takes from each job, by job id.
@@ -63,6 +130,11 @@ pub(crate) struct Restorer {
     pub(crate) writers: Option<Writers>,
     /// Data bytes restored per stream, for the samples.
     pub(crate) per_stream: HashMap<u16, u64>,
+    /// The entries the restore expects to meet, as the catalog lists them.
+    pub(crate) expected: Expected,
+    /// Why records of a stream did not decode, by job and stream (the first
+    /// reason): said of the entries of that stream never met.
+    damaged: HashMap<(i64, u16), String>,
 }
 
 impl Restorer {
@@ -87,6 +159,8 @@ impl Restorer {
             report: RestoreReport::default(),
             writers: Some(Writers::new(WRITERS)),
             per_stream: HashMap::new(),
+            expected: Expected::new(),
+            damaged: HashMap::new(),
         })
     }
 
@@ -144,6 +218,26 @@ impl Restorer {
         self.report.errors.push((crate::display_path(path), why));
     }
 
+    /// Names every entry the restore expected and never met on tape (its entry
+    /// did not decode, or was not where the catalog has it), once the reading
+    /// is done.
+    pub fn unmet(&mut self) {
+        let mut left: Vec<(i64, Vec<u8>, Expect)> = std::mem::take(&mut self.expected)
+            .into_iter()
+            .flat_map(|(job, rows)| rows.into_iter().map(move |(p, x)| (job, p, x)))
+            .collect();
+        left.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        for (job, path, x) in left {
+            let why = match self.damaged.get(&(job, x.stream)) {
+                Some(d) => format!(
+                    "its entry was not found on tape (its stream was damaged before it: {d})"
+                ),
+                None => "its entry was not found on tape".to_string(),
+            };
+            self.fail(&path, why);
+        }
+    }
+
     fn close(&mut self, stream: u16, end: Option<FileEnd>) {
         let Some(mut o) = self.open.remove(&(self.job, stream)) else {
             return;
@@ -153,13 +247,16 @@ impl Restorer {
         }
         if o.failed.is_none() {
             match end {
+                None if o.entry.has_data() => o.failed = Some("its data ends early".into()),
+                _ if o.stored != o.entry.stored_len() => {
+                    o.failed = Some(length_mismatch(&o.entry, o.stored))
+                }
                 Some(fe) if fe.crc != o.crc => {
                     o.failed = Some(format!(
                         "checksum mismatch (tape says {:08x}, data gives {:08x})",
                         fe.crc, o.crc
                     ))
                 }
-                None if o.entry.has_data() => o.failed = Some("its data ends early".into()),
                 _ => {}
             }
         }
@@ -179,16 +276,14 @@ impl Restorer {
         let file = o.file.take();
         match o.failed {
             Some(why) => {
-                // Only a file this restore created goes: what failed before its
-                // creation (a parent in the way, say) may be someone else's.
-                if file.is_some() {
-                    let _ = std::fs::remove_file(self.placer.path_of(&o.entry.path));
-                }
+                // Its temporary file goes with it (dropped); whatever was at its
+                // name before stays as it was.
+                drop(file);
                 self.fail(&o.entry.path, why);
             }
             None => {
-                let done = match &file {
-                    Some(f) => self.placer.finish_file(f, &o.entry),
+                let done = match file {
+                    Some(t) => self.placer.place(t, &o.entry),
                     None => self.placer.finish(&o.entry),
                 };
                 if let Err(e) = done {
@@ -201,9 +296,31 @@ impl Restorer {
         }
     }
 
+    /// Takes entry `e`, listed by the catalog as something else (`why`): it is
+    /// not placed, and is named once its data, if any, is passed over.
+    fn refuse(&mut self, stream: u16, e: Entry, why: String) {
+        if !e.has_data() {
+            return self.fail(&e.path, why);
+        }
+        let o = Open {
+            entry: e,
+            wanted: true,
+            file: None,
+            buf: None,
+            crc: 0,
+            stored: 0,
+            failed: Some(why),
+        };
+        self.open.insert((self.job, stream), o);
+    }
+
     fn entry(&mut self, stream: u16, e: Entry) {
         if self.open.contains_key(&(self.job, stream)) {
             self.lost(stream, "the entry after it began before its data ended");
+        }
+        let listed = (self.expected.get_mut(&self.job)).and_then(|rows| rows.remove(&e.path));
+        if let Some(why) = listed.and_then(|x| x.differs(&e)) {
+            return self.refuse(stream, e, why);
         }
         if e.meta_only {
             return self.meta_only(e);
@@ -247,7 +364,7 @@ impl Restorer {
             file: None,
             buf: None,
             crc: 0,
-            written: 0,
+            stored: 0,
             failed,
         };
         let small =
@@ -280,6 +397,18 @@ impl Restorer {
         }
     }
 
+    /// A `Data` record of `len` bytes begins: a file whose entry gives another
+    /// length fails before any of it is written.
+    fn data_start(&mut self, stream: u16, len: u64) {
+        let Some(o) = self.open.get_mut(&(self.job, stream)) else {
+            return;
+        };
+        let total = o.stored.checked_add(len);
+        if o.wanted && o.failed.is_none() && total != Some(o.entry.stored_len()) {
+            o.failed = Some(length_mismatch(&o.entry, total.unwrap_or(u64::MAX)));
+        }
+    }
+
     fn data(&mut self, stream: u16, chunk: &[u8]) {
         let Some(o) = self.open.get_mut(&(self.job, stream)) else {
             return;
@@ -287,24 +416,29 @@ impl Restorer {
         if !o.wanted || o.failed.is_some() {
             return;
         }
-        *self.per_stream.entry(stream).or_default() += chunk.len() as u64;
-        o.crc = crc32c::crc32c_append(o.crc, chunk);
-        if let Some(buf) = o.buf.as_mut() {
-            if buf.len() as u64 + chunk.len() as u64 > o.entry.size {
-                o.failed = Some("more data than its size".into());
-            } else {
-                buf.extend_from_slice(chunk);
-            }
+        let n = chunk.len() as u64;
+        if o.stored.saturating_add(n) > o.entry.stored_len() {
+            o.failed = Some(length_mismatch(&o.entry, o.stored.saturating_add(n)));
             return;
         }
-        let Some(f) = o.file.as_ref() else { return };
+        *self.per_stream.entry(stream).or_default() += n;
+        o.crc = crc32c::crc32c_append(o.crc, chunk);
+        if let Some(buf) = o.buf.as_mut() {
+            buf.extend_from_slice(chunk);
+            o.stored += n;
+            return;
+        }
+        let Some(f) = o.file.as_ref().map(TempFile::file) else {
+            o.stored += n;
+            return;
+        };
         // Map stored bytes to file offsets: dense files in order, sparse ones by extent.
         let mut rest = chunk;
         while !rest.is_empty() {
             let (off, room) = match &o.entry.sparse {
-                None => (o.written, u64::MAX),
+                None => (o.stored, u64::MAX),
                 Some(ext) => {
-                    let mut skip = o.written;
+                    let mut skip = o.stored;
                     let mut found = None;
                     for &(eo, el) in ext {
                         if skip < el {
@@ -327,7 +461,7 @@ impl Restorer {
                 o.failed = Some(format!("write failed: {e}"));
                 return;
             }
-            o.written += n as u64;
+            o.stored += n as u64;
             rest = &rest[n..];
         }
     }
@@ -368,6 +502,7 @@ impl Sink for Restorer {
                 let fe = FileEnd::decode(body).ok();
                 self.close(stream, fe);
             }
+            Event::DataStart { len } => self.data_start(stream, len),
             Event::Data(chunk) => self.data(stream, chunk),
             _ => {}
         }
@@ -375,6 +510,9 @@ impl Sink for Restorer {
     }
 
     fn lost(&mut self, stream: u16, why: &str) {
+        (self.damaged)
+            .entry((self.job, stream))
+            .or_insert_with(|| why.to_string());
         if let Some(o) = self.open.get_mut(&(self.job, stream)) {
             if o.failed.is_none() {
                 o.failed = Some(why.to_string());

@@ -14,7 +14,7 @@
 
 use super::handoff::{open_handed, opened_payload};
 use super::pit::{plan_set, SetRead, TreePlan, NO_DATA};
-use super::restorer::{Restorer, SetWant};
+use super::restorer::{Expect, Restorer, SetWant};
 use super::{add_drives, finish, Out, RestoreOptions, RestoreReport};
 use crate::error::{JobError, Result};
 use crate::home::Home;
@@ -41,6 +41,10 @@ pub struct SetJob {
     /// Metadata-only entries of the job, whose metadata goes over data placed
     /// from an earlier job.
     pub meta: Vec<Vec<u8>>,
+    /// What the catalog lists of each entry read from the job (those of `data`
+    /// and `meta`), by path: the placing side names those it never meets, and
+    /// those it meets otherwise.
+    pub rows: Vec<(Vec<u8>, Expect)>,
 }
 
 /// What a set's restore takes from each of its jobs.
@@ -101,8 +105,12 @@ fn selection(cat: &Catalog, at: i64, plan: &TreePlan) -> Result<SetSelection> {
         v
     };
     let mut jobs = Vec::new();
-    for &id in plan.rows.keys() {
+    for (&id, rows) in plan.rows.iter() {
         let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
+        let mut rows: Vec<(Vec<u8>, Expect)> = (rows.iter())
+            .map(|r| (r.path.clone(), Expect::of(r)))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
         jobs.push(SetJob {
             id,
             tag: job.tag,
@@ -110,6 +118,7 @@ fn selection(cat: &Catalog, at: i64, plan: &TreePlan) -> Result<SetSelection> {
             key: job.key.map(|(_, record)| record),
             data: sorted(&plan.want.data, id),
             meta: sorted(&plan.want.meta, id),
+            rows,
         });
     }
     let mut missing = plan.missing.clone();
@@ -163,6 +172,9 @@ impl SetBlockRestore {
             let set = |v: &[Vec<u8>]| v.iter().cloned().collect();
             want.data.insert(j.id, set(&j.data));
             want.meta.insert(j.id, set(&j.meta));
+            restorer
+                .expected
+                .insert(j.id, j.rows.iter().cloned().collect());
             let (tag, key) = match keys.remove(&j.id) {
                 Some((tag, key)) => (tag, Some(key)),
                 None => (j.tag, None),

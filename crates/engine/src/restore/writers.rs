@@ -5,7 +5,7 @@
 //! thread still creates every directory and checks every path before a file is
 //! handed over, so the safety rules do not depend on the workers.
 
-use crate::restore::place::{create_file, finish_file, Owners};
+use crate::restore::place::{create_file, Owners};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,9 +129,11 @@ impl Writers {
     }
 }
 
+/// Writes a file under its temporary name and places it once whole.
 fn write(job: &Job, owners: &mut Owners) -> Result<(), String> {
-    let mut f = create_file(&job.path, &job.entry).map_err(|e| e.to_string())?;
-    f.write_all(&job.data)
+    let t = create_file(&job.path, &job.entry).map_err(|e| e.to_string())?;
+    t.file()
+        .write_all(&job.data)
         .map_err(|e| format!("write {}: {e}", job.path.display()))?;
-    finish_file(&f, &job.path, &job.entry, owners).map_err(|e| e.to_string())
+    t.place(&job.entry, owners).map_err(|e| e.to_string())
 }

@@ -26,7 +26,8 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{
-    BlockSink, Error, Home, JobError, RestoreOptions, RestoreReport, SetBlockSink, SetSelection,
+    BlockSink, Error, Expect, Home, JobError, RestoreOptions, RestoreReport, SetBlockSink,
+    SetSelection,
 };
 use tapeloom_format::DataKey;
 
@@ -231,6 +232,7 @@ impl BlockSink for FrameOut<'_> {
         &mut self,
         want: Option<&HashSet<Vec<u8>>>,
         left_out: &HashSet<Vec<u8>>,
+        expected: &HashMap<Vec<u8>, Expect>,
     ) -> tapeloom_engine::Result<()> {
         self.head()?;
         if let Some(k) = self.key.take() {
@@ -241,6 +243,9 @@ impl BlockSink for FrameOut<'_> {
         }
         for p in left_out {
             self.frame(Notice::LeftOut(p.clone()).frame()).map_err(io)?;
+        }
+        for (p, x) in expected {
+            self.note(Notice::Row(p.clone(), *x))?;
         }
         Ok(())
     }
@@ -411,6 +416,9 @@ impl SetBlockSink for SetFrameOut<'_> {
             }
             for p in &j.meta {
                 self.out.note(Notice::Meta(p.clone()))?;
+            }
+            for (p, x) in &j.rows {
+                self.out.note(Notice::Row(p.clone(), *x))?;
             }
         }
         for p in &sel.missing {
