@@ -31,12 +31,13 @@ fn stages_are_added_listed_and_refused_as_they_should_be() {
 
     let e = refused(&home, &["stage", "add", &p(&s1), "--size", "5M"], 1);
     assert!(e.contains("in the catalog already"), "{e}");
+    // Refused when parsed, as every numeric flag's bad value is (exit 2).
     let e = refused(
         &home,
         &["stage", "add", &p(&t.path().join("z")), "--size", "0"],
-        1,
+        2,
     );
-    assert!(e.contains("size above 0"), "{e}");
+    assert!(e.contains("'0' is out of range"), "{e}");
     let file = t.path().join("file");
     std::fs::write(&file, b"x").unwrap();
     let e = refused(&home, &["stage", "add", &p(&file), "--size", "1M"], 1);

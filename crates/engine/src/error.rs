@@ -3,8 +3,7 @@
 //! Messages say what is wrong in the engine's terms; the command line adds how to
 //! get past a refusal (which flag), since only it knows its flags.
 
-use crate::{display_path, escape_controls};
-use std::os::unix::ffi::OsStrExt;
+use crate::escape_controls;
 use std::path::PathBuf;
 use thiserror::Error;
 

@@ -102,6 +102,18 @@ pub(crate) fn is_temp_name(name: &[u8]) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
 }
 
+/// Whether the temporary file `name` is being written by another restore that runs
+/// now: its digits begin with the process id of a process that is alive and not
+/// this one. (A process id used again by then keeps a leftover, which a later
+/// restore removes.)
+fn another_restores(name: &[u8]) -> bool {
+    let digits = &name[name.len() - TEMP_DIGITS..][..8];
+    let pid = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| u32::from_str_radix(d, 16).ok());
+    pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists())
+}
+
 /// A regular file being restored, under its temporary name ([`TEMP_MARK`]) until
 /// [`TempFile::place`] renames it; dropped before, it is removed.
 pub(crate) struct TempFile {
@@ -358,7 +370,9 @@ impl Placer {
             return;
         };
         for e in list.flatten() {
-            if is_temp_name(e.file_name().as_bytes()) && e.file_type().is_ok_and(|t| t.is_file()) {
+            let name = e.file_name();
+            let leftover = is_temp_name(name.as_bytes()) && !another_restores(name.as_bytes());
+            if leftover && e.file_type().is_ok_and(|t| t.is_file()) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -422,13 +436,14 @@ impl Placer {
             }
             EntryType::Fifo | EntryType::CharDevice | EntryType::BlockDevice => {
                 clear(&p, rel)?;
-                let kind = match e.kind {
-                    EntryType::Fifo => SFlag::S_IFIFO,
-                    EntryType::CharDevice => SFlag::S_IFCHR,
-                    _ => SFlag::S_IFBLK,
+                // A fifo has no device number, whatever its entry says.
+                let (kind, rdev) = match e.kind {
+                    EntryType::Fifo => (SFlag::S_IFIFO, 0),
+                    EntryType::CharDevice => (SFlag::S_IFCHR, e.rdev),
+                    _ => (SFlag::S_IFBLK, e.rdev),
                 };
                 sys(
-                    nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), e.rdev as _),
+                    nix::sys::stat::mknod(&p, kind, Mode::from_bits_truncate(0o600), rdev as _),
                     || format!("create {}", p.display()),
                 )?;
                 Ok(None)
@@ -542,6 +557,16 @@ mod tests {
     }
 
     #[test]
+    fn a_temporary_file_of_a_restore_that_runs_now_is_not_a_leftover() {
+        let of = |pid: u32| format!(".f.tapeloom-{pid:08x}00000001").into_bytes();
+        // Process 1 always runs; no process has the largest id; this one's own
+        // files are never another restore's.
+        assert!(another_restores(&of(1)));
+        assert!(!another_restores(&of(u32::MAX)));
+        assert!(!another_restores(&of(std::process::id())));
+    }
+
+    #[test]
     fn temporary_names_are_told_from_others() {
         for name in [&b"f"[..], b".hidden", b"a.tapeloom-x", &[b'n'; 255]] {
             let t = temp_name(name, 0x1234_5678_9abc);
@@ -613,7 +638,8 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let root = t.path().join("out");
         std::fs::create_dir_all(root.join("sub")).unwrap();
-        let leftover = root.join("sub/.f.tapeloom-00000001000000ff");
+        // Written by a process that is gone (no process has so large an id).
+        let leftover = root.join("sub/.f.tapeloom-ffffff00000000ff");
         std::fs::write(&leftover, b"cut").unwrap();
         let theirs = root.join("sub/.f.tapeloom-mine");
         std::fs::write(&theirs, b"someone's").unwrap();
