@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_debian=()
-command -v setpriv >/dev/null || need_debian+=(util-linux)
+# setpriv and unshare (the harness's file system cases) come with util-linux.
+(command -v setpriv && command -v unshare) >/dev/null || need_debian+=(util-linux)
 # fincore counts a file's pages in the page cache.
 command -v fincore >/dev/null || need_debian+=(util-linux-extra)
 command -v python3 >/dev/null || need_debian+=(python3)
@@ -58,3 +59,19 @@ sys.exit(0 if d["pass"] else 1)
 PY
     rm -rf "$trials" "$work"
 done
+# Hostile cartridges (every record and field of FORMAT.md mutated, blocks resealed,
+# the index sidecar damaged) and bad input at the command line (bench/hostile.py).
+echo "== hostile cartridges and bad input"
+trials=$(mktemp)
+work=$(mktemp -d)
+python3 bench/hostile.py --quick --bin target/release/tapeloom --work "$work" > "$trials"
+python3 - "$trials" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["totals"]
+for f in d["failures"]:
+    print(f"  {f['part']}: {f['case']}: {'; '.join(f['failed'])}"[:600])
+print(f"hostile cases ({t['checks']} checks, {t['seconds']} s): {t['passed']} passed, {t['failed']} failed")
+sys.exit(0 if d["pass"] else 1)
+PY
+rm -rf "$trials" "$work"

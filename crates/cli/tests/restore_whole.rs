@@ -413,7 +413,8 @@ fn a_restore_run_again_removes_what_a_killed_one_left() {
         let p = out.join(rel);
         std::fs::remove_file(&p).unwrap();
         let name = p.file_name().unwrap().as_bytes();
-        let temp = [b".", name, b".tapeloom-0000abcd00000007"].concat();
+        // Left by a process that is gone (no process has so large an id).
+        let temp = [b".", name, b".tapeloom-ffffff0000000007"].concat();
         write(&p.with_file_name(OsStr::from_bytes(&temp)), &noise(4, len));
     }
     // Not a temporary name (too few digits): someone's file, kept.

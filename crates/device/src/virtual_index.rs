@@ -62,6 +62,11 @@ impl Object {
     }
 }
 
+/// The most filemarks a rebuild believes between two blocks. A writer leaves one
+/// between segments and one after the label; more in a row come only from damage
+/// (a block header's number), and would each take an object.
+const MAX_FILEMARKS_BETWEEN: u64 = 64;
+
 /// What the index of a cartridge is, once checked against its data.
 #[derive(Debug)]
 pub(crate) struct Checked {
@@ -256,6 +261,12 @@ impl<'a> Reader<'a> {
                 t.backwards = true;
                 break;
             };
+            if n - lbn > MAX_FILEMARKS_BETWEEN {
+                // No writer leaves so many filemarks between two blocks: the number
+                // is damage, and nothing after it is certain.
+                t.certain = false;
+                break;
+            }
             if at > off {
                 // Damaged bytes between two whole blocks: one block when the numbers
                 // leave room for exactly one, else a guess.
