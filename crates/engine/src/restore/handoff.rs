@@ -11,8 +11,9 @@
 //! placing side, given the job's data key ([`crate::job_data_key`]), opens each
 //! one, its tag checked, before decoding it.
 
+use super::plan::Expect;
 use super::plan::{self, select};
-use super::restorer::{Expect, Restorer};
+use super::restorer::Restorer;
 use super::{finish, read_tape, staged, Out, RestoreOptions, RestoreReport};
 use crate::error::{JobError, Result};
 use crate::home::Home;

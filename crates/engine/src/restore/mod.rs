@@ -33,7 +33,7 @@ pub use handoff::{BlockVerify, Listed};
 pub use overwrite::{Kept, Overwrite};
 pub use pit::{restore_set, set_job, set_tree};
 pub use plan::normalize;
-pub use restorer::Expect;
+pub use plan::Expect;
 pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};
 pub use staged::Source;
 

@@ -12,7 +12,8 @@ use crate::error::{JobError, Result};
 use crate::home::Home;
 use crate::media::reader::{SharedLibrary, Streams};
 use crate::restore::merge::{self, Group, Placed};
-use crate::restore::restorer::{Expect, Expected, Restorer, SetWant};
+use crate::restore::plan::Expect;
+use crate::restore::restorer::{Expected, Restorer, SetWant};
 use crate::restore::{
     chains, finish, plan_chains, read_all, which_drives, JobCtx, Read, Reading, RestoreOptions,
     RestoreReport, Shared, Source,

@@ -2,11 +2,10 @@
 //! targets), and the runs of blocks that hold them, in tape order.
 
 use crate::error::{JobError, Result};
-use crate::restore::restorer::Expect;
 use crate::restore::RestoreOptions;
 use std::collections::{HashMap, HashSet};
 use tapeloom_catalog::{Catalog, Extent, FileRow, JobVolume};
-use tapeloom_format::EntryType;
+use tapeloom_format::{Entry, EntryType};
 
 /// Blocks between two wanted runs that are read through rather than skipped by locate.
 const READ_THROUGH: u64 = 2;
@@ -212,6 +211,47 @@ pub fn normalize(p: &[u8]) -> Vec<u8> {
         b".".to_vec()
     } else {
         p.to_vec()
+    }
+}
+
+/// An entry a restore expects to meet on tape, as the catalog lists it (its row,
+/// or the row the server read for it): its stream, type and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    /// The stream that holds it.
+    pub stream: u16,
+    /// Its type (FORMAT.md 5.3).
+    pub kind: u8,
+    /// Its logical size.
+    pub size: u64,
+}
+
+impl Expect {
+    /// The expectation of catalog row `r`.
+    pub(crate) fn of(r: &tapeloom_catalog::FileRow) -> Self {
+        Expect {
+            stream: r.stream,
+            kind: r.kind,
+            size: r.size,
+        }
+    }
+
+    /// Why entry `e`, met on tape, is not the one the catalog lists; `None` when
+    /// it is.
+    pub(crate) fn differs(&self, e: &Entry) -> Option<String> {
+        if self.kind != e.kind as u8 {
+            let listed = EntryType::from_u8(self.kind).map_or("unknown", |k| k.name());
+            return Some(format!(
+                "its entry on tape is a {}, the catalog's a {listed}",
+                e.kind.name()
+            ));
+        }
+        (e.has_data() && self.size != e.size).then(|| {
+            format!(
+                "its entry on tape gives {} bytes, the catalog {} bytes",
+                e.size, self.size
+            )
+        })
     }
 }
 

@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::media::reader::Sink;
 use crate::restore::overwrite::{Overwrite, Verdict};
 use crate::restore::place::{Placer, TempFile};
+use crate::restore::plan::Expect;
 use crate::restore::writers::{Writers, SMALL};
 use crate::restore::RestoreReport;
 use std::collections::{HashMap, HashSet};
@@ -30,47 +31,6 @@ pub(crate) struct Open {
     /// Bytes of its `Data` record taken so far.
     stored: u64,
     failed: Option<String>,
-}
-
-/// An entry a restore expects to meet on tape, as the catalog lists it (its row,
-/// or the row the server read for it): its stream, type and size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expect {
-    /// The stream that holds it.
-    pub stream: u16,
-    /// Its type (FORMAT.md 5.3).
-    pub kind: u8,
-    /// Its logical size.
-    pub size: u64,
-}
-
-impl Expect {
-    /// The expectation of catalog row `r`.
-    pub(crate) fn of(r: &tapeloom_catalog::FileRow) -> Self {
-        Expect {
-            stream: r.stream,
-            kind: r.kind,
-            size: r.size,
-        }
-    }
-
-    /// Why entry `e`, met on tape, is not the one the catalog lists; `None` when
-    /// it is.
-    pub(crate) fn differs(&self, e: &Entry) -> Option<String> {
-        if self.kind != e.kind as u8 {
-            let listed = EntryType::from_u8(self.kind).map_or("unknown", |k| k.name());
-            return Some(format!(
-                "its entry on tape is a {}, the catalog's a {listed}",
-                e.kind.name()
-            ));
-        }
-        (e.has_data() && self.size != e.size).then(|| {
-            format!(
-                "its entry on tape gives {} bytes, the catalog {} bytes",
-                e.size, self.size
-            )
-        })
-    }
 }
 
 /// The entries a restore expects to meet on tape, by job and path: those it

@@ -14,7 +14,8 @@
 
 use super::handoff::{open_handed, opened_payload};
 use super::pit::{plan_set, SetRead, TreePlan, NO_DATA};
-use super::restorer::{Expect, Restorer, SetWant};
+use super::plan::Expect;
+use super::restorer::{Restorer, SetWant};
 use super::{add_drives, finish, Out, RestoreOptions, RestoreReport};
 use crate::error::{JobError, Result};
 use crate::home::Home;
