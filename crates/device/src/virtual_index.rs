@@ -320,13 +320,22 @@ impl<'a> Reader<'a> {
         if last.end() != self.len {
             return Ok(false);
         }
-        let w = self.window(last.offset)?;
+        // Only the header is read: a cartridge being written is opened often (each
+        // look at the library), and its last block may be the largest.
+        let mut w = [0u8; 64];
+        let n = (last.len as usize).min(w.len());
+        let name = self.name;
+        io(
+            || format!("read cartridge {name}"),
+            self.data.read_exact_at(&mut w[..n], last.offset),
+        )?;
         if objects.len() == 1 {
             return Ok(w.starts_with(tapeloom_format::LABEL_MAGIC));
         }
-        Ok(w.starts_with(tapeloom_format::BLOCK_MAGIC)
-            && w.get(40..42) == Some(&[0, 0][..])
-            && w.get(56..60) == Some(&[0, 0, 0, 0][..]))
+        Ok(n == w.len()
+            && w.starts_with(tapeloom_format::BLOCK_MAGIC)
+            && w[40..42] == [0, 0]
+            && w[56..60] == [0, 0, 0, 0])
     }
 }
 
