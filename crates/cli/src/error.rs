@@ -24,24 +24,6 @@ pub enum CliError {
         /// The extent size asked for.
         extent: u64,
     },
-    /// A job without samples of the operation.
-    #[error("job {job} has no {op} samples (jobs written before tapeloom kept them have none)")]
-    NoSamples {
-        /// The job.
-        job: i64,
-        /// backup or restore.
-        op: String,
-    },
-    /// A stored drive health that does not parse.
-    #[error("job {job}: drive health of {barcode} unreadable: {source}")]
-    HealthUnreadable {
-        /// The job.
-        job: i64,
-        /// The cartridge.
-        barcode: String,
-        /// The parser's error.
-        source: serde_json::Error,
-    },
     /// `library exercise` on a library it cannot exercise.
     #[error("the library needs a cartridge in a slot and a drive to exercise")]
     NothingToExercise,

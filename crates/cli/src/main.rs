@@ -9,7 +9,6 @@ mod commands;
 mod duration;
 mod error;
 mod full;
-mod health;
 mod net;
 #[cfg(test)]
 mod numeric_options;

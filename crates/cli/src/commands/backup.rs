@@ -2,18 +2,16 @@
 
 use super::Context;
 use crate::error::CliError;
-use crate::health::{self, CartridgeHealth};
-use crate::output::{self, mb_per_s, Output, PathError};
+use crate::output::{self, Output};
 use crate::size;
 use anyhow::Result;
-use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::{
-    escape_controls, BackupOptions, BackupReport, Compress, DespoolOrder, DriveReport, DriveSet,
-    Progress, Via,
+    escape_controls, BackupOptions, Compress, DespoolOrder, DriveSet, Progress, Via,
 };
 use tapeloom_format::Level;
+pub use tapeloom_proto::backup::BackedUp;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -316,162 +314,6 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     Ok(BackedUp::new(&r, drive_compression))
 }
 
-/// What a backup wrote, and how fast.
-#[derive(Serialize)]
-pub struct BackedUp {
-    job_id: i64,
-    status: &'static str,
-    #[serde(flatten)]
-    set: SetFigures,
-    files: u64,
-    bytes: u64,
-    seconds: f64,
-    mb_per_s: f64,
-    data_seconds: f64,
-    data_mb_per_s: f64,
-    blocks: u64,
-    volumes: Vec<String>,
-    extents: u64,
-    filemarks: u64,
-    max_concurrency: usize,
-    streams: Vec<Stream>,
-    drives: Vec<Drive>,
-    compression: Compression,
-    /// direct or stage.
-    via: &'static str,
-    /// Through the stage: whole or early (`--despool`).
-    despool: Option<&'static str>,
-    /// Through the stage: how often and how long spooling waited for space.
-    stage_waits: Option<StageWaits>,
-    errors: Vec<PathError>,
-}
-
-/// How often and how long spooling waited for stage space.
-#[derive(Serialize)]
-struct StageWaits {
-    count: u64,
-    seconds: f64,
-}
-
-/// One stream: its data and the drive that wrote it.
-#[derive(Serialize)]
-struct Stream {
-    name: String,
-    bytes: u64,
-    files: u64,
-    seconds: f64,
-    mb_per_s: f64,
-    drive: usize,
-    /// Through the stage: the stream's rate onto the stage (its payload over the
-    /// seconds from the job's start until its last block was staged).
-    spool_mb_per_s: Option<f64>,
-    /// Through the stage: seconds from the job's start until its last block was
-    /// staged.
-    spool_seconds: Option<f64>,
-}
-
-/// What compressed the data, and by how much.
-#[derive(Serialize)]
-struct Compression {
-    /// zstd or none.
-    software: &'static str,
-    /// `--drive-compression`: on or off.
-    drive: String,
-    raw_bytes: u64,
-    stored_bytes: u64,
-    ratio: f64,
-    compressed_blocks: u64,
-    stored_as_is_blocks: u64,
-}
-
-/// A job's place in its set, and what its base comparison found.
-#[derive(Serialize)]
-struct SetFigures {
-    set: String,
-    level: &'static str,
-    base_job: Option<i64>,
-    /// Why the job ran at another level than the one asked for.
-    promoted: Option<String>,
-    /// Objects unchanged since the base: neither opened nor stored.
-    unchanged: u64,
-    /// Regular files recorded with their metadata alone.
-    meta_only: u64,
-    /// Paths found deleted since the base.
-    deleted: u64,
-    /// Bytes read from source files, and files opened to be read.
-    source_bytes_read: u64,
-    source_files_opened: u64,
-}
-
-impl BackedUp {
-    pub(crate) fn new(r: &BackupReport, drive_compression: String) -> Self {
-        BackedUp {
-            job_id: r.job_id,
-            status: r.status.as_str(),
-            set: SetFigures {
-                set: r.set.set.clone(),
-                level: r.set.level.name(),
-                base_job: r.set.base.as_ref().map(|b| b.id),
-                promoted: r.set.promoted.clone(),
-                unchanged: r.unchanged,
-                meta_only: r.meta_only,
-                deleted: r.deleted,
-                source_bytes_read: r.source_bytes_read,
-                source_files_opened: r.source_files_opened,
-            },
-            files: r.files,
-            bytes: r.bytes,
-            seconds: r.seconds,
-            mb_per_s: mb_per_s(r.bytes, r.seconds),
-            data_seconds: r.data_seconds,
-            data_mb_per_s: mb_per_s(r.bytes, r.data_seconds),
-            blocks: r.blocks,
-            volumes: r.volumes.clone(),
-            extents: r.extents,
-            filemarks: r.filemarks,
-            max_concurrency: r.max_concurrency,
-            streams: r
-                .streams
-                .iter()
-                .map(|s| Stream {
-                    name: s.name.clone(),
-                    bytes: s.bytes,
-                    files: s.files,
-                    seconds: s.seconds,
-                    mb_per_s: mb_per_s(s.bytes, s.seconds),
-                    drive: s.drive.unwrap_or(0),
-                    spool_mb_per_s: s.spool.map(|(b, secs)| mb_per_s(b, secs)),
-                    spool_seconds: s.spool.map(|(_, secs)| secs),
-                })
-                .collect(),
-            drives: r.drives.iter().map(Drive::new).collect(),
-            compression: Compression {
-                software: if r.software_compression {
-                    "zstd"
-                } else {
-                    "none"
-                },
-                drive: drive_compression,
-                raw_bytes: r.compression_raw_bytes,
-                stored_bytes: r.compression_stored_bytes,
-                ratio: r.compression_raw_bytes as f64 / r.compression_stored_bytes.max(1) as f64,
-                compressed_blocks: r.compressed_blocks.0,
-                stored_as_is_blocks: r.compressed_blocks.1,
-            },
-            via: if r.staged { "stage" } else { "direct" },
-            despool: r.despool.map(|d| match d {
-                DespoolOrder::Whole => "whole",
-                DespoolOrder::Early => "early",
-            }),
-            stage_waits: r.staged.then_some(StageWaits {
-                count: r.stage_waits.0,
-                seconds: r.stage_waits.1,
-            }),
-            errors: PathError::list(&r.errors),
-        }
-    }
-}
-
 impl Output for BackedUp {
     fn print(&self) {
         if let Some(why) = &self.set.promoted {
@@ -515,104 +357,4 @@ pub(crate) fn partial(job: i64, status: &str, errors: usize) -> Option<String> {
     (status == "partial").then(|| {
         format!("job {job} is partial: {errors} source objects could not be backed up (each is named in the output)")
     })
-}
-
-/// One drive of a backup: rate, utilization against the drive's maximum at the
-/// data's compressibility (when the drive has a model), waits and backhitches:
-/// those while the drive's data streamed, and the stops after its last data block
-/// (waiting for the job's other drives, the index, the flush that ends the job).
-/// Utilization counts the time the tape moved or stood during the job, not loads.
-#[derive(Serialize)]
-struct Drive {
-    drive: usize,
-    bytes: u64,
-    mb_per_s: f64,
-    volumes: Vec<String>,
-    streams: Vec<String>,
-    max_concurrency: usize,
-    filemarks: u64,
-    utilization: Option<f64>,
-    backhitches: Option<u64>,
-    stops_after_data: Option<u64>,
-    compression_ratio: Option<f64>,
-    modeled_seconds: Option<f64>,
-    writer_waits: u64,
-    writer_wait_seconds: f64,
-    reader_waits: u64,
-    reader_wait_seconds: f64,
-    drive_compression: Option<bool>,
-    tape_alerts: Option<Vec<String>>,
-    cartridges: Vec<CartridgeHealth>,
-    /// Through the stage: the drive's rate from its first despooled block to its
-    /// last, and the most it takes for this data (when its model says).
-    despool_mb_per_s: Option<f64>,
-    despool_max_mb_per_s: Option<f64>,
-    despool_seconds: Option<f64>,
-    /// The tape's mean speed while it moved, as a share of its top speed step (from
-    /// the drive's model): 1.0 when it streamed at full speed throughout.
-    streaming_speed_share: Option<f64>,
-}
-
-/// The tape's time-weighted mean speed step over its top one, when it moved.
-fn speed_share(s: &tapeloom_device::DriveStats) -> Option<f64> {
-    let top = s.speed_steps_mb_s.last().copied()?;
-    let moving: f64 = s.seconds_at_step.iter().sum();
-    if moving <= 0.0 || top <= 0.0 {
-        return None;
-    }
-    let weighted: f64 = s
-        .speed_steps_mb_s
-        .iter()
-        .zip(&s.seconds_at_step)
-        .map(|(v, t)| v * t)
-        .sum();
-    Some(weighted / moving / top)
-}
-
-impl Drive {
-    fn new(r: &DriveReport) -> Self {
-        let mut d = Drive {
-            drive: r.drive.unwrap_or(0),
-            bytes: r.bytes,
-            mb_per_s: mb_per_s(r.bytes, r.seconds),
-            volumes: r.volumes.clone(),
-            streams: r.streams.clone(),
-            max_concurrency: r.max_concurrency,
-            filemarks: r.filemarks,
-            utilization: None,
-            backhitches: None,
-            stops_after_data: None,
-            compression_ratio: None,
-            modeled_seconds: None,
-            writer_waits: r.writer_waits,
-            writer_wait_seconds: r.writer_wait_seconds,
-            reader_waits: r.reader_waits,
-            reader_wait_seconds: r.reader_wait_seconds,
-            drive_compression: r.drive_compressed,
-            tape_alerts: health::tape_alerts(&r.health),
-            cartridges: health::cartridges(&r.health),
-            despool_mb_per_s: r.despool.as_ref().map(|x| mb_per_s(x.bytes, x.seconds)),
-            despool_max_mb_per_s: r
-                .despool
-                .as_ref()
-                .and_then(|x| x.max_bytes_per_s)
-                .map(|b| b / 1e6),
-            despool_seconds: r.despool.as_ref().map(|x| x.seconds),
-            streaming_speed_share: None,
-        };
-        if let Some(s) = &r.drive_stats {
-            let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
-            let ratio = s.compression_ratio();
-            let top = s.speed_steps_mb_s.last().copied().unwrap_or(0.0) * ratio;
-            let rate = s.host_bytes as f64 / secs / 1e6;
-            let streaming = r.backhitches.unwrap_or(s.backhitches);
-            d.utilization = (top > 0.0).then(|| (rate / top).min(1.0));
-            d.backhitches = Some(streaming);
-            d.stops_after_data = Some(s.backhitches.saturating_sub(streaming));
-            d.compression_ratio = Some(ratio);
-            d.modeled_seconds = Some(s.modeled_seconds);
-            d.streaming_speed_share = speed_share(s);
-        }
-        d
-    }
 }

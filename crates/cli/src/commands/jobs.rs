@@ -5,44 +5,13 @@ use super::Context;
 use crate::net::client::Remote;
 use crate::output::{self, Output};
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
-use tapeloom_catalog::Catalog;
 use tapeloom_engine::escape_controls;
+pub use tapeloom_proto::jobs::{list, Jobs};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     remote: Remote,
-}
-
-/// Every job, oldest first.
-#[derive(Serialize, Deserialize)]
-pub struct Jobs {
-    jobs: Vec<Job>,
-}
-
-/// One job.
-#[derive(Serialize, Deserialize)]
-struct Job {
-    job_id: i64,
-    name: String,
-    /// Its backup set, its level there, and the job its changes are relative to.
-    set: String,
-    level: String,
-    base_job: Option<i64>,
-    status: String,
-    started: String,
-    ended: Option<String>,
-    files: u64,
-    bytes: u64,
-    seconds: f64,
-    block_size: u32,
-    volumes: Vec<String>,
-    /// The short fingerprint of the key an encrypted job needs.
-    key: Option<String>,
-    /// The client (a server token's name) that ran it; none for a job run on the
-    /// server's own machine.
-    client: Option<String>,
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Jobs> {
@@ -51,47 +20,6 @@ pub fn run(a: Args, ctx: &Context) -> Result<Jobs> {
     }
     let home = ctx.open_home()?;
     Ok(list(&home.catalog, |_| true)?)
-}
-
-/// The jobs `visible` lets through.
-pub fn list(
-    cat: &Catalog,
-    visible: impl Fn(&tapeloom_catalog::Job) -> bool,
-) -> tapeloom_catalog::Result<Jobs> {
-    let mut jobs = Vec::new();
-    for j in cat.jobs()?.into_iter().filter(|j| visible(j)) {
-        let volumes = cat
-            .job_volumes(j.id)?
-            .into_iter()
-            .map(|v| v.volume.barcode)
-            .collect();
-        jobs.push(Job {
-            job_id: j.id,
-            name: j.name,
-            set: j.set,
-            level: j.level.name().to_string(),
-            base_job: j.base,
-            status: j.status.as_str().to_string(),
-            started: output::time(j.started_ns),
-            ended: j.ended_ns.map(output::time),
-            files: j.files,
-            bytes: j.bytes,
-            seconds: j.seconds,
-            block_size: j.block_size,
-            volumes,
-            key: j.key.map(|(f, _)| f.chars().take(16).collect()),
-            client: j.client,
-        });
-    }
-    Ok(Jobs { jobs })
-}
-
-impl Jobs {
-    /// The last `n` jobs, oldest first.
-    pub fn last(mut self, n: usize) -> Jobs {
-        self.jobs.drain(..self.jobs.len().saturating_sub(n));
-        self
-    }
 }
 
 impl Output for Jobs {

@@ -12,10 +12,8 @@
 //! sources (`unchanged`, `meta_only`, `source_files_opened`,
 //! `source_bytes_read`), which only this machine knows.
 
-use crate::commands::server::backups::{Begin, BeginStream, Begun, Waiting};
 use crate::net::client::Server;
 use crate::net::error::ServerError;
-use crate::net::http::{Frame, Framed};
 use crate::output::{self, Output};
 use anyhow::Result;
 use std::path::PathBuf;
@@ -24,6 +22,8 @@ use tapeloom_engine::{
     escape_controls, BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan,
 };
 use tapeloom_format::Fingerprint;
+use tapeloom_proto::backup::{Begin, BeginStream, Begun, Waiting};
+use tapeloom_proto::frame::{Frame, Framed};
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
 #[derive(serde::Serialize)]

@@ -4,10 +4,8 @@
 
 use super::Context;
 use crate::error::CliError;
-use crate::health::{self, CartridgeHealth};
 use crate::net::client::Server;
 use crate::net::error::ServerError;
-use crate::net::http::Frame;
 use crate::net::restore::{JobNotice, Notice, Trailer};
 use crate::output::{self, mb_per_s, Output, PathError};
 use anyhow::Result;
@@ -20,6 +18,8 @@ use tapeloom_engine::{
     SetJob, SetSelection, SkipBy, Source,
 };
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
+use tapeloom_proto::frame::Frame;
+use tapeloom_proto::health::{self, CartridgeHealth};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -240,7 +240,7 @@ fn remote(
     opts: &RestoreOptions,
 ) -> Result<Restored> {
     let mut query: Vec<String> = (opts.paths.iter())
-        .map(|p| format!("path={}", crate::net::http::percent_encode(p)))
+        .map(|p| format!("path={}", tapeloom_proto::frame::percent_encode(p)))
         .collect();
     // Given a key file, the blocks are opened here, whatever keys the server holds.
     if !keys.is_empty() {
@@ -371,7 +371,7 @@ fn remote_set(
     keys: Vec<MasterKey>,
     opts: &RestoreOptions,
 ) -> Result<Restored> {
-    let enc = crate::net::http::percent_encode;
+    let enc = tapeloom_proto::frame::percent_encode;
     let mut query = vec![format!("set={}", enc(set.as_bytes()))];
     query.extend(at.map(|t| format!("at={}", enc(t.as_bytes()))));
     query.extend((opts.paths.iter()).map(|p| format!("path={}", enc(p))));

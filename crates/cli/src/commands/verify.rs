@@ -8,13 +8,14 @@
 use super::Context;
 use crate::net::client::{Remote, Server};
 use crate::net::error::ServerError;
-use crate::net::http::Frame;
 use crate::net::restore::{JobNotice, Notice, Trailer};
 use crate::output::Output;
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tapeloom_engine::{escape_controls, BlockVerify, Listed};
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
+use tapeloom_proto::frame::Frame;
+pub use tapeloom_proto::verify::{Ask, Pending, Verified};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,34 +29,6 @@ pub struct Args {
     key: super::key::KeyArg,
     #[command(flatten)]
     remote: Remote,
-}
-
-/// What a client asks of a server's verify (`POST /api/jobs/ID/verify`).
-#[derive(Serialize, Deserialize, Default)]
-pub struct Ask {
-    /// The server's drive to read with.
-    pub drive: Option<usize>,
-}
-
-/// What the reading found.
-#[derive(Serialize, Deserialize)]
-pub struct Verified {
-    job_id: i64,
-    ok: bool,
-    blocks_checked: u64,
-    bad_blocks: Vec<BadBlock>,
-    files_checked: u64,
-    files_affected: Vec<String>,
-    files_missing: u64,
-    bytes_read_from_tape: u64,
-    seconds: f64,
-}
-
-/// A block whose checksum failed, by cartridge and logical block.
-#[derive(Serialize, Deserialize)]
-struct BadBlock {
-    volume: String,
-    block: u64,
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
@@ -204,36 +177,6 @@ impl Checking {
         match key {
             Some((tag, key)) => bv.with_key(tag, key),
             None => bv,
-        }
-    }
-}
-
-/// A server's verify not over yet: ask `GET /api/verifies/{verify}`.
-#[derive(Serialize, Deserialize)]
-pub struct Pending {
-    /// The verify's number on the server.
-    pub verify: u64,
-    /// The job it reads.
-    pub job_id: i64,
-}
-
-impl Verified {
-    /// The document of what the engine's verify of `job_id` found.
-    pub fn new(job_id: i64, r: tapeloom_engine::VerifyReport) -> Self {
-        Verified {
-            job_id,
-            ok: r.ok,
-            blocks_checked: r.blocks_checked,
-            bad_blocks: r
-                .bad_blocks
-                .into_iter()
-                .map(|(volume, block)| BadBlock { volume, block })
-                .collect(),
-            files_checked: r.files_checked,
-            files_affected: r.files_affected,
-            files_missing: r.files_missing,
-            bytes_read_from_tape: r.bytes_read_from_tape,
-            seconds: r.seconds,
         }
     }
 }

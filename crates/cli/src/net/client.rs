@@ -125,11 +125,11 @@ impl Server {
     pub fn post_frames(
         &self,
         path: &str,
-        frames: impl Iterator<Item = super::http::Framed>,
+        frames: impl Iterator<Item = tapeloom_proto::frame::Framed>,
     ) -> Result<(u16, Vec<u8>), ServerError> {
         let head = "Content-Type: application/vnd.tapeloom.frames\r\n";
         self.exchange("POST", path, head, |w| {
-            super::http::write_framed(w, frames).map(|_| ())
+            tapeloom_proto::frame::write_framed(w, frames).map(|_| ())
         })
     }
 
@@ -163,15 +163,15 @@ impl Server {
         &self,
         path: &str,
         max_frame: usize,
-        mut each: impl FnMut(super::http::Frame) -> Result<(), E>,
+        mut each: impl FnMut(tapeloom_proto::frame::Frame) -> Result<(), E>,
     ) -> Result<Vec<u8>, E> {
         let (mut tls, pinned, rest) = self.get_ok(path)?;
         let fault = |e| self.io_fault(&pinned, e);
-        let bad = |e: super::http::HttpError| match e {
-            super::http::HttpError::Io(e) => fault(e),
+        let bad = |e: tapeloom_proto::frame::FrameError| match e {
+            tapeloom_proto::frame::FrameError::Io(e) => fault(e),
             e => ServerError::BadAnswer(e.to_string()),
         };
-        let mut frames = super::http::Frames::new(rest, max_frame);
+        let mut frames = tapeloom_proto::frame::Frames::new(rest, max_frame);
         while let Some(f) = frames.next_frame(&mut tls).map_err(bad)? {
             each(f)?;
         }

@@ -11,9 +11,6 @@
 //! - `restore.rs`: a restore's answer on the wire: `Notice`, `Trailer`.
 //! - `base.rs`: a base's tree on the wire, a row a line.
 
-pub mod base;
 pub mod client;
-pub mod error;
 pub mod http;
-pub mod restore;
-pub mod tls;
+pub use tapeloom_proto::{base, error, restore, tls};

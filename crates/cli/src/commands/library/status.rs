@@ -3,7 +3,6 @@
 use crate::output::{self, Output};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tapeloom_catalog::Volume;
 use tapeloom_device::{DriveHealth, VolumeStatistics};
 use tapeloom_engine::{escape_controls, Home};
 
@@ -48,17 +47,7 @@ struct Cartridge {
     notes: Vec<String>,
 }
 
-/// What a cartridge is: cleaning, its volume's state when the catalog knows it,
-/// else blank or foreign by the bytes on it (`used`), or unknown.
-pub fn cartridge_state(barcode: &str, v: Option<&Volume>, used: Option<u64>) -> String {
-    match (v, used) {
-        _ if tapeloom_device::is_cleaning(barcode) => "cleaning".into(),
-        (Some(v), _) => v.status.to_string(),
-        (None, Some(0)) => "blank".into(),
-        (None, Some(_)) => "foreign".into(),
-        (None, None) => "unknown".into(),
-    }
-}
+pub use tapeloom_proto::library::cartridge_state;
 
 pub fn run(home: &Home) -> Result<Status> {
     let mut lib = home.library().context("open the library")?;

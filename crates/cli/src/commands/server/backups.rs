@@ -30,17 +30,17 @@
 //! the token that began a job may send its streams or ask for its end.
 
 use super::api::Answer;
-use super::queue::{Counters, State};
+use super::queue::Counters;
 use super::serve::{Shared, Tls};
 use super::spool::{Budget, Closed, Item, StreamSpool};
-use crate::net::http::{Frame, Framed, Frames, HttpError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
-use tapeloom_format::Level;
+use tapeloom_proto::backup::{level_named, Begin, Begun, State, Waiting};
+use tapeloom_proto::frame::{Frame, Framed, Frames};
 
 /// The largest deletions document the server reads.
 const MAX_DELETIONS_BYTES: u64 = 256 << 20;
@@ -51,95 +51,6 @@ pub const LONG_POLL: Duration = Duration::from_secs(20);
 
 /// How long a job's outcome waits for its client to ask for it.
 const KEEP_OUTCOME: Duration = Duration::from_secs(3600);
-
-/// A job as a client asks for it.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub struct Begin {
-    /// The job's name.
-    pub name: String,
-    /// Its set (default: its name).
-    pub set: Option<String>,
-    /// The media pool (default: `default`).
-    pub pool: Option<String>,
-    /// Block size in bytes.
-    pub block_size: usize,
-    /// Its streams, ids 1, 2, ... in order.
-    pub streams: Vec<BeginStream>,
-    /// The level asked for: full, incremental or differential (default full).
-    #[serde(default = "full")]
-    pub level: String,
-    /// The fingerprint (hex) of the key the client asks the job encrypted with
-    /// (`backup --encrypt FILE`): the server encrypts it with its own copy of that
-    /// key, over the pool's, and refuses the job when it does not hold it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encrypt: Option<String>,
-}
-
-fn full() -> String {
-    Level::Full.name().to_string()
-}
-
-/// The level named `name`.
-pub fn level_named(name: &str) -> Option<Level> {
-    [Level::Full, Level::Incremental, Level::Differential]
-        .into_iter()
-        .find(|l| l.name() == name)
-}
-
-/// One stream of a [`Begin`].
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub struct BeginStream {
-    /// Its name.
-    pub name: String,
-    /// The source path on the client.
-    pub source: String,
-    /// Its root in the job's namespace.
-    pub root: String,
-}
-
-/// What the client packs its blocks with.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub struct Begun {
-    /// The backup's number in the server's queue (the `ID` of its requests).
-    pub backup: u64,
-    /// The job's tag, in every block.
-    pub tag: u64,
-    /// Its block size.
-    pub block_size: usize,
-    /// The level it runs at (none from an older server: full).
-    #[serde(default)]
-    pub level: Option<String>,
-    /// The job its changes are relative to, for an incremental or differential.
-    #[serde(default)]
-    pub base_job: Option<i64>,
-    /// Why it runs at another level than the one asked for.
-    #[serde(default)]
-    pub promoted: Option<String>,
-    /// Bytes each block leaves free after its payload: the nonce and tag of a
-    /// job the server encrypts (none from an older server: 0).
-    #[serde(default)]
-    pub tail: usize,
-    /// The fingerprint of the key the server encrypts the job with (the one the
-    /// client named, else its pool's); none for a job written in clear.
-    #[serde(default)]
-    pub encrypt: Option<String>,
-    /// How often a stream with nothing to send says its client is alive (a
-    /// keepalive frame), in milliseconds; none from an older server, which takes
-    /// no keepalive.
-    #[serde(default)]
-    pub keepalive_ms: Option<u64>,
-}
-
-/// A job not yet let in, or not yet over.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub struct Waiting {
-    /// The backup's number.
-    pub backup: u64,
-    /// Where it is: waiting, receiving or writing.
-    pub state: State,
-    /// Jobs ahead of it in the queue (waiting for a place, or for a drive).
-    pub ahead: usize,
-}
 
 /// How a job ended: the backup document, or why it failed.
 pub type Outcome = Result<Vec<u8>, String>;
@@ -596,7 +507,7 @@ pub fn receive(
 /// The item of what came next of a stream, each block checked with `check`; else
 /// the status to answer and why the job fails.
 fn item_of(
-    next: Result<Option<Framed>, HttpError>,
+    next: Result<Option<Framed>, tapeloom_proto::frame::FrameError>,
     check: &mut BlockCheck,
 ) -> Result<Item, (u16, String)> {
     match next {
@@ -613,7 +524,7 @@ fn item_of(
         Err(e) => {
             let why = format!("the client's frames: {e}");
             match e {
-                HttpError::Io(_) => Err((409, why)),
+                tapeloom_proto::frame::FrameError::Io(_) => Err((409, why)),
                 _ => Err((e.status().unwrap_or(400), why)),
             }
         }

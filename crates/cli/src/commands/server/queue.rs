@@ -11,21 +11,7 @@ use tapeloom_engine::Progress;
 /// Ended entries kept for the status page.
 const RECENT: usize = 50;
 
-/// Where a queued job is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    /// Waiting for a place (a limit of its client or of the drives).
-    Waiting,
-    /// Its client sends its blocks; they wait on the server's spool.
-    Receiving,
-    /// On a drive.
-    Writing,
-    /// Ended well (ok or partial).
-    Ended,
-    /// Failed.
-    Failed,
-}
+pub use tapeloom_proto::backup::State;
 
 /// One entry as shown.
 #[derive(Debug, Clone, serde::Serialize)]

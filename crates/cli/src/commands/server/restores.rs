@@ -20,7 +20,7 @@
 
 use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
-use crate::net::http::{Frame, Request};
+use crate::net::http::Request;
 use crate::net::restore::{JobNote, Notice, Trailer};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -30,6 +30,7 @@ use tapeloom_engine::{
     SetSelection,
 };
 use tapeloom_format::DataKey;
+use tapeloom_proto::frame::Frame;
 
 /// What the route did: a refusal not yet written, or the answer streamed.
 pub enum Served {
@@ -147,7 +148,7 @@ impl FrameOut<'_> {
     fn frame(&mut self, f: Frame) -> std::io::Result<()> {
         let (flag, b) = match f {
             Frame::Block(b) => (0, b),
-            Frame::Note(b) => (crate::net::http::NOTE_FLAG, b),
+            Frame::Note(b) => (tapeloom_proto::frame::NOTE_FLAG, b),
         };
         self.raw(flag, &b)
     }
@@ -155,7 +156,7 @@ impl FrameOut<'_> {
     fn raw(&mut self, flag: u32, b: &[u8]) -> std::io::Result<()> {
         let len = u32::try_from(b.len())
             .ok()
-            .filter(|l| l & crate::net::http::NOTE_FLAG == 0)
+            .filter(|l| l & tapeloom_proto::frame::NOTE_FLAG == 0)
             .ok_or_else(|| std::io::Error::other("a frame of 2 GiB or more"))?;
         self.tls.write_all(&(len | flag).to_le_bytes())?;
         self.tls.write_all(b)

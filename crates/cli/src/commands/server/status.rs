@@ -10,7 +10,6 @@ use super::api::{may_see, Answer};
 use super::queue::{Entry, Live};
 use super::serve::Shared;
 use crate::commands::{jobs, library, report};
-use crate::error::CliError;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -389,8 +388,8 @@ pub fn report_svg(cat: &Catalog, token: &Token, id: &str) -> Result<Answer, Erro
         }),
         Err(e) => match e.downcast::<Error>() {
             Ok(e) => Err(e),
-            Err(e) => match e.downcast_ref::<CliError>() {
-                Some(no @ CliError::NoSamples { .. }) => Ok(Answer::error(404, &no.to_string())),
+            Err(e) => match e.downcast_ref::<tapeloom_proto::report::NoSamples>() {
+                Some(no) => Ok(Answer::error(404, &no.to_string())),
                 _ => {
                     server_log!("draw job {id}: {e:#}");
                     Ok(Answer::error(500, &format!("draw job {id}: {e}")))

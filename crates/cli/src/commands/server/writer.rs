@@ -13,7 +13,7 @@
 //! A slow client's job thus waits on the spool until it is whole, and the drive
 //! serves the others meanwhile: it never waits for a slow client.
 
-use super::backups::{self, Begin, Job, Outcome};
+use super::backups::{self, Job, Outcome};
 use super::queue::State;
 use super::serve::Shared;
 use super::spool::{Item, StreamSpool};
@@ -26,6 +26,7 @@ use tapeloom_catalog::{JobState, Stream};
 use tapeloom_engine::{
     BackupOptions, Home, Inlet, Progress, ReceivedChanges, RemotePlan, RemoteStream,
 };
+use tapeloom_proto::backup::Begin;
 
 /// The file of a job's spool folder that says what the job is.
 pub const META: &str = "job.json";

@@ -27,7 +27,7 @@
 //! follow it.
 
 use super::error::ServerError;
-use super::http::Frame;
+use crate::frame::Frame;
 use serde::{Deserialize, Serialize};
 use tapeloom_engine::Expect;
 

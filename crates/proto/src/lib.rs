@@ -1,0 +1,32 @@
+//! What tapeloom's server and its clients share, so that both ends read one
+//! definition of everything that crosses the network:
+//!
+//! - `frame`: the frames of a stream's body (blocks, notes, keepalives) and the
+//!   escapes of a query.
+//! - `backup`, `verify`, `restore`: each operation's documents and notes on the
+//!   wire. `base`: a base's tree, a row a line.
+//! - `jobs`, `ls`, `report`, `library`, `health`, `fmt`: the documents the commands
+//!   print with `--json` and the server answers with, made from a catalog.
+//! - `tls`: the server's certificate and its fingerprint, and the client's
+//!   pinning verifier. `error`: [`ServerError`], what either end refuses.
+//!
+//! Nothing here opens a socket or speaks HTTP: the server (`tapeloom-server`)
+//! and the client (`tapeloom-client`) carry these over their transport.
+
+#![forbid(unsafe_code)]
+
+pub mod backup;
+pub mod base;
+pub mod error;
+pub mod fmt;
+pub mod frame;
+pub mod health;
+pub mod jobs;
+pub mod library;
+pub mod ls;
+pub mod report;
+pub mod restore;
+pub mod tls;
+pub mod verify;
+
+pub use error::ServerError;

@@ -1,0 +1,141 @@
+//! A job's entries under a path, or a backup set's tree at one of its jobs, as
+//! `tapeloom ls` prints them and `GET /api/jobs/ID/files` and `GET /api/sets/NAME/files`
+//! answer.
+
+use crate::fmt::time;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use tapeloom_catalog::{Catalog, FileRow, JobVolume};
+use tapeloom_engine::{display_path, JobError};
+
+/// A job's entries under a path. For people each entry is printed as it is read
+/// (a job can hold millions), so `entries` is filled only for `--json` (and by
+/// the server, which sends them all).
+#[derive(Serialize, Deserialize)]
+pub struct Listing {
+    pub job_id: i64,
+    /// The backup set listed as it was at `job_id`, for `--set`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
+    pub entries: Vec<Entry>,
+}
+
+/// One entry and where its data starts on tape.
+#[derive(Serialize, Deserialize)]
+pub struct Entry {
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+    pub mode: u32,
+    pub mtime: String,
+    pub mtime_ns: i64,
+    pub volume: String,
+    pub block: u64,
+    pub offset: u32,
+}
+
+/// Hands each entry of job `job` under `path` (all when none) to `each`; refuses a
+/// job or a path the catalog does not have.
+pub fn list_job(
+    cat: &Catalog,
+    job: i64,
+    path: Option<&[u8]>,
+    each: &mut dyn FnMut(Entry),
+) -> tapeloom_engine::Result<()> {
+    cat.job(job)?
+        .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
+    let vols = cat.job_volumes(job)?;
+    let prefix = path.map(tapeloom_engine::normalize);
+    let mut count = 0u64;
+    cat.for_each_file(job, prefix.as_deref(), |r| {
+        count += 1;
+        each(Entry::new(&r, &vols));
+        Ok(())
+    })?;
+    if let (0, Some(p)) = (count, prefix) {
+        let path = display_path(&p);
+        return Err(tapeloom_engine::Error::Job(JobError::NoPath { job, path }));
+    }
+    Ok(())
+}
+
+/// Every entry of job `job` under `path`, as one document.
+pub fn job_listing(
+    cat: &Catalog,
+    job: i64,
+    path: Option<&[u8]>,
+) -> tapeloom_engine::Result<Listing> {
+    let mut entries = Vec::new();
+    list_job(cat, job, path, &mut |e| entries.push(e))?;
+    Ok(Listing {
+        job_id: job,
+        set: None,
+        entries,
+    })
+}
+
+/// The listing of set `set` at `at` under `path`: each entry handed to `each`,
+/// kept when it says so. `visible` is asked of every job whose rows the tree
+/// holds; a tree with a row of a job it refuses is [`JobError::NoJob`] of the
+/// set's job, as for a set that does not exist.
+pub fn set_listing(
+    cat: &Catalog,
+    (set, at, path): (&str, Option<&str>, Option<&[u8]>),
+    visible: impl Fn(&tapeloom_catalog::Job) -> bool,
+    mut each: impl FnMut(&Entry) -> bool,
+) -> Result<Listing, tapeloom_engine::Error> {
+    let paths: Vec<Vec<u8>> = path.iter().map(|p| p.to_vec()).collect();
+    let (job, tree) = tapeloom_engine::set_tree(cat, set, at, &paths)?;
+    let mut vols: HashMap<i64, Vec<JobVolume>> = HashMap::new();
+    let mut entries = Vec::new();
+    for f in tree.values() {
+        let v = match vols.entry(f.job) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let shown = cat.job(f.job)?.is_some_and(|j| visible(&j));
+                if !shown {
+                    return Err(JobError::NoJob(job.id).into());
+                }
+                e.insert(cat.job_volumes(f.job)?)
+            }
+        };
+        let e = Entry::new(&f.row, v);
+        if each(&e) {
+            entries.push(e);
+        }
+    }
+    if !visible(&job) {
+        return Err(JobError::NoJob(job.id).into());
+    }
+    Ok(Listing {
+        job_id: job.id,
+        set: Some(set.to_string()),
+        entries,
+    })
+}
+
+impl Entry {
+    /// Row `r` of a job whose volumes are `vols`.
+    pub fn new(r: &FileRow, vols: &[JobVolume]) -> Self {
+        let volume = vols
+            .iter()
+            .find(|v| v.seq == r.start_seq)
+            .map(|v| v.volume.barcode.as_str())
+            .unwrap_or("?");
+        Entry {
+            path: display_path(&r.path),
+            kind: tapeloom_format::EntryType::from_u8(r.kind)
+                .map(|k| k.name())
+                .unwrap_or("?")
+                .to_string(),
+            size: r.size,
+            mode: r.mode,
+            mtime: time(r.mtime_ns),
+            mtime_ns: r.mtime_ns,
+            volume: volume.to_string(),
+            block: r.start_lbn,
+            offset: r.start_off,
+        }
+    }
+}
