@@ -117,7 +117,7 @@ pub struct Args {
     /// sources, the server writes the blocks to its drives and records the job
     /// for this client's token.
     #[command(flatten)]
-    remote: crate::net::client::Remote,
+    remote: crate::net::Remote,
 }
 
 /// `--level`: full, incremental or differential.
@@ -259,7 +259,7 @@ pub fn run_any(a: Args, ctx: &Context, json: bool) -> Result<i32> {
         return output::emit(&run(a, ctx)?, json);
     };
     if a.via != "direct" {
-        return Err(super::remote_backup::NotWithServer("via").into());
+        return Err(tapeloom_client::backup::NotWithServer("via").into());
     }
     // The key is named by its fingerprint, read from the key file without its
     // passphrase: the server encrypts with its own copy, the key stays here.
@@ -268,7 +268,7 @@ pub fn run_any(a: Args, ctx: &Context, json: bool) -> Result<i32> {
         None => None,
     };
     let (sources, opts) = a.options()?;
-    let sent = super::remote_backup::run(&server, &sources, (&opts, encrypt))?;
+    let sent = tapeloom_client::backup::run(&server, &sources, (&opts, encrypt))?;
     output::emit(&sent, json)
 }
 
@@ -357,4 +357,28 @@ pub(crate) fn partial(job: i64, status: &str, errors: usize) -> Option<String> {
     (status == "partial").then(|| {
         format!("job {job} is partial: {errors} source objects could not be backed up (each is named in the output)")
     })
+}
+
+impl Output for tapeloom_client::backup::Sent {
+    fn print(&self) {
+        let s = &self.summary;
+        outln!(
+            "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
+            s.job_id,
+            s.status,
+            s.files,
+            output::bytes(s.bytes),
+            s.seconds,
+            s.mb_per_s,
+            escape_controls(&s.volumes.join(", "))
+        );
+        for e in &s.errors {
+            outln!("  not backed up: {}: {}", e.path, e.reason);
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        let s = &self.summary;
+        partial(s.job_id, &s.status, s.errors.len())
+    }
 }

@@ -2,11 +2,11 @@
 //! server (`--server`), which answers with the same document.
 
 use super::Context;
-use crate::net::client::Remote;
+use crate::net::Remote;
 use crate::output::{self, Output};
 use anyhow::Result;
 use tapeloom_engine::escape_controls;
-pub use tapeloom_proto::jobs::{list, Jobs};
+use tapeloom_proto::jobs::{list, Jobs};
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -2,14 +2,14 @@
 //! NAME [--at TIME] [PATH]`: a backup set's tree as it was at one of its jobs.
 
 use super::Context;
-use crate::net::client::Remote;
+use crate::net::Remote;
 use crate::output::Output;
 use anyhow::Result;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_catalog::Catalog;
 use tapeloom_engine::escape_controls;
-pub use tapeloom_proto::ls::{job_listing, list_job, set_listing, Entry, Listing};
+use tapeloom_proto::ls::{list_job, set_listing, Entry, Listing};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -103,7 +103,7 @@ fn print_entry(e: &Entry) {
 impl Output for Listing {
     fn print(&self) {
         for e in &self.entries {
-            print_entry(&e);
+            print_entry(e);
         }
     }
 }

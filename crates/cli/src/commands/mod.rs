@@ -17,7 +17,6 @@ pub mod man;
 pub mod pool;
 pub mod queue;
 pub mod readrate;
-pub mod remote_backup;
 pub mod report;
 pub mod restore;
 pub mod server;

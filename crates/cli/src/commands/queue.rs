@@ -3,7 +3,7 @@
 //! own).
 
 use super::Context;
-use crate::net::client::Remote;
+use crate::net::Remote;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,7 @@ struct Entry {
 pub fn run(a: Args, _ctx: &Context) -> Result<Queue> {
     match a.remote.resolve()? {
         Some(server) => Ok(server.get_json("/api/queue")?),
-        None => Err(crate::net::error::ServerError::NoServer("queue").into()),
+        None => Err(tapeloom_proto::ServerError::NoServer("queue").into()),
     }
 }
 

@@ -5,7 +5,6 @@ use super::Context;
 use crate::output::Output;
 use anyhow::Result;
 use std::path::PathBuf;
-pub use tapeloom_proto::report::svg;
 use tapeloom_proto::report::Drawn;
 
 #[derive(clap::Args)]

@@ -6,16 +6,12 @@
 //! it ([`tapeloom_engine::BlockVerify`]); nothing is written.
 
 use super::Context;
-use crate::net::client::{Remote, Server};
-use crate::net::error::ServerError;
-use crate::net::restore::{JobNotice, Notice, Trailer};
+use crate::net::Remote;
 use crate::output::Output;
 use anyhow::Result;
-use serde::Deserialize;
-use tapeloom_engine::{escape_controls, BlockVerify, Listed};
-use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
-use tapeloom_proto::frame::Frame;
-pub use tapeloom_proto::verify::{Ask, Pending, Verified};
+use tapeloom_engine::escape_controls;
+pub use tapeloom_proto::verify::Verified;
+use tapeloom_proto::ServerError;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,146 +35,14 @@ pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
                 return Err(ServerError::NotServed("verify --key --drive").into());
             }
             // The key file is read and unlocked before the server is asked.
-            return keyed(&server, a.job, a.key.keys()?);
+            return tapeloom_client::verify::keyed(&server, a.job, a.key.keys()?);
         }
-        return Ok(remote(&server, a.job, a.drive)?);
+        return Ok(tapeloom_client::verify::remote(&server, a.job, a.drive)?);
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
     let r = tapeloom_engine::verify(&home, a.job, a.drive)?;
     Ok(Verified::new(a.job, r))
-}
-
-/// Verifies job `job` on `server`'s drives: the server answers at once or, for a
-/// long reading, with the number of its verify, asked again until it is over.
-fn remote(server: &Server, job: i64, drive: Option<usize>) -> Result<Verified, ServerError> {
-    let (status, body) = server.post_raw(&format!("/api/jobs/{job}/verify"), &Ask { drive })?;
-    let (status, body) = match status {
-        202 => {
-            let w: Pending =
-                serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
-            super::remote_backup::until_over(
-                server,
-                &format!("/api/verifies/{}", w.verify),
-                |s, p| s.get(p),
-            )?
-        }
-        _ => (status, body),
-    };
-    if status != 200 {
-        return Err(crate::net::client::refusal(status, &body));
-    }
-    serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))
-}
-
-/// Verifies job `job` through `server` with the master keys `keys`: the job's
-/// listing (`GET /api/jobs/ID/files`) gives the entries expected and where they
-/// start, then its whole restore's blocks are checked here as they come. The
-/// blocks and bytes checked are those the server read for it.
-fn keyed(server: &Server, job: i64, keys: Vec<MasterKey>) -> Result<Verified> {
-    let listing: Listing = server.get_json(&format!("/api/jobs/{job}/files"))?;
-    let mut checking = Checking {
-        job,
-        keys,
-        listing: Some(listing.entries),
-        bv: None,
-    };
-    let path = format!("/api/jobs/{job}/restore");
-    let trailer =
-        server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| checking.frame(f))?;
-    let t: Trailer = serde_json::from_slice(&trailer)
-        .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
-    if let Some(e) = t.error {
-        return Err(ServerError::Failed(e).into());
-    }
-    let mut r = checking.done().finish();
-    r.bytes_read_from_tape = t.bytes_read_from_tape;
-    Ok(Verified::new(job, r))
-}
-
-/// The part of a job's listing a verify through the server needs.
-#[derive(Deserialize)]
-struct Listing {
-    entries: Vec<ListedEntry>,
-}
-
-#[derive(Deserialize)]
-struct ListedEntry {
-    path: String,
-    volume: String,
-    block: u64,
-}
-
-/// A verify through the server as its frames come: the job's key opened from
-/// its note, then the checking started at the first other frame.
-struct Checking {
-    job: i64,
-    /// The master keys given (`--key`).
-    keys: Vec<MasterKey>,
-    /// The job's entries, until the checking starts.
-    listing: Option<Vec<ListedEntry>>,
-    bv: Option<BlockVerify>,
-}
-
-impl Checking {
-    /// Takes one frame of the answer.
-    fn frame(&mut self, f: Frame) -> Result<()> {
-        let note = match f {
-            Frame::Block(b) => return Ok(self.started(None).block(&b)?),
-            Frame::Note(n) => Notice::parse(&n)
-                .ok_or_else(|| ServerError::BadAnswer("a note of no kind".into()))?,
-        };
-        match note.of_job()? {
-            JobNotice::JobKey(record) if self.bv.is_none() => {
-                let key = tapeloom_engine::job_data_key(&self.keys, self.job, &record)?;
-                self.started(Some(key));
-            }
-            JobNotice::JobKey(_) => {
-                let e = "the job's key after its first frame";
-                return Err(ServerError::BadAnswer(e.into()).into());
-            }
-            JobNotice::LeftOut(p) => self.started(None).left_out(p),
-            JobNotice::Bad(p, why) => self.started(None).bad(&p, &why),
-            JobNotice::Row(p, x) => self.started(None).expect(p, x),
-            JobNotice::Want(_) => {}
-        }
-        Ok(())
-    }
-
-    /// The checking, started at the first frame (given the job's tag and data
-    /// key when that frame is its key).
-    fn started(&mut self, key: Option<(u64, DataKey)>) -> &mut BlockVerify {
-        let bv = match self.bv.take() {
-            Some(bv) => bv,
-            None => self.fresh(key),
-        };
-        self.bv.insert(bv)
-    }
-
-    /// The checking, once every frame came (started when none did).
-    fn done(mut self) -> BlockVerify {
-        match self.bv.take() {
-            Some(bv) => bv,
-            None => self.fresh(None),
-        }
-    }
-
-    /// A new checking of the listed entries, given the job's data key when it is
-    /// encrypted.
-    fn fresh(&mut self, key: Option<(u64, DataKey)>) -> BlockVerify {
-        let listed = (self.listing.take().unwrap_or_default().into_iter())
-            .map(|e| Listed {
-                path: e.path,
-                volume: e.volume,
-                block: e.block,
-            })
-            .collect();
-        let bv = BlockVerify::new(listed);
-        match key {
-            Some((tag, key)) => bv.with_key(tag, key),
-            None => bv,
-        }
-    }
 }
 
 impl Output for Verified {

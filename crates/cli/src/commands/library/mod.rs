@@ -9,8 +9,6 @@ mod protect;
 mod status;
 mod trim;
 
-pub(crate) use status::cartridge_state;
-
 use super::Context;
 use crate::error::{self, Hint};
 use crate::output::emit;

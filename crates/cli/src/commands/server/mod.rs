@@ -1,62 +1,12 @@
-//! `tapeloom server`: a daemon that serves the home's catalog to clients over TLS
-//! (HTTP/1.1 and JSON), and writes their backups to its library. What it shares with the clients (TLS, HTTP, the client
-//! itself) is in `crate::net`.
-//!
-//! - `config.rs`: the TOML configuration, flags over it.
-//! - `serve.rs`: the listener and one thread per connection.
-//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
-//! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
-//!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
-//!   drives' thread, which takes the jobs from the spool one at a time.
-//! - `queue.rs`: what the queue, the status page and `/metrics` show of the jobs.
-//! - `token.rs`: `server token add|list|revoke`.
-//! - `verifies.rs`: a client's verify, read on the server's drives.
-//! - `status.rs`: the status page and `GET /api/status`.
-//! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
-//!   the server runs itself.
-//! - `keys.rs`: the `[[encryption_key]]` key files the server holds, unlocked at
-//!   its start.
-//!
-//! The server holds no lock on the home but while a job is on its drives (or a
-//! restore reads): it reads the catalog beside the commands that change it
-//! (SQLite's WAL), so local commands and token changes go on while it runs.
+//! `tapeloom server`: runs the server of `tapeloom-server` in the foreground, and
+//! `server token add|list|revoke` (`token.rs`) manages the tokens clients give it.
 
-/// A line of the server's log on stderr: `tapeloom server: ` and the message,
-/// escaped for people (`escape_controls`), since the names of jobs, sets and
-/// clients in it come from clients.
-macro_rules! server_log {
-    ($($arg:tt)*) => {
-        eprintln!(
-            "tapeloom server: {}",
-            tapeloom_engine::escape_controls(&format!($($arg)*))
-        )
-    };
-}
-
-mod api;
-pub(crate) mod backups;
-mod calendar;
-mod config;
-mod keys;
-mod metrics;
-mod queue;
-pub(crate) mod restores;
-mod schedule;
-mod serve;
-mod spool;
-mod status;
 mod token;
-mod verifies;
-mod writer;
 
 use crate::commands::Context;
-use crate::net::error::ServerError;
-use crate::net::tls;
 use anyhow::Result;
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::Arc;
-use tapeloom_engine::Home;
+use tapeloom_server::{config, Listening, Server};
 
 /// `--listen`: an address, a colon and a port from 0 to 65535, whose port is
 /// checked here; the address is looked up when the server starts.
@@ -100,15 +50,6 @@ enum Cmd {
     Token(token::Cmd),
 }
 
-/// What the server says when it starts listening: clients need both.
-#[derive(serde::Serialize)]
-struct Listening {
-    /// `https://ADDR:PORT`, the port the one listened on (when 0 was asked).
-    url: String,
-    /// The certificate's SHA-256, which clients pin.
-    fingerprint: String,
-}
-
 impl crate::output::Output for Listening {
     fn print(&self) {
         outln!("listening on {}", self.url);
@@ -140,49 +81,12 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         ..config::File::default()
     };
     let config = file.resolve(flags)?;
-    let keys = keys::Keys::unlock(&config.keys)?;
     let dir = ctx
         .home
         .clone()
         .unwrap_or_else(tapeloom_engine::default_home);
-    // Opened once with its lock: made on first use, jobs a dead process left
-    // running marked failed. The server then reads it without the lock.
-    let site = {
-        let home = Home::open(&dir)?;
-        let mut lib = home.library()?;
-        serve::Site {
-            drives: lib.inventory().map_or(1, |i| i.drives.len()),
-            lowest_mb_s: lib.lowest_speed_mb_s(),
-        }
-    };
-    let identity = match &config.cert {
-        Some((cert, key)) => tls::load(cert, key)?,
-        None => tls::home_identity(&dir)?,
-    };
-    let fingerprint = identity.fingerprint();
-    let tls = identity.server_config()?;
-    let listener = TcpListener::bind(&config.listen).map_err(|source| ServerError::Io {
-        what: format!("listen on {}", config.listen),
-        source,
-    })?;
-    let addr = listener.local_addr().map_err(|source| ServerError::Io {
-        what: "read the address listened on".into(),
-        source,
-    })?;
-    let listening = Listening {
-        url: format!("https://{addr}"),
-        fingerprint,
-    };
-    crate::output::emit(&listening, ctx.json)?;
-    let mut shared = serve::Shared::new(dir, (config.limits, config.queue), tls, &site);
-    shared.keys = keys;
-    let shared = Arc::new(shared);
-    writer::recover(&shared.home, &shared.backups.spool_dir);
-    writer::start(shared.clone()).map_err(|source| ServerError::Io {
-        what: "start the drives' thread".into(),
-        source,
-    })?;
-    schedule::start(Arc::clone(&shared), config.schedules)?;
-    serve::serve(listener, shared);
+    let server = Server::start(&dir, config)?;
+    crate::output::emit(&server.listening(), ctx.json)?;
+    server.serve();
     Ok(0)
 }

@@ -2,15 +2,15 @@
 //! shown once, when it is made; the catalog keeps only its SHA-256.
 
 use crate::commands::Context;
-use crate::net::error::ServerError;
 use crate::output::{self, emit, Output};
 use anyhow::Result;
 use serde::Serialize;
 use tapeloom_catalog::Token;
 use tapeloom_engine::escape_controls;
+use tapeloom_proto::ServerError;
 
 /// What every token starts with, so one found in a file or a log is recognised.
-pub const PREFIX: &str = "tl_";
+pub use tapeloom_server::TOKEN_PREFIX as PREFIX;
 
 #[derive(clap::Subcommand)]
 pub enum Cmd {
@@ -32,13 +32,7 @@ pub enum Cmd {
     },
 }
 
-/// The SHA-256 of a token, as the catalog keeps it.
-pub fn hash(token: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, token);
-    let mut h = [0; 32];
-    h.copy_from_slice(d.as_ref());
-    h
-}
+pub use tapeloom_server::token_hash as hash;
 
 /// A new random token: the prefix and 32 random bytes in hex.
 fn new_token() -> Result<String, ServerError> {

@@ -9,7 +9,6 @@
 use super::api::{may_see, Answer};
 use super::queue::{Entry, Live};
 use super::serve::Shared;
-use crate::commands::{jobs, library, report};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -18,6 +17,7 @@ use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_device::{Inventory, TapeLibrary, VirtualLibrary};
 use tapeloom_engine::{Error, JobError, ScsiLibraryConfig, Series};
+use tapeloom_proto::{jobs, library, report};
 
 /// The page: self-contained, it holds no data and asks for none without a token.
 const PAGE: &str = include_str!("status.html");

@@ -8,7 +8,7 @@ use super::config::{Limits, QueueLimits};
 use super::metrics::Metrics;
 use super::queue::Queue;
 use super::restores::{self, Served};
-use crate::net::http::{self, HttpError};
+use crate::http::{self, HttpError};
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;

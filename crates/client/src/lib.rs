@@ -1,67 +1,26 @@
-//! The client side: commands that take `--server` ask a tapeloom server over TLS
-//! instead of opening the home. One blocking HTTP/1.1 request per connection; the
+//! tapeloom's client: what the commands that take `--server` ask a tapeloom
+//! server over TLS instead of opening the home: a backup packed here and sent
+//! (`backup`), a restore or verify read on the server's drives and placed or
+//! checked here (`restore`, `verify`), and the JSON documents of the others. One blocking HTTP/1.1 request per connection; the
 //! server's certificate is pinned by its fingerprint.
 
-use super::error::ServerError;
-use super::tls::{parse_fingerprint, Pinned};
+pub use tapeloom_proto::ServerError;
+pub mod backup;
+pub mod restore;
+pub mod verify;
+
 use rustls::pki_types::ServerName;
 use serde::de::DeserializeOwned;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+use tapeloom_proto::tls::{parse_fingerprint, Pinned};
 
 /// How long to wait for the server to accept, and for each read or write.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const IO_TIMEOUT: Duration = Duration::from_secs(300);
 /// Bytes of an answer's status line and headers.
 const MAX_HEAD: usize = 64 * 1024;
-
-/// The flags that send a command to a server.
-#[derive(clap::Args, Default)]
-pub struct Remote {
-    /// Ask the tapeloom server at https://HOST:PORT instead of this machine's home.
-    /// Default: $TAPELOOM_SERVER.
-    #[arg(long, value_name = "URL")]
-    server: Option<String>,
-    /// The token `tapeloom server token add` made for this client. Default:
-    /// $TAPELOOM_TOKEN (better: the command line is visible to other users).
-    #[arg(long, value_name = "TOKEN")]
-    token: Option<String>,
-    /// The SHA-256 fingerprint of the server's certificate, as the server prints
-    /// it; no other certificate is accepted. Default: $TAPELOOM_FINGERPRINT.
-    #[arg(long, value_name = "SHA256")]
-    fingerprint: Option<String>,
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-impl Remote {
-    /// The server to ask, when one is named by flag or environment.
-    pub fn resolve(&self) -> Result<Option<Server>, ServerError> {
-        let Some(url) = self.server.clone().or_else(|| env("TAPELOOM_SERVER")) else {
-            return Ok(None);
-        };
-        let token = (self.token.clone().or_else(|| env("TAPELOOM_TOKEN")))
-            .ok_or(ServerError::Missing("--token", "TAPELOOM_TOKEN"))?;
-        let fp = (self
-            .fingerprint
-            .clone()
-            .or_else(|| env("TAPELOOM_FINGERPRINT")))
-        .ok_or(ServerError::Missing(
-            "--fingerprint",
-            "TAPELOOM_FINGERPRINT",
-        ))?;
-        let (host, port) = parse_url(&url)?;
-        Ok(Some(Server {
-            host,
-            port,
-            token,
-            fingerprint: parse_fingerprint(&fp)?,
-        }))
-    }
-}
 
 /// `https://HOST:PORT` (a trailing `/` allowed; an IPv6 host in brackets).
 fn parse_url(url: &str) -> Result<(String, u16), ServerError> {
@@ -89,6 +48,18 @@ pub struct Server {
 }
 
 impl Server {
+    /// The server at `url` (`https://HOST:PORT`), asked with `token`, its
+    /// certificate pinned by `fingerprint` (SHA-256, as the server prints it).
+    pub fn new(url: &str, token: String, fingerprint: &str) -> Result<Server, ServerError> {
+        let (host, port) = parse_url(url)?;
+        Ok(Server {
+            host,
+            port,
+            token,
+            fingerprint: parse_fingerprint(fingerprint)?,
+        })
+    }
+
     /// GETs `path` and decodes the JSON document of a 200 answer; any other status
     /// is [`ServerError::Refused`] with the server's one-line error.
     pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ServerError> {
@@ -176,7 +147,7 @@ impl Server {
             each(f)?;
         }
         let trailer = frames
-            .trailer(&mut tls, super::restore::MAX_TRAILER)
+            .trailer(&mut tls, tapeloom_proto::restore::MAX_TRAILER)
             .map_err(bad)?;
         Ok(trailer)
     }

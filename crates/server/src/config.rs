@@ -2,12 +2,12 @@
 //! the README; flags given on the command line win over the file.
 
 use super::calendar::Calendar;
-use crate::net::error::ServerError;
-pub use crate::net::http::Limits;
+pub use crate::http::Limits;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tapeloom_format::Level;
+use tapeloom_proto::ServerError;
 
 /// The address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8407";

@@ -17,12 +17,11 @@
 
 use super::metrics::{self, Metrics};
 use super::serve::Shared;
-use super::token;
-use crate::commands::{jobs, ls};
-use crate::net::http::Request;
+use crate::http::Request;
 use std::net::SocketAddr;
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{Error, JobError};
+use tapeloom_proto::{jobs, ls};
 
 /// An answer to write.
 pub struct Answer {
@@ -118,10 +117,10 @@ fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, 
         return Ok(Err(Refusal::Unknown));
     }
     let given = given.trim_ascii();
-    if !given.starts_with(token::PREFIX.as_bytes()) {
+    if !given.starts_with(crate::TOKEN_PREFIX.as_bytes()) {
         return Ok(Err(Refusal::Unknown));
     }
-    Ok(match cat.token_by_hash(&token::hash(given))? {
+    Ok(match cat.token_by_hash(&crate::token_hash(given))? {
         None => Err(Refusal::Unknown),
         Some(t) if t.revoked_ns.is_some() => Err(Refusal::Revoked(t.name)),
         Some(t) => Ok(t),

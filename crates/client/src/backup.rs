@@ -12,9 +12,7 @@
 //! sources (`unchanged`, `meta_only`, `source_files_opened`,
 //! `source_bytes_read`), which only this machine knows.
 
-use crate::net::client::Server;
-use crate::net::error::ServerError;
-use crate::output::{self, Output};
+use crate::{Server, ServerError};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,53 +27,29 @@ use tapeloom_proto::frame::{Frame, Framed};
 #[derive(serde::Serialize)]
 #[serde(transparent)]
 pub struct Sent {
-    doc: serde_json::Value,
+    pub doc: serde_json::Value,
     #[serde(skip)]
-    summary: Summary,
+    pub summary: Summary,
 }
 
 /// The figures the human form prints.
 #[derive(serde::Deserialize, Default)]
-struct Summary {
-    job_id: i64,
-    status: String,
-    files: u64,
-    bytes: u64,
-    seconds: f64,
-    mb_per_s: f64,
-    volumes: Vec<String>,
-    errors: Vec<Problem>,
+pub struct Summary {
+    pub job_id: i64,
+    pub status: String,
+    pub files: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub volumes: Vec<String>,
+    pub errors: Vec<Problem>,
 }
 
 /// A source object the job could not back up.
 #[derive(serde::Deserialize, Default)]
-struct Problem {
-    path: String,
-    reason: String,
-}
-
-impl Output for Sent {
-    fn print(&self) {
-        let s = &self.summary;
-        outln!(
-            "job {} {}: {} files, {} in {:.1} s ({:.1} MB/s) on {}",
-            s.job_id,
-            s.status,
-            s.files,
-            output::bytes(s.bytes),
-            s.seconds,
-            s.mb_per_s,
-            escape_controls(&s.volumes.join(", "))
-        );
-        for e in &s.errors {
-            outln!("  not backed up: {}: {}", e.path, e.reason);
-        }
-    }
-
-    fn failure(&self) -> Option<String> {
-        let s = &self.summary;
-        super::backup::partial(s.job_id, &s.status, s.errors.len())
-    }
+pub struct Problem {
+    pub path: String,
+    pub reason: String,
 }
 
 /// What the server would refuse of a job's options, said before anything is sent.
@@ -178,7 +152,7 @@ pub fn run(
         s.get(p)
     })?;
     if status != 200 {
-        return Err(crate::net::client::refusal(status, &body).into());
+        return Err(crate::refusal(status, &body).into());
     }
     for r in sent {
         r?;
@@ -212,7 +186,7 @@ pub fn run(
 fn base_tree(server: &Server, job: u64) -> Result<BaseTree, ServerError> {
     let mut rows = Vec::new();
     server.get_reading(&format!("/api/backups/{job}/base"), |r| {
-        crate::net::base::read_tree(r, |row| rows.push(row)).map_err(ServerError::from)
+        tapeloom_proto::base::read_tree(r, |row| rows.push(row)).map_err(ServerError::from)
     })?;
     Ok(BaseTree { rows })
 }
@@ -222,7 +196,7 @@ fn send_deletions(server: &Server, job: u64, scan: &Scan) -> Result<(), ServerEr
     let path = format!("/api/backups/{job}/deletions");
     let (status, body) = server.post_raw(&path, &scan.deletions())?;
     if status != 200 {
-        return Err(crate::net::client::refusal(status, &body));
+        return Err(crate::refusal(status, &body));
     }
     Ok(())
 }
@@ -244,7 +218,7 @@ fn enter(server: &Server, begin: &Begin) -> Result<Begun, ServerError> {
         (status, body) = server.post_raw(&format!("/api/backups/{}/admit", w.backup), &())?;
     }
     if status != 200 {
-        return Err(crate::net::client::refusal(status, &body));
+        return Err(crate::refusal(status, &body));
     }
     serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))
 }
@@ -275,7 +249,7 @@ fn send_stream(server: &Server, job: u64, s: Outgoing) -> Result<(), ServerError
     });
     let (status, body) = server.post_frames(&path, frames)?;
     if status != 200 {
-        return Err(crate::net::client::refusal(status, &body));
+        return Err(crate::refusal(status, &body));
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `GET /api/jobs/ID/restore[?path=P...]`: a client's restore. The server opens
 //! the home with its lock, reads the blocks a local restore of the job (or of the
 //! paths asked) would read, and streams them to the client as they come off tape
-//! (`crate::net::restore` gives the answer's shape); the client decodes and places
+//! (`tapeloom_proto::restore` gives the answer's shape); the client decodes and places
 //! them. A client token restores only its own jobs: another's is a 404, and
 //! nothing is read. An encrypted job is read without its key: its blocks go out
 //! sealed, after a note with its wrapped data key (from the catalog), which only
@@ -20,8 +20,7 @@
 
 use super::api::{self, Answer};
 use super::serve::{Shared, Tls};
-use crate::net::http::Request;
-use crate::net::restore::{JobNote, Notice, Trailer};
+use crate::http::Request;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use tapeloom_catalog::{Catalog, Token};
@@ -31,6 +30,7 @@ use tapeloom_engine::{
 };
 use tapeloom_format::DataKey;
 use tapeloom_proto::frame::Frame;
+use tapeloom_proto::restore::{JobNote, Notice, Trailer};
 
 /// What the route did: a refusal not yet written, or the answer streamed.
 pub enum Served {

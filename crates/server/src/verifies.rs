@@ -17,14 +17,14 @@
 use super::api::{self, Answer};
 use super::backups::LONG_POLL;
 use super::serve::Shared;
-use crate::commands::verify::{Ask, Pending, Verified};
-use crate::net::http::Request;
+use crate::http::Request;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, Token};
+use tapeloom_proto::verify::{Ask, Pending, Verified};
 
 /// How long a verify's outcome waits for its client to ask for it.
 const KEEP_OUTCOME: Duration = Duration::from_secs(3600);

@@ -7,7 +7,7 @@
 //!   waiting after [`LONG_POLL`] gets `202` and a [`Waiting`] document, and the
 //!   client asks again with `POST /api/backups/ID/admit`.
 //! - `POST /api/backups/ID/streams/N`: the stream's blocks as a body of frames
-//!   (`crate::net::http::Frames`), each checked as it comes
+//!   (`crate::http::Frames`), each checked as it comes
 //!   (`tapeloom_engine::BlockCheck`) and kept on the stream's spool; the answer says
 //!   how many were taken, or why the job failed. A client with nothing to send (a
 //!   long walk of unchanged files) sends a keepalive frame every `keepalive_ms` of
@@ -623,7 +623,7 @@ pub fn outcome(shared: &Shared, client: &str, id: &str) -> Answer {
 }
 
 /// `GET /api/backups/ID/base` by `client`: the tree of the job's base, written
-/// to `conn` one row at a time (`crate::net::base`); none once it was, else the
+/// to `conn` one row at a time (`tapeloom_proto::base`); none once it was, else the
 /// refusal. The job is active as long as its tree is sent.
 pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Tls) -> Option<Answer> {
     let backup = match mine(shared, client, id) {
@@ -646,7 +646,7 @@ pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Tls) -> Option<A
 /// Rows of a base sent between two signs that its job is active.
 const BASE_ROWS_ACTIVE: usize = 50_000;
 
-/// Writes the answer of `tree`: its head, then its rows as `crate::net::base`
+/// Writes the answer of `tree`: its head, then its rows as `tapeloom_proto::base`
 /// lays them out (no `Content-Length`: the close ends it), `alive` called every
 /// [`BASE_ROWS_ACTIVE`] rows.
 fn send_base(conn: &mut Tls, tree: &BaseTree, alive: impl Fn()) -> std::io::Result<u64> {
@@ -660,7 +660,7 @@ fn send_base(conn: &mut Tls, tree: &BaseTree, alive: impl Fn()) -> std::io::Resu
         }
         r
     });
-    crate::net::base::write_tree(&mut w, rows)
+    tapeloom_proto::base::write_tree(&mut w, rows)
 }
 
 /// `POST /api/backups/ID/deletions` by `client`, its body (`length` bytes, `rest`
@@ -676,11 +676,11 @@ pub fn deletions(
         Ok(b) => b,
         Err(a) => return a,
     };
-    let limits = crate::net::http::Limits {
+    let limits = crate::http::Limits {
         max_body_bytes: MAX_DELETIONS_BYTES.max(shared.limits.max_body_bytes),
         ..shared.limits
     };
-    let body = match crate::net::http::read_body(conn, &limits, length, rest) {
+    let body = match crate::http::read_body(conn, &limits, length, rest) {
         Ok(b) => b,
         Err(e) => return Answer::error(e.status().unwrap_or(400), &e.to_string()),
     };

@@ -17,7 +17,6 @@ use super::backups::{self, Job, Outcome};
 use super::queue::State;
 use super::serve::Shared;
 use super::spool::{Item, StreamSpool};
-use crate::commands::backup::BackedUp;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -26,6 +25,7 @@ use tapeloom_catalog::{JobState, Stream};
 use tapeloom_engine::{
     BackupOptions, Home, Inlet, Progress, ReceivedChanges, RemotePlan, RemoteStream,
 };
+use tapeloom_proto::backup::BackedUp;
 use tapeloom_proto::backup::Begin;
 
 /// The file of a job's spool folder that says what the job is.

@@ -1,0 +1,169 @@
+//! tapeloom's server: a daemon that serves a home's catalog to clients over TLS
+//! (HTTP/1.1 and JSON), and writes their backups on its library's drives. What
+//! it shares with its clients (the documents, the frames, TLS pinning) is in
+//! `tapeloom-proto`; the command line (`tapeloom server`) only parses flags and
+//! prints what [`Server::start`] says.
+//!
+//! - `config.rs`: the TOML configuration, flags over it.
+//! - `serve.rs`: the listener and one thread per connection; `http.rs` reads a
+//!   request under the limits and writes an answer.
+//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
+//! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
+//!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
+//!   drives' thread, which takes the jobs from the spool one at a time.
+//! - `queue.rs`: what the queue, the status page and `/metrics` show of the jobs.
+//! - `verifies.rs`: a client's verify, read on the server's drives.
+//!   `restores.rs`: a client's restore, read on the server's drives.
+//! - `status.rs`: the status page and `GET /api/status`.
+//! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
+//!   the server runs itself.
+//! - `keys.rs`: the `[[encryption_key]]` key files the server holds, unlocked at
+//!   its start.
+//!
+//! The server holds no lock on the home but while a job is on its drives (or a
+//! restore reads): it reads the catalog beside the commands that change it
+//! (SQLite's WAL), so local commands and token changes go on while it runs.
+
+#![forbid(unsafe_code)]
+
+/// A line of the server's log on stderr: `tapeloom server: ` and the message,
+/// escaped for people (`escape_controls`), since the names of jobs, sets and
+/// clients in it come from clients.
+macro_rules! server_log {
+    ($($arg:tt)*) => {
+        eprintln!(
+            "tapeloom server: {}",
+            tapeloom_engine::escape_controls(&format!($($arg)*))
+        )
+    };
+}
+
+mod api;
+mod backups;
+mod calendar;
+pub mod config;
+mod http;
+mod keys;
+mod metrics;
+mod queue;
+mod restores;
+mod schedule;
+mod serve;
+mod spool;
+mod status;
+mod verifies;
+mod writer;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tapeloom_engine::Home;
+use tapeloom_proto::{tls, ServerError};
+
+/// What every token starts with, so one found in a file or a log is recognised.
+pub const TOKEN_PREFIX: &str = "tl_";
+
+/// The SHA-256 of a token, as the catalog keeps it.
+pub fn token_hash(token: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token);
+    let mut h = [0; 32];
+    h.copy_from_slice(d.as_ref());
+    h
+}
+
+/// A server bound to its address, its drives' thread and its schedules started,
+/// ready to serve ([`Server::serve`]).
+pub struct Server {
+    listener: TcpListener,
+    addr: SocketAddr,
+    fingerprint: String,
+    shared: Arc<serve::Shared>,
+}
+
+/// Where a server is and how clients pin it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Listening {
+    /// `https://ADDR:PORT`, the port the one listened on (when 0 was asked).
+    pub url: String,
+    /// The certificate's SHA-256, which clients pin.
+    pub fingerprint: String,
+}
+
+impl Server {
+    /// Starts the server of home `home` with `config` (the file's keys, flags over
+    /// them): unlocks its key files, opens the home once with its lock (jobs a
+    /// dead process left running are marked failed), binds the address, recovers
+    /// what a killed server left on its spool, and starts the drives' thread and
+    /// the schedules.
+    pub fn start(home: &Path, config: config::Config) -> Result<Server, StartError> {
+        let keys = keys::Keys::unlock(&config.keys)?;
+        let dir: PathBuf = home.to_path_buf();
+        let site = {
+            let home = Home::open(&dir)?;
+            let mut lib = home.library()?;
+            serve::Site {
+                drives: lib.inventory().map_or(1, |i| i.drives.len()),
+                lowest_mb_s: lib.lowest_speed_mb_s(),
+            }
+        };
+        let identity = match &config.cert {
+            Some((cert, key)) => tls::load(cert, key)?,
+            None => tls::home_identity(&dir)?,
+        };
+        let fingerprint = identity.fingerprint();
+        let tls = identity.server_config()?;
+        let listener = TcpListener::bind(&config.listen).map_err(|source| ServerError::Io {
+            what: format!("listen on {}", config.listen),
+            source,
+        })?;
+        let addr = listener.local_addr().map_err(|source| ServerError::Io {
+            what: "read the address listened on".into(),
+            source,
+        })?;
+        let mut shared = serve::Shared::new(dir, (config.limits, config.queue), tls, &site);
+        shared.keys = keys;
+        let shared = Arc::new(shared);
+        writer::recover(&shared.home, &shared.backups.spool_dir);
+        writer::start(shared.clone()).map_err(|source| ServerError::Io {
+            what: "start the drives' thread".into(),
+            source,
+        })?;
+        schedule::start(Arc::clone(&shared), config.schedules)?;
+        Ok(Server {
+            listener,
+            addr,
+            fingerprint,
+            shared,
+        })
+    }
+
+    /// Where the server listens and how clients pin it.
+    pub fn listening(&self) -> Listening {
+        Listening {
+            url: format!("https://{}", self.addr),
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
+
+    /// Serves until the process is stopped.
+    pub fn serve(self) {
+        serve::serve(self.listener, self.shared);
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration, the certificate, the address or a key file.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// A key file named in the configuration.
+    #[error(transparent)]
+    Keys(#[from] keys::KeyError),
+    /// The home, its catalog or its library.
+    #[error(transparent)]
+    Engine(#[from] tapeloom_engine::Error),
+    /// A schedule of the configuration.
+    #[error(transparent)]
+    Schedule(#[from] schedule::ScheduleError),
+}
