@@ -212,21 +212,24 @@ fn begin(s: &Server, token: &str, name: &str) -> (i64, u64, usize) {
 /// Sends `frames` (raw bytes after the head) as stream 1 of `job`; the answer.
 fn send(s: &Server, token: &str, job: i64, frames: &[u8]) -> String {
     let mut req = format!(
-        "POST /api/backups/{job}/streams/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        "POST /api/backups/{job}/streams/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        frames.len()
     )
     .into_bytes();
     req.extend_from_slice(frames);
     exchange(&s.addr, &req, Duration::ZERO)
 }
 
-/// Sends `frames` as stream 1 of `job` and closes the connection at once.
+/// Sends `frames` as the first bytes of stream 1 of `job` (whose body says it is
+/// longer) and closes the connection at once.
 fn send_and_go(s: &Server, token: &str, job: i64, frames: &[u8]) {
     let sock = std::net::TcpStream::connect(&s.addr).unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(server_kit::raw::config(), name).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, sock);
     let mut req = format!(
-        "POST /api/backups/{job}/streams/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        "POST /api/backups/{job}/streams/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        frames.len() + 1000
     )
     .into_bytes();
     req.extend_from_slice(frames);

@@ -35,12 +35,33 @@ fn begin(s: &Server, token: &str, name: &str) -> (u64, u64) {
     (v["backup"].as_u64().unwrap(), v["tag"].as_u64().unwrap())
 }
 
-/// The head of stream `stream` of backup `backup` sent with `token`.
+/// The head of stream `stream` of backup `backup` sent with `token`: its body
+/// chunked, as a client sends a stream.
 fn head(backup: u64, stream: u16, token: &str) -> Vec<u8> {
     format!(
-        "POST /api/backups/{backup}/streams/{stream} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        "POST /api/backups/{backup}/streams/{stream} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     .into_bytes()
+}
+
+/// `body` as a whole chunked body: one chunk, then the last.
+fn chunked(body: &[u8]) -> Vec<u8> {
+    let mut c = Vec::new();
+    if !body.is_empty() {
+        c.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+        c.extend_from_slice(body);
+        c.extend_from_slice(b"\r\n");
+    }
+    c.extend_from_slice(b"0\r\n\r\n");
+    c
+}
+
+/// The start of a chunk of `len` bytes whose first bytes are `part`: a body
+/// that has more to come.
+fn chunk_start(len: usize, part: &[u8]) -> Vec<u8> {
+    let mut c = format!("{len:x}\r\n").into_bytes();
+    c.extend_from_slice(part);
+    c
 }
 
 /// A TLS connection to the server, trusting its certificate.
@@ -175,7 +196,7 @@ fn case<'a>(
 /// Stream 1 of the job, sent with `token`: its head, then `body`; the answer.
 fn post(s: &Server, token: &str, backup: u64, body: &[u8]) -> String {
     let mut req = head(backup, 1, token);
-    req.extend_from_slice(body);
+    req.extend_from_slice(&chunked(body));
     exchange(&s.addr, &req, Duration::ZERO)
 }
 
@@ -262,7 +283,7 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             Some("before the body's end"),
             move |s, b, _| {
                 let mut req = head(b, 1, a);
-                req.extend_from_slice(&partial());
+                req.extend_from_slice(&chunk_start(partial().len() + 1000, &partial()));
                 send_and_go(s, &req);
                 String::new()
             },
@@ -273,7 +294,7 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             Some("before the body's end"),
             move |s, b, _| {
                 let mut req = head(b, 1, a);
-                req.extend_from_slice(&[0x10, 0x00]);
+                req.extend_from_slice(&chunk_start(100, &[0x10, 0x00]));
                 send_and_go(s, &req);
                 String::new()
             },
@@ -284,7 +305,7 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             Some("not received in time"),
             move |s, b, _| {
                 let mut req = head(b, 1, a);
-                req.extend_from_slice(&partial());
+                req.extend_from_slice(&chunk_start(partial().len() + 1000, &partial()));
                 // Past the server's timeout of 2 s.
                 exchange(&s.addr, &req, Duration::from_secs(3))
             },
@@ -295,7 +316,7 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             Some("not received in time"),
             move |s, b, _| {
                 let mut req = head(b, 1, a);
-                req.extend_from_slice(&4000u32.to_le_bytes());
+                req.extend_from_slice(&chunk_start(4 + 4000, &4000u32.to_le_bytes()));
                 // 25 bytes in 2.5 s, past the server's timeout of 2 s for the frame.
                 send_trickle(s, &req, &[1; 25])
             },
@@ -328,7 +349,7 @@ fn bad_requests<'a>(a: &'a str, bob: &'a str, admin: &'a str) -> Vec<Case<'a>> {
             Some("not awaited"),
             move |s, b, _| {
                 let mut req = head(b, 2, a);
-                req.extend_from_slice(&0u32.to_le_bytes());
+                req.extend_from_slice(&chunked(&0u32.to_le_bytes()));
                 exchange(&s.addr, &req, Duration::ZERO)
             },
         ),
@@ -339,7 +360,8 @@ fn bad_requests<'a>(a: &'a str, bob: &'a str, admin: &'a str) -> Vec<Case<'a>> {
             move |s, b, tag| {
                 // The first sending stays open, its second block not yet sent.
                 let mut first = head(b, 1, a);
-                first.extend_from_slice(&frame(&block(tag, SIZE, |_| {})));
+                let f = frame(&block(tag, SIZE, |_| {}));
+                first.extend_from_slice(&chunk_start(f.len() + 4, &f));
                 let addr = s.addr.clone();
                 let t = std::thread::spawn(move || exchange(&addr, &first, Duration::ZERO));
                 std::thread::sleep(Duration::from_millis(500));
@@ -368,7 +390,7 @@ fn bad_requests<'a>(a: &'a str, bob: &'a str, admin: &'a str) -> Vec<Case<'a>> {
                     "{q}"
                 );
                 let mut req = head(b, 1, a);
-                req.extend_from_slice(&[1, 0]);
+                req.extend_from_slice(&chunk_start(100, &[1, 0]));
                 send_and_go(s, &req);
                 answer
             },

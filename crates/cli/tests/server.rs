@@ -200,9 +200,15 @@ fn malformed_requests_are_closed_or_refused_while_others_are_served() {
         ),
         (
             "chunked",
-            b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+            b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
             Duration::ZERO,
-            Some("400"),
+            Some("200"),
+        ),
+        (
+            "bad chunk",
+            b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec(),
+            Duration::ZERO,
+            None,
         ),
         (
             "bad escape",

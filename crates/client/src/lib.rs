@@ -1,26 +1,39 @@
 //! tapeloom's client: what the commands that take `--server` ask a tapeloom
 //! server over TLS instead of opening the home: a backup packed here and sent
 //! (`backup`), a restore or verify read on the server's drives and placed or
-//! checked here (`restore`, `verify`), and the JSON documents of the others. One blocking HTTP/1.1 request per connection; the
+//! checked here (`restore`, `verify`), and the JSON documents of the others.
+//!
+//! Requests are HTTP/1.1 on hyper over tokio and tokio-rustls, one connection
+//! each: a stream's blocks go as a chunked body, so any HTTP stack (a reverse
+//! proxy, a load balancer) can carry them. The callers are threads (the engine's
+//! packers, the restore's placing): each request runs on the `Server`'s own
+//! runtime and its bodies cross over as `tapeloom_proto::body` says. The
 //! server's certificate is pinned by its fingerprint.
 
-pub use tapeloom_proto::ServerError;
 pub mod backup;
 pub mod restore;
 pub mod verify;
 
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use serde::de::DeserializeOwned;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tapeloom_proto::body::{BodyReader, Chunks};
 use tapeloom_proto::tls::{parse_fingerprint, Pinned};
+pub use tapeloom_proto::ServerError;
+use tokio::runtime::Runtime;
 
 /// How long to wait for the server to accept, and for each read or write.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const IO_TIMEOUT: Duration = Duration::from_secs(300);
 /// Bytes of an answer's status line and headers.
 const MAX_HEAD: usize = 64 * 1024;
+/// Bytes of an answer read whole (a JSON document), at most.
+const MAX_ANSWER: u64 = 1 << 30;
 
 /// `https://HOST:PORT` (a trailing `/` allowed; an IPv6 host in brackets).
 fn parse_url(url: &str) -> Result<(String, u16), ServerError> {
@@ -41,22 +54,45 @@ fn parse_url(url: &str) -> Result<(String, u16), ServerError> {
 
 /// A server to ask, with the token and the fingerprint to pin.
 pub struct Server {
+    target: Arc<Target>,
+    rt: Runtime,
+}
+
+/// Where the requests go and with what.
+struct Target {
     host: String,
     port: u16,
     token: String,
     fingerprint: String,
 }
 
+/// Threads of the client's runtime: the connections' tasks; the callers' threads
+/// make and read the bodies.
+const NET_THREADS: usize = 1;
+
 impl Server {
     /// The server at `url` (`https://HOST:PORT`), asked with `token`, its
     /// certificate pinned by `fingerprint` (SHA-256, as the server prints it).
     pub fn new(url: &str, token: String, fingerprint: &str) -> Result<Server, ServerError> {
         let (host, port) = parse_url(url)?;
-        Ok(Server {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(NET_THREADS)
+            .thread_name("tapeloom-client")
+            .enable_all()
+            .build()
+            .map_err(|source| ServerError::Io {
+                what: "start the client's runtime".into(),
+                source,
+            })?;
+        let target = Target {
             host,
             port,
             token,
             fingerprint: parse_fingerprint(fingerprint)?,
+        };
+        Ok(Server {
+            target: Arc::new(target),
+            rt,
         })
     }
 
@@ -72,7 +108,8 @@ impl Server {
 
     /// GETs `path`: the answer's status and body.
     pub fn get(&self, path: &str) -> Result<(u16, Vec<u8>), ServerError> {
-        self.exchange("GET", path, "", |_| Ok(()))
+        let answer = self.ask("GET", path, None, Chunks::whole(Bytes::new()));
+        self.whole(answer)
     }
 
     /// POSTs `doc` as JSON to `path`: the answer's status and body.
@@ -82,53 +119,48 @@ impl Server {
         doc: &impl serde::Serialize,
     ) -> Result<(u16, Vec<u8>), ServerError> {
         let body = serde_json::to_vec(doc).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
-        let head = format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        self.exchange("POST", path, &head, |w| w.write_all(&body))
+        let json = Some("application/json");
+        self.whole(self.ask("POST", path, json, Chunks::whole(body)))
     }
 
-    /// POSTs `frames` (and keepalives) to `path` as a body of frames
-    /// (`http::write_framed`): the answer's status and body. A server that
-    /// refuses the body midway answers before it closes; that answer is read when
-    /// the sending fails.
+    /// POSTs `frames` (and keepalives) to `path` as a chunked body of frames
+    /// (`tapeloom_proto::frame::write_framed`): the answer's status and body. A
+    /// server that refuses the body midway answers before it closes; that answer
+    /// is read when the sending fails.
     pub fn post_frames(
         &self,
         path: &str,
         frames: impl Iterator<Item = tapeloom_proto::frame::Framed>,
     ) -> Result<(u16, Vec<u8>), ServerError> {
-        let head = "Content-Type: application/vnd.tapeloom.frames\r\n";
-        self.exchange("POST", path, head, |w| {
-            tapeloom_proto::frame::write_framed(w, frames).map(|_| ())
-        })
-    }
-
-    /// One request: its head (with `headers`, each ending in CRLF), what `body`
-    /// writes, then the answer's status and body.
-    fn exchange(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &str,
-        body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-    ) -> Result<(u16, Vec<u8>), ServerError> {
-        let (mut tls, pinned) = self.open()?;
-        let sent = self
-            .send_head(&mut tls, method, path, headers)
-            .and_then(|()| body(&mut tls))
-            .and_then(|()| tls.flush());
-        // A refusal midway is answered before the server closes.
-        let answer = match (sent, read_answer(&mut tls)) {
-            (_, Ok(a)) => Ok(a),
-            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+        let (body, mut w) = Chunks::stream(self.rt.handle().clone(), IO_TIMEOUT);
+        let frames_type = Some("application/vnd.tapeloom.frames");
+        let asked = self.rt.spawn(ask(
+            self.target.clone(),
+            "POST",
+            path.to_string(),
+            frames_type,
+            body,
+        ));
+        // When the server stops taking the body it has answered (or gone): its
+        // answer says which.
+        let sent = tapeloom_proto::frame::write_framed(&mut w, frames).map(|_| ());
+        drop(w);
+        let answer = match self.rt.block_on(asked) {
+            Ok(a) => a,
+            Err(e) => Err(Fault::Io(std::io::Error::other(e))),
         };
-        answer.map_err(|source| self.io_fault(&pinned, source))?
+        match (sent, self.whole(answer)) {
+            (_, Ok(a)) => Ok(a),
+            (Err(source), Err(ServerError::Io { what, .. })) => {
+                Err(ServerError::Io { what, source })
+            }
+            (_, Err(e)) => Err(e),
+        }
     }
 
-    /// GETs `path`, whose 200 answer is a body of frames (no `Content-Length`),
-    /// and hands each frame to `each`; returns the trailer after the closing
-    /// frame (`http::Frames::trailer`). Any other status is
+    /// GETs `path`, whose 200 answer is a body of frames, and hands each frame to
+    /// `each`; returns the trailer after the closing frame
+    /// (`tapeloom_proto::frame::Frames::trailer`). Any other status is
     /// [`ServerError::Refused`] with the server's one-line error.
     pub fn get_frames<E: From<ServerError>>(
         &self,
@@ -136,84 +168,93 @@ impl Server {
         max_frame: usize,
         mut each: impl FnMut(tapeloom_proto::frame::Frame) -> Result<(), E>,
     ) -> Result<Vec<u8>, E> {
-        let (mut tls, pinned, rest) = self.get_ok(path)?;
-        let fault = |e| self.io_fault(&pinned, e);
+        let (mut body, pinned) = self.get_ok(path)?;
+        let fault = |e| self.fault(Fault::Io(e), Some(&pinned));
         let bad = |e: tapeloom_proto::frame::FrameError| match e {
             tapeloom_proto::frame::FrameError::Io(e) => fault(e),
             e => ServerError::BadAnswer(e.to_string()),
         };
-        let mut frames = tapeloom_proto::frame::Frames::new(rest, max_frame);
-        while let Some(f) = frames.next_frame(&mut tls).map_err(bad)? {
-            each(f)?;
+        let mut frames = tapeloom_proto::frame::Frames::new(Vec::new(), max_frame);
+        loop {
+            body.deadline = Instant::now() + IO_TIMEOUT;
+            match frames.next_frame(&mut body).map_err(bad)? {
+                Some(f) => each(f)?,
+                None => break,
+            }
         }
         let trailer = frames
-            .trailer(&mut tls, tapeloom_proto::restore::MAX_TRAILER)
+            .trailer(&mut body, tapeloom_proto::restore::MAX_TRAILER)
             .map_err(bad)?;
         Ok(trailer)
     }
 
-    /// GETs `path`, whose 200 answer's body (read until the server closes) `read`
-    /// takes as it comes; any other status is [`ServerError::Refused`] with the
-    /// server's one-line error.
+    /// GETs `path`, whose 200 answer's body `read` takes as it comes; any other
+    /// status is [`ServerError::Refused`] with the server's one-line error.
     pub fn get_reading<T, E: From<ServerError>>(
         &self,
         path: &str,
         read: impl FnOnce(&mut dyn std::io::BufRead) -> Result<T, E>,
     ) -> Result<T, E> {
-        let (tls, _, rest) = self.get_ok(path)?;
-        let body = std::io::Cursor::new(rest).chain(Eof(tls));
+        let (body, _) = self.get_ok(path)?;
+        let body = Moving(body);
         read(&mut std::io::BufReader::with_capacity(64 * 1024, body))
     }
 
-    /// GETs `path` and reads the answer's head: on a 200, the connection, its
-    /// pinning and what of the body came with the head; any other status is
+    /// GETs `path`: on a 200, the answer's body as it comes; any other status is
     /// [`ServerError::Refused`] with the server's one-line error.
-    fn get_ok(&self, path: &str) -> Result<(Tls, std::sync::Arc<Pinned>, Vec<u8>), ServerError> {
-        let (mut tls, pinned) = self.open()?;
-        let fault = |e| self.io_fault(&pinned, e);
-        self.send_head(&mut tls, "GET", path, "")
-            .and_then(|()| tls.flush())
-            .map_err(fault)?;
-        let (status, length, rest) = read_head(&mut tls).map_err(fault)??;
-        if status != 200 {
-            let body = read_body(&mut tls, rest, length.unwrap_or(0)).map_err(fault)?;
-            return Err(refusal(status, &body));
-        }
-        Ok((tls, pinned, rest))
-    }
-
-    /// A TLS connection to the server, pinned to its fingerprint.
-    fn open(&self) -> Result<(Tls, std::sync::Arc<Pinned>), ServerError> {
-        let pinned = Pinned::new(self.fingerprint.clone());
-        let name = ServerName::try_from(self.host.clone())
-            .map_err(|_| ServerError::BadUrl(format!("https://{}:{}", self.host, self.port)))?;
-        let conn = rustls::ClientConnection::new(pinned.client_config()?, name)?;
-        let sock = self.connect()?;
-        Ok((rustls::StreamOwned::new(conn, sock), pinned))
-    }
-
-    /// Writes a request's head, with `headers` (each ending in CRLF).
-    fn send_head(
-        &self,
-        tls: &mut Tls,
-        method: &str,
-        path: &str,
-        headers: &str,
-    ) -> std::io::Result<()> {
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {}\r\n\
-             User-Agent: tapeloom/{}\r\nConnection: close\r\n{headers}\r\n",
-            self.host,
-            self.port,
-            self.token,
-            env!("CARGO_PKG_VERSION")
+    fn get_ok(&self, path: &str) -> Result<(BodyReader<Incoming>, Arc<Pinned>), ServerError> {
+        let (answer, pinned) = (self.ask("GET", path, None, Chunks::whole(Bytes::new())))
+            .map_err(|f| self.fault(f, None))?;
+        let status = answer.status().as_u16();
+        let body = BodyReader::new(
+            self.rt.handle().clone(),
+            answer.into_body(),
+            Instant::now() + IO_TIMEOUT,
         );
-        tls.write_all(request.as_bytes())
+        if status != 200 {
+            let mut body = body;
+            let text = tapeloom_proto::body::read_to_end(&mut body, MAX_HEAD as u64)
+                .map_err(|e| self.fault(Fault::Io(e), Some(&pinned)))?;
+            return Err(refusal(status, &text));
+        }
+        Ok((body, pinned))
     }
 
-    /// A socket fault: the certificate refused, when it was; the I/O error
+    /// One request, on this thread: the answer's head, or why none came.
+    fn ask(
+        &self,
+        method: &'static str,
+        path: &str,
+        content_type: Option<&'static str>,
+        body: Chunks,
+    ) -> Answered {
+        let target = self.target.clone();
+        self.rt
+            .block_on(ask(target, method, path.to_string(), content_type, body))
+    }
+
+    /// An answer read whole: its status and body.
+    fn whole(&self, answer: Answered) -> Result<(u16, Vec<u8>), ServerError> {
+        let (answer, pinned) = answer.map_err(|f| self.fault(f, None))?;
+        let status = answer.status().as_u16();
+        let mut body = BodyReader::new(
+            self.rt.handle().clone(),
+            answer.into_body(),
+            Instant::now() + IO_TIMEOUT,
+        );
+        let text = tapeloom_proto::body::read_to_end(&mut body, MAX_ANSWER)
+            .map_err(|e| self.fault(Fault::Io(e), Some(&pinned)))?;
+        Ok((status, text))
+    }
+
+    /// A fault of a request: the certificate refused, when it was; the I/O error
     /// otherwise.
-    fn io_fault(&self, pinned: &Pinned, source: std::io::Error) -> ServerError {
+    fn fault(&self, f: Fault, pinned: Option<&Pinned>) -> ServerError {
+        let (source, pinned) = match f {
+            Fault::Server(e) => return e,
+            Fault::Io(e) => (e, pinned.and_then(|p| p.mismatch())),
+            Fault::Tls(e, p) => (e, p.mismatch()),
+        };
         // Said plainly (TLS says it with a link to its manual): the server went
         // away, or stopped, before its answer.
         let source = match source.kind() {
@@ -223,36 +264,134 @@ impl Server {
             ),
             _ => source,
         };
-        match pinned.mismatch() {
+        match pinned {
             Some(e) => e,
             None => ServerError::Io {
-                what: format!("ask {}:{}", self.host, self.port),
+                what: format!("ask {}:{}", self.target.host, self.target.port),
                 source,
             },
         }
     }
+}
 
-    fn connect(&self) -> Result<TcpStream, ServerError> {
-        let what = || format!("connect to {}:{}", self.host, self.port);
-        let io = |source| ServerError::Io {
-            what: what(),
+/// Why a request got no answer.
+enum Fault {
+    /// Refused before anything was sent (the address, the TLS configuration).
+    Server(ServerError),
+    /// The connection failed.
+    Io(std::io::Error),
+    /// The connection failed where the certificate may be why.
+    Tls(std::io::Error, Arc<Pinned>),
+}
+
+/// An answer's head and the pinning of its connection, or why none came.
+type Answered = Result<(hyper::Response<Incoming>, Arc<Pinned>), Fault>;
+
+/// One request: a connection of its own, TLS pinned to the fingerprint, HTTP/1.1.
+async fn ask(
+    t: Arc<Target>,
+    method: &'static str,
+    path: String,
+    content_type: Option<&'static str>,
+    body: Chunks,
+) -> Answered {
+    let pinned = Pinned::new(t.fingerprint.clone());
+    let config = pinned.client_config().map_err(Fault::Server)?;
+    let name = ServerName::try_from(t.host.clone()).map_err(|_| {
+        Fault::Server(ServerError::BadUrl(format!(
+            "https://{}:{}",
+            t.host, t.port
+        )))
+    })?;
+    let sock = connect(&t).await?;
+    let tls = tokio_rustls::TlsConnector::from(config);
+    let tls = tokio::time::timeout(IO_TIMEOUT, tls.connect(name, sock))
+        .await
+        .map_err(|_| Fault::Io(timed_out("no TLS handshake in time")))?
+        .map_err(|e| Fault::Tls(e, pinned.clone()))?;
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(MAX_HEAD.max(8192) * 16)
+        .handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| Fault::Io(std::io::Error::other(e)))?;
+    tokio::spawn(async move {
+        // The connection ends with its request; its faults are the request's.
+        let _ = conn.await;
+    });
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(&path)
+        .header(hyper::header::HOST, format!("{}:{}", t.host, t.port))
+        .header(hyper::header::AUTHORIZATION, format!("Bearer {}", t.token))
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("tapeloom/", env!("CARGO_PKG_VERSION")),
+        );
+    if let Some(ct) = content_type {
+        req = req.header(hyper::header::CONTENT_TYPE, ct);
+    }
+    let req = req
+        .body(body)
+        .map_err(|e| Fault::Server(ServerError::BadUrl(format!("{path}: {e}"))))?;
+    let answer = tokio::time::timeout(IO_TIMEOUT, sender.send_request(req))
+        .await
+        .map_err(|_| Fault::Io(timed_out("no answer in time")))?
+        .map_err(|e| Fault::Io(hyper_io(e)))?;
+    Ok((answer, pinned))
+}
+
+/// A hyper error as the I/O error it comes from, where it comes from one.
+fn hyper_io(e: hyper::Error) -> std::io::Error {
+    if e.is_incomplete_message() {
+        return std::io::ErrorKind::UnexpectedEof.into();
+    }
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    match source {
+        Some(io) => std::io::Error::new(io.kind(), io.to_string()),
+        None => std::io::Error::other(e),
+    }
+}
+
+fn timed_out(what: &'static str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, what)
+}
+
+/// A TCP connection to the server, under the connect timeout.
+async fn connect(t: &Target) -> Result<tokio::net::TcpStream, Fault> {
+    let io = |source| {
+        Fault::Server(ServerError::Io {
+            what: format!("connect to {}:{}", t.host, t.port),
             source,
-        };
-        let addrs = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(io)?;
-        let mut last = std::io::Error::from(std::io::ErrorKind::AddrNotAvailable);
-        for a in addrs {
-            match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
-                Ok(s) => {
-                    s.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
-                    s.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
-                    return Ok(s);
-                }
-                Err(e) => last = e,
+        })
+    };
+    let addrs = tokio::net::lookup_host((t.host.as_str(), t.port))
+        .await
+        .map_err(io)?;
+    let mut last = std::io::Error::from(std::io::ErrorKind::AddrNotAvailable);
+    for a in addrs {
+        match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
+                s.set_nodelay(true).map_err(io)?;
+                return Ok(s);
             }
+            Ok(Err(e)) => last = e,
+            Err(_) => last = timed_out("no connection in time"),
         }
-        Err(io(last))
+    }
+    Err(io(last))
+}
+
+/// An answer's body whose deadline moves on with each read: the reader takes it
+/// as it comes, however long the whole takes.
+struct Moving<B>(BodyReader<B>);
+
+impl<B> Read for Moving<B>
+where
+    BodyReader<B>: Read,
+{
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.deadline = Instant::now() + IO_TIMEOUT;
+        self.0.read(buf)
     }
 }
 
@@ -270,89 +409,6 @@ pub fn refusal(status: u16, body: &[u8]) -> ServerError {
         status,
         message: message.replace(['\n', '\r'], " "),
     }
-}
-
-/// A client's TLS connection.
-type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
-
-/// An answer's body that ends when the server closes: a close without TLS's
-/// close notice (rustls says `UnexpectedEof`) ends it as well, and the body's
-/// reader finds it whole or cut by its own rules.
-struct Eof(Tls);
-
-impl Read for Eof {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self.0.read(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
-            r => r,
-        }
-    }
-}
-
-/// What an answer's head says: its status, its `Content-Length` (when it has
-/// one), and the bytes read past the head.
-type Head = (u16, Option<usize>, Vec<u8>);
-
-/// Reads a whole answer: its status and its body (as long as its Content-Length).
-fn read_answer(r: &mut impl Read) -> std::io::Result<Result<(u16, Vec<u8>), ServerError>> {
-    let (status, length, rest) = match read_head(r)? {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(e)),
-    };
-    let Some(length) = length else {
-        return Ok(Err(ServerError::BadAnswer("no Content-Length".into())));
-    };
-    Ok(Ok((status, read_body(r, rest, length)?)))
-}
-
-/// Reads an answer's head.
-fn read_head(r: &mut impl Read) -> std::io::Result<Result<Head, ServerError>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut resp = httparse::Response::new(&mut headers);
-            let parsed = resp.parse(&buf[..end + 4]);
-            let (Ok(httparse::Status::Complete(_)), Some(status)) = (parsed, resp.code) else {
-                return Ok(Err(ServerError::BadAnswer("not an HTTP answer".into())));
-            };
-            let length = resp
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| {
-                    std::str::from_utf8(h.value)
-                        .ok()?
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                });
-            return Ok(Ok((status, length, buf.split_off(end + 4))));
-        }
-        if buf.len() > MAX_HEAD {
-            return Ok(Err(ServerError::BadAnswer("headers too large".into())));
-        }
-        let n = r.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-/// Reads a body of `length` bytes, `body` the ones already read.
-fn read_body(r: &mut impl Read, mut body: Vec<u8>, length: usize) -> std::io::Result<Vec<u8>> {
-    let mut chunk = [0u8; 16 * 1024];
-    while body.len() < length {
-        let n = r.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(length);
-    Ok(body)
 }
 
 #[cfg(test)]

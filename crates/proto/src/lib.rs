@@ -7,16 +7,19 @@
 //!   wire. `base`: a base's tree, a row a line.
 //! - `jobs`, `ls`, `report`, `library`, `health`, `fmt`: the documents the commands
 //!   print with `--json` and the server answers with, made from a catalog.
+//! - `body`: HTTP bodies between hyper's tasks and the threads that make or
+//!   read them.
 //! - `tls`: the server's certificate and its fingerprint, and the client's
 //!   pinning verifier. `error`: [`ServerError`], what either end refuses.
 //!
-//! Nothing here opens a socket or speaks HTTP: the server (`tapeloom-server`)
+//! Nothing here opens a socket: the server (`tapeloom-server`)
 //! and the client (`tapeloom-client`) carry these over their transport.
 
 #![forbid(unsafe_code)]
 
 pub mod backup;
 pub mod base;
+pub mod body;
 pub mod error;
 pub mod fmt;
 pub mod frame;

@@ -31,8 +31,9 @@
 
 use super::api::Answer;
 use super::queue::Counters;
-use super::serve::{Shared, Tls};
+use super::serve::Shared;
 use super::spool::{Budget, Closed, Item, StreamSpool};
+use crate::bridge::Conn;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -464,7 +465,7 @@ pub fn receive(
     shared: &Shared,
     client: &str,
     (id, stream): (&str, &str),
-    (conn, rest): (&mut Tls, Vec<u8>),
+    conn: &mut Conn,
 ) -> Answer {
     let backup = match mine(shared, client, id) {
         Ok(b) => b,
@@ -478,9 +479,9 @@ pub fn receive(
         Err(a) => return a,
     };
     let max = check.1 + tapeloom_format::BLOCK_HEADER_LEN;
-    let mut frames = Frames::new(rest, max);
+    let mut frames = Frames::new(Vec::new(), max);
     loop {
-        conn.sock.deadline = Instant::now() + shared.limits.timeout;
+        conn.body.deadline = Instant::now() + shared.limits.timeout;
         let item = match item_of(frames.next_framed(conn), &mut check.0) {
             Ok(i) => i,
             Err((status, why)) => return refuse(shared, backup, status, &why),
@@ -625,7 +626,7 @@ pub fn outcome(shared: &Shared, client: &str, id: &str) -> Answer {
 /// `GET /api/backups/ID/base` by `client`: the tree of the job's base, written
 /// to `conn` one row at a time (`tapeloom_proto::base`); none once it was, else the
 /// refusal. The job is active as long as its tree is sent.
-pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Tls) -> Option<Answer> {
+pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Conn) -> Option<Answer> {
     let backup = match mine(shared, client, id) {
         Ok(b) => b,
         Err(a) => return Some(a),
@@ -647,13 +648,11 @@ pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Tls) -> Option<A
 const BASE_ROWS_ACTIVE: usize = 50_000;
 
 /// Writes the answer of `tree`: its head, then its rows as `tapeloom_proto::base`
-/// lays them out (no `Content-Length`: the close ends it), `alive` called every
+/// lays them out (chunked: its length is not known before), `alive` called every
 /// [`BASE_ROWS_ACTIVE`] rows.
-fn send_base(conn: &mut Tls, tree: &BaseTree, alive: impl Fn()) -> std::io::Result<u64> {
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
-                Connection: close\r\nCache-Control: no-store\r\n\r\n";
+fn send_base(conn: &mut Conn, tree: &BaseTree, alive: impl Fn()) -> std::io::Result<u64> {
+    conn.start(200, "application/json")?;
     let mut w = std::io::BufWriter::with_capacity(64 * 1024, conn);
-    std::io::Write::write_all(&mut w, head.as_bytes())?;
     let rows = tree.rows.iter().enumerate().map(|(i, r)| {
         if i % BASE_ROWS_ACTIVE == BASE_ROWS_ACTIVE - 1 {
             alive();
@@ -670,17 +669,14 @@ pub fn deletions(
     shared: &Shared,
     client: &str,
     id: &str,
-    (conn, length, rest): (&mut Tls, u64, Vec<u8>),
+    (conn, length): (&mut Conn, Option<u64>),
 ) -> Answer {
     let backup = match mine(shared, client, id) {
         Ok(b) => b,
         Err(a) => return a,
     };
-    let limits = crate::http::Limits {
-        max_body_bytes: MAX_DELETIONS_BYTES.max(shared.limits.max_body_bytes),
-        ..shared.limits
-    };
-    let body = match crate::http::read_body(conn, &limits, length, rest) {
+    let max = MAX_DELETIONS_BYTES.max(shared.limits.max_body_bytes);
+    let body = match crate::http::read_body(conn, max, length) {
         Ok(b) => b,
         Err(e) => return Answer::error(e.status().unwrap_or(400), &e.to_string()),
     };

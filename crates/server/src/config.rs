@@ -177,8 +177,13 @@ const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileLimits {
-    /// Connections served at once.
+    /// Connections open at once.
     pub max_connections: Option<usize>,
+    /// Control requests answered at once.
+    pub max_requests: Option<usize>,
+    /// Bulk requests (a stream's blocks, a restore's answer, a base's tree)
+    /// answered at once.
+    pub max_streams: Option<usize>,
     /// Bytes of a request's line and headers.
     pub max_header_bytes: Option<usize>,
     /// Bytes of a request's body.
@@ -230,6 +235,8 @@ impl File {
         let l = self.limits;
         let limits = Limits {
             max_connections: l.max_connections.unwrap_or(d.max_connections),
+            max_requests: l.max_requests.unwrap_or(d.max_requests),
+            max_streams: l.max_streams.unwrap_or(d.max_streams),
             max_header_bytes: l.max_header_bytes.unwrap_or(d.max_header_bytes),
             max_body_bytes: l.max_body_bytes.unwrap_or(d.max_body_bytes),
             timeout: l.timeout_seconds.map_or(d.timeout, Duration::from_secs),
@@ -238,6 +245,8 @@ impl File {
         // day it would serve no purpose, and past what the clock holds it would
         // overflow.
         if limits.max_connections == 0
+            || limits.max_requests == 0
+            || limits.max_streams == 0
             || limits.max_header_bytes < 64
             || !(1..=MAX_TIMEOUT_SECONDS).contains(&limits.timeout.as_secs())
         {

@@ -40,6 +40,7 @@ macro_rules! server_log {
 
 mod api;
 mod backups;
+mod bridge;
 mod calendar;
 pub mod config;
 mod http;
@@ -146,8 +147,11 @@ impl Server {
     }
 
     /// Serves until the process is stopped.
-    pub fn serve(self) {
-        serve::serve(self.listener, self.shared);
+    pub fn serve(self) -> Result<(), ServerError> {
+        serve::serve(self.listener, self.shared).map_err(|source| ServerError::Io {
+            what: "serve".into(),
+            source,
+        })
     }
 }
 

@@ -19,7 +19,8 @@
 //! blocks.
 
 use super::api::{self, Answer};
-use super::serve::{Shared, Tls};
+use super::serve::Shared;
+use crate::bridge::Conn;
 use crate::http::Request;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -43,7 +44,7 @@ pub enum Served {
 /// Serves the restore of job `id` to `token`.
 pub fn serve(
     shared: &Shared,
-    (tls, peer): (&mut Tls, std::net::SocketAddr),
+    (tls, peer): (&mut Conn, std::net::SocketAddr),
     req: &Request,
     cat: &Catalog,
     id: &str,
@@ -126,7 +127,7 @@ fn visible(cat: &Catalog, token: &Token, id: &str) -> Option<(i64, Option<Vec<u8
 
 /// The answer's body, written as the blocks come.
 struct FrameOut<'a> {
-    tls: &'a mut Tls,
+    tls: &'a mut Conn,
     /// The answer's head was written.
     head: bool,
     /// The job's `JobKey` record's body, when it is encrypted: the body's first note.
@@ -216,9 +217,9 @@ fn trailer(r: &RestoreReport, streams: &[tapeloom_catalog::Stream]) -> Trailer {
 impl FrameOut<'_> {
     /// The answer's head: the frames follow.
     fn head(&mut self) -> tapeloom_engine::Result<()> {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.tapeloom.frames\r\n\
-                    Connection: close\r\nCache-Control: no-store\r\n\r\n";
-        self.tls.write_all(head.as_bytes()).map_err(io)?;
+        (self.tls)
+            .start(200, "application/vnd.tapeloom.frames")
+            .map_err(io)?;
         self.head = true;
         Ok(())
     }
@@ -272,7 +273,7 @@ impl BlockSink for FrameOut<'_> {
 /// nothing is read).
 pub fn serve_set(
     shared: &Shared,
-    (tls, peer): (&mut Tls, std::net::SocketAddr),
+    (tls, peer): (&mut Conn, std::net::SocketAddr),
     req: &Request,
     cat: &Catalog,
 ) -> Served {

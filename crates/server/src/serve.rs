@@ -1,6 +1,11 @@
-//! The listener: one thread per connection, at most `max_connections` at once
-//! (more are closed at once), each connection one request under a deadline, so a
-//! client that stalls holds its thread no longer than the configured timeout.
+//! The listener: HTTP/1.1 on hyper, over tokio and tokio-rustls. At most
+//! `max_connections` connections are open at once (more are closed at once); a
+//! connection has the timeout for its TLS handshake and for each request's head,
+//! and is dropped when it leaves an answer unread for as long. Each request is
+//! answered on a thread of tokio's blocking pool (`crate::bridge`), within one of
+//! two budgets: bulk requests (a stream's blocks, a restore's answer, a base's
+//! tree), which may last hours, and control requests (everything else), so the
+//! status page, `/metrics` and the queue answer whatever number of uploads run.
 
 use super::api::{self, Answer};
 use super::backups::{self, Backups};
@@ -8,14 +13,19 @@ use super::config::{Limits, QueueLimits};
 use super::metrics::Metrics;
 use super::queue::Queue;
 use super::restores::{self, Served};
+use crate::bridge::{Conn, Deadlined, Head};
 use crate::http::{self, HttpError};
-use std::io::{self, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::io;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 use tapeloom_engine::Home;
+use tapeloom_proto::body::Chunks;
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Semaphore};
 
 /// What every connection's thread shares.
 pub struct Shared {
@@ -27,8 +37,12 @@ pub struct Shared {
     pub tls: Arc<rustls::ServerConfig>,
     /// The counters.
     pub metrics: Metrics,
-    /// Connections being served.
+    /// Connections open.
     active: AtomicUsize,
+    /// Control requests being answered.
+    control: Arc<Semaphore>,
+    /// Bulk requests being answered.
+    bulk: Arc<Semaphore>,
     /// The backups clients began.
     pub backups: Backups,
     /// The jobs, from their request to their end.
@@ -75,6 +89,8 @@ impl Shared {
             tls,
             metrics: Metrics::default(),
             active: AtomicUsize::new(0),
+            control: Arc::new(Semaphore::new(limits.max_requests)),
+            bulk: Arc::new(Semaphore::new(limits.max_streams)),
             queue: Queue::default(),
             queue_limits,
             drives: site.drives,
@@ -85,7 +101,7 @@ impl Shared {
     }
 }
 
-/// Gives a connection's place back when its thread ends, however it ends.
+/// Gives a connection's place back when it ends, however it ends.
 struct Slot(Arc<Shared>);
 
 impl Drop for Slot {
@@ -94,16 +110,35 @@ impl Drop for Slot {
     }
 }
 
+/// Threads of tokio's own (the connections' tasks); the requests are answered on
+/// its blocking pool.
+const NET_THREADS: usize = 2;
+
 /// Serves connections until the process is stopped.
-pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    for conn in listener.incoming() {
-        let sock = match conn {
-            Ok(s) => s,
+pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+    let l = shared.limits;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(NET_THREADS)
+        .max_blocking_threads(l.max_requests + l.max_streams + 16)
+        .thread_name("tapeloom-net")
+        .enable_all()
+        .build()?;
+    rt.block_on(accept(listener, shared))
+}
+
+/// Takes connections, each served by a task of its own.
+async fn accept(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let tls = tokio_rustls::TlsAcceptor::from(shared.tls.clone());
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(c) => c,
             Err(e) => {
                 // Out of descriptors, or a connection reset before it was taken:
                 // wait a little rather than spin.
                 server_log!("accept: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             }
         };
@@ -113,113 +148,194 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         }
         let slot = Slot(shared.clone());
-        let spawned = std::thread::Builder::new()
-            .name("connection".into())
-            .spawn(move || handle(sock, &slot.0));
-        if let Err(e) = spawned {
-            shared.metrics.dropped();
-            server_log!("start a connection's thread: {e}");
-        }
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let shared = &slot.0;
+            if let Err(e) = connection(sock, peer, tls, shared).await {
+                shared.metrics.dropped();
+                server_log!("{peer}: connection dropped: {e}");
+            }
+        });
     }
 }
 
-/// Serves one connection: its request, then its answer, then the close.
-fn handle(sock: TcpStream, shared: &Arc<Shared>) {
-    let Ok(peer) = sock.peer_addr() else {
-        shared.metrics.dropped();
-        return;
-    };
-    if let Err(e) = serve_one(sock, shared, peer) {
-        shared.metrics.dropped();
-        server_log!("{peer}: connection dropped: {e}");
-    }
-}
-
-/// A connection's socket whose reads all end by one deadline: the TLS handshake
-/// and the request together, however the client trickles its bytes.
-pub struct Deadlined {
+/// Serves one connection: its TLS handshake, then its requests.
+async fn connection(
     sock: TcpStream,
-    /// When the reads in progress must end.
-    pub deadline: Instant,
-}
-
-/// A connection: TLS over the deadlined socket.
-pub type Tls = rustls::StreamOwned<rustls::ServerConnection, Deadlined>;
-
-impl io::Read for Deadlined {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "request not received in time",
-            ));
-        }
-        self.sock.set_read_timeout(Some(left))?;
-        match self.sock.read(buf) {
-            // The socket's timeout (the deadline) passed: said as such, not as
-            // "Resource temporarily unavailable".
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "request not received in time",
-            )),
-            r => r,
-        }
-    }
-}
-
-impl io::Write for Deadlined {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.sock.write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.sock.flush()
-    }
-}
-
-fn serve_one(sock: TcpStream, shared: &Arc<Shared>, peer: SocketAddr) -> io::Result<()> {
-    let limits = shared.limits;
-    let ctl = sock.try_clone()?;
-    sock.set_write_timeout(Some(limits.timeout))?;
+    peer: SocketAddr,
+    tls: tokio_rustls::TlsAcceptor,
+    shared: &Arc<Shared>,
+) -> io::Result<()> {
+    let l = shared.limits;
     sock.set_nodelay(true)?;
-    let conn = rustls::ServerConnection::new(shared.tls.clone()).map_err(io::Error::other)?;
-    let deadline = Instant::now() + limits.timeout;
-    let mut tls = rustls::StreamOwned::new(conn, Deadlined { sock, deadline });
-    let answer = match http::read_head(&mut tls, &limits) {
-        Ok((req, length, rest)) => match route(shared, &mut tls, req, (length, rest), peer) {
-            Ok(a) => a,
-            Err(e) => Some(refused_request(e, peer)?),
-        },
-        Err(e) => Some(refused_request(e, peer)?),
-    };
-    // The answer has its own time: each write may take the timeout.
-    tls.sock.deadline = Instant::now() + limits.timeout;
-    match answer {
-        Some(answer) => {
-            shared.metrics.answered(answer.status);
-            http::write_response(&mut tls, answer.status, answer.content_type, &answer.body)?;
-        }
-        None => shared.metrics.answered(200),
-    }
-    tls.conn.send_close_notify();
-    // The close is a courtesy: a client that went away has its answer or not.
-    let _ = tls.conn.complete_io(&mut tls.sock);
-    linger(&ctl);
+    let stream = tokio::time::timeout(l.timeout, tls.accept(sock))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no TLS handshake in time"))??;
+    let io = TokioIo::new(Deadlined::new(stream, l.timeout));
+    let shared = shared.clone();
+    let service = hyper::service::service_fn(move |req| respond(req, shared.clone(), peer));
+    let parts = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(l.timeout)
+        .max_header_size(l.max_header_bytes)
+        .max_headers(http::MAX_HEADERS)
+        // One request per connection, as the client makes them: a connection's
+        // deadlines and its place among `max_connections` are its request's.
+        .keep_alive(false)
+        .serve_connection(io, service)
+        .without_shutdown()
+        .await
+        .map_err(io::Error::other)?;
+    linger(parts.io.into_inner()).await;
     Ok(())
+}
+
+/// Bytes of a refused request read and dropped after the answer, at most.
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Closes the connection's sending side and reads what the client still sends (a
+/// refused request's rest) for a second at most: closing with unread bytes would
+/// reset the connection and could lose the answer before the client reads it.
+async fn linger(mut io: Deadlined<tokio_rustls::server::TlsStream<TcpStream>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = io.shutdown().await;
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut read = 0;
+    while read < LINGER_BYTES {
+        match tokio::time::timeout_at(until, io.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => read += n,
+            _ => return,
+        }
+    }
+}
+
+/// Whether a request is bulk: a stream's blocks, a restore's answer or a base's
+/// tree, which may last as long as a backup.
+fn bulk(method: &hyper::Method, path: &str) -> bool {
+    let s: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(
+        (method.as_str(), s.as_slice()),
+        ("POST", ["", "api", "backups", _, "streams", _])
+            | ("POST", ["", "api", "backups", _, "deletions"])
+            | ("GET", ["", "api", "backups", _, "base"])
+            | ("GET", ["", "api", "jobs", _, "restore"])
+            | ("GET", ["", "api", "sets", "restore"])
+    )
+}
+
+/// Answers one request on a thread of the blocking pool, within its budget.
+async fn respond(
+    req: hyper::Request<Incoming>,
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+) -> Result<hyper::Response<Chunks>, io::Error> {
+    let (parts, body) = req.into_parts();
+    let budget = match bulk(&parts.method, parts.uri.path()) {
+        true => &shared.bulk,
+        false => &shared.control,
+    };
+    let Ok(permit) = budget.clone().try_acquire_owned() else {
+        shared.metrics.answered(503);
+        let a = Answer::error(503, "the server is busy: try again in a second");
+        return Ok(response(whole(a)));
+    };
+    let request = match http::Request::of(&parts) {
+        Ok(r) => r,
+        Err(e) => {
+            let a = Answer::error(e.status().unwrap_or(400), &e.to_string());
+            shared.metrics.answered(a.status);
+            return Ok(response(whole(a)));
+        }
+    };
+    let (tx, rx) = oneshot::channel();
+    let conn = Conn::new(
+        tokio::runtime::Handle::current(),
+        body,
+        tx,
+        shared.limits.timeout,
+    );
+    tokio::task::spawn_blocking(move || {
+        answer(&shared, conn, request, peer);
+        drop(permit);
+    });
+    // No answer: the request could not be read (the client stalled or went
+    // away), and the connection is closed without one.
+    match rx.await {
+        Ok(head) => Ok(response(head)),
+        Err(_) => Err(io::Error::other("the request could not be read")),
+    }
+}
+
+/// A whole answer's head.
+fn whole(a: Answer) -> Head {
+    Head {
+        status: a.status,
+        content_type: a.content_type,
+        body: Chunks::whole(a.body),
+    }
+}
+
+/// The response of `head`.
+fn response(head: Head) -> hyper::Response<Chunks> {
+    let mut r = hyper::Response::new(head.body);
+    *r.status_mut() = hyper::StatusCode::from_u16(head.status)
+        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(head.content_type),
+    );
+    h.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
+    );
+    if head.status == 503 {
+        h.insert(
+            hyper::header::RETRY_AFTER,
+            hyper::header::HeaderValue::from_static("1"),
+        );
+    }
+    r
+}
+
+/// Routes `req` on this thread and answers it; a route that panics is answered
+/// 500 and the server goes on.
+fn answer(shared: &Arc<Shared>, mut conn: Conn, req: http::Request, peer: SocketAddr) {
+    let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        route(shared, &mut conn, req, peer)
+    }));
+    let a = match routed {
+        Ok(Ok(Some(a))) => a,
+        Ok(Ok(None)) => {
+            shared.metrics.answered(200);
+            return;
+        }
+        Ok(Err(e)) => match refused_request(e, peer) {
+            Some(a) => a,
+            None => {
+                shared.metrics.dropped();
+                return;
+            }
+        },
+        Err(_) => {
+            server_log!("{peer}: a request's answer panicked");
+            Answer::error(500, "the server failed to answer: see its log")
+        }
+    };
+    shared.metrics.answered(a.status);
+    if conn.answered() {
+        server_log!("{peer}: {}", String::from_utf8_lossy(&a.body));
+    }
+    conn.answer(a);
 }
 
 /// The answer to a request that could not be read; none (the connection only
 /// closed) when it broke off.
-fn refused_request(e: HttpError, peer: SocketAddr) -> io::Result<Answer> {
-    if let HttpError::Io(e) = e {
-        return Err(e);
-    }
+fn refused_request(e: HttpError, peer: SocketAddr) -> Option<Answer> {
     server_log!("{peer}: {e}");
-    match e.status() {
-        Some(status) => Ok(Answer::error(status, &e.to_string())),
-        None => Err(io::Error::other(e.to_string())),
-    }
+    e.status()
+        .map(|status| Answer::error(status, &e.to_string()))
 }
 
 /// Answers a request whose head was read: a stream's frames are read by the
@@ -227,9 +343,8 @@ fn refused_request(e: HttpError, peer: SocketAddr) -> io::Result<Answer> {
 /// streamed as it was made (a restore's blocks).
 fn route(
     shared: &Arc<Shared>,
-    tls: &mut Tls,
+    conn: &mut Conn,
     mut req: http::Request,
-    (length, rest): (u64, Vec<u8>),
     peer: SocketAddr,
 ) -> Result<Option<Answer>, HttpError> {
     let cat = match Home::open_catalog_unlocked(&shared.home) {
@@ -248,22 +363,24 @@ fn route(
     let deletions = backup_route
         && req.method == "POST"
         && matches!(segments.as_slice(), [_, _, _, _, "deletions"]);
-    let mut rest = Some(rest);
     if !(streamed || deletions) {
-        let rest = rest.take().unwrap_or_default();
-        req.body = http::read_body(tls, &shared.limits, length, rest)?;
+        req.body = http::read_body(conn, shared.limits.max_body_bytes, req.length)?;
     }
     if let ("GET", ["", "api", "jobs", id, "restore"]) = (req.method.as_str(), &segments[..]) {
-        return Ok(match restores::serve(shared, (tls, peer), &req, &cat, id) {
-            Served::Refused(a) => Some(a),
-            Served::Streamed => None,
-        });
+        return Ok(
+            match restores::serve(shared, (conn, peer), &req, &cat, id) {
+                Served::Refused(a) => Some(a),
+                Served::Streamed => None,
+            },
+        );
     }
     if let ("GET", ["", "api", "sets", "restore"]) = (req.method.as_str(), &segments[..]) {
-        return Ok(match restores::serve_set(shared, (tls, peer), &req, &cat) {
-            Served::Refused(a) => Some(a),
-            Served::Streamed => None,
-        });
+        return Ok(
+            match restores::serve_set(shared, (conn, peer), &req, &cat) {
+                Served::Refused(a) => Some(a),
+                Served::Streamed => None,
+            },
+        );
     }
     if let Some(a) = super::verifies::route(shared, &req, &cat, peer, &segments) {
         return Ok(Some(a));
@@ -278,47 +395,16 @@ fn route(
     let client = token.name.as_str();
     // A base's tree is written as it is read, not held as one answer.
     if let ("GET", [_, _, _, id, "base"]) = (req.method.as_str(), segments.as_slice()) {
-        return Ok(backups::base(shared, client, id, tls));
+        return Ok(backups::base(shared, client, id, conn));
     }
     Ok(Some(match (req.method.as_str(), segments.as_slice()) {
         ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
         ("POST", [_, _, _, id, "admit"]) => backups::admit(shared, client, id),
-        ("POST", [_, _, _, id, "streams", n]) => backups::receive(
-            shared,
-            client,
-            (id, n),
-            (tls, rest.take().unwrap_or_default()),
-        ),
+        ("POST", [_, _, _, id, "streams", n]) => backups::receive(shared, client, (id, n), conn),
         ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
-        ("POST", [_, _, _, id, "deletions"]) => backups::deletions(
-            shared,
-            client,
-            id,
-            (tls, length, rest.take().unwrap_or_default()),
-        ),
+        ("POST", [_, _, _, id, "deletions"]) => {
+            backups::deletions(shared, client, id, (conn, req.length))
+        }
         _ => Answer::error(404, &format!("no such resource: {}", req.path)),
     }))
-}
-
-/// Bytes of a refused request read and dropped after the answer, at most.
-const LINGER_BYTES: usize = 1 << 20;
-
-/// Closes the connection's sending side and reads what the client still sends (a
-/// refused request's rest) for a second at most: closing with unread bytes would
-/// reset the connection and could lose the answer before the client reads it.
-fn linger(sock: &TcpStream) {
-    let _ = sock.shutdown(std::net::Shutdown::Write);
-    let until = Instant::now() + std::time::Duration::from_secs(1);
-    let mut buf = [0u8; 16 * 1024];
-    let mut read = 0;
-    while read < LINGER_BYTES {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match (&*sock).read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => read += n,
-        }
-    }
 }

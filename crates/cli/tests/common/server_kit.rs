@@ -226,7 +226,27 @@ pub fn get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
     let answer = exchange(addr, req.as_bytes(), Duration::ZERO);
     let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    let chunked = (head.lines()).any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+/// A chunked body's bytes, its chunks joined (a streamed answer: a base's tree).
+pub fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk's size");
+        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size in hex");
+        if size == 0 {
+            return out;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
 }
 
 /// Makes `home` with a library of one LTO-3 drive at a twentieth of its speed

@@ -87,6 +87,6 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         .unwrap_or_else(tapeloom_engine::default_home);
     let server = Server::start(&dir, config)?;
     crate::output::emit(&server.listening(), ctx.json)?;
-    server.serve();
+    server.serve()?;
     Ok(0)
 }
