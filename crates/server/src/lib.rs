@@ -7,7 +7,9 @@
 //! - `config.rs`: the TOML configuration, flags over it.
 //! - `serve.rs`: the listener and one thread per connection; `http.rs` reads a
 //!   request under the limits and writes an answer.
-//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
+//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: the counters and
+//!   gauges of `GET /metrics` (`prometheus-client`), bumped where their events
+//!   happen.
 //! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
 //!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
 //!   drives' thread, which takes the jobs from the spool one at a time.
@@ -122,6 +124,7 @@ impl Server {
         })?;
         let mut shared = serve::Shared::new(dir, (config.limits, config.queue), tls, &site);
         shared.keys = keys;
+        shared.queue = queue::Queue::new(shared.metrics.jobs());
         let shared = Arc::new(shared);
         writer::recover(&shared.home, &shared.backups.spool_dir);
         writer::start(shared.clone()).map_err(|source| ServerError::Io {
@@ -129,6 +132,10 @@ impl Server {
             source,
         })?;
         schedule::start(Arc::clone(&shared), config.schedules)?;
+        sample_drives(Arc::clone(&shared)).map_err(|source| ServerError::Io {
+            what: "start the drives' sampling thread".into(),
+            source,
+        })?;
         Ok(Server {
             listener,
             addr,
@@ -149,6 +156,18 @@ impl Server {
     pub fn serve(self) {
         serve::serve(self.listener, self.shared);
     }
+}
+
+/// Starts the thread that counts what the running jobs' drives wrote, as often as
+/// the engine samples them.
+fn sample_drives(shared: Arc<serve::Shared>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("drive metrics".into())
+        .spawn(move || loop {
+            shared.queue.sample();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        })
+        .map(|_| ())
 }
 
 /// Why a server could not start.

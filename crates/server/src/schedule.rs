@@ -204,6 +204,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         job: seen,
         source: Box::new(e),
     })?;
+    shared.metrics.job_errors(report.errors.len());
     if seen != Some(report.job_id) {
         home.catalog.set_job_client(report.job_id, &s.client)?;
         shared.queue.writing(entry, report.job_id, progress);

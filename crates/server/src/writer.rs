@@ -192,8 +192,11 @@ fn run(
         }
     });
     match (r, id) {
-        (Ok(report), _) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
-            .map_err(|e| format!("encode the job's document: {e}")),
+        (Ok(report), _) => {
+            shared.metrics.job_errors(report.errors.len());
+            serde_json::to_vec(&BackedUp::new(&report, "on".into()))
+                .map_err(|e| format!("encode the job's document: {e}"))
+        }
         (Err(e), Some(id)) => {
             server_log!("job {id} of {client} failed: {e}");
             Err(format!("job {id} failed: {e}"))
