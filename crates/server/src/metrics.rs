@@ -188,9 +188,7 @@ impl Metrics {
         self.dropped.inc();
     }
 
-    /// A thread of kind `kind` panicked.
-    // Called by the threads that catch their panics; none does yet.
-    #[allow(dead_code)]
+    /// A thread of kind `kind` panicked (and the thread caught it).
     pub fn panicked(&self, kind: ThreadKind) {
         self.panics.get_or_create(&kind.label()).inc();
     }
