@@ -25,18 +25,21 @@
 //! The server holds no lock on the home but while a job is on its drives (or a
 //! restore reads): it reads the catalog beside the commands that change it
 //! (SQLite's WAL), so local commands and token changes go on while it runs.
+//!
+//! It logs through `tracing`: events with a level and fields (`peer`, `job`,
+//! `client`, `schedule`). Their messages and fields carry the names of jobs, sets
+//! and clients as clients sent them; whoever prints them escapes them for people
+//! (the command line's subscriber does, with `escape_controls`).
 
 #![forbid(unsafe_code)]
 
-/// A line of the server's log on stderr: `tapeloom server: ` and the message,
-/// escaped for people (`escape_controls`), since the names of jobs, sets and
-/// clients in it come from clients.
+/// A warning in the server's log, for the modules that have not said their
+/// events' levels yet (`serve.rs`, `http.rs`, `backups.rs`, `restores.rs`): each
+/// of their lines says a failure. The others call `tracing`'s macros with a level
+/// and fields, as new code should.
 macro_rules! server_log {
     ($($arg:tt)*) => {
-        eprintln!(
-            "tapeloom server: {}",
-            tapeloom_engine::escape_controls(&format!($($arg)*))
-        )
+        tracing::warn!("{}", format_args!($($arg)*))
     };
 }
 

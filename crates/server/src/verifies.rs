@@ -152,7 +152,7 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
                     Err(format!("the verify of job {job_id} failed"))
                 });
             if let Err(why) = &outcome {
-                server_log!("verify of job {job_id}: {why}");
+                tracing::warn!(job = job_id, "verify failed: {why}");
             }
             s.verifies.end(number, outcome);
         });
