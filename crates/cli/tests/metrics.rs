@@ -1,7 +1,9 @@
 //! `GET /metrics` of a real server while a client's backup runs on a modeled drive
 //! that takes real time, and after it ended: `promtool check metrics` passes both,
-//! the drive's counter never goes back and ends at what the drive wrote, and the
-//! queue shows the job while it runs.
+//! the drive's counter never goes back and ends at what the drive wrote, the queue
+//! shows the job while it runs, the counters of ended jobs and received bytes rise
+//! as the job ends (counted then, not rebuilt when read), and no series names a
+//! job or a client.
 
 mod common;
 #[path = "common/server_kit.rs"]
@@ -63,6 +65,8 @@ fn last_drive_sample(home: &Path, job: i64) -> u64 {
 }
 
 const DRIVE: &str = "tapeloom_drive_written_bytes_total{drive=\"0\"}";
+const ENDED: &str = "tapeloom_jobs_ended_total{state=\"ended\"}";
+const RECEIVED: &str = "tapeloom_received_bytes_total";
 
 #[test]
 fn metrics_pass_promtool_during_and_after_a_clients_backup() {
@@ -99,6 +103,8 @@ fn metrics_pass_promtool_during_and_after_a_clients_backup() {
     assert_eq!(status, 200, "{idle}");
     promtool_check(&idle);
     assert_eq!(value(&idle, DRIVE), None, "no drive wrote yet:\n{idle}");
+    assert_eq!(value(&idle, ENDED), Some(0), "{idle}");
+    assert_eq!(value(&idle, RECEIVED), Some(0), "{idle}");
 
     let (doc, during) = std::thread::scope(|sc| {
         let backup = sc.spawn(|| s.json(&alice, &["backup", src.to_str().unwrap()]));
@@ -121,8 +127,9 @@ fn metrics_pass_promtool_during_and_after_a_clients_backup() {
         .find(|t| value(t, "tapeloom_queue_jobs{state=\"writing\"}") == Some(1))
         .unwrap_or_else(|| panic!("no read saw the job writing: {} reads", during.len()));
     promtool_check(text);
-    let running = format!("tapeloom_job_written_bytes_total{{job=\"{job}\",client=\"alice\",");
-    assert!(text.contains(&running), "{text}");
+    // The job's bytes, counted as its client sent them, before it ended.
+    assert!(value(text, RECEIVED).is_some_and(|b| b > 0), "{text}");
+    assert_eq!(value(text, ENDED), Some(0), "{text}");
     assert!(
         text.contains("tapeloom_drive_buffer_fill_ratio{drive=\"0\"}"),
         "{text}"
@@ -150,12 +157,27 @@ fn metrics_pass_promtool_during_and_after_a_clients_backup() {
         value(&after, "tapeloom_queue_jobs{state=\"writing\"}"),
         Some(0)
     );
+    // Counted as the job ended: one more job ended, none failed, and its client's
+    // bytes (at least the files') received.
+    assert_eq!(value(&after, ENDED), Some(1), "{after}");
+    assert_eq!(value(&after, "tapeloom_jobs_failed_total"), Some(0));
+    let received = value(&after, RECEIVED).unwrap();
     assert!(
-        !after.contains("tapeloom_job_written_bytes_total{"),
+        received >= doc["bytes"].as_u64().unwrap(),
+        "{received} {doc}"
+    );
+    assert_eq!(
+        value(&after, "tapeloom_spool_used_bytes"),
+        Some(0),
         "{after}"
     );
-    assert_eq!(value(&after, "tapeloom_jobs_failed_total"), Some(0));
-    // Read again: the ended job is not added twice.
+    // No label names a job, a client or a job's name: their values are unbounded.
+    for t in during.iter().chain([&idle, &after]) {
+        assert!(!t.contains("job=\"") && !t.contains("alice"), "{t}");
+    }
+    // Read again: nothing is added twice.
     let (_, again) = get(&s.addr, "/metrics", Some(&root));
     assert_eq!(value(&again, DRIVE), Some(total));
+    assert_eq!(value(&again, ENDED), Some(1));
+    assert_eq!(value(&again, RECEIVED), Some(received));
 }

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{Error, JobError};
 use tapeloom_proto::{jobs, ls};
+use tracing::{error, warn};
 
 /// An answer to write.
 pub struct Answer {
@@ -136,12 +137,8 @@ pub fn client(
 ) -> Result<Token, Answer> {
     let refuse = |r: Refusal| {
         metrics.refused();
-        server_log!(
-            "refused {} from {peer}: {} {}: {r}",
-            r.who(),
-            req.method,
-            req.path
-        );
+        let who = r.who();
+        warn!(peer = %peer, "refused {who}: {} {}: {r}", req.method, req.path);
         Answer::error(r.status(), &r.to_string())
     };
     match authenticate(req, cat) {
@@ -159,12 +156,8 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
     let metrics = &shared.metrics;
     let refuse = |r: Refusal| {
         metrics.refused();
-        server_log!(
-            "refused {} from {peer}: {} {}: {r}",
-            r.who(),
-            req.method,
-            req.path
-        );
+        let who = r.who();
+        warn!(peer = %peer, "refused {who}: {} {}: {r}", req.method, req.path);
         Answer::error(r.status(), &r.to_string())
     };
     let token = match authenticate(req, cat) {
@@ -184,7 +177,7 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
         ["", "api", "sets", "files"] => list_set(cat, &token, req),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
-        ["", "metrics"] => match metrics.render(&shared.queue, cat) {
+        ["", "metrics"] => match metrics.render(cat) {
             Ok(text) => Ok(Answer {
                 status: 200,
                 content_type: metrics::CONTENT_TYPE,
@@ -205,7 +198,7 @@ fn failed(e: &Error, req: &Request, peer: SocketAddr) -> Answer {
             Answer::error(404, &e.to_string())
         }
         _ => {
-            server_log!("{peer}: {} {}: {e}", req.method, req.path);
+            error!(peer = %peer, "{} {}: {e}", req.method, req.path);
             Answer::error(500, &e.to_string())
         }
     }

@@ -100,7 +100,7 @@ impl Keys {
             let pass = passphrase(e)?;
             let master = tapeloom_engine::open_key_file(&e.file, &pass).map_err(Box::new)?;
             let f = master.fingerprint();
-            server_log!("key {} ({f}) unlocked from {}", f.short(), e.file.display());
+            tracing::info!("key {} ({f}) unlocked from {}", f.short(), e.file.display());
             if !keys.iter().any(|k| k.fingerprint() == f) {
                 keys.push(master);
             }
@@ -218,9 +218,9 @@ fn passphrase(e: &KeyEntry) -> Result<Zeroizing<Vec<u8>>, KeyError> {
     let text = Zeroizing::new(std::fs::read(path).map_err(unread)?);
     let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
     if mode & 0o077 != 0 {
-        server_log!(
-            "warning: passphrase file {} is mode {:04o}: others than its \
-             owner may read it (make it 0600)",
+        tracing::warn!(
+            "passphrase file {} is mode {:04o}: others than its owner may read it \
+             (make it 0600)",
             path.display(),
             mode & 0o7777
         );

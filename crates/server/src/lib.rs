@@ -7,7 +7,9 @@
 //! - `config.rs`: the TOML configuration, flags over it.
 //! - `serve.rs`: the listener and one thread per connection; `http.rs` reads a
 //!   request under the limits and writes an answer.
-//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: `GET /metrics`.
+//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: the counters and
+//!   gauges of `GET /metrics` (`prometheus-client`), bumped where their events
+//!   happen.
 //! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
 //!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
 //!   drives' thread, which takes the jobs from the spool one at a time.
@@ -23,18 +25,21 @@
 //! The server holds no lock on the home but while a job is on its drives (or a
 //! restore reads): it reads the catalog beside the commands that change it
 //! (SQLite's WAL), so local commands and token changes go on while it runs.
+//!
+//! It logs through `tracing`: events with a level and fields (`peer`, `job`,
+//! `client`, `schedule`). Their messages and fields carry the names of jobs, sets
+//! and clients as clients sent them; whoever prints them escapes them for people
+//! (the command line's subscriber does, with `escape_controls`).
 
 #![forbid(unsafe_code)]
 
-/// A line of the server's log on stderr: `tapeloom server: ` and the message,
-/// escaped for people (`escape_controls`), since the names of jobs, sets and
-/// clients in it come from clients.
+/// A warning in the server's log, for the modules that have not said their
+/// events' levels yet (`serve.rs`, `http.rs`, `backups.rs`, `restores.rs`): each
+/// of their lines says a failure. The others call `tracing`'s macros with a level
+/// and fields, as new code should.
 macro_rules! server_log {
     ($($arg:tt)*) => {
-        eprintln!(
-            "tapeloom server: {}",
-            tapeloom_engine::escape_controls(&format!($($arg)*))
-        )
+        tracing::warn!("{}", format_args!($($arg)*))
     };
 }
 
@@ -123,6 +128,7 @@ impl Server {
         })?;
         let mut shared = serve::Shared::new(dir, (config.limits, config.queue), tls, &site);
         shared.keys = keys;
+        shared.queue = queue::Queue::new(shared.metrics.jobs());
         let shared = Arc::new(shared);
         writer::recover(&shared.home, &shared.backups.spool_dir);
         writer::start(shared.clone()).map_err(|source| ServerError::Io {
@@ -130,6 +136,10 @@ impl Server {
             source,
         })?;
         schedule::start(Arc::clone(&shared), config.schedules)?;
+        sample_drives(Arc::clone(&shared)).map_err(|source| ServerError::Io {
+            what: "start the drives' sampling thread".into(),
+            source,
+        })?;
         Ok(Server {
             listener,
             addr,
@@ -153,6 +163,18 @@ impl Server {
             source,
         })
     }
+}
+
+/// Starts the thread that counts what the running jobs' drives wrote, as often as
+/// the engine samples them.
+fn sample_drives(shared: Arc<serve::Shared>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("drive metrics".into())
+        .spawn(move || loop {
+            shared.queue.sample();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        })
+        .map(|_| ())
 }
 
 /// Why a server could not start.

@@ -1,438 +1,449 @@
-//! `GET /metrics`: the server's counters, its queue and the drives of its running
-//! jobs, and the catalog's gauges, in Prometheus's text format (version 0.0.4).
-//! Counters are 64-bit and start at zero with the process.
+//! `GET /metrics`: what the server counts, in Prometheus's text format (version
+//! 0.0.4), kept and encoded by `prometheus-client`. `docs/METRICS.md` lists the
+//! series for their readers.
 //!
-//! A drive's bytes and backhitches are counters over all the server's jobs: the
-//! running jobs' latest samples on top of what the ended ones wrote. The queue
-//! forgets a job's progress when the job ends, so the ended jobs are added up here
-//! as `/metrics` is read ([`Ended`]).
+//! Counters are bumped where their event happens, so a scrape only reads them and
+//! no event between two scrapes can be missed: the connections' threads count
+//! requests, the queue counts jobs as they end ([`Jobs`]), the spools count what
+//! clients send, and the queue adds what each running job's drives wrote as the
+//! engine samples them, once a second, and their last sample as the job ends.
+//! Levels are gauges: the queue moves its own as jobs move; the catalog's (jobs,
+//! volumes and stages by state) are read at each scrape, since local commands
+//! change the catalog too.
+//!
+//! No label takes its values from clients or grows without bound: requests are
+//! counted by the status the server answered (its own dozen codes), jobs by
+//! state, drives by index, stages by path (the admin's few).
 
-use super::queue::{Entry, Live as Running, Queue, State};
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use prometheus_client::encoding::{prometheus_text, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::PoisonError;
 use tapeloom_catalog::{Catalog, JobState, VolumeState};
 use tapeloom_engine::{Latest, Progress, Series};
+use tapeloom_proto::backup::State;
 
 /// The content type of the text format.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
-/// What the server counts while it runs.
-#[derive(Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriveLabel {
+    drive: usize,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ThreadLabel {
+    thread: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabel {
+    stage: String,
+}
+
+/// A gauge of a fraction or a rate.
+type Ratio = Gauge<f64, AtomicU64>;
+
+/// The server's threads whose panics are counted, by the `thread` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadKind {
+    /// The drives' thread, which writes the queue's jobs.
+    DriveWriter,
+    /// A connection's thread.
+    Connection,
+    /// A scheduled job's thread.
+    Schedule,
+    /// A verify's thread.
+    Verify,
+}
+
+impl ThreadKind {
+    const ALL: [ThreadKind; 4] = [
+        ThreadKind::DriveWriter,
+        ThreadKind::Connection,
+        ThreadKind::Schedule,
+        ThreadKind::Verify,
+    ];
+
+    fn label(self) -> ThreadLabel {
+        let thread = match self {
+            ThreadKind::DriveWriter => "drive_writer",
+            ThreadKind::Connection => "connection",
+            ThreadKind::Schedule => "schedule",
+            ThreadKind::Verify => "verify",
+        };
+        ThreadLabel { thread }
+    }
+}
+
+/// The queue's states of a job not ended, by their label.
+const QUEUED: [(State, &str); 3] = [
+    (State::Waiting, "waiting"),
+    (State::Receiving, "receiving"),
+    (State::Writing, "writing"),
+];
+
+fn queued_label(s: State) -> Option<StateLabel> {
+    let (_, state) = QUEUED.iter().find(|(q, _)| *q == s)?;
+    Some(StateLabel { state })
+}
+
+/// Makes the series of `label` in `family`, at zero until counted, so that a rate
+/// over it starts from its first event.
+fn declare<S, M>(family: &Family<S, M>, label: S)
+where
+    S: Clone + std::hash::Hash + Eq,
+    M: Default,
+{
+    drop(family.get_or_create(&label));
+}
+
+/// What the server counts while it runs, and the registry that encodes it.
 pub struct Metrics {
-    by_status: Mutex<BTreeMap<u16, u64>>,
-    refused: AtomicU64,
-    dropped: AtomicU64,
-    ended: Mutex<Ended>,
+    registry: Registry,
+    requests: Family<StatusLabel, Counter>,
+    refused: Counter,
+    dropped: Counter,
+    panics: Family<ThreadLabel, Counter>,
+    job_errors: Counter,
+    jobs: Jobs,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let m = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            refused: Counter::default(),
+            dropped: Counter::default(),
+            panics: Family::default(),
+            job_errors: Counter::default(),
+            jobs: Jobs::default(),
+        };
+        m.register()
+    }
 }
 
 impl Metrics {
+    fn register(mut self) -> Self {
+        for k in ThreadKind::ALL {
+            declare(&self.panics, k.label());
+        }
+        let r = &mut self.registry;
+        r.register(
+            "tapeloom_http_requests",
+            "HTTP requests answered, by status",
+            self.requests.clone(),
+        );
+        r.register(
+            "tapeloom_http_refused",
+            "Requests refused for a missing, unknown or revoked token, or one without the rights",
+            self.refused.clone(),
+        );
+        r.register(
+            "tapeloom_http_connections_dropped",
+            "Connections closed without an answer: TLS failures, stalled clients, over the connection limit",
+            self.dropped.clone(),
+        );
+        r.register(
+            "tapeloom_server_panics",
+            "Panics in the server's threads, by kind of thread",
+            self.panics.clone(),
+        );
+        r.register(
+            "tapeloom_job_errors",
+            "Source objects the server's jobs that ended could not back up",
+            self.job_errors.clone(),
+        );
+        self.jobs.register(r);
+        self
+    }
+
     /// A request answered with `status`.
     pub fn answered(&self, status: u16) {
-        let mut m = self.by_status.lock().unwrap_or_else(|p| p.into_inner());
-        *m.entry(status).or_insert(0) += 1;
+        self.requests.get_or_create(&StatusLabel { status }).inc();
     }
 
     /// A request refused for its token (missing, unknown, revoked, not an admin's).
     pub fn refused(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.refused.inc();
     }
 
     /// A connection closed without an answer (TLS failure, stall, over the limit).
     pub fn dropped(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.dropped.inc();
     }
 
-    /// The text format: the requests, the jobs and volumes of `cat` by state, the
-    /// drives, running jobs and queue of `queue`, the stages, the errors.
-    pub fn render(&self, queue: &Queue, cat: &Catalog) -> tapeloom_catalog::Result<String> {
-        let (running, recent) = queue.snapshot();
-        let ended = {
-            let mut e = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-            e.update(&running, &recent, cat)?;
-            (e.drives.clone(), e.errors, e.failed)
-        };
+    /// A thread of kind `kind` panicked (and the thread caught it).
+    pub fn panicked(&self, kind: ThreadKind) {
+        self.panics.get_or_create(&kind.label()).inc();
+    }
+
+    /// A job ended with `n` source objects it could not back up.
+    pub fn job_errors(&self, n: usize) {
+        self.job_errors.inc_by(n as u64);
+    }
+
+    /// What the queue and the spools count; give it to the server's queue.
+    pub fn jobs(&self) -> Jobs {
+        self.jobs.clone()
+    }
+
+    /// The text format: every series the server counts, then the catalog's
+    /// levels as `cat` holds them now.
+    pub fn render(&self, cat: &Catalog) -> tapeloom_catalog::Result<String> {
+        let levels = catalog_levels(cat)?;
         let mut s = String::new();
-        self.http(&mut s);
-        catalog_states(&mut s, cat)?;
-        drives(&mut s, &ended.0, &running);
-        running_jobs(&mut s, &running);
-        queue_states(&mut s, &running);
-        stages(&mut s, cat)?;
-        family(
-            &mut s,
-            "tapeloom_job_errors_total",
-            "counter",
-            "Source objects the server's ended jobs could not back up.",
-        );
-        let _ = writeln!(s, "tapeloom_job_errors_total {}", ended.1);
-        family(
-            &mut s,
-            "tapeloom_jobs_failed_total",
-            "counter",
-            "The server's jobs that failed.",
-        );
-        let _ = writeln!(s, "tapeloom_jobs_failed_total {}", ended.2);
+        // Writing to a String fails only when a value's own formatting does.
+        let _ = prometheus_text::encode(&mut s, &self.registry);
+        let _ = prometheus_text::encode(&mut s, &levels);
         Ok(s)
-    }
-
-    fn http(&self, s: &mut String) {
-        let by_status = self
-            .by_status
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        family(
-            s,
-            "tapeloom_http_requests_total",
-            "counter",
-            "HTTP requests answered, by status.",
-        );
-        for (status, n) in by_status {
-            let _ = writeln!(s, "tapeloom_http_requests_total{{status=\"{status}\"}} {n}");
-        }
-        let refused = self.refused.load(Ordering::Relaxed);
-        family(
-            s,
-            "tapeloom_http_refused_total",
-            "counter",
-            "Requests refused for a missing, unknown or revoked token, or one without the rights.",
-        );
-        let _ = writeln!(s, "tapeloom_http_refused_total {refused}");
-        let dropped = self.dropped.load(Ordering::Relaxed);
-        family(s, "tapeloom_http_connections_dropped_total", "counter", "Connections closed without an answer: TLS failures, stalled clients, over the connection limit.");
-        let _ = writeln!(s, "tapeloom_http_connections_dropped_total {dropped}");
     }
 }
 
-/// The jobs and volumes of `cat` by state.
-fn catalog_states(s: &mut String, cat: &Catalog) -> tapeloom_catalog::Result<()> {
-    let mut jobs: BTreeMap<&str, u64> = [
+/// What the queue and the spools count of the server's jobs: their ends, their
+/// places in the queue, the bytes their clients sent, what their drives wrote.
+/// A clone counts into the same series.
+#[derive(Clone, Default)]
+pub struct Jobs {
+    ended: Family<StateLabel, Counter>,
+    failed: Counter,
+    queued: Family<StateLabel, Gauge>,
+    spooled: Gauge,
+    received_bytes: Counter,
+    received_blocks: Counter,
+    drive_bytes: Family<DriveLabel, Counter>,
+    drive_backhitches: Family<DriveLabel, Counter>,
+    drive_fill: Family<DriveLabel, Ratio>,
+    drive_speed: Family<DriveLabel, Ratio>,
+}
+
+/// What a running job's drives had written at its previous sample.
+#[derive(Default)]
+pub struct DriveTally(BTreeMap<usize, Latest>);
+
+impl Jobs {
+    fn register(&self, r: &mut Registry) {
+        for state in ["ended", "failed"] {
+            declare(&self.ended, StateLabel { state });
+        }
+        for (_, state) in QUEUED {
+            declare(&self.queued, StateLabel { state });
+        }
+        r.register(
+            "tapeloom_jobs_ended",
+            "The server's jobs that ended, by how: ended (ok or partial) or failed",
+            self.ended.clone(),
+        );
+        r.register(
+            "tapeloom_jobs_failed",
+            "The server's jobs that failed (the same as tapeloom_jobs_ended_total{state=\"failed\"})",
+            self.failed.clone(),
+        );
+        r.register(
+            "tapeloom_queue_jobs",
+            "The server's jobs not ended, by where they are in its queue",
+            self.queued.clone(),
+        );
+        r.register(
+            "tapeloom_spool_used_bytes",
+            "Bytes clients sent that wait on the server's spool (in memory or in its files) for a drive",
+            self.spooled.clone(),
+        );
+        r.register(
+            "tapeloom_received_bytes",
+            "Bytes of blocks and notes received from clients for their backups",
+            self.received_bytes.clone(),
+        );
+        r.register(
+            "tapeloom_received_blocks",
+            "Blocks received from clients for their backups",
+            self.received_blocks.clone(),
+        );
+        r.register(
+            "tapeloom_drive_written_bytes",
+            "Bytes of blocks the server's jobs wrote, by drive (a running job's as of the engine's latest sample, each second)",
+            self.drive_bytes.clone(),
+        );
+        r.register(
+            "tapeloom_drive_backhitches",
+            "Backhitches of the server's jobs, by drive (drives with a model count them)",
+            self.drive_backhitches.clone(),
+        );
+        r.register(
+            "tapeloom_drive_buffer_fill_ratio",
+            "Fill of the drive's buffer, 0 to 1, at the latest sample of the job writing with it (drives with a model)",
+            self.drive_fill.clone(),
+        );
+        r.register(
+            "tapeloom_drive_speed_bytes_per_second",
+            "The speed step the tape runs at (bytes of tape per second; 0 when it stands), at the latest sample of the job writing with it (drives with a model)",
+            self.drive_speed.clone(),
+        );
+    }
+
+    /// A job moved in the queue from `from` to `to` (none: it was not there, or
+    /// it ended).
+    pub fn moved(&self, from: Option<State>, to: Option<State>) {
+        if from == to {
+            return;
+        }
+        if let Some(l) = from.and_then(queued_label) {
+            self.queued.get_or_create(&l).dec();
+        }
+        if let Some(l) = to.and_then(queued_label) {
+            self.queued.get_or_create(&l).inc();
+        }
+    }
+
+    /// A job ended, `failed` or well.
+    pub fn ended(&self, failed: bool) {
+        let state = if failed { "failed" } else { "ended" };
+        self.ended.get_or_create(&StateLabel { state }).inc();
+        if failed {
+            self.failed.inc();
+        }
+    }
+
+    /// `n` bytes came from a client onto the spool, a block or not.
+    pub fn received(&self, n: u64, block: bool) {
+        self.received_bytes.inc_by(n);
+        self.received_blocks.inc_by(u64::from(block));
+        self.spooled.inc_by(n as i64);
+    }
+
+    /// `n` bytes left the spool.
+    pub fn unspooled(&self, n: u64) {
+        self.spooled.dec_by(n as i64);
+    }
+
+    /// Adds what the drives of a running job wrote since `tally`, from its latest
+    /// samples in `p`, and shows their buffer and speed.
+    pub fn sampled(&self, tally: &mut DriveTally, p: &Progress) {
+        let series = p.series.lock().unwrap_or_else(PoisonError::into_inner);
+        for (s, now) in series.iter() {
+            let Series::Drive(d) = s else {
+                continue;
+            };
+            let label = DriveLabel { drive: *d };
+            let before = tally.0.entry(*d).or_default();
+            (self.drive_bytes.get_or_create(&label)).inc_by(now.bytes.saturating_sub(before.bytes));
+            let hitches = |l: &Latest| l.backhitches.unwrap_or(0);
+            (self.drive_backhitches.get_or_create(&label))
+                .inc_by(hitches(now).saturating_sub(hitches(before)));
+            if let Some(f) = now.buffer_fill {
+                self.drive_fill.get_or_create(&label).set(f);
+            }
+            if let Some(v) = now.speed_mb_s {
+                self.drive_speed.get_or_create(&label).set(v * 1e6);
+            }
+            // A sample never goes back; a later one that did would add nothing.
+            before.bytes = before.bytes.max(now.bytes);
+            before.backhitches = before.backhitches.max(now.backhitches);
+        }
+    }
+
+    /// A job's drives are done: their buffer and speed are no one's now.
+    pub fn drives_done(&self, tally: &DriveTally) {
+        for d in tally.0.keys() {
+            let label = DriveLabel { drive: *d };
+            self.drive_fill.remove(&label);
+            self.drive_speed.remove(&label);
+        }
+    }
+}
+
+/// The catalog's levels as it holds them now: jobs and volumes by state, and per
+/// stage its bytes and its limit.
+fn catalog_levels(cat: &Catalog) -> tapeloom_catalog::Result<Registry> {
+    let jobs: Family<StateLabel, Gauge> = Family::default();
+    for s in [
         JobState::Running,
         JobState::Ok,
         JobState::Partial,
         JobState::Failed,
-    ]
-    .iter()
-    .map(|s| (s.as_str(), 0))
-    .collect();
-    for j in cat.jobs()? {
-        *jobs.entry(j.status.as_str()).or_insert(0) += 1;
+    ] {
+        declare(&jobs, StateLabel { state: s.as_str() });
     }
-    let mut volumes: BTreeMap<&str, u64> = [
+    for j in cat.jobs()? {
+        jobs.get_or_create(&StateLabel {
+            state: j.status.as_str(),
+        })
+        .inc();
+    }
+    let volumes: Family<StateLabel, Gauge> = Family::default();
+    for s in [
         VolumeState::Append,
         VolumeState::Full,
         VolumeState::Suspect,
         VolumeState::Expired,
-    ]
-    .iter()
-    .map(|s| (s.as_str(), 0))
-    .collect();
+    ] {
+        declare(&volumes, StateLabel { state: s.as_str() });
+    }
     for v in cat.volumes()? {
-        *volumes.entry(v.status.as_str()).or_insert(0) += 1;
-    }
-    family(
-        s,
-        "tapeloom_jobs",
-        "gauge",
-        "Jobs in the catalog, by state.",
-    );
-    for (state, n) in jobs {
-        let _ = writeln!(s, "tapeloom_jobs{{state=\"{state}\"}} {n}");
-    }
-    family(
-        s,
-        "tapeloom_volumes",
-        "gauge",
-        "Volumes in the catalog, by state.",
-    );
-    for (state, n) in volumes {
-        let _ = writeln!(s, "tapeloom_volumes{{state=\"{state}\"}} {n}");
-    }
-    Ok(())
-}
-
-/// A drive's figures added up over jobs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct DriveTotal {
-    bytes: u64,
-    backhitches: u64,
-}
-
-impl DriveTotal {
-    fn add(&mut self, o: DriveTotal) {
-        self.bytes += o.bytes;
-        self.backhitches += o.backhitches;
-    }
-}
-
-/// What the server's ended jobs add to the counters, brought up to date as
-/// `/metrics` is read. A job running at the previous read is added from the
-/// progress kept since, whose last sample is the job's last (taken as its drive
-/// ended); a job that ran entirely between two reads, from the samples stored with
-/// it in the catalog (none when it failed before they were stored). A job
-/// is missed only when it began and ended between two reads and more than the
-/// queue's recent entries (50) ended after it.
-#[derive(Default)]
-struct Ended {
-    drives: BTreeMap<usize, DriveTotal>,
-    errors: u64,
-    failed: u64,
-    /// The backups (by queue number) added, while the queue lists them as recent.
-    folded: BTreeSet<u64>,
-    /// The jobs running at the previous read: queue number, catalog job, progress.
-    seen: BTreeMap<u64, (Option<i64>, Arc<Progress>)>,
-}
-
-impl Ended {
-    /// Adds the jobs that ended since the previous read; keeps the running ones.
-    fn update(
-        &mut self,
-        running: &[Running],
-        recent: &[Entry],
-        cat: &Catalog,
-    ) -> tapeloom_catalog::Result<()> {
-        for e in recent {
-            if self.folded.contains(&e.backup) {
-                continue;
-            }
-            let kept = self.seen.get(&e.backup).map(|(_, p)| Arc::clone(p));
-            self.fold(e.job, kept.as_deref(), Some(e.state == State::Failed), cat)?;
-            self.seen.remove(&e.backup);
-            self.folded.insert(e.backup);
-        }
-        // Seen running, and since gone from the recent entries too.
-        let live: BTreeSet<u64> = running.iter().map(|r| r.entry.backup).collect();
-        let gone: Vec<u64> = (self.seen.keys())
-            .filter(|b| !live.contains(b))
-            .copied()
-            .collect();
-        for b in gone {
-            if let Some((job, p)) = self.seen.get(&b).cloned() {
-                self.fold(job, Some(&p), None, cat)?;
-                self.seen.remove(&b);
-            }
-        }
-        self.folded
-            .retain(|b| recent.iter().any(|e| e.backup == *b));
-        self.seen = (running.iter())
-            .filter_map(|r| {
-                Some((
-                    r.entry.backup,
-                    (r.entry.job, Arc::clone(r.progress.as_ref()?)),
-                ))
+        volumes
+            .get_or_create(&StateLabel {
+                state: v.status.as_str(),
             })
-            .collect();
-        Ok(())
+            .inc();
     }
-
-    /// Adds an ended job: its drives from `kept` or the catalog, its errors, and
-    /// whether it `failed` (the catalog says, when not known).
-    fn fold(
-        &mut self,
-        job: Option<i64>,
-        kept: Option<&Progress>,
-        failed: Option<bool>,
-        cat: &Catalog,
-    ) -> tapeloom_catalog::Result<()> {
-        let drives = match (kept, job) {
-            (Some(p), _) => latest_drives(p)
-                .into_iter()
-                .map(|(d, l)| (d, total_of(&l)))
-                .collect(),
-            (None, Some(j)) => stored_drives(cat, j)?,
-            (None, None) => BTreeMap::new(),
-        };
-        let errors = match job {
-            Some(j) => cat.errors(j)?.len() as u64,
-            None => 0,
-        };
-        let failed = match (failed, job) {
-            (Some(f), _) => f,
-            (None, Some(j)) => cat.job(j)?.is_some_and(|x| x.status == JobState::Failed),
-            (None, None) => false,
-        };
-        for (d, t) in drives {
-            self.drives.entry(d).or_default().add(t);
-        }
-        self.errors += errors;
-        self.failed += u64::from(failed);
-        Ok(())
-    }
-}
-
-fn total_of(l: &Latest) -> DriveTotal {
-    DriveTotal {
-        bytes: l.bytes,
-        backhitches: l.backhitches.unwrap_or(0),
-    }
-}
-
-/// The latest sample of each drive of a job.
-fn latest_drives(p: &Progress) -> BTreeMap<usize, Latest> {
-    let series = p.series.lock().unwrap_or_else(PoisonError::into_inner);
-    (series.iter())
-        .filter_map(|(s, l)| match s {
-            Series::Drive(d) => Some((*d, *l)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The last figures of each drive of `job`, from the samples stored with it.
-fn stored_drives(cat: &Catalog, job: i64) -> tapeloom_catalog::Result<BTreeMap<usize, DriveTotal>> {
-    let mut out: BTreeMap<usize, DriveTotal> = BTreeMap::new();
-    for x in cat.samples(job, "backup")? {
-        if let Series::Drive(d) = x.series {
-            let t = out.entry(d).or_default();
-            t.bytes = t.bytes.max(x.bytes);
-            t.backhitches = t.backhitches.max(x.backhitches);
-        }
-    }
-    Ok(out)
-}
-
-/// Per drive: bytes and backhitches (ended jobs' and running ones'), and the
-/// running jobs' latest buffer fill and speed step.
-fn drives(s: &mut String, ended: &BTreeMap<usize, DriveTotal>, running: &[Running]) {
-    let mut totals = ended.clone();
-    let mut now: BTreeMap<usize, Latest> = BTreeMap::new();
-    for p in running.iter().filter_map(|r| r.progress.as_ref()) {
-        for (d, l) in latest_drives(p) {
-            totals.entry(d).or_default().add(total_of(&l));
-            now.insert(d, l);
-        }
-    }
-    family(s, "tapeloom_drive_written_bytes_total", "counter", "Bytes of blocks written by the server's jobs, by drive (the running jobs' as of their latest sample, each second).");
-    for (d, t) in &totals {
-        let _ = writeln!(
-            s,
-            "tapeloom_drive_written_bytes_total{{drive=\"{d}\"}} {}",
-            t.bytes
-        );
-    }
-    family(
-        s,
-        "tapeloom_drive_backhitches_total",
-        "counter",
-        "Backhitches of the server's jobs, by drive (drives with a model count them).",
-    );
-    for (d, t) in &totals {
-        let _ = writeln!(
-            s,
-            "tapeloom_drive_backhitches_total{{drive=\"{d}\"}} {}",
-            t.backhitches
-        );
-    }
-    family(s, "tapeloom_drive_buffer_fill_ratio", "gauge", "Fill of the drive's buffer, 0 to 1, at the latest sample of the job writing with it (drives with a model).");
-    for (d, l) in &now {
-        if let Some(f) = l.buffer_fill {
-            let _ = writeln!(s, "tapeloom_drive_buffer_fill_ratio{{drive=\"{d}\"}} {f}");
-        }
-    }
-    family(s, "tapeloom_drive_speed_bytes_per_second", "gauge", "The speed step the tape runs at (bytes of tape per second; 0 when it stands), at the latest sample of the job writing with it (drives with a model).");
-    for (d, l) in &now {
-        if let Some(v) = l.speed_mb_s {
-            let _ = writeln!(
-                s,
-                "tapeloom_drive_speed_bytes_per_second{{drive=\"{d}\"}} {}",
-                v * 1e6
-            );
-        }
-    }
-}
-
-/// Per running job: the bytes its drives wrote.
-fn running_jobs(s: &mut String, running: &[Running]) {
-    family(
-        s,
-        "tapeloom_job_written_bytes_total",
-        "counter",
-        "Bytes of blocks written by each running job, all its drives, as of their latest sample.",
-    );
-    for r in running {
-        let (Some(job), Some(p)) = (r.entry.job, &r.progress) else {
-            continue;
-        };
-        let bytes: u64 = latest_drives(p).values().map(|l| l.bytes).sum();
-        let (client, name) = (escape(&r.entry.client), escape(&r.entry.name));
-        let _ = writeln!(s, "tapeloom_job_written_bytes_total{{job=\"{job}\",client=\"{client}\",name=\"{name}\"}} {bytes}");
-    }
-}
-
-/// The queue's jobs by state.
-fn queue_states(s: &mut String, running: &[Running]) {
-    let states = [State::Waiting, State::Receiving, State::Writing];
-    family(
-        s,
-        "tapeloom_queue_jobs",
-        "gauge",
-        "The server's jobs not ended, by where they are in its queue.",
-    );
-    for state in states {
-        let n = running.iter().filter(|r| r.entry.state == state).count();
-        let name = match state {
-            State::Waiting => "waiting",
-            State::Receiving => "receiving",
-            _ => "writing",
-        };
-        let _ = writeln!(s, "tapeloom_queue_jobs{{state=\"{name}\"}} {n}");
-    }
-}
-
-/// Per stage: the bytes its limit counts, and the limit.
-fn stages(s: &mut String, cat: &Catalog) -> tapeloom_catalog::Result<()> {
-    let stages = cat.stages()?;
+    let used: Family<StageLabel, Gauge<u64, AtomicU64>> = Family::default();
+    let capacity: Family<StageLabel, Gauge<u64, AtomicU64>> = Family::default();
     let usage: BTreeMap<i64, u64> = (cat.stage_use()?.into_iter())
         .map(|(id, u)| (id, u.used()))
         .collect();
-    family(
-        s,
+    for st in cat.stages()? {
+        let label = StageLabel {
+            stage: st.path.to_string_lossy().into_owned(),
+        };
+        let n = usage.get(&st.id).copied().unwrap_or(0);
+        used.get_or_create(&label).set(n);
+        capacity.get_or_create(&label).set(st.size_limit);
+    }
+    let mut r = Registry::default();
+    r.register("tapeloom_jobs", "Jobs in the catalog, by state", jobs);
+    r.register(
+        "tapeloom_volumes",
+        "Volumes in the catalog, by state",
+        volumes,
+    );
+    r.register(
         "tapeloom_stage_used_bytes",
-        "gauge",
-        "Bytes a stage holds that its limit counts: chunks not yet on tape, and kept ones.",
+        "Bytes a stage holds that its limit counts: chunks not yet on tape, and kept ones",
+        used,
     );
-    for st in &stages {
-        let used = usage.get(&st.id).copied().unwrap_or(0);
-        let path = escape(&st.path.to_string_lossy());
-        let _ = writeln!(s, "tapeloom_stage_used_bytes{{stage=\"{path}\"}} {used}");
-    }
-    family(
-        s,
+    r.register(
         "tapeloom_stage_capacity_bytes",
-        "gauge",
-        "Bytes of chunk files tapeloom may keep on a stage (its limit).",
+        "Bytes of chunk files tapeloom may keep on a stage (its limit)",
+        capacity,
     );
-    for st in &stages {
-        let path = escape(&st.path.to_string_lossy());
-        let _ = writeln!(
-            s,
-            "tapeloom_stage_capacity_bytes{{stage=\"{path}\"}} {}",
-            st.size_limit
-        );
-    }
-    Ok(())
-}
-
-/// A label value as the text format writes it.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn family(s: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(s, "# HELP {name} {help}");
-    let _ = writeln!(s, "# TYPE {name} {kind}");
+    Ok(r)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::Queue;
+    use std::sync::Arc;
 
-    fn value(text: &str, line_start: &str) -> Option<f64> {
-        let line = text.lines().find(|l| l.starts_with(line_start))?;
+    fn value(text: &str, series: &str) -> Option<f64> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))?;
         line.rsplit(' ').next()?.parse().ok()
     }
 
@@ -449,69 +460,174 @@ mod tests {
             .insert(Series::Drive(drive), latest);
     }
 
-    #[test]
-    fn every_family_has_help_and_type_and_every_state_a_line() {
+    fn catalog() -> (tempfile::TempDir, Catalog) {
         let d = tempfile::tempdir().unwrap();
         let cat = Catalog::open(&d.path().join("c.db")).unwrap();
-        let m = Metrics::default();
-        m.answered(200);
-        m.answered(200);
-        m.refused();
-        let text = m.render(&Queue::default(), &cat).unwrap();
-        assert!(text.contains("tapeloom_http_requests_total{status=\"200\"} 2\n"));
-        assert!(text.contains("tapeloom_http_refused_total 1\n"));
-        assert!(text.contains("tapeloom_jobs{state=\"failed\"} 0\n"));
-        assert!(text.contains("tapeloom_volumes{state=\"expired\"} 0\n"));
-        assert!(text.contains("tapeloom_queue_jobs{state=\"receiving\"} 0\n"));
-        assert_eq!(text.matches("# TYPE").count(), 15);
-        assert_eq!(text.matches("# HELP").count(), 15);
+        (d, cat)
     }
 
     #[test]
-    fn a_drives_counter_adds_the_ended_jobs_and_never_goes_back() {
-        let d = tempfile::tempdir().unwrap();
-        let cat = Catalog::open(&d.path().join("c.db")).unwrap();
-        let (m, q) = (Metrics::default(), Queue::default());
+    fn every_family_has_help_and_type_and_every_state_a_line() {
+        let (_d, cat) = catalog();
+        let m = Metrics::default();
+        m.answered(200);
+        m.answered(200);
+        m.answered(404);
+        m.refused();
+        let text = m.render(&cat).unwrap();
+        let requests = |status: u16| format!("tapeloom_http_requests_total{{status=\"{status}\"}}");
+        assert_eq!(value(&text, &requests(200)), Some(2.0));
+        assert_eq!(value(&text, &requests(404)), Some(1.0));
+        assert_eq!(value(&text, &requests(500)), None);
+        assert_eq!(value(&text, "tapeloom_http_refused_total"), Some(1.0));
+        assert_eq!(value(&text, "tapeloom_jobs{state=\"failed\"}"), Some(0.0));
+        assert_eq!(
+            value(&text, "tapeloom_volumes{state=\"expired\"}"),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_queue_jobs{state=\"receiving\"}"),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_jobs_ended_total{state=\"failed\"}"),
+            Some(0.0)
+        );
+        let panics = "tapeloom_server_panics_total{thread=\"drive_writer\"}";
+        assert_eq!(value(&text, panics), Some(0.0));
+        m.panicked(ThreadKind::DriveWriter);
+        assert_eq!(value(&m.render(&cat).unwrap(), panics), Some(1.0));
+        assert_eq!(text.matches("# TYPE").count(), 13, "{text}");
+        assert_eq!(text.matches("# HELP").count(), 13);
+    }
+
+    #[test]
+    fn a_drives_counter_adds_each_sample_and_the_last_and_never_goes_back() {
+        let (_d, cat) = catalog();
+        let m = Metrics::default();
+        let q = Queue::new(m.jobs());
         let bytes = |text: &str| value(text, "tapeloom_drive_written_bytes_total{drive=\"1\"}");
         let a = q.add("alice", "a\"b", "client");
         let p = Arc::new(Progress::default());
         q.writing(a, 7, Arc::clone(&p));
         on_drive(&p, 1, 100, 2);
-        let text = m.render(&q, &cat).unwrap();
+        q.sample();
+        let text = m.render(&cat).unwrap();
         assert_eq!(bytes(&text), Some(100.0));
-        assert!(text.contains("tapeloom_queue_jobs{state=\"writing\"} 1\n"));
-        assert!(text.contains(
-            "tapeloom_job_written_bytes_total{job=\"7\",client=\"alice\",name=\"a\\\"b\"} 100\n"
-        ));
-        assert!(text.contains("tapeloom_drive_buffer_fill_ratio{drive=\"1\"} 0.5\n"));
-        assert!(text.contains("tapeloom_drive_speed_bytes_per_second{drive=\"1\"} 40000000\n"));
-        // Its last sample, then it ends: the counter keeps it.
+        assert_eq!(
+            value(&text, "tapeloom_queue_jobs{state=\"writing\"}"),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_drive_buffer_fill_ratio{drive=\"1\"}"),
+            Some(0.5)
+        );
+        let speed = "tapeloom_drive_speed_bytes_per_second{drive=\"1\"}";
+        assert_eq!(value(&text, speed), Some(40e6));
+        // No label names a job, a client or a job's name.
+        assert!(
+            !text.contains("alice") && !text.contains("job=\""),
+            "{text}"
+        );
+        // Its last sample, then it ends, unseen by a scrape: the counter keeps it.
         on_drive(&p, 1, 150, 3);
         q.ended(a, Some("the client went away".into()));
-        let text = m.render(&q, &cat).unwrap();
+        let text = m.render(&cat).unwrap();
         assert_eq!(bytes(&text), Some(150.0));
         assert_eq!(
             value(&text, "tapeloom_drive_backhitches_total{drive=\"1\"}"),
             Some(3.0)
         );
         assert_eq!(value(&text, "tapeloom_jobs_failed_total"), Some(1.0));
-        assert!(!text.contains("tapeloom_job_written_bytes_total{"));
-        assert!(!text.contains("tapeloom_drive_buffer_fill_ratio{"));
-        // The next job on the drive counts on top; a read more adds nothing twice.
+        assert_eq!(
+            value(&text, "tapeloom_queue_jobs{state=\"writing\"}"),
+            Some(0.0)
+        );
+        assert!(
+            !text.contains("tapeloom_drive_buffer_fill_ratio{"),
+            "{text}"
+        );
+        // The next job on the drive counts on top; a sample more adds nothing twice.
         let b = q.add("bob", "b", "client");
         let p = Arc::new(Progress::default());
         q.writing(b, 8, Arc::clone(&p));
         on_drive(&p, 1, 30, 0);
-        assert_eq!(bytes(&m.render(&q, &cat).unwrap()), Some(180.0));
+        q.sample();
+        q.sample();
+        assert_eq!(bytes(&m.render(&cat).unwrap()), Some(180.0));
         q.ended(b, None);
-        assert_eq!(bytes(&m.render(&q, &cat).unwrap()), Some(180.0));
-        let text = m.render(&q, &cat).unwrap();
+        q.sample();
+        let text = m.render(&cat).unwrap();
         assert_eq!(bytes(&text), Some(180.0));
+        assert_eq!(
+            value(&text, "tapeloom_jobs_ended_total{state=\"ended\"}"),
+            Some(1.0)
+        );
         assert_eq!(value(&text, "tapeloom_jobs_failed_total"), Some(1.0));
     }
 
+    /// Counted at scrape time from the queue's last 50 ended entries, jobs that
+    /// ended between two scrapes beyond those were missed.
     #[test]
-    fn a_label_value_is_escaped() {
-        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    fn no_job_is_missed_when_many_end_between_two_scrapes() {
+        let (_d, cat) = catalog();
+        let m = Metrics::default();
+        let q = Queue::new(m.jobs());
+        for i in 0..120u64 {
+            let n = q.add("c", "j", "client");
+            let p = Arc::new(Progress::default());
+            q.writing(n, i as i64, Arc::clone(&p));
+            on_drive(&p, 0, 10, 0);
+            q.ended(n, (i % 3 == 0).then(|| "failed".to_string()));
+        }
+        let text = m.render(&cat).unwrap();
+        assert_eq!(
+            value(&text, "tapeloom_jobs_ended_total{state=\"ended\"}"),
+            Some(80.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_jobs_ended_total{state=\"failed\"}"),
+            Some(40.0)
+        );
+        let drive = "tapeloom_drive_written_bytes_total{drive=\"0\"}";
+        assert_eq!(value(&text, drive), Some(1200.0));
+        assert_eq!(
+            value(&text, "tapeloom_queue_jobs{state=\"waiting\"}"),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn the_spool_gauge_follows_what_clients_send_and_drives_take() {
+        let (_d, cat) = catalog();
+        let m = Metrics::default();
+        let q = Queue::new(m.jobs());
+        let n = q.add("c", "j", "client");
+        let c = q.counters(n).unwrap();
+        c.received(100, true);
+        c.received(20, false);
+        c.taken(50);
+        let text = m.render(&cat).unwrap();
+        assert_eq!(value(&text, "tapeloom_spool_used_bytes"), Some(70.0));
+        assert_eq!(value(&text, "tapeloom_received_bytes_total"), Some(120.0));
+        assert_eq!(value(&text, "tapeloom_received_blocks_total"), Some(1.0));
+        // More given back than held (a job's close after its pops) takes no more.
+        c.taken(500);
+        assert_eq!(
+            value(&m.render(&cat).unwrap(), "tapeloom_spool_used_bytes"),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn a_stages_path_is_escaped_as_a_label_value() {
+        let (_d, cat) = catalog();
+        cat.add_stage(std::path::Path::new("/a\"b"), 1 << 30, 0)
+            .unwrap();
+        let text = Metrics::default().render(&cat).unwrap();
+        assert!(
+            text.contains("tapeloom_stage_capacity_bytes{stage=\"/a\\\"b\"} 1073741824\n"),
+            "{text}"
+        );
     }
 }

@@ -1,12 +1,15 @@
 //! The server's jobs from their request to their end: waiting, receiving,
 //! writing, and the last ones that ended. What `GET /api/queue`, the status page
-//! and `/metrics` show of the jobs comes from here.
+//! and `/metrics` show of the jobs comes from here: the queue counts its jobs into
+//! the server's metrics as they move and end ([`Jobs`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 use tapeloom_engine::Progress;
+
+use super::metrics::{DriveTally, Jobs};
 
 /// Ended entries kept for the status page.
 const RECENT: usize = 50;
@@ -50,25 +53,30 @@ pub struct Live {
     pub progress: Option<Arc<Progress>>,
 }
 
-/// Bytes a job's client sent, and those still on the spool.
+/// Bytes a job's client sent, and those still on the spool; counted into the
+/// server's metrics too.
 #[derive(Default)]
 pub struct Counters {
     received: AtomicU64,
     held: AtomicU64,
+    metrics: Jobs,
 }
 
 impl Counters {
-    /// `n` bytes came from the client and wait on the spool.
-    pub fn received(&self, n: u64) {
+    /// `n` bytes came from the client, a block or not, and wait on the spool.
+    pub fn received(&self, n: u64, block: bool) {
         self.received.fetch_add(n, Ordering::Relaxed);
         self.held.fetch_add(n, Ordering::Relaxed);
+        self.metrics.received(n, block);
     }
 
     /// `n` bytes left the spool.
     pub fn taken(&self, n: u64) {
-        let _ = (self.held).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+        let held = (self.held).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
             Some(h.saturating_sub(n))
         });
+        // What left, no more than was held.
+        self.metrics.unspooled(held.unwrap_or_else(|h| h).min(n));
     }
 
     /// Bytes received so far.
@@ -86,6 +94,8 @@ struct Item {
     entry: Entry,
     progress: Option<Arc<Progress>>,
     counters: Arc<Counters>,
+    /// What its drives had written at the previous sample.
+    drives: DriveTally,
 }
 
 impl Item {
@@ -112,9 +122,18 @@ struct Inner {
 pub struct Queue {
     next: AtomicU64,
     inner: Mutex<Inner>,
+    metrics: Jobs,
 }
 
 impl Queue {
+    /// A queue that counts its jobs into `metrics`.
+    pub fn new(metrics: Jobs) -> Self {
+        Queue {
+            metrics,
+            ..Queue::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -139,14 +158,21 @@ impl Queue {
             files: 0,
             reason: None,
         };
-        self.lock().live.insert(
-            backup,
-            Item {
-                entry,
-                progress: None,
-                counters: Arc::default(),
-            },
-        );
+        let counters = Arc::new(Counters {
+            metrics: self.metrics.clone(),
+            ..Counters::default()
+        });
+        let item = Item {
+            entry,
+            progress: None,
+            counters,
+            drives: DriveTally::default(),
+        };
+        // Counted under the queue's lock, as every move is: the gauges never show
+        // a job in two places.
+        let mut inner = self.lock();
+        inner.live.insert(backup, item);
+        self.metrics.moved(None, Some(State::Waiting));
         backup
     }
 
@@ -158,6 +184,7 @@ impl Queue {
     /// Entry `backup` is now `state`.
     pub fn set_state(&self, backup: u64, state: State) {
         if let Some(i) = self.lock().live.get_mut(&backup) {
+            self.metrics.moved(Some(i.entry.state), Some(state));
             i.entry.state = state;
         }
     }
@@ -165,18 +192,27 @@ impl Queue {
     /// The job of entry `backup` is on a drive, as job `job`.
     pub fn writing(&self, backup: u64, job: i64, progress: Arc<Progress>) {
         if let Some(i) = self.lock().live.get_mut(&backup) {
+            self.metrics
+                .moved(Some(i.entry.state), Some(State::Writing));
             i.entry.job = Some(job);
             i.entry.state = State::Writing;
             i.progress = Some(progress);
         }
     }
 
-    /// Entry `backup` ended: failed with `reason`, or well.
+    /// Entry `backup` ended: failed with `reason`, or well. Its drives' last
+    /// samples are counted.
     pub fn ended(&self, backup: u64, reason: Option<String>) {
         let mut inner = self.lock();
-        let Some(item) = inner.live.remove(&backup) else {
+        let Some(mut item) = inner.live.remove(&backup) else {
             return;
         };
+        if let Some(p) = &item.progress {
+            self.metrics.sampled(&mut item.drives, p);
+        }
+        self.metrics.drives_done(&item.drives);
+        self.metrics.moved(Some(item.entry.state), None);
+        self.metrics.ended(reason.is_some());
         let mut e = item.shown();
         e.state = if reason.is_some() {
             State::Failed
@@ -209,24 +245,20 @@ impl Queue {
         self.lock().recent.iter().cloned().collect()
     }
 
+    /// Counts what the running jobs' drives wrote since the previous sample.
+    pub fn sample(&self) {
+        for i in self.lock().live.values_mut() {
+            if let Some(p) = &i.progress {
+                self.metrics.sampled(&mut i.drives, p);
+            }
+        }
+    }
+
     /// Entries waiting or receiving (not yet on a drive).
     pub fn waiting(&self) -> usize {
         (self.lock().live.values())
             .filter(|i| matches!(i.entry.state, State::Waiting | State::Receiving))
             .count()
-    }
-
-    /// [`Queue::live`] and [`Queue::recent`] at one instant: a job that ends is in
-    /// one of them, never in both nor in neither.
-    pub fn snapshot(&self) -> (Vec<Live>, Vec<Entry>) {
-        let inner = self.lock();
-        let live = (inner.live.values())
-            .map(|i| Live {
-                entry: i.shown(),
-                progress: i.progress.clone(),
-            })
-            .collect();
-        (live, inner.recent.iter().cloned().collect())
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tapeloom_engine::clock::{self, BadSpeed};
 use tapeloom_engine::{BackupOptions, Home, Progress};
+use tracing::{error, warn};
 
 /// The longest real sleep between two readings of the clock, so that a change
 /// of the system clock is seen within it.
@@ -88,13 +89,13 @@ fn run(shared: &Arc<Shared>, schedules: &[Schedule], speed: f64, start: f64) {
             .filter_map(|s| s.calendar.next_after(after))
             .min();
         let Some(due) = due else {
-            server_log!("no schedule has a time in the next ten years");
+            warn!("no schedule has a time in the next ten years");
             return;
         };
         let now = match wait_until(due, speed) {
             Ok(n) => n,
             Err(e) => {
-                server_log!("the scheduler stops: {e}");
+                error!("the scheduler stops: {e}");
                 return;
             }
         };
@@ -124,10 +125,7 @@ fn wait_until(due: i64, speed: f64) -> Result<f64, ScheduleError> {
 fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String>>>) {
     let lock = || running.lock().unwrap_or_else(PoisonError::into_inner);
     if !lock().insert(s.name.clone()) {
-        server_log!(
-            "schedule {}: its last job still runs; this time is skipped",
-            s.name
-        );
+        warn!(schedule = %s.name, "its last job still runs; this time is skipped");
         return;
     }
     let (shared, s2, running2) = (Arc::clone(shared), s.clone(), Arc::clone(running));
@@ -135,13 +133,13 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
         .name(format!("schedule {}", s.name))
         .spawn(move || {
             if let Err(e) = run_scheduled(&shared, &s2) {
-                server_log!("schedule {}: {e}", s2.name);
+                warn!(schedule = %s2.name, "{e}");
             }
             (running2.lock().unwrap_or_else(PoisonError::into_inner)).remove(&s2.name);
         });
     if let Err(e) = spawned {
         lock().remove(&s.name);
-        server_log!("schedule {}: start its job: {e}", s.name);
+        error!(schedule = %s.name, "start its job: {e}");
     }
 }
 
@@ -191,7 +189,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
                 Ok(None) if last => return None,
                 Ok(None) => std::thread::sleep(WATCH),
                 Err(e) => {
-                    server_log!("schedule {}: {e}", s.name);
+                    warn!(schedule = %s.name, "{e}");
                     return None;
                 }
             }
@@ -204,6 +202,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         job: seen,
         source: Box::new(e),
     })?;
+    shared.metrics.job_errors(report.errors.len());
     if seen != Some(report.job_id) {
         home.catalog.set_job_client(report.job_id, &s.client)?;
         shared.queue.writing(entry, report.job_id, progress);

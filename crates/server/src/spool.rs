@@ -176,7 +176,7 @@ impl StreamSpool {
             self.budget.give(n);
             return Err(Closed(why));
         }
-        self.counters.received(n);
+        self.counters.received(n, matches!(item, Item::Block(_)));
         if s.attached && s.in_file == 0 && s.mem_bytes + n <= MEM_CAP {
             s.mem_bytes += n;
             s.mem.push_back(item);

@@ -391,7 +391,7 @@ pub fn report_svg(cat: &Catalog, token: &Token, id: &str) -> Result<Answer, Erro
             Err(e) => match e.downcast_ref::<tapeloom_proto::report::NoSamples>() {
                 Some(no) => Ok(Answer::error(404, &no.to_string())),
                 _ => {
-                    server_log!("draw job {id}: {e:#}");
+                    tracing::error!("draw job {id}: {e:#}");
                     Ok(Answer::error(500, &format!("draw job {id}: {e}")))
                 }
             },

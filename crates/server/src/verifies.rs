@@ -16,6 +16,7 @@
 
 use super::api::{self, Answer};
 use super::backups::LONG_POLL;
+use super::metrics::ThreadKind;
 use super::serve::Shared;
 use crate::http::Request;
 use std::collections::BTreeMap;
@@ -146,9 +147,12 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
         .spawn(move || {
             let keys = s.keys.all().to_vec();
             let outcome = std::panic::catch_unwind(|| run(&home, (job_id, keys), ask.drive))
-                .unwrap_or_else(|_| Err(format!("the verify of job {job_id} failed")));
+                .unwrap_or_else(|_| {
+                    s.metrics.panicked(ThreadKind::Verify);
+                    Err(format!("the verify of job {job_id} failed"))
+                });
             if let Err(why) = &outcome {
-                server_log!("verify of job {job_id}: {why}");
+                tracing::warn!(job = job_id, "verify failed: {why}");
             }
             s.verifies.end(number, outcome);
         });

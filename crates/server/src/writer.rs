@@ -27,6 +27,7 @@ use tapeloom_engine::{
 };
 use tapeloom_proto::backup::BackedUp;
 use tapeloom_proto::backup::Begin;
+use tracing::{error, warn};
 
 /// The file of a job's spool folder that says what the job is.
 pub const META: &str = "job.json";
@@ -182,7 +183,7 @@ fn run(
         id = Some(b.job_id);
         shared.queue.writing(backup, b.job_id, progress.clone());
         if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
-            server_log!("job {}: record its client: {e}", b.job_id);
+            error!(job = b.job_id, "record the job's client: {e}");
         }
         for inlet in b.inlets {
             match spools.get(&inlet.stream) {
@@ -192,10 +193,13 @@ fn run(
         }
     });
     match (r, id) {
-        (Ok(report), _) => serde_json::to_vec(&BackedUp::new(&report, "on".into()))
-            .map_err(|e| format!("encode the job's document: {e}")),
+        (Ok(report), _) => {
+            shared.metrics.job_errors(report.errors.len());
+            serde_json::to_vec(&BackedUp::new(&report, "on".into()))
+                .map_err(|e| format!("encode the job's document: {e}"))
+        }
         (Err(e), Some(id)) => {
-            server_log!("job {id} of {client} failed: {e}");
+            warn!(job = id, client = %client, "job failed: {e}");
             Err(format!("job {id} failed: {e}"))
         }
         (Err(e), None) => Err(format!("the job did not begin: {e}")),
@@ -228,7 +232,7 @@ fn feed(spool: Arc<StreamSpool>, inlet: Inlet) {
             }
         });
     if let Err(e) = spawned {
-        server_log!("start a stream's feeder: {e}");
+        error!("start a stream's feeder: {e}");
     }
 }
 
@@ -265,7 +269,7 @@ pub fn record_unwritten(shared: &Shared, job: &Job, why: &str) {
         doc: job.doc.clone(),
     };
     if let Err(e) = record(&shared.home, &meta, why) {
-        server_log!("record failed job {}: {e}", meta.doc.name);
+        error!(client = %meta.client, "record failed job {}: {e}", meta.doc.name);
     }
 }
 
@@ -290,7 +294,7 @@ fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine:
     let now = tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos());
     let secs = (now - m.asked_ns).max(0) as f64 / 1e9;
     cat.finish_job(id, JobState::Failed, 0, 0, secs, now)?;
-    server_log!("job {id} of {} failed: {why}", m.client);
+    warn!(job = id, client = %m.client, "job failed: {why}");
     Ok(id)
 }
 
@@ -315,7 +319,7 @@ pub fn recover(home: &Path, spool_dir: &Path) {
         if let Some(m) = meta.filter(|m| !begun(m)) {
             let why = "the server stopped while its client sent it; nothing of it was written";
             if let Err(e) = record(home, &m, why) {
-                server_log!("record failed job {}: {e}", m.doc.name);
+                error!(client = %m.client, "record failed job {}: {e}", m.doc.name);
             }
         }
         let _ = std::fs::remove_dir_all(d.path());

@@ -1,6 +1,8 @@
-//! `tapeloom server`: runs the server of `tapeloom-server` in the foreground, and
-//! `server token add|list|revoke` (`token.rs`) manages the tokens clients give it.
+//! `tapeloom server`: runs the server of `tapeloom-server` in the foreground, its
+//! log on stderr (`log.rs`), and `server token add|list|revoke` (`token.rs`)
+//! manages the tokens clients give it.
 
+mod log;
 mod token;
 
 use crate::commands::Context;
@@ -41,6 +43,10 @@ pub struct Args {
     /// The certificate's private key (PEM), with --cert.
     #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
+    /// The least severe events the log on stderr shows. Default: what RUST_LOG
+    /// says, else info.
+    #[arg(long, value_name = "LEVEL", value_enum)]
+    log_level: Option<log::LogLevel>,
 }
 
 #[derive(clap::Subcommand)]
@@ -70,6 +76,7 @@ impl Args {
 /// Serves until the process is stopped. On start it prints the address it listens
 /// on and its certificate's fingerprint, which clients pin.
 fn run_server(a: Args, ctx: &Context) -> Result<i32> {
+    log::init(a.log_level);
     let file = match &a.config {
         Some(p) => config::File::read(p)?,
         None => config::File::default(),
