@@ -29,12 +29,17 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+# The tests run a binary built with the cargo feature test-hooks, which reads the
+# test hooks (TAPELOOM_FAULTS, TAPELOOM_NOW, ...); the build users get has it off,
+# and both must be lint-clean.
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
-echo "== cargo test"
+echo "== cargo clippy (test hooks)"
+cargo clippy --workspace --all-targets --release --features tapeloom/test-hooks -- -D warnings
+echo "== cargo test (test hooks)"
 log=$(mktemp)
 set +e
-cargo test --workspace --release 2>&1 | tee "$log"
+cargo test --workspace --release --features tapeloom/test-hooks 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole suite (cargo prints one per test binary).
@@ -44,7 +49,9 @@ rm -f "$log"
 [ "$status" -eq 0 ] || exit "$status"
 # Commands killed with SIGKILL at random moments, then checked: backups (direct,
 # spanning, and through the stage while spooling and despooling), restores,
-# verifies and catalog rebuilds (bench/kill.py, bench/stage_kill.py).
+# verifies and catalog rebuilds (bench/kill.py, bench/stage_kill.py). They and
+# bench/hostile.py run target/release/tapeloom as `cargo test` above left it: built
+# with the test hooks.
 for harness in kill stage_kill; do
     echo "== kill -9 trials: $harness"
     trials=$(mktemp)
