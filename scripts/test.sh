@@ -82,3 +82,10 @@ print(f"hostile cases ({t['checks']} checks, {t['seconds']} s): {t['passed']} pa
 sys.exit(0 if d["pass"] else 1)
 PY
 rm -rf "$trials" "$work"
+# The build users get (`cargo build --release`, as scripts/quickstart.sh builds it)
+# has no test hooks: with them set, a backup starts today, ends ok and verifies
+# (scripts/hooks_ignored.py). Only the crates whose features differ are compiled
+# again; target/release/tapeloom is this build afterwards.
+echo "== a build without test hooks ignores them"
+cargo build --release -p tapeloom
+python3 scripts/hooks_ignored.py target/release/tapeloom
