@@ -25,6 +25,10 @@ woven into one multiplexed job. Then, --restores times, with
   3. `restore JOB --to DIR` under the same faults must name exactly those entries in
      its errors, and restore every other file identical to its source.
 
+The binary must be built with the test hooks (cargo build --release --features
+tapeloom/test-hooks, or scripts/test.sh's `cargo test`): one built without them
+ignores TAPELOOM_FAULTS, and is refused.
+
   python3 bench/faults.py                 # 100 restores
   python3 bench/faults.py --restores 10
 """
@@ -46,6 +50,14 @@ def tl(a, home, args, faults=None):
     except ValueError:
         doc = None
     return p.returncode, doc, p.stderr.strip()
+
+
+def needs_hooks(a):
+    """Exits when a.bin ignores TAPELOOM_FAULTS (built without the test hooks)."""
+    code, _, _ = tl(a, os.path.join(a.work, "probe"), ["library", "status"], "no-such-fault")
+    if code == 0:
+        sys.exit(f"{a.bin} ignores TAPELOOM_FAULTS: build it with "
+                 "cargo build --release --features tapeloom/test-hooks")
 
 
 def touched(db, job, bad):
@@ -120,6 +132,7 @@ def main():
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
+    needs_hooks(a)
     b = Bench(a, a.work)
     t0 = time.monotonic()
     srcs = b.streams(a.streams) + [make_misc(b.path("misc") + "/misc")]

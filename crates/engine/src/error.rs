@@ -486,7 +486,9 @@ pub enum HomeError {
         /// What was refused.
         what: &'static str,
     },
-    /// `TAPELOOM_FAULTS` holds a fault spec that does not parse.
+    /// `TAPELOOM_FAULTS` holds a fault spec that does not parse (a build with the
+    /// feature `test-hooks` only).
+    #[cfg(feature = "test-hooks")]
     #[error("TAPELOOM_FAULTS: {source}")]
     FaultSpec {
         /// What is wrong with it.

@@ -4,10 +4,8 @@ use crate::error::{io, Error, HomeError, Result};
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use tapeloom_catalog::Catalog;
 pub use tapeloom_device::scsi::ScsiLibraryConfig;
-use tapeloom_device::testkit::faults::{FaultPlan, FaultSpecError, Faults};
 use tapeloom_device::{LibraryConfig, TapeLibrary, VirtualLibrary};
 
 /// An open library of the home: the virtual one, or real devices attached to it.
@@ -38,9 +36,13 @@ const CATALOG_FILE: &str = "catalog.sqlite";
 /// The file naming the SCSI devices attached to the home.
 const DEVICES_FILE: &str = "devices.json";
 
-/// The faults `TAPELOOM_FAULTS` asks for. Parsed once per process and shared by
-/// every library opened, so a fault that fires once fires once in the process.
-fn injected_faults() -> Result<Option<Faults>> {
+/// The faults the test hook `TAPELOOM_FAULTS` asks for (a build with the feature
+/// `test-hooks` only). Parsed once per process and shared by every library
+/// opened, so a fault that fires once fires once in the process.
+#[cfg(feature = "test-hooks")]
+fn injected_faults() -> Result<Option<tapeloom_device::testkit::faults::Faults>> {
+    use std::sync::OnceLock;
+    use tapeloom_device::testkit::faults::{FaultPlan, FaultSpecError, Faults};
     static FAULTS: OnceLock<std::result::Result<Option<Faults>, FaultSpecError>> = OnceLock::new();
     FAULTS
         .get_or_init(|| match std::env::var("TAPELOOM_FAULTS") {
@@ -136,18 +138,20 @@ impl Home {
     }
 
     /// Opens the home's library: the SCSI devices attached to it, else the virtual
-    /// library; wrapped in the faults `TAPELOOM_FAULTS` asks for, when it holds a
-    /// spec (`docs/FAULTS.md`).
+    /// library. In a build with the feature `test-hooks`, wrapped in the faults
+    /// `TAPELOOM_FAULTS` asks for, when it holds a spec (`docs/FAULTS.md`).
     pub fn library(&self) -> Result<Library> {
+        #[cfg(feature = "test-hooks")]
         let faults = injected_faults()?;
         let lib: Library = match self.attached()? {
             Some(cfg) => Box::new(tapeloom_device::scsi::ScsiLibrary::open(&cfg)?),
             None => Box::new(self.virtual_library()?),
         };
-        Ok(match faults {
-            Some(f) => Box::new(f.wrap(lib)),
-            None => lib,
-        })
+        #[cfg(feature = "test-hooks")]
+        if let Some(f) = faults {
+            return Ok(Box::new(f.wrap(lib)));
+        }
+        Ok(lib)
     }
 
     /// Opens the virtual library.

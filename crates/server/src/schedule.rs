@@ -32,10 +32,11 @@ const WATCH: Duration = Duration::from_millis(100);
 /// Why the scheduler could not start, or a scheduled job failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleError {
-    /// A bad `TAPELOOM_CLOCK_SPEED`.
+    /// A bad `TAPELOOM_CLOCK_SPEED` (a build with test hooks).
     #[error(transparent)]
     Speed(#[from] BadSpeed),
-    /// The clock could not be read (a bad `TAPELOOM_NOW`).
+    /// The clock could not be read (a bad `TAPELOOM_NOW`, in a build with test
+    /// hooks).
     #[error("read the clock: {0}")]
     Clock(#[source] Box<tapeloom_engine::Error>),
     /// The scheduler's thread did not start.

@@ -17,7 +17,7 @@ pub struct Args {
 /// What expired (or would).
 #[derive(Serialize)]
 pub struct Expired {
-    /// The time expiry was judged at (TAPELOOM_NOW, or the clock).
+    /// The time expiry was judged at (the engine's clock).
     now: String,
     dry_run: bool,
     cartridges: Vec<Cartridge>,

@@ -13,6 +13,28 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tapeloom")
 }
 
+/// Whether the binary reads the test hooks (`TAPELOOM_FAULTS`, `TAPELOOM_NOW`,
+/// `TAPELOOM_CLOCK_SPEED`, `TAPELOOM_TEST_DAMAGE_CHUNK`,
+/// `TAPELOOM_TEST_WALK_DELAY_MS`): it was built with the cargo feature
+/// `test-hooks`, as scripts/test.sh builds it. When not, says so in one line on
+/// stderr (past the test harness's capture, so a plain `cargo test` shows it) and
+/// the calling test returns early: `if !test_hooks() { return; }`.
+pub fn test_hooks() -> bool {
+    if cfg!(feature = "test-hooks") {
+        return true;
+    }
+    use std::io::Write;
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "{name}: skipped, needs the cargo feature test-hooks (--features tapeloom/test-hooks)"
+    );
+    false
+}
+
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }

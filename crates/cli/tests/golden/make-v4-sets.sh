@@ -4,6 +4,8 @@
 # (hello.txt, chmod 600), a deletion (gone.txt), and a new file with a hard link to
 # it (added/a.txt, added/b.txt); the full holds a symlink and a hard link). Run
 # once; the images are committed and must stay readable by every later tapeloom.
+# The job dates come from TAPELOOM_NOW: $tl must be built with the test hooks
+# (cargo build --release --features tapeloom/test-hooks).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tl=${TAPELOOM:-$here/../../../../target/release/tapeloom}

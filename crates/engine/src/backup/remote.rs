@@ -363,6 +363,9 @@ pub fn pack_streams(
             opts.limit_rate,
         );
         let stream = p.id;
+        #[cfg(not(feature = "test-hooks"))]
+        let thread = super::pack::spawn(&setup(), p, outlet);
+        #[cfg(feature = "test-hooks")]
         let thread = match walk_delay_for_test() {
             None => super::pack::spawn(&setup(), p, outlet),
             Some(delay) => {
@@ -384,9 +387,11 @@ pub fn pack_streams(
     Ok(out)
 }
 
-/// For tests only: `TAPELOOM_TEST_WALK_DELAY_MS=N` makes each stream's walk
-/// begin N milliseconds late, as a long walk of unchanged files would send
-/// nothing for that long. Unset (or not a number), nothing waits.
+/// The test hook `TAPELOOM_TEST_WALK_DELAY_MS=N` (a build with the feature
+/// `test-hooks` only) makes each stream's walk begin N milliseconds late, as a
+/// long walk of unchanged files would send nothing for that long. Unset (or not
+/// a number), nothing waits.
+#[cfg(feature = "test-hooks")]
 fn walk_delay_for_test() -> Option<Duration> {
     let ms = std::env::var("TAPELOOM_TEST_WALK_DELAY_MS").ok()?;
     ms.parse::<u64>().ok().map(Duration::from_millis)

@@ -792,6 +792,7 @@ fn despool_chunks(
             Err(None) => return Err(Error::Stopped),
         };
         let path = feed.path_of(&chunk);
+        #[cfg(feature = "test-hooks")]
         damage_for_test(stream, chunk.seq, &path)?;
         let reader = ChunkReader::open_expecting(&path, tag, stream)?;
         for b in reader {
@@ -903,9 +904,10 @@ fn report_lost(rows: &mut StreamRows, name: &str, out: &mut Outlet) -> Result<bo
     Ok(any)
 }
 
-/// Fault injection for tests: `TAPELOOM_TEST_DAMAGE_CHUNK=STREAM:CHUNK:OFFSET`
-/// flips the byte at OFFSET of that chunk file of the stream just before it is
-/// despooled, as damage on the disk would.
+/// The test hook `TAPELOOM_TEST_DAMAGE_CHUNK=STREAM:CHUNK:OFFSET` (a build with
+/// the feature `test-hooks` only) flips the byte at OFFSET of that chunk file of
+/// the stream just before it is despooled, as damage on the disk would.
+#[cfg(feature = "test-hooks")]
 fn damage_for_test(stream: u16, chunk: u64, path: &std::path::Path) -> Result<()> {
     use std::os::unix::fs::FileExt;
     let Ok(spec) = std::env::var("TAPELOOM_TEST_DAMAGE_CHUNK") else {
