@@ -231,7 +231,7 @@ fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, Base
     };
     let set = doc.set.clone().unwrap_or_else(|| doc.name.clone());
     let unread = |e: &dyn std::fmt::Display| {
-        server_log!("read set {set}: {e}");
+        tracing::warn!(set = %set, "read the set: {e}");
         Answer::error(503, &format!("set {set} cannot be read"))
     };
     let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).map_err(|e| unread(&e))?;
@@ -241,7 +241,7 @@ fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, Base
         return Err(Answer::error(409, &why));
     }
     tapeloom_engine::choose_set(&shared.home, &set, level).map_err(|e| {
-        server_log!("choose the base of set {set}: {e}");
+        tracing::warn!(set = %set, "choose the set's base: {e}");
         Answer::error(503, &format!("the base of set {set} cannot be read"))
     })
 }
@@ -639,7 +639,7 @@ pub fn base(shared: &Shared, client: &str, id: &str, conn: &mut Conn) -> Option<
     let sent = send_base(conn, &base, || heard(shared, backup, false));
     heard(shared, backup, false);
     if let Err(e) = sent {
-        server_log!("send the base of backup {backup}: {e}");
+        tracing::info!(backup, "send the base's tree: {e}");
     }
     None
 }

@@ -33,16 +33,6 @@
 
 #![forbid(unsafe_code)]
 
-/// A warning in the server's log, for the modules that have not said their
-/// events' levels yet (`serve.rs`, `http.rs`, `backups.rs`, `restores.rs`): each
-/// of their lines says a failure. The others call `tracing`'s macros with a level
-/// and fields, as new code should.
-macro_rules! server_log {
-    ($($arg:tt)*) => {
-        tracing::warn!("{}", format_args!($($arg)*))
-    };
-}
-
 mod api;
 mod backups;
 mod bridge;

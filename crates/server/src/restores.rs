@@ -93,7 +93,7 @@ pub fn serve(
     }
     let streams = cat.streams(id).unwrap_or_default();
     if let Err(e) = out.end(read, &streams) {
-        server_log!("{peer}: restore of job {id}: {e}");
+        tracing::warn!(peer = %peer, job = id, "restore: {e}");
     }
     Served::Streamed
 }
@@ -322,7 +322,7 @@ pub fn serve_set(
         },
     };
     if let Err(e) = out.out.close(&trailer) {
-        server_log!("{peer}: restore of set {set}: {e}");
+        tracing::warn!(peer = %peer, set = %set, "restore: {e}");
     }
     Served::Streamed
 }

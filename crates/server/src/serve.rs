@@ -137,7 +137,7 @@ async fn accept(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Res
             Err(e) => {
                 // Out of descriptors, or a connection reset before it was taken:
                 // wait a little rather than spin.
-                server_log!("accept: {e}");
+                tracing::error!("accept a connection: {e}");
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             }
@@ -153,7 +153,7 @@ async fn accept(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Res
             let shared = &slot.0;
             if let Err(e) = connection(sock, peer, tls, shared).await {
                 shared.metrics.dropped();
-                server_log!("{peer}: connection dropped: {e}");
+                tracing::info!(peer = %peer, "connection dropped: {e}");
             }
         });
     }
@@ -319,13 +319,13 @@ fn answer(shared: &Arc<Shared>, mut conn: Conn, req: http::Request, peer: Socket
             }
         },
         Err(_) => {
-            server_log!("{peer}: a request's answer panicked");
+            tracing::error!(peer = %peer, "a request's answer panicked");
             Answer::error(500, "the server failed to answer: see its log")
         }
     };
     shared.metrics.answered(a.status);
     if conn.answered() {
-        server_log!("{peer}: {}", String::from_utf8_lossy(&a.body));
+        tracing::warn!(peer = %peer, "{}", String::from_utf8_lossy(&a.body));
     }
     conn.answer(a);
 }
@@ -333,7 +333,7 @@ fn answer(shared: &Arc<Shared>, mut conn: Conn, req: http::Request, peer: Socket
 /// The answer to a request that could not be read; none (the connection only
 /// closed) when it broke off.
 fn refused_request(e: HttpError, peer: SocketAddr) -> Option<Answer> {
-    server_log!("{peer}: {e}");
+    tracing::warn!(peer = %peer, "{e}");
     e.status()
         .map(|status| Answer::error(status, &e.to_string()))
 }
@@ -350,7 +350,7 @@ fn route(
     let cat = match Home::open_catalog_unlocked(&shared.home) {
         Ok(cat) => cat,
         Err(e) => {
-            server_log!("open the catalog: {e}");
+            tracing::error!("open the catalog: {e}");
             return Ok(Some(Answer::error(503, "the catalog cannot be opened")));
         }
     };
