@@ -149,6 +149,9 @@ impl Backups {
 /// `POST /api/backups` by `client`.
 pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
     forget_old(shared);
+    if shared.draining() {
+        return stopping();
+    }
     let doc: Begin = match serde_json::from_slice(body) {
         Ok(d) => d,
         Err(e) => return Answer::error(400, &format!("not a backup document: {e}")),
@@ -246,6 +249,41 @@ fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, Base
     })
 }
 
+/// The answer to a job asked for while the server stops: 503, and the client
+/// may try again once it runs again (`Retry-After`).
+fn stopping() -> Answer {
+    Answer::error(503, "the server is stopping: try again once it runs again")
+}
+
+/// Stops taking jobs: those waiting for a place fail (their clients are
+/// answered 503 when they ask again); those let in go on.
+pub fn stop_admitting(shared: &Shared) {
+    let waiting: Vec<u64> = (shared.backups.lock().iter())
+        .filter(|(_, j)| j.state == State::Waiting && j.failed.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    for n in waiting {
+        fail(shared, n, "the server stopped before the job was let in");
+    }
+}
+
+/// Cuts every job let in and not yet ended for `why`: a job on a drive ends at
+/// its next block with what it wrote recorded, one still receiving fails.
+pub fn cut_all(shared: &Shared, why: &str) {
+    let open: Vec<u64> = (shared.backups.lock().iter())
+        .filter(|(_, j)| j.outcome.is_none() && j.failed.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    for n in open {
+        fail(shared, n, why);
+    }
+}
+
+/// Whether a job let in or on a drive has not ended yet.
+pub fn any_open(shared: &Shared) -> bool {
+    (shared.backups.lock().values()).any(|j| j.outcome.is_none())
+}
+
 /// A tag no other job has (random, as the engine's own).
 pub fn random_tag() -> u64 {
     let mut b = [0u8; 8];
@@ -292,6 +330,9 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
         let Some(job) = jobs.get(&backup) else {
             return Answer::error(404, &format!("no backup {backup}"));
         };
+        if job.state == State::Waiting && shared.draining() {
+            return stopping();
+        }
         if let Some(why) = &job.failed {
             return Answer::error(409, why);
         }

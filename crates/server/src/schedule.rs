@@ -124,6 +124,10 @@ fn wait_until(due: i64, speed: f64) -> Result<f64, ScheduleError> {
 
 /// Starts schedule `s`'s job on a thread of its own, unless its last one still runs.
 fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String>>>) {
+    if shared.draining() {
+        warn!(schedule = %s.name, "the server is stopping; this time is skipped");
+        return;
+    }
     let lock = || running.lock().unwrap_or_else(PoisonError::into_inner);
     if !lock().insert(s.name.clone()) {
         warn!(schedule = %s.name, "its last job still runs; this time is skipped");

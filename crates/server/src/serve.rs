@@ -20,8 +20,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tapeloom_engine::Home;
 use tapeloom_proto::body::Chunks;
 use tokio::net::TcpStream;
@@ -39,6 +40,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Connections open.
     active: AtomicUsize,
+    /// Set once the server was told to stop (SIGTERM, SIGINT): it takes no new job.
+    draining: AtomicBool,
     /// Control requests being answered.
     control: Arc<Semaphore>,
     /// Bulk requests being answered.
@@ -89,6 +92,7 @@ impl Shared {
             tls,
             metrics: Metrics::default(),
             active: AtomicUsize::new(0),
+            draining: AtomicBool::new(false),
             control: Arc::new(Semaphore::new(limits.max_requests)),
             bulk: Arc::new(Semaphore::new(limits.max_streams)),
             queue: Queue::default(),
@@ -98,6 +102,13 @@ impl Shared {
             verifies: Default::default(),
             keys: Default::default(),
         }
+    }
+}
+
+impl Shared {
+    /// Whether the server was told to stop.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
     }
 }
 
@@ -114,7 +125,15 @@ impl Drop for Slot {
 /// its blocking pool.
 const NET_THREADS: usize = 2;
 
-/// Serves connections until the process is stopped.
+/// How long the jobs let in may go on to their end once the server is told to
+/// stop; those still running are then cut, and have [`CUT_GRACE`] to record it.
+const DRAIN_GRACE: Duration = Duration::from_secs(20);
+const CUT_GRACE: Duration = Duration::from_secs(8);
+
+/// Serves connections until the process is told to stop (SIGTERM or SIGINT),
+/// then drains: no new job is taken (503 with `Retry-After`), the jobs let in go
+/// on for [`DRAIN_GRACE`], those still running are cut with what they wrote
+/// recorded, and the server returns, all within 30 s.
 pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
     let l = shared.limits;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -123,7 +142,58 @@ pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result
         .thread_name("tapeloom-net")
         .enable_all()
         .build()?;
-    rt.block_on(accept(listener, shared))
+    rt.block_on(async {
+        let stop = told_to_stop()?;
+        let accepting = tokio::spawn(accept(listener, shared.clone()));
+        let signal = stop.await;
+        tracing::info!("{signal}: the server stops taking jobs and drains");
+        shared.draining.store(true, Ordering::Release);
+        backups::stop_admitting(&shared);
+        drain(&shared).await;
+        accepting.abort();
+        Ok::<(), io::Error>(())
+    })?;
+    // Requests still reading or writing (a client's stalled upload) are left.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves at the first SIGTERM or SIGINT, with its name.
+fn told_to_stop() -> io::Result<impl std::future::Future<Output = &'static str>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(std::future::poll_fn(move |cx| {
+        if term.poll_recv(cx).is_ready() {
+            return std::task::Poll::Ready("SIGTERM");
+        }
+        if int.poll_recv(cx).is_ready() {
+            return std::task::Poll::Ready("SIGINT");
+        }
+        std::task::Poll::Pending
+    }))
+}
+
+/// Waits for the jobs let in to end, for [`DRAIN_GRACE`] at most; then cuts the
+/// rest and waits [`CUT_GRACE`] at most for their writers to record them.
+async fn drain(shared: &Arc<Shared>) {
+    let wait_for = |d: Duration| {
+        let shared = shared.clone();
+        async move {
+            let until = tokio::time::Instant::now() + d;
+            while backups::any_open(&shared) && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    wait_for(DRAIN_GRACE).await;
+    if backups::any_open(shared) {
+        let s = shared.clone();
+        let why = "the server stopped (SIGTERM) before the job ended";
+        let _ = tokio::task::spawn_blocking(move || backups::cut_all(&s, why)).await;
+        wait_for(CUT_GRACE).await;
+    }
 }
 
 /// Takes connections, each served by a task of its own.
@@ -319,6 +389,9 @@ fn answer(shared: &Arc<Shared>, mut conn: Conn, req: http::Request, peer: Socket
             }
         },
         Err(_) => {
+            shared
+                .metrics
+                .panicked(super::metrics::ThreadKind::Connection);
             tracing::error!(peer = %peer, "a request's answer panicked");
             Answer::error(500, "the server failed to answer: see its log")
         }

@@ -14,6 +14,7 @@
 //! serves the others meanwhile: it never waits for a slow client.
 
 use super::backups::{self, Job, Outcome};
+use super::metrics::ThreadKind;
 use super::queue::State;
 use super::serve::Shared;
 use super::spool::{Item, StreamSpool};
@@ -45,7 +46,9 @@ pub struct Unwritten {
     pub doc: Begin,
 }
 
-/// Starts the thread that writes the queue's jobs.
+/// Starts the thread that writes the queue's jobs. A job whose writing panics
+/// fails with the panic's message, is counted in `/metrics`, and the thread goes
+/// on with the next.
 pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("drives".into())
@@ -53,10 +56,47 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
             let Some(backup) = next_job(&shared) else {
                 continue;
             };
-            let outcome = write(&shared, backup);
+            let written =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(&shared, backup)));
+            let outcome = written.unwrap_or_else(|panic| {
+                shared.metrics.panicked(ThreadKind::DriveWriter);
+                let why = format!("the drive's writer panicked: {}", panic_message(&panic));
+                error!(backup, "{why}");
+                after_panic(&shared, backup, &why);
+                Err(why)
+            });
             backups::ended(&shared, backup, outcome);
         })
         .map(|_| ())
+}
+
+/// What a panic said.
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+/// Fails job `backup` whose writing panicked: its spools closed and removed, and
+/// the job recorded failed for `why` unless the engine had begun it (the home's
+/// next opening fails a job it left running).
+fn after_panic(shared: &Shared, backup: u64, why: &str) {
+    let jobs = shared.backups.lock();
+    let Some(job) = jobs.get(&backup) else {
+        return;
+    };
+    for s in job.spools.values() {
+        s.close(why);
+    }
+    let begun = Home::open_catalog_unlocked(&shared.home)
+        .and_then(|c| Ok(c.job_by_tag(job.tag)?))
+        .is_ok_and(|j| j.is_some());
+    let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
+    if !begun {
+        record_unwritten(shared, job, why);
+    }
+    drop(jobs);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Waits a little for a job to write; none when none is due yet.
@@ -166,6 +206,13 @@ fn run(
     spools: &HashMap<u16, Arc<StreamSpool>>,
 ) -> Outcome {
     let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
+    #[cfg(feature = "test-hooks")]
+    if std::env::var("TAPELOOM_TEST_PANIC_JOB").is_ok_and(|n| n == doc.name) {
+        panic!(
+            "TAPELOOM_TEST_PANIC_JOB: a panic injected into job {}",
+            doc.name
+        );
+    }
     let named = doc.encrypt.clone();
     let (mut opts, plan) = job_of(doc, tag);
     // Encrypted as it is written with the key its client named, else its pool's

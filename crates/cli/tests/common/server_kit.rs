@@ -124,6 +124,23 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Sends SIGTERM and waits up to `limit` for the server's end: its exit code
+    /// and how long it took; none when it still ran at the limit.
+    pub fn term(&mut self, limit: Duration) -> Option<(i32, Duration)> {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some((status.code().unwrap_or(-1), started.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
