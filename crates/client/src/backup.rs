@@ -1,6 +1,6 @@
 //! `tapeloom backup --server URL ...`: this machine walks, reads and packs its
 //! sources and sends the blocks; the server checks them and writes them to its
-//! drives (see `commands::server::backups` for the protocol).
+//! drives (`docs/PROTOCOL.md` says what goes over the wire).
 //!
 //! With `--encrypt FILE` the client sends only the key file's fingerprint (read
 //! without its passphrase); the server encrypts the job with its own copy of

@@ -10,6 +10,8 @@
 //! runtime and its bodies cross over as `tapeloom_proto::body` says. The
 //! server's certificate is pinned by its fingerprint.
 
+#![forbid(unsafe_code)]
+
 pub mod backup;
 pub mod restore;
 pub mod verify;

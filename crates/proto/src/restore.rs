@@ -1,6 +1,6 @@
 //! A restore through the server, on the wire. The answer to
-//! `GET /api/jobs/ID/restore?path=P...` is, after its head (no `Content-Length`;
-//! the connection's close ends it), a body of frames (`http::Frames`):
+//! `GET /api/jobs/ID/restore?path=P...` is a chunked body of frames
+//! (`crate::frame::Frames`):
 //!
 //! 1. for an encrypted job, first, a [`Notice::JobKey`]: the job's `JobKey`
 //!    record (FORMAT.md 5.8) as the catalog keeps it, its data key wrapped by the

@@ -7,7 +7,7 @@
 //!   waiting after [`LONG_POLL`] gets `202` and a [`Waiting`] document, and the
 //!   client asks again with `POST /api/backups/ID/admit`.
 //! - `POST /api/backups/ID/streams/N`: the stream's blocks as a body of frames
-//!   (`crate::http::Frames`), each checked as it comes
+//!   (`tapeloom_proto::frame::Frames`, in a chunked body), each checked as it comes
 //!   (`tapeloom_engine::BlockCheck`) and kept on the stream's spool; the answer says
 //!   how many were taken, or why the job failed. A client with nothing to send (a
 //!   long walk of unchanged files) sends a keepalive frame every `keepalive_ms` of

@@ -1,5 +1,5 @@
 //! The server's configuration: one TOML file (`--config`), each key documented in
-//! the README; flags given on the command line win over the file.
+//! docs/CONFIG.md; flags given on the command line win over the file.
 
 use super::calendar::Calendar;
 pub use crate::http::Limits;

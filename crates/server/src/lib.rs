@@ -5,7 +5,8 @@
 //! prints what [`Server::start`] says.
 //!
 //! - `config.rs`: the TOML configuration, flags over it.
-//! - `serve.rs`: the listener and one thread per connection; `http.rs` reads a
+//! - `serve.rs`: the listener (hyper on tokio, a task per connection, each request
+//!   answered on the blocking pool through `bridge.rs`); `http.rs` reads a
 //!   request under the limits and writes an answer.
 //! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: the counters and
 //!   gauges of `GET /metrics` (`prometheus-client`), bumped where their events

@@ -33,7 +33,7 @@ pub struct Args {
     /// start). Default: the configuration's `listen`, else 127.0.0.1:8407.
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
     listen: Option<String>,
-    /// The configuration file (TOML; the README lists its keys).
+    /// The configuration file (TOML; docs/CONFIG.md lists its keys).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The server's certificate chain (PEM), with --key. Default: the home's own,
