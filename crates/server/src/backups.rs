@@ -33,6 +33,7 @@ use super::api::Answer;
 use super::queue::Counters;
 use super::serve::Shared;
 use super::spool::{Budget, Closed, Item, StreamSpool};
+use super::writer;
 use crate::bridge::Conn;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -40,8 +41,14 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
+use tapeloom_format::Level;
 use tapeloom_proto::backup::{level_named, Begin, Begun, State, Waiting};
 use tapeloom_proto::frame::{Frame, Framed, Frames};
+
+/// Streams a client's job may have: each has a spool whose memory queue holds
+/// blocks up to its cap, so the server bounds them (a local backup may have up
+/// to the format's 4096).
+pub const MAX_STREAMS: usize = 256;
 
 /// The largest deletions document the server reads.
 const MAX_DELETIONS_BYTES: u64 = 256 << 20;
@@ -85,8 +92,10 @@ pub struct Job {
     /// Its outcome, once over.
     pub outcome: Option<Outcome>,
     ended: Option<Instant>,
-    /// Its set, level and base.
-    pub choice: SetChoice,
+    /// Its set, level and base, chosen when it is let in.
+    pub choice: Option<SetChoice>,
+    /// Being let in: its base read and its spools made, outside the jobs' lock.
+    admitting: bool,
     /// The base's tree (empty for a full).
     base: Arc<BaseTree>,
     /// Where the client's deletions go, until they came.
@@ -159,10 +168,9 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
     if let Some(a) = refused(shared, &doc) {
         return a;
     }
-    let (choice, base) = match choose(shared, client, &doc) {
-        Ok(c) => c,
-        Err(a) => return a,
-    };
+    if let Err(a) = owned_set(shared, client, &doc) {
+        return a;
+    }
     let (deletions_tx, deletions_rx) = sync_channel(1);
     let backup = shared.queue.add(client, &doc.name, "client");
     let job = Job {
@@ -180,8 +188,9 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
         outcome: None,
         ended: None,
         doc,
-        choice,
-        base: Arc::new(base),
+        choice: None,
+        admitting: false,
+        base: Arc::default(),
         deletions_tx: Some(deletions_tx),
         deletions_rx: Some(deletions_rx),
     };
@@ -192,8 +201,8 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
 
 /// What the server refuses of a job before it joins the queue.
 fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
-    if doc.streams.is_empty() || doc.streams.len() > tapeloom_format::MAX_STREAMS {
-        let max = tapeloom_format::MAX_STREAMS;
+    if doc.streams.is_empty() || doc.streams.len() > MAX_STREAMS {
+        let max = MAX_STREAMS;
         return Some(Answer::error(
             400,
             &format!("a backup needs 1 to {max} streams"),
@@ -224,28 +233,43 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
     }
 }
 
-/// The set, level and base of a job `client` asked for, and the base's tree. A
-/// client's sets are its own: a set holding another's jobs (or the server's own)
-/// is refused, so that no client is sent another's tree or chained to its jobs.
-fn choose(shared: &Shared, client: &str, doc: &Begin) -> Result<(SetChoice, BaseTree), Answer> {
-    let Some(level) = level_named(&doc.level) else {
+/// Refuses a job whose level is none of the three, or whose set holds another
+/// client's jobs: a client's sets are its own, so that no client is sent
+/// another's tree or chained to its jobs. Cheap: the base is read only when the
+/// job is let in ([`choose`]).
+fn owned_set(shared: &Shared, client: &str, doc: &Begin) -> Result<(), Answer> {
+    if level_named(&doc.level).is_none() {
         let why = format!("no level {}: full, incremental or differential", doc.level);
         return Err(Answer::error(400, &why));
-    };
+    }
     let set = doc.set.clone().unwrap_or_else(|| doc.name.clone());
     let unread = |e: &dyn std::fmt::Display| {
         tracing::warn!(set = %set, "read the set: {e}");
         Answer::error(503, &format!("set {set} cannot be read"))
     };
     let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).map_err(|e| unread(&e))?;
+    if let Some(pool) = doc.pool.as_deref() {
+        match cat.pool(pool) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(Answer::error(400, &format!("no pool {pool}"))),
+            Err(e) => return Err(unread(&e)),
+        }
+    }
     let jobs = cat.set_jobs(&set).map_err(|e| unread(&e))?;
     if jobs.iter().any(|j| j.client.as_deref() != Some(client)) {
         let why = format!("set {set} holds jobs that are not this client's: give another --set");
         return Err(Answer::error(409, &why));
     }
+    Ok(())
+}
+
+/// The set, level and base of a job let in, and the base's tree.
+fn choose(shared: &Shared, doc: &Begin) -> Result<(SetChoice, BaseTree), String> {
+    let level = level_named(&doc.level).unwrap_or(Level::Full);
+    let set = doc.set.clone().unwrap_or_else(|| doc.name.clone());
     tapeloom_engine::choose_set(&shared.home, &set, level).map_err(|e| {
         tracing::warn!(set = %set, "choose the set's base: {e}");
-        Answer::error(503, &format!("the base of set {set} cannot be read"))
+        format!("the base of set {set} cannot be read")
     })
 }
 
@@ -336,7 +360,7 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
         if let Some(why) = &job.failed {
             return Answer::error(409, why);
         }
-        if job.state != State::Waiting || may_enter(shared, &jobs, backup) {
+        if job.state != State::Waiting || (!job.admitting && may_enter(shared, &jobs, backup)) {
             break;
         }
         match b.wait(jobs, until) {
@@ -344,20 +368,23 @@ fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
             None => return waiting(&b.lock(), backup),
         }
     }
-    let job = jobs.get_mut(&backup);
-    let Some(job) = job else {
+    let waiting = jobs.get(&backup).is_some_and(|j| j.state == State::Waiting);
+    if waiting {
+        drop(jobs);
+        if let Err(a) = let_in(shared, backup) {
+            return a;
+        }
+        jobs = b.lock();
+    }
+    let Some(job) = jobs.get(&backup) else {
         return Answer::error(404, &format!("no backup {backup}"));
     };
-    if job.state == State::Waiting {
-        if let Err(e) = open_spools(shared, backup, job) {
-            return Answer::error(503, &e);
-        }
-        job.state = State::Receiving;
-        job.active = Instant::now();
-        shared.queue.set_state(backup, State::Receiving);
-        b.changed.notify_all();
+    if let Some(why) = &job.failed {
+        return Answer::error(409, why);
     }
-    let c = &job.choice;
+    let Some(c) = &job.choice else {
+        return Answer::error(409, &format!("backup {backup} was not let in"));
+    };
     let mut begun = Begun {
         backup,
         tag: job.tag,
@@ -446,35 +473,87 @@ pub fn enter_scheduled(shared: &Shared, entry: u64, client: &str) {
     }
 }
 
-/// Makes the spools of a job let in, and says in the spool's folder what the job
-/// is (so a server killed meanwhile records it as failed when it starts again).
-fn open_spools(shared: &Shared, backup: u64, job: &mut Job) -> Result<(), String> {
-    let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("make {}: {e}", dir.display()))?;
-    let meta = super::writer::Unwritten {
-        client: job.client.clone(),
-        tag: job.tag,
-        asked_ns: job.asked_ns,
-        doc: job.doc.clone(),
+/// Lets job `backup` in: its base read and its spools made with the jobs'
+/// lock released (the catalog and the file system are not worked under a lock
+/// every request takes), then the job shown receiving.
+fn let_in(shared: &Shared, backup: u64) -> Result<(), Answer> {
+    let b = &shared.backups;
+    let meta = {
+        let mut jobs = b.lock();
+        let Some(job) = jobs.get_mut(&backup).filter(|j| j.state == State::Waiting) else {
+            return Ok(());
+        };
+        job.admitting = true;
+        writer::Unwritten {
+            client: job.client.clone(),
+            tag: job.tag,
+            asked_ns: job.asked_ns,
+            doc: job.doc.clone(),
+        }
     };
-    let text = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
-    let path = dir.join(super::writer::META);
-    std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
-    for n in 1..=job.doc.streams.len() as u16 {
-        let s = StreamSpool::new(
-            dir.join(format!("stream-{n}")),
-            shared.backups.budget.clone(),
-            job.counters.clone(),
-        );
-        job.spools.insert(n, Arc::new(s));
-    }
-    let _ = backup;
+    let counters = shared.queue.counters(backup).unwrap_or_default();
+    let made = choose(shared, &meta.doc).and_then(|(choice, base)| {
+        let spools = make_spools(shared, &meta, &counters)?;
+        Ok((choice, base, spools))
+    });
+    let mut jobs = b.lock();
+    let Some(job) = jobs.get_mut(&backup) else {
+        return Err(Answer::error(404, &format!("no backup {backup}")));
+    };
+    job.admitting = false;
+    let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
+    let (choice, base, spools) = match made {
+        Ok(m) if job.failed.is_none() => m,
+        Ok(_) => {
+            drop(jobs);
+            let _ = std::fs::remove_dir_all(dir);
+            return Ok(());
+        }
+        Err(why) => {
+            drop(jobs);
+            let _ = std::fs::remove_dir_all(dir);
+            fail(shared, backup, &why);
+            return Err(Answer::error(503, &why));
+        }
+    };
+    job.choice = Some(choice);
+    job.base = Arc::new(base);
+    job.spools = spools;
+    job.state = State::Receiving;
+    job.active = Instant::now();
+    shared.queue.set_state(backup, State::Receiving);
+    drop(jobs);
+    b.changed.notify_all();
     Ok(())
 }
 
+/// Makes the spools of a job let in, and says in the spool's folder what the job
+/// is (so a server killed meanwhile records it as failed when it starts again).
+fn make_spools(
+    shared: &Shared,
+    meta: &writer::Unwritten,
+    counters: &Arc<Counters>,
+) -> Result<HashMap<u16, Arc<StreamSpool>>, String> {
+    let dir = shared.backups.spool_dir.join(format!("{:016x}", meta.tag));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("make {}: {e}", dir.display()))?;
+    let text = serde_json::to_vec(meta).map_err(|e| e.to_string())?;
+    let path = dir.join(writer::META);
+    std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
+    let mut spools = HashMap::new();
+    for n in 1..=meta.doc.streams.len() as u16 {
+        let s = StreamSpool::new(
+            dir.join(format!("stream-{n}")),
+            shared.backups.budget.clone(),
+            counters.clone(),
+        );
+        spools.insert(n, Arc::new(s));
+    }
+    Ok(spools)
+}
+
 /// Fails job `backup` for `why`: nothing more is taken of it. A job not yet on a
-/// drive is over at once (recorded failed in the catalog); one on a drive fails
-/// there, its writer records it.
+/// drive is over at once (recorded failed in the catalog, after the jobs' lock
+/// is released); one on a drive fails there, its writer records it.
 pub fn fail(shared: &Shared, backup: u64, why: &str) {
     let mut jobs = shared.backups.lock();
     let Some(job) = jobs.get_mut(&backup) else {
@@ -487,17 +566,26 @@ pub fn fail(shared: &Shared, backup: u64, why: &str) {
     for s in job.spools.values() {
         s.close(why);
     }
-    if job.state != State::Writing {
-        super::writer::record_unwritten(shared, job, why);
+    let unwritten = (job.state != State::Writing).then(|| {
         job.outcome = Some(Err(why.to_string()));
         job.state = State::Failed;
         job.ended = Some(Instant::now());
-        shared.queue.ended(backup, Some(why.to_string()));
-        let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
-        let _ = std::fs::remove_dir_all(dir);
-    }
+        writer::Unwritten {
+            client: job.client.clone(),
+            tag: job.tag,
+            asked_ns: job.asked_ns,
+            doc: job.doc.clone(),
+        }
+    });
     drop(jobs);
     shared.backups.changed.notify_all();
+    if let Some(meta) = unwritten {
+        writer::record_failed(shared, &meta, why);
+        shared.queue.ended(backup, Some(why.to_string()));
+        let dir = shared.backups.spool_dir.join(format!("{:016x}", meta.tag));
+        let _ = std::fs::remove_dir_all(dir);
+        shared.backups.changed.notify_all();
+    }
 }
 
 /// `POST /api/backups/ID/streams/N` by `client`: the stream's frames read from
@@ -729,7 +817,7 @@ pub fn deletions(
     let Some(job) = jobs.get_mut(&backup) else {
         return Answer::error(404, &format!("no backup {backup}"));
     };
-    if job.choice.base.is_none() {
+    if job.choice.as_ref().is_none_or(|c| c.base.is_none()) {
         return Answer::error(409, "a full backup has no deletions");
     }
     if job.deletions_tx.is_none() {

@@ -12,6 +12,7 @@ use super::serve::Shared;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, Token};
@@ -133,6 +134,8 @@ pub struct Seen {
     rates: Rates,
     /// The library's last look, and when.
     library: Mutex<Option<(Instant, LibraryView)>>,
+    /// Whether a request looks at the library now.
+    looking: AtomicBool,
 }
 
 /// The figures seen by earlier looks, from which rates are taken.
@@ -282,16 +285,24 @@ fn open_library(home: &Path) -> Result<Box<dyn TapeLibrary>, LibraryError> {
 
 impl Seen {
     /// The library's last look, looked at again when older than [`LOOK_EVERY`].
+    /// The look (a changer's inventory may take seconds) runs with no lock held;
+    /// while one runs, other requests are answered with the last look.
     fn library(&self, home: &Path, cat: &Catalog, now: Instant) -> Result<LibraryView, Error> {
-        let mut last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*last {
-            Some((at, view)) if now.saturating_duration_since(*at) < LOOK_EVERY => Ok(view.clone()),
-            _ => {
-                let view = look_at_library(home, cat)?;
-                *last = Some((now, view.clone()));
-                Ok(view)
+        {
+            let last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((at, view)) = &*last {
+                let fresh = now.saturating_duration_since(*at) < LOOK_EVERY;
+                if fresh || self.looking.swap(true, Ordering::AcqRel) {
+                    return Ok(view.clone());
+                }
             }
         }
+        let view = look_at_library(home, cat);
+        self.looking.store(false, Ordering::Release);
+        let view = view?;
+        let mut last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
+        *last = Some((now, view.clone()));
+        Ok(view)
     }
 }
 

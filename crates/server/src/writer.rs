@@ -81,22 +81,28 @@ pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// the job recorded failed for `why` unless the engine had begun it (the home's
 /// next opening fails a job it left running).
 fn after_panic(shared: &Shared, backup: u64, why: &str) {
-    let jobs = shared.backups.lock();
-    let Some(job) = jobs.get(&backup) else {
-        return;
+    let meta = {
+        let jobs = shared.backups.lock();
+        let Some(job) = jobs.get(&backup) else {
+            return;
+        };
+        for s in job.spools.values() {
+            s.close(why);
+        }
+        Unwritten {
+            client: job.client.clone(),
+            tag: job.tag,
+            asked_ns: job.asked_ns,
+            doc: job.doc.clone(),
+        }
     };
-    for s in job.spools.values() {
-        s.close(why);
-    }
     let begun = Home::open_catalog_unlocked(&shared.home)
-        .and_then(|c| Ok(c.job_by_tag(job.tag)?))
+        .and_then(|c| Ok(c.job_by_tag(meta.tag)?))
         .is_ok_and(|j| j.is_some());
-    let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
     if !begun {
-        record_unwritten(shared, job, why);
+        record_failed(shared, &meta, why);
     }
-    drop(jobs);
-    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(shared.backups.spool_dir.join(format!("{:016x}", meta.tag)));
 }
 
 /// Waits a little for a job to write; none when none is due yet.
@@ -168,10 +174,10 @@ fn write(shared: &Shared, backup: u64) -> Outcome {
         let mut jobs = shared.backups.lock();
         jobs.get_mut(&backup).map(|j| {
             j.state = State::Writing;
-            let changes = j.deletions_rx.take().map(|deletions| ReceivedChanges {
-                choice: j.choice.clone(),
-                deletions,
-            });
+            let choice = j.choice.clone();
+            let changes = (j.deletions_rx.take())
+                .zip(choice)
+                .map(|(deletions, choice)| ReceivedChanges { choice, deletions });
             (
                 j.client.clone(),
                 j.doc.clone(),
@@ -308,14 +314,8 @@ fn job_of(doc: Begin, tag: u64) -> (BackupOptions, RemotePlan) {
 
 /// Records a job that never reached a drive as failed for `why`, so its client
 /// and the admin see it among the jobs.
-pub fn record_unwritten(shared: &Shared, job: &Job, why: &str) {
-    let meta = Unwritten {
-        client: job.client.clone(),
-        tag: job.tag,
-        asked_ns: job.asked_ns,
-        doc: job.doc.clone(),
-    };
-    if let Err(e) = record(&shared.home, &meta, why) {
+pub fn record_failed(shared: &Shared, meta: &Unwritten, why: &str) {
+    if let Err(e) = record(&shared.home, meta, why) {
         error!(client = %meta.client, "record failed job {}: {e}", meta.doc.name);
     }
 }
