@@ -21,6 +21,9 @@ command -v chromium >/dev/null || need_debian+=(chromium)
 [ -x /usr/sbin/tgtd ] || need_debian+=(tgt)
 ldconfig -p 2>/dev/null | grep 'libiscsi\.so\.7' >/dev/null || need_debian+=(libiscsi7)
 command -v iscsi-inq >/dev/null || need_debian+=(libiscsi-bin)
+# The proxy test carries a backup and a restore through nginx.
+[ -x /usr/sbin/nginx ] || need_debian+=(nginx)
+command -v curl >/dev/null || need_debian+=(curl)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update
