@@ -3,13 +3,11 @@
 //! them (also after a catalog rebuilt from tapes alone), a wrong or missing key is
 //! refused naming the job's key, and a changed ciphertext block is a bad block.
 
-use crate::common::keyed::{cartridge_bytes, contains};
+use crate::common::keyed::{cartridge_bytes, contains, flip, key_create, PASSPHRASE};
 use crate::common::*;
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PASSPHRASE: &str = "correct horse battery staple";
 /// A recognisable line, repeated in a file that compresses well.
 const SECRET: &[u8] = b"THE-PLAINTEXT-NOBODY-MAY-READ-ON-TAPE\n";
 const NAMES: [&str; 3] = [
@@ -18,27 +16,16 @@ const NAMES: [&str; 3] = [
     "holiday-photos",
 ];
 
+/// The passphrase in the environment, for [`run_env`] and [`ok_env`].
+const WITH_PASSPHRASE: [(&str, &str); 1] = [("TAPELOOM_PASSPHRASE", PASSPHRASE)];
+
 /// Runs tapeloom with the passphrase in the environment.
 fn tl(home: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
-    let out = Command::new(bin())
-        .env("TAPELOOM_PASSPHRASE", PASSPHRASE)
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args.iter().map(OsStr::new))
-        .output()
-        .expect("run tapeloom");
-    parse(out)
+    run_env(home, &WITH_PASSPHRASE, args)
 }
 
 fn tl_ok(home: &Path, args: &[&str]) -> serde_json::Value {
-    let (code, v, err) = tl(home, args);
-    assert_eq!(code, 0, "tapeloom {args:?} failed: {err}");
-    v
-}
-
-fn p(x: &Path) -> &str {
-    x.to_str().unwrap()
+    ok_env(home, &WITH_PASSPHRASE, args)
 }
 
 struct Setup {
@@ -55,37 +42,13 @@ fn setup() -> Setup {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().to_path_buf();
     let home = root.join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "4",
-            "--capacity",
-            "64M",
-        ],
-    );
+    library(&home, 1, 4, "64M");
     let src = root.join("src");
     write(&src.join(NAMES[0]), &SECRET.repeat(5000));
     write(&src.join(NAMES[1]), &noise(3, 300_000));
     write(&src.join(NAMES[2]).join("beach.raw"), &noise(4, 700_000));
     let key = root.join("k.key");
-    let v = tl_ok(
-        &home,
-        &[
-            "key",
-            "create",
-            p(&key),
-            "--kdf-memory",
-            "64K",
-            "--kdf-passes",
-            "1",
-        ],
-    );
-    let fingerprint = v["short"].as_str().unwrap().to_string();
+    let fingerprint = key_create(PASSPHRASE, &home, &key).0;
     Setup {
         home,
         src,
@@ -273,35 +236,13 @@ fn a_staged_encrypted_backup_restores() {
     assert_same_tree(&s.src, &out);
 }
 
-/// Where block `lbn` of a virtual cartridge lies in its `.data` file.
-fn block_offset(idx: &[u8], lbn: usize) -> (u64, u32) {
-    let e = &idx[lbn * 16..lbn * 16 + 16];
-    (
-        u64::from_le_bytes(e[..8].try_into().unwrap()),
-        u32::from_le_bytes(e[8..12].try_into().unwrap()),
-    )
-}
-
 #[test]
 fn a_flipped_byte_in_a_ciphertext_block_is_named_as_a_bad_block() {
     let s = setup();
     let job = backup(&s, &["--block-size", "64K", "--compress", "none"]).to_string();
-    let tapes = s.home.join("library/tapes");
-    let idx = std::fs::read(tapes.join("TL0001L9.idx")).unwrap();
-    let data_path = tapes.join("TL0001L9.data");
-    let mut data = std::fs::read(&data_path).unwrap();
-    // LBN 2 is the job's clear first block; LBN 4 is a data block.
-    let (off, len) = block_offset(&idx, 4);
-    assert_eq!(len, 65536);
-    let at = off as usize + 64 + 1000;
-    data[at] ^= 0x40;
-    // Keep the CRC right, so only the tag can tell.
-    let crc = {
-        let b = &data[off as usize..off as usize + len as usize];
-        crc32c::crc32c_append(crc32c::crc32c(&b[..60]), &b[64..])
-    };
-    data[off as usize + 60..off as usize + 64].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&data_path, &data).unwrap();
+    // LBN 2 is the job's clear first block; LBN 4 is a data block. The CRC is
+    // kept right, so only the tag can tell.
+    assert_eq!(flip(&s.home, 4, true), 65536);
     let (code, v, _) = tl(&s.home, &["verify", &job, "--key", p(&s.key)]);
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["ok"], false);
@@ -426,7 +367,7 @@ fn an_encrypted_backup_killed_on_the_stage_is_finished_by_stage_resume_with_its_
         .spawn()
         .unwrap();
     let t = std::time::Instant::now();
-    while !walk(&stage) {
+    while !holds_chunk_file(&stage) {
         assert!(t.elapsed().as_secs() < 30, "nothing staged in 30 s");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -459,12 +400,4 @@ fn an_encrypted_backup_killed_on_the_stage_is_finished_by_stage_resume_with_its_
     let v = tl_ok(&s.home, &["verify", &job, "--key", p(&s.key)]);
     assert_eq!(v["ok"], true, "{v}");
     assert!(!contains(&cartridge_bytes(&s.home), b"secret-0"));
-}
-
-/// Whether a chunk file is anywhere under `dir`.
-fn walk(dir: &Path) -> bool {
-    std::fs::read_dir(dir).into_iter().flatten().any(|e| {
-        let p = e.unwrap().path();
-        p.extension().is_some_and(|x| x == "tlc") || (p.is_dir() && walk(&p))
-    })
 }

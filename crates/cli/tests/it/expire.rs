@@ -6,26 +6,15 @@
 use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 /// Runs tapeloom `args` (with `--json`) as if at `now`; returns (code, JSON, stderr).
 fn run_at(home: &Path, now: &str, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(bin())
-        .env("TAPELOOM_NOW", now)
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args)
-        .output()
-        .expect("run tapeloom");
-    parse(out)
+    run_env(home, &[("TAPELOOM_NOW", now)], args)
 }
 
 /// As [`run_at`], and it must succeed.
 fn ok_at(home: &Path, now: &str, args: &[&str]) -> Value {
-    let (code, v, err) = run_at(home, now, args);
-    assert_eq!(code, 0, "tapeloom {args:?} at {now} failed: {err}");
-    v
+    ok_env(home, &[("TAPELOOM_NOW", now)], args)
 }
 
 /// Backs up a fresh tree `name` to `pool` at `now`; returns (source, backup JSON).
@@ -52,17 +41,6 @@ fn backup_at(
     );
     assert_eq!(b["status"], "ok", "{b}");
     (src, b)
-}
-
-/// A cartridge of `library status --json`.
-fn cartridge(status: &Value, barcode: &str) -> Value {
-    status["cartridges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["barcode"] == barcode)
-        .unwrap_or_else(|| panic!("no {barcode} in {status}"))
-        .clone()
 }
 
 /// The barcodes `expire --json` lists.
@@ -96,17 +74,7 @@ const C_AT: &str = "2026-01-02T12:30:00Z";
 fn expired_daily_cartridges_are_recycled_one_generation_up() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let lib = [
-        "library",
-        "create",
-        "--drives",
-        "1",
-        "--slots",
-        "4",
-        "--capacity",
-        "16M",
-    ];
-    ok(&home, &lib);
+    library(&home, 1, 4, "16M");
     ok(
         &home,
         &[
@@ -201,13 +169,13 @@ fn expired_daily_cartridges_are_recycled_one_generation_up() {
     assert_eq!(done["dry_run"], false);
     assert_eq!(listed(&done), ["TL0001L9"]);
     let st = ok(&home, &["library", "status"]);
-    let tl1 = cartridge(&st, "TL0001L9");
+    let tl1 = cartridge_in(&st, "TL0001L9");
     assert_eq!(
         (tl1["state"].clone(), tl1["jobs"].clone()),
         ("expired".into(), 0.into())
     );
     assert_eq!(tl1["generation"], 0);
-    assert_eq!(cartridge(&st, "TL0002L9")["state"], "append");
+    assert_eq!(cartridge_in(&st, "TL0002L9")["state"], "append");
     assert!(!starts(&home).contains(&"2026-01-01T03:00:00.000000000Z".to_string()));
     assert_eq!(starts(&home).len(), 3);
     // Nothing more expires at the same time.
@@ -218,7 +186,7 @@ fn expired_daily_cartridges_are_recycled_one_generation_up() {
     let (src_c, c) = backup_at(&home, t.path(), "c", "daily", C_AT);
     assert_eq!(c["volumes"], serde_json::json!(["TL0001L9"]));
     let st = ok(&home, &["library", "status"]);
-    let tl1 = cartridge(&st, "TL0001L9");
+    let tl1 = cartridge_in(&st, "TL0001L9");
     assert_eq!(tl1["generation"], 1, "{st}");
     assert_eq!(
         (tl1["state"].clone(), tl1["jobs"].clone()),
@@ -252,27 +220,15 @@ fn expired_daily_cartridges_are_recycled_one_generation_up() {
         ]
     );
     let st = ok(&home, &["library", "status"]);
-    assert_eq!(cartridge(&st, "TL0001L9")["generation"], 1);
-    assert_eq!(cartridge(&st, "TL0002L9")["generation"], 0);
+    assert_eq!(cartridge_in(&st, "TL0001L9")["generation"], 1);
+    assert_eq!(cartridge_in(&st, "TL0002L9")["generation"], 0);
 }
 
 #[test]
 fn a_write_protected_expired_cartridge_is_not_recycled() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "2",
-            "--capacity",
-            "16M",
-        ],
-    );
+    library(&home, 1, 2, "16M");
     ok(
         &home,
         &[
@@ -297,9 +253,9 @@ fn a_write_protected_expired_cartridge_is_not_recycled() {
     let (_, c) = backup_at(&home, t.path(), "c", "daily", "2026-01-10T01:00:00Z");
     assert_eq!(c["volumes"], serde_json::json!(["TL0002L9"]));
     let st = ok(&home, &["library", "status"]);
-    assert_eq!(cartridge(&st, "TL0001L9")["generation"], 0);
-    assert_eq!(cartridge(&st, "TL0001L9")["state"], "expired");
-    assert_eq!(cartridge(&st, "TL0002L9")["generation"], 1);
+    assert_eq!(cartridge_in(&st, "TL0001L9")["generation"], 0);
+    assert_eq!(cartridge_in(&st, "TL0001L9")["state"], "expired");
+    assert_eq!(cartridge_in(&st, "TL0002L9")["generation"], 1);
     // Then none is left.
     let (code, _, err) = run_at(
         &home,
@@ -427,7 +383,7 @@ fn a_cartridge_an_unexpired_incremental_depends_on_is_kept() {
     let (s_inc2, v) = back("s", "incremental", "daily", "2026-01-03T01:00:00Z");
     assert_eq!(v, "TL0003L9");
     let st = ok(&home, &["library", "status"]);
-    assert_eq!(cartridge(&st, "TL0003L9")["generation"], 1);
+    assert_eq!(cartridge_in(&st, "TL0003L9")["generation"], 1);
     let e = ok_at(&home, "2026-01-03T12:00:00Z", &["expire", "--dry-run"]);
     assert!(listed(&e).is_empty(), "{e}");
     // u's job is gone from the catalog and does not come back from the tapes: its

@@ -8,6 +8,9 @@ use std::process::Command;
 
 #[test]
 fn a_full_home_is_explained_and_trim_wins_the_space_back() {
+    if !need(program("unshare", "util-linux")) {
+        return;
+    }
     let t = tempfile::tempdir().unwrap();
     let (small, big, fs, out) = (
         t.path().join("small"),
@@ -43,7 +46,8 @@ fn a_full_home_is_explained_and_trim_wins_the_space_back() {
         .output()
         .expect("run unshare");
     if o.status.code() == Some(90) || (!o.status.success() && !is_root()) {
-        eprintln!("skipped: no tmpfs could be mounted here (needs root or user namespaces)");
+        let why = "no tmpfs could be mounted here (needs root or user namespaces)";
+        need(Err(why.to_string()));
         return;
     }
     let said = String::from_utf8_lossy(&o.stdout);

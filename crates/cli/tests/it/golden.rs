@@ -146,19 +146,7 @@ fn version_4_sets_rebuild_with_their_chain_merge_and_restore() {
 /// A home with a small library holding the golden image `name`.
 fn golden_home(t: &std::path::Path, name: &str) -> std::path::PathBuf {
     let home = t.join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "2",
-            "--capacity",
-            "4M",
-        ],
-    );
+    library(&home, 1, 2, "4M");
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name)
@@ -185,12 +173,7 @@ fn check_golden(name: &str, env: &[(&str, &str)], key: &[&str]) {
     assert_eq!(r["bad_blocks"], 0);
     // Labels older than write version 4 hold no generation: they read as 0.
     let st = ok(&home, &["library", "status"]);
-    let tl1 = st["cartridges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["barcode"] == "TL0001L9")
-        .unwrap();
+    let tl1 = cartridge_in(&st, "TL0001L9");
     assert_eq!(tl1["generation"], 0, "{st}");
     let jobs = ok(&home, &["jobs"]);
     assert_eq!(jobs["jobs"][0]["name"], "golden");

@@ -17,15 +17,7 @@ fn home_in(t: &Path) -> std::path::PathBuf {
 /// `dirs` folders of `per` files each, of 1 to 3,000 bytes; file `i` of folder `d`
 /// is `d{d:03}/f{i:03}`.
 fn make_tree(src: &Path, dirs: usize, per: usize) {
-    for d in 0..dirs {
-        for i in 0..per {
-            let len = 1 + (d * 7919 + i * 104_729) % 3000;
-            write(
-                &src.join(format!("d{d:03}/f{i:03}")),
-                &noise((d * per + i) as u64, len),
-            );
-        }
-    }
+    numbered_files(src, (dirs, per), 3000, |d, i| format!("d{d:03}/f{i:03}"));
 }
 
 /// The rows of job `job` in the home's catalog: (path, type, meta_only).

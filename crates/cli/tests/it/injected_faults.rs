@@ -2,7 +2,6 @@
 //! a backup, a restore and the changer do when the drive or the robot fails.
 
 use crate::common::*;
-use serde_json::Value;
 use std::path::Path;
 
 /// A one-line error naming all of `words`, and a non-zero exit.
@@ -42,16 +41,6 @@ fn first_blocks(home: &Path, job: &str) -> Vec<(String, u64)> {
     v
 }
 
-/// (state) of cartridge `barcode` in `library status`.
-fn cartridge_state(home: &Path, barcode: &str) -> Value {
-    let st = ok(home, &["library", "status"]);
-    let c = st["cartridges"].as_array().unwrap().iter();
-    c.clone()
-        .find(|c| c["barcode"] == barcode)
-        .map(|c| c["state"].clone())
-        .unwrap_or_default()
-}
-
 #[test]
 fn a_write_error_moves_the_job_to_the_next_cartridge() {
     for spec in ["write-error@lbn=10", "write-error-written@lbn=20"] {
@@ -68,7 +57,7 @@ fn a_write_error_moves_the_job_to_the_next_cartridge() {
             serde_json::json!(["TL0001L9", "TL0002L9"]),
             "{b}"
         );
-        assert_eq!(cartridge_state(&home, "TL0001L9"), "suspect");
+        assert_eq!(cartridge(&home, "TL0001L9")["state"], "suspect");
         let job = b["job_id"].to_string();
         assert_eq!(ok(&home, &["verify", &job])["ok"], true);
         restores_identical(&home, &job, &src, &t.path().join("out"));
@@ -103,7 +92,7 @@ fn a_deferred_write_error_writes_the_lost_blocks_again_on_the_next_cartridge() {
             serde_json::json!(["TL0001L9", "TL0002L9"]),
             "{b}"
         );
-        assert_eq!(cartridge_state(&home, "TL0001L9"), "suspect");
+        assert_eq!(cartridge(&home, "TL0001L9")["state"], "suspect");
         let job = b["job_id"].to_string();
         assert_eq!(ok(&home, &["verify", &job])["ok"], true);
         let check = ok(&home, &["catalog", "check"]);
@@ -143,7 +132,7 @@ fn a_drive_that_fails_every_write_fails_the_job_with_one_line() {
     assert_eq!(jobs["jobs"][0]["status"], "failed", "{jobs}");
     // It gave up after a few cartridges, each marked suspect.
     let suspect = (1..=4)
-        .filter(|i| cartridge_state(&home, &format!("TL000{i}L9")) == "suspect")
+        .filter(|i| cartridge(&home, &format!("TL000{i}L9"))["state"] == "suspect")
         .count();
     assert_eq!(suspect, 4, "cartridges marked suspect");
 }

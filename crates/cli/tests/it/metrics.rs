@@ -3,7 +3,7 @@
 //! the drive's counter never goes back and ends at what the drive wrote, and the
 //! queue shows the job while it runs.
 
-use crate::common::server_kit::{get, Server};
+use crate::common::server_kit::{admin_token, get, token, Server};
 use crate::common::*;
 use std::io::Write;
 use std::path::Path;
@@ -63,34 +63,24 @@ const DRIVE: &str = "tapeloom_drive_written_bytes_total{drive=\"0\"}";
 
 #[test]
 fn metrics_pass_promtool_during_and_after_a_clients_backup() {
+    if !need(program("promtool", "prometheus")) {
+        return;
+    }
     let t = tempfile::tempdir().unwrap();
     let (home, src) = (t.path().join("home"), t.path().join("src"));
     // LTO-3 at a tenth of its speed, on a real clock: a job of several seconds.
-    ok(
+    library_with(
         &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "2",
-            "--capacity",
-            "256M",
-            "--model",
-            "lto3",
-            "--clock",
-            "real",
-            "--scale",
-            "0.1",
-        ],
+        1,
+        2,
+        "256M",
+        &["--model", "lto3", "--clock", "real", "--scale", "0.1"],
     );
     for i in 0..3u64 {
         write(&src.join(format!("f{i}")), &noise(i + 1, 2 << 20));
     }
-    let token = |v: serde_json::Value| v["token"].as_str().unwrap().to_string();
-    let alice = token(ok(&home, &["server", "token", "add", "alice"]));
-    let root = token(ok(&home, &["server", "token", "add", "root", "--admin"]));
+    let alice = token(&home, "alice");
+    let root = admin_token(&home, "root");
     let s = Server::start(&home, None);
     let (status, idle) = get(&s.addr, "/metrics", Some(&root));
     assert_eq!(status, 200, "{idle}");

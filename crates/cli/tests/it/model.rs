@@ -244,21 +244,7 @@ fn a_library_with_a_model_backs_up_restores_and_benches() {
         t.path().join("src"),
         t.path().join("out"),
     );
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "2",
-            "--slots",
-            "3",
-            "--capacity",
-            "1G",
-            "--model",
-            "lto3",
-        ],
-    );
+    library_with(&home, 2, 3, "1G", &["--model", "lto3"]);
     rich_tree(&src);
     let b = ok(&home, &["backup", src.to_str().unwrap()]);
     // The flush that ends the job stops the tape after the data: counted apart from
@@ -307,6 +293,9 @@ fn a_library_with_a_model_backs_up_restores_and_benches() {
 
 #[test]
 fn the_calibration_table_matches_what_the_commands_print() {
+    if !need(program("python3", "python3")) {
+        return;
+    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("python3")
         .arg(root.join("bench/calibrate.py"))
@@ -325,6 +314,9 @@ fn the_calibration_table_matches_what_the_commands_print() {
 
 #[test]
 fn gen_is_deterministic_with_equal_classes_and_the_asked_ratio() {
+    if !need(program("zstd", "zstd")) {
+        return;
+    }
     let t = tempfile::tempdir().unwrap();
     let (a, b) = (t.path().join("a"), t.path().join("b"));
     let args = |d: &std::path::Path| {

@@ -178,19 +178,7 @@ fn filemarks_on(home: &std::path::Path, barcode: &str) -> usize {
 fn filemarks_inside_a_job_change_nothing_for_restores() {
     let t = tempfile::tempdir().unwrap();
     let (home, src) = (t.path().join("home"), t.path().join("src"));
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "3",
-            "--capacity",
-            "64M",
-        ],
-    );
+    library(&home, 1, 3, "64M");
     for i in 0..8 {
         write(&src.join(format!("f{i}")), &noise(40 + i, 9_000_000));
     }
@@ -229,19 +217,7 @@ fn filemarks_inside_a_job_change_nothing_for_restores() {
 fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "2",
-            "--slots",
-            "6",
-            "--capacity",
-            "64M",
-        ],
-    );
+    library(&home, 2, 6, "64M");
     let mut srcs = Vec::new();
     for s in 0..4u64 {
         let d = t.path().join(format!("s{s}"));

@@ -5,79 +5,39 @@
 //! written, and a damaged block is named as a local restore names it.
 
 use crate::common::keyed::*;
-use crate::common::server_kit::{admin_token, Server};
 use crate::common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const PASSPHRASE: &str = "correct horse battery staple";
-
-/// A home with an encrypted job (64 KiB blocks, stored uncompressed), the key
-/// file that made it, an admin token and the server running on it.
-struct Setup {
-    t: tempfile::TempDir,
-    home: PathBuf,
-    src: PathBuf,
-    key: PathBuf,
-    fingerprint: String,
-    admin: String,
-    server: Server,
-    job: String,
+/// `restore JOB --to out [extra]` through the server of `s` (an encrypted job of
+/// 64 KiB blocks stored uncompressed), with the admin token.
+fn restore_net(s: &SealedServer, out: &Path, extra: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["--json", "restore", &s.job, "--to", p(out)];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--server", &s.server.url]);
+    a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
+    a.extend_from_slice(&["--token", &s.admin]);
+    tl(PASSPHRASE, &a)
 }
 
-fn setup() -> Setup {
-    let t = tempfile::tempdir().unwrap();
-    let SealedJob {
-        home,
-        src,
-        key,
-        fingerprint,
-        job,
-    } = sealed_job(PASSPHRASE, t.path(), 0);
-    let admin = admin_token(&home, "ops");
-    let server = Server::start(&home, None);
-    Setup {
-        t,
-        home,
-        src,
-        key,
-        fingerprint,
-        admin,
-        server,
-        job,
-    }
-}
-
-impl Setup {
-    /// `restore JOB --to out [extra]` through the server, with the admin token.
-    fn net(&self, out: &Path, extra: &[&str]) -> (i32, String, String) {
-        let mut a = vec!["--json", "restore", &self.job, "--to", p(out)];
-        a.extend_from_slice(extra);
-        a.extend_from_slice(&["--server", &self.server.url]);
-        a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
-        a.extend_from_slice(&["--token", &self.admin]);
-        tl(PASSPHRASE, &a)
-    }
-
-    /// The same restore on the server's machine.
-    fn local(&self, out: &Path, extra: &[&str]) -> (i32, String, String) {
-        let mut a = vec!["--home", p(&self.home), "--json", "restore", &self.job];
-        a.extend_from_slice(&["--to", p(out)]);
-        a.extend_from_slice(extra);
-        tl(PASSPHRASE, &a)
-    }
+/// The same restore on the server's machine.
+fn restore_local(s: &SealedServer, out: &Path, extra: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["--home", p(&s.home), "--json", "restore", &s.job];
+    a.extend_from_slice(&["--to", p(out)]);
+    a.extend_from_slice(extra);
+    tl(PASSPHRASE, &a)
 }
 
 #[test]
 fn an_encrypted_job_restores_identical_through_the_server_with_the_key_on_the_client() {
-    let s = setup();
+    let s = sealed_server(0);
     let out = s.t.path().join("net");
-    let (code, doc, err) = s.net(&out, &["--key", p(&s.key)]);
+    let (code, doc, err) = restore_net(&s, &out, &["--key", p(&s.key)]);
     assert_eq!(code, 0, "{err}");
     assert_same_tree(&s.src, &out);
     let doc: Value = serde_json::from_str(&doc).unwrap();
     let local = s.t.path().join("local");
-    let (code, l, err) = s.local(&local, &["--key", p(&s.key)]);
+    let (code, l, err) = restore_local(&s, &local, &["--key", p(&s.key)]);
     assert_eq!(code, 0, "{err}");
     let l: Value = serde_json::from_str(&l).unwrap();
     for k in [
@@ -92,7 +52,7 @@ fn an_encrypted_job_restores_identical_through_the_server_with_the_key_on_the_cl
     }
     // One path of the job.
     let one = s.t.path().join("one");
-    let (code, _, err) = s.net(&one, &["diary.txt", "--key", p(&s.key)]);
+    let (code, _, err) = restore_net(&s, &one, &["diary.txt", "--key", p(&s.key)]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         std::fs::read(one.join("diary.txt")).unwrap(),
@@ -106,9 +66,9 @@ fn an_encrypted_job_restores_identical_through_the_server_with_the_key_on_the_cl
 
 #[test]
 fn a_missing_or_wrong_key_is_refused_in_one_line_with_nothing_written() {
-    let s = setup();
+    let s = sealed_server(0);
     let out = s.t.path().join("out");
-    let (code, _, err) = s.net(&out, &[]);
+    let (code, _, err) = restore_net(&s, &out, &[]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
@@ -121,7 +81,7 @@ fn a_missing_or_wrong_key_is_refused_in_one_line_with_nothing_written() {
     assert!(!out.exists(), "the restore folder was made");
     let other = s.t.path().join("other.key");
     let given = key_create(PASSPHRASE, &s.home, &other).0;
-    let (code, _, err) = s.net(&out, &["--key", p(&other)]);
+    let (code, _, err) = restore_net(&s, &out, &["--key", p(&other)]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
@@ -136,12 +96,12 @@ fn a_missing_or_wrong_key_is_refused_in_one_line_with_nothing_written() {
 
 #[test]
 fn a_damaged_encrypted_block_is_named_as_a_local_restore_names_it() {
-    let s = setup();
+    let s = sealed_server(0);
     // LBN 2 is the job's clear first block; LBN 4 a data block.
     assert_eq!(flip(&s.home, 4, false), 65536);
     let (local, net) = (s.t.path().join("local"), s.t.path().join("net"));
-    let (lcode, l, _) = s.local(&local, &["--key", p(&s.key)]);
-    let (ncode, n, err) = s.net(&net, &["--key", p(&s.key)]);
+    let (lcode, l, _) = restore_local(&s, &local, &["--key", p(&s.key)]);
+    let (ncode, n, err) = restore_net(&s, &net, &["--key", p(&s.key)]);
     assert_eq!((lcode, ncode), (1, 1), "{err}");
     let (le, ne) = (errors(&l), errors(&n));
     assert!(!le.is_empty(), "{l}");
@@ -155,8 +115,8 @@ fn a_damaged_encrypted_block_is_named_as_a_local_restore_names_it() {
     assert_eq!(flip(&s.home, 4, false), 65536);
     assert_eq!(flip(&s.home, 6, true), 65536);
     let (local, net) = (s.t.path().join("local2"), s.t.path().join("net2"));
-    let (lcode, l, _) = s.local(&local, &["--key", p(&s.key)]);
-    let (ncode, n, err) = s.net(&net, &["--key", p(&s.key)]);
+    let (lcode, l, _) = restore_local(&s, &local, &["--key", p(&s.key)]);
+    let (ncode, n, err) = restore_net(&s, &net, &["--key", p(&s.key)]);
     assert_eq!((lcode, ncode), (1, 1), "{err}");
     let (le, ne) = (errors(&l), errors(&n));
     assert!(!le.is_empty(), "{l}");
@@ -179,7 +139,7 @@ fn a_damaged_encrypted_block_is_named_as_a_local_restore_names_it() {
 
 #[test]
 fn a_compressed_encrypted_job_restores_identical_through_the_server() {
-    let s = setup();
+    let s = sealed_server(0);
     let (k, src) = (p(&s.key), p(&s.src));
     let a = [
         "--home",

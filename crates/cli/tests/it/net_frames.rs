@@ -2,67 +2,31 @@
 //! the connection closed) and its job failed with a reason, while the server goes
 //! on serving the other clients and a well-behaved backup runs through it all.
 
-use crate::common::server_kit;
-use crate::common::server_kit::{exchange, get, Server};
+use crate::common::server_kit::{
+    self, admin_token, connect, exchange, frame, get, send_and_go, send_stream,
+    stream_head as head, token, Server,
+};
 use crate::common::*;
-use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tapeloom_format::{BlockHeader, BLOCK_HEADER_LEN};
 
 /// The block size of the jobs begun by hand.
 const SIZE: usize = 65536;
 
-/// Begins a job named `name` of `streams` streams for `token`: (backup, tag).
+/// Begins a job named `name` of one stream for `token`: (backup, tag).
 fn begin(s: &Server, token: &str, name: &str) -> (u64, u64) {
-    let body = format!(
-        r#"{{"name":"{name}","set":null,"pool":null,"block_size":{SIZE},"streams":[{{"name":"s","source":"/x/s","root":"."}}]}}"#
-    );
-    let req = format!(
-        "POST /api/backups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let answer = exchange(&s.addr, req.as_bytes(), Duration::ZERO);
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
-    let v: Value = serde_json::from_str(body).unwrap();
+    let v = server_kit::begin(s, token, name, None);
     assert_eq!(v["block_size"], SIZE, "{v}");
     (v["backup"].as_u64().unwrap(), v["tag"].as_u64().unwrap())
-}
-
-/// The head of stream `stream` of backup `backup` sent with `token`.
-fn head(backup: u64, stream: u16, token: &str) -> Vec<u8> {
-    format!(
-        "POST /api/backups/{backup}/streams/{stream} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .into_bytes()
-}
-
-/// A TLS connection to the server, trusting its certificate.
-fn connect(s: &Server) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    let sock = TcpStream::connect(&s.addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(server_kit::raw::config(), name).unwrap();
-    rustls::StreamOwned::new(conn, sock)
-}
-
-/// Sends `bytes` and closes at once, reading nothing.
-fn send_and_go(s: &Server, bytes: &[u8]) {
-    let mut tls = connect(s);
-    tls.write_all(bytes).unwrap();
-    tls.flush().unwrap();
-    let _ = tls.sock.shutdown(std::net::Shutdown::Both);
 }
 
 /// Sends `bytes`, then one byte of `trickle` every 100 ms, then reads what the
 /// server answered.
 fn send_trickle(s: &Server, bytes: &[u8], trickle: &[u8]) -> String {
-    let mut tls = connect(s);
+    let mut tls = connect(&s.addr);
     tls.write_all(bytes).unwrap();
     for b in trickle {
         if tls.write_all(&[*b]).and_then(|()| tls.flush()).is_err() {
@@ -73,12 +37,6 @@ fn send_trickle(s: &Server, bytes: &[u8], trickle: &[u8]) -> String {
     let mut got = Vec::new();
     let _ = tls.read_to_end(&mut got);
     String::from_utf8_lossy(&got).into_owned()
-}
-
-fn frame(bytes: &[u8]) -> Vec<u8> {
-    let mut f = (bytes.len() as u32).to_le_bytes().to_vec();
-    f.extend_from_slice(bytes);
-    f
 }
 
 /// A block of `len` bytes of stream 1 of job `tag`, seq 0 at offset 0 (a
@@ -170,16 +128,9 @@ fn case<'a>(
     }
 }
 
-/// Stream 1 of the job, sent with `token`: its head, then `body`; the answer.
-fn post(s: &Server, token: &str, backup: u64, body: &[u8]) -> String {
-    let mut req = head(backup, 1, token);
-    req.extend_from_slice(body);
-    exchange(&s.addr, &req, Duration::ZERO)
-}
-
 /// The cases that send blocks the server's check refuses.
 fn bad_blocks(a: &str) -> Vec<Case<'_>> {
-    let one = move |s: &Server, b: u64, blk: Vec<u8>| post(s, a, b, &frame(&blk));
+    let one = move |s: &Server, b: u64, blk: Vec<u8>| send_stream(&s.addr, b, a, &frame(&blk));
     vec![
         case("bad-crc", Some(409), Some("block 0"), move |s, b, tag| {
             let mut blk = block(tag, SIZE, |_| {});
@@ -245,14 +196,14 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             Some("longer than any block"),
             move |s, b, _| {
                 let len = (SIZE + BLOCK_HEADER_LEN + 1) as u32;
-                post(s, a, b, &len.to_le_bytes())
+                send_stream(&s.addr, b, a, &len.to_le_bytes())
             },
         ),
         case(
             "frame-u32-max",
             Some(413),
             Some("longer than any block"),
-            move |s, b, _| post(s, a, b, &u32::MAX.to_le_bytes()),
+            move |s, b, _| send_stream(&s.addr, b, a, &u32::MAX.to_le_bytes()),
         ),
         case(
             "cut-frame",
@@ -261,7 +212,7 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             move |s, b, _| {
                 let mut req = head(b, 1, a);
                 req.extend_from_slice(&partial());
-                send_and_go(s, &req);
+                send_and_go(&s.addr, &req);
                 String::new()
             },
         ),
@@ -272,7 +223,7 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             move |s, b, _| {
                 let mut req = head(b, 1, a);
                 req.extend_from_slice(&[0x10, 0x00]);
-                send_and_go(s, &req);
+                send_and_go(&s.addr, &req);
                 String::new()
             },
         ),
@@ -305,14 +256,14 @@ fn bad_frames(a: &str) -> Vec<Case<'_>> {
             move |s, b, _| {
                 let mut body = (2 | (1u32 << 31)).to_le_bytes().to_vec();
                 body.extend_from_slice(&[9, 9]);
-                post(s, a, b, &body)
+                send_stream(&s.addr, b, a, &body)
             },
         ),
         case(
             "no-end-record",
             Some(200),
             Some("end record"),
-            move |s, b, _| post(s, a, b, &0u32.to_le_bytes()),
+            move |s, b, _| send_stream(&s.addr, b, a, &0u32.to_le_bytes()),
         ),
     ]
 }
@@ -341,21 +292,21 @@ fn bad_requests<'a>(a: &'a str, bob: &'a str, admin: &'a str) -> Vec<Case<'a>> {
                 let addr = s.addr.clone();
                 let t = std::thread::spawn(move || exchange(&addr, &first, Duration::ZERO));
                 std::thread::sleep(Duration::from_millis(500));
-                let again = post(s, a, b, &0u32.to_le_bytes());
+                let again = send_stream(&s.addr, b, a, &0u32.to_le_bytes());
                 let first = t.join().unwrap();
                 assert!(status(&first).is_some_and(|c| c >= 400), "{first}");
                 again
             },
         ),
         case("no-such-backup", Some(404), None, move |s, _, _| {
-            post(s, a, 999_999, &0u32.to_le_bytes())
+            send_stream(&s.addr, 999_999, a, &0u32.to_le_bytes())
         }),
         case(
             "other-client",
             Some(404),
             Some("before the body's end"),
             move |s, b, _| {
-                let answer = post(s, bob, b, &0u32.to_le_bytes());
+                let answer = send_stream(&s.addr, b, bob, &0u32.to_le_bytes());
                 // Another client cannot touch the job: it still waits for its stream,
                 // until its own client cuts it short.
                 let q = s.json(admin, &["queue"]);
@@ -367,7 +318,7 @@ fn bad_requests<'a>(a: &'a str, bob: &'a str, admin: &'a str) -> Vec<Case<'a>> {
                 );
                 let mut req = head(b, 1, a);
                 req.extend_from_slice(&[1, 0]);
-                send_and_go(s, &req);
+                send_and_go(&s.addr, &req);
                 answer
             },
         ),
@@ -385,29 +336,14 @@ fn bad_requests<'a>(a: &'a str, bob: &'a str, admin: &'a str) -> Vec<Case<'a>> {
     ]
 }
 
-/// Starts bob's backup of `src` held to 1 MB/s.
-fn spawn_backup(s: &Server, token: &str, src: &Path) -> std::process::Child {
-    Command::new(bin())
-        .args(["--json", "backup", src.to_str().unwrap()])
-        .args(["--limit-rate", "1MB"])
-        .args(["--server", &s.url, "--fingerprint", &s.fingerprint])
-        .args(["--token", token])
-        .env_remove("TAPELOOM_SERVER")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn each_malformed_stream_fails_only_its_job() {
     let t0 = Instant::now();
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let token = |args: &[&str]| ok(&home, args)["token"].as_str().unwrap().to_string();
-    let alice = token(&["server", "token", "add", "alice"]);
-    let bob = token(&["server", "token", "add", "bob"]);
-    let admin = token(&["server", "token", "add", "admin", "--admin"]);
+    let alice = token(&home, "alice");
+    let bob = token(&home, "bob");
+    let admin = admin_token(&home, "admin");
     // A short timeout, for the stalls; bob's slow job waits on the spool until
     // whole, so the drive takes the others' at once.
     let config = t.path().join("server.toml");
@@ -420,7 +356,8 @@ fn each_malformed_stream_fails_only_its_job() {
     let src = t.path().join("src");
     write(&src.join("big"), &noise(1, 24_000_000));
     write(&src.join("small"), b"small");
-    let well = spawn_backup(&s, &bob, &src);
+    // Bob's backup, held to 1 MB/s.
+    let well = s.spawn_backup(&bob, &src, Some("1MB"));
     let mut cases = bad_blocks(&alice);
     cases.extend(bad_frames(&alice));
     cases.extend(bad_requests(&alice, &bob, &admin));

@@ -3,25 +3,16 @@
 //! changed, and tell the server what was deleted; the set restores on the server
 //! as the client's tree is now.
 
-use crate::common::server_kit::{exchange, get, token, Server};
+use crate::common::server_kit::{begin, get, post, token, Server};
 use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::Duration;
 
 /// `dirs` folders of `per` files each; file `i` of folder `d` is `d{d}/f{i}`.
 fn make_tree(src: &Path, dirs: usize, per: usize) {
-    for d in 0..dirs {
-        for i in 0..per {
-            let len = 1 + (d * 7919 + i * 104_729) % 5000;
-            write(
-                &src.join(format!("d{d}/f{i}")),
-                &noise((d * per + i) as u64, len),
-            );
-        }
-    }
+    numbered_files(src, (dirs, per), 5000, |d, i| format!("d{d}/f{i}"));
 }
 
 /// The paths `ls --set NAME` lists on the server's home.
@@ -160,30 +151,6 @@ fn a_first_incremental_runs_as_a_full_and_says_why() {
     assert_eq!(doc["source_files_opened"], 5, "{doc}");
 }
 
-/// POSTs `body` to `path` as `token`; (status, body).
-fn post(s: &Server, token: &str, path: &str, body: &str) -> (u16, String) {
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let answer = exchange(&s.addr, req.as_bytes(), Duration::ZERO);
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
-    (
-        head.split(' ').nth(1).unwrap().parse().unwrap(),
-        body.to_string(),
-    )
-}
-
-/// Begins a job of set `web` at `level` by hand; its Begun document.
-fn begin(s: &Server, token: &str, level: &str) -> Value {
-    let body = format!(
-        r#"{{"name":"web","set":null,"pool":null,"block_size":65536,"level":"{level}","streams":[{{"name":"s","source":"/x/s","root":"."}}]}}"#
-    );
-    let (status, body) = post(s, token, "/api/backups", &body);
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
-}
-
 #[test]
 fn the_base_goes_to_its_jobs_client_and_deletions_must_be_in_it() {
     let t = tempfile::tempdir().unwrap();
@@ -193,7 +160,7 @@ fn the_base_goes_to_its_jobs_client_and_deletions_must_be_in_it() {
     make_tree(&src, 1, 3);
     let s = Server::start(&home, None);
     let full = s.json(&alice, &["backup", src.to_str().unwrap(), "--set", "web"]);
-    let b = begin(&s, &alice, "incremental");
+    let b = begin(&s, &alice, "web", Some("incremental"));
     assert_eq!(
         (&b["level"], &b["base_job"]),
         (&"incremental".into(), &full["job_id"])
@@ -214,20 +181,20 @@ fn the_base_goes_to_its_jobs_client_and_deletions_must_be_in_it() {
     let deletions = format!("/api/backups/{id}/deletions");
     let f2 = serde_json::to_string(&[(b"d0/f2".to_vec(), 1u8)]).unwrap();
     let elsewhere = serde_json::to_string(&[(b"etc/passwd".to_vec(), 1u8)]).unwrap();
-    let (status, why) = post(&s, &alice, &deletions, &elsewhere);
+    let (status, why) = post(&s.addr, &deletions, &alice, &elsewhere);
     assert_eq!(status, 400, "{why}");
     assert!(why.contains("not in the base"), "{why}");
-    assert_eq!(post(&s, &bob, &deletions, &f2).0, 404);
-    assert_eq!(post(&s, &alice, &deletions, &f2).0, 200);
-    let (status, why) = post(&s, &alice, &deletions, &f2);
+    assert_eq!(post(&s.addr, &deletions, &bob, &f2).0, 404);
+    assert_eq!(post(&s.addr, &deletions, &alice, &f2).0, 200);
+    let (status, why) = post(&s.addr, &deletions, &alice, &f2);
     assert_eq!(status, 409, "{why}");
     // A full has none.
-    let f = begin(&s, &alice, "full");
+    let f = begin(&s, &alice, "web", Some("full"));
     assert_eq!(f["base_job"], Value::Null);
     let path = format!("/api/backups/{}/deletions", f["backup"]);
-    assert_eq!(post(&s, &alice, &path, &f2).0, 409);
+    assert_eq!(post(&s.addr, &path, &alice, &f2).0, 409);
     // An unknown level is refused before the job joins the queue.
     let bad = r#"{"name":"web","set":null,"pool":null,"block_size":65536,"level":"weekly","streams":[{"name":"s","source":"/x/s","root":"."}]}"#;
-    let (status, why) = post(&s, &alice, "/api/backups", bad);
+    let (status, why) = post(&s.addr, "/api/backups", &alice, bad);
     assert_eq!(status, 400, "{why}");
 }

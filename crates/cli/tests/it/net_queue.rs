@@ -2,12 +2,11 @@
 //! slow clients' blocks wait on the spool until their job is whole, and the drive
 //! writes one job after another without waiting for any client.
 
-use crate::common::server_kit;
-use crate::common::server_kit::Server;
+use crate::common::server_kit::{self, admin_token, begin, client_tree, token, Server};
 use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A home whose library has one LTO-3 drive at a twentieth of its speed (4 MB/s,
@@ -17,45 +16,14 @@ use std::time::{Duration, Instant};
 fn lto3_home(t: &Path, n: usize) -> (PathBuf, Vec<String>) {
     let home = t.join("home");
     server_kit::slow_library(&home);
-    let tokens = (0..n)
-        .map(|i| {
-            let v = ok(&home, &["server", "token", "add", &format!("c{i}")]);
-            v["token"].as_str().unwrap().to_string()
-        })
-        .collect();
+    let tokens = (0..n).map(|i| token(&home, &format!("c{i}"))).collect();
     (home, tokens)
-}
-
-/// A client's tree: one file of `big` bytes of noise and a few small ones.
-fn client_tree(src: &Path, seed: u64, big: usize) {
-    write(&src.join("big"), &noise(seed, big));
-    for i in 0..3 {
-        write(&src.join(format!("small/{i}")), &noise(seed * 10 + i, 5000));
-    }
 }
 
 /// A slow client's data: more than a job's buffers (64 blocks of 256 KiB, the
 /// writer starting at half) and the drive's buffer hold, so that a drive fed at
 /// the client's pace runs dry again and again.
 const BIG: usize = 24_000_000;
-
-/// Starts a client's backup of `src` through `s`, held to `rate` bytes/s.
-fn spawn_backup(s: &Server, token: &str, src: &Path, rate: &str) -> Child {
-    Command::new(bin())
-        .args([
-            "--json",
-            "backup",
-            src.to_str().unwrap(),
-            "--limit-rate",
-            rate,
-        ])
-        .args(["--server", &s.url, "--fingerprint", &s.fingerprint])
-        .args(["--token", token])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// The admin's view of the queue.
 fn queue(s: &Server, admin: &str) -> Value {
@@ -100,15 +68,14 @@ fn slow_clients_wait_on_the_spool_and_the_drive_streams() {
     // (`bench/clients.py` runs sixteen at 2 MB/s on a drive at a quarter).
     let t = tempfile::tempdir().unwrap();
     let (home, tokens) = lto3_home(t.path(), 4);
-    let admin = ok(&home, &["server", "token", "add", "admin", "--admin"]);
-    let admin = admin["token"].as_str().unwrap().to_string();
+    let admin = admin_token(&home, "admin");
     let s = Server::start(&home, None);
     let srcs: Vec<PathBuf> = (0..4).map(|i| t.path().join(format!("src{i}"))).collect();
     for (i, src) in srcs.iter().enumerate() {
         client_tree(src, i as u64 + 1, BIG);
     }
     let clients = (srcs.iter().zip(&tokens))
-        .map(|(src, tok)| spawn_backup(&s, tok, src, "1MB"))
+        .map(|(src, tok)| s.spawn_backup(tok, src, Some("1MB")))
         .collect();
     let (docs, receiving, _) = watch(&s, &admin, clients);
     // Several jobs took their clients' blocks at once.
@@ -153,7 +120,7 @@ fn a_slow_client_written_at_once_stops_the_drive() {
     assert_eq!(code, 0, "{err}");
     let src = t.path().join("src");
     client_tree(&src, 3, BIG);
-    let c = spawn_backup(&s, &tokens[0], &src, "1MB");
+    let c = s.spawn_backup(&tokens[0], &src, Some("1MB"));
     let (code, d, err) = parse(c.wait_with_output().unwrap());
     assert_eq!(code, 0, "{err}");
     let hitches = d["drives"][0]["backhitches"].as_u64().unwrap();
@@ -164,20 +131,13 @@ fn a_slow_client_written_at_once_stops_the_drive() {
 fn a_job_whose_client_sends_nothing_loses_its_place() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let c0 = ok(&home, &["server", "token", "add", "c0"]);
-    let c0 = c0["token"].as_str().unwrap().to_string();
+    let c0 = token(&home, "c0");
     let config = t.path().join("server.toml");
     let limits = "[limits]\ntimeout_seconds = 2\n[queue]\nmax_jobs_per_client = 1\n";
     std::fs::write(&config, limits).unwrap();
     let s = Server::start(&home, Some(&config));
     // A job begun by hand whose client never sends its stream.
-    let body = r#"{"name":"silent","set":null,"pool":null,"block_size":65536,"streams":[{"name":"s","source":"/x/s","root":"."}]}"#;
-    let req = format!(
-        "POST /api/backups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {c0}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let answer = server_kit::exchange(&s.addr, req.as_bytes(), Duration::ZERO);
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    begin(&s, &c0, "silent", None);
     // The client's next job waits for that place, and gets it once the silent job
     // failed (after four timeouts: 8 s).
     let src = t.path().join("src");
@@ -200,10 +160,8 @@ fn a_job_whose_client_sends_nothing_loses_its_place() {
 fn a_clients_jobs_beyond_its_limit_wait_in_the_queue() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let c0 = ok(&home, &["server", "token", "add", "c0"]);
-    let c0 = c0["token"].as_str().unwrap().to_string();
-    let admin = ok(&home, &["server", "token", "add", "admin", "--admin"]);
-    let admin = admin["token"].as_str().unwrap().to_string();
+    let c0 = token(&home, "c0");
+    let admin = admin_token(&home, "admin");
     let config = t.path().join("server.toml");
     std::fs::write(&config, "[queue]\nmax_jobs_per_client = 1\n").unwrap();
     let s = Server::start(&home, Some(&config));
@@ -211,9 +169,9 @@ fn a_clients_jobs_beyond_its_limit_wait_in_the_queue() {
     for (i, src) in srcs.iter().enumerate() {
         client_tree(src, i as u64 + 7, 4_000_000);
     }
-    let first = spawn_backup(&s, &c0, &srcs[0], "2MB");
+    let first = s.spawn_backup(&c0, &srcs[0], Some("2MB"));
     std::thread::sleep(Duration::from_millis(700));
-    let second = spawn_backup(&s, &c0, &srcs[1], "2MB");
+    let second = s.spawn_backup(&c0, &srcs[1], Some("2MB"));
     let (docs, receiving, waiting) = watch(&s, &admin, vec![first, second]);
     assert_eq!(receiving, 1, "one job of the client at a time");
     assert_eq!(waiting, 1, "the second waited");

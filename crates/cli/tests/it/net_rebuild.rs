@@ -3,9 +3,8 @@
 //! listed and restored by them alone; a job run on the server's machine comes back
 //! as no client's.
 
-use crate::common::server_kit::Server;
+use crate::common::server_kit::{fast_clock, token, Server};
 use crate::common::*;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -13,23 +12,12 @@ use tapeloom_catalog::Catalog;
 
 const SCHEDULE: &str = "nightly";
 
-/// A new token for client `name`.
-fn token(home: &Path, name: &str) -> String {
-    let v = ok(home, &["server", "token", "add", name]);
-    v["token"].as_str().unwrap().to_string()
-}
-
 /// Every job of the catalog by tag: (id, name, client).
 fn jobs_by_tag(home: &Path) -> BTreeMap<u64, (i64, String, Option<String>)> {
     let cat = Catalog::open(&home.join("catalog.sqlite")).unwrap();
     (cat.jobs().unwrap().into_iter())
         .map(|j| (j.tag, (j.id, j.name, j.client)))
         .collect()
-}
-
-fn job_ids(v: &Value) -> Vec<i64> {
-    let jobs = v["jobs"].as_array().unwrap();
-    jobs.iter().map(|j| j["job_id"].as_i64().unwrap()).collect()
 }
 
 /// A server whose schedule runs once for `carol` (about a second after its
@@ -44,10 +32,7 @@ fn clients_back_up(t: &Path, home: &Path, (src, sched): (&Path, &Path)) -> i64 {
         sched.to_str().unwrap()
     );
     std::fs::write(&config, text).unwrap();
-    let env = [
-        ("TAPELOOM_NOW", "2026-01-05T03:00:30Z"),
-        ("TAPELOOM_CLOCK_SPEED", "30"),
-    ];
+    let env = fast_clock("2026-01-05T03:00:30Z");
     let s = Server::start_with_env(home, Some(&config), &env);
     let doc = s.json(&alice, &["backup", src.to_str().unwrap()]);
     assert_eq!(doc["status"], "ok", "{doc}");
@@ -117,12 +102,12 @@ fn a_rebuilt_catalog_keeps_each_jobs_client() {
     let (code, _, err) = s.client(&bob, &["restore", &job, "--to", refused.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("404"), "{err}");
-    assert!(!refused.exists() || refused.read_dir().unwrap().next().is_none());
+    assert!(is_empty_or_absent(&refused));
     // The job run on the server's machine is no client's.
     let nothing = t.path().join("local");
     let to = nothing.to_str().unwrap();
     let (code, _, err) = s.client(&alice, &["restore", &local.to_string(), "--to", to]);
     assert_ne!(code, 0);
     assert!(err.contains("404"), "{err}");
-    assert!(!nothing.exists() || nothing.read_dir().unwrap().next().is_none());
+    assert!(is_empty_or_absent(&nothing));
 }

@@ -2,57 +2,15 @@
 //! library and streams them; the client checks, decodes and places them as a
 //! local restore does. Only the job's client (or an admin) may restore it.
 
-use crate::common::server_kit::{admin_token, home_with_clients, Server};
+use crate::common::server_kit::{admin_token, client_job};
 use crate::common::*;
 use serde_json::Value;
-use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-/// A home with the client tokens `alice` and `bob`, and a job alice backed up
-/// through the server: (temporary folder, home, source, server, alice, bob, job).
-struct Setup {
-    t: tempfile::TempDir,
-    home: std::path::PathBuf,
-    src: std::path::PathBuf,
-    server: Server,
-    alice: String,
-    bob: String,
-    job: String,
-}
-
-fn setup() -> Setup {
-    let (t, home, alice, bob) = home_with_clients();
-    let src = t.path().join("src");
-    rich_tree(&src);
-    for (i, len) in [1usize, 4095, 65_536, 300_001, 1 << 20]
-        .into_iter()
-        .enumerate()
-    {
-        write(&src.join(format!("sizes/f{i}")), &noise(10 + i as u64, len));
-    }
-    let server = Server::start(&home, None);
-    let doc = server.json(&alice, &["backup", src.to_str().unwrap()]);
-    assert_eq!(doc["status"], "ok", "{doc}");
-    let job = doc["job_id"].as_i64().unwrap().to_string();
-    Setup {
-        t,
-        home,
-        src,
-        server,
-        alice,
-        bob,
-        job,
-    }
-}
-
-fn is_empty_or_absent(p: &Path) -> bool {
-    std::fs::read_dir(p).map_or(true, |mut d| d.next().is_none())
-}
-
 #[test]
 fn a_job_restores_identical_through_the_server() {
-    let s = setup();
+    let s = client_job(source_tree);
     let out = s.t.path().join("net");
     let t0 = Instant::now();
     let doc = s.server.json(
@@ -108,7 +66,7 @@ fn a_job_restores_identical_through_the_server() {
 
 #[test]
 fn a_path_restores_just_its_subtree() {
-    let s = setup();
+    let s = client_job(source_tree);
     let out = s.t.path().join("part");
     let doc = s.server.json(
         &s.alice,
@@ -141,7 +99,7 @@ fn a_path_restores_just_its_subtree() {
 
 #[test]
 fn another_clients_job_is_refused_with_nothing_written() {
-    let s = setup();
+    let s = client_job(source_tree);
     let out = s.t.path().join("bob");
     let (code, _, err) = s
         .server
@@ -173,7 +131,7 @@ fn another_clients_job_is_refused_with_nothing_written() {
 
 #[test]
 fn a_wrong_fingerprint_is_refused() {
-    let s = setup();
+    let s = client_job(source_tree);
     let out = s.t.path().join("wrong");
     let wrong = "00:".repeat(31) + "00";
     let o = Command::new(bin())

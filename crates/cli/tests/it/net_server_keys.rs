@@ -85,11 +85,9 @@ fn setup() -> Setup {
     let alice = token(&home, "alice");
     let config = key_config(t.path(), &key, PASSPHRASE);
     let server = Server::start(&home, Some(&config));
-    let log = server.log();
-    assert!(
-        log.contains(&format!("key {short} ({long}) unlocked from {}", p(&key))),
-        "{log}"
-    );
+    let unlocked = format!("key {short} ({long}) unlocked from {}", p(&key));
+    let log = server.log_with(&[&unlocked]);
+    assert!(log.contains(&unlocked), "{log}");
     Setup {
         t,
         home,
@@ -347,7 +345,8 @@ fn a_key_that_cannot_be_unlocked_refuses_the_start_in_one_line() {
     // The passphrase from the environment, for a key without a passphrase file.
     let env = [("TAPELOOM_PASSPHRASE", PASSPHRASE)];
     let s = Server::start_with_env(&home, Some(&bare), &env);
-    assert!(s.log().contains("unlocked from"), "{}", s.log());
+    let log = s.log_with(&["unlocked from"]);
+    assert!(log.contains("unlocked from"), "{log}");
 }
 
 #[test]

@@ -13,15 +13,6 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const PASSPHRASE: &str = "correct horse battery staple";
-
-/// A copy of `src` as it is now, metadata and hard links kept.
-fn snapshot(src: &Path, to: &Path) {
-    let st = Command::new("cp").arg("-a").arg(src).arg(to).status();
-    assert!(st.unwrap().success());
-}
 
 /// `restore --set SET --to OUT [extra]` through `server` with `token`.
 fn net(
@@ -124,15 +115,7 @@ struct Setup {
 
 /// A small tree: files in two folders, a symlink, a hard link.
 fn make_tree(src: &Path) {
-    for d in 0..2 {
-        for i in 0..6 {
-            let len = 1 + (d * 7919 + i * 104_729) % 90_000;
-            write(
-                &src.join(format!("d{d}/f{i}")),
-                &noise((d * 6 + i) as u64, len),
-            );
-        }
-    }
+    numbered_files(src, (2, 6), 90_000, |d, i| format!("d{d}/f{i}"));
     std::os::unix::fs::symlink("f1", src.join("d0/link")).unwrap();
     std::fs::hard_link(src.join("d1/f0"), src.join("d0/hard")).unwrap();
     set_times(&src.join("d0/f4"), 1_400_000_000, 123_456_789);
@@ -176,7 +159,7 @@ fn setup() -> Setup {
         // The chmods since the full.
         assert_eq!(doc["meta_only"], day, "{doc}");
         let snap = t.path().join(format!("snap{day}"));
-        snapshot(&src, &snap);
+        copy_tree(&src, &snap);
         jobs.push((doc["job_id"].as_i64().unwrap(), snap));
     }
     Setup {

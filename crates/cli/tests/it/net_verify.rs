@@ -7,42 +7,18 @@
 //! `verify --key`.
 
 use crate::common::keyed::*;
-use crate::common::server_kit::{admin_token, get, home_with_clients, token, Server};
+use crate::common::server_kit::{admin_token, client_job, get, Server};
 use crate::common::*;
 use serde_json::Value;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// A home with the client tokens `alice` and `bob`, and a job alice backed up
-/// through the server.
-struct Setup {
-    t: tempfile::TempDir,
-    home: PathBuf,
-    server: Server,
-    alice: String,
-    bob: String,
-    job: String,
-}
-
-fn setup() -> Setup {
-    let (t, home, alice, bob) = home_with_clients();
-    let src = t.path().join("src");
-    rich_tree(&src);
+/// The tree of the client's job: every kind of object and six files of 1.5 MB.
+fn big_files(src: &Path) {
+    rich_tree(src);
     for i in 0..6u64 {
         write(&src.join(format!("big/f{i}")), &noise(20 + i, 1_500_000));
-    }
-    let server = Server::start(&home, None);
-    let doc = server.json(&alice, &["backup", src.to_str().unwrap()]);
-    assert_eq!(doc["status"], "ok", "{doc}");
-    let job = doc["job_id"].as_i64().unwrap().to_string();
-    Setup {
-        t,
-        home,
-        server,
-        alice,
-        bob,
-        job,
     }
 }
 
@@ -75,7 +51,7 @@ fn loaded(home: &Path) -> Vec<Value> {
 
 #[test]
 fn a_clients_job_verifies_on_the_server_as_a_local_verify() {
-    let s = setup();
+    let s = client_job(big_files);
     let remote = s.server.json(&s.alice, &["verify", &s.job]);
     assert_eq!(remote["ok"], true, "{remote}");
     assert!(remote["blocks_checked"].as_u64().unwrap() > 1, "{remote}");
@@ -100,7 +76,7 @@ fn a_clients_job_verifies_on_the_server_as_a_local_verify() {
 
 #[test]
 fn another_clients_job_is_a_404_and_nothing_is_read() {
-    let s = setup();
+    let s = client_job(big_files);
     ok(&s.home, &["library", "unload"]);
     assert!(loaded(&s.home).is_empty());
     let (code, _, err) = s.server.client(&s.bob, &["verify", &s.job]);
@@ -133,7 +109,7 @@ fn another_clients_job_is_a_404_and_nothing_is_read() {
 
 #[test]
 fn a_damaged_block_is_reported_as_a_local_verify_reports_it() {
-    let s = setup();
+    let s = client_job(big_files);
     ok(&s.home, &["library", "unload"]);
     let tape = s.home.join("library/tapes/TL0001L9.data");
     let mut data = std::fs::read(&tape).unwrap();
@@ -176,19 +152,8 @@ fn an_encrypted_job_whose_key_the_server_lacks_is_refused_in_one_line() {
     let src = t.path().join("src");
     write(&src.join("secret"), &noise(1, 100_000));
     let key = t.path().join("k.key");
-    let with_pass = |args: &[&str]| {
-        let out = Command::new(bin())
-            .env("TAPELOOM_PASSPHRASE", "correct horse")
-            .arg("--home")
-            .arg(&home)
-            .arg("--json")
-            .args(args)
-            .output()
-            .unwrap();
-        let (code, v, err) = parse(out);
-        assert_eq!(code, 0, "{args:?}: {err}");
-        v
-    };
+    let with_pass =
+        |args: &[&str]| ok_env(&home, &[("TAPELOOM_PASSPHRASE", "correct horse")], args);
     let key_arg = key.to_str().unwrap();
     with_pass(&[
         "key",
@@ -214,7 +179,10 @@ fn an_encrypted_job_whose_key_the_server_lacks_is_refused_in_one_line() {
 #[test]
 fn a_verify_that_waits_for_the_drives_is_asked_again_until_it_ends() {
     use std::io::BufRead;
-    let s = setup();
+    if !need(program("flock", "util-linux")) {
+        return;
+    }
+    let s = client_job(big_files);
     // A job on the drives holds the home's lock for longer than the server's
     // long poll (20 s): the verify's first answer is 202, then it is asked again.
     let lock = s.home.join("lock");
@@ -247,93 +215,51 @@ fn a_verify_that_waits_for_the_drives_is_asked_again_until_it_ends() {
     );
 }
 
-const PASSPHRASE: &str = "correct horse battery staple";
-
-/// A home with an encrypted job made on the server's machine (clients cannot
-/// back up encrypted through the server): 64 KiB blocks stored uncompressed,
-/// the key file that made it, an admin token, the client token `bob`, and the
-/// server running on it.
-struct Sealed {
-    t: tempfile::TempDir,
-    home: PathBuf,
-    key: PathBuf,
-    fingerprint: String,
-    admin: String,
-    bob: String,
-    server: Server,
-    job: String,
+/// `verify JOB --key KEY` through the server of `s` (an encrypted job of 64 KiB
+/// blocks stored uncompressed, made on the server's machine: clients cannot
+/// back up encrypted through the server) with `token`: (code, stdout, stderr).
+fn verify_net(s: &SealedServer, token: &str, key: &Path, json: bool) -> (i32, String, String) {
+    let mut a = vec!["verify", &s.job, "--key", p(key)];
+    if json {
+        a.insert(0, "--json");
+    }
+    a.extend_from_slice(&["--server", &s.server.url]);
+    a.extend_from_slice(&["--fingerprint", &s.server.fingerprint]);
+    a.extend_from_slice(&["--token", token]);
+    tl(PASSPHRASE, &a)
 }
 
-fn sealed() -> Sealed {
-    let t = tempfile::tempdir().unwrap();
-    let SealedJob {
-        home,
-        key,
-        fingerprint,
-        job,
-        ..
-    } = sealed_job(PASSPHRASE, t.path(), 20);
-    let admin = admin_token(&home, "ops");
-    let bob = token(&home, "bob");
-    let server = Server::start(&home, None);
-    Sealed {
-        t,
-        home,
-        key,
-        fingerprint,
-        admin,
-        bob,
-        server,
-        job,
-    }
-}
-
-impl Sealed {
-    /// `verify JOB --key KEY` through the server with `token`: (code, stdout,
-    /// stderr).
-    fn net(&self, token: &str, key: &Path, json: bool) -> (i32, String, String) {
-        let mut a = vec!["verify", &self.job, "--key", p(key)];
-        if json {
-            a.insert(0, "--json");
-        }
-        a.extend_from_slice(&["--server", &self.server.url]);
-        a.extend_from_slice(&["--fingerprint", &self.server.fingerprint]);
-        a.extend_from_slice(&["--token", token]);
-        tl(PASSPHRASE, &a)
-    }
-
-    /// The same verify on the server's machine: (code, document, stderr).
-    fn local(&self) -> (i32, Value, String) {
-        let (code, out, err) = tl(
-            PASSPHRASE,
-            &[
-                "--home",
-                p(&self.home),
-                "--json",
-                "verify",
-                &self.job,
-                "--key",
-                p(&self.key),
-            ],
-        );
-        let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
-        (code, doc, err)
-    }
+/// The same verify on the server's machine: (code, document, stderr).
+fn verify_local(s: &SealedServer) -> (i32, Value, String) {
+    let (code, out, err) = tl(
+        PASSPHRASE,
+        &[
+            "--home",
+            p(&s.home),
+            "--json",
+            "verify",
+            &s.job,
+            "--key",
+            p(&s.key),
+        ],
+    );
+    let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    (code, doc, err)
 }
 
 #[test]
 fn an_encrypted_job_verifies_through_the_server_with_the_key_on_the_client() {
-    let s = sealed();
-    let (code, out, err) = s.net(&s.admin, &s.key, true);
+    let s = sealed_server(20);
+    let (code, out, err) = verify_net(&s, &s.admin, &s.key, true);
     assert_eq!(code, 0, "{err}");
     let remote: Value = serde_json::from_str(&out).unwrap();
-    let (lcode, local, lerr) = s.local();
+    let (lcode, local, lerr) = verify_local(&s);
     assert_eq!(lcode, 0, "{lerr}");
     assert_eq!(remote["ok"], true, "{remote}");
     assert_eq!(remote["files_checked"], 26, "{remote}");
     same_figures(&remote, &local);
     // The human form is a local verify's line.
-    let (code, out, err) = s.net(&s.admin, &s.key, false);
+    let (code, out, err) = verify_net(&s, &s.admin, &s.key, false);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with(&format!("job {}: ok — ", s.job)), "{out}");
     // The server was never given a key, and read nothing but sealed blocks.
@@ -342,21 +268,21 @@ fn an_encrypted_job_verifies_through_the_server_with_the_key_on_the_client() {
 
 #[test]
 fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
-    let s = sealed();
+    let s = sealed_server(20);
     // The block that holds the small notes whole.
     let ls = ok(&s.home, &["ls", &s.job, "notes/n5"]);
     let notes = ls["entries"][0]["block"].as_u64().unwrap() as usize;
     // The job's first block (LBN 2: its start and key) and last (its index's
     // end) hold no entry.
-    let (_, local, _) = s.local();
+    let (_, local, _) = verify_local(&s);
     let last = 1 + local["blocks_checked"].as_u64().unwrap() as usize;
     let cases = [(4, false), (9, true), (notes, false), (notes, true)];
     for (lbn, crc) in cases.into_iter().chain([(2, false), (last, false)]) {
         flip(&s.home, lbn, crc);
-        let (code, out, err) = s.net(&s.admin, &s.key, true);
+        let (code, out, err) = verify_net(&s, &s.admin, &s.key, true);
         let remote: Value =
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
-        let (lcode, local, _) = s.local();
+        let (lcode, local, _) = verify_local(&s);
         assert_eq!((lcode, code), (1, 1), "{err}");
         assert_eq!(remote["ok"], false, "{remote}");
         let bad = serde_json::json!([{"volume": "TL0001L9", "block": lbn}]);
@@ -382,7 +308,7 @@ fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
             assert_eq!(restored["errors"], serde_json::json!([]), "{restored}");
         }
         // People read the bad block.
-        let (code, out, _) = s.net(&s.admin, &s.key, false);
+        let (code, out, _) = verify_net(&s, &s.admin, &s.key, false);
         assert_eq!(code, 1);
         assert!(
             out.contains(&format!("bad block {lbn} on TL0001L9")),
@@ -391,15 +317,15 @@ fn a_damaged_encrypted_block_is_reported_as_a_local_verify_reports_it() {
         flip(&s.home, lbn, crc);
     }
     // Put right again, the job verifies.
-    assert_eq!(s.net(&s.admin, &s.key, true).0, 0);
+    assert_eq!(verify_net(&s, &s.admin, &s.key, true).0, 0);
 }
 
 #[test]
 fn a_wrong_key_file_is_refused_in_one_line() {
-    let s = sealed();
+    let s = sealed_server(20);
     let other = s.t.path().join("other.key");
     let given = key_create(PASSPHRASE, &s.home, &other).0;
-    let (code, out, err) = s.net(&s.admin, &other, true);
+    let (code, out, err) = verify_net(&s, &s.admin, &other, true);
     assert_eq!(code, 1, "{err}");
     assert_eq!(out, "");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -412,7 +338,7 @@ fn a_wrong_key_file_is_refused_in_one_line() {
     );
     // A key file that is not there is named.
     let missing = s.t.path().join("missing.key");
-    let (code, _, err) = s.net(&s.admin, &missing, true);
+    let (code, _, err) = verify_net(&s, &s.admin, &missing, true);
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("missing.key"), "{err}");
@@ -432,9 +358,9 @@ fn a_wrong_key_file_is_refused_in_one_line() {
 
 #[test]
 fn another_clients_encrypted_job_is_a_404_and_nothing_is_read() {
-    let s = sealed();
+    let s = sealed_server(20);
     ok(&s.home, &["library", "unload"]);
-    let (code, out, err) = s.net(&s.bob, &s.key, true);
+    let (code, out, err) = verify_net(&s, &s.bob, &s.key, true);
     assert_eq!(code, 1, "{err}");
     assert_eq!(out, "");
     assert!(

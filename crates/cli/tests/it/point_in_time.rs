@@ -8,28 +8,12 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// A copy of `src` as it is now, metadata, xattrs and hard links kept.
-fn snapshot(src: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(src)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
 
 /// Backs up `srcs` as set `set` at `level` with `extra` options; the job id.
 fn backup(home: &Path, set: &str, level: &str, srcs: &[&Path], extra: &[&str]) -> i64 {
     let mut a = vec!["backup", "--set", set, "--level", level];
     a.extend_from_slice(extra);
-    a.extend(srcs.iter().map(|p| s(p)));
+    a.extend(srcs.iter().map(|x| p(x)));
     let b = ok(home, &a);
     b["job_id"].as_i64().unwrap()
 }
@@ -94,7 +78,7 @@ fn change(src: &Path, day: usize) {
 
 /// Restores set `set` at `at` into `out`; the restore's JSON.
 fn restore_at(home: &Path, set: &str, at: &str, out: &Path, extra: &[&str]) -> Value {
-    let mut a = vec!["restore", "--set", set, "--at", at, "--to", s(out)];
+    let mut a = vec!["restore", "--set", set, "--at", at, "--to", p(out)];
     a.extend_from_slice(extra);
     ok(home, &a)
 }
@@ -106,7 +90,7 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
     rich_tree(&src);
     let snap = |day: usize| t.path().join(format!("snap{day}"));
     let mut jobs = vec![backup(&home, "pit", "full", &[&src], &[])];
-    snapshot(&src, &snap(0));
+    copy_tree(&src, &snap(0));
     for day in 1..=4 {
         change(&src, day);
         let level = if day == 4 {
@@ -115,7 +99,7 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
             "incremental"
         };
         jobs.push(backup(&home, "pit", level, &[&src], &[]));
-        snapshot(&src, &snap(day));
+        copy_tree(&src, &snap(day));
     }
     let started: Vec<String> = ok(&home, &["jobs"])["jobs"]
         .as_array()
@@ -189,7 +173,7 @@ fn a_chain_without_its_base_is_refused(home: &Path, full: i64) {
 /// `restore JOB` of an incremental with metadata-only files: they are left out and
 /// counted, not errors.
 fn a_job_alone_leaves_out_what_it_holds_as_metadata(home: &Path, job: i64, out: &Path) {
-    let r = ok(home, &["restore", &job.to_string(), "--to", s(out)]);
+    let r = ok(home, &["restore", &job.to_string(), "--to", p(out)]);
     assert!(r["meta_only"].as_u64().unwrap() >= 1, "{r}");
     assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r}");
     assert!(!out.join("sparse").exists());
@@ -270,7 +254,7 @@ fn a_set_on_three_drives_mounts_each_cartridge_once() {
         let drive = if day == 2 { "0" } else { "2" };
         last = backup(&home, "lto", "incremental", &refs, &["--drive", drive]);
     }
-    snapshot(&t.path().join("src"), &t.path().join("snap"));
+    copy_tree(&t.path().join("src"), &t.path().join("snap"));
     for skip_by in ["locate", "auto"] {
         ok(&home, &["library", "unload"]);
         let out = t.path().join(format!("out-{skip_by}"));

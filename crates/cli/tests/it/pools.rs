@@ -22,9 +22,7 @@ fn backup(home: &Path, src: &Path, pool: &str) -> Value {
 
 /// Restores the job of backup `b` and compares it with `src`.
 fn restores(home: &Path, b: &Value, src: &Path, out: &Path) {
-    let job = b["job_id"].as_i64().unwrap().to_string();
-    ok(home, &["restore", &job, "--to", out.to_str().unwrap()]);
-    assert_same_tree(src, out);
+    restores_identical(home, &b["job_id"].to_string(), src, out);
 }
 
 fn volumes(b: &Value) -> Vec<String> {
@@ -60,15 +58,7 @@ fn fails(home: &Path, args: &[&str]) -> String {
 
 /// Bytes on each cartridge, from `library status --json`.
 fn bytes_used(home: &Path, barcode: &str) -> u64 {
-    let s = ok(home, &["library", "status"]);
-    let c = s["cartridges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["barcode"] == barcode)
-        .unwrap_or_else(|| panic!("no {barcode} in {s}"))
-        .clone();
-    c["bytes_used"].as_u64().unwrap()
+    cartridge(home, barcode)["bytes_used"].as_u64().unwrap()
 }
 
 #[test]
@@ -284,17 +274,7 @@ fn a_pools_key_encrypts_its_jobs() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
     let key = t.path().join("pool.key");
-    let tl = |args: &[&str]| {
-        let out = std::process::Command::new(bin())
-            .arg("--home")
-            .arg(&home)
-            .arg("--json")
-            .args(args)
-            .env("TAPELOOM_PASSPHRASE", "pool passphrase")
-            .output()
-            .expect("run tapeloom");
-        parse(out)
-    };
+    let tl = |args: &[&str]| run_env(&home, &[("TAPELOOM_PASSPHRASE", "pool passphrase")], args);
     let (code, k, err) = tl(&[
         "key",
         "create",

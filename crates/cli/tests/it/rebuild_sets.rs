@@ -5,6 +5,7 @@
 use crate::common;
 use crate::common::{forget_catalog, ok, write};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use tapeloom_catalog::{Catalog, FileRow};
@@ -154,41 +155,15 @@ fn a_set_rebuilt_from_tapes_has_every_jobs_tree_and_place() {
     assert_eq!(inc3["unchanged"].as_u64(), Some(objects), "{inc3}");
 }
 
-/// Size of the cartridges' data files in the home's virtual library.
-fn tape_bytes(home: &Path) -> u64 {
-    let dir = home.join("library").join("tapes");
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
-}
-
 /// Runs an incremental of set `s` in a child process, slowed down, and kills it
 /// (SIGKILL) once the tape has grown by `grown` bytes.
 fn killed_incremental(home: &Path, src: &Path, grown: u64) {
-    let before = tape_bytes(home);
-    let mut child = std::process::Command::new(common::bin())
-        .arg("--home")
-        .arg(home)
-        .args(["backup", "--set", "s", "--level", "incremental"])
-        .args(["--limit-rate", "2MB", "--block-size", "64K"])
-        .arg(src)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while tape_bytes(home) < before + grown {
-        assert!(t.elapsed().as_secs() < 60, "the tape did not grow");
-        assert!(child.try_wait().unwrap().is_none(), "the backup ended");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut args = ["backup", "--set", "s", "--level", "incremental"]
+        .map(OsStr::new)
+        .to_vec();
+    args.extend(["--limit-rate", "2MB", "--block-size", "64K"].map(OsStr::new));
+    args.push(src.as_os_str());
+    common::killed_once_tape_grew(home, &args, grown);
 }
 
 #[test]

@@ -21,38 +21,13 @@ fn sources(t: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Size of the cartridges' data files in the home's virtual library.
-fn tape_bytes(home: &Path) -> u64 {
-    let dir = home.join("library").join("tapes");
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
-}
-
 /// Backs up `srcs` in a child process and kills it (SIGKILL) once the tape has
 /// grown by `grown` bytes.
 fn killed_backup(home: &Path, srcs: &[PathBuf], grown: u64) {
-    let before = tape_bytes(home);
-    let mut cmd = std::process::Command::new(bin());
-    cmd.arg("--home").arg(home).arg("--json").arg("backup");
-    cmd.args(srcs);
-    cmd.args(["--limit-rate", "3MB", "--block-size", "64K"]);
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let t = std::time::Instant::now();
-    while tape_bytes(home) < before + grown {
-        assert!(t.elapsed().as_secs() < 60, "the tape did not grow");
-        assert!(child.try_wait().unwrap().is_none(), "the backup ended");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut args = ["--json", "backup"].map(OsStr::new).to_vec();
+    args.extend(srcs.iter().map(|s| s.as_os_str()));
+    args.extend(["--limit-rate", "3MB", "--block-size", "64K"].map(OsStr::new));
+    killed_once_tape_grew(home, &args, grown);
 }
 
 /// Restores `job` to `out` and checks every restored file against its source;

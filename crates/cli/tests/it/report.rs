@@ -113,21 +113,7 @@ fn samples_are_stored_and_drawn_as_svg_png_and_html() {
 fn loading_and_index_are_marked_and_data_phase_rates_shown() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "2",
-            "--capacity",
-            "1G",
-            "--model",
-            "lto3",
-        ],
-    );
+    library_with(&home, 1, 2, "1G", &["--model", "lto3"]);
     let r = back_up_two_streams(t.path(), &home, 2);
     let job = r["job_id"].as_i64().unwrap().to_string();
     let html = t.path().join("j.html");

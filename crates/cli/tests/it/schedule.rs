@@ -101,23 +101,8 @@ fn a_scheduled_job_takes_its_clients_place() {
     // asked for meanwhile, waits for the place and runs after it.
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let model = [
-        "library",
-        "create",
-        "--drives",
-        "1",
-        "--slots",
-        "2",
-        "--capacity",
-        "1G",
-        "--model",
-        "lto3",
-        "--clock",
-        "real",
-        "--scale",
-        "0.05",
-    ];
-    ok(&home, &model);
+    let model = ["--model", "lto3", "--clock", "real", "--scale", "0.05"];
+    library_with(&home, 1, 2, "1G", &model);
     let c1 = token(&home, "c1");
     let admin = admin_token(&home, "ops");
     let (src, own) = (t.path().join("src"), t.path().join("own"));

@@ -3,12 +3,11 @@
 //! again, the server has both jobs failed with their reasons and its spool empty,
 //! the jobs before verify and restore, and new jobs go on the same cartridges.
 
-use crate::common::server_kit;
-use crate::common::server_kit::Server;
+use crate::common::server_kit::{self, admin_token, client_tree, token, Server};
 use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A home whose library has one LTO-3 drive at a twentieth of its speed (4 MB/s)
@@ -17,38 +16,12 @@ use std::time::{Duration, Instant};
 fn slow_home(t: &Path) -> (PathBuf, [String; 3]) {
     let home = t.join("home");
     server_kit::slow_library(&home);
-    let token = |args: &[&str]| ok(&home, args)["token"].as_str().unwrap().to_string();
     let tokens = [
-        token(&["server", "token", "add", "c0"]),
-        token(&["server", "token", "add", "c1"]),
-        token(&["server", "token", "add", "admin", "--admin"]),
+        token(&home, "c0"),
+        token(&home, "c1"),
+        admin_token(&home, "admin"),
     ];
     (home, tokens)
-}
-
-/// A tree of one file of `big` bytes of noise and a few small files.
-fn tree(src: &Path, seed: u64, big: usize) {
-    write(&src.join("big"), &noise(seed, big));
-    for i in 0..3 {
-        write(&src.join(format!("small/{i}")), &noise(seed * 10 + i, 5000));
-    }
-}
-
-/// Starts a client's backup of `src` through `s` (held to `rate` bytes/s, if
-/// given).
-fn spawn_backup(s: &Server, token: &str, src: &Path, rate: Option<&str>) -> Child {
-    let mut c = Command::new(bin());
-    c.args(["--json", "backup", src.to_str().unwrap()]);
-    if let Some(r) = rate {
-        c.args(["--limit-rate", r]);
-    }
-    c.args(["--server", &s.url, "--fingerprint", &s.fingerprint])
-        .args(["--token", token])
-        .env_remove("TAPELOOM_SERVER")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// The queue's entry of the job named `name` once `ready` holds of it (waiting
@@ -115,22 +88,22 @@ fn a_killed_server_fails_its_jobs_and_keeps_the_earlier_ones() {
     let mut s = Server::start(&home, None);
     // The earlier job, whole on tape before the kill.
     let earlier = t.path().join("earlier");
-    tree(&earlier, 1, 300_000);
+    client_tree(&earlier, 1, 300_000);
     let doc = s.json(&c0, &["backup", earlier.to_str().unwrap()]);
     assert_eq!(doc["status"], "ok", "{doc}");
     let earlier_job = doc["job_id"].as_i64().unwrap().to_string();
     // (a) a fast client's job, on the drive for seconds (40 MB at 4 MB/s);
     let writing = t.path().join("writing");
-    tree(&writing, 2, 40_000_000);
-    let a = spawn_backup(&s, &c0, &writing, None);
+    client_tree(&writing, 2, 40_000_000);
+    let a = s.spawn_backup(&c0, &writing, None);
     let on_drive = entry_when(&s, &admin, "writing", 60, |e| {
         e["state"] == "writing" && e["job"].is_i64() && e["written_bytes"].as_u64() > Some(0)
     });
     // (b) a slow client's (1 MB/s, below the drive's lowest step): its blocks
     // wait on the spool.
     let receiving = t.path().join("receiving");
-    tree(&receiving, 3, 30_000_000);
-    let b = spawn_backup(&s, &c1, &receiving, Some("1MB"));
+    client_tree(&receiving, 3, 30_000_000);
+    let b = s.spawn_backup(&c1, &receiving, Some("1MB"));
     entry_when(&s, &admin, "receiving", 30, |e| {
         e["state"] == "receiving" && e["received_bytes"].as_u64() > Some(1_000_000)
     });
@@ -189,7 +162,7 @@ fn a_killed_server_fails_its_jobs_and_keeps_the_earlier_ones() {
     assert_same_tree(&earlier, &out);
     // A new job goes on, after what the killed one left on the cartridge.
     let after = t.path().join("after");
-    tree(&after, 4, 2_000_000);
+    client_tree(&after, 4, 2_000_000);
     let doc = s2.json(&c1, &["backup", after.to_str().unwrap()]);
     assert_eq!(doc["status"], "ok", "{doc}");
     let job = doc["job_id"].as_i64().unwrap().to_string();

@@ -459,10 +459,7 @@ fn killed_backup(home: &Path, stage: &Path, srcs: &[&Path], after: std::time::Du
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let t = std::time::Instant::now();
-    while !walk_files(stage)
-        .iter()
-        .any(|p| p.extension().is_some_and(|e| e == "tlc"))
-    {
+    while !holds_chunk_file(stage) {
         assert!(t.elapsed().as_secs() < 30, "nothing staged in 30 s");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

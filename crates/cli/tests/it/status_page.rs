@@ -4,7 +4,7 @@
 //! browser accepts the server's self-signed certificate by its key's pin only.
 //! And `/api/status` itself: a token needed, a client sees its own jobs.
 
-use crate::common::server_kit::{get, Server};
+use crate::common::server_kit::{admin_token, get, token, Server};
 use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -13,14 +13,6 @@ use std::time::{Duration, Instant};
 
 /// How long a browser may take to start, load and dump the page.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn token(home: &Path, name: &str, admin: bool) -> String {
-    let mut args = vec!["server", "token", "add", name];
-    if admin {
-        args.push("--admin");
-    }
-    ok(home, &args)["token"].as_str().unwrap().to_string()
-}
 
 fn base64(bytes: &[u8]) -> String {
     const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -133,6 +125,9 @@ fn wait_for_bytes(s: &Server, admin: &str) -> (i64, u64) {
 
 #[test]
 fn the_page_shows_a_running_job_its_bytes_rising_and_its_drive() {
+    if !need(program("chromium", "chromium")) {
+        return;
+    }
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
     // LTO-3 at 1/40 writes 2 MB/s: 40 MB of noise keep the drive busy ~20 s.
@@ -143,7 +138,7 @@ fn the_page_shows_a_running_job_its_bytes_rising_and_its_drive() {
             "real", "--scale", "0.025",
         ],
     );
-    let (alice, root) = (token(&home, "alice", false), token(&home, "root", true));
+    let (alice, root) = (token(&home, "alice"), admin_token(&home, "root"));
     let src = t.path().join("src");
     for i in 0..4u64 {
         write(&src.join(format!("f{i}")), &noise(i, 10 << 20));
@@ -194,8 +189,8 @@ fn the_page_shows_a_running_job_its_bytes_rising_and_its_drive() {
 fn status_needs_a_token_and_shows_a_client_its_own_jobs() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    let (alice, bob) = (token(&home, "alice", false), token(&home, "bob", false));
-    let root = token(&home, "root", true);
+    let (alice, bob) = (token(&home, "alice"), token(&home, "bob"));
+    let root = admin_token(&home, "root");
     let src = t.path().join("src");
     write(&src.join("a"), b"alice's");
     let s = Server::start(&home, None);

@@ -4,7 +4,6 @@
 //! stops the drive; and `library clean`.
 
 use crate::common::*;
-use serde_json::Value;
 use std::path::Path;
 
 /// Twenty-four files of 2 MB: about 190 blocks, so the writer looks at the flags
@@ -13,16 +12,6 @@ fn source(dir: &Path) {
     for i in 0..24 {
         write(&dir.join(format!("f{i:02}")), &noise(i, 2_000_000));
     }
-}
-
-/// Cartridge `barcode` in `library status`.
-fn cartridge(home: &Path, barcode: &str) -> Value {
-    let st = ok(home, &["library", "status"]);
-    let c = st["cartridges"].as_array().unwrap().iter();
-    c.clone()
-        .find(|c| c["barcode"] == barcode)
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// A home whose library has one cleaning cartridge.

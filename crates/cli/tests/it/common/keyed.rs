@@ -1,18 +1,15 @@
 //! Key files, a passphrase in the environment and the bytes of virtual
-//! cartridges, for the end-to-end tests of encrypted jobs. Included by the tests
-//! that use them.
-#![allow(dead_code)]
+//! cartridges, for the end-to-end tests of encrypted jobs.
 
-use crate::common::{bin, library, noise, write};
+use crate::common::server_kit::{admin_token, token, Server};
+use crate::common::{bin, library, noise, p, write};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The path as text (the tests' paths are UTF-8).
-pub fn p(x: &Path) -> &str {
-    x.to_str().unwrap()
-}
+/// The passphrase of the tests' key files.
+pub const PASSPHRASE: &str = "correct horse battery staple";
 
 /// Runs tapeloom with `passphrase` in the environment and no server named
 /// there: (code, stdout, stderr).
@@ -99,6 +96,46 @@ pub fn sealed_job(passphrase: &str, t: &Path, notes: u64) -> SealedJob {
         src,
         key,
         fingerprint,
+        job,
+    }
+}
+
+/// [`sealed_job`] made with [`PASSPHRASE`] in a temporary folder, with an admin
+/// token `ops`, the client token `bob` and the server running on its home.
+pub struct SealedServer {
+    pub t: tempfile::TempDir,
+    pub home: PathBuf,
+    pub src: PathBuf,
+    pub key: PathBuf,
+    pub fingerprint: String,
+    pub admin: String,
+    pub bob: String,
+    pub server: Server,
+    pub job: String,
+}
+
+/// A [`SealedServer`] whose job holds `notes` small notes besides its files.
+pub fn sealed_server(notes: u64) -> SealedServer {
+    let t = tempfile::tempdir().unwrap();
+    let SealedJob {
+        home,
+        src,
+        key,
+        fingerprint,
+        job,
+    } = sealed_job(PASSPHRASE, t.path(), notes);
+    let admin = admin_token(&home, "ops");
+    let bob = token(&home, "bob");
+    let server = Server::start(&home, None);
+    SealedServer {
+        t,
+        home,
+        src,
+        key,
+        fingerprint,
+        admin,
+        bob,
+        server,
         job,
     }
 }

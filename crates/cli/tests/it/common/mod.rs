@@ -1,16 +1,23 @@
 //! Helpers for the end-to-end tests: run the binary, make trees, compare trees.
 
 pub mod keyed;
+mod keys;
 pub mod numeric_table;
 pub mod server_kit;
+mod tree;
+
+pub use keys::check_keys;
+pub use tapeloom_device::testkit::need::{need, program};
+pub use tree::{
+    assert_same_tree, copy_tree, ino, is_empty_or_absent, meta, noise, numbered_files, rich_tree,
+    set_times, source_tree, tree, write,
+};
 
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tapeloom")
@@ -18,6 +25,11 @@ pub fn bin() -> &'static str {
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// The path as text (the tests' paths are UTF-8).
+pub fn p(x: &Path) -> &str {
+    x.to_str().unwrap()
 }
 
 /// Runs tapeloom with `--home home --json` and returns (exit code, JSON, stderr).
@@ -93,239 +105,18 @@ pub fn ok_env(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Value {
 /// A virtual library in `home`: `drives` drives, `slots` slots of `capacity`
 /// (`256M`, ...).
 pub fn library(home: &Path, drives: u32, slots: u32, capacity: &str) {
+    library_with(home, drives, slots, capacity, &[]);
+}
+
+/// [`library`] with more options of `library create` (`--model lto3`, ...).
+pub fn library_with(home: &Path, drives: u32, slots: u32, capacity: &str, more: &[&str]) {
     let (d, s) = (drives.to_string(), slots.to_string());
-    ok(
-        home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            &d,
-            "--slots",
-            &s,
-            "--capacity",
-            capacity,
-        ],
-    );
+    let mut args = vec!["library", "create", "--drives", &d, "--slots", &s];
+    args.extend(["--capacity", capacity]);
+    args.extend_from_slice(more);
+    ok(home, &args);
 }
 
-/// Deterministic pseudo-random bytes (xorshift), fast enough for hundreds of MB.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
-pub fn write(path: &Path, data: &[u8]) {
-    if let Some(p) = path.parent() {
-        std::fs::create_dir_all(p).unwrap();
-    }
-    std::fs::write(path, data).unwrap();
-}
-
-/// Sets a file's times with nanoseconds, without following symlinks.
-pub fn set_times(path: &Path, secs: i64, nanos: i64) {
-    let t = nix::sys::time::TimeSpec::new(secs, nanos);
-    nix::sys::stat::utimensat(
-        None,
-        path,
-        &t,
-        &t,
-        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-    )
-    .unwrap();
-}
-
-/// A tree with every kind of object tapeloom promises to restore.
-pub fn rich_tree(root: &Path) {
-    std::fs::create_dir_all(root.join("dir/sub")).unwrap();
-    std::fs::create_dir_all(root.join("empty")).unwrap();
-    write(&root.join("dir/plain.txt"), b"hello tape\n");
-    write(&root.join("dir/sub/big.bin"), &noise(1, 3_000_000));
-    write(&root.join("with space"), b"space");
-    write(&root.join("new\nline"), b"newline");
-    write(&root.join("-leading-dash"), b"dash");
-    write(
-        &root.join(OsStr::from_bytes(b"latin1-\xe9t\xe9")),
-        b"not utf-8",
-    );
-    write(&root.join("zero"), b"");
-    std::os::unix::fs::symlink("plain.txt", root.join("dir/link")).unwrap();
-    std::os::unix::fs::symlink("/nonexistent/target", root.join("dangling")).unwrap();
-    std::fs::hard_link(root.join("dir/plain.txt"), root.join("hardlink")).unwrap();
-    nix::unistd::mkfifo(
-        &root.join("fifo"),
-        nix::sys::stat::Mode::from_bits_truncate(0o640),
-    )
-    .unwrap();
-    // A sparse file: 16 MiB with two small data islands.
-    let f = std::fs::File::create(root.join("sparse")).unwrap();
-    f.set_len(16 << 20).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&f, b"island one", 4096 * 10).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&f, &noise(3, 70_000), 8 << 20).unwrap();
-    drop(f);
-    xattr::set(root.join("dir/plain.txt"), "user.tapeloom", b"xattr value").unwrap();
-    std::fs::set_permissions(
-        root.join("dir/sub"),
-        std::fs::Permissions::from_mode(0o2750),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        root.join("with space"),
-        std::fs::Permissions::from_mode(0o4711),
-    )
-    .unwrap();
-    if is_root() {
-        nix::sys::stat::mknod(
-            &root.join("null-dev"),
-            nix::sys::stat::SFlag::S_IFCHR,
-            nix::sys::stat::Mode::from_bits_truncate(0o666),
-            nix::sys::stat::makedev(1, 3),
-        )
-        .unwrap();
-        std::os::unix::fs::lchown(root.join("dir/plain.txt"), Some(4321), Some(8765)).unwrap();
-        std::os::unix::fs::lchown(root.join("dangling"), Some(1), Some(2)).unwrap();
-    }
-    set_times(&root.join("dir/plain.txt"), 1_000_000_000, 123_456_789);
-    set_times(&root.join("dangling"), 1_100_000_000, 987_654_321);
-    set_times(&root.join("dir/sub"), 1_200_000_000, 5);
-    set_times(&root.join("empty"), 1_300_000_000, 6);
-}
-
-/// Everything compared about one object.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Meta {
-    pub kind: &'static str,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub mtime: (i64, i64),
-    pub size: u64,
-    pub content: Option<u64>,
-    pub sparse: bool,
-    pub link: Option<Vec<u8>>,
-    pub rdev: u64,
-    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
-    pub nlink: u64,
-}
-
-fn hash(data: &[u8]) -> u64 {
-    crc32c::crc32c(data) as u64 | ((data.len() as u64) << 32)
-}
-
-pub fn meta(p: &Path, with_dir_mtime: bool) -> Meta {
-    let m = std::fs::symlink_metadata(p).unwrap();
-    let ft = m.file_type();
-    let kind = if ft.is_file() {
-        "file"
-    } else if ft.is_dir() {
-        "dir"
-    } else if ft.is_symlink() {
-        "symlink"
-    } else if ft.is_fifo() {
-        "fifo"
-    } else if ft.is_char_device() {
-        "chardev"
-    } else if ft.is_block_device() {
-        "blockdev"
-    } else {
-        "other"
-    };
-    let mut xattrs: Vec<(Vec<u8>, Vec<u8>)> = xattr::list(p)
-        .map(|l| {
-            l.filter_map(|n| {
-                xattr::get(p, &n)
-                    .ok()
-                    .flatten()
-                    .map(|v| (n.as_bytes().to_vec(), v))
-            })
-            .collect()
-        })
-        .unwrap_or_default();
-    xattrs.sort();
-    Meta {
-        kind,
-        mode: m.mode(),
-        uid: m.uid(),
-        gid: m.gid(),
-        mtime: if ft.is_dir() && !with_dir_mtime {
-            (0, 0)
-        } else {
-            (m.mtime(), m.mtime_nsec())
-        },
-        size: if ft.is_file() { m.size() } else { 0 },
-        content: ft.is_file().then(|| hash(&std::fs::read(p).unwrap())),
-        sparse: ft.is_file() && m.blocks() * 512 < m.size(),
-        link: ft.is_symlink().then(|| {
-            std::fs::read_link(p)
-                .unwrap()
-                .as_os_str()
-                .as_bytes()
-                .to_vec()
-        }),
-        rdev: if ft.is_char_device() || ft.is_block_device() {
-            m.rdev()
-        } else {
-            0
-        },
-        xattrs,
-        nlink: if ft.is_dir() { 0 } else { m.nlink() },
-    }
-}
-
-/// Every object below `root` (and `root` itself as ""), by relative path.
-pub fn tree(root: &Path) -> BTreeMap<Vec<u8>, PathBuf> {
-    let mut out = BTreeMap::new();
-    out.insert(Vec::new(), root.to_path_buf());
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .unwrap()
-                .as_os_str()
-                .as_bytes()
-                .to_vec();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p.clone());
-            }
-            out.insert(rel, p);
-        }
-    }
-    out
-}
-
-/// Asserts two trees are equal in names, content and metadata. `root_mtime` says
-/// whether the roots' own mtimes must match too.
-pub fn assert_same_tree(a: &Path, b: &Path) {
-    let ta = tree(a);
-    let tb = tree(b);
-    let na: Vec<_> = ta.keys().collect();
-    let nb: Vec<_> = tb.keys().collect();
-    assert_eq!(na, nb, "the trees hold different names");
-    for (rel, pa) in &ta {
-        let pb = &tb[rel];
-        let ma = meta(pa, true);
-        let mb = meta(pb, true);
-        assert_eq!(ma, mb, "{:?} differs", String::from_utf8_lossy(rel));
-    }
-}
-
-/// The inode of a path (for hard-link checks).
-pub fn ino(p: &Path) -> u64 {
-    std::fs::symlink_metadata(p).unwrap().ino()
-}
-
-/// Deletes a home's catalog (and its WAL files), as if it were lost.
 /// Restores job `job` to `out` and insists it is identical to `src`.
 pub fn restores_identical(home: &Path, job: &str, src: &Path, out: &Path) {
     ok(home, &["restore", job, "--to", out.to_str().unwrap()]);
@@ -340,75 +131,73 @@ pub fn restores_identical_from_tapes_alone(home: &Path, job: &str, src: &Path, o
     restores_identical(home, job, src, out);
 }
 
-/// Copies a folder and all it holds (`cp -a`), for a fresh copy of a home per case.
-pub fn copy_tree(from: &Path, to: &Path) {
-    let s = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(s.success(), "cp -a {} {}", from.display(), to.display());
+/// The job ids a `jobs --json` document lists.
+pub fn job_ids(v: &Value) -> Vec<i64> {
+    let jobs = v["jobs"].as_array().unwrap();
+    jobs.iter().map(|j| j["job_id"].as_i64().unwrap()).collect()
 }
 
+/// Cartridge `barcode` of a `library status --json` document.
+pub fn cartridge_in(status: &Value, barcode: &str) -> Value {
+    (status["cartridges"].as_array().unwrap().iter())
+        .find(|c| c["barcode"] == barcode)
+        .unwrap_or_else(|| panic!("no {barcode} in {status}"))
+        .clone()
+}
+
+/// Cartridge `barcode` as `library status` shows it now.
+pub fn cartridge(home: &Path, barcode: &str) -> Value {
+    cartridge_in(&ok(home, &["library", "status"]), barcode)
+}
+
+/// Size of the cartridges' data files in the home's virtual library.
+pub fn tape_bytes(home: &Path) -> u64 {
+    let dir = home.join("library").join("tapes");
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Runs tapeloom with `--home home` and `args` (a backup) in a child process and
+/// kills it (SIGKILL) once the home's tapes have grown by `grown` bytes.
+pub fn killed_once_tape_grew(home: &Path, args: &[&OsStr], grown: u64) {
+    let before = tape_bytes(home);
+    let mut child = Command::new(bin())
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while tape_bytes(home) < before + grown {
+        assert!(t.elapsed().as_secs() < 60, "the tape did not grow");
+        assert!(child.try_wait().unwrap().is_none(), "the backup ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Whether a chunk file is anywhere under `dir` (a stage), which may change while
+/// it is looked at.
+pub fn holds_chunk_file(dir: &Path) -> bool {
+    std::fs::read_dir(dir).into_iter().flatten().any(|e| {
+        let p = e.unwrap().path();
+        p.extension().is_some_and(|x| x == "tlc") || (p.is_dir() && holds_chunk_file(&p))
+    })
+}
+
+/// Deletes a home's catalog (and its WAL files), as if it were lost.
 pub fn forget_catalog(home: &Path) {
     for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
         let _ = std::fs::remove_file(home.join(f));
-    }
-}
-
-/// The key paths of a JSON document: `a`, `a.b`, `a[].c`, ...
-pub fn key_paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.insert(p.clone());
-                key_paths(x, &p, out);
-            }
-        }
-        Value::Array(a) => {
-            for x in a {
-                key_paths(x, &format!("{prefix}[]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-pub fn keys_fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/json-keys")
-        .join(format!("{name}.txt"))
-}
-
-/// Records (with TAPELOOM_RECORD_JSON_KEYS set) or checks the key paths of one
-/// command's output; a recorded key that is missing now is added to `missing`.
-pub fn check_keys(name: &str, v: &Value, missing: &mut Vec<String>) {
-    let mut now = BTreeSet::new();
-    key_paths(v, "", &mut now);
-    assert!(!now.is_empty(), "{name}: no keys in {v}");
-    let path = keys_fixture(name);
-    if std::env::var_os("TAPELOOM_RECORD_JSON_KEYS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let text: String = now.iter().map(|k| format!("{k}\n")).collect();
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let recorded = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (record with TAPELOOM_RECORD_JSON_KEYS=1)",
-            path.display()
-        )
-    });
-    for k in recorded.lines().filter(|l| !l.is_empty()) {
-        if !now.contains(k) {
-            missing.push(format!("{name}: {k}"));
-        }
     }
 }
 

@@ -1,15 +1,14 @@
 //! A running `tapeloom server` for the end-to-end tests, and a raw TLS client
-//! for requests by hand. Included by the tests that talk to a server.
-#![allow(dead_code)]
+//! for requests by hand.
 
-use crate::common::{bin, ok};
+use crate::common::{bin, library_with, noise, ok, write};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A running server, killed (by its pid) when dropped.
 pub struct Server {
@@ -99,8 +98,40 @@ impl Server {
         serde_json::from_str(&out).unwrap()
     }
 
+    /// Starts a client's backup of `src` through this server with `token` (held
+    /// to `rate` bytes/s, when given): the client process, its `--json` output
+    /// piped.
+    pub fn spawn_backup(&self, token: &str, src: &Path, rate: Option<&str>) -> Child {
+        let mut c = Command::new(bin());
+        c.args(["--json", "backup", src.to_str().unwrap()]);
+        if let Some(r) = rate {
+            c.args(["--limit-rate", r]);
+        }
+        c.args(["--server", &self.url, "--fingerprint", &self.fingerprint])
+            .args(["--token", token])
+            .env_remove("TAPELOOM_SERVER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// The log once it holds each of `wanted`, or as it is after 20 s: a thread
+    /// of its own reads it from the server's stderr, and may not have read yet
+    /// what the server wrote before it answered.
+    pub fn log_with(&self, wanted: &[&str]) -> String {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = self.log();
+            if wanted.iter().all(|w| log.contains(w)) || Instant::now() > until {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The server process's id.
@@ -186,16 +217,30 @@ pub mod raw {
     }
 }
 
-/// Sends `bytes` over TLS, waits `pause`, and reads until the server closes:
-/// what it answered (empty when it closed without an answer). Panics when the
-/// server keeps the connection open for 20 s.
-pub fn exchange(addr: &str, bytes: &[u8], pause: Duration) -> String {
+/// A TLS connection to the server at `addr`, trusting any certificate; a read
+/// waits at most 20 s.
+pub fn connect(addr: &str) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
     let sock = TcpStream::connect(addr).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(raw::config(), name).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, sock);
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// Sends `bytes` and closes at once, reading nothing.
+pub fn send_and_go(addr: &str, bytes: &[u8]) {
+    let mut tls = connect(addr);
+    tls.write_all(bytes).unwrap();
+    tls.flush().unwrap();
+    let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+}
+
+/// Sends `bytes` over TLS, waits `pause`, and reads until the server closes:
+/// what it answered (empty when it closed without an answer). Panics when the
+/// server keeps the connection open for 20 s.
+pub fn exchange(addr: &str, bytes: &[u8], pause: Duration) -> String {
+    let mut tls = connect(addr);
     // The server may close before all is sent (a head too large): not an error.
     let _ = tls.write_all(bytes).and_then(|()| tls.flush());
     std::thread::sleep(pause);
@@ -229,28 +274,69 @@ pub fn get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
     (status, body.to_string())
 }
 
+/// POSTs `body` to `path` with `token`; (status, body).
+pub fn post(addr: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = exchange(addr, req.as_bytes(), Duration::ZERO);
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// Begins a job named `name` of one stream with 64 KiB blocks by hand, at
+/// `level` when given (else the server's default): the server's document.
+pub fn begin(s: &Server, token: &str, name: &str, level: Option<&str>) -> Value {
+    let level = level.map_or(String::new(), |l| format!(r#""level":"{l}","#));
+    let body = format!(
+        r#"{{"name":"{name}","set":null,"pool":null,"block_size":65536,{level}"streams":[{{"name":"s","source":"/x/s","root":"."}}]}}"#
+    );
+    let (status, body) = post(&s.addr, "/api/backups", token, &body);
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The head of a request that sends stream `stream` of backup `backup` with
+/// `token`; its frames follow.
+pub fn stream_head(backup: u64, stream: u16, token: &str) -> Vec<u8> {
+    format!(
+        "POST /api/backups/{backup}/streams/{stream} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// Sends stream 1 of backup `backup` with `token`: its head, then `body`; the
+/// answer.
+pub fn send_stream(addr: &str, backup: u64, token: &str, body: &[u8]) -> String {
+    let mut req = stream_head(backup, 1, token);
+    req.extend_from_slice(body);
+    exchange(addr, &req, Duration::ZERO)
+}
+
+/// `bytes` as one frame of a stream: its length, then itself.
+pub fn frame(bytes: &[u8]) -> Vec<u8> {
+    let mut f = (bytes.len() as u32).to_le_bytes().to_vec();
+    f.extend_from_slice(bytes);
+    f
+}
+
+/// A client's tree: one file of `big` bytes of noise and a few small ones.
+pub fn client_tree(src: &Path, seed: u64, big: usize) {
+    write(&src.join("big"), &noise(seed, big));
+    for i in 0..3 {
+        write(&src.join(format!("small/{i}")), &noise(seed * 10 + i, 5000));
+    }
+}
+
 /// Makes `home` with a library of one LTO-3 drive at a twentieth of its speed
 /// (4 MB/s, its lowest step 1.35 MB/s, a 6.4 MB buffer) on the real clock: a job
 /// stays on the drive for seconds, and a drive left without data stops and
 /// backhitches as it would.
 pub fn slow_library(home: &Path) {
-    let args = [
-        "library",
-        "create",
-        "--drives",
-        "1",
-        "--slots",
-        "4",
-        "--capacity",
-        "4G",
-        "--model",
-        "lto3",
-        "--clock",
-        "real",
-        "--scale",
-        "0.05",
-    ];
-    ok(home, &args);
+    let model = ["--model", "lto3", "--clock", "real", "--scale", "0.05"];
+    library_with(home, 1, 4, "4G", &model);
 }
 
 /// A new token of `home` for client `name` (`server token add`).
@@ -282,4 +368,37 @@ pub fn home_with_clients() -> (tempfile::TempDir, PathBuf, String, String) {
     let home = t.path().join("home");
     let (alice, bob) = (token(&home, "alice"), token(&home, "bob"));
     (t, home, alice, bob)
+}
+
+/// A home with the client tokens `alice` and `bob`, the server running on it,
+/// and a job alice backed up through it.
+pub struct ClientJob {
+    pub t: tempfile::TempDir,
+    pub home: PathBuf,
+    /// What the job holds, as `make` made it.
+    pub src: PathBuf,
+    pub server: Server,
+    pub alice: String,
+    pub bob: String,
+    pub job: String,
+}
+
+/// A [`ClientJob`] of the tree `make` makes.
+pub fn client_job(make: impl FnOnce(&Path)) -> ClientJob {
+    let (t, home, alice, bob) = home_with_clients();
+    let src = t.path().join("src");
+    make(&src);
+    let server = Server::start(&home, None);
+    let doc = server.json(&alice, &["backup", src.to_str().unwrap()]);
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let job = doc["job_id"].as_i64().unwrap().to_string();
+    ClientJob {
+        t,
+        home,
+        src,
+        server,
+        alice,
+        bob,
+        job,
+    }
 }
