@@ -12,7 +12,8 @@ fn interleaved_streams_restore_whole_by_stream_and_by_path() {
         write(&a.join(format!("a{i}")), &noise(10 + i, 12_000_000));
         write(&b.join(format!("b{i}")), &noise(20 + i, 12_000_000));
     }
-    // Rate limits make both streams slower than the writer, so their blocks interleave.
+    // Rate limits make both streams slower than the writer, so their blocks
+    // interleave; in turn, a whole extent of each, however fast each is read.
     let r = ok(
         &home,
         &[
@@ -26,6 +27,8 @@ fn interleaved_streams_restore_whole_by_stream_and_by_path() {
             "40MB",
             "--extent-size",
             "1M",
+            "--interleave",
+            "in-turn",
         ],
     );
     assert_eq!(r["max_concurrency"], 2, "{r}");
@@ -139,6 +142,14 @@ fn stream_options_are_checked() {
             vec!["backup", "--readers-per-stream", "0", d.to_str().unwrap()],
         ),
         (2, vec!["backup", "--limit-rate", "0", d.to_str().unwrap()]),
+        (
+            1,
+            vec!["backup", "--interleave", "in-turn", d.to_str().unwrap()],
+        ),
+        (
+            2,
+            vec!["backup", "--interleave", "sideways", d.to_str().unwrap()],
+        ),
     ] {
         let (code, _, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
         assert_eq!(code, code_wanted, "{args:?}");
@@ -164,6 +175,40 @@ fn stream_options_are_checked() {
     );
     assert_eq!(code, 1);
     assert!(err.contains("no stream nope"), "{err}");
+}
+
+/// Streams woven in turn land the same way on every run, however fast each is
+/// read: a whole extent of each in the order given, and the same extents in two
+/// homes whose backups read their sources at different rates.
+#[test]
+fn streams_woven_in_turn_land_the_same_way_on_every_run() {
+    let t = tempfile::tempdir().unwrap();
+    let mut srcs = Vec::new();
+    for s in 0..3u64 {
+        // Streams of one, two and three files: they end at different turns.
+        let d = t.path().join(format!("s{s}"));
+        for i in 0..=s {
+            write(&d.join(format!("f{i}")), &noise(60 + 10 * s + i, 3_000_000));
+        }
+        srcs.push(d.to_str().unwrap().to_string());
+    }
+    let extents = |name: &str, rate: &[&str]| {
+        let home = t.path().join(name);
+        let mut args = vec!["backup", "--concurrency", "3", "--interleave", "in-turn"];
+        args.extend(["--extent-size", "1M", "--block-size", "64K"]);
+        args.extend_from_slice(rate);
+        args.extend(srcs.iter().map(String::as_str));
+        let b = ok(&home, &args);
+        let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+        c.extents(b["job_id"].as_i64().unwrap()).unwrap()
+    };
+    let slow = extents("slow", &["--limit-rate", "20MB"]);
+    let fast = extents("fast", &[]);
+    assert_eq!(slow, fast);
+    // Each stream in turn, sixteen blocks of 64 KiB each, while all three last.
+    let turns: Vec<(u16, u64)> = slow.iter().map(|e| (e.stream, e.blocks)).collect();
+    let whole = [(1, 16), (2, 16), (3, 16)];
+    assert_eq!(turns[..6], [whole, whole].concat(), "{turns:?}");
 }
 
 /// Filemarks on a cartridge, from the virtual cartridge's index (FORMAT.md 8).
@@ -226,7 +271,9 @@ fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
         }
         srcs.push(d);
     }
+    // Dealt in turn: two streams to each drive, whichever is faster.
     let mut args = vec!["backup", "--drives", "2", "--concurrency", "1"];
+    args.extend(["--interleave", "in-turn"]);
     args.extend(srcs.iter().map(|p| p.to_str().unwrap()));
     let r = ok(&home, &args);
     let drives = r["drives"].as_array().unwrap();
@@ -238,6 +285,8 @@ fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
         );
         assert_eq!(d["streams"].as_array().unwrap().len(), 2, "{r}");
     }
+    assert_eq!(drives[0]["streams"], serde_json::json!(["s0", "s2"]), "{r}");
+    assert_eq!(drives[1]["streams"], serde_json::json!(["s1", "s3"]), "{r}");
     let vols: Vec<&str> = r["volumes"]
         .as_array()
         .unwrap()
@@ -283,9 +332,11 @@ fn two_drives_share_the_streams_each_spanning_its_own_cartridges() {
     assert!(err.contains("3 drives"), "{err}");
 }
 
-/// Backs up three streams of 24 MB (noise seeded from `seed`, extents of 2 MiB) on a
-/// one-drive LTO-3 library at `scale` with the virtual clock, then restores stream
-/// `s1` with each `--skip-by`: the backup's JSON and each restore's, by mode.
+/// Backs up three streams of 24 MB (noise seeded from `seed`, extents of 2 MiB
+/// woven in turn, so that the tape's layout, and every modeled figure read from
+/// it, is the same on every run) on a one-drive LTO-3 library at `scale` with the
+/// virtual clock, then restores stream `s1` with each `--skip-by`: the backup's
+/// JSON and each restore's, by mode.
 fn one_stream_three_ways(
     t: &std::path::Path,
     scale: &str,
@@ -310,6 +361,8 @@ fn one_stream_three_ways(
         "60MB",
         "--extent-size",
         "2M",
+        "--interleave",
+        "in-turn",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -235,7 +235,16 @@ fn a_set_on_three_drives_mounts_each_cartridge_once() {
         }
     }
     let refs: Vec<&Path> = srcs.iter().map(|p| p.as_path()).collect();
-    let full = ["--drives", "3", "--concurrency", "3"];
+    // One stream to each drive (dealt in turn: a drive that runs first does not
+    // take them all).
+    let full = [
+        "--drives",
+        "3",
+        "--concurrency",
+        "3",
+        "--interleave",
+        "in-turn",
+    ];
     let mut last = backup(&home, "lto", "full", &refs, &full);
     for day in 1..=3u64 {
         for (i, d) in srcs.iter().enumerate() {
