@@ -170,7 +170,13 @@ fn a_clients_jobs_beyond_its_limit_wait_in_the_queue() {
         client_tree(src, i as u64 + 7, 4_000_000);
     }
     let first = s.spawn_backup(&c0, &srcs[0], Some("2MB"));
-    std::thread::sleep(Duration::from_millis(700));
+    // The second is asked for once the first is let in (not after a while, which
+    // a slow start of the first client could outlast).
+    let until = Instant::now() + Duration::from_secs(60);
+    while count(&queue(&s, &admin), &["receiving", "writing"]) == 0 {
+        assert!(Instant::now() < until, "the first job was never let in");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let second = s.spawn_backup(&c0, &srcs[1], Some("2MB"));
     let (docs, receiving, waiting) = watch(&s, &admin, vec![first, second]);
     assert_eq!(receiving, 1, "one job of the client at a time");
