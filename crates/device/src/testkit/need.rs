@@ -16,7 +16,9 @@ pub const REQUIRE_ALL: &str = "TAPELOOM_TEST_REQUIRE_ALL";
 /// Whether the part a test needs is there: `found` is `Ok`, or says in one line
 /// what is missing. Missing, the test's name and why are written to the
 /// terminal as `skipped: TEST: WHY` and this returns false (the test returns
-/// at once), or, when [`REQUIRE_ALL`] is `1`, it panics with that line.
+/// at once), or, when [`REQUIRE_ALL`] is `1`, it panics with that line, at the
+/// test's call.
+#[track_caller]
 pub fn need(found: Result<(), String>) -> bool {
     let Err(why) = found else { return true };
     // libtest names each test's thread after the test.
