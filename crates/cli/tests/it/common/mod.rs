@@ -1,4 +1,6 @@
-//! Helpers for the end-to-end tests: run the binary, make trees, compare trees.
+//! Helpers for the end-to-end tests: run the binary, make trees, compare trees,
+//! and pass over (or, under `scripts/test.sh`, fail) a test whose outside part is
+//! missing (`need`).
 
 pub mod keyed;
 mod keys;
