@@ -13,7 +13,7 @@ mod net;
 #[cfg(test)]
 mod numeric_options;
 #[cfg(test)]
-#[path = "../tests/common/numeric_table.rs"]
+#[path = "../tests/it/common/numeric_table.rs"]
 mod numeric_table;
 mod progress;
 mod size;

@@ -1,5 +1,5 @@
 //! Tests that `tests/numeric-options.txt`, the table of every numeric option that
-//! `tests/options.rs` drives through the binary, names every option of the
+//! `tests/it/options.rs` drives through the binary, names every option of the
 //! command line whose value is a number, and that the argument parser refuses
 //! each value the table does not list as valid: a new numeric option fails here
 //! until it is in the table, and so until it is driven through bad values too.
@@ -82,7 +82,7 @@ fn the_table_names_every_numeric_option() {
 #[test]
 fn the_parser_refuses_what_the_table_does_not_list() {
     // A JOB that may also be a path (ls, restore) is parsed by the command itself,
-    // before it does anything: tests/options.rs checks those.
+    // before it does anything: tests/it/options.rs checks those.
     let paths: BTreeSet<(String, String)> = (all_arguments().into_iter())
         .filter(|(_, n, numeric)| !numeric && n == "<args>")
         .map(|(c, n, _)| (c, n))

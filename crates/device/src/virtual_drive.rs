@@ -503,6 +503,10 @@ mod tests {
 
     #[test]
     fn a_cartridge_being_written_holds_about_two_windows_of_page_cache() {
+        use crate::testkit::need::{need, program};
+        if !need(program("fincore", "util-linux-extra")) {
+            return;
+        }
         // On the disk the build uses, not a tmpfs, whose pages cannot be dropped.
         let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let mut d = drive(dir.path(), 1 << 30, 1 << 20);

@@ -209,6 +209,12 @@ pub enum OptionsError {
         /// The name.
         name: String,
     },
+    /// Streams woven in turn with what would leave their order to timing.
+    #[error("streams woven in turn need {needs}")]
+    InTurn {
+        /// What the options lack: "a fixed concurrency", "one drive", ...
+        needs: &'static str,
+    },
     /// More sources than a job may have streams (FORMAT.md 1).
     #[error("{count} sources: a job may have at most {} (back up their parent folders, or split the job)", tapeloom_format::MAX_STREAMS)]
     TooManyStreams {

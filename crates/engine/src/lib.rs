@@ -31,7 +31,8 @@ mod verify;
 pub use backup::{
     backup, backup_received, pack_streams, resume_job, unfinished_staged_jobs, BackupOptions,
     BackupReport, Begun, BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet,
-    Outgoing, Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via, DEFAULT_EXTENT_BYTES,
+    Interleave, Outgoing, Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via,
+    DEFAULT_EXTENT_BYTES,
 };
 pub use backup::{
     choose_set, BaseRow, BaseTree, Deletions, ReceivedChanges, Scan, ScanFigures, SetChoice,

@@ -8,7 +8,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_engine::{
-    escape_controls, BackupOptions, Compress, DespoolOrder, DriveSet, Progress, Via,
+    escape_controls, BackupOptions, Compress, DespoolOrder, DriveSet, Interleave, Progress, Via,
 };
 use tapeloom_format::Level;
 pub use tapeloom_proto::backup::BackedUp;
@@ -30,6 +30,14 @@ pub struct Args {
     /// least a block).
     #[arg(long, default_value = "64M", value_parser = size::within(1, size::MAX))]
     extent_size: u64,
+    /// How a drive turns from stream to stream: ready (to the next stream with
+    /// data waiting, so that a slow stream never holds the drive up) or in-turn
+    /// (to each stream in the order given, a whole extent of each, waiting for its
+    /// data; with several drives, the streams dealt to them in turn: the same
+    /// sources and options lay the job on tape the same way on every run; needs a
+    /// number for --concurrency and --via direct).
+    #[arg(long, default_value = "ready", value_parser = ["ready", "in-turn"])]
+    interleave: String,
     /// Blocks in the buffer pool between the readers and the drive (2 to 65536).
     #[arg(long, default_value_t = 64, value_parser = super::usize_in(2..=65536))]
     buffers: usize,
@@ -223,6 +231,10 @@ impl Args {
             },
             concurrency: self.concurrency.0,
             extent_blocks: usize::try_from(extent / block).unwrap_or(usize::MAX),
+            interleave: match self.interleave.as_str() {
+                "in-turn" => Interleave::InTurn,
+                _ => Interleave::Ready,
+            },
             buffers: self.buffers,
             high_water: self.high_water / 100.0,
             readers: self.readers_per_stream,
@@ -251,6 +263,15 @@ impl Args {
         };
         Ok((sources, opts))
     }
+}
+
+/// How to get past a refusal of `backup` with its own flags.
+pub fn hint(e: &tapeloom_engine::Error) -> Option<&'static str> {
+    matches!(
+        e,
+        tapeloom_engine::Error::Options(tapeloom_engine::OptionsError::InTurn { .. })
+    )
+    .then_some("--interleave in-turn takes a number for --concurrency and --via direct")
 }
 
 /// Runs a backup here, or through a server when one is named; prints its output.

@@ -89,6 +89,7 @@ impl Cmd {
     /// How this command tells to get past a refusal with its own flags.
     pub fn hint(&self) -> Hint {
         match self {
+            Cmd::Backup(_) => backup::hint,
             Cmd::Library(a) => a.hint(),
             Cmd::Bench(a) => a.hint(),
             Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) | Cmd::Stage(_) => {

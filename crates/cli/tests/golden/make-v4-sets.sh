@@ -16,7 +16,7 @@ printf 'hello, tape\n' > "$src/hello.txt"
 printf 'soon gone\n' > "$src/gone.txt"
 python3 - "$src/dir/noise.bin" <<'PY'
 import struct, sys
-# The same xorshift as tests/common/mod.rs noise(7, 20000).
+# The same xorshift as tests/it/common/tree.rs noise(7, 20000).
 x = (7 * 0x9E3779B97F4A7C15) & (2**64 - 1) | 1
 out = bytearray()
 while len(out) < 20000:

@@ -7,6 +7,9 @@
 //!   the SCSI drivers are tested against real SCSI devices without hardware.
 //! - [`faults`]: a library and drives that fail as a plan says, for tests and for
 //!   experiments (`TAPELOOM_FAULTS`, `docs/FAULTS.md`).
+//! - [`need`]: what a test needs from outside the workspace (a program, a
+//!   library, a permission), passed over with a line under a plain `cargo test`
+//!   and a failure under `TAPELOOM_TEST_REQUIRE_ALL=1`.
 //!
 //! Enable it for tests only: `tapeloom-device = { workspace = true, features =
 //! ["testkit"] }` under `[dev-dependencies]`. The feature `faults` (which
@@ -15,5 +18,7 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod faults;
+#[cfg(any(test, feature = "testkit"))]
+pub mod need;
 #[cfg(any(test, feature = "testkit"))]
 pub mod tgt;

@@ -177,28 +177,10 @@ fn tool_error(what: impl Into<String>, detail: impl Into<String>) -> DeviceError
     DeviceError::Io(what.into(), std::io::Error::other(detail.into()))
 }
 
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Finds `name` on PATH or in the sbin directories (often not on a user's PATH).
-fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(
-            ["/usr/sbin", "/sbin", "/usr/local/sbin"]
-                .iter()
-                .map(PathBuf::from),
-        )
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
 fn find_tools() -> std::result::Result<Tools, String> {
     let found: Vec<(&str, Option<PathBuf>)> = ["tgtd", "tgtadm", "tgtimg"]
         .iter()
-        .map(|n| (*n, find_tool(n)))
+        .map(|n| (*n, super::need::find_program(n)))
         .collect();
     let missing: Vec<&str> = found
         .iter()
@@ -379,20 +361,33 @@ fn validate(opts: &TgtOptions) -> Result<()> {
 }
 
 impl TgtLibrary {
-    /// Checks that tgtd, tgtadm and tgtimg can be found; the error is one line that
-    /// names the package to install.
+    /// Checks that tgtd, tgtadm and tgtimg can be found, that this process is
+    /// root (as tgtd must be), and that libiscsi (which reaches the library)
+    /// loads; the error is one line that says what is missing.
     pub fn available() -> std::result::Result<(), String> {
-        find_tools().map(|_| ())
+        find_tools()?;
+        // Its control socket goes in a directory only root may write.
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        if !root {
+            return Err(format!(
+                "tgtd needs root (its control socket is in {SOCKET_DIR})"
+            ));
+        }
+        crate::scsi::load_iscsi().map_err(|e| e.to_string())
     }
 
     /// For tests: starts a library as described in `opts`, or panics with a line
-    /// that says why (tgt missing, with the package to install, or tgtd failing).
-    /// A test that needs tgt fails without it; it is never skipped.
-    pub fn start_for_test(opts: &TgtOptions) -> TgtLibrary {
-        if let Err(e) = TgtLibrary::available() {
-            panic!("this test needs tgt: {e}");
+    /// that says why tgtd failed. Without tgt or libiscsi the test is passed over
+    /// with a line saying so, or fails under `TAPELOOM_TEST_REQUIRE_ALL=1`
+    /// ([`super::need`]): `None`, and the test returns.
+    pub fn start_for_test(opts: &TgtOptions) -> Option<TgtLibrary> {
+        if !super::need::need(TgtLibrary::available()) {
+            return None;
         }
-        TgtLibrary::start(opts).unwrap_or_else(|e| panic!("starting tgt: {e}"))
+        Some(TgtLibrary::start(opts).unwrap_or_else(|e| panic!("starting tgt: {e}")))
     }
 
     /// The library's changer and drives, as [`crate::scsi::ScsiLibrary::open`] takes them.
@@ -819,7 +814,7 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(r.is_err());
-        if let Err(m) = TgtLibrary::available() {
+        if let Err(m) = find_tools() {
             assert!(
                 m.contains("install the package tgt") && !m.contains('\n'),
                 "{m}"

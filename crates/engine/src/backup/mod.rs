@@ -26,7 +26,7 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
-pub use plan::{BackupOptions, DespoolOrder, DriveSet, Via, DEFAULT_EXTENT_BYTES};
+pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
 pub use received::{BlockCheck, Closed, Deletions, Inlet};
 pub use remote::{
     backup_received, pack_streams, Begun, Outgoing, Piece, ReceivedChanges, RemotePlan,
@@ -383,9 +383,10 @@ fn weave_all(job: &JobShared<'_>, writers: &mut [VolumeWriter]) -> Result<Vec<Wo
     let results: Vec<Result<Woven>> = std::thread::scope(|sc| {
         let handles: Vec<_> = writers
             .iter_mut()
-            .map(|w| {
+            .enumerate()
+            .map(|(slot, w)| {
                 sc.spawn(move || {
-                    let r = Weaver::new(job, w).run();
+                    let r = Weaver::new(job, w, slot).run();
                     if r.is_err() {
                         job.stop.store(true, Ordering::Relaxed);
                     }

@@ -25,6 +25,8 @@ pub struct BackupOptions {
     pub concurrency: Option<usize>,
     /// Most consecutive blocks of one stream before the writer turns to another.
     pub extent_blocks: usize,
+    /// How the writer turns from stream to stream.
+    pub interleave: Interleave,
     /// Fill of the pool (0..1) the writer waits for before it starts, and restarts
     /// after running dry.
     pub high_water: f64,
@@ -87,6 +89,24 @@ pub enum DespoolOrder {
     Early,
 }
 
+/// How a drive's writer turns from one of the streams it interleaves to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interleave {
+    /// To the next stream with a block waiting: a slow stream never holds the
+    /// drive up, and where each stream's extents land depends on how fast each
+    /// one is read.
+    #[default]
+    Ready,
+    /// To each stream in the order the drive took them, a whole extent of each
+    /// or the rest of the stream, waiting for its blocks; with several drives,
+    /// stream `k` of the order given goes to drive `k mod drives` (instead of to
+    /// the drive that runs dry first). The same sources and options lay the job
+    /// on tape the same way on every run, however fast each stream is read. Needs
+    /// a fixed concurrency and a direct backup, which leave nothing else to
+    /// timing.
+    InTurn,
+}
+
 /// Whether a backup goes through the disk stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
@@ -125,6 +145,7 @@ impl Default for BackupOptions {
             concurrency: None,
             extent_blocks: (DEFAULT_EXTENT_BYTES / tapeloom_format::DEFAULT_BLOCK_SIZE as u64)
                 as usize,
+            interleave: Interleave::Ready,
             high_water: 0.5,
             limit_rate: None,
             stream_names: Vec::new(),
@@ -188,6 +209,18 @@ impl Plan {
         }
         if sources.is_empty() {
             return Err(OptionsError::NoSources.into());
+        }
+        if opts.interleave == Interleave::InTurn {
+            let needs = if opts.concurrency.is_none() {
+                Some("a fixed concurrency")
+            } else if opts.via != Via::Direct {
+                Some("a direct backup, not one through the stages")
+            } else {
+                None
+            };
+            if let Some(needs) = needs {
+                return Err(OptionsError::InTurn { needs }.into());
+            }
         }
         if sources.len() > tapeloom_format::MAX_STREAMS {
             let count = sources.len();
@@ -446,6 +479,38 @@ mod tests {
             resolve_drives(&DriveSet::List(vec![]), 2),
             Err(OptionsError::NoDrive)
         ));
+    }
+
+    #[test]
+    fn streams_woven_in_turn_leave_nothing_to_timing() {
+        let t = tempfile::tempdir().unwrap();
+        let a = t.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        let in_turn = |concurrency, drives, via| BackupOptions {
+            interleave: Interleave::InTurn,
+            concurrency,
+            drives,
+            via,
+            ..Default::default()
+        };
+        let needs = |opts: BackupOptions| match Plan::new(std::slice::from_ref(&a), &opts) {
+            Err(crate::Error::Options(OptionsError::InTurn { needs })) => Some(needs),
+            Err(e) => panic!("{e}"),
+            Ok(_) => None,
+        };
+        let one = DriveSet::Count(1);
+        assert_eq!(needs(in_turn(Some(3), one.clone(), Via::Direct)), None);
+        let two = DriveSet::List(vec![0, 2]);
+        assert_eq!(needs(in_turn(Some(1), two, Via::Direct)), None);
+        assert_eq!(needs(in_turn(Some(2), DriveSet::All, Via::Direct)), None);
+        assert_eq!(
+            needs(in_turn(None, one.clone(), Via::Direct)),
+            Some("a fixed concurrency")
+        );
+        assert_eq!(
+            needs(in_turn(Some(2), one, Via::Auto)),
+            Some("a direct backup, not one through the stages")
+        );
     }
 
     #[test]

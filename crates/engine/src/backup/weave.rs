@@ -13,7 +13,7 @@
 use crate::backup::estimate::Estimates;
 use crate::backup::mux::{Done, Extents, Lane, Msg, Outlet, Shared};
 use crate::backup::pack::PackerSetup;
-use crate::backup::plan::{DespoolOrder, Pending};
+use crate::backup::plan::{DespoolOrder, Interleave, Pending};
 use crate::backup::staged::{self, Feed};
 use crate::backup::{BackupOptions, DriveReport, Progress, StreamReport};
 use crate::error::{Error, Result};
@@ -88,8 +88,18 @@ impl JobShared<'_> {
         }
     }
 
-    fn next_stream(&self) -> Option<Pending> {
+    /// The next stream for the drive that is `slot`th of the job's drives.
+    fn next_stream(&self, slot: usize) -> Option<Pending> {
         let mut q = self.pending.lock().ok()?;
+        if self.opts.interleave == Interleave::InTurn {
+            // Sizes are estimated as the job goes and drives pull as they run
+            // dry: both are timing. In turn, stream `k` of the order given goes to
+            // drive `k mod drives`, and each drive takes its own in that order.
+            let mine =
+                |p: &Pending| usize::from(p.id).saturating_sub(1) % self.drives.max(1) == slot;
+            let i = q.iter().position(mine)?;
+            return q.remove(i);
+        }
         let i = largest_first(q.iter().map(|p| self.estimates.get(p.id)));
         q.remove(i)
     }
@@ -288,6 +298,8 @@ impl Landed {
 pub(crate) struct Weaver<'j, 'w> {
     job: &'j JobShared<'j>,
     w: &'w mut VolumeWriter,
+    /// Which of the job's drives this is (0 for the first).
+    slot: usize,
     shared: Arc<Shared>,
     lane_cap: usize,
     rule: ConcurrencyRule,
@@ -323,8 +335,8 @@ pub(crate) struct Weaver<'j, 'w> {
 }
 
 impl<'j, 'w> Weaver<'j, 'w> {
-    /// A writer for `w`'s drive.
-    pub fn new(job: &'j JobShared<'j>, w: &'w mut VolumeWriter) -> Self {
+    /// A writer for `w`'s drive, the `slot`th of the job's drives.
+    pub fn new(job: &'j JobShared<'j>, w: &'w mut VolumeWriter, slot: usize) -> Self {
         let opts = job.opts;
         // Despooling holds all its streams at once: each has what is staged of it,
         // and the writer takes them one whole run after another.
@@ -340,6 +352,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
         Weaver {
             job,
             w,
+            slot,
             shared: Arc::new(Shared::default()),
             lane_cap,
             rule: ConcurrencyRule::new(fixed, Instant::now()),
@@ -471,7 +484,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
             .rule
             .target(Instant::now(), held, || backlog(job, lanes, sent));
         while self.lanes.len() < target {
-            let Some(p) = self.job.next_stream() else {
+            let Some(p) = self.job.next_stream(self.slot) else {
                 self.rule.none_left(self.lanes.len());
                 break;
             };
@@ -673,6 +686,9 @@ impl<'j, 'w> Weaver<'j, 'w> {
                 return self.choose_whole(&feed);
             }
         }
+        if self.job.opts.interleave == Interleave::InTurn {
+            return self.choose_in_turn();
+        }
         // A despooled stream is written for as long as the stage holds of it.
         let extent = match self.job.feed {
             Some(_) => usize::MAX,
@@ -700,6 +716,32 @@ impl<'j, 'w> Weaver<'j, 'w> {
         self.writer_wait += t.elapsed();
         self.rule.waited(t.elapsed());
         self.dry = true;
+        false
+    }
+
+    /// Under [`Interleave::InTurn`]: stays with the current stream for a whole
+    /// extent, then turns to the next in the order the lanes were taken, waiting
+    /// for the blocks of the stream whose turn it is rather than passing it by.
+    /// False when they have not come (after waiting a while).
+    fn choose_in_turn(&mut self) -> bool {
+        let extent = self.job.opts.extent_blocks.max(1);
+        if self.cur >= self.lanes.len() {
+            // The last lane ended: the turn goes back to the first.
+            self.cur = 0;
+            self.run = 0;
+        } else if self.run >= extent {
+            self.cur = (self.cur + 1) % self.lanes.len();
+            self.run = 0;
+        }
+        let seen = self.shared.rung();
+        if self.lanes[self.cur].ready() {
+            return true;
+        }
+        self.report.writer_waits += 1;
+        let t = Instant::now();
+        self.shared.wait(seen, Duration::from_millis(50));
+        self.writer_wait += t.elapsed();
+        self.rule.waited(t.elapsed());
         false
     }
 

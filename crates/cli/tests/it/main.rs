@@ -1,0 +1,56 @@
+//! The command line's integration tests, in one test binary (one link instead of
+//! one per file): each file of `tests/it/` is a module, and a test is named
+//! `module::test`, for example `cargo test --release -p tapeloom --test it
+//! net_queue::`. Helpers shared by the modules are in `common/`; the data they
+//! read (`tests/golden`, `tests/json-keys`, `tests/numeric-options.txt`) stays
+//! beside `it/`.
+
+mod common;
+
+mod cartridge_index;
+mod catalog_check;
+mod completions;
+mod encrypt;
+mod expire;
+mod faults;
+mod full_home;
+mod golden;
+mod incremental;
+mod injected_faults;
+mod json_keys;
+mod metrics;
+mod model;
+mod multiplex;
+mod names;
+mod net_backup;
+mod net_encrypted;
+mod net_frames;
+mod net_incremental;
+mod net_keepalive;
+mod net_queue;
+mod net_rebuild;
+mod net_restore;
+mod net_server_keys;
+mod net_set_restore;
+mod net_verify;
+mod nginx;
+mod options;
+mod overwrite;
+mod pipe;
+mod point_in_time;
+mod pools;
+mod rebuild_sets;
+mod rebuild_streams;
+mod recover;
+mod report;
+mod restore_whole;
+mod roundtrip;
+mod schedule;
+mod scsi;
+mod server;
+mod server_kill;
+mod server_limits;
+mod server_stop;
+mod stage;
+mod status_page;
+mod tape_alerts;

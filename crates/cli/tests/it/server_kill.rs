@@ -1,0 +1,175 @@
+//! A server killed (SIGKILL) while one job is on its drive and another still comes
+//! in from its client: each client fails at once with a clear error; started
+//! again, the server has both jobs failed with their reasons and its spool empty,
+//! the jobs before verify and restore, and new jobs go on the same cartridges.
+
+use crate::common::server_kit::{self, admin_token, client_tree, token, Server};
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// A home whose library has one LTO-3 drive at a twentieth of its speed (4 MB/s)
+/// on the real clock, so that a job stays on the drive for seconds; the client
+/// tokens `c0` and `c1` and an admin's.
+fn slow_home(t: &Path) -> (PathBuf, [String; 3]) {
+    let home = t.join("home");
+    server_kit::slow_library(&home);
+    let tokens = [
+        token(&home, "c0"),
+        token(&home, "c1"),
+        admin_token(&home, "admin"),
+    ];
+    (home, tokens)
+}
+
+/// The queue's entry of the job named `name` once `ready` holds of it (waiting
+/// up to `secs`).
+fn entry_when(
+    s: &Server,
+    admin: &str,
+    name: &str,
+    secs: u64,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let q = s.json(admin, &["queue"]);
+        let e = (q["queue"].as_array().unwrap().iter()).find(|e| e["name"] == name);
+        if let Some(e) = e.filter(|e| ready(e)) {
+            return e.clone();
+        }
+        assert!(Instant::now() < until, "job {name} never got there: {q}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The client's exit code and stderr, once it ended (within 30 s of the kill).
+fn ended(mut c: Child) -> (i32, String) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while c.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < until, "the client still runs");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), err)
+}
+
+/// The catalog's jobs: (id, name, status, reasons).
+fn catalog_jobs(home: &Path) -> Vec<(i64, String, String, Vec<String>)> {
+    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    let mut st = db.prepare("SELECT id, name, status FROM jobs").unwrap();
+    let jobs: Vec<(i64, String, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut st = db
+        .prepare("SELECT reason FROM job_errors WHERE job_id = ?1")
+        .unwrap();
+    (jobs.into_iter())
+        .map(|(id, name, status)| {
+            let reasons = st
+                .query_map([id], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<Vec<String>, _>>()
+                .unwrap();
+            (id, name, status, reasons)
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_server_fails_its_jobs_and_keeps_the_earlier_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, [c0, c1, admin]) = slow_home(t.path());
+    let mut s = Server::start(&home, None);
+    // The earlier job, whole on tape before the kill.
+    let earlier = t.path().join("earlier");
+    client_tree(&earlier, 1, 300_000);
+    let doc = s.json(&c0, &["backup", earlier.to_str().unwrap()]);
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let earlier_job = doc["job_id"].as_i64().unwrap().to_string();
+    // (a) a fast client's job, on the drive for seconds (40 MB at 4 MB/s);
+    let writing = t.path().join("writing");
+    client_tree(&writing, 2, 40_000_000);
+    let a = s.spawn_backup(&c0, &writing, None);
+    let on_drive = entry_when(&s, &admin, "writing", 60, |e| {
+        e["state"] == "writing" && e["job"].is_i64() && e["written_bytes"].as_u64() > Some(0)
+    });
+    // (b) a slow client's (1 MB/s, below the drive's lowest step): its blocks
+    // wait on the spool.
+    let receiving = t.path().join("receiving");
+    client_tree(&receiving, 3, 30_000_000);
+    let b = s.spawn_backup(&c1, &receiving, Some("1MB"));
+    entry_when(&s, &admin, "receiving", 30, |e| {
+        e["state"] == "receiving" && e["received_bytes"].as_u64() > Some(1_000_000)
+    });
+    let still = entry_when(&s, &admin, "writing", 1, |_| true);
+    assert_eq!(still["state"], "writing", "the job left the drive: {still}");
+    let spool = home.join("server").join("spool");
+    assert!(std::fs::read_dir(&spool).unwrap().count() > 0);
+    s.kill9();
+    // Each client fails at once with one line that names the server it lost.
+    for (who, c) in [("writing", a), ("receiving", b)] {
+        let (code, err) = ended(c);
+        eprintln!("the {who} client's error: {}", err.trim());
+        assert_ne!(code, 0, "{who}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{who}: {err}");
+        assert!(err.starts_with("tapeloom: "), "{who}: {err}");
+        assert!(err.contains(&s.addr), "{who}: {err}");
+        let plain = ["closed the connection", "Connection refused", "reset"];
+        assert!(plain.iter().any(|p| err.contains(p)), "{who}: {err}");
+    }
+    // Started again (on another port): both jobs failed with their reasons.
+    let s2 = Server::start(&home, None);
+    let jobs = s2.json(&admin, &["jobs"]);
+    let failed: Vec<&Value> = (jobs["jobs"].as_array().unwrap().iter())
+        .filter(|j| j["status"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 2, "{jobs}");
+    let cat = catalog_jobs(&home);
+    // One row each: the job on the drive is not recorded again from the spool.
+    let names: Vec<&str> = cat.iter().map(|j| j.1.as_str()).collect();
+    assert_eq!(names, ["earlier", "writing", "receiving"], "{cat:?}");
+    let reasons = |name: &str| {
+        let j = cat.iter().find(|j| j.1 == name).expect(name);
+        assert_eq!(j.2, "failed", "{j:?}");
+        j.3.join("; ")
+    };
+    // The job on the drive, by the engine's recovery of a job left running.
+    assert_eq!(
+        on_drive["job"].as_i64(),
+        cat.iter().find(|j| j.1 == "writing").map(|j| j.0)
+    );
+    let why = reasons("writing");
+    assert!(why.contains("interrupted"), "{why}");
+    // The job on the spool, by the server's own recovery.
+    let why = reasons("receiving");
+    assert!(why.contains("the server stopped"), "{why}");
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    // The earlier job verifies and restores identical through the new server.
+    let v = ok(&home, &["verify", &earlier_job]);
+    assert_eq!(v["ok"], true, "{v}");
+    let out = t.path().join("out");
+    let (code, _, err) = s2.client(
+        &c0,
+        &["restore", &earlier_job, "--to", out.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_same_tree(&earlier, &out);
+    // A new job goes on, after what the killed one left on the cartridge.
+    let after = t.path().join("after");
+    client_tree(&after, 4, 2_000_000);
+    let doc = s2.json(&c1, &["backup", after.to_str().unwrap()]);
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let job = doc["job_id"].as_i64().unwrap().to_string();
+    let v = ok(&home, &["verify", &job]);
+    assert_eq!(v["ok"], true, "{v}");
+    let out = t.path().join("out-after");
+    let (code, _, err) = s2.client(&c1, &["restore", &job, "--to", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_same_tree(&after, &out);
+}

@@ -1,0 +1,177 @@
+//! The server as a daemon: SIGTERM drains it (no new job, the running ones ended
+//! or cut with what they wrote recorded, exit 0 within 30 s), and a panic in the
+//! drives' writer fails only its job.
+
+use crate::common::server_kit::{self, admin_token, home_with_clients, Server};
+use crate::common::{self, ok, write};
+use std::path::Path;
+use std::time::Duration;
+
+/// A job's status and reasons in the catalog.
+fn job_state(home: &Path, job: i64) -> (String, Vec<String>) {
+    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    let status: String = db
+        .query_row("SELECT status FROM jobs WHERE id = ?1", [job], |r| r.get(0))
+        .unwrap();
+    let mut q = db
+        .prepare("SELECT reason FROM job_errors WHERE job_id = ?1")
+        .unwrap();
+    let reasons = q
+        .query_map([job], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    (status, reasons)
+}
+
+/// Every job of the catalog: (id, name, status).
+fn jobs(home: &Path) -> Vec<(i64, String, String)> {
+    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    let mut q = db
+        .prepare("SELECT id, name, status FROM jobs ORDER BY id")
+        .unwrap();
+    q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A tree of `files` files of `size` bytes under `dir`.
+fn tree(dir: &Path, files: usize, size: usize) {
+    for i in 0..files {
+        write(
+            &dir.join(format!("f{i}")),
+            &common::noise(i as u64 + 1, size),
+        );
+    }
+}
+
+#[test]
+fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
+    let (t, home, alice, bob) = home_with_clients();
+    let admin = admin_token(&home, "root");
+    // A slow drive (4 MB/s): the jobs are still on it when the signal comes.
+    server_kit::slow_library(&home);
+    let mut s = Server::start(&home, None);
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let (a, b): (std::path::PathBuf, std::path::PathBuf) = (a, b);
+    tree(&a, 4, 4 << 20);
+    tree(&b, 2, 1 << 20);
+    let url = (s.url.clone(), s.fingerprint.clone());
+    let client = |token: String, src: std::path::PathBuf, name: &'static str| {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            std::process::Command::new(common::bin())
+                .args(["backup", "--name", name, src.to_str().unwrap()])
+                .args([
+                    "--server",
+                    &url.0,
+                    "--fingerprint",
+                    &url.1,
+                    "--token",
+                    &token,
+                ])
+                .env_remove("TAPELOOM_SERVER")
+                .output()
+                .unwrap()
+        })
+    };
+    let running = [client(alice.clone(), a, "a"), client(bob, b, "b")];
+    // Both are let in before the signal.
+    let started = std::time::Instant::now();
+    loop {
+        let q = s.json(&admin, &["queue"]);
+        let busy = (q["queue"].as_array().unwrap().iter())
+            .filter(|e| e["state"] == "receiving" || e["state"] == "writing")
+            .count();
+        if busy == 2 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{q}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = s.pid();
+    let stopper = std::thread::spawn(move || {
+        let r = s.term(Duration::from_secs(30));
+        (r, s)
+    });
+    // While it drains, a new job is refused with a retry hint.
+    std::thread::sleep(Duration::from_millis(300));
+    let c = t.path().join("c");
+    tree(&c, 1, 1000);
+    let late = client(alice, c, "late").join().unwrap();
+    let err = String::from_utf8_lossy(&late.stderr);
+    assert_ne!(late.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("stopping") || err.contains("connect"),
+        "a job asked while the server stops: {err}"
+    );
+    let (ended, s) = stopper.join().unwrap();
+    let (code, took) = ended.unwrap_or_else(|| panic!("server {pid} still ran 30 s after SIGTERM"));
+    assert_eq!(code, 0, "{}", s.log());
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    for r in running {
+        let _ = r.join().unwrap();
+    }
+    // Every job ended: ok, or failed with the reason; none left running, none for
+    // the job refused.
+    let all = jobs(&home);
+    assert!(all.iter().all(|(_, n, _)| n != "late"), "{all:?}");
+    for (id, name, status) in &all {
+        assert_ne!(status, "running", "job {id} ({name}) left running: {all:?}");
+        if status != "ok" {
+            let (_, reasons) = job_state(&home, *id);
+            assert!(
+                reasons.iter().any(|r| r.contains("stopped")),
+                "job {id} ({name}): {status} {reasons:?}"
+            );
+        }
+    }
+    let check = ok(&home, &["catalog", "check"]);
+    assert_eq!(check["ok"], true, "{check}");
+    let log = s.log();
+    assert!(log.contains("SIGTERM"), "{log}");
+}
+
+#[test]
+fn a_panic_in_the_drives_writer_fails_its_job_and_the_next_completes() {
+    if !common::test_hooks() {
+        return;
+    }
+    let (t, home, alice, _bob) = home_with_clients();
+    let admin = admin_token(&home, "root");
+    let s = Server::start_with_env(&home, None, &[("TAPELOOM_TEST_PANIC_JOB", "boom")]);
+    let src = t.path().join("src");
+    tree(&src, 3, 10_000);
+    let (code, _, err) = s.client(&alice, &["backup", "--name", "boom", src.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("panicked"), "{err}");
+    // The job is recorded failed with the panic's reason.
+    let all = jobs(&home);
+    let (id, _, status) = all.iter().find(|(_, n, _)| n == "boom").expect("job boom");
+    assert_eq!(status, "failed");
+    let (_, reasons) = job_state(&home, *id);
+    assert!(
+        reasons.iter().any(|r| r.contains("panicked")),
+        "{reasons:?}"
+    );
+    // Counted, and the next job on the same server completes and restores.
+    let (status, text) = server_kit::get(&s.addr, "/metrics", Some(&admin));
+    assert_eq!(status, 200);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tapeloom_server_panics_total{thread=\"drive_writer\"} 1")),
+        "{text}"
+    );
+    let doc = s.json(
+        &alice,
+        &["backup", "--name", "after", src.to_str().unwrap()],
+    );
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let to = t.path().join("restored");
+    let job = doc["job_id"].to_string();
+    let r = s.json(&alice, &["restore", &job, "--to", to.to_str().unwrap()]);
+    // The folder and its three files.
+    assert_eq!(r["files"], 4, "{r}");
+    common::assert_same_tree(&src, &to);
+}
