@@ -18,6 +18,11 @@ mod numeric_table;
 mod progress;
 mod size;
 
+/// Blocks of up to 8 MiB are allocated and freed at the rate of the data; mimalloc
+/// keeps such memory for reuse where glibc's malloc maps and unmaps it each time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{CommandFactory, Parser};
 use commands::{Cmd, Context};
 use std::path::PathBuf;
