@@ -26,6 +26,15 @@ fn post(s: &Server, token: &str, path: &str, body: &str) -> String {
     exchange(&s.addr, req.as_bytes(), Duration::ZERO)
 }
 
+/// Begins the job of `doc` as `token`, which the server lets in: its backup number.
+fn begun(s: &Server, token: &str, doc: &str) -> u64 {
+    let answer = post(s, token, "/api/backups", doc);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    v["backup"].as_u64().unwrap()
+}
+
 /// A backup document of `streams` streams of blocks of `block_size` bytes.
 fn begin_doc(name: &str, block_size: u64, streams: usize) -> String {
     let one = r#"{"name":"s","source":"/x/s","root":"."}"#;
@@ -67,20 +76,7 @@ fn jobs_the_server_will_not_hold_are_refused_before_anything_is_allocated() {
         assert!(answer.contains(why), "{what}: {answer}");
     }
     // A frame of 4 GiB in a job of 64 KiB blocks is refused at its length.
-    let answer = post(
-        &s,
-        &alice,
-        "/api/backups",
-        &begin_doc("frames", 64 << 10, 1),
-    );
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let backup = answer.split("\"backup\":").nth(1).unwrap();
-    let backup: u64 = backup
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let backup = begun(&s, &alice, &begin_doc("frames", 64 << 10, 1));
     let mut req = format!(
         "POST /api/backups/{backup}/streams/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
@@ -104,20 +100,7 @@ fn uploads_held_open_by_stalled_clients_starve_no_control_request() {
     let admin = admin_token(&home, "root");
     let s = Server::start(&home, None);
     // One job of 64 streams, each sent by a client that stalls after its first bytes.
-    let answer = post(
-        &s,
-        &alice,
-        "/api/backups",
-        &begin_doc("stalled", 64 << 10, 64),
-    );
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let backup = answer.split("\"backup\":").nth(1).unwrap();
-    let backup: u64 = backup
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let backup = begun(&s, &alice, &begin_doc("stalled", 64 << 10, 64));
     let stalled: Vec<_> = (1..=64)
         .map(|n| {
             let sock = TcpStream::connect(&s.addr).unwrap();
