@@ -13,6 +13,7 @@
 //! are not caught up: the scheduler goes on from the next time to come.
 
 use super::config::Schedule;
+use super::metrics::ThreadKind;
 use super::serve::Shared;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +53,12 @@ pub enum ScheduleError {
     #[error(transparent)]
     Key(#[from] super::keys::PoolKeyError),
     /// The backup failed.
+    /// The job's thread panicked (a bug of tapeloom's).
+    #[error("the job panicked: {message}")]
+    Panicked {
+        /// What the panic said.
+        message: String,
+    },
     #[error("{}{source}", job.map_or(String::new(), |j| format!("job {j} failed: ")))]
     Backup {
         /// The job, when it was recorded.
@@ -153,7 +160,15 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
     let origin = format!("schedule {}", s.name);
     let entry = shared.queue.add(&s.client, &s.name, &origin);
     super::backups::enter_scheduled(shared, entry, &s.client);
-    let r = backup(shared, entry, s);
+    // A panic fails this job only: counted, its queue entry ended, and the
+    // schedule runs again at its next time.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backup(shared, entry, s)))
+        .unwrap_or_else(|panic| {
+            shared.metrics.panicked(ThreadKind::Schedule);
+            Err(ScheduleError::Panicked {
+                message: super::writer::panic_message(&panic),
+            })
+        });
     shared
         .queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
