@@ -56,9 +56,15 @@ fn injected_faults() -> Result<Option<tapeloom_device::testkit::faults::Faults>>
 }
 
 /// An open home. Holding it holds the home's lock: one process changes a home at a time.
+///
+/// A process that runs several jobs at once (the server, one job per free drive)
+/// gives each job a [`Home::sibling`]: the same lock, a catalog connection of its
+/// own, and one library handle shared by all of them.
 pub struct Home {
     dir: PathBuf,
-    _lock: nix::fcntl::Flock<File>,
+    _lock: std::sync::Arc<nix::fcntl::Flock<File>>,
+    /// The one library handle of the home and its siblings, once one was made.
+    shared: Option<crate::media::shared::SharedLibrary>,
     /// The catalog.
     pub catalog: Catalog,
     /// Master keys given for reading encrypted jobs (`--key`).
@@ -92,7 +98,8 @@ impl Home {
         catalog.recover_interrupted()?;
         let home = Home {
             dir: dir.to_path_buf(),
-            _lock: lock,
+            _lock: std::sync::Arc::new(lock),
+            shared: None,
             catalog,
             keys: Vec::new(),
         };
@@ -122,6 +129,24 @@ impl Home {
         Ok(Catalog::open(&dir.join(CATALOG_FILE))?)
     }
 
+    /// Another handle on this home for a job that runs beside this one's in the
+    /// same process: the same lock (held until the last handle goes), a catalog
+    /// connection of its own, and the library shared with this handle (made
+    /// shared here on first use). Interrupted jobs are not looked for again.
+    pub fn sibling(&mut self) -> Result<Home> {
+        if self.shared.is_none() {
+            let lib = self.open_library()?;
+            self.shared = Some(crate::media::shared::SharedLibrary::new(lib));
+        }
+        Ok(Home {
+            dir: self.dir.clone(),
+            _lock: std::sync::Arc::clone(&self._lock),
+            shared: self.shared.clone(),
+            catalog: self.connect()?,
+            keys: self.keys.clone(),
+        })
+    }
+
     /// Another connection to the catalog, for a thread of its own.
     pub fn connect(&self) -> Result<Catalog> {
         Ok(Catalog::open(&self.dir.join(CATALOG_FILE))?)
@@ -141,6 +166,14 @@ impl Home {
     /// library. In a build with the feature `test-hooks`, wrapped in the faults
     /// `TAPELOOM_FAULTS` asks for, when it holds a spec (`docs/FAULTS.md`).
     pub fn library(&self) -> Result<Library> {
+        match &self.shared {
+            Some(lib) => Ok(Box::new(lib.clone())),
+            None => self.open_library(),
+        }
+    }
+
+    /// Opens the library anew (see [`Home::library`]).
+    fn open_library(&self) -> Result<Library> {
         #[cfg(feature = "test-hooks")]
         let faults = injected_faults()?;
         let lib: Library = match self.attached()? {

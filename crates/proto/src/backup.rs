@@ -304,6 +304,14 @@ pub struct Drive {
     /// The tape's mean speed while it moved, as a share of its top speed step (from
     /// the drive's model): 1.0 when it streamed at full speed throughout.
     pub streaming_speed_share: Option<f64>,
+    /// When the drive wrote its first data block of the job and its last (Unix
+    /// nanoseconds), and its rate between them: the data's own rate, without the
+    /// loads and the index.
+    pub data_span_ns: Option<[i64; 2]>,
+    pub data_span_mb_per_s: Option<f64>,
+    /// The most the drive takes for this data (its top speed step times the
+    /// data's compression ratio), when its model says.
+    pub model_mb_per_s: Option<f64>,
 }
 
 /// The tape's time-weighted mean speed step over its top one, when it moved.
@@ -352,6 +360,12 @@ impl Drive {
                 .map(|b| b / 1e6),
             despool_seconds: r.despool.as_ref().map(|x| x.seconds),
             streaming_speed_share: None,
+            data_span_ns: r.data_span_ns.map(|(a, b)| [a, b]),
+            data_span_mb_per_s: r
+                .data_span_ns
+                .filter(|(a, b)| b > a)
+                .map(|(a, b)| r.data_bytes as f64 / ((b - a) as f64 / 1e9) / 1e6),
+            model_mb_per_s: None,
         };
         if let Some(s) = &r.drive_stats {
             let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
@@ -360,6 +374,7 @@ impl Drive {
             let rate = s.host_bytes as f64 / secs / 1e6;
             let streaming = r.backhitches.unwrap_or(s.backhitches);
             d.utilization = (top > 0.0).then(|| (rate / top).min(1.0));
+            d.model_mb_per_s = (top > 0.0).then_some(top);
             d.backhitches = Some(streaming);
             d.stops_after_data = Some(s.backhitches.saturating_sub(streaming));
             d.compression_ratio = Some(ratio);

@@ -259,6 +259,8 @@ fn queue_doc(shared: &Shared, token: &Token) -> Answer {
     #[derive(serde::Serialize)]
     struct Doc {
         waiting: usize,
+        drives: usize,
+        drives_busy: usize,
         spool_used_bytes: u64,
         spool_bytes: u64,
         queue: Vec<super::queue::Entry>,
@@ -269,6 +271,8 @@ fn queue_doc(shared: &Shared, token: &Token) -> Answer {
     let budget = &shared.backups.budget;
     Answer::json(&Doc {
         waiting: q.waiting(),
+        drives: shared.drives,
+        drives_busy: shared.drive_pool.busy(),
         spool_used_bytes: budget.used(),
         spool_bytes: budget.max(),
         queue: q.entries().into_iter().filter(mine).collect(),

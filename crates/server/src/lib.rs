@@ -39,6 +39,7 @@ mod backups;
 mod bridge;
 mod calendar;
 pub mod config;
+mod drives;
 mod http;
 mod keys;
 mod metrics;

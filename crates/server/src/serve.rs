@@ -54,6 +54,8 @@ pub struct Shared {
     pub queue_limits: QueueLimits,
     /// Drives of the library.
     pub drives: usize,
+    /// Which drives the running jobs hold, and the home they share.
+    pub drive_pool: super::drives::Drives,
     /// MB/s a client must send for its job to go to a drive before it is whole.
     pub start_rate_mb_s: f64,
     /// What the status page saw: its rates' figures, the library's last look.
@@ -98,6 +100,7 @@ impl Shared {
             queue: Queue::default(),
             queue_limits,
             drives: site.drives,
+            drive_pool: super::drives::Drives::new(site.drives),
             status: Default::default(),
             verifies: Default::default(),
             keys: Default::default(),

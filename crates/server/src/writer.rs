@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{JobState, Stream};
 use tapeloom_engine::{
-    BackupOptions, Home, Inlet, Progress, ReceivedChanges, RemotePlan, RemoteStream,
+    BackupOptions, DriveSet, Home, Inlet, Progress, ReceivedChanges, RemotePlan, RemoteStream,
 };
 use tapeloom_proto::backup::BackedUp;
 use tapeloom_proto::backup::Begin;
@@ -46,28 +46,44 @@ pub struct Unwritten {
     pub doc: Begin,
 }
 
-/// Starts the thread that writes the queue's jobs. A job whose writing panics
-/// fails with the panic's message, is counted in `/metrics`, and the thread goes
-/// on with the next.
+/// Starts the thread that hands the queue's jobs to the drives: each job due goes
+/// to a thread of its own with the free drives it is given, as long as a drive is
+/// free. A job whose writing panics fails with the panic's message, is counted in
+/// `/metrics`, and its drives go to the next jobs.
 pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("drives".into())
         .spawn(move || loop {
-            let Some(backup) = next_job(&shared) else {
+            let Some((backup, drives)) = next_job(&shared) else {
                 continue;
             };
-            let written =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(&shared, backup)));
-            let outcome = written.unwrap_or_else(|panic| {
-                shared.metrics.panicked(ThreadKind::DriveWriter);
-                let why = format!("the drive's writer panicked: {}", panic_message(&panic));
-                error!(backup, "{why}");
-                after_panic(&shared, backup, &why);
-                Err(why)
-            });
-            backups::ended(&shared, backup, outcome);
+            let s = Arc::clone(&shared);
+            let given = drives.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("job {backup}"))
+                .spawn(move || run_job(&s, backup, &given));
+            if let Err(e) = spawned {
+                shared.drive_pool.give(&drives);
+                backups::ended(&shared, backup, Err(format!("start the job's thread: {e}")));
+            }
         })
         .map(|_| ())
+}
+
+/// Writes job `backup` on `drives`, which it gives back at its end.
+fn run_job(shared: &Shared, backup: u64, drives: &[usize]) {
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        write(shared, backup, drives)
+    }));
+    let outcome = written.unwrap_or_else(|panic| {
+        shared.metrics.panicked(ThreadKind::DriveWriter);
+        let why = format!("the drive's writer panicked: {}", panic_message(&panic));
+        error!(backup, "{why}");
+        after_panic(shared, backup, &why);
+        Err(why)
+    });
+    shared.drive_pool.give(drives);
+    backups::ended(shared, backup, outcome);
 }
 
 /// What a panic said.
@@ -105,16 +121,42 @@ fn after_panic(shared: &Shared, backup: u64, why: &str) {
     let _ = std::fs::remove_dir_all(shared.backups.spool_dir.join(format!("{:016x}", meta.tag)));
 }
 
-/// Waits a little for a job to write; none when none is due yet.
-fn next_job(shared: &Shared) -> Option<u64> {
+/// Waits a little for a job to write and a free drive; none when no job is due
+/// or no drive is free. The job is marked writing before it is handed over, with
+/// the drives it takes: as many as it has streams, less one for each other job
+/// that is being received (they will want a drive soon), at least one.
+fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>)> {
     reap(shared);
     let b = &shared.backups;
-    let jobs = b.lock();
-    if let Some(n) = pick(shared, &jobs) {
-        return Some(n);
+    let free = shared.drive_pool.free();
+    let mut jobs = b.lock();
+    if free == 0 {
+        b.wait(jobs, Instant::now() + Duration::from_millis(250));
+        return None;
     }
-    let jobs = b.wait(jobs, Instant::now() + Duration::from_millis(250))?;
-    pick(shared, &jobs)
+    let n = match pick(shared, &jobs) {
+        Some(n) => n,
+        None => {
+            jobs = b.wait(jobs, Instant::now() + Duration::from_millis(250))?;
+            pick(shared, &jobs)?
+        }
+    };
+    let others = (jobs.iter())
+        .filter(|(m, j)| **m != n && j.state == State::Receiving && j.failed.is_none())
+        .count();
+    let job = jobs.get_mut(&n)?;
+    let want = job
+        .doc
+        .streams
+        .len()
+        .min(free.saturating_sub(others))
+        .max(1);
+    let drives = shared.drive_pool.take(want);
+    if drives.is_empty() {
+        return None;
+    }
+    job.state = State::Writing;
+    Some((n, drives))
 }
 
 /// Fails the jobs let in whose client sent nothing for the idle limit while none
@@ -168,12 +210,11 @@ fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
         .map(|(n, _)| *n)
 }
 
-/// Writes job `backup` from its spools; its outcome.
-fn write(shared: &Shared, backup: u64) -> Outcome {
+/// Writes job `backup` from its spools on `drives`; its outcome.
+fn write(shared: &Shared, backup: u64, drives: &[usize]) -> Outcome {
     let taken = {
         let mut jobs = shared.backups.lock();
         jobs.get_mut(&backup).map(|j| {
-            j.state = State::Writing;
             let choice = j.choice.clone();
             let changes = (j.deletions_rx.take())
                 .zip(choice)
@@ -191,7 +232,12 @@ fn write(shared: &Shared, backup: u64) -> Outcome {
         return Err(format!("backup {backup} is gone"));
     };
     shared.queue.set_state(backup, State::Writing);
-    let outcome = run(shared, backup, (&client, doc, tag, changes), &spools);
+    let outcome = run(
+        shared,
+        (backup, drives),
+        (&client, doc, tag, changes),
+        &spools,
+    );
     let why = match &outcome {
         Ok(_) => "the job ended".to_string(),
         Err(e) => e.clone(),
@@ -207,11 +253,13 @@ fn write(shared: &Shared, backup: u64) -> Outcome {
 /// Runs the engine on the job; its outcome.
 fn run(
     shared: &Shared,
-    backup: u64,
+    (backup, drives): (u64, &[usize]),
     (client, doc, tag, changes): (&str, Begin, u64, ReceivedChanges),
     spools: &HashMap<u16, Arc<StreamSpool>>,
 ) -> Outcome {
-    let home = Home::open(&shared.home).map_err(|e| format!("open the home: {e}"))?;
+    let home = (shared.drive_pool)
+        .enter(&shared.home)
+        .map_err(|e| format!("open the home: {e}"))?;
     #[cfg(feature = "test-hooks")]
     if std::env::var("TAPELOOM_TEST_PANIC_JOB").is_ok_and(|n| n == doc.name) {
         panic!(
@@ -221,6 +269,7 @@ fn run(
     }
     let named = doc.encrypt.clone();
     let (mut opts, plan) = job_of(doc, tag);
+    opts.drives = DriveSet::List(drives.to_vec());
     // Encrypted as it is written with the key its client named, else its pool's
     // (the server's own copies).
     opts.encrypt = (shared.keys)

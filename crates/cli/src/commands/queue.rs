@@ -20,6 +20,12 @@ pub struct Args {
 pub struct Queue {
     /// Jobs not yet on a drive, all clients'.
     waiting: usize,
+    /// The server's drives, and those its running jobs hold (absent from a
+    /// server older than this client).
+    #[serde(default)]
+    drives: usize,
+    #[serde(default)]
+    drives_busy: usize,
     /// Bytes on the server's spool, and its size.
     spool_used_bytes: u64,
     spool_bytes: u64,
@@ -77,8 +83,10 @@ impl Entry {
 impl Output for Queue {
     fn print(&self) {
         outln!(
-            "{} waiting for a drive; spool {} of {}",
+            "{} waiting for a drive; {} of {} drives writing; spool {} of {}",
             self.waiting,
+            self.drives_busy,
+            self.drives,
             output::bytes(self.spool_used_bytes),
             output::bytes(self.spool_bytes)
         );

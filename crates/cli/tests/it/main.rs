@@ -48,6 +48,7 @@ mod roundtrip;
 mod schedule;
 mod scsi;
 mod server;
+mod server_drives;
 mod server_kill;
 mod server_limits;
 mod server_stop;

@@ -135,6 +135,12 @@ pub struct DriveReport {
     pub drive_compressed: Option<bool>,
     /// Through the stage: what the drive despooled.
     pub despool: Option<Despool>,
+    /// When this drive wrote the job's first data block and its last (Unix
+    /// nanoseconds, this machine's clock), when it wrote any: where the data
+    /// spans of jobs on several drives overlap, the drives wrote at once.
+    pub data_span_ns: Option<(i64, i64)>,
+    /// Payload bytes of the data blocks this drive wrote.
+    pub data_bytes: u64,
 }
 
 /// What one drive despooled.

@@ -399,6 +399,13 @@ impl<'j, 'w> Weaver<'j, 'w> {
         r.writer_wait_seconds = self.writer_wait.as_secs_f64();
         r.reader_waits = self.shared.reader_waits.load(Ordering::Relaxed);
         r.reader_wait_seconds = self.shared.reader_wait_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        r.data_bytes = self.written;
+        if let (Some(a), Some(b)) = (self.first_land, self.last_land) {
+            let now = Instant::now();
+            let wall = wall_ns();
+            let ago = |t: Instant| now.saturating_duration_since(t).as_nanos() as i64;
+            r.data_span_ns = Some((wall - ago(a), wall - ago(b)));
+        }
         if self.job.feed.is_some() {
             r.despool = Some(crate::backup::Despool {
                 bytes: self.written,
@@ -1145,4 +1152,11 @@ mod tests {
         assert!(l.get(2, "x").is_err());
         assert_eq!(l.get(5, "x").unwrap(), (0, 9));
     }
+}
+
+/// This machine's clock now, in Unix nanoseconds.
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }

@@ -7,6 +7,7 @@ use crate::error::{Error, MediaError, Result};
 use crate::home::Library;
 use crate::media::policy::{place, put_back, read_label, Drive, Found};
 use crate::media::random_uuid;
+use crate::media::shared::Claims;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,6 +67,14 @@ impl Tapes {
         self.lib
             .lock()
             .map_err(|_| MediaError::LibraryPoisoned.into())
+    }
+}
+
+impl Drop for Tapes {
+    /// The job's cartridges are free for the process's other jobs.
+    fn drop(&mut self) {
+        let lib = self.lib.get_mut().unwrap_or_else(|p| p.into_inner());
+        super::shared::release(&lib.1);
     }
 }
 
@@ -265,7 +274,7 @@ impl VolumeWriter {
     /// the pool), else the pool's expired volume whose jobs ended first (it is
     /// labelled anew: recycled; never in a WORM pool). Cartridges other drives of the job claimed, cleaning cartridges and
     /// write-protected ones are never candidates.
-    fn choose(&self, lib: &mut Library, claimed: &[String]) -> Result<String> {
+    fn choose(&self, lib: &mut Library, claimed: &[String], others: &Claims) -> Result<String> {
         let inv = lib.inventory()?;
         let in_library = inv.barcodes();
         let known: HashMap<String, Volume> = self
@@ -275,7 +284,10 @@ impl VolumeWriter {
             .map(|v| (v.barcode.clone(), v))
             .collect();
         let usable = |b: &String| {
-            !claimed.contains(b) && !tapeloom_device::is_cleaning(b) && !lib.is_write_protected(b)
+            !claimed.contains(b)
+                && !others.taken(b)
+                && !tapeloom_device::is_cleaning(b)
+                && !lib.is_write_protected(b)
         };
         // Prefer what is already in this drive, then what is in a slot (a load
         // either way), then what sits in another drive.
@@ -349,10 +361,15 @@ impl VolumeWriter {
                 let tapes = Arc::clone(&self.tapes);
                 let mut g = tapes.lock()?;
                 let (lib, claimed) = &mut *g;
-                let barcode = self.choose(lib, claimed)?;
+                // The other jobs of this process choose and move no cartridge
+                // until this one is in its drive.
+                let mut others = Claims::hold();
+                let barcode = self.choose(lib, claimed, &others)?;
                 claimed.push(barcode.clone());
+                others.take(&barcode);
                 self.drive = None;
                 let (i, mut drive, moved) = place(lib, &barcode, self.prefer_drive)?;
+                drop(others);
                 self.mounted_in = Some(i);
                 drop(g);
                 // Threading the tape happens in the drive, while the changer serves

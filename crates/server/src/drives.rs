@@ -1,0 +1,150 @@
+//! Which drives the server's running jobs hold, and the home they share.
+//!
+//! The server runs one job on each free drive. A job holds the drives it was
+//! given from its start to its end and writes on no other. While any job runs the
+//! server holds the home's lock once, and each job works through a sibling of that
+//! home ([`Home::sibling`]): a catalog connection of its own and the library
+//! handle all of them share. When the last job ends the lock is let go, so a
+//! restore, a scheduled job or an admin's command can take the home.
+//!
+//! Only the jobs' threads take these locks, never a request's.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use tapeloom_engine::Home;
+
+/// The server's drives, and the home its running jobs share.
+pub struct Drives {
+    inner: Mutex<Inner>,
+    /// Taken while the home is opened, so two jobs never wait on its lock at once.
+    opening: Mutex<()>,
+}
+
+struct Inner {
+    /// Whether each drive is held by a job.
+    busy: Vec<bool>,
+    /// The home, while any job holds it.
+    home: Option<Home>,
+    /// Jobs holding the home.
+    holders: usize,
+}
+
+impl Drives {
+    /// A library of `n` drives, all free.
+    pub fn new(n: usize) -> Self {
+        Drives {
+            inner: Mutex::new(Inner {
+                busy: vec![false; n.max(1)],
+                home: None,
+                holders: 0,
+            }),
+            opening: Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Drives no job holds.
+    pub fn free(&self) -> usize {
+        self.lock().busy.iter().filter(|b| !**b).count()
+    }
+
+    /// Drives held by jobs.
+    pub fn busy(&self) -> usize {
+        self.lock().busy.iter().filter(|b| **b).count()
+    }
+
+    /// Takes up to `n` free drives (at least one, when one is free); the drives'
+    /// indexes, none when every drive is held.
+    pub fn take(&self, n: usize) -> Vec<usize> {
+        let mut g = self.lock();
+        let free: Vec<usize> = (g.busy.iter().enumerate())
+            .filter(|(_, b)| !**b)
+            .map(|(i, _)| i)
+            .take(n.max(1))
+            .collect();
+        for &i in &free {
+            g.busy[i] = true;
+        }
+        free
+    }
+
+    /// Gives drives back.
+    pub fn give(&self, drives: &[usize]) {
+        let mut g = self.lock();
+        for &i in drives {
+            if let Some(b) = g.busy.get_mut(i) {
+                *b = false;
+            }
+        }
+    }
+
+    /// A handle on the home for one job, the home opened (and its lock taken)
+    /// when no other job holds it. The handle gives itself back when dropped,
+    /// however the job ends.
+    pub fn enter(&self, dir: &Path) -> tapeloom_engine::Result<Entered<'_>> {
+        let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        let home = match self.sibling()? {
+            Some(h) => h,
+            None => {
+                // Waits here for another process that holds the home.
+                let mut home = Home::open(dir)?;
+                let mine = home.sibling()?;
+                let mut g = self.lock();
+                g.home = Some(home);
+                g.holders += 1;
+                mine
+            }
+        };
+        Ok(Entered { drives: self, home })
+    }
+
+    /// A sibling of the home the running jobs hold, if they hold it.
+    fn sibling(&self) -> tapeloom_engine::Result<Option<Home>> {
+        let mut g = self.lock();
+        let Some(home) = g.home.as_mut() else {
+            return Ok(None);
+        };
+        let h = home.sibling()?;
+        g.holders += 1;
+        Ok(Some(h))
+    }
+
+    /// A job is done with its handle on the home: the home's lock is let go when
+    /// no job holds it any more.
+    fn leave(&self) {
+        let last = {
+            let mut g = self.lock();
+            g.holders = g.holders.saturating_sub(1);
+            if g.holders == 0 {
+                g.home.take()
+            } else {
+                None
+            }
+        };
+        drop(last);
+    }
+}
+
+/// One job's handle on the home the running jobs share.
+pub struct Entered<'a> {
+    drives: &'a Drives,
+    home: Home,
+}
+
+impl std::ops::Deref for Entered<'_> {
+    type Target = Home;
+    fn deref(&self) -> &Home {
+        &self.home
+    }
+}
+
+impl Drop for Entered<'_> {
+    /// The job's handle goes just after this (its own lock on the home with it,
+    /// which keeps the home locked until then).
+    fn drop(&mut self) {
+        self.drives.leave();
+    }
+}
