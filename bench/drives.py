@@ -17,7 +17,8 @@ Per drive of each job: its data span (its first data block to its last, from
 the job's document), its data rate over that span against its model rate for the
 data (top speed step times the data's compression ratio), and its backhitches
 while the data streamed. The data phase is the first data block of any job to
-the last of all.
+the last of all. A drive's share of its model rate may pass 1 by a few hundredths:
+the drive's buffer takes the first blocks faster than the tape moves.
 
 Pass: in `many` every job ends ok, the drives' data spans all overlap (all
 drives wrote at once), each drive wrote at 0.9 or more of its model rate with 0

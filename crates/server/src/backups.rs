@@ -26,7 +26,8 @@
 //! The job's set, level and base are chosen when it is asked for, from the
 //! catalog (`tapeloom_engine::choose_set`), and said in its [`Begun`].
 //!
-//! The drives take the jobs from the queue one at a time (`super::writer`). Only
+//! The drives take the jobs from the queue, one job on each free drive
+//! (`super::writer`). Only
 //! the token that began a job may send its streams or ask for its end.
 
 use super::api::Answer;

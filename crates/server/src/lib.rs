@@ -13,7 +13,8 @@
 //!   happen.
 //! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
 //!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
-//!   drives' thread, which takes the jobs from the spool one at a time.
+//!   drives' thread, which hands the jobs to the free drives, one job on each
+//!   (`drives.rs`: which drives jobs hold, and the home they share).
 //! - `queue.rs`: what the queue, the status page and `/metrics` show of the jobs.
 //! - `verifies.rs`: a client's verify, read on the server's drives.
 //!   `restores.rs`: a client's restore, read on the server's drives.

@@ -1,8 +1,9 @@
-//! The drives' side of the queue: one thread takes the jobs clients sent, one at a
-//! time, and writes each from its spools through the engine
-//! (`tapeloom_engine::backup_received`), each stream fed by a thread of its own.
+//! The drives' side of the queue: one thread hands the jobs clients sent to the
+//! free drives (`super::drives`), and each job is written from its spools through
+//! the engine (`tapeloom_engine::backup_received`) on a thread of its own, each of
+//! its streams fed by a thread of its own.
 //!
-//! Which job goes next:
+//! Which job goes next, when a drive is free:
 //! 1. a job whose every stream is on the spool, oldest first (the drive writes it
 //!    at the spool's speed);
 //! 2. when a client waits for space on a full spool, the job holding most of it;
@@ -10,8 +11,8 @@
 //!    step, where the library knows it; else any job at once), so a fast client's
 //!    blocks go through memory to the drive as they come.
 //!
-//! A slow client's job thus waits on the spool until it is whole, and the drive
-//! serves the others meanwhile: it never waits for a slow client.
+//! A slow client's job thus waits on the spool until it is whole, and the drives
+//! serve the others meanwhile: a drive never waits for a slow client.
 
 use super::backups::{self, Job, Outcome};
 use super::metrics::ThreadKind;
