@@ -964,6 +964,13 @@ impl<'j, 'w> Weaver<'j, 'w> {
     }
 }
 
+/// This machine's clock now, in Unix nanoseconds.
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1152,11 +1159,4 @@ mod tests {
         assert!(l.get(2, "x").is_err());
         assert_eq!(l.get(5, "x").unwrap(), (0, 9));
     }
-}
-
-/// This machine's clock now, in Unix nanoseconds.
-fn wall_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
