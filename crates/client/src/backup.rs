@@ -14,13 +14,15 @@
 
 use crate::{Server, ServerError};
 use anyhow::Result;
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tapeloom_engine::{
     escape_controls, BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan,
 };
 use tapeloom_format::Fingerprint;
-use tapeloom_proto::backup::{Begin, BeginStream, Begun, Waiting};
+use tapeloom_proto::backup::{Begin, BeginStream, Begun, StreamState, Waiting};
 use tapeloom_proto::frame::{Frame, Framed};
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
@@ -238,20 +240,147 @@ pub(crate) fn until_over(
     }
 }
 
-/// Sends one stream's blocks and the source objects it could not back up, and a
-/// keepalive whenever it had nothing to send for a while.
-fn send_stream(server: &Server, job: u64, s: Outgoing) -> Result<(), ServerError> {
-    let path = format!("/api/backups/{job}/streams/{}", s.stream);
-    let frames = s.map(|p| match p {
+/// Bytes of frames a stream keeps after sending them, to send again when its
+/// connection breaks off: more than one connection holds in flight (the socket
+/// buffers of both ends and the server's bridge hold a few MiB).
+const KEPT_BYTES: usize = 32 << 20;
+
+/// How long a stream whose connection broke off tries to send again. The server
+/// waits four of its timeouts for a silent job.
+const RESUME_FOR: Duration = Duration::from_secs(120);
+
+/// How often a stream whose connection broke off asks the server what it holds.
+const RESUME_POLL: Duration = Duration::from_millis(250);
+
+/// The frames of a stream the server may not hold yet: those sent, then those to
+/// send before the packer's next.
+#[derive(Default)]
+struct Kept {
+    sent: InFlight,
+    pending: VecDeque<Frame>,
+}
+
+/// The last frames sent, numbered from `first`.
+#[derive(Default)]
+struct InFlight {
+    first: u64,
+    frames: VecDeque<Frame>,
+    bytes: usize,
+}
+
+impl InFlight {
+    /// `f` was sent: kept, the oldest let go past [`KEPT_BYTES`].
+    fn keep(&mut self, f: Frame) {
+        self.bytes += frame_len(&f);
+        self.frames.push_back(f);
+        while self.bytes > KEPT_BYTES && self.frames.len() > 1 {
+            if let Some(old) = self.frames.pop_front() {
+                self.bytes -= frame_len(&old);
+                self.first += 1;
+            }
+        }
+    }
+}
+
+impl Kept {
+    /// The server holds frames up to `held`: those after it are sent again
+    /// first. The frames and bytes sent again; none when they are no longer kept.
+    fn resume(&mut self, held: u64) -> Option<(usize, usize)> {
+        let s = &mut self.sent;
+        let sent_to = s.first + s.frames.len() as u64;
+        if held < s.first || held > sent_to {
+            return None;
+        }
+        let again = s.frames.split_off((held - s.first) as usize);
+        let flight = (again.len(), again.iter().map(frame_len).sum());
+        for f in again.into_iter().rev() {
+            self.pending.push_front(f);
+        }
+        s.frames.clear();
+        (s.first, s.bytes) = (held, 0);
+        Some(flight)
+    }
+}
+
+fn frame_len(f: &Frame) -> usize {
+    match f {
+        Frame::Block(b) | Frame::Note(b) => b.len(),
+    }
+}
+
+/// A stream's frame of what its packer gave.
+fn framed(p: Piece) -> Framed {
+    match p {
         Piece::Block(b) => Framed::Frame(Frame::Block(b)),
         Piece::Error(path, why) => Framed::Frame(Frame::note(&path, &why)),
         Piece::Idle => Framed::KeepAlive,
-    });
-    let (status, body) = server.post_frames(&path, frames)?;
-    if status != 200 {
-        return Err(crate::refusal(status, &body));
     }
-    Ok(())
+}
+
+/// Sends one stream's blocks and the source objects it could not back up, and a
+/// keepalive whenever it had nothing to send for a while. When the connection
+/// breaks off, the stream goes on over a new one from the frame the server holds
+/// next, sending again only what was in flight.
+fn send_stream(server: &Server, job: u64, s: Outgoing) -> Result<(), ServerError> {
+    let path = format!("/api/backups/{job}/streams/{}", s.stream);
+    let mut pieces = s.map(framed);
+    let mut kept = Kept::default();
+    let mut target = path.clone();
+    let mut cut_at = None;
+    loop {
+        let Kept { pending, sent } = &mut kept;
+        let next = || (pending.pop_front().map(Framed::Frame)).or_else(|| pieces.next());
+        let r = server.post_frames_keeping(&target, std::iter::from_fn(next), |f| sent.keep(f));
+        let broke = match r {
+            Ok((200, _)) => return Ok(()),
+            Ok((status, body)) => return Err(crate::refusal(status, &body)),
+            Err(e @ ServerError::Io { .. }) => e,
+            Err(e) => return Err(e),
+        };
+        let since = *cut_at.get_or_insert_with(Instant::now);
+        let state = match resume_point(server, &path, since)? {
+            Some(state) if state.ended => return Ok(()),
+            Some(state) => state,
+            None => return Err(broke),
+        };
+        let Some((frames, bytes)) = kept.resume(state.held) else {
+            return Err(broke);
+        };
+        eprintln!(
+            "tapeloom: stream {} of backup {job}: the connection broke off ({broke}); \
+             sending again from frame {} ({frames} frames, {bytes} bytes were in flight)",
+            path.rsplit('/').next().unwrap_or(""),
+            state.held
+        );
+        target = format!("{path}?from={}", state.held);
+    }
+}
+
+/// What the server holds of the stream at `path` once no connection sends it;
+/// none when it still did after [`RESUME_FOR`] from `since`, or the server could
+/// not be asked. A job the server failed meanwhile is its refusal.
+fn resume_point(
+    server: &Server,
+    path: &str,
+    since: Instant,
+) -> Result<Option<StreamState>, ServerError> {
+    while since.elapsed() < RESUME_FOR {
+        match server.get(path) {
+            Ok((200, body)) => {
+                let state: StreamState = serde_json::from_slice(&body)
+                    .map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+                if !state.open {
+                    return Ok(Some(state));
+                }
+            }
+            // A server older than this client, or one that failed the job.
+            Ok((404, _)) => return Ok(None),
+            Ok((status, body)) => return Err(crate::refusal(status, &body)),
+            Err(_) => {}
+        }
+        std::thread::sleep(RESUME_POLL);
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -270,6 +399,44 @@ mod tests {
             encrypt: encrypt.map(str::to_string),
             keepalive_ms: None,
         }
+    }
+
+    fn block(n: u8, len: usize) -> Frame {
+        Frame::Block(vec![n; len])
+    }
+
+    #[test]
+    fn a_broken_stream_sends_again_what_was_in_flight_then_the_rest() {
+        let mut k = Kept::default();
+        for n in 0..5 {
+            k.sent.keep(block(n, 10));
+        }
+        k.pending.push_back(block(5, 10));
+        // The server holds frames 0 to 2: 3 and 4 were in flight.
+        assert_eq!(k.resume(3), Some((2, 20)));
+        let next: Vec<Frame> = k.pending.drain(..).collect();
+        assert_eq!(next, vec![block(3, 10), block(4, 10), block(5, 10)]);
+        assert_eq!((k.sent.first, k.sent.frames.len()), (3, 0));
+        // Held beyond what was sent, or before what is kept: no resume.
+        k.sent.keep(block(3, 10));
+        assert_eq!(k.resume(5), None);
+        assert_eq!(k.resume(2), None);
+        assert_eq!(k.resume(4), Some((0, 0)));
+    }
+
+    #[test]
+    fn a_stream_keeps_at_most_its_share_of_frames_sent() {
+        let mut k = Kept::default();
+        let big = KEPT_BYTES / 4;
+        for n in 0..10 {
+            k.sent.keep(block(n, big));
+        }
+        assert_eq!(k.sent.frames.len(), 4);
+        assert_eq!(k.sent.first, 6);
+        assert!(k.sent.bytes <= KEPT_BYTES);
+        // What the server holds before the kept frames cannot be sent again.
+        assert_eq!(k.resume(5), None);
+        assert_eq!(k.resume(8), Some((2, 2 * big)));
     }
 
     #[test]

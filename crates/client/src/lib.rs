@@ -134,6 +134,18 @@ impl Server {
         path: &str,
         frames: impl Iterator<Item = tapeloom_proto::frame::Framed>,
     ) -> Result<(u16, Vec<u8>), ServerError> {
+        self.post_frames_keeping(path, frames, drop)
+    }
+
+    /// [`Server::post_frames`], each frame handed to `keep` once it was written
+    /// (or its writing failed), so that a sender can send it again on another
+    /// connection.
+    pub fn post_frames_keeping(
+        &self,
+        path: &str,
+        frames: impl Iterator<Item = tapeloom_proto::frame::Framed>,
+        keep: impl FnMut(tapeloom_proto::frame::Frame),
+    ) -> Result<(u16, Vec<u8>), ServerError> {
         let (body, mut w) = Chunks::stream(self.rt.handle().clone(), IO_TIMEOUT);
         let frames_type = Some("application/vnd.tapeloom.frames");
         let asked = self.rt.spawn(ask(
@@ -145,7 +157,7 @@ impl Server {
         ));
         // When the server stops taking the body it has answered (or gone): its
         // answer says which.
-        let sent = tapeloom_proto::frame::write_framed(&mut w, frames).map(|_| ());
+        let sent = tapeloom_proto::frame::write_framed_keeping(&mut w, frames, keep).map(|_| ());
         drop(w);
         let answer = match self.rt.block_on(asked) {
             Ok(a) => a,

@@ -87,6 +87,19 @@ pub struct Begun {
     pub keepalive_ms: Option<u64>,
 }
 
+/// What the server holds of one stream of a job (`GET /api/backups/ID/streams/N`):
+/// a client whose connection broke off sends the stream again from frame `held`
+/// (`POST .../streams/N?from=HELD`) once no connection sends it (`open` false).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct StreamState {
+    /// Frames (blocks and notes) of the stream the server holds.
+    pub held: u64,
+    /// Whether a connection sends the stream now.
+    pub open: bool,
+    /// Whether the stream's end came.
+    pub ended: bool,
+}
+
 /// A job not yet let in, or not yet over.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Waiting {

@@ -196,36 +196,56 @@ pub fn write_framed(
     w: &mut (impl Write + ?Sized),
     frames: impl Iterator<Item = Framed>,
 ) -> io::Result<u64> {
+    write_framed_keeping(w, frames, drop)
+}
+
+/// [`write_framed`], each frame handed to `keep` once it was written or its
+/// writing failed (a sender that may have to send it again keeps it).
+pub fn write_framed_keeping(
+    w: &mut (impl Write + ?Sized),
+    frames: impl Iterator<Item = Framed>,
+    mut keep: impl FnMut(Frame),
+) -> io::Result<u64> {
     let mut n = 0;
     for f in frames {
-        let (flag, b) = match f {
-            Framed::Frame(Frame::Block(b)) => (0, b),
-            Framed::Frame(Frame::Note(b)) => (NOTE_FLAG, b),
+        let f = match f {
+            Framed::Frame(f) => f,
             Framed::KeepAlive => {
                 w.write_all(&KEEPALIVE.to_le_bytes())?;
                 w.flush()?;
                 continue;
             }
         };
-        // Nothing a reader would take for another frame, or refuse, is sent: an
-        // empty block is the closing frame, an empty note a keepalive.
-        if b.is_empty() {
-            return Err(io::Error::other("an empty frame"));
-        }
-        if flag == NOTE_FLAG && b.len() > MAX_NOTE {
-            return Err(io::Error::other("a note longer than 64 KiB"));
-        }
-        let len = u32::try_from(b.len())
-            .ok()
-            .filter(|l| l & NOTE_FLAG == 0)
-            .ok_or_else(|| io::Error::other("a frame of 2 GiB or more"))?;
-        w.write_all(&(len | flag).to_le_bytes())?;
-        w.write_all(&b)?;
+        let written = write_frame(w, &f);
+        keep(f);
+        written?;
         n += 1;
     }
     w.write_all(&0u32.to_le_bytes())?;
     w.flush()?;
     Ok(n)
+}
+
+/// Writes one frame.
+fn write_frame(w: &mut (impl Write + ?Sized), f: &Frame) -> io::Result<()> {
+    let (flag, b) = match f {
+        Frame::Block(b) => (0, b),
+        Frame::Note(b) => (NOTE_FLAG, b),
+    };
+    // Nothing a reader would take for another frame, or refuse, is sent: an
+    // empty block is the closing frame, an empty note a keepalive.
+    if b.is_empty() {
+        return Err(io::Error::other("an empty frame"));
+    }
+    if flag == NOTE_FLAG && b.len() > MAX_NOTE {
+        return Err(io::Error::other("a note longer than 64 KiB"));
+    }
+    let len = u32::try_from(b.len())
+        .ok()
+        .filter(|l| l & NOTE_FLAG == 0)
+        .ok_or_else(|| io::Error::other("a frame of 2 GiB or more"))?;
+    w.write_all(&(len | flag).to_le_bytes())?;
+    w.write_all(b)
 }
 
 /// `%XX` escapes decoded; anything else kept as it is.

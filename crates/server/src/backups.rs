@@ -13,6 +13,10 @@
 //!   long walk of unchanged files) sends a keepalive frame every `keepalive_ms` of
 //!   its [`Begun`]: the socket's deadline, the job's idle limit and the drive's
 //!   receiver all take it as a sign of life.
+//! - `GET /api/backups/ID/streams/N`: what the spool holds of a stream
+//!   ([`StreamState`]). A client whose stream's connection broke off sends the
+//!   rest with `POST /api/backups/ID/streams/N?from=HELD`, within two timeouts of
+//!   the break (`docs/PROTOCOL.md`).
 //! - `GET /api/backups/ID/base`: the tree of the job's base (a [`BaseTree`],
 //!   empty for a full), which the client compares its sources with.
 //! - `POST /api/backups/ID/deletions`: the base's paths the client's walkers did
@@ -36,14 +40,14 @@ use super::serve::Shared;
 use super::spool::{Budget, Closed, Item, StreamSpool};
 use super::writer;
 use crate::bridge::Conn;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
 use tapeloom_format::Level;
-use tapeloom_proto::backup::{level_named, Begin, Begun, State, Waiting};
+use tapeloom_proto::backup::{level_named, Begin, Begun, State, StreamState, Waiting};
 use tapeloom_proto::frame::{Frame, Framed, Frames};
 
 /// Streams a client's job may have: each has a spool whose memory queue holds
@@ -78,8 +82,8 @@ pub struct Job {
     pub state: State,
     /// Each stream's spool, once let in.
     pub spools: HashMap<u16, Arc<StreamSpool>>,
-    /// Streams whose blocks came (each is sent once).
-    taken: HashSet<u16>,
+    /// Each stream's state across its client's connections.
+    sending: HashMap<u16, Sending>,
     /// Streams whose end is on the spool.
     pub ended_streams: usize,
     /// When its first block came.
@@ -180,7 +184,7 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
         asked_ns: tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos()),
         state: State::Waiting,
         spools: HashMap::new(),
-        taken: HashSet::new(),
+        sending: HashMap::new(),
         ended_streams: 0,
         first_block: None,
         active: Instant::now(),
@@ -589,12 +593,30 @@ pub fn fail(shared: &Shared, backup: u64, why: &str) {
     }
 }
 
-/// `POST /api/backups/ID/streams/N` by `client`: the stream's frames read from
-/// `conn` one at a time, each read under `timeout`.
+/// A stream's state across its client's connections.
+#[derive(Default)]
+struct Sending {
+    /// Whether a connection sends it now.
+    open: bool,
+    /// Blocks and notes the spool holds of it.
+    held: u64,
+    /// Whether its end came.
+    ended: bool,
+    /// The check of its next block, kept while no connection sends it.
+    check: Option<BlockCheck>,
+    /// When and why its last connection broke off, while no other sends it.
+    cut: Option<(Instant, String)>,
+}
+
+/// `POST /api/backups/ID/streams/N[?from=K]` by `client`: the stream's frames read
+/// from `conn` one at a time, each read under `timeout`. A connection that breaks
+/// off leaves the stream waiting for its client to send again from the frame the
+/// spool holds next (`from`, which `GET` of the same path tells), within two
+/// timeouts of the break ([`abandoned`]); any other fault fails the job.
 pub fn receive(
     shared: &Shared,
     client: &str,
-    (id, stream): (&str, &str),
+    (id, stream, from): (&str, &str, Option<&[u8]>),
     conn: &mut Conn,
 ) -> Answer {
     let backup = match mine(shared, client, id) {
@@ -604,17 +626,28 @@ pub fn receive(
     let Ok(stream) = stream.parse::<u16>() else {
         return Answer::error(404, &format!("no stream {stream}"));
     };
-    let (spool, mut check) = match take_stream(shared, backup, stream) {
+    let from = match from.map(|f| {
+        std::str::from_utf8(f)
+            .ok()
+            .and_then(|f| f.parse::<u64>().ok())
+    }) {
+        None => 0,
+        Some(Some(f)) => f,
+        Some(None) => return Answer::error(400, "from takes a number of frames"),
+    };
+    let (spool, mut check, size) = match take_stream(shared, backup, stream, from) {
         Ok(t) => t,
         Err(a) => return a,
     };
-    let max = check.1 + tapeloom_format::BLOCK_HEADER_LEN;
+    let max = size + tapeloom_format::BLOCK_HEADER_LEN;
     let mut frames = Frames::new(Vec::new(), max);
+    let mut held = from;
     loop {
         conn.body.deadline = Instant::now() + shared.limits.timeout;
-        let item = match item_of(frames.next_framed(conn), &mut check.0) {
+        let item = match item_of(frames.next_framed(conn), &mut check) {
             Ok(i) => i,
-            Err((status, why)) => return refuse(shared, backup, status, &why),
+            Err(Fault::Cut(why)) => return cut(shared, (backup, stream), (held, check), &why),
+            Err(Fault::Bad(status, why)) => return refuse(shared, backup, status, &why),
         };
         let (end, alive) = (item == Item::End, item == Item::Alive);
         if let Err(Closed(why)) = spool.push(item) {
@@ -623,40 +656,139 @@ pub fn receive(
         if end {
             break;
         }
+        if !alive {
+            held += 1;
+        }
         heard(shared, backup, !alive);
     }
-    stream_ended(shared, backup);
+    stream_ended(shared, (backup, stream), held);
     #[derive(serde::Serialize)]
     struct Taken {
         blocks: u64,
     }
     Answer::json(&Taken {
-        blocks: check.0.blocks(),
+        blocks: check.blocks(),
     })
 }
 
+/// `GET /api/backups/ID/streams/N` by `client`: the frames (blocks and notes) the
+/// spool holds of the stream, whether a connection sends it now, and whether its
+/// end came: a client whose connection broke off sends again from `held`.
+pub fn stream_state(shared: &Shared, client: &str, (id, stream): (&str, &str)) -> Answer {
+    let backup = match mine(shared, client, id) {
+        Ok(b) => b,
+        Err(a) => return a,
+    };
+    let Ok(stream) = stream.parse::<u16>() else {
+        return Answer::error(404, &format!("no stream {stream}"));
+    };
+    let jobs = shared.backups.lock();
+    let Some(job) = jobs.get(&backup) else {
+        return Answer::error(404, &format!("no backup {backup}"));
+    };
+    if let Some(why) = &job.failed {
+        return Answer::error(409, why);
+    }
+    if !job.spools.contains_key(&stream) {
+        return Answer::error(404, &format!("no stream {stream}"));
+    }
+    let s = job.sending.get(&stream);
+    Answer::json(&StreamState {
+        held: s.map_or(0, |s| s.held),
+        open: s.is_some_and(|s| s.open),
+        ended: s.is_some_and(|s| s.ended),
+    })
+}
+
+/// Jobs with a stream whose connection broke off longer than `window` ago and
+/// that no client sent again: each job, and why it fails.
+pub fn abandoned(shared: &Shared, window: Duration) -> Vec<(u64, String)> {
+    let jobs = shared.backups.lock();
+    let mut out = Vec::new();
+    for (n, j) in jobs.iter() {
+        if j.failed.is_some() || j.outcome.is_some() {
+            continue;
+        }
+        let cut = (j.sending.iter())
+            .filter(|(_, s)| !s.open && !s.ended)
+            .find_map(|(k, s)| {
+                s.cut
+                    .as_ref()
+                    .filter(|(at, _)| at.elapsed() > window)
+                    .map(|c| (k, c))
+            });
+        if let Some((stream, (_, why))) = cut {
+            let why = format!(
+                "stream {stream}'s connection broke off ({why}) and its client did not send it again within {} s",
+                window.as_secs()
+            );
+            out.push((*n, why));
+        }
+    }
+    out
+}
+
+/// Why a stream's frames stopped: its connection broke off, or the client sent
+/// what the server does not take (the status to answer, and why).
+enum Fault {
+    Cut(String),
+    Bad(u16, String),
+}
+
+/// Stream `stream`'s connection broke off with `held` frames on the spool: the
+/// stream waits for its client to send again (the job fails if it stays silent
+/// past its idle limit).
+fn cut(
+    shared: &Shared,
+    (backup, stream): (u64, u16),
+    (held, check): (u64, BlockCheck),
+    why: &str,
+) -> Answer {
+    let mut jobs = shared.backups.lock();
+    if let Some(s) = jobs
+        .get_mut(&backup)
+        .and_then(|j| j.sending.get_mut(&stream))
+    {
+        s.open = false;
+        s.held = held;
+        s.check = Some(check);
+        s.cut = Some((Instant::now(), why.to_string()));
+    }
+    drop(jobs);
+    tracing::warn!(
+        backup,
+        stream,
+        held,
+        "a stream's connection broke off: {why}"
+    );
+    Answer::error(409, why)
+}
+
 /// The item of what came next of a stream, each block checked with `check`; else
-/// the status to answer and why the job fails.
+/// why it stopped.
 fn item_of(
     next: Result<Option<Framed>, tapeloom_proto::frame::FrameError>,
     check: &mut BlockCheck,
-) -> Result<Item, (u16, String)> {
+) -> Result<Item, Fault> {
     match next {
         Ok(Some(Framed::Frame(Frame::Block(b)))) => match check.check(&b) {
             Ok(()) => Ok(Item::Block(b)),
-            Err(e) => Err((409, e.to_string())),
+            Err(e) => Err(Fault::Bad(409, e.to_string())),
         },
         Ok(Some(Framed::Frame(Frame::Note(n)))) => match Frame::parse_note(&n) {
             Some((path, why)) => Ok(Item::Note(path, why)),
-            None => Err((400, "the client's frames: a malformed note".into())),
+            None => Err(Fault::Bad(
+                400,
+                "the client's frames: a malformed note".into(),
+            )),
         },
         Ok(Some(Framed::KeepAlive)) => Ok(Item::Alive),
         Ok(None) => Ok(Item::End),
         Err(e) => {
             let why = format!("the client's frames: {e}");
             match e {
-                tapeloom_proto::frame::FrameError::Io(_) => Err((409, why)),
-                _ => Err((e.status().unwrap_or(400), why)),
+                tapeloom_proto::frame::FrameError::Io(_) => Err(Fault::Cut(why)),
+                _ => Err(Fault::Bad(e.status().unwrap_or(400), why)),
             }
         }
     }
@@ -668,13 +800,15 @@ fn refuse(shared: &Shared, backup: u64, status: u16, why: &str) -> Answer {
     Answer::error(status, why)
 }
 
-/// The spool and the block check of stream `stream` of job `backup`, which is
-/// sent once.
+/// The spool, the block check and the block size of stream `stream` of job
+/// `backup`, sent by one connection at a time: first from frame 0, then (after a
+/// connection broke off) from the frame the spool holds next.
 fn take_stream(
     shared: &Shared,
     backup: u64,
     stream: u16,
-) -> Result<(Arc<StreamSpool>, (BlockCheck, usize)), Answer> {
+    from: u64,
+) -> Result<(Arc<StreamSpool>, BlockCheck, usize), Answer> {
     let mut jobs = shared.backups.lock();
     let Some(job) = jobs.get_mut(&backup) else {
         return Err(Answer::error(404, &format!("no backup {backup}")));
@@ -682,16 +816,36 @@ fn take_stream(
     if let Some(why) = &job.failed {
         return Err(Answer::error(409, why));
     }
-    let spool = job.spools.get(&stream).cloned();
-    let Some(spool) = spool.filter(|_| job.taken.insert(stream)) else {
-        // A stream not in the job, or sent again, fails the job: else a job whose
-        // client is this confused would keep its place in the queue, waiting.
+    let (tag, size) = (job.tag, job.doc.block_size);
+    let Some(spool) = job.spools.get(&stream).cloned() else {
         drop(jobs);
         let why = format!("stream {stream} of backup {backup} is not awaited");
         return Err(refuse(shared, backup, 409, &why));
     };
-    let size = job.doc.block_size;
-    Ok((spool, (BlockCheck::new(job.tag, stream, size), size)))
+    let s = job.sending.entry(stream).or_default();
+    let first = s.held == 0 && !s.open && s.check.is_none() && !s.ended;
+    if first && from == 0 {
+        s.open = true;
+        return Ok((spool, BlockCheck::new(tag, stream, size), size));
+    }
+    if s.open || s.ended || from != s.held || s.check.is_none() {
+        // Sent again while it is sent, after its end, or from another frame than
+        // the spool holds next: a client this confused would keep its job's place
+        // in the queue, waiting, so the job fails.
+        let why = format!(
+            "stream {stream} of backup {backup} is not awaited from frame {from} (the server holds {})",
+            s.held
+        );
+        drop(jobs);
+        return Err(refuse(shared, backup, 409, &why));
+    }
+    s.open = true;
+    s.cut = None;
+    let check = s
+        .check
+        .take()
+        .unwrap_or_else(|| BlockCheck::new(tag, stream, size));
+    Ok((spool, check, size))
 }
 
 /// Job `backup`'s client was heard from: a block or a note came (`data`), or a
@@ -708,9 +862,11 @@ fn heard(shared: &Shared, backup: u64, data: bool) {
     }
 }
 
-fn stream_ended(shared: &Shared, backup: u64) {
+fn stream_ended(shared: &Shared, (backup, stream): (u64, u16), held: u64) {
     if let Some(j) = shared.backups.lock().get_mut(&backup) {
         j.ended_streams += 1;
+        let s = j.sending.entry(stream).or_default();
+        (s.open, s.ended, s.held) = (false, true, held);
     }
     shared.backups.changed.notify_all();
 }

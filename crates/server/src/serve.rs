@@ -476,7 +476,10 @@ fn route(
     Ok(Some(match (req.method.as_str(), segments.as_slice()) {
         ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
         ("POST", [_, _, _, id, "admit"]) => backups::admit(shared, client, id),
-        ("POST", [_, _, _, id, "streams", n]) => backups::receive(shared, client, (id, n), conn),
+        ("POST", [_, _, _, id, "streams", n]) => {
+            backups::receive(shared, client, (id, n, req.param("from")), conn)
+        }
+        ("GET", [_, _, _, id, "streams", n]) => backups::stream_state(shared, client, (id, n)),
         ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
         ("POST", [_, _, _, id, "deletions"]) => {
             backups::deletions(shared, client, id, (conn, req.length))

@@ -160,10 +160,17 @@ fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>)> {
     Some((n, drives))
 }
 
-/// Fails the jobs let in whose client sent nothing for the idle limit while none
-/// of them waited for room on the spool (a client that began a job and went away
-/// before it sent all its streams would hold its place for ever).
+/// Fails the jobs with a stream whose connection broke off two timeouts ago and
+/// was not sent again, and the jobs let in whose client sent nothing for the idle
+/// limit while none of them waited for room on the spool (a client that began a
+/// job and went away before it sent all its streams would hold its place for
+/// ever).
 fn reap(shared: &Shared) {
+    // A stream whose connection broke off, and whose client did not come back:
+    // sooner than the engine's idle limit, so the job's reason names the cut.
+    for (n, why) in backups::abandoned(shared, shared.limits.timeout * 2) {
+        backups::fail(shared, n, &why);
+    }
     let idle = idle_limit(shared);
     if shared.backups.budget.pressed() {
         return;

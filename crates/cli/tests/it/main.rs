@@ -51,6 +51,7 @@ mod server;
 mod server_drives;
 mod server_kill;
 mod server_limits;
+mod server_resume;
 mod server_stop;
 mod stage;
 mod status_page;

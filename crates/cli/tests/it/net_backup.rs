@@ -187,7 +187,11 @@ fn begin(s: &Server, token: &str, name: &str) -> (u64, usize) {
 #[test]
 fn a_malformed_stream_fails_its_job_and_others_are_served() {
     let (t, home, alice, bob) = home_with_clients();
-    let s = Server::start(&home, None);
+    // A short timeout: a stream whose connection broke off waits two of them for
+    // its client to send it again.
+    let config = t.path().join("server.toml");
+    std::fs::write(&config, "[limits]\ntimeout_seconds = 2\n").unwrap();
+    let s = Server::start(&home, Some(&config));
     // A damaged block: its CRC does not hold.
     let (job, block_size) = begin(&s, &alice, "damaged");
     let mut body = frame(&noise(5, block_size));
@@ -220,7 +224,13 @@ fn a_malformed_stream_fails_its_job_and_others_are_served() {
         ("cut", "the client's frames"),
     ] {
         let j = job_named(&home, name);
-        let (status, reasons) = job_state(&home, j);
+        let mut state = job_state(&home, j);
+        let until = Instant::now() + Duration::from_secs(30);
+        while state.0 == "running" && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(200));
+            state = job_state(&home, j);
+        }
+        let (status, reasons) = state;
         assert_eq!(status, "failed", "job {j}");
         assert!(
             reasons.iter().any(|r| r.contains(why)),

@@ -355,9 +355,10 @@ fn each_malformed_stream_fails_only_its_job() {
     .unwrap();
     let mut s = Server::start(&home, Some(&config));
     let src = t.path().join("src");
-    write(&src.join("big"), &noise(1, 24_000_000));
+    write(&src.join("big"), &noise(1, 48_000_000));
     write(&src.join("small"), b"small");
-    // Bob's backup, held to 1 MB/s.
+    // Bob's backup, held to 1 MB/s: 48 s, longer than all the cases (those that
+    // break their connection off wait two timeouts each for their client).
     let well = s.spawn_backup(&bob, &src, Some("1MB"));
     let mut cases = bad_blocks(&alice);
     cases.extend(bad_frames(&alice));

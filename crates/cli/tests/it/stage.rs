@@ -446,7 +446,8 @@ fn a_damaged_block_holding_entries_is_reported_by_its_stream_bytes() {
 }
 
 /// Backs up `srcs` through the stage in a child process and kills it (SIGKILL)
-/// `after` its first chunk file appears in `stage`.
+/// `after` its first chunk is whole in `stage` and recorded in the catalog (so
+/// the kill never falls between the two, however loaded the machine).
 fn killed_backup(home: &Path, stage: &Path, srcs: &[&Path], after: std::time::Duration) {
     let mut cmd = std::process::Command::new(bin());
     cmd.arg("--home").arg(home).arg("--json").arg("backup");
@@ -465,13 +466,24 @@ fn killed_backup(home: &Path, stage: &Path, srcs: &[&Path], after: std::time::Du
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let t = std::time::Instant::now();
-    while !holds_chunk_file(stage) {
+    while !holds_chunk_file(stage) || staged_chunks(home) == 0 {
         assert!(t.elapsed().as_secs() < 30, "nothing staged in 30 s");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     std::thread::sleep(after);
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Chunks the catalog of `home` records for its running job (read beside the
+/// running backup: the catalog is in WAL mode).
+fn staged_chunks(home: &Path) -> i64 {
+    let Ok(db) = rusqlite::Connection::open(home.join("catalog.sqlite")) else {
+        return 0;
+    };
+    let q = "SELECT count(*) FROM staged_chunks WHERE job_id IN \
+             (SELECT id FROM jobs WHERE status = 'running')";
+    db.query_row(q, [], |r| r.get(0)).unwrap_or(0)
 }
 
 #[test]
