@@ -2,6 +2,7 @@
 //! blocks.
 
 use crate::error::{Doing, Result};
+use crate::write_tx;
 use crate::Catalog;
 use rusqlite::{params, OptionalExtension};
 
@@ -159,7 +160,7 @@ impl Catalog {
     /// Records files, in one transaction, several rows per statement.
     pub fn add_files(&self, job: i64, rows: &[FileRow]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             {
                 let full = insert_files_sql(ROWS_PER_INSERT);
                 for chunk in rows.chunks(ROWS_PER_INSERT) {
@@ -346,7 +347,7 @@ impl Catalog {
     /// Records extents, in one transaction.
     pub fn add_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             insert_extents(&tx, job, extents)?;
             tx.commit()
         };
@@ -356,7 +357,7 @@ impl Catalog {
     /// Replaces the extents of a job with `extents`, in one transaction.
     pub fn replace_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             tx.execute("DELETE FROM extents WHERE job_id = ?1", [job])?;
             insert_extents(&tx, job, extents)?;
             tx.commit()

@@ -2,6 +2,7 @@
 
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::volumes::{volume_row, VOLUME_COLS};
+use crate::write_tx;
 use crate::{Catalog, JobState, Volume};
 use rusqlite::{params, OptionalExtension};
 use tapeloom_format::Level;
@@ -135,7 +136,7 @@ impl Catalog {
         streams: &[Stream],
     ) -> Result<i64> {
         let run = || -> rusqlite::Result<i64> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             tx.execute(
                 "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
                  (MAX(IFNULL((SELECT MAX(id) FROM jobs), 0), \
@@ -221,7 +222,7 @@ impl Catalog {
     /// that no job is really running.
     pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
         let run = || -> rusqlite::Result<Vec<i64>> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             let ids = {
                 let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1")?;
                 let ids = st

@@ -45,6 +45,15 @@ pub use state::{ChunkState, JobState, UnknownState, VolumeState};
 pub use tokens::Token;
 pub use volumes::Volume;
 
+/// A transaction that writes: `BEGIN IMMEDIATE`, which takes the write lock at
+/// once, waiting for it under the busy timeout. A deferred transaction that
+/// read first would fail at once, busy timeout or not, when another connection
+/// wrote in between (the server's jobs each write through a connection of their
+/// own).
+fn write_tx(conn: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+}
+
 /// The catalog database.
 pub struct Catalog {
     conn: Connection,

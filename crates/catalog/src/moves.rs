@@ -4,6 +4,7 @@
 //! pointed at the lost places are pointed at the new ones.
 
 use crate::error::{Doing, Result};
+use crate::write_tx;
 use crate::{Catalog, Extent};
 
 /// One block written again: where it was thought to be, where it is.
@@ -30,7 +31,7 @@ impl Catalog {
             return Ok(());
         }
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             tx.execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS moved_blocks ( \
                    seq INTEGER NOT NULL, lbn INTEGER NOT NULL, \

@@ -6,6 +6,7 @@
 //! [`DEFAULT_POOL`] always exists, with or without a row.
 
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
+use crate::write_tx;
 use crate::Catalog;
 use rusqlite::{params, OptionalExtension};
 
@@ -87,7 +88,7 @@ impl Catalog {
             });
         }
         let to_sql = |v: Option<u64>| v.map(|v| v.min(i64::MAX as u64) as i64);
-        let tx = self.conn.unchecked_transaction().doing("record a pool")?;
+        let tx = write_tx(&self.conn).doing("record a pool")?;
         match tx.execute(
             "INSERT INTO pools (name, retention_s, max_jobs_per_volume, append, worm, created_ns) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -174,10 +175,7 @@ impl Catalog {
                 name: pool.to_string(),
             });
         }
-        let tx = self
-            .conn
-            .unchecked_transaction()
-            .doing("assign cartridges")?;
+        let tx = write_tx(&self.conn).doing("assign cartridges")?;
         self.assign_in_transaction(pool, barcodes)?;
         tx.commit().doing("assign cartridges")
     }

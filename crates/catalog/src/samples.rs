@@ -1,6 +1,7 @@
 //! Samples: the per-second measurements of a job's backup and last restore.
 
 use crate::error::{Doing, Result};
+use crate::write_tx;
 use crate::Catalog;
 use rusqlite::params;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
@@ -147,7 +148,7 @@ impl Catalog {
     /// transaction. A later restore's samples replace the earlier ones.
     pub fn add_samples(&self, job: i64, op: &str, samples: &[Sample]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             {
                 let mut st = tx.prepare_cached(
                     "INSERT OR REPLACE INTO samples (job_id, op, series, t_ms, bytes, pool_fill, \
@@ -176,7 +177,7 @@ impl Catalog {
     /// same operation left, in one transaction.
     pub fn set_marks(&self, job: i64, op: &str, marks: &[Mark]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             tx.execute(
                 "DELETE FROM marks WHERE job_id = ?1 AND op = ?2",
                 params![job, op],

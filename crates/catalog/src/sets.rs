@@ -4,6 +4,7 @@
 use crate::error::{CatalogError, Doing, Result};
 use crate::files::FileRow;
 use crate::jobs::{Job, JOB_COLS};
+use crate::write_tx;
 use crate::{Catalog, JobState};
 use rusqlite::params;
 use std::collections::BTreeMap;
@@ -83,7 +84,7 @@ impl Catalog {
     /// each had.
     pub fn add_deletions(&self, job: i64, paths: &[(Vec<u8>, u8)]) -> Result<()> {
         let run = || -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             {
                 let mut st = tx.prepare_cached(
                     "INSERT OR REPLACE INTO deletions (job_id, path, type) VALUES (?1, ?2, ?3)",

@@ -187,7 +187,9 @@ impl Catalog {
     /// chunks not yet on tape ([`CatalogError::StageHoldsData`], naming their jobs).
     pub fn remove_stage(&mut self, id: i64) -> Result<()> {
         let run = |c: &mut Catalog| -> rusqlite::Result<std::result::Result<(), CatalogError>> {
-            let tx = c.conn.transaction()?;
+            let tx = c
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let path: Option<String> = tx
                 .query_row("SELECT path FROM stages WHERE id = ?1", [id], |r| r.get(0))
                 .optional()?;

@@ -181,7 +181,7 @@ impl Catalog {
     ) -> Result<Volume> {
         let tx = self
             .conn
-            .transaction()
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .doing("record a volume labelled anew")?;
         let (state, jobs): (VolumeState, i64) = tx
             .query_row(
@@ -281,7 +281,10 @@ impl Catalog {
             }
             Ok(jobs)
         };
-        let tx = self.conn.transaction().doing("expire volumes")?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .doing("expire volumes")?;
         let jobs = run(&tx).doing("expire volumes")?;
         tx.commit().doing("expire volumes")?;
         Ok(jobs)
@@ -315,7 +318,9 @@ impl Catalog {
     /// overwritten). Returns the ids of the jobs forgotten.
     pub fn forget_volume(&mut self, id: i64) -> Result<Vec<i64>> {
         let mut run = || -> rusqlite::Result<Vec<i64>> {
-            let tx = self.conn.transaction()?;
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let jobs: Vec<i64> = {
                 let mut st =
                     tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
@@ -341,7 +346,9 @@ impl Catalog {
     /// Forgets jobs and every row of them (their data was cut from the cartridges).
     pub fn forget_jobs(&mut self, jobs: &[i64]) -> Result<()> {
         let mut run = || -> rusqlite::Result<()> {
-            let tx = self.conn.transaction()?;
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for j in jobs {
                 forget_job(&tx, *j)?;
             }

@@ -245,9 +245,9 @@ pub(crate) fn until_over(
 /// buffers of both ends and the server's bridge hold a few MiB).
 const KEPT_BYTES: usize = 32 << 20;
 
-/// How long a stream whose connection broke off tries to send again. The server
-/// waits four of its timeouts for a silent job.
-const RESUME_FOR: Duration = Duration::from_secs(120);
+/// How long a stream whose connection broke off tries to send again (the server
+/// waits two of its timeouts, two minutes by default).
+const RESUME_FOR: Duration = Duration::from_secs(60);
 
 /// How often a stream whose connection broke off asks the server what it holds.
 const RESUME_POLL: Duration = Duration::from_millis(250);
@@ -373,9 +373,16 @@ fn resume_point(
                     return Ok(Some(state));
                 }
             }
-            // A server older than this client, or one that failed the job.
+            // A server older than this client, or one that started again and
+            // no longer knows the job.
             Ok((404, _)) => return Ok(None),
             Ok((status, body)) => return Err(crate::refusal(status, &body)),
+            // Nothing listens: the server is down, not the network.
+            Err(ServerError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                return Ok(None)
+            }
             Err(_) => {}
         }
         std::thread::sleep(RESUME_POLL);

@@ -16,6 +16,8 @@ use tapeloom_engine::Home;
 /// The server's drives, and the home its running jobs share.
 pub struct Drives {
     inner: Mutex<Inner>,
+    /// `tapeloom_drives_busy`.
+    gauge: prometheus_client::metrics::gauge::Gauge,
     /// Taken while the home is opened, so two jobs never wait on its lock at once.
     opening: Mutex<()>,
 }
@@ -30,9 +32,11 @@ struct Inner {
 }
 
 impl Drives {
-    /// A library of `n` drives, all free.
-    pub fn new(n: usize) -> Self {
+    /// A library of `n` drives, all free; the drives held are counted into
+    /// `gauge`.
+    pub fn new(n: usize, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
         Drives {
+            gauge,
             inner: Mutex::new(Inner {
                 busy: vec![false; n.max(1)],
                 home: None,
@@ -68,6 +72,7 @@ impl Drives {
         for &i in &free {
             g.busy[i] = true;
         }
+        self.gauge.inc_by(free.len() as i64);
         free
     }
 
@@ -75,8 +80,9 @@ impl Drives {
     pub fn give(&self, drives: &[usize]) {
         let mut g = self.lock();
         for &i in drives {
-            if let Some(b) = g.busy.get_mut(i) {
+            if let Some(b) = g.busy.get_mut(i).filter(|b| **b) {
                 *b = false;
+                self.gauge.dec();
             }
         }
     }

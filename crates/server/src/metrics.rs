@@ -224,6 +224,7 @@ pub struct Jobs {
     failed: Counter,
     queued: Family<StateLabel, Gauge>,
     spooled: Gauge,
+    drives_busy: Gauge,
     received_bytes: Counter,
     received_blocks: Counter,
     drive_bytes: Family<DriveLabel, Counter>,
@@ -263,6 +264,11 @@ impl Jobs {
             "tapeloom_spool_used_bytes",
             "Bytes clients sent that wait on the server's spool (in memory or in its files) for a drive",
             self.spooled.clone(),
+        );
+        r.register(
+            "tapeloom_drives_busy",
+            "The library's drives that the server's running jobs hold",
+            self.drives_busy.clone(),
         );
         r.register(
             "tapeloom_received_bytes",
@@ -324,6 +330,11 @@ impl Jobs {
         self.received_bytes.inc_by(n);
         self.received_blocks.inc_by(u64::from(block));
         self.spooled.inc_by(n as i64);
+    }
+
+    /// The gauge of the drives running jobs hold (the server's drives count into it).
+    pub fn drives_busy(&self) -> Gauge {
+        self.drives_busy.clone()
     }
 
     /// `n` bytes left the spool.

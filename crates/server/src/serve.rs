@@ -84,6 +84,8 @@ impl Shared {
     ) -> Self {
         let spool =
             (queue_limits.spool_dir.clone()).unwrap_or_else(|| home.join("server").join("spool"));
+        let metrics = Metrics::default();
+        let busy = metrics.jobs().drives_busy();
         Shared {
             backups: Backups::new(spool, queue_limits.spool_bytes),
             start_rate_mb_s: (queue_limits.start_rate_mb_s)
@@ -92,7 +94,7 @@ impl Shared {
             home,
             limits,
             tls,
-            metrics: Metrics::default(),
+            metrics,
             active: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
             control: Arc::new(Semaphore::new(limits.max_requests)),
@@ -100,7 +102,7 @@ impl Shared {
             queue: Queue::default(),
             queue_limits,
             drives: site.drives,
-            drive_pool: super::drives::Drives::new(site.drives),
+            drive_pool: super::drives::Drives::new(site.drives, busy),
             status: Default::default(),
             verifies: Default::default(),
             keys: Default::default(),

@@ -83,8 +83,10 @@ fn run_job(shared: &Shared, backup: u64, drives: &[usize]) {
         after_panic(shared, backup, &why);
         Err(why)
     });
-    shared.drive_pool.give(drives);
+    // Ended first, so that a job shown writing always holds its drives.
     backups::ended(shared, backup, outcome);
+    shared.drive_pool.give(drives);
+    shared.backups.changed.notify_all();
 }
 
 /// What a panic said.

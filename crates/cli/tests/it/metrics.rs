@@ -92,6 +92,7 @@ fn metrics_pass_promtool_during_and_after_a_clients_backup() {
     assert_eq!(value(&idle, DRIVE), None, "no drive wrote yet:\n{idle}");
     assert_eq!(value(&idle, ENDED), Some(0), "{idle}");
     assert_eq!(value(&idle, RECEIVED), Some(0), "{idle}");
+    assert_eq!(value(&idle, "tapeloom_drives_busy"), Some(0), "{idle}");
 
     let (doc, during) = std::thread::scope(|sc| {
         let backup = sc.spawn(|| s.json(&alice, &["backup", src.to_str().unwrap()]));
@@ -114,6 +115,8 @@ fn metrics_pass_promtool_during_and_after_a_clients_backup() {
         .find(|t| value(t, "tapeloom_queue_jobs{state=\"writing\"}") == Some(1))
         .unwrap_or_else(|| panic!("no read saw the job writing: {} reads", during.len()));
     promtool_check(text);
+    // Its drive held while it writes.
+    assert_eq!(value(text, "tapeloom_drives_busy"), Some(1), "{text}");
     // The job's bytes, counted as its client sent them, before it ended.
     assert!(value(text, RECEIVED).is_some_and(|b| b > 0), "{text}");
     assert_eq!(value(text, ENDED), Some(0), "{text}");
@@ -158,6 +161,7 @@ fn metrics_pass_promtool_during_and_after_a_clients_backup() {
         Some(0),
         "{after}"
     );
+    assert_eq!(value(&after, "tapeloom_drives_busy"), Some(0), "{after}");
     // No label names a job, a client or a job's name: their values are unbounded.
     for t in during.iter().chain([&idle, &after]) {
         assert!(!t.contains("job=\"") && !t.contains("alice"), "{t}");
