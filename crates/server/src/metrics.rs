@@ -508,8 +508,8 @@ mod tests {
         assert_eq!(value(&text, panics), Some(0.0));
         m.panicked(ThreadKind::DriveWriter);
         assert_eq!(value(&m.render(&cat).unwrap(), panics), Some(1.0));
-        assert_eq!(text.matches("# TYPE").count(), 13, "{text}");
-        assert_eq!(text.matches("# HELP").count(), 13);
+        assert_eq!(text.matches("# TYPE").count(), 14, "{text}");
+        assert_eq!(text.matches("# HELP").count(), 14);
     }
 
     #[test]
