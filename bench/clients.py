@@ -63,6 +63,18 @@ def client_cmd(bin_, url, fp, token, *args):
     return [bin_, *args, "--server", url, "--fingerprint", fp, "--token", token]
 
 
+def client_docs(procs, name):
+    """Each client process's `--json` document, once it ended; an error names the
+    first client that failed."""
+    docs = []
+    for i, p in enumerate(procs):
+        out, err = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"{name}client {i}: {err.strip()}")
+        docs.append(json.loads(out))
+    return docs
+
+
 def trees_equal(a, b):
     c = filecmp.dircmp(a, b)
     if c.left_only or c.right_only or c.funny_files:
@@ -112,12 +124,7 @@ def run_case(a, work, name, start_rate):
                     all_received = time.monotonic() - t0
             time.sleep(0.5)
         wall = time.monotonic() - t0
-        docs = []
-        for i, p in enumerate(procs):
-            out, err = p.communicate()
-            if p.returncode != 0:
-                raise RuntimeError(f"client {i}: {err.strip()}")
-            docs.append(json.loads(out))
+        docs = client_docs(procs, "")
         jobs = []
         for i, d in enumerate(docs):
             drive = d["drives"][0]

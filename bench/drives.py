@@ -33,7 +33,7 @@ import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import default_work_parent, log, REPO  # noqa: E402
-from clients import tl, start_server, client_cmd, trees_equal  # noqa: E402
+from clients import tl, start_server, client_cmd, client_docs, trees_equal  # noqa: E402
 
 MIN_RATE_SHARE = 0.9
 MAX_PHASE_RATIO = 0.35
@@ -61,12 +61,7 @@ def run_case(a, work, name, drives, src):
                 most_busy = max(most_busy, json.loads(q.stdout).get("drives_busy", 0))
             time.sleep(0.5)
         wall = time.monotonic() - t0
-        docs = []
-        for i, p in enumerate(procs):
-            out, err = p.communicate()
-            if p.returncode != 0:
-                raise RuntimeError(f"{name} client {i}: {err.strip()}")
-            docs.append(json.loads(out))
+        docs = client_docs(procs, f"{name} ")
         rows = []
         for i, d in enumerate(docs):
             for dr in d["drives"]:

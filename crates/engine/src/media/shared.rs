@@ -12,9 +12,11 @@
 //! holds the claims, so two jobs never choose the same cartridge and never move
 //! one the other is placing.
 
-use crate::home::Library;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tapeloom_device::{Changer, Cleaned, DriveHealth, Inventory, TapeDrive, TapeLibrary};
+
+/// An open library (the home's `Library`).
+type Library = Box<dyn TapeLibrary>;
 
 /// A library handle shared by the jobs of one process. Cloning gives another
 /// handle on the same library.

@@ -354,31 +354,34 @@ impl VolumeWriter {
         Ok(self.cat.jobs_on_volume(v.id)? < limit)
     }
 
+    /// Chooses the next cartridge, claims it and puts it into the drive, loaded.
+    fn take_cartridge(&mut self) -> Result<(String, Drive)> {
+        let tapes = Arc::clone(&self.tapes);
+        let mut g = tapes.lock()?;
+        let (lib, claimed) = &mut *g;
+        // The other jobs of this process choose and move no cartridge until this
+        // one is in its drive.
+        let mut others = Claims::hold();
+        let barcode = self.choose(lib, claimed, &others)?;
+        claimed.push(barcode.clone());
+        others.take(&barcode);
+        self.drive = None;
+        let (i, mut drive, moved) = place(lib, &barcode, self.prefer_drive)?;
+        drop(others);
+        self.mounted_in = Some(i);
+        drop(g);
+        // Threading the tape happens in the drive, while the changer serves the
+        // job's other drives.
+        if moved {
+            drive.load()?;
+        }
+        Ok((barcode, drive))
+    }
+
     fn mount_next(&mut self) -> Result<()> {
         loop {
             let t_load = Instant::now();
-            let (barcode, mut drive) = {
-                let tapes = Arc::clone(&self.tapes);
-                let mut g = tapes.lock()?;
-                let (lib, claimed) = &mut *g;
-                // The other jobs of this process choose and move no cartridge
-                // until this one is in its drive.
-                let mut others = Claims::hold();
-                let barcode = self.choose(lib, claimed, &others)?;
-                claimed.push(barcode.clone());
-                others.take(&barcode);
-                self.drive = None;
-                let (i, mut drive, moved) = place(lib, &barcode, self.prefer_drive)?;
-                drop(others);
-                self.mounted_in = Some(i);
-                drop(g);
-                // Threading the tape happens in the drive, while the changer serves
-                // the job's other drives.
-                if moved {
-                    drive.load()?;
-                }
-                (barcode, drive)
-            };
+            let (barcode, mut drive) = self.take_cartridge()?;
             let t_position = Instant::now();
             self.mark(Phase::Load, t_load, t_position);
             // A tab the library could not tell of: nothing, not even a label, is
