@@ -76,6 +76,25 @@ impl Drives {
         free
     }
 
+    /// Waits for a free drive and takes it, until `stop` says to give up
+    /// (none then). The dispatcher of clients' jobs takes drives too; this one
+    /// looks again four times a second.
+    pub fn wait_for_one(&self, stop: impl Fn() -> bool) -> Option<Held<'_>> {
+        loop {
+            let indexes = self.take(1);
+            if !indexes.is_empty() {
+                return Some(Held {
+                    drives: self,
+                    indexes,
+                });
+            }
+            if stop() {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    }
+
     /// Gives drives back.
     pub fn give(&self, drives: &[usize]) {
         let mut g = self.lock();
@@ -144,6 +163,25 @@ impl std::ops::Deref for Entered<'_> {
     type Target = Home;
     fn deref(&self) -> &Home {
         &self.home
+    }
+}
+
+impl std::ops::DerefMut for Entered<'_> {
+    fn deref_mut(&mut self) -> &mut Home {
+        &mut self.home
+    }
+}
+
+/// Drives a job holds until it drops them.
+pub struct Held<'a> {
+    drives: &'a Drives,
+    /// Their indexes.
+    pub indexes: Vec<usize>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.drives.give(&self.indexes);
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tapeloom_engine::clock::{self, BadSpeed};
-use tapeloom_engine::{BackupOptions, Home, Progress};
+use tapeloom_engine::{BackupOptions, DriveSet, Home, Progress};
 use tracing::{error, warn};
 
 /// The longest real sleep between two readings of the clock, so that a change
@@ -40,6 +40,9 @@ pub enum ScheduleError {
     /// hooks).
     #[error("read the clock: {0}")]
     Clock(#[source] Box<tapeloom_engine::Error>),
+    /// The server was told to stop while the job waited for a drive.
+    #[error("the server is stopping; the job did not start")]
+    Stopping,
     /// The scheduler's thread did not start.
     #[error("start the scheduler: {0}")]
     Thread(#[source] std::io::Error),
@@ -175,10 +178,37 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
     r
 }
 
-/// The backup of a scheduled job, the home locked; its job recorded for the
-/// schedule's client and shown writing in the queue as soon as it is seen.
+/// The backup of a scheduled job; its job recorded for the schedule's client and
+/// shown writing in the queue as soon as it is seen.
+///
+/// It runs on a free drive beside the clients' jobs, through the home they share
+/// (`super::drives`). A home with a disk stage is locked for the job alone
+/// instead: a backup through the stage has not been run beside another job of
+/// the same process.
 fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
-    let mut home = Home::open(&shared.home).map_err(|e| ScheduleError::Home(Box::new(e)))?;
+    let home_err = |e| ScheduleError::Home(Box::new(e));
+    let staged = Home::open_catalog_unlocked(&shared.home)
+        .and_then(|c| Ok(!c.stages()?.is_empty()))
+        .map_err(home_err)?;
+    if staged {
+        let mut home = Home::open(&shared.home).map_err(home_err)?;
+        return backup_in(shared, (entry, s), &mut home, None);
+    }
+    let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
+        return Err(ScheduleError::Stopping);
+    };
+    let mut home = shared.drive_pool.enter(&shared.home).map_err(home_err)?;
+    backup_in(shared, (entry, s), &mut home, Some(&drive.indexes))
+}
+
+/// The backup of a scheduled job in `home`, on `drives` when given (else as a
+/// local backup chooses).
+fn backup_in(
+    shared: &Shared,
+    (entry, s): (u64, &Schedule),
+    home: &mut Home,
+    drives: Option<&[usize]>,
+) -> Result<i64, ScheduleError> {
     // A pool's key the server holds encrypts the job, as a local backup's.
     let encrypt = (shared.keys).for_pool(&home.catalog, s.pool.as_deref())?;
     home.keys.extend(encrypt.clone());
@@ -193,6 +223,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
         job_tag: Some(tag),
         encrypt,
         client: s.client.clone(),
+        drives: drives.map_or(DriveSet::Count(1), |d| DriveSet::List(d.to_vec())),
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());
@@ -214,7 +245,7 @@ fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleErro
                 }
             }
         });
-        let r = tapeloom_engine::backup(&home, &s.sources, &opts, Arc::clone(&progress));
+        let r = tapeloom_engine::backup(home, &s.sources, &opts, Arc::clone(&progress));
         ended.store(true, Ordering::Release);
         (r, w.join().ok().flatten())
     });

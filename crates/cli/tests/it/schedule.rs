@@ -174,3 +174,74 @@ fn a_scheduled_job_takes_its_clients_place() {
         "{jobs}"
     );
 }
+
+#[test]
+fn a_scheduled_job_runs_on_a_free_drive_beside_a_clients_job() {
+    if !test_hooks() {
+        return;
+    }
+    // Two slow modeled drives (LTO-3 at a hundredth: 0.8 MB/s, each load a real
+    // quarter minute). The schedule's job of 8 MB writes for about 10 s after its
+    // load; a client's small job, asked for once the scheduled one is on its
+    // drive, takes the other drive and ends first. Were the home locked for the
+    // scheduled job alone, the client's job would wait for its end.
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let model = ["--model", "lto3", "--clock", "real", "--scale", "0.01"];
+    library_with(&home, 2, 4, "1G", &model);
+    let c1 = token(&home, "c1");
+    let c2 = token(&home, "c2");
+    let admin = admin_token(&home, "ops");
+    let (src, own) = (t.path().join("src"), t.path().join("own"));
+    write(&src.join("a.bin"), &noise(6, 8_000_000));
+    write(&own.join("b.txt"), b"c2's own");
+    let config = t.path().join("server.toml");
+    let text = format!(
+        "[queue]\nstart_rate_mb_s = 0\n[[schedule]]\nname = \"{NAME}\"\n\
+         calendar = \"*-*-* 03:01:00\"\nclient = \"c1\"\nsources = [{:?}]\n",
+        src.to_str().unwrap()
+    );
+    std::fs::write(&config, text).unwrap();
+    let env = fast_clock("2026-01-05T03:00:30Z");
+    let s = Server::start_with_env(&home, Some(&config), &env);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let q = s.json(&admin, &["queue"]);
+        if named(&q["queue"], "name")
+            .iter()
+            .any(|e| e["state"] == "writing")
+        {
+            assert_eq!(q["drives_busy"], 1, "{q}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{q}\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let doc = s.json(&c2, &["backup", own.to_str().unwrap()]);
+    assert_eq!(doc["status"], "ok", "{doc}");
+    // The scheduled job still writes: the client's ran beside it.
+    let q = s.json(&admin, &["queue"]);
+    let sched = named(&q["queue"], "name");
+    assert!(
+        sched.iter().any(|e| e["state"] == "writing"),
+        "the scheduled job ended before the client's: {q}"
+    );
+    assert_eq!(q["drives_busy"], 1, "{q}");
+    // Each on a drive of its own, and the scheduled job ends well too.
+    let until = Instant::now() + Duration::from_secs(120);
+    let job = loop {
+        let jobs = s.json(&c1, &["jobs"]);
+        let mine = named(&jobs["jobs"], "name");
+        if let Some(j) = mine.first().filter(|j| j["status"] != "running") {
+            break (*j).clone();
+        }
+        assert!(Instant::now() < until, "{jobs}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(job["status"], "ok", "{job}");
+    // Two cartridges: two jobs never write one.
+    assert_ne!(doc["volumes"], job["volumes"], "{doc} {job}");
+    drop(s);
+    let check = ok(&home, &["catalog", "check"]);
+    assert_eq!(check["ok"], true, "{check}");
+}
