@@ -192,3 +192,63 @@ impl Drop for Entered<'_> {
         self.drives.leave();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::metrics::gauge::Gauge;
+
+    #[test]
+    fn drives_go_to_one_job_at_a_time_and_come_back() {
+        let gauge = Gauge::default();
+        let d = Drives::new(3, gauge.clone());
+        assert_eq!(d.take(2), vec![0, 1]);
+        assert_eq!((d.free(), d.busy(), gauge.get()), (1, 2, 2));
+        // More than are free: what is free, and then none.
+        assert_eq!(d.take(5), vec![2]);
+        assert!(d.take(1).is_empty());
+        assert_eq!(gauge.get(), 3);
+        // Given back once; a drive given twice, or one the library lacks, counts
+        // nothing.
+        d.give(&[1]);
+        d.give(&[1, 7]);
+        assert_eq!((d.free(), gauge.get()), (1, 2));
+        assert_eq!(d.take(0), vec![1]);
+        let held = d.wait_for_one(|| true);
+        assert!(held.is_none(), "no drive was free");
+        d.give(&[0]);
+        let held = d.wait_for_one(|| true).expect("drive 0 is free");
+        assert_eq!(held.indexes, vec![0]);
+        drop(held);
+        assert_eq!((d.free(), gauge.get()), (1, 2));
+    }
+
+    #[test]
+    fn jobs_share_one_lock_on_the_home_until_the_last_ends() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("home");
+        drop(Home::open(&dir).unwrap());
+        let d = Drives::new(2, Gauge::default());
+        let a = d.enter(&dir).unwrap();
+        let b = d.enter(&dir).unwrap();
+        // Held: another opening of the home waits.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir2 = dir.clone();
+        let other = std::thread::spawn(move || {
+            let h = Home::open(&dir2);
+            let _ = tx.send(());
+            h.is_ok()
+        });
+        let wait = std::time::Duration::from_millis(300);
+        assert!(rx.recv_timeout(wait).is_err(), "opened while two jobs run");
+        drop(a);
+        assert!(rx.recv_timeout(wait).is_err(), "opened while one job runs");
+        drop(b);
+        let ended = std::time::Duration::from_secs(20);
+        assert!(
+            rx.recv_timeout(ended).is_ok(),
+            "not opened once the jobs ended"
+        );
+        assert!(other.join().unwrap());
+    }
+}
