@@ -5,6 +5,7 @@
 use crate::common::server_kit::{admin_token, fast_clock, token, Server};
 use crate::common::*;
 use serde_json::Value;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const NAME: &str = "every-minute";
@@ -14,6 +15,37 @@ fn named<'a>(list: &'a Value, key: &str) -> Vec<&'a Value> {
     (list.as_array().unwrap().iter())
         .filter(|j| j[key] == NAME)
         .collect()
+}
+
+/// A server of `home` whose one schedule backs up `src` for `c1` at 03:01:00, on
+/// a clock that starts at 03:00:30 and runs 30 times fast; `queue` is a line of
+/// its `[queue]` table.
+fn scheduled_server(t: &Path, home: &Path, src: &Path, queue: &str) -> Server {
+    let config = t.join("server.toml");
+    let text = format!(
+        "[queue]\n{queue}\n[[schedule]]\nname = \"{NAME}\"\n\
+         calendar = \"*-*-* 03:01:00\"\nclient = \"c1\"\nsources = [{:?}]\n",
+        src.to_str().unwrap()
+    );
+    std::fs::write(&config, text).unwrap();
+    let env = fast_clock("2026-01-05T03:00:30Z");
+    Server::start_with_env(home, Some(&config), &env)
+}
+
+/// Waits (up to 30 s) until the schedule's job is writing; the queue then.
+fn scheduled_writing(s: &Server, admin: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let q = s.json(admin, &["queue"]);
+        if named(&q["queue"], "name")
+            .iter()
+            .any(|e| e["state"] == "writing")
+        {
+            return q;
+        }
+        assert!(Instant::now() < deadline, "{q}\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -114,26 +146,9 @@ fn a_scheduled_job_takes_its_clients_place() {
     let (src, own) = (t.path().join("src"), t.path().join("own"));
     write(&src.join("a.bin"), &noise(5, 2_000_000));
     write(&own.join("b.txt"), b"c1's own");
-    let config = t.path().join("server.toml");
-    let text = format!(
-        "[queue]\nmax_jobs_per_client = 1\n[[schedule]]\nname = \"{NAME}\"\n\
-         calendar = \"*-*-* 03:01:00\"\nclient = \"c1\"\nsources = [{:?}]\n",
-        src.to_str().unwrap()
-    );
-    std::fs::write(&config, text).unwrap();
-    let env = fast_clock("2026-01-05T03:00:30Z");
-    let s = Server::start_with_env(&home, Some(&config), &env);
+    let s = scheduled_server(t.path(), &home, &src, "max_jobs_per_client = 1");
     // The scheduled job is let in (about 1 s from the start).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let q = s.json(&admin, &["queue"]);
-        let mine = named(&q["queue"], "name");
-        if mine.iter().any(|e| e["state"] == "writing") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{q}\n{}", s.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    scheduled_writing(&s, &admin);
     let client = std::process::Command::new(bin())
         .args(["--json", "backup", own.to_str().unwrap()])
         .args([
@@ -195,28 +210,9 @@ fn a_scheduled_job_runs_on_a_free_drive_beside_a_clients_job() {
     let (src, own) = (t.path().join("src"), t.path().join("own"));
     write(&src.join("a.bin"), &noise(6, 8_000_000));
     write(&own.join("b.txt"), b"c2's own");
-    let config = t.path().join("server.toml");
-    let text = format!(
-        "[queue]\nstart_rate_mb_s = 0\n[[schedule]]\nname = \"{NAME}\"\n\
-         calendar = \"*-*-* 03:01:00\"\nclient = \"c1\"\nsources = [{:?}]\n",
-        src.to_str().unwrap()
-    );
-    std::fs::write(&config, text).unwrap();
-    let env = fast_clock("2026-01-05T03:00:30Z");
-    let s = Server::start_with_env(&home, Some(&config), &env);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let q = s.json(&admin, &["queue"]);
-        if named(&q["queue"], "name")
-            .iter()
-            .any(|e| e["state"] == "writing")
-        {
-            assert_eq!(q["drives_busy"], 1, "{q}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "{q}\n{}", s.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let s = scheduled_server(t.path(), &home, &src, "start_rate_mb_s = 0");
+    let q = scheduled_writing(&s, &admin);
+    assert_eq!(q["drives_busy"], 1, "{q}");
     let doc = s.json(&c2, &["backup", own.to_str().unwrap()]);
     assert_eq!(doc["status"], "ok", "{doc}");
     // The scheduled job still writes: the client's ran beside it.
