@@ -258,6 +258,18 @@ impl Catalog {
         Ok(())
     }
 
+    /// Forgets the reasons job `job` failed for (its errors of no path): it goes
+    /// on, and a new failure says its own.
+    pub fn clear_job_reasons(&self, job: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "DELETE FROM job_errors WHERE job_id = ?1 AND path = x''",
+                params![job],
+            )
+            .doing("forget why a job failed")?;
+        Ok(())
+    }
+
     /// Marks a job that had failed as running again: it goes on.
     pub fn set_job_running(&self, job: i64) -> Result<()> {
         self.conn

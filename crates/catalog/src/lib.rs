@@ -35,7 +35,7 @@ pub use check::{CheckReport, Problem, ProblemKind};
 use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileFacts, FileRow};
-pub use jobs::{Job, JobVolume, Stream};
+pub use jobs::{Job, JobVolume, Stream, INTERRUPTED};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};
 pub use samples::{Mark, Phase, Sample, Series};

@@ -25,11 +25,13 @@ mod recover;
 mod restore;
 mod sampler;
 pub mod stage;
+pub use stage::StageSet;
 pub mod tools;
 mod verify;
 
 pub use backup::{
-    backup, backup_received, pack_streams, resume_job, unfinished_staged_jobs, BackupOptions,
+    backup, backup_received, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged, resume_job, resume_job_on,
+    unfinished_staged_jobs, BackupOptions, ReceiveStop, Receiving,
     BackupReport, Begun, BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet,
     Interleave, Outgoing, Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via,
     DEFAULT_EXTENT_BYTES,

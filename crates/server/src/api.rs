@@ -268,13 +268,14 @@ fn queue_doc(shared: &Shared, token: &Token) -> Answer {
     }
     let mine = |e: &super::queue::Entry| may_see(token, Some(e.client.as_str()));
     let q = &shared.queue;
-    let budget = &shared.backups.budget;
+    let (used, size) = (shared.drive_pool.stage_use())
+        .unwrap_or((0, shared.queue_limits.spool_bytes));
     Answer::json(&Doc {
         waiting: q.waiting(),
         drives: shared.drives,
         drives_busy: shared.drive_pool.busy(),
-        spool_used_bytes: budget.used(),
-        spool_bytes: budget.max(),
+        spool_used_bytes: used,
+        spool_bytes: size,
         queue: q.entries().into_iter().filter(mine).collect(),
         recent: q.recent().into_iter().filter(mine).collect(),
     })

@@ -37,11 +37,10 @@
 use super::api::Answer;
 use super::queue::Counters;
 use super::serve::Shared;
-use super::spool::{Budget, Closed, Item, StreamSpool};
+use super::inlet::{Closed, Item, StreamInlet};
 use super::writer;
 use crate::bridge::Conn;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -80,8 +79,14 @@ pub struct Job {
     pub asked_ns: i64,
     /// Where it is.
     pub state: State,
-    /// Each stream's spool, once let in.
-    pub spools: HashMap<u16, Arc<StreamSpool>>,
+    /// Each stream's way onto the stages, once let in.
+    pub spools: HashMap<u16, Arc<StreamInlet>>,
+    /// Its job in the catalog and what stops its receiving, once let in.
+    pub staging: Option<(i64, tapeloom_engine::ReceiveStop)>,
+    /// Where its drives are given to it, until they are.
+    pub grant: Option<SyncSender<Vec<usize>>>,
+    /// Its thread stopped it where it was, the server stopping.
+    pub halted: bool,
     /// Each stream's state across its client's connections.
     sending: HashMap<u16, Sending>,
     /// Streams whose end is on the spool.
@@ -121,21 +126,21 @@ pub struct Backups {
     jobs: Mutex<BTreeMap<u64, Job>>,
     /// Told whenever a job changes.
     pub changed: Condvar,
-    /// The spool's space.
-    pub budget: Arc<Budget>,
-    /// The spool's folder.
-    pub spool_dir: PathBuf,
 }
 
-impl Backups {
-    /// The backups of a server whose spool is `spool_dir`, `bytes` large.
-    pub fn new(spool_dir: PathBuf, bytes: u64) -> Self {
+impl Default for Backups {
+    fn default() -> Self {
         Backups {
             jobs: Mutex::new(BTreeMap::new()),
             changed: Condvar::new(),
-            budget: Arc::new(Budget::new(bytes)),
-            spool_dir,
         }
+    }
+}
+
+impl Backups {
+    /// Whether a client waits for room on the stages.
+    pub fn pressed(&self) -> bool {
+        (self.lock().values()).any(|j| j.staging.as_ref().is_some_and(|(_, s)| s.pressed()))
     }
 
     /// The jobs, locked.
@@ -184,6 +189,9 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
         asked_ns: tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos()),
         state: State::Waiting,
         spools: HashMap::new(),
+        staging: None,
+        grant: None,
+        halted: false,
         sending: HashMap::new(),
         ended_streams: 0,
         first_block: None,
@@ -214,6 +222,10 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
         ));
     }
     if let Err(e) = tapeloom_format::check_block_size(doc.block_size) {
+        return Some(Answer::error(400, &e.to_string()));
+    }
+    // The names of the job and its streams, as the engine will take them.
+    if let Err(e) = writer::job_of(doc.clone(), 0).1.check() {
         return Some(Answer::error(400, &e.to_string()));
     }
     if let Some(f) = doc.encrypt.as_deref() {
@@ -296,16 +308,29 @@ pub fn stop_admitting(shared: &Shared) {
     }
 }
 
-/// Cuts every job let in and not yet ended for `why`: a job on a drive ends at
-/// its next block with what it wrote recorded, one still receiving fails.
-pub fn cut_all(shared: &Shared, why: &str) {
+/// Stops every job let in and not yet ended where it is, for `why`: what it
+/// staged stays on the stages (the next start writes it), and a stream still
+/// being sent is cut.
+pub fn halt_all(shared: &Shared, why: &str) {
     let open: Vec<u64> = (shared.backups.lock().iter())
         .filter(|(_, j)| j.outcome.is_none() && j.failed.is_none())
         .map(|(n, _)| *n)
         .collect();
     for n in open {
-        fail(shared, n, why);
+        close(shared, n, why);
     }
+}
+
+/// Whether every job not ended holds all its streams on the stages.
+pub fn all_staged(shared: &Shared) -> bool {
+    (shared.backups.lock().values())
+        .filter(|j| j.outcome.is_none() && j.failed.is_none())
+        .all(|j| j.state != State::Waiting && j.complete())
+}
+
+/// Whether every job's thread is over (ended, or stopped by [`halt_all`]).
+pub fn all_halted(shared: &Shared) -> bool {
+    (shared.backups.lock().values()).all(|j| j.outcome.is_some() || j.halted)
 }
 
 /// Whether a job let in or on a drive has not ended yet.
@@ -351,7 +376,7 @@ fn mine(shared: &Shared, client: &str, id: &str) -> Result<u64, Answer> {
 }
 
 /// Waits up to [`LONG_POLL`] for job `backup` to be let in: its [`Begun`], or `202`.
-fn admit_or_wait(shared: &Shared, backup: u64) -> Answer {
+fn admit_or_wait(shared: &Arc<Shared>, backup: u64) -> Answer {
     let until = Instant::now() + LONG_POLL;
     let b = &shared.backups;
     let mut jobs = b.lock();
@@ -478,10 +503,10 @@ pub fn enter_scheduled(shared: &Shared, entry: u64, client: &str) {
     }
 }
 
-/// Lets job `backup` in: its base read and its spools made with the jobs'
-/// lock released (the catalog and the file system are not worked under a lock
-/// every request takes), then the job shown receiving.
-fn let_in(shared: &Shared, backup: u64) -> Result<(), Answer> {
+/// Lets job `backup` in: its base read and its job begun on the stages with the
+/// jobs' lock released (the catalog and the file system are not worked under a
+/// lock every request takes), then the job shown receiving.
+fn let_in(shared: &Arc<Shared>, backup: u64) -> Result<(), Answer> {
     let b = &shared.backups;
     let meta = {
         let mut jobs = b.lock();
@@ -498,32 +523,35 @@ fn let_in(shared: &Shared, backup: u64) -> Result<(), Answer> {
     };
     let counters = shared.queue.counters(backup).unwrap_or_default();
     let made = choose(shared, &meta.doc).and_then(|(choice, base)| {
-        let spools = make_spools(shared, &meta, &counters)?;
-        Ok((choice, base, spools))
+        let started = writer::start_job(shared, backup, meta, choice.clone())?;
+        Ok((choice, base, started))
     });
     let mut jobs = b.lock();
     let Some(job) = jobs.get_mut(&backup) else {
         return Err(Answer::error(404, &format!("no backup {backup}")));
     };
     job.admitting = false;
-    let dir = shared.backups.spool_dir.join(format!("{:016x}", job.tag));
-    let (choice, base, spools) = match made {
-        Ok(m) if job.failed.is_none() => m,
-        Ok(_) => {
-            drop(jobs);
-            let _ = std::fs::remove_dir_all(dir);
-            return Ok(());
-        }
+    let (choice, base, started) = match made {
+        Ok(m) => m,
         Err(why) => {
             drop(jobs);
-            let _ = std::fs::remove_dir_all(dir);
             fail(shared, backup, &why);
             return Err(Answer::error(503, &why));
         }
     };
+    job.spools = (started.inlets.into_iter())
+        .map(|i| (i.stream, Arc::new(StreamInlet::new(i, counters.clone()))))
+        .collect();
+    job.staging = Some((started.job_id, started.stop));
+    job.grant = Some(started.grant);
     job.choice = Some(choice);
     job.base = Arc::new(base);
-    job.spools = spools;
+    if let Some(why) = job.failed.clone() {
+        // Failed while it was let in: its thread gives it up.
+        drop(jobs);
+        close(shared, backup, &why);
+        return Ok(());
+    }
     job.state = State::Receiving;
     job.active = Instant::now();
     shared.queue.set_state(backup, State::Receiving);
@@ -532,33 +560,10 @@ fn let_in(shared: &Shared, backup: u64) -> Result<(), Answer> {
     Ok(())
 }
 
-/// Makes the spools of a job let in, and says in the spool's folder what the job
-/// is (so a server killed meanwhile records it as failed when it starts again).
-fn make_spools(
-    shared: &Shared,
-    meta: &writer::Unwritten,
-    counters: &Arc<Counters>,
-) -> Result<HashMap<u16, Arc<StreamSpool>>, String> {
-    let dir = shared.backups.spool_dir.join(format!("{:016x}", meta.tag));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("make {}: {e}", dir.display()))?;
-    let text = serde_json::to_vec(meta).map_err(|e| e.to_string())?;
-    let path = dir.join(writer::META);
-    std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
-    let mut spools = HashMap::new();
-    for n in 1..=meta.doc.streams.len() as u16 {
-        let s = StreamSpool::new(
-            dir.join(format!("stream-{n}")),
-            shared.backups.budget.clone(),
-            counters.clone(),
-        );
-        spools.insert(n, Arc::new(s));
-    }
-    Ok(spools)
-}
-
-/// Fails job `backup` for `why`: nothing more is taken of it. A job not yet on a
-/// drive is over at once (recorded failed in the catalog, after the jobs' lock
-/// is released); one on a drive fails there, its writer records it.
+/// Fails job `backup` for `why`: nothing more is taken of it. A job not yet let
+/// in is over at once (recorded failed in the catalog, after the jobs' lock is
+/// released); one let in is given up by its own thread (`writer`), which
+/// deletes what it staged and records it.
 pub fn fail(shared: &Shared, backup: u64, why: &str) {
     let mut jobs = shared.backups.lock();
     let Some(job) = jobs.get_mut(&backup) else {
@@ -568,9 +573,8 @@ pub fn fail(shared: &Shared, backup: u64, why: &str) {
         return;
     }
     job.failed = Some(why.to_string());
-    for s in job.spools.values() {
-        s.close(why);
-    }
+    let begun = job.staging.as_ref().map(|(id, _)| (*id, job.asked_ns));
+    let unbegun = begun.is_none() && !job.admitting;
     let unwritten = (job.state != State::Writing).then(|| {
         job.outcome = Some(Err(why.to_string()));
         job.state = State::Failed;
@@ -583,13 +587,36 @@ pub fn fail(shared: &Shared, backup: u64, why: &str) {
         }
     });
     drop(jobs);
+    close(shared, backup, why);
     shared.backups.changed.notify_all();
     if let Some(meta) = unwritten {
-        writer::record_failed(shared, &meta, why);
+        if unbegun {
+            writer::record_failed(shared, &meta, why);
+        }
+        // Its thread deletes what it staged.
+        if let Some(b) = begun {
+            writer::record_begun_failed(shared, b, why);
+        }
         shared.queue.ended(backup, Some(why.to_string()));
-        let dir = shared.backups.spool_dir.join(format!("{:016x}", meta.tag));
-        let _ = std::fs::remove_dir_all(dir);
         shared.backups.changed.notify_all();
+    }
+}
+
+/// Stops job `backup`'s receiving and cuts its streams, outside the jobs' lock:
+/// the stop first, so that a connection handing a frame over is let go.
+pub fn close(shared: &Shared, backup: u64, why: &str) {
+    let (spools, stop) = match shared.backups.lock().get(&backup) {
+        Some(j) => (
+            j.spools.values().cloned().collect::<Vec<_>>(),
+            j.staging.as_ref().map(|(_, s)| s.clone()),
+        ),
+        None => return,
+    };
+    if let Some(stop) = stop {
+        stop.stop();
+    }
+    for s in spools {
+        s.close(why);
     }
 }
 
@@ -651,7 +678,8 @@ pub fn receive(
         };
         let (end, alive) = (item == Item::End, item == Item::Alive);
         if let Err(Closed(why)) = spool.push(item) {
-            return Answer::error(409, &why);
+            // The job fails with the reason (a no-op when it failed already).
+            return refuse(shared, backup, 409, &why);
         }
         if end {
             break;
@@ -808,7 +836,7 @@ fn take_stream(
     backup: u64,
     stream: u16,
     from: u64,
-) -> Result<(Arc<StreamSpool>, BlockCheck, usize), Answer> {
+) -> Result<(Arc<StreamInlet>, BlockCheck, usize), Answer> {
     let mut jobs = shared.backups.lock();
     let Some(job) = jobs.get_mut(&backup) else {
         return Err(Answer::error(404, &format!("no backup {backup}")));
@@ -862,12 +890,18 @@ fn heard(shared: &Shared, backup: u64, data: bool) {
     }
 }
 
+/// Stream `stream` of job `backup` is whole on the stages (its last chunk
+/// flushed and recorded): logged before its client is answered, so that every
+/// stream a client was told the server holds is in the log.
 fn stream_ended(shared: &Shared, (backup, stream): (u64, u16), held: u64) {
+    let mut job = None;
     if let Some(j) = shared.backups.lock().get_mut(&backup) {
         j.ended_streams += 1;
         let s = j.sending.entry(stream).or_default();
         (s.open, s.ended, s.held) = (false, true, held);
+        job = j.staging.as_ref().map(|(id, _)| *id);
     }
+    tracing::info!(backup, job, stream, frames = held, "a stream is whole on the stage");
     shared.backups.changed.notify_all();
 }
 

@@ -134,9 +134,10 @@ pub struct FileQueue {
     pub max_jobs_per_client: Option<usize>,
     /// Jobs taken at once per drive of the library (receiving or writing).
     pub max_jobs_per_drive: Option<usize>,
-    /// The folder clients' blocks wait in (default HOME/server/spool).
+    /// The folder of the stage the server adds when the home has none (default
+    /// HOME/stage): clients' blocks wait there for a drive.
     pub spool_dir: Option<PathBuf>,
-    /// Bytes the spool holds at most, memory and folder together.
+    /// The size of that stage.
     pub spool_bytes: Option<u64>,
     /// MB/s a client must send for its job to go to a drive before all its blocks
     /// are in (default: the drives' lowest speed step, where the library knows it).
@@ -150,9 +151,9 @@ pub struct QueueLimits {
     pub per_client: usize,
     /// Jobs taken at once per drive.
     pub per_drive: usize,
-    /// The spool's folder; none: HOME/server/spool.
+    /// The default stage's folder; none: HOME/stage.
     pub spool_dir: Option<PathBuf>,
-    /// The spool's size.
+    /// The default stage's size.
     pub spool_bytes: u64,
     /// The start rate in MB/s; none: the drives'.
     pub start_rate_mb_s: Option<f64>,

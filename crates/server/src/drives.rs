@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use tapeloom_engine::Home;
+use tapeloom_engine::{Home, StageSet};
 
 /// The server's drives, and the home its running jobs share.
 pub struct Drives {
@@ -27,6 +27,8 @@ struct Inner {
     busy: Vec<bool>,
     /// The home, while any job holds it.
     home: Option<Home>,
+    /// Its stages, which its running jobs share, opened with it.
+    stages: Option<StageSet>,
     /// Jobs holding the home.
     holders: usize,
 }
@@ -40,6 +42,7 @@ impl Drives {
             inner: Mutex::new(Inner {
                 busy: vec![false; n.max(1)],
                 home: None,
+                stages: None,
                 holders: 0,
             }),
             opening: Mutex::new(()),
@@ -111,30 +114,51 @@ impl Drives {
     /// however the job ends.
     pub fn enter(&self, dir: &Path) -> tapeloom_engine::Result<Entered<'_>> {
         let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
-        let home = match self.sibling()? {
+        let (home, stages) = match self.sibling()? {
             Some(h) => h,
             None => {
                 // Waits here for another process that holds the home.
                 let mut home = Home::open(dir)?;
                 let mine = home.sibling()?;
+                // Opened while no job of this server runs: the `.part` files it
+                // removes are a dead process's.
+                let (stages, _) = StageSet::open(&home.catalog)?;
                 let mut g = self.lock();
                 g.home = Some(home);
+                g.stages = Some(stages.clone());
                 g.holders += 1;
-                mine
+                (mine, stages)
             }
         };
-        Ok(Entered { drives: self, home })
+        Ok(Entered {
+            drives: self,
+            home,
+            stages,
+        })
     }
 
-    /// A sibling of the home the running jobs hold, if they hold it.
-    fn sibling(&self) -> tapeloom_engine::Result<Option<Home>> {
+    /// A sibling of the home the running jobs hold, and its stages, if they hold
+    /// it.
+    fn sibling(&self) -> tapeloom_engine::Result<Option<(Home, StageSet)>> {
         let mut g = self.lock();
+        let Some(stages) = g.stages.clone() else {
+            return Ok(None);
+        };
         let Some(home) = g.home.as_mut() else {
             return Ok(None);
         };
         let h = home.sibling()?;
         g.holders += 1;
-        Ok(Some(h))
+        Ok(Some((h, stages)))
+    }
+
+    /// The bytes the stages hold and their size, while a job holds the home.
+    pub fn stage_use(&self) -> Option<(u64, u64)> {
+        let stages = self.lock().stages.as_ref()?.stages();
+        Some((
+            stages.iter().map(|s| s.used).sum(),
+            stages.iter().map(|s| s.limit).sum(),
+        ))
     }
 
     /// A job is done with its handle on the home: the home's lock is let go when
@@ -144,6 +168,7 @@ impl Drives {
             let mut g = self.lock();
             g.holders = g.holders.saturating_sub(1);
             if g.holders == 0 {
+                g.stages = None;
                 g.home.take()
             } else {
                 None
@@ -157,6 +182,8 @@ impl Drives {
 pub struct Entered<'a> {
     drives: &'a Drives,
     home: Home,
+    /// The stages the running jobs share.
+    pub stages: StageSet,
 }
 
 impl std::ops::Deref for Entered<'_> {

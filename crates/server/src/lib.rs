@@ -48,7 +48,7 @@ mod queue;
 mod restores;
 mod schedule;
 mod serve;
-mod spool;
+mod inlet;
 mod status;
 mod verifies;
 mod writer;
@@ -97,13 +97,16 @@ impl Server {
     pub fn start(home: &Path, config: config::Config) -> Result<Server, StartError> {
         let keys = keys::Keys::unlock(&config.keys)?;
         let dir: PathBuf = home.to_path_buf();
-        let site = {
+        let (site, unfinished) = {
             let home = Home::open(&dir)?;
+            default_stage(&home, &config.queue)?;
             let mut lib = home.library()?;
-            serve::Site {
+            let site = serve::Site {
                 drives: lib.inventory().map_or(1, |i| i.drives.len()),
                 lowest_mb_s: lib.lowest_speed_mb_s(),
-            }
+            };
+            name_cut_streams(&home)?;
+            (site, tapeloom_engine::unfinished_staged_jobs(&home)?)
         };
         let identity = match &config.cert {
             Some((cert, key)) => tls::load(cert, key)?,
@@ -123,7 +126,7 @@ impl Server {
         shared.keys = keys;
         shared.queue = queue::Queue::new(shared.metrics.jobs());
         let shared = Arc::new(shared);
-        writer::recover(&shared.home, &shared.backups.spool_dir);
+        writer::recover(&shared, unfinished);
         writer::start(shared.clone()).map_err(|source| ServerError::Io {
             what: "start the drives' thread".into(),
             source,
@@ -156,6 +159,45 @@ impl Server {
             source,
         })
     }
+}
+
+/// Names the streams of the clients' jobs a server that stopped left with
+/// nothing staged as cut, among their errors: they are failed, and stay so.
+/// (Those with chunks are resumed: `writer::recover`.)
+fn name_cut_streams(home: &Home) -> Result<(), StartError> {
+    let cat = &home.catalog;
+    let e = tapeloom_engine::Error::from;
+    let staged = cat.jobs_with_chunks().map_err(e)?;
+    for j in cat.jobs().map_err(e)? {
+        if j.status != tapeloom_catalog::JobState::Failed
+            || j.client.is_none()
+            || staged.contains(&j.id)
+        {
+            continue;
+        }
+        let errors = cat.errors(j.id).map_err(e)?;
+        if errors.iter().any(|(_, why)| why == tapeloom_catalog::INTERRUPTED) {
+            tapeloom_engine::name_unstaged_streams(home, j.id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds the stage clients' blocks wait on when the home has none: `spool_dir`
+/// (default HOME/stage), `spool_bytes` large.
+fn default_stage(home: &Home, q: &config::QueueLimits) -> Result<(), StartError> {
+    let stages = home.catalog.stages().map_err(tapeloom_engine::Error::from)?;
+    if !stages.is_empty() {
+        return Ok(());
+    }
+    let dir = (q.spool_dir.clone()).unwrap_or_else(|| home.dir().join("stage"));
+    let stage = tapeloom_engine::stage::add_stage(&home.catalog, &dir, q.spool_bytes)?;
+    tracing::info!(
+        path = %stage.path.display(),
+        bytes = q.spool_bytes,
+        "added the stage clients' blocks wait on"
+    );
+    Ok(())
 }
 
 /// Starts the thread that counts what the running jobs' drives wrote, as often as

@@ -342,6 +342,11 @@ impl Jobs {
         self.spooled.dec_by(n as i64);
     }
 
+    /// `n` more bytes are held on the stages.
+    pub fn spooled_more(&self, n: u64) {
+        self.spooled.inc_by(n as i64);
+    }
+
     /// Adds what the drives of a running job wrote since `tally`, from its latest
     /// samples in `p`, and shows their buffer and speed.
     pub fn sampled(&self, tally: &mut DriveTally, p: &Progress) {
@@ -609,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn the_spool_gauge_follows_what_clients_send_and_drives_take() {
+    fn the_spool_gauge_follows_what_the_jobs_hold_on_the_stages() {
         let (_d, cat) = catalog();
         let m = Metrics::default();
         let q = Queue::new(m.jobs());
@@ -617,13 +622,18 @@ mod tests {
         let c = q.counters(n).unwrap();
         c.received(100, true);
         c.received(20, false);
-        c.taken(50);
+        // The drives wrote some: the job holds 70 bytes on the stages.
+        c.held_now(70);
         let text = m.render(&cat).unwrap();
         assert_eq!(value(&text, "tapeloom_spool_used_bytes"), Some(70.0));
         assert_eq!(value(&text, "tapeloom_received_bytes_total"), Some(120.0));
         assert_eq!(value(&text, "tapeloom_received_blocks_total"), Some(1.0));
-        // More given back than held (a job's close after its pops) takes no more.
-        c.taken(500);
+        c.held_now(90);
+        assert_eq!(
+            value(&m.render(&cat).unwrap(), "tapeloom_spool_used_bytes"),
+            Some(90.0)
+        );
+        c.held_now(0);
         assert_eq!(
             value(&m.render(&cat).unwrap(), "tapeloom_spool_used_bytes"),
             Some(0.0)

@@ -70,13 +70,14 @@ impl Counters {
         self.metrics.received(n, block);
     }
 
-    /// `n` bytes left the spool.
-    pub fn taken(&self, n: u64) {
-        let held = (self.held).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
-            Some(h.saturating_sub(n))
-        });
-        // What left, no more than was held.
-        self.metrics.unspooled(held.unwrap_or_else(|h| h).min(n));
+    /// The job holds `n` bytes on the stages now.
+    pub fn held_now(&self, n: u64) {
+        let old = self.held.swap(n, Ordering::Relaxed);
+        if old > n {
+            self.metrics.unspooled(old - n);
+        } else {
+            self.metrics.spooled_more(n - old);
+        }
     }
 
     /// Bytes received so far.

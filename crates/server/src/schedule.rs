@@ -181,24 +181,16 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
 /// The backup of a scheduled job; its job recorded for the schedule's client and
 /// shown writing in the queue as soon as it is seen.
 ///
-/// It runs on a free drive beside the clients' jobs, through the home they share
-/// (`super::drives`). A home with a disk stage is locked for the job alone
-/// instead: a backup through the stage has not been run beside another job of
-/// the same process.
+/// It runs on a free drive beside the clients' jobs, through the home and the
+/// stages they share (`super::drives`).
 fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
     let home_err = |e| ScheduleError::Home(Box::new(e));
-    let staged = Home::open_catalog_unlocked(&shared.home)
-        .and_then(|c| Ok(!c.stages()?.is_empty()))
-        .map_err(home_err)?;
-    if staged {
-        let mut home = Home::open(&shared.home).map_err(home_err)?;
-        return backup_in(shared, (entry, s), &mut home, None);
-    }
     let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
         return Err(ScheduleError::Stopping);
     };
     let mut home = shared.drive_pool.enter(&shared.home).map_err(home_err)?;
-    backup_in(shared, (entry, s), &mut home, Some(&drive.indexes))
+    let stages = home.stages.clone();
+    backup_in(shared, (entry, s), &mut home, (&drive.indexes, stages))
 }
 
 /// The backup of a scheduled job in `home`, on `drives` when given (else as a
@@ -207,7 +199,7 @@ fn backup_in(
     shared: &Shared,
     (entry, s): (u64, &Schedule),
     home: &mut Home,
-    drives: Option<&[usize]>,
+    (drives, stages): (&[usize], tapeloom_engine::StageSet),
 ) -> Result<i64, ScheduleError> {
     // A pool's key the server holds encrypts the job, as a local backup's.
     let encrypt = (shared.keys).for_pool(&home.catalog, s.pool.as_deref())?;
@@ -223,7 +215,8 @@ fn backup_in(
         job_tag: Some(tag),
         encrypt,
         client: s.client.clone(),
-        drives: drives.map_or(DriveSet::Count(1), |d| DriveSet::List(d.to_vec())),
+        drives: DriveSet::List(drives.to_vec()),
+        stages: Some(stages),
         ..BackupOptions::default()
     };
     let progress = Arc::new(Progress::default());

@@ -42,6 +42,8 @@ pub struct Shared {
     active: AtomicUsize,
     /// Set once the server was told to stop (SIGTERM, SIGINT): it takes no new job.
     draining: AtomicBool,
+    /// Set once the drain's grace ran out: the jobs stop where they are.
+    halting: AtomicBool,
     /// Control requests being answered.
     control: Arc<Semaphore>,
     /// Bulk requests being answered.
@@ -82,12 +84,10 @@ impl Shared {
         tls: Arc<rustls::ServerConfig>,
         site: &Site,
     ) -> Self {
-        let spool =
-            (queue_limits.spool_dir.clone()).unwrap_or_else(|| home.join("server").join("spool"));
         let metrics = Metrics::default();
         let busy = metrics.jobs().drives_busy();
         Shared {
-            backups: Backups::new(spool, queue_limits.spool_bytes),
+            backups: Backups::default(),
             start_rate_mb_s: (queue_limits.start_rate_mb_s)
                 .or(site.lowest_mb_s)
                 .unwrap_or(0.0),
@@ -97,6 +97,7 @@ impl Shared {
             metrics,
             active: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
+            halting: AtomicBool::new(false),
             control: Arc::new(Semaphore::new(limits.max_requests)),
             bulk: Arc::new(Semaphore::new(limits.max_streams)),
             queue: Queue::default(),
@@ -114,6 +115,12 @@ impl Shared {
     /// Whether the server was told to stop.
     pub fn draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
+    }
+
+    /// Whether the server stops its jobs where they are, leaving them on the
+    /// stages for its next start.
+    pub fn halting(&self) -> bool {
+        self.halting.load(Ordering::Acquire)
     }
 }
 
@@ -180,24 +187,28 @@ fn told_to_stop() -> io::Result<impl std::future::Future<Output = &'static str>>
     }))
 }
 
-/// Waits for the jobs let in to end, for [`DRAIN_GRACE`] at most; then cuts the
-/// rest and waits [`CUT_GRACE`] at most for their writers to record them.
+/// Waits for the jobs let in to end, for [`DRAIN_GRACE`] at most, and sooner
+/// once every stream of every job not ended is on the stages (its clients have
+/// nothing more to send); then stops the rest where they are and waits
+/// [`CUT_GRACE`] at most for their threads. A job stopped so keeps what it staged,
+/// and the next start writes it (`writer::recover`).
 async fn drain(shared: &Arc<Shared>) {
-    let wait_for = |d: Duration| {
+    let wait_for = |d: Duration, done: fn(&Shared) -> bool| {
         let shared = shared.clone();
         async move {
             let until = tokio::time::Instant::now() + d;
-            while backups::any_open(&shared) && tokio::time::Instant::now() < until {
+            while !done(&shared) && tokio::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     };
-    wait_for(DRAIN_GRACE).await;
+    wait_for(DRAIN_GRACE, backups::all_staged).await;
     if backups::any_open(shared) {
+        shared.halting.store(true, Ordering::Release);
         let s = shared.clone();
-        let why = "the server stopped (SIGTERM) before the job ended";
-        let _ = tokio::task::spawn_blocking(move || backups::cut_all(&s, why)).await;
-        wait_for(CUT_GRACE).await;
+        let why = "the server stopped (SIGTERM): the job goes on from the stages when it starts again";
+        let _ = tokio::task::spawn_blocking(move || backups::halt_all(&s, why)).await;
+        wait_for(CUT_GRACE, |s| !backups::any_open(s) || backups::all_halted(s)).await;
     }
 }
 

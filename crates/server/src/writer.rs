@@ -1,41 +1,43 @@
-//! The drives' side of the queue: one thread hands the jobs clients sent to the
-//! free drives (`super::drives`), and each job is written from its spools through
-//! the engine (`tapeloom_engine::backup_received`) on a thread of its own, each of
-//! its streams fed by a thread of its own.
+//! Each client's job on a thread of its own, from its admission to its end, and
+//! the thread that hands the free drives (`super::drives`) to the jobs.
 //!
-//! Which job goes next, when a drive is free:
-//! 1. a job whose every stream is on the spool, oldest first (the drive writes it
-//!    at the spool's speed);
-//! 2. when a client waits for space on a full spool, the job holding most of it;
+//! A job let in is begun in the catalog at once and its streams are received onto
+//! the home's stages (`tapeloom_engine::receive_staged`): what its client sent and
+//! the server acknowledged is flushed and recorded there, and a restarted server
+//! writes it ([`recover`]). When the job is given drives it writes from the stages
+//! as its streams come (`tapeloom_engine::Receiving::write`).
+//!
+//! Which job gets drives next, when a drive is free:
+//! 1. a job whose every stream is staged, oldest first (the drive writes it at
+//!    the stage's speed);
+//! 2. when a client waits for room on full stages, the job holding most of them;
 //! 3. a job whose client sends at least the start rate (the drives' lowest speed
 //!    step, where the library knows it; else any job at once), so a fast client's
-//!    blocks go through memory to the drive as they come.
+//!    blocks go to the drive as they come.
 //!
-//! A slow client's job thus waits on the spool until it is whole, and the drives
+//! A slow client's job thus waits on the stages until it is whole, and the drives
 //! serve the others meanwhile: a drive never waits for a slow client.
 
 use super::backups::{self, Job, Outcome};
 use super::metrics::ThreadKind;
 use super::queue::State;
 use super::serve::Shared;
-use super::spool::{Item, StreamSpool};
-use std::collections::{BTreeMap, HashMap};
+use super::drives::Entered;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{JobState, Stream};
 use tapeloom_engine::{
-    BackupOptions, DriveSet, Home, Inlet, Progress, ReceivedChanges, RemotePlan, RemoteStream,
+    BackupOptions, DriveSet, Home, Inlet, Progress, ReceiveStop, Receiving, RemotePlan,
+    RemoteStream, SetChoice,
 };
 use tapeloom_proto::backup::BackedUp;
 use tapeloom_proto::backup::Begin;
 use tracing::{error, warn};
 
-/// The file of a job's spool folder that says what the job is.
-pub const META: &str = "job.json";
-
-/// What a job's spool folder says of it.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// A client's job as it asked for it, before it is begun in the catalog.
 pub struct Unwritten {
     /// Its client.
     pub client: String,
@@ -47,46 +49,141 @@ pub struct Unwritten {
     pub doc: Begin,
 }
 
-/// Starts the thread that hands the queue's jobs to the drives: each job due goes
-/// to a thread of its own with the free drives it is given, as long as a drive is
-/// free. A job whose writing panics fails with the panic's message, is counted in
-/// `/metrics`, and its drives go to the next jobs.
+/// Starts the thread that hands the free drives to the jobs due: each job due
+/// is given the drives it takes (see [`next_job`]), as long as a drive is free.
 pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("drives".into())
         .spawn(move || loop {
-            let Some((backup, drives)) = next_job(&shared) else {
+            let Some((backup, drives, grant)) = next_job(&shared) else {
                 continue;
             };
-            let s = Arc::clone(&shared);
-            let given = drives.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("job {backup}"))
-                .spawn(move || run_job(&s, backup, &given));
-            if let Err(e) = spawned {
+            if grant.send(drives.clone()).is_err() {
+                // Its thread is gone (it panicked): the drives go to the next job.
                 shared.drive_pool.give(&drives);
-                backups::ended(&shared, backup, Err(format!("start the job's thread: {e}")));
+                backups::ended(&shared, backup, Err("the job's thread is gone".into()));
             }
         })
         .map(|_| ())
 }
 
-/// Writes job `backup` on `drives`, which it gives back at its end.
-fn run_job(shared: &Shared, backup: u64, drives: &[usize]) {
-    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        write(shared, backup, drives)
+/// What a job's thread gives the request that let the job in.
+pub struct Started {
+    /// The job's id in the catalog.
+    pub job_id: i64,
+    /// Each stream's way in.
+    pub inlets: Vec<Inlet>,
+    /// What stops its receiving.
+    pub stop: ReceiveStop,
+    /// Where its drives will be given to it.
+    pub grant: SyncSender<Vec<usize>>,
+}
+
+/// Starts job `backup`'s thread, which begins the job on the stages and, once
+/// its streams may come, answers with their ways in; then waits for its drives
+/// and writes it. A job whose thread panics fails with the panic's message, is
+/// counted in `/metrics`, and its drives go to the next jobs.
+pub fn start_job(
+    shared: &Arc<Shared>,
+    backup: u64,
+    meta: Unwritten,
+    choice: SetChoice,
+) -> Result<Started, String> {
+    let (tx, rx) = sync_channel(1);
+    let s = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(format!("job {backup}"))
+        .spawn(move || job_life(&s, backup, (meta, choice), tx))
+        .map_err(|e| format!("start the job's thread: {e}"))?;
+    rx.recv()
+        .unwrap_or_else(|_| Err("the job's thread ended before it began the job".into()))
+}
+
+/// Job `backup` from its admission to its end, under a panic guard.
+fn job_life(
+    shared: &Shared,
+    backup: u64,
+    (meta, choice): (Unwritten, SetChoice),
+    started: SyncSender<Result<Started, String>>,
+) {
+    let held = std::cell::RefCell::new(Vec::new());
+    let lived = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        live(shared, backup, (meta, choice), &started, &held)
     }));
-    let outcome = written.unwrap_or_else(|panic| {
-        shared.metrics.panicked(ThreadKind::DriveWriter);
-        let why = format!("the drive's writer panicked: {}", panic_message(&panic));
-        error!(backup, "{why}");
-        after_panic(shared, backup, &why);
-        Err(why)
-    });
-    // Ended first, so that a job shown writing always holds its drives.
-    backups::ended(shared, backup, outcome);
-    shared.drive_pool.give(drives);
+    let outcome = match lived {
+        Ok(None) => None,
+        Ok(Some(o)) => Some(o),
+        Err(panic) => {
+            shared.metrics.panicked(ThreadKind::DriveWriter);
+            let why = format!("the drive's writer panicked: {}", panic_message(&panic));
+            error!(backup, "{why}");
+            let _ = started.try_send(Err(why.clone()));
+            after_panic(shared, backup, &why);
+            Some(Err(why))
+        }
+    };
+    if let Some(outcome) = outcome {
+        // Ended first, so that a job shown writing always holds its drives.
+        backups::ended(shared, backup, outcome);
+    }
+    shared.drive_pool.give(&held.borrow());
     shared.backups.changed.notify_all();
+}
+
+/// Begins job `backup` on the stages, tells `started`, waits for drives (put in
+/// `held`) and writes the job; its outcome, none when the job failed before it
+/// was given drives (`backups::fail` ended it).
+fn live(
+    shared: &Shared,
+    backup: u64,
+    (meta, choice): (Unwritten, SetChoice),
+    started: &SyncSender<Result<Started, String>>,
+    held: &std::cell::RefCell<Vec<usize>>,
+) -> Option<Outcome> {
+    let home = match shared.drive_pool.enter(&shared.home) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = started.send(Err(format!("open the home: {e}")));
+            return None;
+        }
+    };
+    let mut receiving = match begin(shared, &home, &meta, choice) {
+        Ok(r) => r,
+        Err(why) => {
+            let _ = started.send(Err(why));
+            return None;
+        }
+    };
+    let (grant, drives) = sync_channel(1);
+    let told = started.send(Ok(Started {
+        job_id: receiving.job_id,
+        inlets: receiving.take_inlets(),
+        stop: receiving.stopper(),
+        grant,
+    }));
+    if told.is_err() {
+        let why = "the request that let the job in went away";
+        let job_id = receiving.job_id;
+        receiving.abandon(&home);
+        record_begun_failed(shared, (job_id, meta.asked_ns), why);
+        return None;
+    }
+    let Some(given) = wait_for_drives(shared, backup, &drives) else {
+        match failure(shared, backup) {
+            // `backups::fail` recorded why.
+            Some(_) => receiving.abandon(&home),
+            None => {
+                // The server stops: the job stays on the stages for its next start.
+                if let Some(j) = shared.backups.lock().get_mut(&backup) {
+                    j.halted = true;
+                }
+                drop(receiving);
+            }
+        }
+        return None;
+    };
+    *held.borrow_mut() = given.clone();
+    Some(write(shared, backup, (&home, receiving), &given))
 }
 
 /// What a panic said.
@@ -96,44 +193,103 @@ pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "no message".into())
 }
 
-/// Fails job `backup` whose writing panicked: its spools closed and removed, and
-/// the job recorded failed for `why` unless the engine had begun it (the home's
-/// next opening fails a job it left running).
+/// Fails job `backup` whose thread panicked for `why`: its receiving stopped,
+/// and the job recorded failed (the panic left it running in the catalog, or
+/// never began it). What it staged stays for the next start.
 fn after_panic(shared: &Shared, backup: u64, why: &str) {
-    let meta = {
-        let jobs = shared.backups.lock();
-        let Some(job) = jobs.get(&backup) else {
+    let (meta, job_id) = {
+        let mut jobs = shared.backups.lock();
+        let Some(job) = jobs.get_mut(&backup) else {
             return;
         };
-        for s in job.spools.values() {
-            s.close(why);
-        }
-        Unwritten {
+        job.failed.get_or_insert_with(|| why.to_string());
+        let meta = Unwritten {
             client: job.client.clone(),
             tag: job.tag,
             asked_ns: job.asked_ns,
             doc: job.doc.clone(),
-        }
+        };
+        (meta, job.staging.as_ref().map(|(id, _)| *id))
     };
-    let begun = Home::open_catalog_unlocked(&shared.home)
-        .and_then(|c| Ok(c.job_by_tag(meta.tag)?))
-        .is_ok_and(|j| j.is_some());
-    if !begun {
-        record_failed(shared, &meta, why);
+    backups::close(shared, backup, why);
+    let Some(id) = job_id else {
+        return record_failed(shared, &meta, why);
+    };
+    record_begun_failed(shared, (id, meta.asked_ns), why);
+}
+
+/// Records job `job_id`, asked for at `asked_ns` and begun in the catalog, as
+/// failed for `why`.
+pub fn record_begun_failed(shared: &Shared, (job_id, asked_ns): (i64, i64), why: &str) {
+    let ended = tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos());
+    let recorded = Home::open_catalog_unlocked(&shared.home).and_then(|c| {
+        c.add_error(job_id, b"", why)?;
+        let secs = (ended - asked_ns).max(0) as f64 / 1e9;
+        Ok(c.finish_job(job_id, JobState::Failed, 0, 0, secs, ended)?)
+    });
+    if let Err(e) = recorded {
+        error!(job = job_id, "record the job failed: {e}");
     }
-    let _ = std::fs::remove_dir_all(shared.backups.spool_dir.join(format!("{:016x}", meta.tag)));
+    warn!(job = job_id, "job failed: {why}");
+}
+
+/// Why job `backup` failed, if it did.
+fn failure(shared: &Shared, backup: u64) -> Option<String> {
+    (shared.backups.lock().get(&backup)).and_then(|j| j.failed.clone())
+}
+
+/// Waits until job `backup` is given drives; none once it failed or the server
+/// stops its jobs.
+fn wait_for_drives(shared: &Shared, backup: u64, rx: &Receiver<Vec<usize>>) -> Option<Vec<usize>> {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(d) => return Some(d),
+            Err(RecvTimeoutError::Timeout) => {
+                if shared.halting() || failure(shared, backup).is_some() {
+                    return None;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Records the job in the catalog and starts receiving its streams onto the
+/// stages.
+fn begin(
+    shared: &Shared,
+    home: &Entered<'_>,
+    meta: &Unwritten,
+    choice: SetChoice,
+) -> Result<Receiving, String> {
+    let named = meta.doc.encrypt.clone();
+    let (mut opts, plan) = job_of(meta.doc.clone(), meta.tag);
+    // Encrypted as it is written with the key its client named, else its pool's
+    // (the server's own copies).
+    opts.encrypt = (shared.keys)
+        .for_job(&home.catalog, opts.pool.as_deref(), named.as_deref())
+        .map_err(|e| e.to_string())?;
+    // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
+    opts.client = meta.client.clone();
+    let idle = idle_limit(shared);
+    let r = tapeloom_engine::receive_staged(home, &home.stages, (&plan, &opts), choice, idle)
+        .map_err(|e| format!("the job did not begin: {e}"))?;
+    if let Err(e) = home.catalog.set_job_client(r.job_id, &meta.client) {
+        error!(job = r.job_id, "record the job's client: {e}");
+    }
+    Ok(r)
 }
 
 /// Waits a little for a job to write and a free drive; none when no job is due
 /// or no drive is free. The job is marked writing before it is handed over, with
 /// the drives it takes: as many as it has streams, less one for each other job
 /// that is being received (they will want a drive soon), at least one.
-fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>)> {
+fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>, SyncSender<Vec<usize>>)> {
     reap(shared);
     let b = &shared.backups;
     let free = shared.drive_pool.free();
     let mut jobs = b.lock();
-    if free == 0 {
+    if free == 0 || shared.halting() {
         b.wait(jobs, Instant::now() + Duration::from_millis(250));
         return None;
     }
@@ -154,27 +310,34 @@ fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>)> {
         .len()
         .min(free.saturating_sub(others))
         .max(1);
+    let grant = job.grant.take()?;
     let drives = shared.drive_pool.take(want);
     if drives.is_empty() {
+        job.grant = Some(grant);
         return None;
     }
     job.state = State::Writing;
-    Some((n, drives))
+    Some((n, drives, grant))
 }
 
 /// Fails the jobs with a stream whose connection broke off two timeouts ago and
 /// was not sent again, and the jobs let in whose client sent nothing for the idle
-/// limit while none of them waited for room on the spool (a client that began a
+/// limit while none of them waited for room on the stages (a client that began a
 /// job and went away before it sent all its streams would hold its place for
-/// ever).
+/// ever). Each job's bytes held on the stages are counted anew.
 fn reap(shared: &Shared) {
+    for j in shared.backups.lock().values() {
+        if let Some((_, stop)) = j.staging.as_ref().filter(|_| j.outcome.is_none()) {
+            j.counters.held_now(stop.held_bytes());
+        }
+    }
     // A stream whose connection broke off, and whose client did not come back:
     // sooner than the engine's idle limit, so the job's reason names the cut.
     for (n, why) in backups::abandoned(shared, shared.limits.timeout * 2) {
         backups::fail(shared, n, &why);
     }
     let idle = idle_limit(shared);
-    if shared.backups.budget.pressed() {
+    if shared.backups.pressed() {
         return;
     }
     let silent: Vec<u64> = (shared.backups.lock().iter())
@@ -202,7 +365,8 @@ fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
     if let Some((n, _)) = ready().find(|(_, j)| j.complete()) {
         return Some(*n);
     }
-    if shared.backups.budget.pressed() {
+    let pressed = (jobs.values()).any(|j| j.staging.as_ref().is_some_and(|(_, s)| s.pressed()));
+    if pressed {
         let most = ready().max_by_key(|(_, j)| j.counters.held_bytes());
         if let Some((n, _)) = most {
             return Some(*n);
@@ -220,136 +384,56 @@ fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
         .map(|(n, _)| *n)
 }
 
-/// Writes job `backup` from its spools on `drives`; its outcome.
-fn write(shared: &Shared, backup: u64, drives: &[usize]) -> Outcome {
-    let taken = {
-        let mut jobs = shared.backups.lock();
-        jobs.get_mut(&backup).map(|j| {
-            let choice = j.choice.clone();
-            let changes = (j.deletions_rx.take())
-                .zip(choice)
-                .map(|(deletions, choice)| ReceivedChanges { choice, deletions });
-            (
-                j.client.clone(),
-                j.doc.clone(),
-                j.tag,
-                j.spools.clone(),
-                changes,
-            )
-        })
-    };
-    let Some((client, doc, tag, spools, Some(changes))) = taken else {
+/// Writes job `backup`, begun in `home` as `receiving`, on `drives`; its
+/// outcome. A job its server failed (its client went away, or sent what the
+/// server does not take) leaves nothing on the stages; one that failed otherwise
+/// (a drive, or the server stopping) leaves what it staged for the next start.
+fn write(
+    shared: &Shared,
+    backup: u64,
+    (home, receiving): (&Entered<'_>, Receiving),
+    drives: &[usize],
+) -> Outcome {
+    let job_id = receiving.job_id;
+    let deletions = shared.backups.lock().get_mut(&backup).and_then(|j| j.deletions_rx.take());
+    let Some(deletions) = deletions else {
+        receiving.abandon(home);
         return Err(format!("backup {backup} is gone"));
     };
     shared.queue.set_state(backup, State::Writing);
-    let outcome = run(
-        shared,
-        (backup, drives),
-        (&client, doc, tag, changes),
-        &spools,
-    );
-    let why = match &outcome {
-        Ok(_) => "the job ended".to_string(),
-        Err(e) => e.clone(),
-    };
-    for s in spools.values() {
-        s.close(&why);
-    }
-    let dir = shared.backups.spool_dir.join(format!("{tag:016x}"));
-    let _ = std::fs::remove_dir_all(dir);
-    outcome
-}
-
-/// Runs the engine on the job; its outcome.
-fn run(
-    shared: &Shared,
-    (backup, drives): (u64, &[usize]),
-    (client, doc, tag, changes): (&str, Begin, u64, ReceivedChanges),
-    spools: &HashMap<u16, Arc<StreamSpool>>,
-) -> Outcome {
-    let home = (shared.drive_pool)
-        .enter(&shared.home)
-        .map_err(|e| format!("open the home: {e}"))?;
-    #[cfg(feature = "test-hooks")]
-    if std::env::var("TAPELOOM_TEST_PANIC_JOB").is_ok_and(|n| n == doc.name) {
-        panic!(
-            "TAPELOOM_TEST_PANIC_JOB: a panic injected into job {}",
-            doc.name
-        );
-    }
-    let named = doc.encrypt.clone();
-    let (mut opts, plan) = job_of(doc, tag);
-    opts.drives = DriveSet::List(drives.to_vec());
-    // Encrypted as it is written with the key its client named, else its pool's
-    // (the server's own copies).
-    opts.encrypt = (shared.keys)
-        .for_job(&home.catalog, opts.pool.as_deref(), named.as_deref())
-        .map_err(|e| e.to_string())?;
-    let idle = idle_limit(shared);
     let progress = Arc::new(Progress::default());
-    // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
-    opts.client = client.to_string();
-    let mut id = None;
-    let job = (&plan, &opts);
-    let r = tapeloom_engine::backup_received(&home, job, changes, (idle, progress.clone()), |b| {
-        id = Some(b.job_id);
-        shared.queue.writing(backup, b.job_id, progress.clone());
-        if let Err(e) = home.catalog.set_job_client(b.job_id, client) {
-            error!(job = b.job_id, "record the job's client: {e}");
-        }
-        for inlet in b.inlets {
-            match spools.get(&inlet.stream) {
-                Some(s) => feed(s.clone(), inlet),
-                None => inlet.cut("no spool for this stream".into()),
-            }
-        }
-    });
-    match (r, id) {
-        (Ok(report), _) => {
+    shared.queue.writing(backup, job_id, progress.clone());
+    #[cfg(feature = "test-hooks")]
+    if std::env::var("TAPELOOM_TEST_PANIC_JOB").is_ok_and(|n| {
+        shared.backups.lock().get(&backup).is_some_and(|j| j.doc.name == n)
+    }) {
+        panic!("TAPELOOM_TEST_PANIC_JOB: a panic injected into job {backup}");
+    }
+    let client = (shared.backups.lock().get(&backup)).map_or(String::new(), |j| j.client.clone());
+    let r = receiving.write(home, DriveSet::List(drives.to_vec()), deletions, progress);
+    if let Some(j) = shared.backups.lock().get(&backup) {
+        j.counters.held_now(0);
+    }
+    match r {
+        Ok(report) => {
             shared.metrics.job_errors(report.errors.len());
             serde_json::to_vec(&BackedUp::new(&report, "on".into()))
                 .map_err(|e| format!("encode the job's document: {e}"))
         }
-        (Err(e), Some(id)) => {
-            warn!(job = id, client = %client, "job failed: {e}");
-            Err(format!("job {id} failed: {e}"))
-        }
-        (Err(e), None) => Err(format!("the job did not begin: {e}")),
-    }
-}
-
-/// Feeds a stream's inlet from its spool on a thread of its own, until the
-/// stream's end or the job's.
-fn feed(spool: Arc<StreamSpool>, inlet: Inlet) {
-    spool.attach();
-    let spawned = std::thread::Builder::new()
-        .name(format!("feed {}", inlet.stream))
-        .spawn(move || loop {
-            let fed = match spool.pop(Duration::from_secs(1)) {
-                Ok(Some(Item::Block(b))) => inlet.block(b),
-                Ok(Some(Item::Note(path, why))) => inlet.error(path, why),
-                Ok(Some(Item::Alive)) => inlet.alive(),
-                Ok(Some(Item::End)) => {
-                    let _ = inlet.end();
-                    return;
+        Err(e) => {
+            warn!(job = job_id, client = %client, "job failed: {e}");
+            if failure(shared, backup).is_some() {
+                if let Err(e) = tapeloom_engine::drop_staged_job(home, job_id, &home.stages) {
+                    error!(job = job_id, "delete what the job staged: {e}");
                 }
-                Ok(None) => Ok(()),
-                Err(closed) => {
-                    inlet.cut(closed.0);
-                    return;
-                }
-            };
-            if fed.is_err() {
-                return;
             }
-        });
-    if let Err(e) = spawned {
-        error!("start a stream's feeder: {e}");
+            Err(format!("job {job_id} failed: {e}"))
+        }
     }
 }
 
 /// The engine's options and plan of a client's job.
-fn job_of(doc: Begin, tag: u64) -> (BackupOptions, RemotePlan) {
+pub fn job_of(doc: Begin, tag: u64) -> (BackupOptions, RemotePlan) {
     let opts = BackupOptions {
         name: doc.name.clone(),
         block_size: doc.block_size,
@@ -381,6 +465,10 @@ pub fn record_failed(shared: &Shared, meta: &Unwritten, why: &str) {
 
 fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine::Error> {
     let cat = Home::open_catalog_unlocked(home)?;
+    if let Some(j) = cat.job_by_tag(m.tag)? {
+        // Begun already: the engine recorded how it ended.
+        return Ok(j.id);
+    }
     let streams: Vec<Stream> = (m.doc.streams.iter().enumerate())
         .map(|(i, s)| Stream {
             stream: i as u16 + 1,
@@ -404,30 +492,49 @@ fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine:
     Ok(id)
 }
 
-/// Jobs a server that stopped (killed, or its machine down) left on its spool:
-/// each not yet on a drive recorded as failed, the blocks of all deleted. Their
-/// clients were told by the broken connection.
-pub fn recover(home: &Path, spool_dir: &Path) {
-    let Ok(dirs) = std::fs::read_dir(spool_dir) else {
+/// Resumes, each on a thread of its own, the jobs `unfinished` that a server
+/// which stopped (killed, its machine down, or told to stop) left on the stages:
+/// as `stage resume` does, each is written from what it staged on a free drive;
+/// a stream whose end was staged is whole, a cut one is named among the job's
+/// errors and the job ends partial.
+pub fn recover(shared: &Arc<Shared>, unfinished: Vec<i64>) {
+    for id in unfinished {
+        let s = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("resume {id}"))
+            .spawn(move || resume(&s, id));
+        if let Err(e) = spawned {
+            error!(job = id, "start the thread resuming the job: {e}");
+        }
+    }
+}
+
+/// Resumes job `id` on a free drive, shown in the queue as it goes.
+fn resume(shared: &Shared, id: i64) {
+    let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
         return;
     };
-    for d in dirs.flatten() {
-        let meta = std::fs::read(d.path().join(META))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Unwritten>(&b).ok());
-        // A job already on a drive has its own row (by its tag), which the home's
-        // opening found left running and failed: it is not recorded twice.
-        let begun = |m: &Unwritten| {
-            Home::open_catalog_unlocked(home)
-                .and_then(|c| Ok(c.job_by_tag(m.tag)?))
-                .is_ok_and(|j| j.is_some())
-        };
-        if let Some(m) = meta.filter(|m| !begun(m)) {
-            let why = "the server stopped while its client sent it; nothing of it was written";
-            if let Err(e) = record(home, &m, why) {
-                error!(client = %m.client, "record failed job {}: {e}", m.doc.name);
-            }
+    let home = match shared.drive_pool.enter(&shared.home) {
+        Ok(h) => h,
+        Err(e) => return error!(job = id, "open the home to resume the job: {e}"),
+    };
+    let (client, name) = match home.catalog.job(id) {
+        Ok(Some(j)) => (j.client.unwrap_or_default(), j.name),
+        _ => return,
+    };
+    let entry = shared.queue.add(&client, &name, "resume");
+    shared.queue.set_state(entry, State::Writing);
+    let progress = Arc::new(Progress::default());
+    shared.queue.writing(entry, id, progress.clone());
+    let on = (DriveSet::List(drive.indexes.clone()), Some(&home.stages));
+    match tapeloom_engine::resume_job_on(&home, id, on, progress) {
+        Ok(r) => {
+            tracing::info!(job = id, status = %r.status, "resumed a job the server had left on the stages");
+            shared.queue.ended(entry, None);
         }
-        let _ = std::fs::remove_dir_all(d.path());
+        Err(e) => {
+            warn!(job = id, "resume the job: {e}");
+            shared.queue.ended(entry, Some(e.to_string()));
+        }
     }
 }

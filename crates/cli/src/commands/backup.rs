@@ -257,6 +257,7 @@ impl Args {
             encrypt: None,
             job_tag: None,
             client: String::new(),
+            stages: None,
             pool: self.pool,
             set: self.set,
             level: self.level,

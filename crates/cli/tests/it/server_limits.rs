@@ -37,8 +37,10 @@ fn begun(s: &Server, token: &str, doc: &str) -> u64 {
 
 /// A backup document of `streams` streams of blocks of `block_size` bytes.
 fn begin_doc(name: &str, block_size: u64, streams: usize) -> String {
-    let one = r#"{"name":"s","source":"/x/s","root":"."}"#;
-    let all = vec![one; streams].join(",");
+    let all: Vec<String> = (1..=streams)
+        .map(|i| format!(r#"{{"name":"s{i}","source":"/x/s{i}","root":"s{i}"}}"#))
+        .collect();
+    let all = all.join(",");
     format!(
         r#"{{"name":"{name}","set":null,"pool":null,"block_size":{block_size},"streams":[{all}]}}"#
     )

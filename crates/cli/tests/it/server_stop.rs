@@ -1,6 +1,6 @@
 //! The server as a daemon: SIGTERM drains it (no new job, the running ones ended
-//! or cut with what they wrote recorded, exit 0 within 30 s), and a panic in the
-//! drives' writer fails only its job.
+//! or left on the stage, exit 0 within 30 s; the next start writes them), and a
+//! panic in the drives' writer fails only its job.
 
 use crate::common::server_kit::{self, admin_token, home_with_clients, Server};
 use crate::common::{self, ok, write};
@@ -46,6 +46,28 @@ fn tree(dir: &Path, files: usize, size: usize) {
     }
 }
 
+/// Waits (up to `secs`) until no job of the catalog is running or failed with
+/// chunks left on the stages: the jobs a server resumes after its start.
+fn wait_resumed(home: &Path, secs: u64) -> Vec<(i64, String, String)> {
+    let until = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+        let left: i64 = db
+            .query_row(
+                "SELECT COUNT(*) FROM staged_chunks WHERE state = 'spooled'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or(1);
+        let all = jobs(home);
+        if left == 0 && all.iter().all(|(_, _, st)| st != "running") {
+            return all;
+        }
+        assert!(std::time::Instant::now() < until, "not resumed: {all:?}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     let (t, home, alice, bob) = home_with_clients();
@@ -53,16 +75,16 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     // A slow drive (4 MB/s): the jobs are still on it when the signal comes.
     server_kit::slow_library(&home);
     let mut s = Server::start(&home, None);
-    let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let (a, b): (std::path::PathBuf, std::path::PathBuf) = (a, b);
-    tree(&a, 4, 4 << 20);
-    tree(&b, 2, 1 << 20);
+    let srcs: Vec<std::path::PathBuf> = (0..4).map(|i| t.path().join(format!("s{i}"))).collect();
+    for (i, src) in srcs.iter().enumerate() {
+        tree(src, 2 + i, 2 << 20);
+    }
     let url = (s.url.clone(), s.fingerprint.clone());
-    let client = |token: String, src: std::path::PathBuf, name: &'static str| {
+    let client = |token: String, src: std::path::PathBuf, name: String| {
         let url = url.clone();
         std::thread::spawn(move || {
             std::process::Command::new(common::bin())
-                .args(["backup", "--name", name, src.to_str().unwrap()])
+                .args(["backup", "--name", &name, src.to_str().unwrap()])
                 .args([
                     "--server",
                     &url.0,
@@ -76,15 +98,22 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
                 .unwrap()
         })
     };
-    let running = [client(alice.clone(), a, "a"), client(bob, b, "b")];
-    // Both are let in before the signal.
+    let running: Vec<_> = (srcs.iter().enumerate())
+        .map(|(i, src)| {
+            let token = if i % 2 == 0 { &alice } else { &bob };
+            client(token.clone(), src.clone(), format!("j{i}"))
+        })
+        .collect();
+    // The four are let in before the signal, one of them on the drive.
     let started = std::time::Instant::now();
     loop {
         let q = s.json(&admin, &["queue"]);
-        let busy = (q["queue"].as_array().unwrap().iter())
+        let entries = q["queue"].as_array().unwrap();
+        let busy = (entries.iter())
             .filter(|e| e["state"] == "receiving" || e["state"] == "writing")
             .count();
-        if busy == 2 {
+        let writing = entries.iter().any(|e| e["state"] == "writing");
+        if busy == 4 && writing {
             break;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{q}");
@@ -99,7 +128,7 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     std::thread::sleep(Duration::from_millis(300));
     let c = t.path().join("c");
     tree(&c, 1, 1000);
-    let late = client(alice, c, "late").join().unwrap();
+    let late = client(alice.clone(), c, "late".into()).join().unwrap();
     let err = String::from_utf8_lossy(&late.stderr);
     assert_ne!(late.status.code(), Some(0), "{err}");
     assert!(
@@ -110,27 +139,30 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     let (code, took) = ended.unwrap_or_else(|| panic!("server {pid} still ran 30 s after SIGTERM"));
     assert_eq!(code, 0, "{}", s.log());
     assert!(took < Duration::from_secs(30), "{took:?}");
+    eprintln!("the server drained and exited 0 in {took:?}");
     for r in running {
         let _ = r.join().unwrap();
     }
-    // Every job ended: ok, or failed with the reason; none left running, none for
-    // the job refused.
-    let all = jobs(&home);
-    assert!(all.iter().all(|(_, n, _)| n != "late"), "{all:?}");
-    for (id, name, status) in &all {
-        assert_ne!(status, "running", "job {id} ({name}) left running: {all:?}");
-        if status != "ok" {
-            let (_, reasons) = job_state(&home, *id);
-            assert!(
-                reasons.iter().any(|r| r.contains("stopped")),
-                "job {id} ({name}): {status} {reasons:?}"
-            );
-        }
-    }
-    let check = ok(&home, &["catalog", "check"]);
-    assert_eq!(check["ok"], true, "{check}");
     let log = s.log();
     assert!(log.contains("SIGTERM"), "{log}");
+    // Started again, the server writes what the stopped one left on the stage:
+    // every job ends ok, none for the job refused.
+    let s2 = Server::start(&home, None);
+    let all = wait_resumed(&home, 180);
+    assert!(all.iter().all(|(_, n, _)| n != "late"), "{all:?}");
+    assert_eq!(all.len(), 4, "{all:?}");
+    for (id, name, status) in &all {
+        assert_eq!(status, "ok", "job {id} ({name}): {:?}", job_state(&home, *id));
+        let i: usize = name.trim_start_matches('j').parse().unwrap();
+        let token = if i % 2 == 0 { &alice } else { &bob };
+        let to = t.path().join(format!("restored-{i}"));
+        let (code, _, err) = s2.client(token, &["restore", &id.to_string(), "--to", to.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        common::assert_same_tree(&srcs[i], &to);
+    }
+    drop(s2);
+    let check = ok(&home, &["catalog", "check"]);
+    assert_eq!(check["ok"], true, "{check}");
 }
 
 #[test]

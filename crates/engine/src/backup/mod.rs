@@ -23,6 +23,7 @@ pub(crate) mod report;
 pub(crate) mod resume;
 pub(crate) mod source;
 pub(crate) mod staged;
+mod receiving;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
@@ -33,7 +34,8 @@ pub use remote::{
     RemoteStream,
 };
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
-pub use resume::{resume_job, unfinished_staged_jobs};
+pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
+pub use resume::{name_unstaged_streams, resume_job, resume_job_on, unfinished_staged_jobs};
 
 use crate::compress::{Compress, CompressionCounters};
 use crate::error::{Error, Result};

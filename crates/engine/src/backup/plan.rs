@@ -66,6 +66,9 @@ pub struct BackupOptions {
     /// `JobStart` and recorded in the catalog; empty for a job not run for a
     /// client.
     pub client: String,
+    /// The stages as a server's running jobs share them; `None`: the job opens
+    /// the home's stages itself (it is the home's only job).
+    pub stages: Option<crate::stage::StageSet>,
 }
 
 /// How the drives write a job that goes through the stages.
@@ -156,6 +159,7 @@ impl Default for BackupOptions {
             chunk_bytes: crate::stage::DEFAULT_CHUNK_SIZE,
             keep_staged: None,
             despool: DespoolOrder::Whole,
+            stages: None,
             encrypt: None,
             pool: None,
             set: None,

@@ -12,6 +12,7 @@
 //! send yet (a long walk of unchanged files) says it is alive ([`Inlet::alive`]).
 
 use crate::backup::mux::{Msg, Outlet};
+use crate::backup::staged::Feed;
 use crate::error::{Error, ReceiveError, Result};
 use crate::stage::rows::StreamRows;
 use std::collections::HashMap;
@@ -47,6 +48,10 @@ pub struct Inlet {
     /// The stream.
     pub stream: u16,
     tx: SyncSender<Frame>,
+    /// For a stream received onto the stages: its end is answered once staged.
+    staged: Option<Arc<Feed>>,
+    /// What the receivers share: why the job failed, once it did.
+    received: std::sync::Weak<Received>,
 }
 
 impl Inlet {
@@ -72,16 +77,32 @@ impl Inlet {
     }
 
     /// The stream has no more blocks: waits until every block was checked and the
-    /// stream's end record read (else the job failed: [`Closed`]).
+    /// stream's end record read, and for a stream received onto the stages until
+    /// its last chunk is flushed and recorded (else the job failed: [`Closed`]).
     pub fn end(self) -> std::result::Result<(), Closed> {
         let (tx, rx) = sync_channel(1);
         self.tx.send(Frame::End(tx)).map_err(|_| Closed)?;
-        rx.recv().map_err(|_| Closed)
+        rx.recv().map_err(|_| Closed)?;
+        match &self.staged {
+            Some(feed) if !feed.wait_stream_end(self.stream) => Err(Closed),
+            _ => Ok(()),
+        }
     }
 
     /// The stream stops short, for `why` (the job fails).
     pub fn cut(self, why: String) {
         let _ = self.tx.send(Frame::Cut(why));
+    }
+
+    /// What tells why the job stopped taking blocks, once it did (the first
+    /// failure of its receivers, or of its stages), even after the inlet is gone.
+    pub fn failure_handle(&self) -> impl Fn() -> Option<String> + Send + 'static {
+        let (received, staged) = (self.received.clone(), self.staged.clone());
+        move || {
+            let r = received.upgrade();
+            let f = r.and_then(|r| r.failure.lock().ok()?.as_ref().map(|e| e.to_string()));
+            f.or_else(|| staged.as_ref()?.failure_text())
+        }
     }
 }
 
@@ -101,20 +122,37 @@ pub type Deletions = Vec<(Vec<u8>, u8)>;
 impl Received {
     /// Queues for `streams`, and their inlets; a stream silent for `idle` is cut.
     pub(crate) fn new(streams: &[u16], idle: Duration) -> (Arc<Received>, Vec<Inlet>) {
+        Self::onto(streams, idle, None)
+    }
+
+    /// As [`Received::new`], for streams received onto the stages of `feed`.
+    pub(crate) fn onto(
+        streams: &[u16],
+        idle: Duration,
+        feed: Option<&Arc<Feed>>,
+    ) -> (Arc<Received>, Vec<Inlet>) {
         let mut queues = HashMap::new();
-        let mut inlets = Vec::new();
+        let mut txs = Vec::new();
         for &stream in streams {
             let (tx, rx) = sync_channel(INLET_QUEUE);
             queues.insert(stream, rx);
-            inlets.push(Inlet { stream, tx });
+            txs.push((stream, tx));
         }
-        let r = Received {
+        let r = Arc::new(Received {
             queues: Mutex::new(queues),
             failure: Mutex::new(None),
             idle,
             deletions: Mutex::new(None),
-        };
-        (Arc::new(r), inlets)
+        });
+        let inlets = (txs.into_iter())
+            .map(|(stream, tx)| Inlet {
+                stream,
+                tx,
+                staged: feed.cloned(),
+                received: Arc::downgrade(&r),
+            })
+            .collect();
+        (r, inlets)
     }
 
     fn fail(&self, e: Error) {

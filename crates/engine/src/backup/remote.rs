@@ -62,8 +62,14 @@ impl RemotePlan {
         })
     }
 
+    /// Whether a job can be run from this plan: its names are file names, its
+    /// streams' names unique, their roots clean paths.
+    pub fn check(&self) -> Result<()> {
+        self.checked().map(|_| ())
+    }
+
     /// The plan a job is run from, once its names are found sound.
-    fn checked(&self) -> Result<Plan> {
+    pub(super) fn checked(&self) -> Result<Plan> {
         let bad = |why| Error::from(ReceiveError::BadPlan(why));
         if self.streams.is_empty() || self.streams.len() > MAX_STREAMS {
             return Err(bad("from 1 to 4096 streams (the format's limit)"));
@@ -202,7 +208,7 @@ pub fn backup_received(
 
 /// A fresh data key for job `job_id` (tag `tag`) wrapped by `master`, its record
 /// kept in the catalog.
-fn job_crypt(
+pub(super) fn job_crypt(
     home: &Home,
     master: &tapeloom_format::MasterKey,
     (job_id, tag): (i64, u64),
@@ -237,7 +243,7 @@ fn write_received(
 }
 
 /// Marks a job failed, its reason among its errors (what is on tape stays).
-fn record_failure(home: &Home, job_id: i64, t0: Instant, e: &Error) {
+pub(super) fn record_failure(home: &Home, job_id: i64, t0: Instant, e: &Error) {
     let ended = crate::clock::now().map_or(0, |t| t.as_nanos());
     let cat = &home.catalog;
     let r = cat.add_error(job_id, b"", &e.to_string()).and_then(|()| {

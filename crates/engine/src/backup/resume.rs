@@ -40,8 +40,20 @@ pub fn unfinished_staged_jobs(home: &Home) -> Result<Vec<i64>> {
     Ok(out)
 }
 
-/// Despools what job `job_id` left on the stages and ends it.
+/// Despools what job `job_id` left on the stages and ends it, on the first drive.
 pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<BackupReport> {
+    resume_job_on(home, job_id, (DriveSet::Count(1), None), progress)
+}
+
+/// Despools what job `job_id` left on the stages and ends it, on `drives`; with
+/// `stages`, through that set of the stages (a server's, which its running jobs
+/// share) rather than one of its own.
+pub fn resume_job_on(
+    home: &Home,
+    job_id: i64,
+    (drives, stages): (DriveSet, Option<&StageSet>),
+    progress: Arc<Progress>,
+) -> Result<BackupReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
     let job = cat
@@ -59,6 +71,8 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         .map(|s| (s.stream, s.name))
         .collect();
     let rows = cat.files(job_id, None)?;
+    // Why the job failed (its process stopped) is no longer so: it goes on.
+    cat.clear_job_reasons(job_id)?;
     name_what_was_cut(home, job_id, &chunks, &names, &rows)?;
     let prior = prior(home, job_id, &rows)?;
     let extents = cat.extents(job_id)?;
@@ -81,14 +95,17 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         payload: (job.block_size as usize).saturating_sub(tapeloom_format::BLOCK_HEADER_LEN + tail)
             as u64,
     };
-    let (set, _reports) = StageSet::open(cat)?;
+    let set = match stages {
+        Some(s) => s.for_job(),
+        None => StageSet::open(cat)?.0,
+    };
     let start = job_start(home, &job)?;
     let pending = pending_streams(&chunks, &names);
     let n_streams = pending.len();
     let opts = BackupOptions {
         block_size: job.block_size as usize,
         via: Via::Stage,
-        drives: DriveSet::Count(1),
+        drives,
         ..BackupOptions::default()
     };
     let feed = Arc::new(Feed::resuming(set, chunks, before, t0));
@@ -157,6 +174,16 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
         }
     };
     super::run_and_finish(home, &shared, &mut writers, Vec::new(), Instant::now())
+}
+
+/// Names each stream of job `job_id` among its errors as cut: the job was left
+/// failed by a process that stopped before any of its chunks was staged.
+pub fn name_unstaged_streams(home: &Home, job_id: i64) -> Result<()> {
+    let names: HashMap<u16, String> = (home.catalog.streams(job_id)?.into_iter())
+        .map(|s| (s.stream, s.name))
+        .collect();
+    let rows = home.catalog.files(job_id, None)?;
+    name_what_was_cut(home, job_id, &[], &names, &rows)
 }
 
 /// The set, level and base a resumed job was begun with.

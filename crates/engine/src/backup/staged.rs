@@ -94,6 +94,9 @@ pub(crate) struct Feed {
     /// When the job goes on after its process died: where each stream's despool
     /// resumes, and the paths the catalog has rows for already.
     resume: Option<Resume>,
+    /// The drives start despooling as soon as they are given the job: a server
+    /// chose the moment already (its clients' streams, received onto the stages).
+    pub eager: bool,
 }
 
 /// Where a job killed with data on the stages goes on from.
@@ -146,6 +149,7 @@ impl Feed {
             stop: AtomicBool::new(false),
             resume: None,
             keep,
+            eager: false,
         }
     }
 
@@ -209,6 +213,11 @@ impl Feed {
         self.cancel();
     }
 
+    /// The failure that stopped a spooler or despooler, as text, left in place.
+    pub(crate) fn failure_text(&self) -> Option<String> {
+        self.lock().failure.as_ref().map(|e| e.to_string())
+    }
+
     /// The failure that stopped a spooler or despooler, once.
     pub(crate) fn take_failure(&self) -> Option<Error> {
         self.lock().failure.take()
@@ -244,6 +253,25 @@ impl Feed {
             s.spool_seconds = Some(secs);
         }
         self.notify();
+    }
+
+    /// Waits until the end of `stream` is staged (its last chunk recorded in the
+    /// catalog, its file flushed); false when the job stopped first.
+    pub(crate) fn wait_stream_end(&self, stream: u16) -> bool {
+        let mut st = self.lock();
+        loop {
+            if st.streams.get(&stream).is_none_or(|s| s.ended.is_some()) {
+                return st.streams.contains_key(&stream);
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// The next chunk of `stream` to despool, waiting for one; `None` when the
@@ -441,7 +469,7 @@ impl Feed {
     /// and not run dry before the sources end, given `source_bytes` in all (when
     /// known). See [`start_now`].
     pub(crate) fn may_start(&self, rate: Option<f64>, source_bytes: Option<u64>) -> bool {
-        if self.all_spooled() {
+        if self.eager || self.all_spooled() {
             return true;
         }
         let staged = self.backlog();
@@ -509,7 +537,7 @@ impl Feed {
         estimate: impl Fn(u16) -> Option<u64>,
         source_bytes: Option<u64>,
     ) -> bool {
-        if self.all_spooled() {
+        if self.eager || self.all_spooled() {
             return true;
         }
         let staged = self.backlog();
@@ -658,7 +686,10 @@ pub(crate) fn through_stage(
     if !wanted {
         return Ok(None);
     }
-    let (set, _reports) = StageSet::open(&home.catalog)?;
+    let set = match &opts.stages {
+        Some(shared) => shared.for_job(),
+        None => StageSet::open(&home.catalog)?.0,
+    };
     if set.stages().is_empty() {
         return Err(StageError::NoStages.into());
     }
@@ -701,7 +732,7 @@ pub(crate) fn start_spoolers(
 pub(crate) const CHUNK_AGE: Duration = Duration::from_secs(1);
 
 /// Blocks between a stream's packer and its spooler.
-const SPOOL_QUEUE: usize = 16;
+pub(crate) const SPOOL_QUEUE: usize = 16;
 
 /// Spools one stream: takes its packer's messages and writes its blocks to the
 /// stages, recording each finished chunk in `cat` (the thread's own connection).

@@ -4,6 +4,7 @@ use super::check::{check_stage, StageReport};
 use crate::error::{Result, StageError};
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, ChunkFilter, ChunkState, StagedChunk};
@@ -70,6 +71,17 @@ struct State {
 #[derive(Clone)]
 pub struct StageSet {
     inner: Arc<(Mutex<State>, Condvar)>,
+    /// A job's own handle ([`StageSet::for_job`]): cancelling it stops that job's
+    /// waits only.
+    stop: Option<Arc<AtomicBool>>,
+}
+
+impl std::fmt::Debug for StageSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageSet")
+            .field("stages", &self.stages())
+            .finish()
+    }
 }
 
 impl StageSet {
@@ -87,7 +99,23 @@ impl StageSet {
                 }),
                 Condvar::new(),
             )),
+            stop: None,
         }
+    }
+
+    /// A handle on the same stages for one job of several that share them (a
+    /// server's): [`StageSet::cancel`] on it gives up that handle's waits, not
+    /// the others'.
+    pub fn for_job(&self) -> StageSet {
+        StageSet {
+            inner: Arc::clone(&self.inner),
+            stop: Some(Arc::new(AtomicBool::new(false))),
+        }
+    }
+
+    /// Whether this handle was cancelled.
+    fn stopped(&self, st: &State) -> bool {
+        st.cancelled || self.stop.as_ref().is_some_and(|s| s.load(Ordering::Acquire))
     }
 
     /// The catalog's stages, each using the bytes of its chunks not yet on tape and
@@ -146,7 +174,7 @@ impl StageSet {
         }
         let mut since: Option<Instant> = None;
         loop {
-            if st.cancelled {
+            if self.stopped(&st) {
                 if since.is_some() {
                     st.waiting -= 1;
                 }
@@ -246,11 +274,19 @@ impl StageSet {
     }
 
     /// Makes every waiting and later reservation give up (with [`Error::Stopped`]):
-    /// the job that spools has stopped.
+    /// the job that spools has stopped. On a job's handle ([`StageSet::for_job`])
+    /// only that handle's reservations give up.
     ///
     /// [`Error::Stopped`]: crate::error::Error::Stopped
     pub fn cancel(&self) {
-        self.lock().cancelled = true;
+        match &self.stop {
+            Some(stop) => {
+                // Under the lock, so that no waiter misses the wake-up.
+                let _st = self.lock();
+                stop.store(true, Ordering::Release);
+            }
+            None => self.lock().cancelled = true,
+        }
         self.inner.1.notify_all();
     }
 
@@ -373,6 +409,22 @@ mod tests {
         assert_eq!(set.waits(), StageWaits::default());
         let evicted = set.lock().evicted.clone();
         assert_eq!(evicted.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn cancelling_one_jobs_handle_leaves_the_others_waiting() {
+        let set = StageSet::new(vec![space(1, 100, 100)]);
+        let (a, b) = (set.for_job(), set.for_job());
+        let waiter = |h: StageSet| std::thread::spawn(move || h.reserve(10).map(|r| r.bytes));
+        let (wa, wb) = (waiter(a.clone()), waiter(b.clone()));
+        std::thread::sleep(Duration::from_millis(100));
+        a.cancel();
+        assert!(matches!(wa.join().unwrap(), Err(Error::Stopped)));
+        assert!(!wb.is_finished(), "the other job still waits for space");
+        set.release(1, 50);
+        assert_eq!(wb.join().unwrap().unwrap(), 10);
+        assert!(matches!(a.reserve(1), Err(Error::Stopped)));
+        assert_eq!(set.reserve(1).unwrap().bytes, 1);
     }
 
     #[test]
