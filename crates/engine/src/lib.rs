@@ -30,10 +30,10 @@ pub mod tools;
 mod verify;
 
 pub use backup::{
-    backup, backup_received, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged, resume_job, resume_job_on,
-    unfinished_staged_jobs, BackupOptions, ReceiveStop, Receiving,
-    BackupReport, Begun, BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet,
-    Interleave, Outgoing, Piece, Progress, RemotePlan, RemoteStream, StreamReport, Via,
+    backup, backup_received, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged,
+    resume_job, resume_job_on, unfinished_staged_jobs, BackupOptions, BackupReport, Begun,
+    BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave, Outgoing,
+    Piece, Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream, StreamReport, Via,
     DEFAULT_EXTENT_BYTES,
 };
 pub use backup::{

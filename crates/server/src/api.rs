@@ -268,8 +268,8 @@ fn queue_doc(shared: &Shared, token: &Token) -> Answer {
     }
     let mine = |e: &super::queue::Entry| may_see(token, Some(e.client.as_str()));
     let q = &shared.queue;
-    let (used, size) = (shared.drive_pool.stage_use())
-        .unwrap_or((0, shared.queue_limits.spool_bytes));
+    let (used, size) =
+        (shared.drive_pool.stage_use()).unwrap_or((0, shared.queue_limits.spool_bytes));
     Answer::json(&Doc {
         waiting: q.waiting(),
         drives: shared.drives,

@@ -35,9 +35,9 @@
 //! the token that began a job may send its streams or ask for its end.
 
 use super::api::Answer;
+use super::inlet::{Closed, Item, StreamInlet};
 use super::queue::Counters;
 use super::serve::Shared;
-use super::inlet::{Closed, Item, StreamInlet};
 use super::writer;
 use crate::bridge::Conn;
 use std::collections::{BTreeMap, HashMap};
@@ -901,7 +901,13 @@ fn stream_ended(shared: &Shared, (backup, stream): (u64, u16), held: u64) {
         (s.open, s.ended, s.held) = (false, true, held);
         job = j.staging.as_ref().map(|(id, _)| *id);
     }
-    tracing::info!(backup, job, stream, frames = held, "a stream is whole on the stage");
+    tracing::info!(
+        backup,
+        job,
+        stream,
+        frames = held,
+        "a stream is whole on the stage"
+    );
     shared.backups.changed.notify_all();
 }
 

@@ -92,7 +92,10 @@ impl StreamInlet {
         drop(g);
         if handed.is_err() {
             // The engine's reason, when it failed the job; else the server's.
-            return Err(self.closed().or_else(|| failure()).map_or_else(|| self.refused(), Closed));
+            return Err(self
+                .closed()
+                .or_else(|| failure())
+                .map_or_else(|| self.refused(), Closed));
         }
         if n > 0 {
             self.counters.received(n, block);

@@ -42,13 +42,13 @@ mod calendar;
 pub mod config;
 mod drives;
 mod http;
+mod inlet;
 mod keys;
 mod metrics;
 mod queue;
 mod restores;
 mod schedule;
 mod serve;
-mod inlet;
 mod status;
 mod verifies;
 mod writer;
@@ -176,7 +176,10 @@ fn name_cut_streams(home: &Home) -> Result<(), StartError> {
             continue;
         }
         let errors = cat.errors(j.id).map_err(e)?;
-        if errors.iter().any(|(_, why)| why == tapeloom_catalog::INTERRUPTED) {
+        if errors
+            .iter()
+            .any(|(_, why)| why == tapeloom_catalog::INTERRUPTED)
+        {
             tapeloom_engine::name_unstaged_streams(home, j.id)?;
         }
     }
@@ -186,7 +189,10 @@ fn name_cut_streams(home: &Home) -> Result<(), StartError> {
 /// Adds the stage clients' blocks wait on when the home has none: `spool_dir`
 /// (default HOME/stage), `spool_bytes` large.
 fn default_stage(home: &Home, q: &config::QueueLimits) -> Result<(), StartError> {
-    let stages = home.catalog.stages().map_err(tapeloom_engine::Error::from)?;
+    let stages = home
+        .catalog
+        .stages()
+        .map_err(tapeloom_engine::Error::from)?;
     if !stages.is_empty() {
         return Ok(());
     }

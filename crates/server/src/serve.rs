@@ -206,9 +206,13 @@ async fn drain(shared: &Arc<Shared>) {
     if backups::any_open(shared) {
         shared.halting.store(true, Ordering::Release);
         let s = shared.clone();
-        let why = "the server stopped (SIGTERM): the job goes on from the stages when it starts again";
+        let why =
+            "the server stopped (SIGTERM): the job goes on from the stages when it starts again";
         let _ = tokio::task::spawn_blocking(move || backups::halt_all(&s, why)).await;
-        wait_for(CUT_GRACE, |s| !backups::any_open(s) || backups::all_halted(s)).await;
+        wait_for(CUT_GRACE, |s| {
+            !backups::any_open(s) || backups::all_halted(s)
+        })
+        .await;
     }
 }
 

@@ -19,10 +19,10 @@
 //! serve the others meanwhile: a drive never waits for a slow client.
 
 use super::backups::{self, Job, Outcome};
+use super::drives::Entered;
 use super::metrics::ThreadKind;
 use super::queue::State;
 use super::serve::Shared;
-use super::drives::Entered;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -395,7 +395,11 @@ fn write(
     drives: &[usize],
 ) -> Outcome {
     let job_id = receiving.job_id;
-    let deletions = shared.backups.lock().get_mut(&backup).and_then(|j| j.deletions_rx.take());
+    let deletions = shared
+        .backups
+        .lock()
+        .get_mut(&backup)
+        .and_then(|j| j.deletions_rx.take());
     let Some(deletions) = deletions else {
         receiving.abandon(home);
         return Err(format!("backup {backup} is gone"));
@@ -405,7 +409,11 @@ fn write(
     shared.queue.writing(backup, job_id, progress.clone());
     #[cfg(feature = "test-hooks")]
     if std::env::var("TAPELOOM_TEST_PANIC_JOB").is_ok_and(|n| {
-        shared.backups.lock().get(&backup).is_some_and(|j| j.doc.name == n)
+        shared
+            .backups
+            .lock()
+            .get(&backup)
+            .is_some_and(|j| j.doc.name == n)
     }) {
         panic!("TAPELOOM_TEST_PANIC_JOB: a panic injected into job {backup}");
     }

@@ -66,7 +66,10 @@ fn a_clients_backup_restores_identical_on_the_server() {
     for k in ["files", "bytes", "level"] {
         assert_eq!(doc[k], local[k], "{k}");
     }
-    assert_eq!((local["via"].as_str(), doc["via"].as_str()), (Some("direct"), Some("stage")));
+    assert_eq!(
+        (local["via"].as_str(), doc["via"].as_str()),
+        (Some("direct"), Some("stage"))
+    );
     assert_eq!(doc["set"], "src", "{doc}");
     let job = doc["job_id"].as_i64().unwrap();
     assert!(job_ids(&s.json(&alice, &["jobs"])).contains(&job));

@@ -152,11 +152,19 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     assert!(all.iter().all(|(_, n, _)| n != "late"), "{all:?}");
     assert_eq!(all.len(), 4, "{all:?}");
     for (id, name, status) in &all {
-        assert_eq!(status, "ok", "job {id} ({name}): {:?}", job_state(&home, *id));
+        assert_eq!(
+            status,
+            "ok",
+            "job {id} ({name}): {:?}",
+            job_state(&home, *id)
+        );
         let i: usize = name.trim_start_matches('j').parse().unwrap();
         let token = if i % 2 == 0 { &alice } else { &bob };
         let to = t.path().join(format!("restored-{i}"));
-        let (code, _, err) = s2.client(token, &["restore", &id.to_string(), "--to", to.to_str().unwrap()]);
+        let (code, _, err) = s2.client(
+            token,
+            &["restore", &id.to_string(), "--to", to.to_str().unwrap()],
+        );
         assert_eq!(code, 0, "{err}");
         common::assert_same_tree(&srcs[i], &to);
     }

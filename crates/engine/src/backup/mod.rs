@@ -18,23 +18,23 @@ pub(crate) mod mux;
 pub(crate) mod pack;
 pub(crate) mod plan;
 pub(crate) mod received;
+mod receiving;
 pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod resume;
 pub(crate) mod source;
 pub(crate) mod staged;
-mod receiving;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
 pub use received::{BlockCheck, Closed, Deletions, Inlet};
+pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
 pub use remote::{
     backup_received, pack_streams, Begun, Outgoing, Piece, ReceivedChanges, RemotePlan,
     RemoteStream,
 };
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
-pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
 pub use resume::{name_unstaged_streams, resume_job, resume_job_on, unfinished_staged_jobs};
 
 use crate::compress::{Compress, CompressionCounters};

@@ -293,7 +293,8 @@ fn drop_staged(home: &Home, job_id: i64, set: &StageSet) -> Result<()> {
             crate::stage::remove_chunk_file(p, &c.file)?;
             crate::stage::prune_chunk_dirs(p, &c.file);
         }
-        home.catalog.mark_chunk_despooled(c.job_id, c.stream, c.seq)?;
+        home.catalog
+            .mark_chunk_despooled(c.job_id, c.stream, c.seq)?;
         set.release(c.stage_id, c.bytes);
     }
     Ok(())

@@ -115,7 +115,11 @@ impl StageSet {
 
     /// Whether this handle was cancelled.
     fn stopped(&self, st: &State) -> bool {
-        st.cancelled || self.stop.as_ref().is_some_and(|s| s.load(Ordering::Acquire))
+        st.cancelled
+            || self
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Acquire))
     }
 
     /// The catalog's stages, each using the bytes of its chunks not yet on tape and
