@@ -50,9 +50,11 @@ def run_case(a, work, name, drives, src):
     try:
         log(f"{name}: {a.clients} clients on {drives} drive(s)")
         t0 = time.monotonic()
-        procs = [subprocess.Popen(client_cmd(a.bin, url, fp, tok, "--json", "backup", src),
+        # Each client in a set of its own: a client's sets hold only its jobs.
+        procs = [subprocess.Popen(client_cmd(a.bin, url, fp, tok, "--json", "backup", src,
+                                             "--set", f"c{i}"),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for tok in tokens]
+                 for i, tok in enumerate(tokens)]
         most_busy = 0
         while any(p.poll() is None for p in procs):
             q = subprocess.run(client_cmd(a.bin, url, fp, admin, "--json", "queue"),

@@ -57,10 +57,11 @@ rm -f "$log"
 [ "$status" -eq 0 ] || exit "$status"
 # Commands killed with SIGKILL at random moments, then checked: backups (direct,
 # spanning, and through the stage while spooling and despooling), restores,
-# verifies and catalog rebuilds (bench/kill.py, bench/stage_kill.py). They and
+# verifies and catalog rebuilds (bench/kill.py, bench/stage_kill.py), and the
+# server while four clients send (bench/server_kill.py). They and
 # bench/hostile.py run target/release/tapeloom as `cargo test` above left it: built
 # with the test hooks.
-for harness in kill stage_kill; do
+for harness in kill stage_kill server_kill; do
     echo "== kill -9 trials: $harness"
     trials=$(mktemp)
     work=$(mktemp -d)

@@ -30,15 +30,12 @@ pub mod tools;
 mod verify;
 
 pub use backup::{
-    backup, backup_received, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged,
-    resume_job, resume_job_on, unfinished_staged_jobs, BackupOptions, BackupReport, Begun,
-    BlockCheck, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave, Outgoing,
-    Piece, Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream, StreamReport, Via,
-    DEFAULT_EXTENT_BYTES,
+    backup, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged, resume_job,
+    resume_job_on, unfinished_staged_jobs, BackupOptions, BackupReport, BlockCheck, Closed,
+    Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave, Outgoing, Piece, Progress,
+    ReceiveStop, Receiving, RemotePlan, RemoteStream, StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
-pub use backup::{
-    choose_set, BaseRow, BaseTree, Deletions, ReceivedChanges, Scan, ScanFigures, SetChoice,
-};
+pub use backup::{choose_set, BaseRow, BaseTree, Deletions, Scan, ScanFigures, SetChoice};
 pub use compress::Compress;
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{

@@ -94,7 +94,7 @@ impl StreamInlet {
             // The engine's reason, when it failed the job; else the server's.
             return Err(self
                 .closed()
-                .or_else(|| failure())
+                .or_else(failure)
                 .map_or_else(|| self.refused(), Closed));
         }
         if n > 0 {

@@ -239,13 +239,16 @@ fn failure(shared: &Shared, backup: u64) -> Option<String> {
 }
 
 /// Waits until job `backup` is given drives; none once it failed or the server
-/// stops its jobs.
+/// stops its jobs, unless the drives' thread took its grant already (the drives
+/// are on their way: the job takes them, and fails on them).
 fn wait_for_drives(shared: &Shared, backup: u64, rx: &Receiver<Vec<usize>>) -> Option<Vec<usize>> {
     loop {
         match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(d) => return Some(d),
             Err(RecvTimeoutError::Timeout) => {
-                if shared.halting() || failure(shared, backup).is_some() {
+                let jobs = shared.backups.lock();
+                let j = jobs.get(&backup)?;
+                if j.grant.is_some() && (shared.halting() || j.failed.is_some()) {
                     return None;
                 }
             }

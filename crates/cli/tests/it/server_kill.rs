@@ -188,10 +188,11 @@ fn a_killed_server_writes_what_it_had_received_when_it_starts_again() {
         &c1,
         &["restore", &r.0.to_string(), "--to", out.to_str().unwrap()],
     );
-    let restored: Vec<PathBuf> = (out.exists().then(|| tree(&out)).unwrap_or_default())
-        .into_values()
-        .filter(|f| f.is_file())
-        .collect();
+    let restored: Vec<PathBuf> = if out.exists() {
+        tree(&out).into_values().filter(|f| f.is_file()).collect()
+    } else {
+        Vec::new()
+    };
     for f in &restored {
         let rel = f.strip_prefix(&out).unwrap();
         let same = std::fs::read(f).unwrap() == std::fs::read(receiving.join(rel)).unwrap();

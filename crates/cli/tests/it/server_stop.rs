@@ -100,7 +100,7 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     };
     let running: Vec<_> = (srcs.iter().enumerate())
         .map(|(i, src)| {
-            let token = if i % 2 == 0 { &alice } else { &bob };
+            let token = if i.is_multiple_of(2) { &alice } else { &bob };
             client(token.clone(), src.clone(), format!("j{i}"))
         })
         .collect();
@@ -159,7 +159,7 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
             job_state(&home, *id)
         );
         let i: usize = name.trim_start_matches('j').parse().unwrap();
-        let token = if i % 2 == 0 { &alice } else { &bob };
+        let token = if i.is_multiple_of(2) { &alice } else { &bob };
         let to = t.path().join(format!("restored-{i}"));
         let (code, _, err) = s2.client(
             token,

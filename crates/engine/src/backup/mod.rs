@@ -30,10 +30,7 @@ pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
 pub use received::{BlockCheck, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
-pub use remote::{
-    backup_received, pack_streams, Begun, Outgoing, Piece, ReceivedChanges, RemotePlan,
-    RemoteStream,
-};
+pub use remote::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{name_unstaged_streams, resume_job, resume_job_on, unfinished_staged_jobs};
 

@@ -121,11 +121,13 @@ pub type Deletions = Vec<(Vec<u8>, u8)>;
 
 impl Received {
     /// Queues for `streams`, and their inlets; a stream silent for `idle` is cut.
+    #[cfg(test)]
     pub(crate) fn new(streams: &[u16], idle: Duration) -> (Arc<Received>, Vec<Inlet>) {
         Self::onto(streams, idle, None)
     }
 
-    /// As [`Received::new`], for streams received onto the stages of `feed`.
+    /// Queues for `streams`, and their inlets, each stream's end answered once
+    /// staged on `feed` when there is one; a stream silent for `idle` is cut.
     pub(crate) fn onto(
         streams: &[u16],
         idle: Duration,

@@ -1,23 +1,20 @@
-//! Both ends of a backup whose streams are packed on one machine and written on
-//! another: the job's description ([`RemotePlan`]), the packing side
-//! ([`pack_streams`], each stream's walker, readers and packer, its blocks sealed
-//! as a stage seals them: zero volume, their seq as LBN), and the writing side
-//! ([`backup_received`], the job run with [`super::received`] lanes).
+//! The packing side of a backup whose streams are packed on one machine and
+//! written on another: the job's description ([`RemotePlan`]) and [`pack_streams`]
+//! (each stream's walker, readers and packer, its blocks sealed as a stage seals
+//! them: zero volume, their seq as LBN). The writing side is
+//! [`super::receive_staged`].
 
-use super::changes::{Scan, SetChoice};
-use super::plan::{BackupOptions, Plan, Via};
-use super::received::{Deletions, Inlet, Received};
-use super::{begin_job, job_pool, mount_all, pending, run_and_finish, weave::JobShared};
-use super::{BackupReport, Progress};
+use super::changes::Scan;
+use super::pending;
+use super::plan::{BackupOptions, Plan};
 use crate::backup::mux::{Msg, Outlet, Shared};
 use crate::error::{Error, ReceiveError, Result};
 use crate::home::Home;
-use crate::media::writer::Tapes;
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tapeloom_catalog::JobState;
 use tapeloom_format::{check_block_size, MAX_STREAMS};
@@ -107,105 +104,6 @@ impl RemotePlan {
     }
 }
 
-/// A job begun from a [`RemotePlan`]: what the packing side needs, and each
-/// stream's way in.
-pub struct Begun {
-    /// The job's id in the catalog.
-    pub job_id: i64,
-    /// Its tag, which every block carries.
-    pub tag: u64,
-    /// Its block size.
-    pub block_size: usize,
-    /// One per stream, in stream order.
-    pub inlets: Vec<Inlet>,
-}
-
-/// The set, level and base of a job packed elsewhere, and the paths its packing
-/// side found deleted since that base.
-pub struct ReceivedChanges {
-    /// The set, level and base, as [`super::choose_set`] chose them.
-    pub choice: SetChoice,
-    /// The deletions, sent once every stream ended; waited for (up to the idle
-    /// limit) before the index is written, for a job with a base only.
-    pub deletions: Receiver<Deletions>,
-}
-
-/// Runs a backup whose streams' blocks are handed in, at the set, level and base
-/// of `changes`: the job is recorded and `begun` is told of it (before any
-/// cartridge is mounted), then the drives write what comes through the inlets. A
-/// stream silent for `idle` is cut. A job that fails is recorded failed with its
-/// reason among its errors.
-pub fn backup_received(
-    home: &Home,
-    (plan, opts): (&RemotePlan, &BackupOptions),
-    changes: ReceivedChanges,
-    (idle, progress): (Duration, Arc<Progress>),
-    begun: impl FnOnce(Begun),
-) -> Result<BackupReport> {
-    let t0 = Instant::now();
-    check_block_size(opts.block_size)?;
-    if opts.via != Via::Direct {
-        return Err(ReceiveError::BadPlan("a backup straight to the drives").into());
-    }
-    let plan = plan.checked()?;
-    let pool = job_pool(home, opts)?;
-    let mut tapes = Tapes::new(home.library()?);
-    tapes.pool = pool.clone();
-    let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
-    // Every stream is held by a drive from the start: its sender's connection
-    // never waits for another stream to end.
-    let opts = &BackupOptions {
-        concurrency: Some(plan.names.len().div_ceil(drives.len()).max(1)),
-        ..opts.clone()
-    };
-    let set = changes.choice;
-    let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
-    // With a key, the drives' writers encrypt the blocks as they write them, as
-    // for a local job: the sender packed them in clear, a tail's room left free.
-    if let Some(master) = &opts.encrypt {
-        let c = job_crypt(home, master, (job_id, start.job_tag));
-        tapes.crypt = Some(c.inspect_err(|e| record_failure(home, job_id, t0, e))?);
-    }
-    let tapes = Arc::new(tapes);
-    let ids: Vec<u16> = plan.streams().iter().map(|s| s.id).collect();
-    let (received, inlets) = Received::new(&ids, idle);
-    received.expect_deletions(changes.deletions);
-    begun(Begun {
-        job_id,
-        tag: start.job_tag,
-        block_size: opts.block_size,
-        inlets,
-    });
-    let job = JobShared {
-        opts,
-        tag: start.job_tag,
-        job_id,
-        skip: Vec::new(),
-        pending: Mutex::new(pending(&plan)),
-        progress,
-        t0,
-        stop: AtomicBool::new(false),
-        expected: 1,
-        software: false,
-        counters: Arc::default(),
-        estimates: Arc::new(super::estimate::Estimates::new(ids.len())),
-        drives: 0,
-        index: Mutex::new(super::index::IndexSpool::new()),
-        moved: Mutex::new(Vec::new()),
-        feed: None,
-        received: Some(received),
-        prior: None,
-        // The packing side compared with the base; this side saw no source.
-        scan: Arc::default(),
-        set,
-    };
-    let r = write_received(home, job, (&tapes, &drives), &start);
-    if let Err(e) = &r {
-        record_failure(home, job_id, t0, e);
-    }
-    r
-}
-
 /// A fresh data key for job `job_id` (tag `tag`) wrapped by `master`, its record
 /// kept in the catalog.
 pub(super) fn job_crypt(
@@ -217,29 +115,6 @@ pub(super) fn job_crypt(
     let fingerprint = crypt.fingerprint().to_string();
     (home.catalog).set_job_key(job_id, &fingerprint, &crypt.record.encode())?;
     Ok(crypt)
-}
-
-/// Mounts the drives and writes the job.
-fn write_received(
-    home: &Home,
-    mut job: JobShared<'_>,
-    (tapes, drives): (&Arc<Tapes>, &[Option<usize>]),
-    start: &tapeloom_format::JobStart,
-) -> Result<BackupReport> {
-    let n_streams = job.pending.lock().map_or(1, |q| q.len());
-    job.drives = drives.len();
-    job.expected = n_streams.div_ceil(drives.len()).clamp(1, 4);
-    let mounted = mount_all(
-        home,
-        tapes,
-        drives,
-        (job.job_id, start, None),
-        job.opts,
-        n_streams,
-    );
-    let mut writers = mounted?;
-    let t_data = Instant::now();
-    run_and_finish(home, &job, &mut writers, Vec::new(), t_data)
 }
 
 /// Marks a job failed, its reason among its errors (what is on tape stays).

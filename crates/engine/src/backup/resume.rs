@@ -111,7 +111,6 @@ pub fn resume_job_on(
     let feed = Arc::new(Feed::resuming(set, chunks, before, t0));
     let mut index = IndexSpool::new();
     index.add(rows)?;
-    let next_seq = prior.volumes.iter().map(|(s, _)| s + 1).max().unwrap_or(0);
     // The streams go on in the chain of cartridges they were in (one drive's).
     let chain = cat
         .job_volumes(job_id)?
@@ -119,19 +118,7 @@ pub fn resume_job_on(
         .max_by_key(|jv| jv.seq)
         .and_then(|jv| jv.chain)
         .unwrap_or(0);
-    let lib = home.library()?;
-    let mut tapes = Tapes::continuing(lib, next_seq);
-    tapes.crypt = crypt;
-    // The job goes on in the pool its volumes were labelled into.
-    if let Some((_, v)) = prior.volumes.first() {
-        tapes.pool = cat
-            .pool(&v.pool)?
-            .unwrap_or_else(|| tapeloom_catalog::Pool {
-                name: v.pool.clone(),
-                ..tapeloom_catalog::Pool::default_pool()
-            });
-    }
-    let tapes = Arc::new(tapes);
+    let tapes = Arc::new(tapes_after(home, &prior, crypt)?);
     let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
     let shared = JobShared {
         opts: &opts,
@@ -184,6 +171,28 @@ pub fn name_unstaged_streams(home: &Home, job_id: i64) -> Result<()> {
         .collect();
     let rows = home.catalog.files(job_id, None)?;
     name_what_was_cut(home, job_id, &[], &names, &rows)
+}
+
+/// The cartridges a resumed job goes on to: after the volumes it wrote before,
+/// in the pool they were labelled into, encrypted with `crypt` when it is.
+fn tapes_after(
+    home: &Home,
+    prior: &Prior,
+    crypt: Option<crate::crypt::JobCrypt>,
+) -> Result<Tapes> {
+    let next_seq = prior.volumes.iter().map(|(s, _)| s + 1).max().unwrap_or(0);
+    let mut tapes = Tapes::continuing(home.library()?, next_seq);
+    tapes.crypt = crypt;
+    if let Some((_, v)) = prior.volumes.first() {
+        tapes.pool = home
+            .catalog
+            .pool(&v.pool)?
+            .unwrap_or_else(|| tapeloom_catalog::Pool {
+                name: v.pool.clone(),
+                ..tapeloom_catalog::Pool::default_pool()
+            });
+    }
+    Ok(tapes)
 }
 
 /// The set, level and base a resumed job was begun with.
