@@ -87,14 +87,7 @@ fn catalog_jobs(home: &Path) -> Vec<(i64, String, String, Vec<String>)> {
 fn wait_resumed(home: &Path, secs: u64) -> Vec<(i64, String, String, Vec<String>)> {
     let until = Instant::now() + Duration::from_secs(secs);
     loop {
-        let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-        let left: i64 = db
-            .query_row(
-                "SELECT COUNT(*) FROM staged_chunks WHERE state = 'spooled'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap_or(1);
+        let left = server_kit::spooled_chunks(home);
         let cat = catalog_jobs(home);
         if left == 0 && cat.iter().all(|j| j.2 != "running") {
             return cat;

@@ -51,14 +51,7 @@ fn tree(dir: &Path, files: usize, size: usize) {
 fn wait_resumed(home: &Path, secs: u64) -> Vec<(i64, String, String)> {
     let until = std::time::Instant::now() + Duration::from_secs(secs);
     loop {
-        let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-        let left: i64 = db
-            .query_row(
-                "SELECT COUNT(*) FROM staged_chunks WHERE state = 'spooled'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap_or(1);
+        let left = server_kit::spooled_chunks(home);
         let all = jobs(home);
         if left == 0 && all.iter().all(|(_, _, st)| st != "running") {
             return all;

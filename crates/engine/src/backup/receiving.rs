@@ -194,7 +194,7 @@ impl Receiving {
         progress: Arc<Progress>,
     ) -> Result<BackupReport> {
         let (job_id, t0) = (self.job_id, self.t0);
-        let r = self.write_on(home, drives, deletions, progress);
+        let r = self.write_on(home, (drives, deletions, progress));
         if let Err(e) = &r {
             record_failure(home, job_id, t0, e);
         }
@@ -204,9 +204,7 @@ impl Receiving {
     fn write_on(
         self,
         home: &Home,
-        drives: DriveSet,
-        deletions: Receiver<Deletions>,
-        progress: Arc<Progress>,
+        (drives, deletions, progress): (DriveSet, Receiver<Deletions>, Arc<Progress>),
     ) -> Result<BackupReport> {
         let mut tapes = Tapes::new(home.library()?);
         tapes.pool = self.pool.clone();

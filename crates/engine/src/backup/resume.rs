@@ -175,11 +175,7 @@ pub fn name_unstaged_streams(home: &Home, job_id: i64) -> Result<()> {
 
 /// The cartridges a resumed job goes on to: after the volumes it wrote before,
 /// in the pool they were labelled into, encrypted with `crypt` when it is.
-fn tapes_after(
-    home: &Home,
-    prior: &Prior,
-    crypt: Option<crate::crypt::JobCrypt>,
-) -> Result<Tapes> {
+fn tapes_after(home: &Home, prior: &Prior, crypt: Option<crate::crypt::JobCrypt>) -> Result<Tapes> {
     let next_seq = prior.volumes.iter().map(|(s, _)| s + 1).max().unwrap_or(0);
     let mut tapes = Tapes::continuing(home.library()?, next_seq);
     tapes.crypt = crypt;

@@ -402,6 +402,20 @@ pub fn slow_library(home: &Path) {
     library_with(home, 1, 4, "4G", &model);
 }
 
+/// Chunks the catalog of `home` holds as spooled on its stages (not yet on
+/// tape); 1 when the catalog cannot be read now.
+pub fn spooled_chunks(home: &Path) -> i64 {
+    let Ok(db) = rusqlite::Connection::open(home.join("catalog.sqlite")) else {
+        return 1;
+    };
+    db.query_row(
+        "SELECT COUNT(*) FROM staged_chunks WHERE state = 'spooled'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap_or(1)
+}
+
 /// A new token of `home` for client `name` (`server token add`).
 pub fn token(home: &Path, name: &str) -> String {
     ok(home, &["server", "token", "add", name])["token"]
