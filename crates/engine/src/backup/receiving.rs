@@ -297,3 +297,123 @@ fn drop_staged(home: &Home, job_id: i64, set: &StageSet) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::changes::choose_set;
+    use crate::backup::remote::{pack_streams, Piece};
+    use std::path::{Path, PathBuf};
+    use tapeloom_catalog::JobState;
+    use tapeloom_format::Level;
+
+    const TAG: u64 = 77;
+    const BLOCK: usize = 64 << 10;
+
+    /// A home with a stage of 1 GiB, the set of its stages, and a source of two
+    /// files, one of several blocks.
+    fn setup(t: &Path) -> (Home, StageSet, PathBuf) {
+        let home = Home::open(&t.join("home")).unwrap();
+        crate::stage::add_stage(&home.catalog, &t.join("stage"), 1 << 30).unwrap();
+        let (stages, _) = StageSet::open(&home.catalog).unwrap();
+        let src = t.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(src.join("big"), big).unwrap();
+        std::fs::write(src.join("small"), b"small").unwrap();
+        (home, stages, src)
+    }
+
+    /// Begins the job of `src` on `stages`, and hands each stream's blocks in, as
+    /// a client packs them; each stream's end too when `end`.
+    fn receive(home: &Home, stages: &StageSet, src: &Path, end: bool) -> Receiving {
+        let opts = BackupOptions {
+            block_size: BLOCK,
+            job_tag: Some(TAG),
+            ..BackupOptions::default()
+        };
+        let plan = RemotePlan::of_sources(&[src.to_path_buf()], &opts).unwrap();
+        let (choice, _) = choose_set(home.dir(), &plan.name, Level::Full).unwrap();
+        let idle = Duration::from_secs(30);
+        let mut r = receive_staged(home, stages, (&plan, &opts), choice, idle).unwrap();
+        let packed = pack_streams(&[src.to_path_buf()], &opts, (TAG, BLOCK, 0), Arc::default());
+        for (inlet, stream) in r.take_inlets().into_iter().zip(packed.unwrap()) {
+            for piece in stream {
+                match piece {
+                    Piece::Block(b) => inlet.block(b).unwrap(),
+                    Piece::Error(p, why) => inlet.error(p, why).unwrap(),
+                    Piece::Idle => {}
+                }
+            }
+            if end {
+                inlet.end().unwrap();
+            } else {
+                inlet.cut("the test stops here".into());
+            }
+        }
+        r
+    }
+
+    fn spooled(home: &Home, job: i64) -> Vec<tapeloom_catalog::StagedChunk> {
+        let filter = ChunkFilter {
+            job: Some(job),
+            state: Some(ChunkState::Spooled),
+            ..ChunkFilter::default()
+        };
+        home.catalog.staged_chunks(&filter).unwrap()
+    }
+
+    #[test]
+    fn a_streams_end_is_answered_once_recorded_and_the_job_is_written_from_the_stage() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, stages, src) = setup(t.path());
+        let r = receive(&home, &stages, &src, true);
+        // The end was answered: the stream's chunks are on the stage, whole and
+        // recorded, before any drive was given.
+        let job = r.job_id;
+        assert_eq!(home.catalog.streams_spooled_whole(job).unwrap(), vec![1]);
+        let chunks = spooled(&home, job);
+        assert!(!chunks.is_empty());
+        let (_tx, rx) = sync_channel(1);
+        let report = r.write(&home, DriveSet::Count(1), rx, Arc::default());
+        let report = report.unwrap();
+        assert_eq!(report.status, JobState::Ok, "{:?}", report.errors);
+        assert!(report.staged);
+        assert_eq!(report.bytes, 300_005);
+        // On tape: the stage holds nothing of the job any more.
+        assert!(spooled(&home, job).is_empty());
+        let used: u64 = stages.stages().iter().map(|s| s.used).sum();
+        assert_eq!(used, 0);
+    }
+
+    #[test]
+    fn a_job_given_up_leaves_nothing_on_the_stage() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, stages, src) = setup(t.path());
+        let r = receive(&home, &stages, &src, true);
+        let job = r.job_id;
+        let files: Vec<PathBuf> = (spooled(&home, job).iter())
+            .map(|c| stages.stages()[0].path.join(&c.file))
+            .collect();
+        assert!(files.iter().all(|f| f.exists()));
+        r.abandon(&home);
+        assert!(spooled(&home, job).is_empty());
+        assert!(files.iter().all(|f| !f.exists()));
+        let used: u64 = stages.stages().iter().map(|s| s.used).sum();
+        assert_eq!(used, 0);
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_end_says_why() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, stages, src) = setup(t.path());
+        let mut r = receive(&home, &stages, &src, false);
+        // The job fails with the cut's reason.
+        assert!(r.take_inlets().is_empty());
+        let (_tx, rx) = sync_channel(1);
+        let e = r
+            .write(&home, DriveSet::Count(1), rx, Arc::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("the test stops here"), "{e}");
+    }
+}
