@@ -525,10 +525,13 @@ fn resume(shared: &Shared, id: i64) {
     let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
         return;
     };
-    let home = match shared.drive_pool.enter(&shared.home) {
+    let mut home = match shared.drive_pool.enter(&shared.home) {
         Ok(h) => h,
         Err(e) => return error!(job = id, "open the home to resume the job: {e}"),
     };
+    // An encrypted job goes on with its data key, which a key the server holds
+    // unwraps.
+    home.keys = shared.keys.all().to_vec();
     let (client, name) = match home.catalog.job(id) {
         Ok(Some(j)) => (j.client.unwrap_or_default(), j.name),
         _ => return,

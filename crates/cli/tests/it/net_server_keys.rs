@@ -559,3 +559,69 @@ fn a_set_of_jobs_encrypted_by_the_server_restores_through_it_without_and_with_th
     );
     assert!(!none.exists(), "the restore folder was made");
 }
+
+#[test]
+fn an_encrypted_job_a_killed_server_left_on_its_stage_is_resumed_with_the_key_it_holds() {
+    let mut s = setup();
+    // Held to 300 KB/s, the job's first chunks are staged (a chunk is finished
+    // within a second) long before its client is done.
+    let args = [
+        "backup",
+        p(&s.src),
+        "--pool",
+        "sealed",
+        "--limit-rate",
+        "300KB",
+    ];
+    let (url, fp) = (&s.server.url, &s.server.fingerprint);
+    let mut client = crate::common::server_kit::client_command(url, fp, &s.alice, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while crate::common::server_kit::spooled_chunks(&s.home) < 2 {
+        assert!(Instant::now() < until, "nothing staged: {}", s.server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s.server.kill9();
+    let _ = client.wait();
+    // Started again with its key, the server resumes the job: partial (its
+    // stream was cut), encrypted, and what it holds restores as the source is.
+    let config = s.t.path().join("server.toml");
+    s.server = Server::start(&s.home, Some(&config));
+    let until = Instant::now() + Duration::from_secs(60);
+    let job = loop {
+        let jobs = s.net_json(&["jobs"]);
+        let j = jobs["jobs"].as_array().unwrap().first().cloned().unwrap();
+        if j["status"] == "partial" || j["status"] == "ok" {
+            break j;
+        }
+        assert!(
+            Instant::now() < until,
+            "not resumed: {jobs}\n{}",
+            s.server.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(job["status"], "partial", "{job}");
+    assert_eq!(job["key"], s.short.as_str(), "{job}");
+    assert!(
+        !contains(&cartridge_bytes(&s.home), MARKER),
+        "plaintext on tape"
+    );
+    let out = s.dir("resumed");
+    let id = job["job_id"].to_string();
+    let _ = s.net(&["restore", &id, "--to", p(&out)]);
+    let mut restored = 0;
+    for (rel, f) in tree(&out).into_iter().filter(|(_, f)| f.is_file()) {
+        let rel = String::from_utf8(rel).unwrap();
+        assert_eq!(
+            std::fs::read(&f).unwrap(),
+            std::fs::read(s.src.join(&rel)).unwrap(),
+            "{rel}"
+        );
+        restored += 1;
+    }
+    assert!(restored > 0, "nothing of the resumed job restored");
+}

@@ -117,9 +117,9 @@ fn a_killed_server_writes_what_it_had_received_when_it_starts_again() {
         e["state"] == "receiving" && e["received_bytes"].as_u64() > Some(1_500_000)
     });
     // (a) a fast client's job, whole on the stage at once and on the drive for
-    // seconds (40 MB at 4 MB/s);
+    // seconds (16 MB at 4 MB/s);
     let writing = t.path().join("writing");
-    client_tree(&writing, 2, 40_000_000);
+    client_tree(&writing, 2, 16_000_000);
     let a = s.spawn_backup(&c0, &writing, None);
     let on_drive = entry_when(&s, &admin, "writing", 60, |e| {
         e["state"] == "writing" && e["job"].is_i64() && e["written_bytes"].as_u64() > Some(0)

@@ -70,23 +70,14 @@ fn sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero() {
     let mut s = Server::start(&home, None);
     let srcs: Vec<std::path::PathBuf> = (0..4).map(|i| t.path().join(format!("s{i}"))).collect();
     for (i, src) in srcs.iter().enumerate() {
-        tree(src, 2 + i, 2 << 20);
+        tree(src, 2 + i, 1 << 20);
     }
     let url = (s.url.clone(), s.fingerprint.clone());
     let client = |token: String, src: std::path::PathBuf, name: String| {
         let url = url.clone();
         std::thread::spawn(move || {
-            std::process::Command::new(common::bin())
-                .args(["backup", "--name", &name, src.to_str().unwrap()])
-                .args([
-                    "--server",
-                    &url.0,
-                    "--fingerprint",
-                    &url.1,
-                    "--token",
-                    &token,
-                ])
-                .env_remove("TAPELOOM_SERVER")
+            let args = ["backup", "--name", &name, src.to_str().unwrap()];
+            server_kit::client_command(&url.0, &url.1, &token, &args)
                 .output()
                 .unwrap()
         })

@@ -402,6 +402,17 @@ pub fn slow_library(home: &Path) {
     library_with(home, 1, 4, "4G", &model);
 }
 
+/// The command of client `args` as `token`, to the server at `url` pinned by
+/// `fingerprint` (none taken from the environment).
+pub fn client_command(url: &str, fingerprint: &str, token: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .args(["--server", url, "--fingerprint", fingerprint])
+        .args(["--token", token])
+        .env_remove("TAPELOOM_SERVER");
+    c
+}
+
 /// Chunks the catalog of `home` holds as spooled on its stages (not yet on
 /// tape); 1 when the catalog cannot be read now.
 pub fn spooled_chunks(home: &Path) -> i64 {
