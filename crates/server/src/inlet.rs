@@ -79,22 +79,25 @@ impl StreamInlet {
             Item::Note(p, w) => ((p.len() + w.len()) as u64, false),
             Item::End | Item::Alive => (0, false),
         };
-        let failure = inlet.failure_handle();
         let handed = match item {
-            Item::Block(b) => inlet.block(b),
-            Item::Note(path, why) => inlet.error(path, why),
-            Item::Alive => inlet.alive(),
-            Item::End => match g.take() {
-                Some(inlet) => inlet.end(),
-                None => return Err(self.refused()),
-            },
+            Item::Block(b) => inlet.block(b).map_err(|_| inlet.failure_handle()()),
+            Item::Note(path, why) => inlet.error(path, why).map_err(|_| inlet.failure_handle()()),
+            Item::Alive => inlet.alive().map_err(|_| inlet.failure_handle()()),
+            Item::End => {
+                // The end takes the inlet: what tells why it failed is kept apart.
+                let failure = inlet.failure_handle();
+                match g.take() {
+                    Some(inlet) => inlet.end().map_err(|_| failure()),
+                    None => return Err(self.refused()),
+                }
+            }
         };
         drop(g);
-        if handed.is_err() {
-            // The engine's reason, when it failed the job; else the server's.
+        if let Err(engine) = handed {
+            // The server's reason, when it closed the stream; else the engine's.
             return Err(self
                 .closed()
-                .or_else(failure)
+                .or(engine)
                 .map_or_else(|| self.refused(), Closed));
         }
         if n > 0 {
