@@ -304,14 +304,15 @@ impl Kept {
 
 fn frame_len(f: &Frame) -> usize {
     match f {
-        Frame::Block(b) | Frame::Note(b) => b.len(),
+        Frame::Block(b) => b.len(),
+        Frame::Note(n) => n.len(),
     }
 }
 
 /// A stream's frame of what its packer gave.
 fn framed(p: Piece) -> Framed {
     match p {
-        Piece::Block(b) => Framed::Frame(Frame::Block(b)),
+        Piece::Block(b) => Framed::Frame(Frame::Block(b.into())),
         Piece::Error(path, why) => Framed::Frame(Frame::note(&path, &why)),
         Piece::Idle => Framed::KeepAlive,
     }
@@ -409,7 +410,7 @@ mod tests {
     }
 
     fn block(n: u8, len: usize) -> Frame {
-        Frame::Block(vec![n; len])
+        Frame::Block(vec![n; len].into())
     }
 
     #[test]

@@ -107,6 +107,7 @@ impl Compressor {
         b.buf.truncate(BLOCK_HEADER_LEN);
         b.buf.extend_from_slice(&self.out[..n]);
         b.header.compressed = true;
+        b.changed();
         Some(n)
     }
 }

@@ -237,6 +237,7 @@ impl DataKey {
             return Err(FormatError::PayloadTooLong(b.header.payload_len));
         }
         b.header.encrypted = true;
+        b.changed();
         let aad = b.header.associated_data();
         let tag = self
             .0

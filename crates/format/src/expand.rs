@@ -101,6 +101,7 @@ mod tests {
             .expect("zstd compresses");
         b.buf.truncate(BLOCK_HEADER_LEN);
         b.buf.extend_from_slice(&frame);
+        b.changed();
         b.header.compressed = true;
         b.seal([7; 16], 9);
     }

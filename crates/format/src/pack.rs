@@ -12,14 +12,52 @@ pub struct PackedBlock {
     pub header: BlockHeader,
     /// Number of this block within its stream, from 0.
     pub seq: u64,
+    /// Whether the CRC in `buf` is right for `buf` as it is: the block was sealed
+    /// or opened, and its bytes not changed since ([`PackedBlock::changed`]).
+    crc_right: bool,
 }
 
 impl PackedBlock {
-    /// Fills in where the block lands and seals it (header and CRC).
+    /// A block not sealed yet.
+    pub fn new(buf: Vec<u8>, header: BlockHeader, seq: u64) -> Self {
+        PackedBlock {
+            buf,
+            header,
+            seq,
+            crc_right: false,
+        }
+    }
+
+    /// A block opened with [`BlockHeader::open`] (its CRC checked), `header` what
+    /// it gave.
+    pub fn opened(buf: Vec<u8>, header: BlockHeader, seq: u64) -> Self {
+        PackedBlock {
+            buf,
+            header,
+            seq,
+            crc_right: true,
+        }
+    }
+
+    /// Says that `buf` was changed after the block was sealed or opened (its
+    /// payload compressed, encrypted or expanded): the next seal computes the
+    /// whole CRC.
+    pub fn changed(&mut self) {
+        self.crc_right = false;
+    }
+
+    /// Fills in where the block lands and seals it (header and CRC). A block
+    /// sealed or opened before, its bytes not changed since, has only the header's
+    /// part of its CRC computed again.
     pub fn seal(&mut self, volume: [u8; 16], lbn: u64) {
         self.header.volume = volume;
         self.header.lbn = lbn;
-        self.header.seal(&mut self.buf);
+        if self.crc_right && self.buf.len() >= BLOCK_HEADER_LEN {
+            self.header.reseal(&mut self.buf);
+        } else {
+            self.header.seal(&mut self.buf);
+        }
+        self.crc_right = true;
     }
 }
 
@@ -167,11 +205,7 @@ impl StreamPacker {
             compressed: false,
             encrypted: false,
         };
-        self.ready.push(PackedBlock {
-            buf,
-            header,
-            seq: self.seq,
-        });
+        self.ready.push(PackedBlock::new(buf, header, self.seq));
         self.block_offset += self.len as u64;
         self.len = 0;
         self.first_record = NO_RECORD;

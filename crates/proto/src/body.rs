@@ -91,6 +91,11 @@ impl ChunkWriter {
             return Ok(());
         }
         let chunk = Bytes::from(std::mem::take(&mut self.pending));
+        self.hand_over(chunk)
+    }
+
+    /// Hands `chunk` over, waiting at most the timeout.
+    fn hand_over(&mut self, chunk: Bytes) -> io::Result<()> {
         let (tx, timeout) = (&self.tx, self.timeout);
         // The timer is made inside the runtime, which it needs.
         let sent =
@@ -106,6 +111,20 @@ impl ChunkWriter {
                 "the other end did not take the body in time",
             )),
         }
+    }
+}
+
+/// Blocks at least this long go to the connection as they are, not copied.
+const SHARED: usize = 16 * 1024;
+
+impl crate::frame::FrameWrite for ChunkWriter {
+    fn write_shared(&mut self, b: &Bytes) -> io::Result<()> {
+        if b.len() < SHARED {
+            return self.write_all(b);
+        }
+        // What was written before it goes first, then the block itself.
+        self.send()?;
+        self.hand_over(b.clone())
     }
 }
 

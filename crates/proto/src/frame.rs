@@ -4,6 +4,7 @@
 //! server and a restore's answer on the client; the HTTP body that carries them
 //! is the transport's (see `tapeloom-server`).
 
+use bytes::Bytes;
 use std::io::{self, Read, Write};
 
 /// Why a body of frames could not be read.
@@ -39,8 +40,9 @@ pub const MAX_NOTE: usize = 64 * 1024;
 /// A frame of a framed body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
-    /// A block.
-    Block(Vec<u8>),
+    /// A block, shared rather than copied: a sender hands it to the connection
+    /// and keeps it for sending again at once.
+    Block(Bytes),
     /// A source object the sender could not back up: `u32` little-endian length
     /// of its path, the path, then why (UTF-8).
     Note(Vec<u8>),
@@ -142,7 +144,8 @@ impl Frames {
         if len as usize > self.max {
             return Err(FrameError::TooLarge(len));
         }
-        self.take(r, len as usize).map(|b| Some(Frame::Block(b)))
+        self.take(r, len as usize)
+            .map(|b| Some(Frame::Block(Bytes::from(b))))
     }
 
     /// The trailer after the closing frame: a `u32` little-endian length of at
@@ -193,16 +196,27 @@ fn closed_midway() -> io::Error {
 /// closing frame last;
 /// each keepalive is flushed at once. How many frames (keepalives not counted).
 pub fn write_framed(
-    w: &mut (impl Write + ?Sized),
+    w: &mut (impl FrameWrite + ?Sized),
     frames: impl Iterator<Item = Framed>,
 ) -> io::Result<u64> {
     write_framed_keeping(w, frames, drop)
 }
 
+/// Where frames are written. A writer that hands its bytes over in pieces
+/// (`crate::body::ChunkWriter`) takes a block as it is, without copying it.
+pub trait FrameWrite: Write {
+    /// Writes all of `b`; by default copied like any other bytes.
+    fn write_shared(&mut self, b: &Bytes) -> io::Result<()> {
+        self.write_all(b)
+    }
+}
+
+impl FrameWrite for Vec<u8> {}
+
 /// [`write_framed`], each frame handed to `keep` once it was written or its
 /// writing failed (a sender that may have to send it again keeps it).
 pub fn write_framed_keeping(
-    w: &mut (impl Write + ?Sized),
+    w: &mut (impl FrameWrite + ?Sized),
     frames: impl Iterator<Item = Framed>,
     mut keep: impl FnMut(Frame),
 ) -> io::Result<u64> {
@@ -227,8 +241,8 @@ pub fn write_framed_keeping(
 }
 
 /// Writes one frame.
-fn write_frame(w: &mut (impl Write + ?Sized), f: &Frame) -> io::Result<()> {
-    let (flag, b) = match f {
+fn write_frame(w: &mut (impl FrameWrite + ?Sized), f: &Frame) -> io::Result<()> {
+    let (flag, b): (u32, &[u8]) = match f {
         Frame::Block(b) => (0, b),
         Frame::Note(b) => (NOTE_FLAG, b),
     };
@@ -245,7 +259,10 @@ fn write_frame(w: &mut (impl Write + ?Sized), f: &Frame) -> io::Result<()> {
         .filter(|l| l & NOTE_FLAG == 0)
         .ok_or_else(|| io::Error::other("a frame of 2 GiB or more"))?;
     w.write_all(&(len | flag).to_le_bytes())?;
-    w.write_all(b)
+    match f {
+        Frame::Block(b) => w.write_shared(b),
+        Frame::Note(b) => w.write_all(b),
+    }
 }
 
 /// `%XX` escapes decoded; anything else kept as it is.
@@ -297,7 +314,7 @@ mod tests {
             let blocks: Vec<Frame> = blocks
                 .into_iter()
                 .zip(notes)
-                .map(|(b, n)| if n { Frame::Note(b) } else { Frame::Block(b) })
+                .map(|(b, n)| if n { Frame::Note(b) } else { Frame::Block(b.into()) })
                 .collect();
             let mut body = Vec::new();
             write_framed(&mut body, blocks.clone().into_iter().map(Framed::Frame)).unwrap();
@@ -319,7 +336,7 @@ mod tests {
         ) {
             let sent: Vec<Framed> = (items.into_iter())
                 .map(|(b, k)| match k {
-                    0 => Framed::Frame(Frame::Block(b)),
+                    0 => Framed::Frame(Frame::Block(b.into())),
                     1 => Framed::Frame(Frame::Note(b)),
                     _ => Framed::KeepAlive,
                 })
@@ -365,7 +382,10 @@ mod tests {
     #[test]
     fn a_keepalive_is_four_bytes_and_only_where_taken() {
         let mut body = Vec::new();
-        let sent = [Framed::KeepAlive, Framed::Frame(Frame::Block(vec![7; 3]))];
+        let sent = [
+            Framed::KeepAlive,
+            Framed::Frame(Frame::Block(vec![7; 3].into())),
+        ];
         assert_eq!(write_framed(&mut body, sent.into_iter()).unwrap(), 1);
         assert_eq!(body[..8], [0, 0, 0, 0x80, 3, 0, 0, 0]);
         // A reader that takes none refuses it.
@@ -377,7 +397,7 @@ mod tests {
         // No frame is written that a reader would take for another, or refuse.
         for bad in [
             Frame::Note(Vec::new()),
-            Frame::Block(Vec::new()),
+            Frame::Block(Bytes::new()),
             Frame::Note(vec![0; MAX_NOTE + 1]),
         ] {
             let f = [Framed::Frame(bad)].into_iter();

@@ -799,8 +799,9 @@ fn item_of(
     check: &mut BlockCheck,
 ) -> Result<Item, Fault> {
     match next {
-        Ok(Some(Framed::Frame(Frame::Block(b)))) => match check.check(&b) {
-            Ok(()) => Ok(Item::Block(b)),
+        // The block came in a buffer of its own: it is taken back, not copied.
+        Ok(Some(Framed::Frame(Frame::Block(b)))) => match check.check(Vec::from(b)) {
+            Ok(c) => Ok(Item::Block(c)),
             Err(e) => Err(Fault::Bad(409, e.to_string())),
         },
         Ok(Some(Framed::Frame(Frame::Note(n)))) => match Frame::parse_note(&n) {

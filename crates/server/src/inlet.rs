@@ -15,8 +15,8 @@ use tapeloom_engine::Inlet;
 /// What a client sends of a stream.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Item {
-    /// A block, as sent.
-    Block(Vec<u8>),
+    /// A block, as sent, checked.
+    Block(tapeloom_engine::Checked),
     /// A source object the client could not back up: its path, and why.
     Note(Vec<u8>, String),
     /// The stream's end.
@@ -80,7 +80,7 @@ impl StreamInlet {
             Item::End | Item::Alive => (0, false),
         };
         let handed = match item {
-            Item::Block(b) => inlet.block(b).map_err(|_| inlet.failure_handle()()),
+            Item::Block(b) => inlet.checked(b).map_err(|_| inlet.failure_handle()()),
             Item::Note(path, why) => inlet.error(path, why).map_err(|_| inlet.failure_handle()()),
             Item::Alive => inlet.alive().map_err(|_| inlet.failure_handle()()),
             Item::End => {

@@ -147,11 +147,10 @@ fn io(e: std::io::Error) -> Error {
 
 impl FrameOut<'_> {
     fn frame(&mut self, f: Frame) -> std::io::Result<()> {
-        let (flag, b) = match f {
-            Frame::Block(b) => (0, b),
-            Frame::Note(b) => (tapeloom_proto::frame::NOTE_FLAG, b),
-        };
-        self.raw(flag, &b)
+        match f {
+            Frame::Block(b) => self.raw(0, &b),
+            Frame::Note(n) => self.raw(tapeloom_proto::frame::NOTE_FLAG, &n),
+        }
     }
 
     fn raw(&mut self, flag: u32, b: &[u8]) -> std::io::Result<()> {

@@ -28,7 +28,7 @@ pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
 pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
-pub use received::{BlockCheck, Closed, Deletions, Inlet};
+pub use received::{BlockCheck, Checked, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
 pub use remote::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};

@@ -29,6 +29,8 @@ const INLET_QUEUE: usize = 8;
 /// What a sender hands to a stream.
 enum Frame {
     Block(Vec<u8>),
+    /// A block [`BlockCheck`] opened already: its CRC is not computed again.
+    Checked(Checked),
     /// A source object the sender could not back up: its path, and why.
     Error(Vec<u8>, String),
     /// The end; the receiver answers once the stream's end record was read.
@@ -59,6 +61,12 @@ impl Inlet {
     /// full (the drive sets the pace).
     pub fn block(&self, block: Vec<u8>) -> std::result::Result<(), Closed> {
         self.tx.send(Frame::Block(block)).map_err(|_| Closed)
+    }
+
+    /// Hands over a block the sender checked with a [`BlockCheck`] of the stream
+    /// (the receiver checks its header's fields again, not its CRC).
+    pub fn checked(&self, block: Checked) -> std::result::Result<(), Closed> {
+        self.tx.send(Frame::Checked(block)).map_err(|_| Closed)
     }
 
     /// A source object of the stream the sender could not back up: `path` in the
@@ -230,6 +238,17 @@ impl Due {
             seq,
             source,
         })?;
+        self.fields(h, block.len())
+    }
+
+    /// Checks that block `h`, `len` bytes as sent and its CRC checked already, is
+    /// the one due.
+    fn fields(&self, h: BlockHeader, len: usize) -> Result<BlockHeader> {
+        let (stream, seq) = (self.stream, self.seq);
+        let misplaced = |what| ReceiveError::Misplaced { stream, seq, what };
+        if len > self.block_size {
+            return Err(misplaced("longer than the job's block size").into());
+        }
         let what = if h.job_tag != self.tag {
             Some("another job's")
         } else if h.stream != self.stream {
@@ -242,7 +261,7 @@ impl Due {
             Some("encrypted")
         } else if h.stream_offset != self.offset {
             Some("at another stream offset")
-        } else if self.tail > 0 && !self.leaves_tail(&h, block.len()) {
+        } else if self.tail > 0 && !self.leaves_tail(&h, len) {
             Some("without room for its encryption (the sender left no tail free)")
         } else {
             None
@@ -264,8 +283,28 @@ impl Due {
     }
 }
 
+/// A block a [`BlockCheck`] found whole (its CRC right) and due.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Checked {
+    block: Vec<u8>,
+    header: BlockHeader,
+}
+
+impl Checked {
+    /// The block's bytes, as sent.
+    pub fn len(&self) -> usize {
+        self.block.len()
+    }
+
+    /// Whether the block has no bytes (never: a block holds at least its header).
+    pub fn is_empty(&self) -> bool {
+        self.block.is_empty()
+    }
+}
+
 /// A stream's blocks checked as they come, before they are kept anywhere: each
-/// opened and found to be the one due (as the receiver checks it again later).
+/// opened and found to be the one due. The receiver checks each block's fields
+/// again, but not its CRC.
 pub struct BlockCheck {
     due: Due,
 }
@@ -293,12 +332,12 @@ impl BlockCheck {
         self
     }
 
-    /// Checks `block`, the stream's next.
-    pub fn check(&mut self, block: &[u8]) -> Result<()> {
-        let h = self.due.check(block)?;
+    /// Checks `block`, the stream's next; what [`Inlet::checked`] takes.
+    pub fn check(&mut self, block: Vec<u8>) -> Result<Checked> {
+        let header = self.due.check(&block)?;
         self.due.seq += 1;
-        self.due.offset += u64::from(h.payload_len);
-        Ok(())
+        self.due.offset += u64::from(header.payload_len);
+        Ok(Checked { block, header })
     }
 
     /// Blocks checked so far.
@@ -354,8 +393,15 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
     let mut rows = StreamRows::new(stream);
     let mut expanded = Vec::new();
     let ack = loop {
-        let buf = match rx.recv_timeout(idle) {
-            Ok(Frame::Block(b)) => b,
+        let (buf, header) = match rx.recv_timeout(idle) {
+            Ok(Frame::Block(b)) => {
+                let h = due.check(&b)?;
+                (b, h)
+            }
+            Ok(Frame::Checked(c)) => {
+                let h = due.fields(c.header, c.block.len())?;
+                (c.block, h)
+            }
             Ok(Frame::Error(path, why)) => {
                 out.other(Msg::Error(path, why))
                     .map_err(|_| Error::Stopped)?;
@@ -369,7 +415,6 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
             }
             Err(RecvTimeoutError::Disconnected) => return Err(cut("the sender went away".into())),
         };
-        let header = due.check(&buf)?;
         let len = header.payload_len as usize;
         let payload: &[u8] = if header.compressed {
             // The expanded block is its header, then its payload.
@@ -382,11 +427,8 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
         // The files the stream's records say were read with trouble are among the
         // errors the sender reports, by the same paths as a local job's.
         let (done, keep_from) = rows.block(due.seq, header.first_record, payload)?;
-        let block = PackedBlock {
-            buf,
-            header,
-            seq: due.seq,
-        };
+        // Its CRC was checked as it came (here or by the sender's BlockCheck).
+        let block = PackedBlock::opened(buf, header, due.seq);
         due.seq += 1;
         due.offset += len as u64;
         let m = Msg::Block {

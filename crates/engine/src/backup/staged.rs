@@ -872,11 +872,8 @@ fn despool_chunks(
                 .map(|d| d.row.size)
                 .sum::<u64>();
             any_lost |= report_lost(&mut rows, name, out)?;
-            let block = PackedBlock {
-                buf: b.block,
-                header: b.header,
-                seq: b.seq,
-            };
+            // Its CRC was checked as it was read back from the stage.
+            let block = PackedBlock::opened(b.block, b.header, b.seq);
             let m = Msg::Block {
                 block,
                 done,

@@ -364,11 +364,7 @@ fn encrypted_block(raw: &[u8]) -> Outcome {
     }
     let mut clear = Vec::new();
     let clear_ok = expand_block(&header, &b, &mut clear).is_ok();
-    let mut p = PackedBlock {
-        buf: b,
-        header,
-        seq: 0,
-    };
+    let mut p = PackedBlock::new(b, header, 0);
     if key.encrypt_block(&mut p, [3; 12]).is_err() {
         return Ok(());
     }

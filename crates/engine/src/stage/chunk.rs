@@ -101,6 +101,9 @@ pub(crate) fn block_len_ok(len: usize) -> bool {
     (BLOCK_HEADER_LEN..=MAX_BLOCK_SIZE).contains(&len)
 }
 
+/// Writes at least this long skip the writer's buffer.
+const DIRECT_WRITE: usize = 16 * 1024;
+
 /// Writes one chunk file of a stream: the stream's consecutive blocks, sealed as for
 /// tape with a zero volume and the block's seq as LBN, each after its length.
 ///
@@ -148,7 +151,7 @@ impl ChunkWriter {
             end_offset: 0,
         };
         let mut w = ChunkWriter {
-            file: BufWriter::with_capacity(1 << 20, file),
+            file: BufWriter::with_capacity(64 * 1024, file),
             part,
             path,
             rel,
@@ -246,9 +249,13 @@ impl ChunkWriter {
     }
 
     fn write(&mut self, b: &[u8]) -> Result<()> {
-        io(self.file.write_all(b), || {
-            format!("write {}", self.part.display())
-        })?;
+        let written = if b.len() >= DIRECT_WRITE {
+            // A block goes to the file as it is, not copied into the buffer first.
+            (self.file.flush()).and_then(|()| self.file.get_mut().write_all(b))
+        } else {
+            self.file.write_all(b)
+        };
+        io(written, || format!("write {}", self.part.display()))?;
         self.bytes += b.len() as u64;
         Ok(())
     }

@@ -49,7 +49,9 @@ impl ChunkReader {
     /// Opens a chunk file and checks its header.
     pub fn open(path: &Path) -> Result<Self> {
         let file = io(File::open(path), || format!("open {}", path.display()))?;
-        let mut file = BufReader::with_capacity(1 << 20, file);
+        // A small buffer: a block (64 KiB at least) is read past it, straight
+        // into its own memory, not copied through it.
+        let mut file = BufReader::with_capacity(8 * 1024, file);
         let mut h = [0u8; super::CHUNK_HEADER_LEN];
         let head = match read_full(&mut file, &mut h) {
             Ok(true) => ChunkHeader::decode(&h),
@@ -126,8 +128,12 @@ impl ChunkReader {
         if !block_len_ok(len as usize) {
             return Ok(Next::BadLength(len));
         }
-        let mut block = vec![0u8; len as usize];
-        if !read_full(&mut self.file, &mut block)? {
+        // Read into memory not zeroed first.
+        let mut block = Vec::with_capacity(len as usize);
+        (&mut self.file)
+            .take(u64::from(len))
+            .read_to_end(&mut block)?;
+        if block.len() < len as usize {
             return Ok(Next::Torn);
         }
         Ok(Next::Block(block))

@@ -42,7 +42,7 @@ fn blocks(stream: u16, first: u64, n: u64) -> Vec<PackedBlock> {
                 encrypted: false,
             };
             offset += u64::from(payload_len);
-            PackedBlock { buf, header, seq }
+            PackedBlock::new(buf, header, seq)
         })
         .collect()
 }
