@@ -15,6 +15,14 @@ getrusage(RUSAGE_CHILDREN), the server's from /proc/PID/stat before and after th
 job. GiB is the job's data bytes (`bytes` in the client's document). The targets:
 server CPU per GiB <= 0.6 s and (client + server) / local CPU <= 1.6.
 
+The document also holds `floor`: what TLS over loopback costs alone on this
+machine, with no backup around it (`bench/transport.py`, Python's OpenSSL, the
+same suite). A server must receive and decrypt every byte, so its CPU per GiB is
+at least `tls.recv_cpu_s_per_gib`; the client and the server together do all
+the local backup's work and move every byte through TLS, so their ratio to the
+local backup is at least `ratio_floor` = 1 + (TLS send + receive) / local CPU.
+--no-floor leaves it out.
+
   python3 bench/net_cpu.py
   python3 bench/net_cpu.py --rounds 5 --bin /tmp/tapeloom --work /var/tmp/tl-cpu
 """
@@ -24,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import default_work_parent, log, REPO  # noqa: E402
 from net_speed import proc_cpu, timed  # noqa: E402
 from clients import start_server  # noqa: E402
+from transport import floor  # noqa: E402
 
 TARGET_SERVER_CPU_PER_GIB = 0.6
 TARGET_CPU_RATIO = 1.6
@@ -57,6 +66,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--total", default="1G", help="size of the hp-typical tree")
     ap.add_argument("--work", default=None, help="scratch folder; the tree is kept there")
+    ap.add_argument("--no-floor", action="store_true", help="leave out TLS over loopback alone")
     a = ap.parse_args()
     work = a.work or os.path.join(default_work_parent(), "tapeloom-net-cpu")
     src = os.path.join(work, f"src-{a.total}")
@@ -104,6 +114,13 @@ def main():
         "met": {"server_cpu_s_per_gib": med["server_cpu_s_per_gib"] <= TARGET_SERVER_CPU_PER_GIB,
                 "cpu_ratio": med["cpu_ratio"] <= TARGET_CPU_RATIO},
     }
+    if not a.no_floor:
+        log("measuring TLS over loopback alone")
+        f = floor(1.0, a.rounds)
+        transport = f["tls"]["send_cpu_s_per_gib"] + f["tls"]["recv_cpu_s_per_gib"]
+        f["server_floor_s_per_gib"] = f["tls"]["recv_cpu_s_per_gib"]
+        f["ratio_floor"] = round(1 + transport * med["gib"] / med["local_cpu_s"], 3)
+        out["floor"] = f
     print(json.dumps(out, indent=2))
 
 

@@ -203,7 +203,7 @@ pub fn write_framed(
 }
 
 /// Where frames are written. A writer that hands its bytes over in pieces
-/// (`crate::body::ChunkWriter`) takes a block as it is, without copying it.
+/// (the writer of a streamed HTTP body) takes a block as it is, without copying it.
 pub trait FrameWrite: Write {
     /// Writes all of `b`; by default copied like any other bytes.
     fn write_shared(&mut self, b: &Bytes) -> io::Result<()> {
