@@ -1,24 +1,31 @@
 #!/usr/bin/env python3
 """What moving bytes over loopback costs, with no backup around it: the CPU
-seconds per GiB of a sender and of a receiver of plain TCP, and of TLS 1.3
-(AES-256-GCM, the suite tapeloom's client and server agree on) through Python's
-`ssl` (OpenSSL). One JSON document on stdout.
+seconds per GiB of a sender and of a receiver of plain TCP, and of TLS 1.3, on
+two stacks. One JSON document on stdout.
+
+  rustls   tapeloom's own: rustls with the ring provider, the server's
+           certificate and the client's pinning
+           (`crates/proto/examples/tls_floor.rs`, built here with cargo).
+  openssl  Python's `ssl` (OpenSSL), the same suite (AES-256-GCM).
 
 The figures are the floor under any backup through a server: every byte a
 client sends is encrypted and copied into the socket by the client, then copied
 out and decrypted by the server, whatever else either does. `bench/net_cpu.py`
 prints them beside its own figures.
 
-Each end is a process forked from this one: the sender writes 1 MiB at a time,
-the receiver reads into a buffer of 1 MiB. A TLS receiver gets one record (16
-KiB) per read, so about 65,000 calls of Python's per GiB are counted with it;
-they cost a few hundredths of a second.
+For OpenSSL each end is a process forked from this one: the sender writes 1 MiB
+at a time, the receiver reads into a buffer of 1 MiB. A TLS receiver gets one
+record (16 KiB) per read, so about 65,000 calls of Python's per GiB are counted
+with it; they cost a few hundredths of a second. The rustls figures are each
+thread's own CPU time, in one process.
 
   python3 bench/transport.py
   python3 bench/transport.py --gib 2
 """
 
 import argparse, json, os, resource, socket, ssl, subprocess, sys, tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHUNK = 1 << 20
 
@@ -130,19 +137,40 @@ def make_cert(folder):
     return {"cert": cert, "key": key}
 
 
-def floor(gib=1.0, rounds=3):
-    """Median CPU seconds per GiB of each end, plain TCP and TLS."""
+def median_of(rows, key, side):
+    xs = sorted(r[key][side] for r in rows)
+    return xs[len(xs) // 2]
+
+
+def rustls_floor(gib, rounds):
+    """The example's figures, median of `rounds` runs."""
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "tapeloom-proto", "--example", "tls_floor"],
+                   cwd=REPO, check=True)
+    exe = os.path.join(REPO, "target", "release", "examples", "tls_floor")
+    rows = [json.loads(subprocess.run([exe, str(gib)], check=True, capture_output=True, text=True).stdout)
+            for _ in range(rounds)]
+    return {k: {s: median_of(rows, k, s) for s in ("send_cpu_s_per_gib", "recv_cpu_s_per_gib")}
+            for k in ("tcp", "tls")}
+
+
+def openssl_floor(gib, rounds):
+    """Median CPU seconds per GiB of each end, plain TCP and TLS, through Python."""
     total = int(gib * (1 << 30)) // CHUNK * CHUNK
+    per = total / (1 << 30)
     with tempfile.TemporaryDirectory() as d:
         certs = make_cert(d)
         out = {}
         for name, tls in (("tcp", False), ("tls", True)):
             rows = [measure(total, tls, certs) for _ in range(rounds)]
-            per = total / (1 << 30)
             send_s = sorted(r[0] for r in rows)[len(rows) // 2] / per
             recv_s = sorted(r[1] for r in rows)[len(rows) // 2] / per
             out[name] = {"send_cpu_s_per_gib": round(send_s, 3), "recv_cpu_s_per_gib": round(recv_s, 3)}
     return out
+
+
+def floor(gib=1.0, rounds=3):
+    """Both stacks' figures."""
+    return {"rustls": rustls_floor(gib, rounds), "openssl": openssl_floor(gib, rounds)}
 
 
 def main():
