@@ -222,13 +222,7 @@ where
                     ))
                 }
                 Ok(None) => self.body = None,
-                Ok(Some(Err(e))) if e.incomplete() => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "closed by the sender before the body's end",
-                    ))
-                }
-                Ok(Some(Err(e))) => return Err(io::Error::other(e)),
+                Ok(Some(Err(e))) => return Err(body_error(e)),
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         self.came = data;
@@ -239,6 +233,29 @@ where
         let n = buf.len().min(self.came.len());
         buf[..n].copy_from_slice(&self.came.split_to(n));
         Ok(n)
+    }
+}
+
+/// The I/O error of a body's error: one cut short is said plainly.
+pub(crate) fn body_error<E>(e: E) -> io::Error
+where
+    E: Incomplete + std::error::Error + Send + Sync + 'static,
+{
+    if e.incomplete() {
+        return io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "closed by the sender before the body's end",
+        );
+    }
+    io::Error::other(e)
+}
+
+impl<B> BodyReader<B> {
+    /// Takes the body out, with the bytes of it read already and not yet taken;
+    /// none when it was read to its end. The reader then reads nothing more.
+    pub fn take_body(&mut self) -> Option<(Bytes, B)> {
+        let body = self.body.take()?;
+        Some((std::mem::take(&mut self.came), body))
     }
 }
 

@@ -81,6 +81,42 @@ pub enum Framed {
     KeepAlive,
 }
 
+/// What a frame's length says follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    /// The closing frame.
+    End,
+    /// A keepalive ([`KEEPALIVE`]).
+    KeepAlive,
+    /// A note of this many bytes.
+    Note(usize),
+    /// A block of this many bytes.
+    Block(usize),
+}
+
+impl Length {
+    /// What `len` says, in a body whose blocks are at most `max` bytes.
+    pub fn of(len: u32, max: usize) -> Result<Length, FrameError> {
+        if len == 0 {
+            return Ok(Length::End);
+        }
+        if len == KEEPALIVE {
+            return Ok(Length::KeepAlive);
+        }
+        if len & NOTE_FLAG != 0 {
+            let n = (len & !NOTE_FLAG) as usize;
+            return match n <= MAX_NOTE {
+                true => Ok(Length::Note(n)),
+                false => Err(FrameError::TooLarge(len)),
+            };
+        }
+        match len as usize <= max {
+            true => Ok(Length::Block(len as usize)),
+            false => Err(FrameError::TooLarge(len)),
+        }
+    }
+}
+
 /// A body of frames, read one at a time: each a `u32` little-endian length and
 /// that many bytes, the last of length zero. A length with [`NOTE_FLAG`] set is a
 /// note of at most [`MAX_NOTE`] bytes; no other frame may be longer than `max`.
@@ -130,22 +166,16 @@ impl Frames {
 
     /// The frame whose length is `len`, its bytes read from `r`.
     fn frame_of(&mut self, r: &mut impl Read, len: u32) -> Result<Option<Frame>, FrameError> {
-        if len == 0 {
-            self.ended = true;
-            return Ok(None);
-        }
-        if len & NOTE_FLAG != 0 {
-            let n = (len & !NOTE_FLAG) as usize;
-            if n > MAX_NOTE {
-                return Err(FrameError::TooLarge(len));
+        match Length::of(len, self.max)? {
+            Length::End => {
+                self.ended = true;
+                Ok(None)
             }
-            return self.take(r, n).map(|b| Some(Frame::Note(b)));
+            // Taken by the callers before they come here.
+            Length::KeepAlive => Err(FrameError::Malformed("a keepalive where none is taken")),
+            Length::Note(n) => self.take(r, n).map(|b| Some(Frame::Note(b))),
+            Length::Block(n) => self.take(r, n).map(|b| Some(Frame::Block(Bytes::from(b)))),
         }
-        if len as usize > self.max {
-            return Err(FrameError::TooLarge(len));
-        }
-        self.take(r, len as usize)
-            .map(|b| Some(Frame::Block(Bytes::from(b))))
     }
 
     /// The trailer after the closing frame: a `u32` little-endian length of at

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
 use tapeloom_format::Level;
 use tapeloom_proto::backup::{level_named, Begin, Begun, State, StreamState, Waiting};
-use tapeloom_proto::frame::{Frame, Framed, Frames};
+use tapeloom_proto::frame::{Frame, Framed};
 
 /// Streams a client's job may have: each has a spool whose memory queue holds
 /// blocks up to its cap, so the server bounds them (a local backup may have up
@@ -667,11 +667,17 @@ pub fn receive(
         Err(a) => return a,
     };
     let max = size + tapeloom_format::BLOCK_HEADER_LEN;
-    let mut frames = Frames::new(Vec::new(), max);
+    let Some(mut frames) = conn.frames(max) else {
+        return cut(
+            shared,
+            (backup, stream),
+            (from, check),
+            "the body was read already",
+        );
+    };
     let mut held = from;
     loop {
-        conn.body.deadline = Instant::now() + shared.limits.timeout;
-        let item = match item_of(frames.next_framed(conn), &mut check) {
+        let item = match item_of(frames.next(shared.limits.timeout), &mut check) {
             Ok(i) => i,
             Err(Fault::Cut(why)) => return cut(shared, (backup, stream), (held, check), &why),
             Err(Fault::Bad(status, why)) => return refuse(shared, backup, status, &why),

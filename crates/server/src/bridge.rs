@@ -18,6 +18,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tapeloom_proto::body::{BodyReader, ChunkWriter, Chunks};
+use tapeloom_proto::feed::FrameFeed;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -85,6 +86,13 @@ impl Conn {
             body,
         })
         .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+
+    /// The request's body as frames, each gathered whole on the runtime and handed
+    /// over at once (blocks at most `max` bytes); none when it was read already.
+    pub fn frames(&mut self, max: usize) -> Option<FrameFeed> {
+        let body = self.body.take_body()?;
+        Some(FrameFeed::start(&self.rt, body, max))
     }
 
     fn out(&mut self) -> io::Result<&mut ChunkWriter> {
