@@ -196,13 +196,7 @@ mod tests {
             items in proptest::collection::vec((proptest::collection::vec(proptest::num::u8::ANY, 1..100), 0u8..3), 0..12),
             piece in 1usize..64,
         ) {
-            let sent: Vec<Framed> = (items.into_iter())
-                .map(|(b, k)| match k {
-                    0 => Framed::Frame(Frame::Block(b.into())),
-                    1 => Framed::Frame(Frame::Note(b)),
-                    _ => Framed::KeepAlive,
-                })
-                .collect();
+            let sent = crate::frame::framed_items(items);
             let mut body = Vec::new();
             write_framed(&mut body, sent.clone().into_iter()).unwrap();
             let rt = tokio::runtime::Runtime::new().unwrap();

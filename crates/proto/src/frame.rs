@@ -330,6 +330,18 @@ pub fn percent_encode(b: &[u8]) -> String {
     s
 }
 
+/// Blocks (kind 0), notes (1) and keepalives (any other kind) of test data.
+#[cfg(test)]
+pub(crate) fn framed_items(items: Vec<(Vec<u8>, u8)>) -> Vec<Framed> {
+    (items.into_iter())
+        .map(|(b, k)| match k {
+            0 => Framed::Frame(Frame::Block(b.into())),
+            1 => Framed::Frame(Frame::Note(b)),
+            _ => Framed::KeepAlive,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,13 +376,7 @@ mod tests {
         fn keepalives_come_back_between_frames(
             items in proptest::collection::vec((proptest::collection::vec(proptest::num::u8::ANY, 1..100), 0u8..3), 0..12),
         ) {
-            let sent: Vec<Framed> = (items.into_iter())
-                .map(|(b, k)| match k {
-                    0 => Framed::Frame(Frame::Block(b.into())),
-                    1 => Framed::Frame(Frame::Note(b)),
-                    _ => Framed::KeepAlive,
-                })
-                .collect();
+            let sent = framed_items(items);
             let mut body = Vec::new();
             write_framed(&mut body, sent.clone().into_iter()).unwrap();
             let mut frames = Frames::new(Vec::new(), 100);
