@@ -46,8 +46,10 @@ export TAPELOOM_TEST_REQUIRE_ALL=1
 log=$(mktemp)
 set +e
 # Every test binary runs, also after one failed, so that the closing count is
-# the whole suite's.
-cargo test --workspace --release --no-fail-fast --features tapeloom/test-hooks 2>&1 | tee "$log"
+# the whole suite's. Four tests run at once whatever the cores: most end-to-end
+# tests wait on a drive model's real clock or a slow client, not on a core.
+cargo test --workspace --release --no-fail-fast --features tapeloom/test-hooks \
+    -- --test-threads 4 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole suite (cargo prints one per test binary).
