@@ -15,13 +15,18 @@ getrusage(RUSAGE_CHILDREN), the server's from /proc/PID/stat before and after th
 job. GiB is the job's data bytes (`bytes` in the client's document). The targets:
 server CPU per GiB <= 0.6 s and (client + server) / local CPU <= 1.6.
 
-The document also holds `floor`: what TLS over loopback costs alone on this
-machine, with no backup around it (`bench/transport.py`: tapeloom's own rustls,
-and Python's OpenSSL for comparison). A server must receive and decrypt every
-byte, so its CPU per GiB is at least rustls's `tls.recv_cpu_s_per_gib`; the
-client and the server together do all the local backup's work and move every
-byte through TLS, so their ratio to the local backup is at least `ratio_floor`
-= 1 + (TLS send + receive) / local CPU.
+The document also holds `floor`: what TLS over loopback and the server's file
+work cost alone on this machine, with no backup around them (`bench/transport.py`:
+tapeloom's own rustls, Python's OpenSSL for comparison, and the stage's and the
+cartridge's writes done with plain system calls). A server must receive and
+decrypt every byte, stage it durably (so that what it acknowledged survives a
+kill), read it back and write it to the cartridge, so its CPU per GiB is at
+least `server_floor_s_per_gib` = rustls's TLS receive + stage write + stage
+read + cartridge write, the cheaper of buffered and O_DIRECT
+(`tls_floor_s_per_gib` is the first term alone). The
+client and the server together do all the local backup's work, move every byte
+through TLS and stage it, so their ratio to the local backup is at least
+`ratio_floor` = 1 + (TLS send + receive + stage write + read) / local CPU.
 --no-floor leaves it out.
 
   python3 bench/net_cpu.py
@@ -118,10 +123,15 @@ def main():
     if not a.no_floor:
         log("measuring TLS over loopback alone")
         f = floor(1.0, a.rounds)
-        tls = f["rustls"]["tls"]
-        transport = tls["send_cpu_s_per_gib"] + tls["recv_cpu_s_per_gib"]
-        f["server_floor_s_per_gib"] = tls["recv_cpu_s_per_gib"]
-        f["ratio_floor"] = round(1 + transport * med["gib"] / med["local_cpu_s"], 3)
+        tls, files = f["rustls"]["tls"], f["files"]
+        stage = files["stage_write_cpu_s_per_gib"] + files["stage_read_cpu_s_per_gib"]
+        f["tls_floor_s_per_gib"] = tls["recv_cpu_s_per_gib"]
+        cartridge = min(files["cartridge_cpu_s_per_gib"], files["cartridge_direct_cpu_s_per_gib"])
+        f["server_floor_s_per_gib"] = round(tls["recv_cpu_s_per_gib"] + stage + cartridge, 3)
+        added = tls["send_cpu_s_per_gib"] + tls["recv_cpu_s_per_gib"] + stage
+        f["ratio_floor"] = round(1 + added * med["gib"] / med["local_cpu_s"], 3)
+        f["server_to_floor"] = round(med["server_cpu_s_per_gib"] / f["server_floor_s_per_gib"], 3)
+        f["ratio_to_floor"] = round(med["cpu_ratio"] / f["ratio_floor"], 3)
         out["floor"] = f
     print(json.dumps(out, indent=2))
 

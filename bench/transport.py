@@ -13,6 +13,24 @@ client sends is encrypted and copied into the socket by the client, then copied
 out and decrypted by the server, whatever else either does. `bench/net_cpu.py`
 prints them beside its own figures.
 
+It also measures the file work a server must do with every byte it receives
+(`files`), in one process, with no backup around it either:
+
+  stage_write   the bytes written 1 MiB at a time into files of 64 MiB (a
+                stage's chunks), each flushed to disk (fsync), renamed, and its
+                folder flushed, before the next: what makes a received stream
+                survive a kill.
+  stage_read    the same files read back 1 MiB at a time, then deleted.
+  cartridge     the bytes written 1 MiB at a time into one file as the virtual
+                cartridge writes them (handed to the disk every 32 MiB, the
+                window before waited for and dropped from the page cache,
+                fdatasync at the end).
+  cartridge_direct  the same with O_DIRECT, from page-aligned memory (the
+                lever the virtual cartridge does not use: its blocks are not in
+                aligned memory, and a copy into it costs most of what it saves).
+
+The files go to a folder on the repository's file system (as a home would).
+
 For OpenSSL each end is a process forked from this one: the sender writes 1 MiB
 at a time, the receiver reads into a buffer of 1 MiB. A TLS receiver gets one
 record (16 KiB) per read, so about 65,000 calls of Python's per GiB are counted
@@ -23,7 +41,7 @@ thread's own CPU time, in one process.
   python3 bench/transport.py --gib 2
 """
 
-import argparse, json, os, resource, socket, ssl, subprocess, sys, tempfile
+import argparse, ctypes, json, os, resource, socket, ssl, subprocess, sys, tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -168,9 +186,110 @@ def openssl_floor(gib, rounds):
     return out
 
 
+STAGE_CHUNK = 64 << 20
+WRITE_BEHIND = 32 << 20
+
+
+def sync_file_range(fd, offset, length, flags):
+    libc = ctypes.CDLL(None, use_errno=True)
+    r = libc.sync_file_range(fd, ctypes.c_longlong(offset), ctypes.c_longlong(length), ctypes.c_uint(flags))
+    if r != 0:
+        raise OSError(ctypes.get_errno(), "sync_file_range")
+
+
+def stage_write(folder, total, buf):
+    """Writes `total` bytes as 64 MiB chunk files, each flushed and renamed; returns their paths."""
+    paths = []
+    left = total
+    while left > 0:
+        n = min(left, STAGE_CHUNK)
+        part = os.path.join(folder, f"{len(paths):06}.part")
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        done = 0
+        while done < n:
+            done += os.write(fd, buf[: min(CHUNK, n - done)])
+        os.fsync(fd)
+        os.close(fd)
+        path = part[: -len(".part")] + ".chunk"
+        os.rename(part, path)
+        dfd = os.open(folder, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+        paths.append(path)
+        left -= n
+    return paths
+
+
+def stage_read(paths):
+    buf = bytearray(CHUNK)
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
+        os.unlink(path)
+
+
+def cartridge_write(path, total, buf):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    end = handed = dropped = 0
+    while end < total:
+        end += os.pwrite(fd, buf[: min(CHUNK, total - end)], end)
+        if end - handed >= WRITE_BEHIND:
+            sync_file_range(fd, handed, end - handed, 2)  # SYNC_FILE_RANGE_WRITE
+            if dropped < handed:
+                sync_file_range(fd, dropped, handed - dropped, 7)  # wait, write, wait
+                os.posix_fadvise(fd, dropped, handed - dropped, os.POSIX_FADV_DONTNEED)
+            dropped, handed = handed, end
+    os.fdatasync(fd)
+    os.close(fd)
+    os.unlink(path)
+
+
+def cartridge_direct(path, total):
+    import mmap
+
+    buf = mmap.mmap(-1, CHUNK)
+    buf.write(os.urandom(CHUNK))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o600)
+    end = 0
+    while end < total:
+        end += os.pwrite(fd, buf, end)
+    os.fdatasync(fd)
+    os.close(fd)
+    os.unlink(path)
+    buf.close()
+
+
+def files_floor(gib, rounds, folder=None):
+    """Median CPU seconds per GiB of the stage's writes, its reads, and the cartridge's writes."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from engine import default_work_parent  # noqa: E402
+
+    total = int(gib * (1 << 30)) // CHUNK * CHUNK
+    per = total / (1 << 30)
+    buf = memoryview(os.urandom(CHUNK))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tapeloom-transport-", dir=folder or default_work_parent()) as d:
+        for _ in range(rounds):
+            t0 = cpu_self()
+            paths = stage_write(d, total, buf)
+            t1 = cpu_self()
+            stage_read(paths)
+            t2 = cpu_self()
+            cartridge_write(os.path.join(d, "cartridge.data"), total, buf)
+            t3 = cpu_self()
+            cartridge_direct(os.path.join(d, "direct.data"), total)
+            t4 = cpu_self()
+            rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
+    med = [round(sorted(r[i] for r in rows)[len(rows) // 2] / per, 3) for i in range(4)]
+    names = ("stage_write", "stage_read", "cartridge", "cartridge_direct")
+    return {f"{n}_cpu_s_per_gib": m for n, m in zip(names, med)}
+
+
 def floor(gib=1.0, rounds=3):
-    """Both stacks' figures."""
-    return {"rustls": rustls_floor(gib, rounds), "openssl": openssl_floor(gib, rounds)}
+    """Both stacks' figures, and the file work's."""
+    return {"rustls": rustls_floor(gib, rounds), "openssl": openssl_floor(gib, rounds),
+            "files": files_floor(gib, rounds)}
 
 
 def main():
