@@ -8,9 +8,9 @@
 //! segments of those volume sequences; an extent holds at least one block, lies
 //! inside its segment, and no two extents of a job share a block of one segment.
 
+use crate::db::{params, Row};
 use crate::error::{Doing, Result};
 use crate::Catalog;
-use rusqlite::Row;
 
 /// The most problems listed of each kind: a catalog damaged throughout would
 /// otherwise list millions of rows.
@@ -118,8 +118,8 @@ impl Catalog {
         const WHAT: &str = "check the catalog";
         let count = |table: &str| -> Result<u64> {
             self.conn
-                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
-                    r.get::<_, i64>(0)
+                .query_row(&format!("SELECT COUNT(*) FROM {table}"), params![], |r| {
+                    r.get::<i64>(0)
                 })
                 .map(|n| n as u64)
                 .doing(WHAT)
@@ -146,11 +146,11 @@ impl Catalog {
         &self,
         sql: &str,
         kind: ProblemKind,
-        f: impl Fn(&Row) -> rusqlite::Result<(Option<i64>, String)>,
+        f: impl Fn(&Row) -> crate::db::Result<(Option<i64>, String)>,
     ) -> Result<Vec<Problem>> {
         const WHAT: &str = "check the catalog";
         let mut st = self.conn.prepare(sql).doing(WHAT)?;
-        let rows = st.query_map([], |r| f(r)).doing(WHAT)?;
+        let rows = st.query_map(params![], |r| f(r)).doing(WHAT)?;
         let mut out = Vec::new();
         for row in rows.take(LIMIT) {
             let (job, detail) = row.doing(WHAT)?;
@@ -249,12 +249,12 @@ impl Catalog {
              ORDER BY f.job_id, f.path",
             ProblemKind::FileOutsideSegment,
             |r| {
-                let path = String::from_utf8_lossy(&r.get::<_, Vec<u8>>(1)?).into_owned();
+                let path = String::from_utf8_lossy(&r.get::<Vec<u8>>(1)?).into_owned();
                 let (ss, sl, es, el): (i64, i64, i64, i64) =
                     (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
                 let end =
-                    |seq: i64, lbn: i64, at: usize| -> rusqlite::Result<Option<String>> {
-                        if !r.get::<_, bool>(at)? {
+                    |seq: i64, lbn: i64, at: usize| -> crate::db::Result<Option<String>> {
+                        if !r.get::<bool>(at)? {
                             return Ok(Some(format!("segment {seq} does not exist")));
                         }
                         let (first, last): (i64, Option<i64>) = (r.get(at + 1)?, r.get(at + 2)?);
@@ -303,7 +303,7 @@ impl Catalog {
             |r| {
                 let (stream, seq, first, blocks): (i64, i64, i64, i64) =
                     (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-                let why = if r.get::<_, bool>(5)? {
+                let why = if r.get::<bool>(5)? {
                     format!("segment {seq} holds blocks {}", span(r.get(6)?, r.get(7)?))
                 } else {
                     format!("segment {seq} does not exist")
@@ -396,7 +396,10 @@ mod tests {
                 stage.id
             ))
             .unwrap();
-        c.conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
+        c.conn
+            .as_sqlite()
+            .pragma_update(None, "foreign_keys", "OFF")
+            .unwrap();
         (dir, c, j)
     }
 

@@ -1,9 +1,10 @@
 //! The catalog's error type.
 
+use crate::db::DbError;
 use std::path::PathBuf;
 
 /// A catalog error: what was being done, and why it failed. Callers decide by variant;
-/// an SQLite failure keeps the `rusqlite` error as its source.
+/// a database's failure keeps the database's error as its source.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     /// The catalog file could not be opened.
@@ -11,18 +12,18 @@ pub enum CatalogError {
     Open {
         /// The catalog file.
         path: PathBuf,
-        /// SQLite's error.
+        /// The database's error.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
-    /// An SQLite statement failed.
+    /// A statement failed.
     #[error("catalog: {what}: {source}")]
-    Sqlite {
+    Database {
         /// What was being done, e.g. `record files`.
         what: &'static str,
-        /// SQLite's error.
+        /// The database's error.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
     /// The catalog was written by a newer tapeloom, with a schema this one does not
     /// know.
@@ -184,13 +185,13 @@ fn list(jobs: &[i64]) -> String {
 }
 
 impl CatalogError {
-    /// Whether SQLite failed because the disk (or the catalog's file system) is
-    /// full.
+    /// Whether the database failed because the disk (or the catalog's file system)
+    /// is full.
     pub fn is_disk_full(&self) -> bool {
         match self {
-            CatalogError::Open { source, .. } | CatalogError::Sqlite { source, .. } => source
-                .sqlite_error_code()
-                .is_some_and(|c| c == rusqlite::ErrorCode::DiskFull),
+            CatalogError::Open { source, .. } | CatalogError::Database { source, .. } => source
+                .sqlite_code()
+                .is_some_and(|c| c.code == rusqlite::ErrorCode::DiskFull),
             _ => false,
         }
     }
@@ -199,22 +200,22 @@ impl CatalogError {
 /// Result of catalog operations.
 pub type Result<T> = std::result::Result<T, CatalogError>;
 
-/// Names what a group of SQLite calls was doing when one of them failed.
+/// Names what a group of statements was doing when one of them failed.
 pub(crate) trait Doing<T> {
-    /// Wraps an SQLite error as [`CatalogError::Sqlite`] with `what`.
+    /// Wraps a database's error as [`CatalogError::Database`] with `what`.
     fn doing(self, what: &'static str) -> Result<T>;
 }
 
-impl<T> Doing<T> for rusqlite::Result<T> {
+impl<T> Doing<T> for crate::db::Result<T> {
     fn doing(self, what: &'static str) -> Result<T> {
-        self.map_err(|source| CatalogError::Sqlite { what, source })
+        self.map_err(|source| CatalogError::Database { what, source })
     }
 }
 
-/// Whether `e` is SQLite refusing a row because of a UNIQUE or PRIMARY KEY
+/// Whether `e` is the database refusing a row because of a UNIQUE or PRIMARY KEY
 /// constraint: a row with that key is there already.
-pub(crate) fn is_duplicate_key(e: &rusqlite::Error) -> bool {
-    e.sqlite_error().is_some_and(|f| {
+pub(crate) fn is_duplicate_key(e: &DbError) -> bool {
+    e.sqlite_code().is_some_and(|f| {
         f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
             || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
     })
@@ -227,14 +228,14 @@ mod tests {
 
     #[test]
     fn an_sqlite_failure_says_what_was_done_and_keeps_its_cause() {
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let conn = crate::db::Conn::sqlite(rusqlite::Connection::open_in_memory().unwrap());
         let e = conn
-            .execute("INSERT INTO nowhere VALUES (1)", [])
+            .execute("INSERT INTO nowhere VALUES (1)", crate::db::params![])
             .doing("record nothing")
             .unwrap_err();
         assert!(matches!(
             e,
-            CatalogError::Sqlite {
+            CatalogError::Database {
                 what: "record nothing",
                 ..
             }
@@ -245,6 +246,7 @@ mod tests {
             "{e}"
         );
         let source = e.source().expect("a cause");
-        assert!(source.is::<rusqlite::Error>(), "{source}");
+        assert!(source.is::<DbError>(), "{source}");
+        assert!(source.source().expect("SQLite's").is::<rusqlite::Error>());
     }
 }

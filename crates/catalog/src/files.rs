@@ -1,10 +1,10 @@
 //! Files and extents: where every entry of a job is, and each stream's runs of
 //! blocks.
 
+use crate::db::{params, OptionalExtension};
 use crate::error::{Doing, Result};
 use crate::write_tx;
 use crate::Catalog;
-use rusqlite::{params, OptionalExtension};
 
 /// One file system object of a job and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -133,7 +133,7 @@ fn insert_files_sql(n: usize) -> String {
     s
 }
 
-fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
+fn file_row(r: &crate::db::Row) -> crate::db::Result<FileRow> {
     Ok(FileRow {
         path: r.get(0)?,
         stream: r.get(1)?,
@@ -141,17 +141,17 @@ fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
         mode: r.get(3)?,
         uid: r.get(4)?,
         gid: r.get(5)?,
-        size: r.get::<_, i64>(6)? as u64,
+        size: r.get::<i64>(6)? as u64,
         mtime_ns: r.get(7)?,
         start_seq: r.get(8)?,
-        start_lbn: r.get::<_, i64>(9)? as u64,
+        start_lbn: r.get::<i64>(9)? as u64,
         start_off: r.get(10)?,
         end_seq: r.get(11)?,
-        end_lbn: r.get::<_, i64>(12)? as u64,
+        end_lbn: r.get::<i64>(12)? as u64,
         crc: r.get(13)?,
         link: r.get(14)?,
-        ctime_ns: r.get::<_, Option<i64>>(15)?.unwrap_or(0),
-        ino: r.get::<_, Option<i64>>(16)?.unwrap_or(0) as u64,
+        ctime_ns: r.get::<Option<i64>>(15)?.unwrap_or(0),
+        ino: r.get::<Option<i64>>(16)?.unwrap_or(0) as u64,
         meta_only: r.get(17)?,
     })
 }
@@ -159,7 +159,7 @@ fn file_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
 impl Catalog {
     /// Records files, in one transaction, several rows per statement.
     pub fn add_files(&self, job: i64, rows: &[FileRow]) -> Result<()> {
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
             {
                 let full = insert_files_sql(ROWS_PER_INSERT);
@@ -225,7 +225,7 @@ impl Catalog {
         };
         let mut st = self.conn.prepare_cached(&sql).doing(WHAT)?;
         let mut rows = match &range {
-            None => st.query([job]),
+            None => st.query(params![job]),
             Some((p, (lo, hi))) => st.query(params![job, p, lo, hi]),
         }
         .doing(WHAT)?;
@@ -254,13 +254,13 @@ impl Catalog {
             )
             .doing(WHAT)?;
         let mut rows = st.query(params![job, from, to]).doing(WHAT)?;
-        let facts = |r: &rusqlite::Row<'_>| -> rusqlite::Result<FileFacts> {
+        let facts = |r: &crate::db::Row| -> crate::db::Result<FileFacts> {
             Ok(FileFacts {
                 kind: r.get(1)?,
-                size: r.get::<_, i64>(2)? as u64,
+                size: r.get::<i64>(2)? as u64,
                 mtime_ns: r.get(3)?,
-                ctime_ns: r.get::<_, Option<i64>>(4)?.unwrap_or(0),
-                ino: r.get::<_, Option<i64>>(5)?.unwrap_or(0) as u64,
+                ctime_ns: r.get::<Option<i64>>(4)?.unwrap_or(0),
+                ino: r.get::<Option<i64>>(5)?.unwrap_or(0) as u64,
                 mode: r.get(6)?,
                 uid: r.get(7)?,
                 gid: r.get(8)?,
@@ -316,37 +316,35 @@ impl Catalog {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<FileRow>> {
-        let run = || -> rusqlite::Result<Vec<FileRow>> {
+        let run = || -> crate::db::Result<Vec<FileRow>> {
             let mut st = self.conn.prepare_cached(&format!(
                 "SELECT {FILE_COLS} FROM files WHERE job_id = ?1 AND path > ?2 ORDER BY path LIMIT ?3"
             ))?;
-            let v = st
-                .query_map(params![job, after.unwrap_or(b""), limit as i64], file_row)?
-                .collect();
-            v
+
+            st.query_map(params![job, after.unwrap_or(b""), limit as i64], file_row)?
+                .collect()
         };
         run().doing("list files")
     }
 
     /// Files of `job` whose bytes include block `lbn` of volume sequence `seq`.
     pub fn files_in_block(&self, job: i64, seq: u32, lbn: u64) -> Result<Vec<Vec<u8>>> {
-        let run = || -> rusqlite::Result<Vec<Vec<u8>>> {
+        let run = || -> crate::db::Result<Vec<Vec<u8>>> {
             let mut st = self.conn.prepare_cached(
                 "SELECT path FROM files WHERE job_id = ?1 \
                  AND (start_seq < ?2 OR (start_seq = ?2 AND start_lbn <= ?3)) \
                  AND (end_seq > ?2 OR (end_seq = ?2 AND end_lbn >= ?3)) ORDER BY path",
             )?;
-            let v = st
-                .query_map(params![job, seq, lbn as i64], |r| r.get(0))?
-                .collect();
-            v
+
+            st.query_map(params![job, seq, lbn as i64], |r| r.get(0))?
+                .collect()
         };
         run().doing("find the files in a block")
     }
 
     /// Records extents, in one transaction.
     pub fn add_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
             insert_extents(&tx, job, extents)?;
             tx.commit()
@@ -356,9 +354,9 @@ impl Catalog {
 
     /// Replaces the extents of a job with `extents`, in one transaction.
     pub fn replace_extents(&self, job: i64, extents: &[Extent]) -> Result<()> {
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
-            tx.execute("DELETE FROM extents WHERE job_id = ?1", [job])?;
+            tx.execute("DELETE FROM extents WHERE job_id = ?1", params![job])?;
             insert_extents(&tx, job, extents)?;
             tx.commit()
         };
@@ -367,33 +365,32 @@ impl Catalog {
 
     /// The extents of a job in tape order.
     pub fn extents(&self, job: i64) -> Result<Vec<Extent>> {
-        let run = || -> rusqlite::Result<Vec<Extent>> {
+        let run = || -> crate::db::Result<Vec<Extent>> {
             let mut st = self.conn.prepare_cached(
                 "SELECT stream, seq, first_lbn, blocks, stream_offset FROM extents \
                  WHERE job_id = ?1 ORDER BY seq, first_lbn",
             )?;
-            let v = st
-                .query_map([job], |r| {
-                    Ok(Extent {
-                        stream: r.get(0)?,
-                        seq: r.get(1)?,
-                        first_lbn: r.get::<_, i64>(2)? as u64,
-                        blocks: r.get::<_, i64>(3)? as u64,
-                        stream_offset: r.get::<_, i64>(4)? as u64,
-                    })
-                })?
-                .collect();
-            v
+
+            st.query_map(params![job], |r| {
+                Ok(Extent {
+                    stream: r.get(0)?,
+                    seq: r.get(1)?,
+                    first_lbn: r.get::<i64>(2)? as u64,
+                    blocks: r.get::<i64>(3)? as u64,
+                    stream_offset: r.get::<i64>(4)? as u64,
+                })
+            })?
+            .collect()
         };
         run().doing("read a job's extents")
     }
 }
 
 pub(crate) fn insert_extents(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &crate::db::Tx<'_>,
     job: i64,
     extents: &[Extent],
-) -> rusqlite::Result<()> {
+) -> crate::db::Result<()> {
     let mut st = tx.prepare_cached(
         "INSERT INTO extents (job_id, stream, seq, first_lbn, blocks, stream_offset) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -594,7 +591,7 @@ mod tests {
             .conn
             .query_row(
                 "EXPLAIN QUERY PLAN SELECT path FROM files WHERE job_id = 1 AND (path = x'00' OR (path >= x'01' AND path < x'02'))",
-                [],
+                params![],
                 |r| r.get(3),
             )
             .unwrap();

@@ -1,8 +1,8 @@
 //! Drive health: what each drive said about a cartridge at the end of a mount.
 
+use crate::db::params;
 use crate::error::{Doing, Result};
 use crate::Catalog;
-use rusqlite::params;
 
 impl Catalog {
     /// Records what drive `drive` said about cartridge `barcode` at the end of its
@@ -39,15 +39,14 @@ impl Catalog {
     /// What the drives said in a job's operation: (drive, barcode, health JSON), in
     /// the order of the mounts.
     pub fn drive_health(&self, job: i64, op: &str) -> Result<Vec<(i64, String, String)>> {
-        let run = || -> rusqlite::Result<Vec<(i64, String, String)>> {
+        let run = || -> crate::db::Result<Vec<(i64, String, String)>> {
             let mut st = self.conn.prepare_cached(
                 "SELECT drive, barcode, health FROM drive_health \
                  WHERE job_id = ?1 AND op = ?2 ORDER BY rowid",
             )?;
-            let v = st
-                .query_map(params![job, op], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect();
-            v
+
+            st.query_map(params![job, op], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
         };
         run().doing("read drive health")
     }

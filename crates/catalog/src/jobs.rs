@@ -1,10 +1,10 @@
 //! Jobs: their rows, streams, segments on volumes and source errors.
 
+use crate::db::{params, OptionalExtension};
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::volumes::{volume_row, VOLUME_COLS};
 use crate::write_tx;
 use crate::{Catalog, JobState, Volume};
-use rusqlite::{params, OptionalExtension};
 use tapeloom_format::Level;
 
 /// A job.
@@ -75,32 +75,27 @@ pub struct Stream {
 pub(crate) const JOB_COLS: &str =
     "id, tag, name, started_ns, ended_ns, status, files, bytes, seconds, block_size, key_fingerprint, job_key, set_name, level, base_job, client";
 
-pub(crate) fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+pub(crate) fn job_row(r: &crate::db::Row) -> crate::db::Result<Job> {
     Ok(Job {
         id: r.get(0)?,
-        tag: r.get::<_, i64>(1)? as u64,
+        tag: r.get::<i64>(1)? as u64,
         name: r.get(2)?,
         started_ns: r.get(3)?,
         ended_ns: r.get(4)?,
         status: r.get(5)?,
-        files: r.get::<_, i64>(6)? as u64,
-        bytes: r.get::<_, i64>(7)? as u64,
+        files: r.get::<i64>(6)? as u64,
+        bytes: r.get::<i64>(7)? as u64,
         seconds: r.get(8)?,
         block_size: r.get(9)?,
-        key: match (
-            r.get::<_, Option<String>>(10)?,
-            r.get::<_, Option<Vec<u8>>>(11)?,
-        ) {
+        key: match (r.get::<Option<String>>(10)?, r.get::<Option<Vec<u8>>>(11)?) {
             (Some(f), Some(k)) => Some((f, k)),
             _ => None,
         },
-        set: match r.get::<_, Option<String>>(12)? {
+        set: match r.get::<Option<String>>(12)? {
             Some(s) => s,
             None => r.get(2)?,
         },
-        level: Level::from_u8(r.get(13)?).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Integer, e.into())
-        })?,
+        level: Level::from_u8(r.get(13)?).map_err(|e| crate::db::DbError::conversion(13, e))?,
         base: r.get(14)?,
         client: r.get(15)?,
     })
@@ -135,7 +130,7 @@ impl Catalog {
         block_size: u32,
         streams: &[Stream],
     ) -> Result<i64> {
-        let run = || -> rusqlite::Result<i64> {
+        let run = || -> crate::db::Result<i64> {
             let tx = write_tx(&self.conn)?;
             tx.execute(
                 "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
@@ -144,7 +139,7 @@ impl Catalog {
                   ?1, ?2, ?3, ?4, ?5)",
                 params![tag as i64, name, started_ns, JobState::Running, block_size],
             )?;
-            let id = tx.last_insert_rowid();
+            let id = tx.as_sqlite().last_insert_rowid();
             for s in streams {
                 tx.execute(
                     "INSERT INTO streams (job_id, stream, name, source) VALUES (?1, ?2, ?3, ?4)",
@@ -221,14 +216,13 @@ impl Catalog {
     /// [`INTERRUPTED`] among its errors. Call only while holding the home's lock, so
     /// that no job is really running.
     pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
-        let run = || -> rusqlite::Result<Vec<i64>> {
+        let run = || -> crate::db::Result<Vec<i64>> {
             let tx = write_tx(&self.conn)?;
             let ids = {
                 let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1")?;
-                let ids = st
-                    .query_map([JobState::Running], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
-                ids
+
+                st.query_map(params![JobState::Running], |r| r.get(0))?
+                    .collect::<crate::db::Result<_>>()?
             };
             // Without a reason, a failed job would not say why (its process was
             // killed, or its machine went down, before the job ended).
@@ -283,12 +277,12 @@ impl Catalog {
 
     /// Every job, oldest first.
     pub fn jobs(&self) -> Result<Vec<Job>> {
-        let run = || -> rusqlite::Result<Vec<Job>> {
+        let run = || -> crate::db::Result<Vec<Job>> {
             let mut st = self
                 .conn
                 .prepare(&format!("SELECT {JOB_COLS} FROM jobs ORDER BY id"))?;
-            let v = st.query_map([], job_row)?.collect();
-            v
+
+            st.query_map(params![], job_row)?.collect()
         };
         run().doing("list the jobs")
     }
@@ -298,7 +292,7 @@ impl Catalog {
         self.conn
             .query_row(
                 &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
-                [id],
+                params![id],
                 job_row,
             )
             .optional()
@@ -310,7 +304,7 @@ impl Catalog {
         self.conn
             .query_row(
                 &format!("SELECT {JOB_COLS} FROM jobs WHERE tag = ?1"),
-                [tag as i64],
+                params![tag as i64],
                 job_row,
             )
             .optional()
@@ -319,43 +313,41 @@ impl Catalog {
 
     /// The volumes of a job, in sequence order.
     pub fn job_volumes(&self, job: i64) -> Result<Vec<JobVolume>> {
-        let run = || -> rusqlite::Result<Vec<JobVolume>> {
+        let run = || -> crate::db::Result<Vec<JobVolume>> {
             let mut st = self.conn.prepare(&format!(
                 "SELECT jv.seq, jv.first_lbn, jv.last_lbn, jv.chain, {VOLUME_COLS} FROM job_volumes jv \
                  JOIN volumes v ON v.id = jv.volume_id WHERE jv.job_id = ?1 ORDER BY jv.seq"
             ))?;
-            let v = st
-                .query_map([job], |r| {
-                    Ok(JobVolume {
-                        seq: r.get(0)?,
-                        first_lbn: r.get::<_, i64>(1)? as u64,
-                        last_lbn: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
-                        chain: r.get(3)?,
-                        volume: volume_row(r, 4)?,
-                    })
-                })?
-                .collect();
-            v
+
+            st.query_map(params![job], |r| {
+                Ok(JobVolume {
+                    seq: r.get(0)?,
+                    first_lbn: r.get::<i64>(1)? as u64,
+                    last_lbn: r.get::<Option<i64>>(2)?.map(|x| x as u64),
+                    chain: r.get(3)?,
+                    volume: volume_row(r, 4)?,
+                })
+            })?
+            .collect()
         };
         run().doing("read a job's volumes")
     }
 
     /// The streams of a job.
     pub fn streams(&self, job: i64) -> Result<Vec<Stream>> {
-        let run = || -> rusqlite::Result<Vec<Stream>> {
+        let run = || -> crate::db::Result<Vec<Stream>> {
             let mut st = self.conn.prepare(
                 "SELECT stream, name, source FROM streams WHERE job_id = ?1 ORDER BY stream",
             )?;
-            let v = st
-                .query_map([job], |r| {
-                    Ok(Stream {
-                        stream: r.get(0)?,
-                        name: r.get(1)?,
-                        source: r.get(2)?,
-                    })
-                })?
-                .collect();
-            v
+
+            st.query_map(params![job], |r| {
+                Ok(Stream {
+                    stream: r.get(0)?,
+                    name: r.get(1)?,
+                    source: r.get(2)?,
+                })
+            })?
+            .collect()
         };
         run().doing("read a job's streams")
     }
@@ -373,14 +365,13 @@ impl Catalog {
 
     /// The errors of a job.
     pub fn errors(&self, job: i64) -> Result<Vec<(Vec<u8>, String)>> {
-        let run = || -> rusqlite::Result<Vec<(Vec<u8>, String)>> {
+        let run = || -> crate::db::Result<Vec<(Vec<u8>, String)>> {
             let mut st = self
                 .conn
                 .prepare("SELECT path, reason FROM job_errors WHERE job_id = ?1 ORDER BY rowid")?;
-            let v = st
-                .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect();
-            v
+
+            st.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
         };
         run().doing("read a job's errors")
     }

@@ -13,10 +13,12 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+use db::Conn;
 use rusqlite::Connection;
 use std::path::Path;
 
 mod check;
+mod db;
 mod error;
 mod files;
 mod health;
@@ -50,13 +52,13 @@ pub use volumes::Volume;
 /// read first would fail at once, busy timeout or not, when another connection
 /// wrote in between (the server's jobs each write through a connection of their
 /// own).
-fn write_tx(conn: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
-    rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+fn write_tx(conn: &Conn) -> db::Result<db::Tx<'_>> {
+    conn.write_tx()
 }
 
 /// The catalog database.
 pub struct Catalog {
-    conn: Connection,
+    conn: Conn,
 }
 
 impl Catalog {
@@ -64,7 +66,7 @@ impl Catalog {
     pub fn open(path: &Path) -> Result<Self> {
         let conn = Connection::open(path).map_err(|source| CatalogError::Open {
             path: path.to_path_buf(),
-            source,
+            source: source.into(),
         })?;
         let setup = || -> rusqlite::Result<()> {
             conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -72,8 +74,12 @@ impl Catalog {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", "ON")
         };
-        setup().doing("set up the connection")?;
-        let mut c = Catalog { conn };
+        setup()
+            .map_err(db::DbError::from)
+            .doing("set up the connection")?;
+        let mut c = Catalog {
+            conn: Conn::sqlite(conn),
+        };
         c.migrate()?;
         Ok(c)
     }
@@ -82,6 +88,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::params;
 
     /// A new catalog in a temporary directory (kept as long as the directory).
     pub(crate) fn scratch() -> (tempfile::TempDir, Catalog) {
@@ -179,7 +186,9 @@ mod tests {
         assert!(matches!(e, CatalogError::Open { .. }), "{e:?}");
         assert!(e.to_string().starts_with("open catalog "), "{e}");
         let source = e.source().expect("a cause");
-        assert!(source.is::<rusqlite::Error>(), "{source}");
+        assert!(source.is::<db::DbError>(), "{source}");
+        let sqlite = source.source().expect("SQLite's error");
+        assert!(sqlite.is::<rusqlite::Error>(), "{sqlite}");
     }
 
     #[test]
@@ -224,25 +233,28 @@ mod tests {
             .unwrap();
         assert_eq!(v.status, VolumeState::Append);
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let word = |sql: &str| -> String { c.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        let word =
+            |sql: &str| -> String { c.conn.query_row(sql, params![], |r| r.get(0)).unwrap() };
         assert_eq!(word("SELECT status FROM jobs"), "running");
         c.finish_job(j, JobState::Partial, 1, 2, 3.0, 4).unwrap();
         assert_eq!(word("SELECT status FROM jobs"), "partial");
         c.set_volume_status(v.id, VolumeState::Full).unwrap();
         assert_eq!(word("SELECT status FROM volumes"), "full");
         // Rows written as words by any tapeloom read back as states.
-        c.conn.execute("UPDATE jobs SET status = 'ok'", []).unwrap();
         c.conn
-            .execute("UPDATE volumes SET status = 'append'", [])
+            .execute("UPDATE jobs SET status = 'ok'", params![])
+            .unwrap();
+        c.conn
+            .execute("UPDATE volumes SET status = 'append'", params![])
             .unwrap();
         assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Ok);
         assert_eq!(c.volumes().unwrap()[0].status, VolumeState::Append);
         // A word no tapeloom writes is an error that names it, down the cause chain.
         c.conn
-            .execute("UPDATE jobs SET status = 'paused'", [])
+            .execute("UPDATE jobs SET status = 'paused'", params![])
             .unwrap();
         let e = c.jobs().unwrap_err();
-        assert!(matches!(e, CatalogError::Sqlite { .. }), "{e:?}");
+        assert!(matches!(e, CatalogError::Database { .. }), "{e:?}");
         let sqlite = e.source().expect("SQLite's error");
         let unknown = sqlite.source().expect("the word");
         assert_eq!(unknown.to_string(), "unknown job state \"paused\"");

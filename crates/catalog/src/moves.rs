@@ -3,6 +3,7 @@
 //! wrote them again, in order, on the next cartridge. The rows and extents that
 //! pointed at the lost places are pointed at the new ones.
 
+use crate::db::params;
 use crate::error::{Doing, Result};
 use crate::write_tx;
 use crate::{Catalog, Extent};
@@ -30,7 +31,7 @@ impl Catalog {
         if moves.is_empty() {
             return Ok(());
         }
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
             tx.execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS moved_blocks ( \
@@ -45,7 +46,7 @@ impl Catalog {
                      VALUES (?1, ?2, ?3, ?4)",
                 )?;
                 for m in moves {
-                    ins.execute(rusqlite::params![m.from.0, m.from.1, m.to.0, m.to.1])?;
+                    ins.execute(params![m.from.0, m.from.1, m.to.0, m.to.1])?;
                 }
             }
             for end in ["start", "end"] {
@@ -57,7 +58,7 @@ impl Catalog {
                          WHERE job_id = ?1 AND EXISTS (SELECT 1 FROM moved_blocks m \
                             WHERE m.seq = files.{end}_seq AND m.lbn = files.{end}_lbn)"
                     ),
-                    [job],
+                    params![job],
                 )?;
             }
             // Each segment a block was lost from ends before its first lost block.
@@ -72,15 +73,15 @@ impl Catalog {
                 tx.execute(
                     "UPDATE extents SET blocks = ?3 - first_lbn WHERE job_id = ?1 AND seq = ?2 \
                      AND first_lbn < ?3 AND first_lbn + blocks > ?3",
-                    rusqlite::params![job, seq, first],
+                    params![job, seq, first],
                 )?;
                 tx.execute(
                     "DELETE FROM extents WHERE job_id = ?1 AND seq = ?2 AND first_lbn >= ?3",
-                    rusqlite::params![job, seq, first],
+                    params![job, seq, first],
                 )?;
             }
             crate::files::insert_extents(&tx, job, &extents_of(moves, control))?;
-            tx.execute("DELETE FROM moved_blocks", [])?;
+            tx.execute("DELETE FROM moved_blocks", params![])?;
             tx.commit()
         };
         run().doing("point a job's rows at blocks written again")

@@ -5,10 +5,10 @@
 //! cartridge may be reserved for a pool in `pool_cartridges`. The pool
 //! [`DEFAULT_POOL`] always exists, with or without a row.
 
+use crate::db::{params, OptionalExtension};
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::write_tx;
 use crate::Catalog;
-use rusqlite::{params, OptionalExtension};
 
 /// The pool every job writes to unless told otherwise; it always exists.
 pub const DEFAULT_POOL: &str = "default";
@@ -56,15 +56,15 @@ impl Pool {
 /// A pool's columns in the order [`pool_row`] reads them.
 const POOL_COLS: &str = "name, retention_s, max_jobs_per_volume, append, worm, created_ns";
 
-fn pool_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pool> {
+fn pool_row(r: &crate::db::Row) -> crate::db::Result<Pool> {
     let retention: Option<i64> = r.get(1)?;
     let max_jobs: Option<i64> = r.get(2)?;
     Ok(Pool {
         name: r.get(0)?,
         retention_s: retention.map(|v| v.max(0) as u64),
         max_jobs_per_volume: max_jobs.map(|v| v.max(0) as u64),
-        append: r.get::<_, i64>(3)? != 0,
-        worm: r.get::<_, i64>(4)? != 0,
+        append: r.get::<i64>(3)? != 0,
+        worm: r.get::<i64>(4)? != 0,
         created_ns: r.get(5)?,
     })
 }
@@ -119,7 +119,7 @@ impl Catalog {
             .conn
             .query_row(
                 &format!("SELECT {POOL_COLS} FROM pools WHERE name = ?1"),
-                [name],
+                params![name],
                 pool_row,
             )
             .optional()
@@ -135,24 +135,24 @@ impl Catalog {
 
     /// Pool names the volumes' labels carry.
     fn label_pools(&self) -> Result<Vec<String>> {
-        let run = || -> rusqlite::Result<Vec<String>> {
+        let run = || -> crate::db::Result<Vec<String>> {
             let mut st = self
                 .conn
                 .prepare_cached("SELECT DISTINCT pool FROM volumes ORDER BY pool")?;
-            let v = st.query_map([], |r| r.get(0))?.collect();
-            v
+
+            st.query_map(params![], |r| r.get(0))?.collect()
         };
         run().doing("list the pools of the volumes")
     }
 
     /// Every pool by name, the default pool among them.
     pub fn pools(&self) -> Result<Vec<Pool>> {
-        let run = || -> rusqlite::Result<Vec<Pool>> {
+        let run = || -> crate::db::Result<Vec<Pool>> {
             let mut st = self
                 .conn
                 .prepare(&format!("SELECT {POOL_COLS} FROM pools ORDER BY name"))?;
-            let v = st.query_map([], pool_row)?.collect();
-            v
+
+            st.query_map(params![], pool_row)?.collect()
         };
         let mut pools = run().doing("list the pools")?;
         let names = self.label_pools()?;
@@ -218,7 +218,7 @@ impl Catalog {
         self.conn
             .query_row(
                 "SELECT pool FROM pool_cartridges WHERE barcode = ?1",
-                [barcode],
+                params![barcode],
                 |r| r.get(0),
             )
             .optional()
@@ -232,8 +232,8 @@ impl Catalog {
             .query_row(
                 "SELECT COUNT(DISTINCT jv.job_id) FROM job_volumes jv \
                  JOIN volumes v ON v.id = jv.volume_id WHERE v.pool = ?1",
-                [pool],
-                |r| r.get::<_, i64>(0),
+                params![pool],
+                |r| r.get::<i64>(0),
             )
             .doing("count a pool's jobs")?;
         Ok(n as u64)
@@ -241,12 +241,12 @@ impl Catalog {
 
     /// The barcodes assigned to a pool (labelled or not), in order.
     pub fn assigned_cartridges(&self, pool: &str) -> Result<Vec<String>> {
-        let run = || -> rusqlite::Result<Vec<String>> {
+        let run = || -> crate::db::Result<Vec<String>> {
             let mut st = self
                 .conn
                 .prepare("SELECT barcode FROM pool_cartridges WHERE pool = ?1 ORDER BY barcode")?;
-            let v = st.query_map([pool], |r| r.get(0))?.collect();
-            v
+
+            st.query_map(params![pool], |r| r.get(0))?.collect()
         };
         run().doing("list a pool's cartridges")
     }
@@ -278,7 +278,7 @@ impl Catalog {
         self.conn
             .query_row(
                 "SELECT key_file, fingerprint FROM pool_keys WHERE pool = ?1",
-                [pool],
+                params![pool],
                 |r| {
                     Ok(PoolKey {
                         key_file: r.get(0)?,

@@ -1,10 +1,10 @@
 //! Samples: the per-second measurements of a job's backup and last restore.
 
+use crate::db::params;
+use crate::db::{BoxError, FromValue, Value};
 use crate::error::{Doing, Result};
 use crate::write_tx;
 use crate::Catalog;
-use rusqlite::params;
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use std::fmt;
 
 /// What a series of samples measures.
@@ -44,21 +44,15 @@ impl Series {
     }
 }
 
-impl ToSql for Series {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.to_string()))
-    }
-}
-
 /// A stored name of none of the forms.
 #[derive(Debug, thiserror::Error)]
 #[error("the series name {0:?} is none of drive:N, stream:NAME, stage")]
 struct UnknownSeries(String);
 
-impl FromSql for Series {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        let s = value.as_str()?;
-        Series::parse(s).ok_or_else(|| FromSqlError::Other(Box::new(UnknownSeries(s.into()))))
+impl FromValue for Series {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        let s = crate::db::text(v)?;
+        Series::parse(s).ok_or_else(|| Box::new(UnknownSeries(s.into())) as BoxError)
     }
 }
 
@@ -96,13 +90,13 @@ impl fmt::Display for Phase {
 #[error("the phase name {0:?} is none of load, position, index")]
 struct UnknownPhase(String);
 
-impl FromSql for Phase {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        match value.as_str()? {
+impl FromValue for Phase {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        match crate::db::text(v)? {
             "load" => Ok(Phase::Load),
             "position" => Ok(Phase::Position),
             "index" => Ok(Phase::Index),
-            s => Err(FromSqlError::Other(Box::new(UnknownPhase(s.into())))),
+            s => Err(Box::new(UnknownPhase(s.into()))),
         }
     }
 }
@@ -147,7 +141,7 @@ impl Catalog {
     /// Stores a job's samples for one operation (`backup` or `restore`), in one
     /// transaction. A later restore's samples replace the earlier ones.
     pub fn add_samples(&self, job: i64, op: &str, samples: &[Sample]) -> Result<()> {
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
             {
                 let mut st = tx.prepare_cached(
@@ -158,7 +152,7 @@ impl Catalog {
                     st.execute(params![
                         job,
                         op,
-                        x.series,
+                        x.series.to_string(),
                         x.t_ms as i64,
                         x.bytes as i64,
                         x.pool_fill,
@@ -176,7 +170,7 @@ impl Catalog {
     /// Stores a job's marks for one operation, replacing those an earlier run of the
     /// same operation left, in one transaction.
     pub fn set_marks(&self, job: i64, op: &str, marks: &[Mark]) -> Result<()> {
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
             tx.execute(
                 "DELETE FROM marks WHERE job_id = ?1 AND op = ?2",
@@ -205,22 +199,21 @@ impl Catalog {
 
     /// A job's marks of one operation, in time order.
     pub fn marks(&self, job: i64, op: &str) -> Result<Vec<Mark>> {
-        let run = || -> rusqlite::Result<Vec<Mark>> {
+        let run = || -> crate::db::Result<Vec<Mark>> {
             let mut st = self.conn.prepare_cached(
                 "SELECT drive, phase, from_ms, to_ms FROM marks \
                  WHERE job_id = ?1 AND op = ?2 ORDER BY from_ms, drive",
             )?;
-            let v = st
-                .query_map(params![job, op], |r| {
-                    Ok(Mark {
-                        drive: r.get::<_, Option<i64>>(0)?.map(|d| d.max(0) as usize),
-                        phase: r.get(1)?,
-                        from_ms: r.get::<_, i64>(2)?.max(0) as u64,
-                        to_ms: r.get::<_, i64>(3)?.max(0) as u64,
-                    })
-                })?
-                .collect();
-            v
+
+            st.query_map(params![job, op], |r| {
+                Ok(Mark {
+                    drive: r.get::<Option<i64>>(0)?.map(|d| d.max(0) as usize),
+                    phase: r.get(1)?,
+                    from_ms: r.get::<i64>(2)?.max(0) as u64,
+                    to_ms: r.get::<i64>(3)?.max(0) as u64,
+                })
+            })?
+            .collect()
         };
         run().doing("read marks")
     }
@@ -238,25 +231,24 @@ impl Catalog {
 
     /// A job's samples of one operation, by series and time.
     pub fn samples(&self, job: i64, op: &str) -> Result<Vec<Sample>> {
-        let run = || -> rusqlite::Result<Vec<Sample>> {
+        let run = || -> crate::db::Result<Vec<Sample>> {
             let mut st = self.conn.prepare_cached(
                 "SELECT series, t_ms, bytes, pool_fill, buffer_fill, backhitches, speed_mb_s \
                  FROM samples WHERE job_id = ?1 AND op = ?2 ORDER BY series, t_ms",
             )?;
-            let v = st
-                .query_map(params![job, op], |r| {
-                    Ok(Sample {
-                        series: r.get(0)?,
-                        t_ms: r.get::<_, i64>(1)? as u64,
-                        bytes: r.get::<_, i64>(2)? as u64,
-                        pool_fill: r.get(3)?,
-                        buffer_fill: r.get(4)?,
-                        backhitches: r.get::<_, i64>(5)? as u64,
-                        speed_mb_s: r.get(6)?,
-                    })
-                })?
-                .collect();
-            v
+
+            st.query_map(params![job, op], |r| {
+                Ok(Sample {
+                    series: r.get(0)?,
+                    t_ms: r.get::<i64>(1)? as u64,
+                    bytes: r.get::<i64>(2)? as u64,
+                    pool_fill: r.get(3)?,
+                    buffer_fill: r.get(4)?,
+                    backhitches: r.get::<i64>(5)? as u64,
+                    speed_mb_s: r.get(6)?,
+                })
+            })?
+            .collect()
         };
         run().doing("read samples")
     }
@@ -368,7 +360,7 @@ mod tests {
         c.add_samples(j, "backup", &[at("drive:0", 1000, 9)])
             .unwrap();
         c.conn
-            .execute("UPDATE samples SET series = 'tape:9'", [])
+            .execute("UPDATE samples SET series = 'tape:9'", params![])
             .unwrap();
         let e = c.samples(j, "backup").unwrap_err();
         let mut chain = Vec::new();
@@ -415,7 +407,7 @@ mod tests {
             ]
         );
         c.conn
-            .execute("UPDATE marks SET phase = 'rewind'", [])
+            .execute("UPDATE marks SET phase = 'rewind'", params![])
             .unwrap();
         let e = c.marks(j, "backup").unwrap_err();
         assert!(format!("{e}").contains("read marks"), "{e}");

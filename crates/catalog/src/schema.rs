@@ -271,10 +271,10 @@ impl Catalog {
             });
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let mut step = || -> rusqlite::Result<()> {
-                let tx = self.conn.transaction()?;
+            let step = || -> crate::db::Result<()> {
+                let tx = self.conn.write_tx()?;
                 tx.execute_batch(sql)?;
-                tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+                (tx.as_sqlite()).pragma_update(None, "user_version", (i + 1) as i64)?;
                 tx.commit()
             };
             step().doing("migrate the schema")?;
@@ -284,8 +284,9 @@ impl Catalog {
 
     /// The schema version.
     pub fn schema_version(&self) -> Result<i64> {
-        self.conn
+        (self.conn.as_sqlite())
             .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(crate::db::DbError::from)
             .doing("read the schema version")
     }
 }
@@ -293,6 +294,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::params;
 
     #[test]
     fn segments_of_a_catalog_without_chains_open_with_none() {
@@ -313,7 +315,7 @@ mod tests {
         c.conn
             .execute(
                 "INSERT INTO job_volumes (job_id, seq, volume_id, first_lbn) VALUES (?1, 0, ?2, 2)",
-                rusqlite::params![j, v.id],
+                params![j, v.id],
             )
             .unwrap();
         drop(c);
@@ -369,7 +371,7 @@ mod tests {
                 "INSERT INTO staged_chunks (job_id, stream, seq, stage_id, file, first_block, \
                  blocks, stream_offset, bytes, state, created_ns) \
                  VALUES (3, 0, 0, ?1, 'f', 0, 1, 0, 100, 'despooled', 9)",
-                [s.id],
+                params![s.id],
             )
             .unwrap();
         drop(c);
@@ -387,7 +389,10 @@ mod tests {
         let path = dir.path().join("c.db");
         let c = Catalog::open(&path).unwrap();
         let newer = MIGRATIONS.len() as i64 + 1;
-        c.conn.pragma_update(None, "user_version", newer).unwrap();
+        c.conn
+            .as_sqlite()
+            .pragma_update(None, "user_version", newer)
+            .unwrap();
         drop(c);
         let e = Catalog::open(&path).err().expect("refused");
         assert!(

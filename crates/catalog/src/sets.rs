@@ -1,12 +1,12 @@
 //! Backup sets: a job's set, level and base; the paths it found deleted; and the
 //! tree of a set as it was at one of its jobs, merged from the job's chain of bases.
 
+use crate::db::params;
 use crate::error::{CatalogError, Doing, Result};
 use crate::files::FileRow;
 use crate::jobs::{Job, JOB_COLS};
 use crate::write_tx;
 use crate::{Catalog, JobState};
-use rusqlite::params;
 use std::collections::BTreeMap;
 use tapeloom_format::Level;
 
@@ -40,13 +40,13 @@ impl Catalog {
     /// The jobs of set `set`, oldest first (a job named `set` without a set of its
     /// own is in it).
     pub fn set_jobs(&self, set: &str) -> Result<Vec<Job>> {
-        let run = || -> rusqlite::Result<Vec<Job>> {
+        let run = || -> crate::db::Result<Vec<Job>> {
             let mut st = self.conn.prepare_cached(&format!(
                 "SELECT {JOB_COLS} FROM jobs WHERE set_name = ?1 \
                  OR (set_name IS NULL AND name = ?1) ORDER BY id"
             ))?;
-            let v = st.query_map([set], crate::jobs::job_row)?.collect();
-            v
+
+            st.query_map(params![set], crate::jobs::job_row)?.collect()
         };
         run().doing("list a set's jobs")
     }
@@ -83,7 +83,7 @@ impl Catalog {
     /// Records the paths job `job` found deleted since its base, with the entry type
     /// each had.
     pub fn add_deletions(&self, job: i64, paths: &[(Vec<u8>, u8)]) -> Result<()> {
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
             {
                 let mut st = tx.prepare_cached(
@@ -100,14 +100,13 @@ impl Catalog {
 
     /// The paths job `job` found deleted, in path order, with their entry types.
     pub fn deletions(&self, job: i64) -> Result<Vec<(Vec<u8>, u8)>> {
-        let run = || -> rusqlite::Result<Vec<(Vec<u8>, u8)>> {
+        let run = || -> crate::db::Result<Vec<(Vec<u8>, u8)>> {
             let mut st = self.conn.prepare_cached(
                 "SELECT path, type FROM deletions WHERE job_id = ?1 ORDER BY path",
             )?;
-            let v = st
-                .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect();
-            v
+
+            st.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
         };
         run().doing("list deletions")
     }
@@ -149,6 +148,7 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests {
+    use crate::db::params;
     use crate::tests::{row, scratch};
     use tapeloom_format::Level;
 
@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(c.tree_at(full).unwrap().len(), 3);
         // A chain whose base is gone is refused.
         c.conn
-            .execute("DELETE FROM jobs WHERE id = ?1", [full])
+            .execute("DELETE FROM jobs WHERE id = ?1", params![full])
             .unwrap();
         assert!(matches!(
             c.tree_at(inc),

@@ -2,9 +2,9 @@
 //! each holds (STAGE.md). A chunk is recorded once its file is complete on disk, and
 //! marked despooled once its blocks are on tape and recorded.
 
+use crate::db::{params, OptionalExtension, ToValue};
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::{Catalog, ChunkState};
-use rusqlite::{params, OptionalExtension, ToSql};
 use std::path::{Path, PathBuf};
 
 /// A disk stage: a folder and how much of it tapeloom may fill.
@@ -104,28 +104,28 @@ impl StageUse {
 const CHUNK_COLS: &str = "job_id, stream, seq, stage_id, file, first_block, blocks, \
                           stream_offset, bytes, state, created_ns, keep_until_ns";
 
-fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StagedChunk> {
+fn chunk_row(r: &crate::db::Row) -> crate::db::Result<StagedChunk> {
     Ok(StagedChunk {
         job_id: r.get(0)?,
         stream: r.get(1)?,
-        seq: r.get::<_, i64>(2)? as u64,
+        seq: r.get::<i64>(2)? as u64,
         stage_id: r.get(3)?,
         file: r.get(4)?,
-        first_block: r.get::<_, i64>(5)? as u64,
-        blocks: r.get::<_, i64>(6)? as u64,
-        stream_offset: r.get::<_, i64>(7)? as u64,
-        bytes: r.get::<_, i64>(8)? as u64,
+        first_block: r.get::<i64>(5)? as u64,
+        blocks: r.get::<i64>(6)? as u64,
+        stream_offset: r.get::<i64>(7)? as u64,
+        bytes: r.get::<i64>(8)? as u64,
         state: r.get(9)?,
         created_ns: r.get(10)?,
         keep_until_ns: r.get(11)?,
     })
 }
 
-fn stage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stage> {
+fn stage_row(r: &crate::db::Row) -> crate::db::Result<Stage> {
     Ok(Stage {
         id: r.get(0)?,
-        path: PathBuf::from(r.get::<_, String>(1)?),
-        size_limit: r.get::<_, i64>(2)? as u64,
+        path: PathBuf::from(r.get::<String>(1)?),
+        size_limit: r.get::<i64>(2)? as u64,
         added_ns: r.get(3)?,
     })
 }
@@ -146,7 +146,7 @@ impl Catalog {
             params![text, size_limit as i64, added_ns],
         ) {
             Ok(_) => Ok(Stage {
-                id: self.conn.last_insert_rowid(),
+                id: self.conn.as_sqlite().last_insert_rowid(),
                 path: path.to_path_buf(),
                 size_limit,
                 added_ns,
@@ -160,12 +160,12 @@ impl Catalog {
 
     /// Every stage, in the order they were added.
     pub fn stages(&self) -> Result<Vec<Stage>> {
-        let run = || -> rusqlite::Result<Vec<Stage>> {
+        let run = || -> crate::db::Result<Vec<Stage>> {
             let mut st = self
                 .conn
                 .prepare("SELECT id, path, size_limit, added_ns FROM stages ORDER BY id")?;
-            let v = st.query_map([], stage_row)?.collect();
-            v
+
+            st.query_map(params![], stage_row)?.collect()
         };
         run().doing("list the stages")
     }
@@ -176,7 +176,7 @@ impl Catalog {
         self.conn
             .query_row(
                 "SELECT id, path, size_limit, added_ns FROM stages WHERE path = ?1",
-                [text],
+                params![text],
                 stage_row,
             )
             .optional()
@@ -186,12 +186,12 @@ impl Catalog {
     /// Forgets a stage and the rows of its despooled chunks. Refused while it holds
     /// chunks not yet on tape ([`CatalogError::StageHoldsData`], naming their jobs).
     pub fn remove_stage(&mut self, id: i64) -> Result<()> {
-        let run = |c: &mut Catalog| -> rusqlite::Result<std::result::Result<(), CatalogError>> {
-            let tx = c
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let run = |c: &mut Catalog| -> crate::db::Result<std::result::Result<(), CatalogError>> {
+            let tx = c.conn.write_tx()?;
             let path: Option<String> = tx
-                .query_row("SELECT path FROM stages WHERE id = ?1", [id], |r| r.get(0))
+                .query_row("SELECT path FROM stages WHERE id = ?1", params![id], |r| {
+                    r.get(0)
+                })
                 .optional()?;
             let Some(path) = path else {
                 return Ok(Err(CatalogError::NoStage { id }));
@@ -201,12 +201,11 @@ impl Catalog {
                     "SELECT job_id, COUNT(*) FROM staged_chunks \
                      WHERE stage_id = ?1 AND state = ?2 GROUP BY job_id ORDER BY job_id",
                 )?;
-                let v = st
-                    .query_map(params![id, ChunkState::Spooled], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })?
-                    .collect::<rusqlite::Result<_>>()?;
-                v
+
+                st.query_map(params![id, ChunkState::Spooled], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<crate::db::Result<_>>()?
             };
             if !jobs.is_empty() {
                 return Ok(Err(CatalogError::StageHoldsData {
@@ -215,8 +214,8 @@ impl Catalog {
                     jobs: jobs.into_iter().map(|(j, _)| j).collect(),
                 }));
             }
-            tx.execute("DELETE FROM staged_chunks WHERE stage_id = ?1", [id])?;
-            tx.execute("DELETE FROM stages WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM staged_chunks WHERE stage_id = ?1", params![id])?;
+            tx.execute("DELETE FROM stages WHERE id = ?1", params![id])?;
             tx.commit()?;
             Ok(Ok(()))
         };
@@ -258,12 +257,12 @@ impl Catalog {
 
     /// The jobs with chunks recorded, in any state.
     pub fn jobs_with_chunks(&self) -> Result<Vec<i64>> {
-        let run = || -> rusqlite::Result<Vec<i64>> {
+        let run = || -> crate::db::Result<Vec<i64>> {
             let mut st = self
                 .conn
                 .prepare("SELECT DISTINCT job_id FROM staged_chunks ORDER BY job_id")?;
-            let v = st.query_map([], |r| r.get(0))?.collect();
-            v
+
+            st.query_map(params![], |r| r.get(0))?.collect()
         };
         run().doing("list the jobs with staged chunks")
     }
@@ -281,13 +280,13 @@ impl Catalog {
 
     /// The streams of `job` whose last chunk was recorded: they were spooled whole.
     pub fn streams_spooled_whole(&self, job: i64) -> Result<Vec<u16>> {
-        let run = || -> rusqlite::Result<Vec<u16>> {
+        let run = || -> crate::db::Result<Vec<u16>> {
             let mut st = self.conn.prepare(
                 "SELECT DISTINCT stream FROM staged_chunks WHERE job_id = ?1 AND last = 1 \
                  ORDER BY stream",
             )?;
-            let v = st.query_map([job], |r| r.get(0))?.collect();
-            v
+
+            st.query_map(params![job], |r| r.get(0))?.collect()
         };
         run().doing("list the streams spooled whole")
     }
@@ -306,14 +305,13 @@ impl Catalog {
 
     /// The entries of `job` recorded by [`Catalog::add_stage_cut`]: (stream, path).
     pub fn stage_cuts(&self, job: i64) -> Result<Vec<(u16, Vec<u8>)>> {
-        let run = || -> rusqlite::Result<Vec<(u16, Vec<u8>)>> {
+        let run = || -> crate::db::Result<Vec<(u16, Vec<u8>)>> {
             let mut st = self.conn.prepare(
                 "SELECT stream, path FROM stage_cuts WHERE job_id = ?1 ORDER BY stream, path",
             )?;
-            let v = st
-                .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect();
-            v
+
+            st.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
         };
         run().doing("list the entries cut from the stage")
     }
@@ -386,22 +384,22 @@ impl Catalog {
     pub fn staged_chunks(&self, filter: &ChunkFilter) -> Result<Vec<StagedChunk>> {
         let stage_id = filter.stage;
         let mut conds = Vec::new();
-        let mut args: Vec<&dyn ToSql> = Vec::new();
+        let mut args: Vec<&dyn ToValue> = Vec::new();
         if let Some(j) = &filter.job {
-            conds.push("job_id = ?");
             args.push(j);
+            conds.push(format!("job_id = ?{}", args.len()));
         }
         if let Some(s) = &filter.stream {
-            conds.push("stream = ?");
             args.push(s);
+            conds.push(format!("stream = ?{}", args.len()));
         }
         if let Some(s) = &filter.state {
-            conds.push("state = ?");
             args.push(s);
+            conds.push(format!("state = ?{}", args.len()));
         }
         if let Some(s) = &stage_id {
-            conds.push("stage_id = ?");
             args.push(s);
+            conds.push(format!("stage_id = ?{}", args.len()));
         }
         let mut sql = format!("SELECT {CHUNK_COLS} FROM staged_chunks");
         if !conds.is_empty() {
@@ -409,17 +407,17 @@ impl Catalog {
             sql.push_str(&conds.join(" AND "));
         }
         sql.push_str(" ORDER BY job_id, stream, seq");
-        let run = || -> rusqlite::Result<Vec<StagedChunk>> {
+        let run = || -> crate::db::Result<Vec<StagedChunk>> {
             let mut st = self.conn.prepare(&sql)?;
-            let v = st.query_map(&args[..], chunk_row)?.collect();
-            v
+
+            st.query_map(&args[..], chunk_row)?.collect()
         };
         run().doing("list staged chunks")
     }
 
     /// What each stage holds, by stage id; stages without chunks are absent.
     pub fn stage_use(&self) -> Result<Vec<(i64, StageUse)>> {
-        let run = || -> rusqlite::Result<Vec<(i64, StageUse)>> {
+        let run = || -> crate::db::Result<Vec<(i64, StageUse)>> {
             let mut st = self.conn.prepare(
                 "SELECT stage_id, \
                    SUM(CASE WHEN state = ?1 THEN bytes ELSE 0 END), \
@@ -430,22 +428,21 @@ impl Catalog {
                    SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE 1 END) \
                  FROM staged_chunks GROUP BY stage_id ORDER BY stage_id",
             )?;
-            let v = st
-                .query_map([ChunkState::Spooled], |r| {
-                    Ok((
-                        r.get(0)?,
-                        StageUse {
-                            spooled_bytes: r.get::<_, i64>(1)? as u64,
-                            spooled_chunks: r.get::<_, i64>(2)? as u64,
-                            despooled_bytes: r.get::<_, i64>(3)? as u64,
-                            despooled_chunks: r.get::<_, i64>(4)? as u64,
-                            kept_bytes: r.get::<_, i64>(5)? as u64,
-                            kept_chunks: r.get::<_, i64>(6)? as u64,
-                        },
-                    ))
-                })?
-                .collect();
-            v
+
+            st.query_map(params![ChunkState::Spooled], |r| {
+                Ok((
+                    r.get(0)?,
+                    StageUse {
+                        spooled_bytes: r.get::<i64>(1)? as u64,
+                        spooled_chunks: r.get::<i64>(2)? as u64,
+                        despooled_bytes: r.get::<i64>(3)? as u64,
+                        despooled_chunks: r.get::<i64>(4)? as u64,
+                        kept_bytes: r.get::<i64>(5)? as u64,
+                        kept_chunks: r.get::<i64>(6)? as u64,
+                    },
+                ))
+            })?
+            .collect()
         };
         run().doing("add up the stages' use")
     }

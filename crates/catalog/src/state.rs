@@ -2,7 +2,7 @@
 //! [`JobState::as_str`] and [`VolumeState::as_str`] (catalogs of every schema version
 //! hold the same words), and the binary prints the same words.
 
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use crate::db::{BoxError, FromValue, ToValue, Value, ValueRef};
 use std::fmt;
 use std::str::FromStr;
 use tapeloom_format::JobStatus;
@@ -127,18 +127,17 @@ macro_rules! state_text {
             }
         }
 
-        impl ToSql for $t {
-            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                Ok(ToSqlOutput::from(self.as_str()))
+        impl ToValue for $t {
+            fn value(&self) -> ValueRef<'_> {
+                ValueRef::Text(self.as_str())
             }
         }
 
-        impl FromSql for $t {
-            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-                value
-                    .as_str()?
+        impl FromValue for $t {
+            fn from_value(v: &Value) -> Result<Self, BoxError> {
+                crate::db::text(v)?
                     .parse()
-                    .map_err(|e: UnknownState| FromSqlError::Other(Box::new(e)))
+                    .map_err(|e: UnknownState| Box::new(e) as BoxError)
             }
         }
     };

@@ -2,9 +2,9 @@
 //! SHA-256 of its token (schema 16). The token itself is never stored: whoever
 //! reads the catalog cannot act as a client.
 
+use crate::db::{params, OptionalExtension};
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::Catalog;
-use rusqlite::{params, OptionalExtension};
 
 /// A token, as the catalog keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub struct Token {
 
 const TOKEN_COLS: &str = "name, admin, created_ns, revoked_ns";
 
-fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Token> {
+fn token_row(r: &crate::db::Row) -> crate::db::Result<Token> {
     Ok(Token {
         name: r.get(0)?,
         admin: r.get(1)?,
@@ -69,7 +69,7 @@ impl Catalog {
             Err(e) if is_duplicate_key(&e) => Err(CatalogError::TokenExists {
                 name: name.to_string(),
             }),
-            Err(source) => Err(CatalogError::Sqlite {
+            Err(source) => Err(CatalogError::Database {
                 what: "add a token",
                 source,
             }),
@@ -78,12 +78,12 @@ impl Catalog {
 
     /// Every token, by name.
     pub fn tokens(&self) -> Result<Vec<Token>> {
-        let run = || -> rusqlite::Result<Vec<Token>> {
+        let run = || -> crate::db::Result<Vec<Token>> {
             let mut st = self
                 .conn
                 .prepare(&format!("SELECT {TOKEN_COLS} FROM tokens ORDER BY name"))?;
-            let v = st.query_map([], token_row)?.collect();
-            v
+
+            st.query_map(params![], token_row)?.collect()
         };
         run().doing("list tokens")
     }
@@ -93,7 +93,7 @@ impl Catalog {
         self.conn
             .query_row(
                 &format!("SELECT {TOKEN_COLS} FROM tokens WHERE hash = ?1"),
-                [&hash[..]],
+                params![&hash[..]],
                 token_row,
             )
             .optional()
@@ -118,7 +118,7 @@ impl Catalog {
             .conn
             .query_row(
                 &format!("SELECT {TOKEN_COLS} FROM tokens WHERE name = ?1"),
-                [name],
+                params![name],
                 token_row,
             )
             .doing("revoke a token")?;

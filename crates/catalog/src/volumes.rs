@@ -1,8 +1,8 @@
 //! Volumes: the cartridges tapeloom has labelled, and forgetting them.
 
+use crate::db::{params, OptionalExtension};
 use crate::error::{is_duplicate_key, CatalogError, Doing, Result};
 use crate::{Catalog, VolumeState};
-use rusqlite::{params, OptionalExtension};
 
 /// A volume (cartridge) tapeloom has labelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub(crate) const VOLUME_COLS: &str = "v.id, v.barcode, v.uuid, v.pool, v.block_s
      COALESCE((SELECT g.generation FROM volume_generations g WHERE g.volume_id = v.id), 0)";
 
 /// A volume from the columns [`VOLUME_COLS`] starting at column `at`.
-pub(crate) fn volume_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Volume> {
+pub(crate) fn volume_row(r: &crate::db::Row, at: usize) -> crate::db::Result<Volume> {
     let uuid: Vec<u8> = r.get(at + 2)?;
     let mut u = [0u8; 16];
     if uuid.len() == 16 {
@@ -41,7 +41,7 @@ pub(crate) fn volume_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<V
         pool: r.get(at + 3)?,
         block_size: r.get(at + 4)?,
         status: r.get(at + 5)?,
-        generation: u32::try_from(r.get::<_, i64>(at + 6)?).unwrap_or(0),
+        generation: u32::try_from(r.get::<i64>(at + 6)?).unwrap_or(0),
     })
 }
 
@@ -63,7 +63,7 @@ impl Catalog {
             params![barcode, &uuid[..], pool, block_size, labelled_ns, status],
         ) {
             Ok(_) => Ok(Volume {
-                id: self.conn.last_insert_rowid(),
+                id: self.conn.as_sqlite().last_insert_rowid(),
                 barcode: barcode.to_string(),
                 uuid,
                 pool: pool.to_string(),
@@ -83,7 +83,7 @@ impl Catalog {
         self.conn
             .query_row(
                 &format!("SELECT {VOLUME_COLS} FROM volumes v WHERE v.barcode = ?1"),
-                [barcode],
+                params![barcode],
                 |r| volume_row(r, 0),
             )
             .optional()
@@ -92,12 +92,12 @@ impl Catalog {
 
     /// Every volume.
     pub fn volumes(&self) -> Result<Vec<Volume>> {
-        let run = || -> rusqlite::Result<Vec<Volume>> {
+        let run = || -> crate::db::Result<Vec<Volume>> {
             let mut st = self.conn.prepare(&format!(
                 "SELECT {VOLUME_COLS} FROM volumes v ORDER BY v.barcode"
             ))?;
-            let v = st.query_map([], |r| volume_row(r, 0))?.collect();
-            v
+
+            st.query_map(params![], |r| volume_row(r, 0))?.collect()
         };
         run().doing("list the volumes")
     }
@@ -122,9 +122,9 @@ impl Catalog {
             )
             .doing("read a volume's notes")?;
         let rows = st
-            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
             .doing("read a volume's notes")?;
-        rows.collect::<rusqlite::Result<_>>()
+        rows.collect::<crate::db::Result<_>>()
             .doing("read a volume's notes")
     }
 
@@ -149,8 +149,8 @@ impl Catalog {
             .conn
             .query_row(
                 "SELECT COUNT(DISTINCT job_id) FROM job_volumes WHERE volume_id = ?1",
-                [id],
-                |r| r.get::<_, i64>(0),
+                params![id],
+                |r| r.get::<i64>(0),
             )
             .doing("count a volume's jobs")?;
         Ok(n as u64)
@@ -181,13 +181,13 @@ impl Catalog {
     ) -> Result<Volume> {
         let tx = self
             .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .write_tx()
             .doing("record a volume labelled anew")?;
         let (state, jobs): (VolumeState, i64) = tx
             .query_row(
                 "SELECT status, (SELECT COUNT(*) FROM job_volumes WHERE volume_id = ?1) \
                  FROM volumes WHERE id = ?1",
-                [v.id],
+                params![v.id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
@@ -198,7 +198,7 @@ impl Catalog {
                 barcode: v.barcode.clone(),
             });
         }
-        let run = || -> rusqlite::Result<()> {
+        let run = || -> crate::db::Result<()> {
             tx.execute(
                 "UPDATE volumes SET uuid = ?2, status = ?3, labelled_ns = ?4 WHERE id = ?1",
                 params![v.id, &uuid[..], VolumeState::Append, labelled_ns],
@@ -223,29 +223,29 @@ impl Catalog {
 
     /// The expired volumes of a pool, those whose jobs ended first first.
     pub fn expired_volumes(&self, pool: &str) -> Result<Vec<Volume>> {
-        let run = || -> rusqlite::Result<Vec<Volume>> {
+        let run = || -> crate::db::Result<Vec<Volume>> {
             let mut st = self.conn.prepare(&format!(
                 "SELECT {VOLUME_COLS} FROM volumes v \
                  LEFT JOIN volume_generations e ON e.volume_id = v.id \
                  WHERE v.pool = ?1 AND v.status = ?2 \
                  ORDER BY COALESCE(e.jobs_ended_ns, 0), v.barcode"
             ))?;
-            let v = st
-                .query_map(params![pool, VolumeState::Expired], |r| volume_row(r, 0))?
-                .collect();
-            v
+
+            st.query_map(params![pool, VolumeState::Expired], |r| volume_row(r, 0))?
+                .collect()
         };
         run().doing("list a pool's expired volumes")
     }
 
     /// Every segment's volume and job: (volume id, job id), once per pair.
     pub fn volume_jobs(&self) -> Result<Vec<(i64, i64)>> {
-        let run = || -> rusqlite::Result<Vec<(i64, i64)>> {
+        let run = || -> crate::db::Result<Vec<(i64, i64)>> {
             let mut st = self.conn.prepare(
                 "SELECT DISTINCT volume_id, job_id FROM job_volumes ORDER BY volume_id, job_id",
             )?;
-            let v = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect();
-            v
+
+            st.query_map(params![], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
         };
         run().doing("list the jobs on each volume")
     }
@@ -255,7 +255,7 @@ impl Catalog {
     /// past its retention (and on no volume that stays). Returns the ids of the jobs
     /// forgotten.
     pub fn expire_volumes(&mut self, volumes: &[(i64, i64)]) -> Result<Vec<i64>> {
-        let run = |tx: &rusqlite::Transaction<'_>| -> rusqlite::Result<Vec<i64>> {
+        let run = |tx: &crate::db::Tx<'_>| -> crate::db::Result<Vec<i64>> {
             let mut jobs = Vec::new();
             for (id, ended_ns) in volumes {
                 tx.execute(
@@ -266,7 +266,7 @@ impl Catalog {
                 )?;
                 let mut st =
                     tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
-                for j in st.query_map([id], |r| r.get(0))? {
+                for j in st.query_map(params![id], |r| r.get(0))? {
                     jobs.push(j?);
                 }
                 tx.execute(
@@ -281,10 +281,7 @@ impl Catalog {
             }
             Ok(jobs)
         };
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .doing("expire volumes")?;
+        let tx = self.conn.write_tx().doing("expire volumes")?;
         let jobs = run(&tx).doing("expire volumes")?;
         tx.commit().doing("expire volumes")?;
         Ok(jobs)
@@ -295,20 +292,20 @@ impl Catalog {
         self.conn
             .execute(
                 "DELETE FROM volume_notes WHERE volume_id NOT IN (SELECT volume_id FROM job_volumes)",
-                [],
+                params![],
             )
             .doing("forget unused volumes")?;
         let n = self
             .conn
             .execute(
                 "DELETE FROM volumes WHERE id NOT IN (SELECT volume_id FROM job_volumes)",
-                [],
+                params![],
             )
             .doing("forget unused volumes")?;
         self.conn
             .execute(
                 "DELETE FROM volume_generations WHERE volume_id NOT IN (SELECT id FROM volumes)",
-                [],
+                params![],
             )
             .doing("forget unused volumes")?;
         Ok(n)
@@ -317,24 +314,24 @@ impl Catalog {
     /// Forgets a volume and every job with a segment on it (the cartridge was
     /// overwritten). Returns the ids of the jobs forgotten.
     pub fn forget_volume(&mut self, id: i64) -> Result<Vec<i64>> {
-        let mut run = || -> rusqlite::Result<Vec<i64>> {
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let run = || -> crate::db::Result<Vec<i64>> {
+            let tx = self.conn.write_tx()?;
             let jobs: Vec<i64> = {
                 let mut st =
                     tx.prepare("SELECT DISTINCT job_id FROM job_volumes WHERE volume_id = ?1")?;
-                let v = st
-                    .query_map([id], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
-                v
+
+                st.query_map(params![id], |r| r.get(0))?
+                    .collect::<crate::db::Result<_>>()?
             };
             for j in &jobs {
                 forget_job(&tx, *j)?;
             }
-            tx.execute("DELETE FROM volumes WHERE id = ?1", [id])?;
-            tx.execute("DELETE FROM volume_notes WHERE volume_id = ?1", [id])?;
-            tx.execute("DELETE FROM volume_generations WHERE volume_id = ?1", [id])?;
+            tx.execute("DELETE FROM volumes WHERE id = ?1", params![id])?;
+            tx.execute("DELETE FROM volume_notes WHERE volume_id = ?1", params![id])?;
+            tx.execute(
+                "DELETE FROM volume_generations WHERE volume_id = ?1",
+                params![id],
+            )?;
             tx.commit()?;
             Ok(jobs)
         };
@@ -345,10 +342,8 @@ impl Catalog {
 impl Catalog {
     /// Forgets jobs and every row of them (their data was cut from the cartridges).
     pub fn forget_jobs(&mut self, jobs: &[i64]) -> Result<()> {
-        let mut run = || -> rusqlite::Result<()> {
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let run = || -> crate::db::Result<()> {
+            let tx = self.conn.write_tx()?;
             for j in jobs {
                 forget_job(&tx, *j)?;
             }
@@ -359,7 +354,7 @@ impl Catalog {
 }
 
 /// Deletes a job and every row of it, in the caller's transaction.
-fn forget_job(tx: &rusqlite::Transaction<'_>, job: i64) -> rusqlite::Result<()> {
+fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
     for table in [
         "files",
         "extents",
@@ -372,14 +367,17 @@ fn forget_job(tx: &rusqlite::Transaction<'_>, job: i64) -> rusqlite::Result<()> 
         "stage_cuts",
         "deletions",
     ] {
-        tx.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), [job])?;
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE job_id = ?1"),
+            params![job],
+        )?;
     }
-    tx.execute("DELETE FROM jobs WHERE id = ?1", [job])?;
+    tx.execute("DELETE FROM jobs WHERE id = ?1", params![job])?;
     // Its id is never given to another job.
     tx.execute(
         "INSERT INTO id_floor (name, last) VALUES ('jobs', ?1) \
          ON CONFLICT (name) DO UPDATE SET last = MAX(last, excluded.last)",
-        [job],
+        params![job],
     )?;
     Ok(())
 }

@@ -1,0 +1,597 @@
+//! The catalog's connection to its database, behind one small API that the rest of
+//! the crate uses: statements with numbered parameters (`?1`), rows read as values,
+//! and transactions that write.
+//!
+//! The API has the shape of `rusqlite`'s (`execute`, `query_row`, `prepare`,
+//! `query_map`, `optional`), so that the catalog's statements read as SQL with
+//! their parameters beside them. It is written here rather than taken from a crate
+//! that speaks to several databases because those (`sqlx`'s `Any` driver) are
+//! asynchronous and bring their own SQLite, where the catalog is called from the
+//! engine's threads and keeps `rusqlite`'s bundled SQLite and its file format.
+//!
+//! A parameter is anything that gives a [`ValueRef`] ([`ToValue`]); a row is read
+//! into owned [`Value`]s, and a column is taken out of it as any type that
+//! [`FromValue`] converts to, with the same rules as `rusqlite`: an integer that
+//! does not fit the type asked for, or a value of another kind, is an error that
+//! names the column.
+
+use std::cell::RefCell;
+
+/// A value as the database stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// A 64-bit integer.
+    Int(i64),
+    /// A double.
+    Real(f64),
+    /// UTF-8 text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+}
+
+/// A parameter's value, borrowed from it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    /// SQL NULL.
+    Null,
+    /// A 64-bit integer.
+    Int(i64),
+    /// A double.
+    Real(f64),
+    /// UTF-8 text.
+    Text(&'a str),
+    /// Bytes.
+    Blob(&'a [u8]),
+}
+
+impl Value {
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Int(_) => "an integer",
+            Value::Real(_) => "a real",
+            Value::Text(_) => "text",
+            Value::Blob(_) => "a blob",
+        }
+    }
+}
+
+/// Why a statement failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// SQLite's error.
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A query that must return a row returned none.
+    #[error("the query returned no rows")]
+    NoRows,
+    /// A column's value is not of the type asked for.
+    #[error("column {column}: {why}")]
+    Conversion {
+        /// The column's index in the row.
+        column: usize,
+        /// What is wrong with its value.
+        #[source]
+        why: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+/// Result of a statement.
+pub type Result<T> = std::result::Result<T, DbError>;
+
+/// A column's value that is not of the type asked for.
+#[derive(Debug, thiserror::Error)]
+#[error("{found} is not {wanted}")]
+struct WrongType {
+    found: &'static str,
+    wanted: &'static str,
+}
+
+impl DbError {
+    /// A conversion error of column `column` for reason `why`.
+    pub fn conversion(
+        column: usize,
+        why: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        DbError::Conversion {
+            column,
+            why: why.into(),
+        }
+    }
+
+    /// The SQLite error code, when SQLite failed.
+    pub fn sqlite_code(&self) -> Option<rusqlite::ffi::Error> {
+        match self {
+            DbError::Sqlite(e) => e.sqlite_error().copied(),
+            _ => None,
+        }
+    }
+}
+
+/// Something that can be a statement's parameter.
+pub trait ToValue {
+    /// Its value.
+    fn value(&self) -> ValueRef<'_>;
+}
+
+/// A type a column's value can be read as.
+pub trait FromValue: Sized {
+    /// Reads `v`; an error says why it cannot be (the caller adds the column).
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError>;
+}
+
+/// The reason a value cannot be read as a type.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+fn wrong(v: &Value, wanted: &'static str) -> BoxError {
+    Box::new(WrongType {
+        found: v.kind(),
+        wanted,
+    })
+}
+
+impl<T: ToValue + ?Sized> ToValue for &T {
+    fn value(&self) -> ValueRef<'_> {
+        (**self).value()
+    }
+}
+
+impl<T: ToValue> ToValue for Option<T> {
+    fn value(&self) -> ValueRef<'_> {
+        match self {
+            Some(v) => v.value(),
+            None => ValueRef::Null,
+        }
+    }
+}
+
+impl ToValue for str {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Text(self)
+    }
+}
+
+impl ToValue for String {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Text(self)
+    }
+}
+
+impl ToValue for [u8] {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Blob(self)
+    }
+}
+
+impl ToValue for Vec<u8> {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Blob(self)
+    }
+}
+
+impl<const N: usize> ToValue for [u8; N] {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Blob(self)
+    }
+}
+
+/// A `u64` is stored as the `i64` of the same bits, as the catalog has always
+/// stored tags; the values the catalog keeps (blocks, bytes, counts) are far below
+/// 2^63, where both are the same number.
+impl ToValue for u64 {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Int(*self as i64)
+    }
+}
+
+impl ToValue for f64 {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Real(*self)
+    }
+}
+
+impl ToValue for bool {
+    fn value(&self) -> ValueRef<'_> {
+        ValueRef::Int(i64::from(*self))
+    }
+}
+
+impl ToValue for Value {
+    fn value(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Real(f) => ValueRef::Real(*f),
+            Value::Text(s) => ValueRef::Text(s),
+            Value::Blob(b) => ValueRef::Blob(b),
+        }
+    }
+}
+
+macro_rules! integers {
+    ($($t:ty),*) => {$(
+        impl ToValue for $t {
+            fn value(&self) -> ValueRef<'_> {
+                ValueRef::Int(i64::from(*self))
+            }
+        }
+
+        impl FromValue for $t {
+            fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+                match v {
+                    Value::Int(i) => <$t>::try_from(*i).map_err(|e| Box::new(e) as BoxError),
+                    _ => Err(wrong(v, "an integer")),
+                }
+            }
+        }
+    )*};
+}
+
+integers!(i64, i32, u32, u16, u8);
+
+impl FromValue for bool {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        match v {
+            Value::Int(i) => Ok(*i != 0),
+            _ => Err(wrong(v, "an integer")),
+        }
+    }
+}
+
+impl FromValue for f64 {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        match v {
+            Value::Real(f) => Ok(*f),
+            Value::Int(i) => Ok(*i as f64),
+            _ => Err(wrong(v, "a real")),
+        }
+    }
+}
+
+impl FromValue for String {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        match v {
+            Value::Text(s) => Ok(s.clone()),
+            _ => Err(wrong(v, "text")),
+        }
+    }
+}
+
+impl FromValue for Vec<u8> {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        match v {
+            Value::Blob(b) => Ok(b.clone()),
+            _ => Err(wrong(v, "a blob")),
+        }
+    }
+}
+
+impl<T: FromValue> FromValue for Option<T> {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        match v {
+            Value::Null => Ok(None),
+            v => T::from_value(v).map(Some),
+        }
+    }
+}
+
+impl FromValue for Value {
+    fn from_value(v: &Value) -> std::result::Result<Self, BoxError> {
+        Ok(v.clone())
+    }
+}
+
+/// A text column read through `FromStr`-like parsing: the text, or an error.
+pub(crate) fn text(v: &Value) -> std::result::Result<&str, BoxError> {
+    match v {
+        Value::Text(s) => Ok(s),
+        _ => Err(wrong(v, "text")),
+    }
+}
+
+/// The parameters of a statement, as `params![a, b]` makes them.
+pub type Params<'a> = &'a [&'a dyn ToValue];
+
+/// The parameters of a statement: `params![job, name]`.
+macro_rules! params {
+    () => { &[] as &[&dyn $crate::db::ToValue] };
+    ($($p:expr),+ $(,)?) => { &[$(&$p as &dyn $crate::db::ToValue),+] as &[&dyn $crate::db::ToValue] };
+}
+pub(crate) use params;
+
+/// One row of a query's answer.
+#[derive(Debug, Clone)]
+pub struct Row(Vec<Value>);
+
+impl Row {
+    /// Column `i` as a `T`.
+    pub fn get<T: FromValue>(&self, i: usize) -> Result<T> {
+        let v = self.0.get(i).ok_or_else(|| {
+            DbError::conversion(i, format!("the row has {} columns", self.0.len()))
+        })?;
+        T::from_value(v).map_err(|why| DbError::Conversion { column: i, why })
+    }
+}
+
+/// The rows of a query, taken one at a time with [`Rows::next`].
+pub struct Rows {
+    rows: std::vec::IntoIter<Row>,
+    current: Option<Row>,
+}
+
+impl Rows {
+    /// The next row, or none after the last.
+    // A lending iterator: each row is borrowed until the next call, as rusqlite's.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<&Row>> {
+        self.current = self.rows.next();
+        Ok(self.current.as_ref())
+    }
+}
+
+/// Turns "no rows" into `None`, as `rusqlite::OptionalExtension` does.
+pub trait OptionalExtension<T> {
+    /// `Ok(None)` for a query that returned no row.
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> OptionalExtension<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(DbError::NoRows) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A parameter handed to rusqlite, borrowed.
+struct Sql<'a>(ValueRef<'a>);
+
+impl rusqlite::ToSql for Sql<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef as R};
+        Ok(ToSqlOutput::Borrowed(match self.0 {
+            ValueRef::Null => R::Null,
+            ValueRef::Int(i) => R::Integer(i),
+            ValueRef::Real(f) => R::Real(f),
+            ValueRef::Text(s) => R::Text(s.as_bytes()),
+            ValueRef::Blob(b) => R::Blob(b),
+        }))
+    }
+}
+
+fn sqlite_value(v: rusqlite::types::ValueRef<'_>, column: usize) -> Result<Value> {
+    use rusqlite::types::ValueRef as R;
+    Ok(match v {
+        R::Null => Value::Null,
+        R::Integer(i) => Value::Int(i),
+        R::Real(f) => Value::Real(f),
+        R::Text(t) => {
+            Value::Text(String::from_utf8(t.to_vec()).map_err(|e| DbError::conversion(column, e))?)
+        }
+        R::Blob(b) => Value::Blob(b.to_vec()),
+    })
+}
+
+fn sqlite_row(r: &rusqlite::Row<'_>, n: usize) -> Result<Row> {
+    let mut vals = Vec::with_capacity(n);
+    for i in 0..n {
+        vals.push(sqlite_value(r.get_ref(i)?, i)?);
+    }
+    Ok(Row(vals))
+}
+
+/// A connection to the catalog's database.
+pub struct Conn {
+    sqlite: rusqlite::Connection,
+    /// How deep transactions are open: only the outermost begins and commits.
+    depth: RefCell<u32>,
+}
+
+impl Conn {
+    /// A connection to the SQLite database `conn`.
+    pub fn sqlite(conn: rusqlite::Connection) -> Self {
+        Conn {
+            sqlite: conn,
+            depth: RefCell::new(0),
+        }
+    }
+
+    /// The SQLite connection, for what only SQLite has (its pragmas, its schema's
+    /// history).
+    pub fn as_sqlite(&self) -> &rusqlite::Connection {
+        &self.sqlite
+    }
+
+    fn bind<'a>(params: Params<'a>) -> Vec<Sql<'a>> {
+        params.iter().map(|p| Sql(p.value())).collect()
+    }
+
+    /// Runs a statement that returns no rows; the number of rows it changed.
+    pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
+        let mut st = self.sqlite.prepare_cached(sql)?;
+        let bound = Self::bind(params);
+        Ok(st.execute(rusqlite::params_from_iter(bound.iter()))?)
+    }
+
+    /// Runs statements separated by `;`, without parameters.
+    pub fn execute_batch(&self, sql: &str) -> Result<()> {
+        Ok(self.sqlite.execute_batch(sql)?)
+    }
+
+    /// The rows of a query.
+    pub fn query_all(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let mut st = self.sqlite.prepare_cached(sql)?;
+        let n = st.column_count();
+        let bound = Self::bind(params);
+        let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push(sqlite_row(r, n)?);
+        }
+        Ok(out)
+    }
+
+    /// The first row of a query, read by `f`; [`DbError::NoRows`] when there is none.
+    pub fn query_row<T>(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+        f: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.sqlite.prepare_cached(sql)?;
+        let n = st.column_count();
+        let bound = Self::bind(params);
+        let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
+        match rows.next()? {
+            Some(r) => f(&sqlite_row(r, n)?),
+            None => Err(DbError::NoRows),
+        }
+    }
+
+    /// A statement to run (once or many times).
+    pub fn prepare(&self, sql: &str) -> Result<Stmt<'_>> {
+        Ok(Stmt {
+            conn: self,
+            sql: sql.to_string(),
+            bound: Vec::new(),
+        })
+    }
+
+    /// The same as [`Conn::prepare`]: every statement is cached by its text.
+    pub fn prepare_cached(&self, sql: &str) -> Result<Stmt<'_>> {
+        self.prepare(sql)
+    }
+
+    /// Begins a transaction that writes: it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), waiting for it under the busy timeout. A transaction
+    /// begun inside another is part of it.
+    pub fn write_tx(&self) -> Result<Tx<'_>> {
+        let outer = *self.depth.borrow() == 0;
+        if outer {
+            self.sqlite.execute_batch("BEGIN IMMEDIATE")?;
+        }
+        *self.depth.borrow_mut() += 1;
+        Ok(Tx {
+            conn: self,
+            outer,
+            done: false,
+        })
+    }
+
+    fn end_tx(&self, outer: bool, commit: bool) -> Result<()> {
+        *self.depth.borrow_mut() -= 1;
+        if !outer {
+            return Ok(());
+        }
+        let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+        match self.sqlite.execute_batch(sql) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // A failed COMMIT leaves the transaction open: end it, so that the
+                // connection can begin the next one.
+                if commit && !self.sqlite.is_autocommit() {
+                    let _ = self.sqlite.execute_batch("ROLLBACK");
+                }
+                Err(e.into())
+            }
+        }
+    }
+}
+
+/// A transaction that writes; rolled back when dropped without [`Tx::commit`].
+pub struct Tx<'a> {
+    conn: &'a Conn,
+    outer: bool,
+    done: bool,
+}
+
+impl Tx<'_> {
+    /// Commits the transaction (the outermost one; an inner one ends with it).
+    pub fn commit(mut self) -> Result<()> {
+        self.done = true;
+        self.conn.end_tx(self.outer, true)
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.end_tx(self.outer, false);
+        }
+    }
+}
+
+/// A statement and the parameters bound to it so far.
+pub struct Stmt<'a> {
+    conn: &'a Conn,
+    sql: String,
+    bound: Vec<Value>,
+}
+
+impl Stmt<'_> {
+    /// Runs the statement with `params`; the number of rows it changed.
+    pub fn execute(&mut self, params: Params<'_>) -> Result<usize> {
+        self.conn.execute(&self.sql, params)
+    }
+
+    /// The rows of the statement with `params`, each read by `f`.
+    pub fn query_map<T>(
+        &mut self,
+        params: Params<'_>,
+        mut f: impl FnMut(&Row) -> Result<T>,
+    ) -> Result<std::vec::IntoIter<Result<T>>> {
+        let rows = self.conn.query_all(&self.sql, params)?;
+        let out: Vec<Result<T>> = rows.iter().map(&mut f).collect();
+        Ok(out.into_iter())
+    }
+
+    /// The rows of the statement with `params`.
+    pub fn query(&mut self, params: Params<'_>) -> Result<Rows> {
+        let rows = self.conn.query_all(&self.sql, params)?;
+        Ok(Rows {
+            rows: rows.into_iter(),
+            current: None,
+        })
+    }
+
+    /// Binds parameter `i` (from 1) for [`Stmt::raw_execute`].
+    pub fn raw_bind_parameter(&mut self, i: usize, v: impl ToValue) -> Result<()> {
+        if i == 0 {
+            return Err(DbError::conversion(0, "parameters are numbered from 1"));
+        }
+        if self.bound.len() < i {
+            self.bound.resize(i, Value::Null);
+        }
+        self.bound[i - 1] = owned(v.value());
+        Ok(())
+    }
+
+    /// Runs the statement with the parameters bound; they are then cleared.
+    pub fn raw_execute(&mut self) -> Result<usize> {
+        let bound = std::mem::take(&mut self.bound);
+        let refs: Vec<&dyn ToValue> = bound.iter().map(|v| v as &dyn ToValue).collect();
+        self.conn.execute(&self.sql, &refs)
+    }
+}
+
+fn owned(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Int(i) => Value::Int(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(s) => Value::Text(s.to_string()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
