@@ -53,7 +53,10 @@ pub struct Inlet {
     /// For a stream received onto the stages: its end is answered once staged.
     staged: Option<Arc<Feed>>,
     /// What the receivers share: why the job failed, once it did.
-    received: std::sync::Weak<Received>,
+    /// The first failure's words, kept for as long as an inlet or its failure
+    /// handle is: the job may have taken the failure itself, or ended, by the
+    /// time a connection asks why its stream was refused.
+    said: Arc<Mutex<Option<String>>>,
 }
 
 impl Inlet {
@@ -105,10 +108,9 @@ impl Inlet {
     /// What tells why the job stopped taking blocks, once it did (the first
     /// failure of its receivers, or of its stages), even after the inlet is gone.
     pub fn failure_handle(&self) -> impl Fn() -> Option<String> + Send + 'static {
-        let (received, staged) = (self.received.clone(), self.staged.clone());
+        let (said, staged) = (self.said.clone(), self.staged.clone());
         move || {
-            let r = received.upgrade();
-            let f = r.and_then(|r| r.failure.lock().ok()?.as_ref().map(|e| e.to_string()));
+            let f = said.lock().ok().and_then(|f| f.clone());
             f.or_else(|| staged.as_ref()?.failure_text())
         }
     }
@@ -119,6 +121,8 @@ impl Inlet {
 pub(crate) struct Received {
     queues: Mutex<HashMap<u16, Receiver<Frame>>>,
     failure: Mutex<Option<Error>>,
+    /// The first failure's words, which [`Received::take_failure`] leaves.
+    said: Arc<Mutex<Option<String>>>,
     idle: Duration,
     /// Where the paths deleted since the base come, for a job with a base.
     deletions: Mutex<Option<Receiver<Deletions>>>,
@@ -151,6 +155,7 @@ impl Received {
         let r = Arc::new(Received {
             queues: Mutex::new(queues),
             failure: Mutex::new(None),
+            said: Arc::new(Mutex::new(None)),
             idle,
             deletions: Mutex::new(None),
         });
@@ -159,7 +164,7 @@ impl Received {
                 stream,
                 tx,
                 staged: feed.cloned(),
-                received: Arc::downgrade(&r),
+                said: r.said.clone(),
             })
             .collect();
         (r, inlets)
@@ -169,6 +174,9 @@ impl Received {
         if let Ok(mut f) = self.failure.lock() {
             // The first failure is the cause; a receiver stopped by it says only that.
             if f.is_none() && !matches!(e, Error::Stopped) {
+                if let Ok(mut said) = self.said.lock() {
+                    said.get_or_insert_with(|| e.to_string());
+                }
                 *f = Some(e);
             }
         }
@@ -379,15 +387,24 @@ pub(crate) fn spawn(
             offset: 0,
             tail,
         };
-        if let Err(e) = receive(&rx, due, received.idle, &mut out) {
+        let fail = |e| received.fail(e);
+        if let Err(e) = receive(&rx, due, received.idle, &mut out, &fail) {
             received.fail(e);
         }
     })
 }
 
 /// Takes a stream's blocks until its end, checking each and telling its entries'
-/// rows from it; then the stream's end as its own end record says.
-fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet) -> Result<()> {
+/// rows from it; then the stream's end as its own end record says. A failure at
+/// the end is handed to `fail` before the end is answered, so that the sender
+/// waiting on the answer finds why.
+fn receive(
+    rx: &Receiver<Frame>,
+    mut due: Due,
+    idle: Duration,
+    out: &mut Outlet,
+    fail: &dyn Fn(Error),
+) -> Result<()> {
     let stream = due.stream;
     let cut = |why: String| Error::from(ReceiveError::Cut { stream, why });
     let mut rows = StreamRows::new(stream);
@@ -439,13 +456,23 @@ fn receive(rx: &Receiver<Frame>, mut due: Due, idle: Duration, out: &mut Outlet)
         out.block(m, len).map_err(|_| Error::Stopped)?;
     };
     rows.finish();
-    let Some((entries, stored)) = rows.end() else {
-        return Err(cut("ended before its end record".into()));
+    let ended = match rows.end() {
+        Some((entries, stored)) => out
+            .other(Msg::End(entries, stored))
+            .map_err(|_| Error::Stopped),
+        None => Err(cut("ended before its end record".into())),
     };
-    out.other(Msg::End(entries, stored))
-        .map_err(|_| Error::Stopped)?;
-    let _ = ack.send(());
-    Ok(())
+    match ended {
+        Ok(()) => {
+            let _ = ack.send(());
+            Ok(())
+        }
+        Err(e) => {
+            fail(e);
+            drop(ack);
+            Err(Error::Stopped)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -592,7 +619,7 @@ mod tests {
         let (tx, _keep) = sync_channel(4);
         let mut out = Outlet::new(tx, Arc::default(), Arc::default(), None);
         let t0 = std::time::Instant::now();
-        let e = receive(&rx, due(), idle, &mut out).unwrap_err();
+        let e = receive(&rx, due(), idle, &mut out, &|_| {}).unwrap_err();
         let when = t0.elapsed();
         sender.join().unwrap();
         (e.to_string(), when)
@@ -621,10 +648,29 @@ mod tests {
         let rx = r.queues.lock().unwrap().remove(&1).unwrap();
         let (tx, _keep) = sync_channel(4);
         let mut out = Outlet::new(tx, Arc::default(), Arc::default(), None);
-        let e = receive(&rx, due(), Duration::from_secs(5), &mut out).unwrap_err();
+        let e = receive(&rx, due(), Duration::from_secs(5), &mut out, &|_| {}).unwrap_err();
         assert!(
             matches!(e, Error::Received(ReceiveError::Cut { stream: 1, .. })),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_stream_ended_without_its_end_record_tells_its_sender_why() {
+        // The job lets go of its receivers at once, as a failed job does: the
+        // sender still learns why its end was refused.
+        for _ in 0..50 {
+            let (r, mut inlets) = Received::new(&[1], Duration::from_secs(5));
+            let inlet = inlets.remove(0);
+            let why = inlet.failure_handle();
+            let (tx, _keep) = sync_channel(4);
+            let out = Outlet::new(tx, Arc::default(), Arc::default(), None);
+            let receiver = spawn(&r, (7, SIZE, 0), 1, out);
+            drop(r);
+            assert!(inlet.end().is_err());
+            let said = why().expect("a reason");
+            assert!(said.contains("end record"), "{said}");
+            receiver.join().unwrap();
+        }
     }
 }
