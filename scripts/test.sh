@@ -23,6 +23,8 @@ ldconfig -p 2>/dev/null | grep 'libiscsi\.so\.7' >/dev/null || need_debian+=(lib
 command -v iscsi-inq >/dev/null || need_debian+=(libiscsi-bin)
 # The proxy test carries a backup and a restore through nginx.
 [ -x /usr/sbin/nginx ] || need_debian+=(nginx)
+# The catalog's tests run on PostgreSQL too (a server each test process starts).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_debian+=(postgresql)
 command -v curl >/dev/null || need_debian+=(curl)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

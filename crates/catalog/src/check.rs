@@ -160,6 +160,10 @@ impl Catalog {
     }
 
     fn sqlite_problems(&self) -> Result<Vec<Problem>> {
+        // PostgreSQL keeps its own pages whole; it has no such check to run.
+        if self.conn.dialect() == crate::db::Dialect::Postgres {
+            return Ok(Vec::new());
+        }
         let found = self.problems("PRAGMA integrity_check", ProblemKind::Sqlite, |r| {
             Ok((None, r.get(0)?))
         })?;
@@ -324,7 +328,7 @@ impl Catalog {
                        MAX(first_lbn + blocks) OVER ( \
                            PARTITION BY job_id, seq ORDER BY first_lbn, blocks \
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach \
-                FROM extents WHERE blocks > 0 AND job_id IN (SELECT id FROM jobs)) \
+                FROM extents WHERE blocks > 0 AND job_id IN (SELECT id FROM jobs)) AS ranked \
              WHERE reach > first_lbn \
              ORDER BY job_id, seq, first_lbn",
             ProblemKind::ExtentOverlap,
@@ -349,6 +353,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::{row, scratch};
     use crate::{Extent, JobState, Stream};
 
@@ -392,14 +397,16 @@ mod tests {
                  INSERT INTO staged_chunks (job_id, stream, seq, stage_id, file, first_block, \
                      blocks, stream_offset, bytes, state, created_ns) \
                      VALUES ({j}, 1, 0, {}, 'f', 0, 1, 0, 100, 'despooled', 9); \
-                 INSERT INTO stage_cuts VALUES ({j}, 1, X'61');",
-                stage.id
+                 INSERT INTO stage_cuts VALUES ({j}, 1, {});",
+                stage.id,
+                c.conn.pick("X'61'", "'\\x61'::bytea"),
             ))
             .unwrap();
-        c.conn
-            .as_sqlite()
-            .pragma_update(None, "foreign_keys", "OFF")
-            .unwrap();
+        // The tests then break the rows as only a damaged catalog could.
+        match c.conn.as_sqlite() {
+            Some(s) => s.pragma_update(None, "foreign_keys", "OFF").unwrap(),
+            None => sql(&c, "SET session_replication_role = replica"),
+        }
         (dir, c, j)
     }
 
@@ -408,139 +415,153 @@ mod tests {
         r.problems.iter().map(|p| (p.kind, p.job)).collect()
     }
 
+    /// The literal of a path of ASCII `text`, in the catalog's SQL.
+    fn blob(c: &Catalog, text: &str) -> String {
+        c.conn
+            .pick("CAST('{t}' AS BLOB)", "'{t}'::bytea")
+            .replace("{t}", text)
+    }
+
     fn sql(c: &Catalog, s: &str) {
         c.conn.execute_batch(s).unwrap();
     }
 
-    #[test]
-    fn a_sound_catalog_has_no_problems() {
-        let (_d, c, _j) = sound();
-        let r = c.check().unwrap();
-        assert!(r.ok(), "{r:?}");
-        assert_eq!(
-            (r.jobs, r.volumes, r.segments, r.files, r.extents),
-            (1, 1, 1, 3, 2)
-        );
-    }
-
-    #[test]
-    fn a_segment_whose_volume_is_gone_is_named() {
-        let (_d, c, j) = sound();
-        sql(&c, "DELETE FROM volumes");
-        assert_eq!(kinds(&c), [(ProblemKind::MissingVolume, Some(j))]);
-    }
-
-    #[test]
-    fn a_file_outside_its_segment_is_named() {
-        let (_d, c, j) = sound();
-        sql(
-            &c,
-            "UPDATE files SET start_lbn = 31, end_lbn = 32 WHERE path = CAST('b' AS BLOB)",
-        );
-        let r = c.check().unwrap();
-        assert_eq!(r.problems.len(), 1, "{r:?}");
-        let p = &r.problems[0];
-        assert_eq!((p.kind, p.job), (ProblemKind::FileOutsideSegment, Some(j)));
-        assert!(
-            p.detail.starts_with("b: blocks 0:31 to 0:32"),
-            "{}",
-            p.detail
-        );
-        assert!(
-            p.detail.contains("segment 0 holds blocks 2..30"),
-            "{}",
-            p.detail
-        );
-        // In a segment the job does not have.
-        sql(
-            &c,
-            "UPDATE files SET start_lbn = 5, end_lbn = 6, end_seq = 1 WHERE path = CAST('b' AS BLOB)",
-        );
-        let r = c.check().unwrap();
-        assert!(
-            r.problems[0].detail.contains("segment 1 does not exist"),
-            "{r:?}"
-        );
-        // Ending before it starts.
-        sql(
-            &c,
-            "UPDATE files SET end_seq = 0, end_lbn = 4 WHERE path = CAST('b' AS BLOB)",
-        );
-        assert_eq!(kinds(&c), [(ProblemKind::FileOutsideSegment, Some(j))]);
-    }
-
-    #[test]
-    fn extents_outside_overlapping_or_empty_are_named() {
-        let (_d, c, j) = sound();
-        sql(&c, "UPDATE extents SET first_lbn = 30 WHERE stream = 2");
-        assert_eq!(kinds(&c), [(ProblemKind::ExtentOutsideSegment, Some(j))]);
-        sql(&c, "UPDATE extents SET first_lbn = 7 WHERE stream = 2");
-        assert_eq!(kinds(&c), [(ProblemKind::ExtentOverlap, Some(j))]);
-        sql(
-            &c,
-            "UPDATE extents SET first_lbn = 8, blocks = 0 WHERE stream = 2",
-        );
-        assert_eq!(kinds(&c), [(ProblemKind::EmptyExtent, Some(j))]);
-    }
-
-    #[test]
-    fn rows_of_a_missing_job_are_orphans() {
-        let (_d, c, j) = sound();
-        sql(&c, "DELETE FROM jobs");
-        let r = c.check().unwrap();
-        let mut tables: Vec<&str> = (r.problems.iter())
-            .inspect(|p| assert_eq!((p.kind, p.job), (ProblemKind::Orphan, Some(j))))
-            .map(|p| {
-                p.detail
-                    .split(" of ")
-                    .nth(1)
-                    .unwrap()
-                    .split(' ')
-                    .next()
-                    .unwrap()
-            })
-            .collect();
-        tables.sort();
-        let mut all = JOB_TABLES.to_vec();
-        all.sort();
-        assert_eq!(tables, all);
-    }
-
-    #[test]
-    fn chunks_on_a_missing_stage_are_orphans() {
-        let (_d, c, j) = sound();
-        sql(&c, "DELETE FROM stages");
-        let r = c.check().unwrap();
-        assert_eq!(r.problems.len(), 1, "{r:?}");
-        assert_eq!(
-            (r.problems[0].kind, r.problems[0].job),
-            (ProblemKind::Orphan, Some(j))
-        );
-        assert!(
-            r.problems[0]
-                .detail
-                .contains("on stage 1, which is missing"),
-            "{r:?}"
-        );
-    }
-
-    #[test]
-    fn an_open_segment_is_a_problem_only_once_its_job_ended() {
-        let (_d, c, j) = sound();
-        sql(&c, "UPDATE job_volumes SET last_lbn = NULL");
-        assert_eq!(kinds(&c), [(ProblemKind::Segment, Some(j))]);
-        for status in ["running", "failed"] {
-            sql(&c, &format!("UPDATE jobs SET status = '{status}'"));
-            assert_eq!(kinds(&c), [], "{status}");
+    both! {
+        fn a_sound_catalog_has_no_problems()     {
+            let (_d, c, _j) = sound();
+            let r = c.check().unwrap();
+            assert!(r.ok(), "{r:?}");
+            assert_eq!(
+                (r.jobs, r.volumes, r.segments, r.files, r.extents),
+                (1, 1, 1, 3, 2)
+            );
         }
-        // A file past the open segment's first block is inside it, as far as is known.
-        sql(
-            &c,
-            "UPDATE files SET start_lbn = 500, end_lbn = 501 WHERE path = CAST('c' AS BLOB)",
-        );
-        assert_eq!(kinds(&c), []);
-        sql(&c, "UPDATE job_volumes SET last_lbn = 1");
-        assert!(kinds(&c).contains(&(ProblemKind::Segment, Some(j))));
+    }
+
+    both! {
+        fn a_segment_whose_volume_is_gone_is_named()     {
+            let (_d, c, j) = sound();
+            sql(&c, "DELETE FROM volumes");
+            assert_eq!(kinds(&c), [(ProblemKind::MissingVolume, Some(j))]);
+        }
+    }
+
+    both! {
+        fn a_file_outside_its_segment_is_named()     {
+            let (_d, c, j) = sound();
+            sql(
+                &c,
+                &format!("UPDATE files SET start_lbn = 31, end_lbn = 32 WHERE path = {}", blob(&c, "b")),
+            );
+            let r = c.check().unwrap();
+            assert_eq!(r.problems.len(), 1, "{r:?}");
+            let p = &r.problems[0];
+            assert_eq!((p.kind, p.job), (ProblemKind::FileOutsideSegment, Some(j)));
+            assert!(
+                p.detail.starts_with("b: blocks 0:31 to 0:32"),
+                "{}",
+                p.detail
+            );
+            assert!(
+                p.detail.contains("segment 0 holds blocks 2..30"),
+                "{}",
+                p.detail
+            );
+            // In a segment the job does not have.
+            sql(
+                &c,
+                &format!("UPDATE files SET start_lbn = 5, end_lbn = 6, end_seq = 1 WHERE path = {}", blob(&c, "b")),
+            );
+            let r = c.check().unwrap();
+            assert!(
+                r.problems[0].detail.contains("segment 1 does not exist"),
+                "{r:?}"
+            );
+            // Ending before it starts.
+            sql(
+                &c,
+                &format!("UPDATE files SET end_seq = 0, end_lbn = 4 WHERE path = {}", blob(&c, "b")),
+            );
+            assert_eq!(kinds(&c), [(ProblemKind::FileOutsideSegment, Some(j))]);
+        }
+    }
+
+    both! {
+        fn extents_outside_overlapping_or_empty_are_named()     {
+            let (_d, c, j) = sound();
+            sql(&c, "UPDATE extents SET first_lbn = 30 WHERE stream = 2");
+            assert_eq!(kinds(&c), [(ProblemKind::ExtentOutsideSegment, Some(j))]);
+            sql(&c, "UPDATE extents SET first_lbn = 7 WHERE stream = 2");
+            assert_eq!(kinds(&c), [(ProblemKind::ExtentOverlap, Some(j))]);
+            sql(
+                &c,
+                "UPDATE extents SET first_lbn = 8, blocks = 0 WHERE stream = 2",
+            );
+            assert_eq!(kinds(&c), [(ProblemKind::EmptyExtent, Some(j))]);
+        }
+    }
+
+    both! {
+        fn rows_of_a_missing_job_are_orphans()     {
+            let (_d, c, j) = sound();
+            sql(&c, "DELETE FROM jobs");
+            let r = c.check().unwrap();
+            let mut tables: Vec<&str> = (r.problems.iter())
+                .inspect(|p| assert_eq!((p.kind, p.job), (ProblemKind::Orphan, Some(j))))
+                .map(|p| {
+                    p.detail
+                        .split(" of ")
+                        .nth(1)
+                        .unwrap()
+                        .split(' ')
+                        .next()
+                        .unwrap()
+                })
+                .collect();
+            tables.sort();
+            let mut all = JOB_TABLES.to_vec();
+            all.sort();
+            assert_eq!(tables, all);
+        }
+    }
+
+    both! {
+        fn chunks_on_a_missing_stage_are_orphans()     {
+            let (_d, c, j) = sound();
+            sql(&c, "DELETE FROM stages");
+            let r = c.check().unwrap();
+            assert_eq!(r.problems.len(), 1, "{r:?}");
+            assert_eq!(
+                (r.problems[0].kind, r.problems[0].job),
+                (ProblemKind::Orphan, Some(j))
+            );
+            assert!(
+                r.problems[0]
+                    .detail
+                    .contains("on stage 1, which is missing"),
+                "{r:?}"
+            );
+        }
+    }
+
+    both! {
+        fn an_open_segment_is_a_problem_only_once_its_job_ended()     {
+            let (_d, c, j) = sound();
+            sql(&c, "UPDATE job_volumes SET last_lbn = NULL");
+            assert_eq!(kinds(&c), [(ProblemKind::Segment, Some(j))]);
+            for status in ["running", "failed"] {
+                sql(&c, &format!("UPDATE jobs SET status = '{status}'"));
+                assert_eq!(kinds(&c), [], "{status}");
+            }
+            // A file past the open segment's first block is inside it, as far as is known.
+            sql(
+                &c,
+                &format!("UPDATE files SET start_lbn = 500, end_lbn = 501 WHERE path = {}", blob(&c, "c")),
+            );
+            assert_eq!(kinds(&c), []);
+            sql(&c, "UPDATE job_volumes SET last_lbn = 1");
+            assert!(kinds(&c).contains(&(ProblemKind::Segment, Some(j))));
+        }
     }
 
     #[test]

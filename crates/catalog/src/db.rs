@@ -1,6 +1,12 @@
-//! The catalog's connection to its database, behind one small API that the rest of
-//! the crate uses: statements with numbered parameters (`?1`), rows read as values,
-//! and transactions that write.
+//! The catalog's connection to its database, SQLite or PostgreSQL, behind one small
+//! API that the rest of the crate uses: statements with numbered parameters (`?1`),
+//! rows read as values, and transactions that write.
+//!
+//! Statements are written once, in the SQL both databases share. For PostgreSQL a
+//! statement's `?N` become `$N` ([`to_postgres`]), and the few statements whose
+//! SQL differs are given in both forms ([`Conn::pick`]). A parameter is converted
+//! to the type PostgreSQL expects of it (an `i64` to an `int4` column, say), and a
+//! row's columns are read back as the same [`Value`]s SQLite gives.
 //!
 //! The API has the shape of `rusqlite`'s (`execute`, `query_row`, `prepare`,
 //! `query_map`, `optional`), so that the catalog's statements read as SQL with
@@ -15,7 +21,9 @@
 //! does not fit the type asked for, or a value of another kind, is an error that
 //! names the column.
 
+use postgres::types::{IsNull, Type};
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// A value as the database stores it.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +73,9 @@ pub enum DbError {
     /// SQLite's error.
     #[error("{0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL's error (or its client's).
+    #[error("{}", postgres_message(.0))]
+    Postgres(#[from] postgres::Error),
     /// A query that must return a row returned none.
     #[error("the query returned no rows")]
     NoRows,
@@ -108,6 +119,25 @@ impl DbError {
             DbError::Sqlite(e) => e.sqlite_error().copied(),
             _ => None,
         }
+    }
+
+    /// PostgreSQL's SQLSTATE, when PostgreSQL failed.
+    pub fn postgres_code(&self) -> Option<&postgres::error::SqlState> {
+        match self {
+            DbError::Postgres(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
+/// PostgreSQL's message with its detail, in one line.
+fn postgres_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(d) => format!("{} ({d})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => e.to_string(),
     }
 }
 
@@ -385,9 +415,55 @@ fn sqlite_row(r: &rusqlite::Row<'_>, n: usize) -> Result<Row> {
     Ok(Row(vals))
 }
 
+/// Which database a connection speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// SQLite, the embedded default.
+    Sqlite,
+    /// PostgreSQL, a site's shared catalog.
+    Postgres,
+}
+
+/// A PostgreSQL client and the statements it has prepared, by their text.
+struct Pg {
+    client: postgres::Client,
+    prepared: HashMap<String, postgres::Statement>,
+}
+
+impl Pg {
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+        if let Some(st) = self.prepared.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.prepare(&to_postgres(sql))?;
+        self.prepared.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+
+    fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<usize> {
+        let st = self.statement(sql)?;
+        let args = pg_args(params);
+        let refs = pg_refs(&args);
+        Ok(self.client.execute(&st, &refs)? as usize)
+    }
+
+    fn query_all(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let st = self.statement(sql)?;
+        let args = pg_args(params);
+        let refs = pg_refs(&args);
+        let rows = self.client.query(&st, &refs)?;
+        rows.iter().map(pg_row).collect()
+    }
+}
+
+enum Backend {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<RefCell<Pg>>),
+}
+
 /// A connection to the catalog's database.
 pub struct Conn {
-    sqlite: rusqlite::Connection,
+    backend: Backend,
     /// How deep transactions are open: only the outermost begins and commits.
     depth: RefCell<u32>,
 }
@@ -396,15 +472,52 @@ impl Conn {
     /// A connection to the SQLite database `conn`.
     pub fn sqlite(conn: rusqlite::Connection) -> Self {
         Conn {
-            sqlite: conn,
+            backend: Backend::Sqlite(conn),
             depth: RefCell::new(0),
         }
     }
 
+    /// A connection to PostgreSQL through `client`.
+    pub fn postgres(client: postgres::Client) -> Self {
+        Conn {
+            backend: Backend::Postgres(Box::new(RefCell::new(Pg {
+                client,
+                prepared: HashMap::new(),
+            }))),
+            depth: RefCell::new(0),
+        }
+    }
+
+    /// Which database this is.
+    pub fn dialect(&self) -> Dialect {
+        match self.backend {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            Backend::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The form of a statement for this database: `sqlite` or `postgres`.
+    pub fn pick<'a>(&self, sqlite: &'a str, postgres: &'a str) -> &'a str {
+        match self.dialect() {
+            Dialect::Sqlite => sqlite,
+            Dialect::Postgres => postgres,
+        }
+    }
+
     /// The SQLite connection, for what only SQLite has (its pragmas, its schema's
-    /// history).
-    pub fn as_sqlite(&self) -> &rusqlite::Connection {
-        &self.sqlite
+    /// history); none on PostgreSQL.
+    pub fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
+        match &self.backend {
+            Backend::Sqlite(c) => Some(c),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    fn pg(pg: &RefCell<Pg>) -> Result<std::cell::RefMut<'_, Pg>> {
+        // A statement never runs inside another's row callback, so the client is
+        // free whenever a statement starts; a nested borrow would be a bug here.
+        pg.try_borrow_mut()
+            .map_err(|_| DbError::conversion(0, "a statement ran inside another"))
     }
 
     fn bind<'a>(params: Params<'a>) -> Vec<Sql<'a>> {
@@ -413,27 +526,40 @@ impl Conn {
 
     /// Runs a statement that returns no rows; the number of rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
-        let mut st = self.sqlite.prepare_cached(sql)?;
-        let bound = Self::bind(params);
-        Ok(st.execute(rusqlite::params_from_iter(bound.iter()))?)
+        match &self.backend {
+            Backend::Sqlite(c) => {
+                let mut st = c.prepare_cached(sql)?;
+                let bound = Self::bind(params);
+                Ok(st.execute(rusqlite::params_from_iter(bound.iter()))?)
+            }
+            Backend::Postgres(pg) => Self::pg(pg)?.execute(sql, params),
+        }
     }
 
     /// Runs statements separated by `;`, without parameters.
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
-        Ok(self.sqlite.execute_batch(sql)?)
+        match &self.backend {
+            Backend::Sqlite(c) => Ok(c.execute_batch(sql)?),
+            Backend::Postgres(pg) => Ok(Self::pg(pg)?.client.batch_execute(sql)?),
+        }
     }
 
     /// The rows of a query.
     pub fn query_all(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
-        let mut st = self.sqlite.prepare_cached(sql)?;
-        let n = st.column_count();
-        let bound = Self::bind(params);
-        let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            out.push(sqlite_row(r, n)?);
+        match &self.backend {
+            Backend::Sqlite(c) => {
+                let mut st = c.prepare_cached(sql)?;
+                let n = st.column_count();
+                let bound = Self::bind(params);
+                let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
+                let mut out = Vec::new();
+                while let Some(r) = rows.next()? {
+                    out.push(sqlite_row(r, n)?);
+                }
+                Ok(out)
+            }
+            Backend::Postgres(pg) => Self::pg(pg)?.query_all(sql, params),
         }
-        Ok(out)
     }
 
     /// The first row of a query, read by `f`; [`DbError::NoRows`] when there is none.
@@ -443,13 +569,21 @@ impl Conn {
         params: Params<'_>,
         f: impl FnOnce(&Row) -> Result<T>,
     ) -> Result<T> {
-        let mut st = self.sqlite.prepare_cached(sql)?;
-        let n = st.column_count();
-        let bound = Self::bind(params);
-        let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
-        match rows.next()? {
-            Some(r) => f(&sqlite_row(r, n)?),
-            None => Err(DbError::NoRows),
+        match &self.backend {
+            Backend::Sqlite(c) => {
+                let mut st = c.prepare_cached(sql)?;
+                let n = st.column_count();
+                let bound = Self::bind(params);
+                let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
+                match rows.next()? {
+                    Some(r) => f(&sqlite_row(r, n)?),
+                    None => Err(DbError::NoRows),
+                }
+            }
+            Backend::Postgres(_) => match self.query_all(sql, params)?.first() {
+                Some(r) => f(r),
+                None => Err(DbError::NoRows),
+            },
         }
     }
 
@@ -467,13 +601,14 @@ impl Conn {
         self.prepare(sql)
     }
 
-    /// Begins a transaction that writes: it takes the write lock at once
-    /// (`BEGIN IMMEDIATE`), waiting for it under the busy timeout. A transaction
-    /// begun inside another is part of it.
+    /// Begins a transaction that writes. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), waiting for it under the busy timeout; on PostgreSQL
+    /// rows are locked as they are written. A transaction begun inside another is
+    /// part of it.
     pub fn write_tx(&self) -> Result<Tx<'_>> {
         let outer = *self.depth.borrow() == 0;
         if outer {
-            self.sqlite.execute_batch("BEGIN IMMEDIATE")?;
+            self.execute_batch(self.pick("BEGIN IMMEDIATE", "BEGIN"))?;
         }
         *self.depth.borrow_mut() += 1;
         Ok(Tx {
@@ -483,21 +618,29 @@ impl Conn {
         })
     }
 
+    fn in_transaction(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(c) => !c.is_autocommit(),
+            // PostgreSQL ends a transaction whose COMMIT failed.
+            Backend::Postgres(_) => false,
+        }
+    }
+
     fn end_tx(&self, outer: bool, commit: bool) -> Result<()> {
         *self.depth.borrow_mut() -= 1;
         if !outer {
             return Ok(());
         }
         let sql = if commit { "COMMIT" } else { "ROLLBACK" };
-        match self.sqlite.execute_batch(sql) {
+        match self.execute_batch(sql) {
             Ok(()) => Ok(()),
             Err(e) => {
-                // A failed COMMIT leaves the transaction open: end it, so that the
-                // connection can begin the next one.
-                if commit && !self.sqlite.is_autocommit() {
-                    let _ = self.sqlite.execute_batch("ROLLBACK");
+                // A failed COMMIT can leave the transaction open: end it, so that
+                // the connection can begin the next one.
+                if commit && self.in_transaction() {
+                    let _ = self.execute_batch("ROLLBACK");
                 }
-                Err(e.into())
+                Err(e)
             }
         }
     }
@@ -594,4 +737,111 @@ fn owned(v: ValueRef<'_>) -> Value {
         ValueRef::Text(s) => Value::Text(s.to_string()),
         ValueRef::Blob(b) => Value::Blob(b.to_vec()),
     }
+}
+
+/// `?N` parameters as PostgreSQL's `$N`, outside quoted strings.
+pub fn to_postgres(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut quoted = false;
+    for c in sql.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '?' if !quoted => out.push('$'),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A parameter handed to PostgreSQL, converted to the type its place expects.
+#[derive(Debug)]
+struct PgArg(Value);
+
+fn pg_args(params: Params<'_>) -> Vec<PgArg> {
+    params.iter().map(|p| PgArg(owned(p.value()))).collect()
+}
+
+fn pg_refs(args: &[PgArg]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
+    args.iter()
+        .map(|a| a as &(dyn postgres::types::ToSql + Sync))
+        .collect()
+}
+
+impl postgres::types::ToSql for PgArg {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<IsNull, BoxError> {
+        match &self.0 {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+                Type::FLOAT4 => (*i as f32).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR => i.to_string().to_sql(ty, out),
+                _ => Err(format!("an integer cannot be a parameter of type {ty}").into()),
+            },
+            Value::Real(f) => match *ty {
+                Type::FLOAT8 => f.to_sql(ty, out),
+                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+                _ => Err(format!("a real cannot be a parameter of type {ty}").into()),
+            },
+            Value::Text(t) => t.as_str().to_sql(ty, out),
+            Value::Blob(b) => b.as_slice().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+fn pg_value(r: &postgres::Row, i: usize) -> Result<Value> {
+    let col = &r.columns()[i];
+    let v = match *col.type_() {
+        Type::INT8 => r.try_get::<_, Option<i64>>(i)?.map(Value::Int),
+        Type::INT4 => r
+            .try_get::<_, Option<i32>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::INT2 => r
+            .try_get::<_, Option<i16>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::BOOL => r
+            .try_get::<_, Option<bool>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::FLOAT8 => r.try_get::<_, Option<f64>>(i)?.map(Value::Real),
+        Type::FLOAT4 => r
+            .try_get::<_, Option<f32>>(i)?
+            .map(|v| Value::Real(v.into())),
+        Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => {
+            r.try_get::<_, Option<String>>(i)?.map(Value::Text)
+        }
+        Type::BYTEA => r.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob),
+        ref t => {
+            return Err(DbError::conversion(
+                i,
+                format!(
+                    "column {} has type {t}, which the catalog does not read",
+                    col.name()
+                ),
+            ))
+        }
+    };
+    Ok(v.unwrap_or(Value::Null))
+}
+
+fn pg_row(r: &postgres::Row) -> Result<Row> {
+    (0..r.len())
+        .map(|i| pg_value(r, i))
+        .collect::<Result<Vec<_>>>()
+        .map(Row)
 }

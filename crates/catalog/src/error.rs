@@ -16,6 +16,15 @@ pub enum CatalogError {
         #[source]
         source: DbError,
     },
+    /// The PostgreSQL catalog could not be reached.
+    #[error("connect to catalog {url}: {source}")]
+    Connect {
+        /// Its URL, without a password.
+        url: String,
+        /// PostgreSQL's error.
+        #[source]
+        source: DbError,
+    },
     /// A statement failed.
     #[error("catalog: {what}: {source}")]
     Database {
@@ -189,9 +198,12 @@ impl CatalogError {
     /// is full.
     pub fn is_disk_full(&self) -> bool {
         match self {
-            CatalogError::Open { source, .. } | CatalogError::Database { source, .. } => source
-                .sqlite_code()
-                .is_some_and(|c| c.code == rusqlite::ErrorCode::DiskFull),
+            CatalogError::Open { source, .. } | CatalogError::Database { source, .. } => {
+                source
+                    .sqlite_code()
+                    .is_some_and(|c| c.code == rusqlite::ErrorCode::DiskFull)
+                    || source.postgres_code() == Some(&postgres::error::SqlState::DISK_FULL)
+            }
             _ => false,
         }
     }
@@ -218,7 +230,7 @@ pub(crate) fn is_duplicate_key(e: &DbError) -> bool {
     e.sqlite_code().is_some_and(|f| {
         f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
             || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-    })
+    }) || e.postgres_code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION)
 }
 
 #[cfg(test)]

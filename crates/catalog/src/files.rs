@@ -115,11 +115,11 @@ const FILE_COL_COUNT: usize = 18;
 /// well below SQLite's limit on parameters.
 const ROWS_PER_INSERT: usize = 32;
 
-/// An `INSERT OR REPLACE` of `n` file rows: `?1` is the job, then each row's
+/// An insert of `n` file rows that replaces a row of the same path: `?1` is the job, then each row's
 /// `FILE_COLS` in order. Rows of one statement are stored in order, as one statement
 /// each would store them.
 fn insert_files_sql(n: usize) -> String {
-    let mut s = format!("INSERT OR REPLACE INTO files (job_id, {FILE_COLS}) VALUES ");
+    let mut s = format!("INSERT INTO files (job_id, {FILE_COLS}) VALUES ");
     for i in 0..n {
         if i > 0 {
             s.push(',');
@@ -130,7 +130,54 @@ fn insert_files_sql(n: usize) -> String {
         }
         s.push(')');
     }
+    s.push_str(" ON CONFLICT (job_id, path) DO UPDATE SET ");
+    let cols: Vec<String> = (FILE_COLS.split(','))
+        .map(str::trim)
+        .filter(|c| *c != "path")
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    s.push_str(&cols.join(", "));
     s
+}
+
+/// Whether two rows of `rows` have one path.
+fn has_repeated_path(rows: &[FileRow]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(rows.len());
+    !rows.iter().all(|f| seen.insert(f.path.as_slice()))
+}
+
+/// Runs `sql` (of [`insert_files_sql`]) for `rows` of `job`.
+fn insert_files(
+    conn: &crate::db::Conn,
+    sql: &str,
+    job: i64,
+    rows: &[FileRow],
+) -> crate::db::Result<()> {
+    let mut st = conn.prepare_cached(sql)?;
+    st.raw_bind_parameter(1, job)?;
+    for (i, f) in rows.iter().enumerate() {
+        let b = 2 + i * FILE_COL_COUNT;
+        st.raw_bind_parameter(b, &f.path)?;
+        st.raw_bind_parameter(b + 1, f.stream)?;
+        st.raw_bind_parameter(b + 2, f.kind)?;
+        st.raw_bind_parameter(b + 3, f.mode)?;
+        st.raw_bind_parameter(b + 4, f.uid)?;
+        st.raw_bind_parameter(b + 5, f.gid)?;
+        st.raw_bind_parameter(b + 6, f.size as i64)?;
+        st.raw_bind_parameter(b + 7, f.mtime_ns)?;
+        st.raw_bind_parameter(b + 8, f.start_seq)?;
+        st.raw_bind_parameter(b + 9, f.start_lbn as i64)?;
+        st.raw_bind_parameter(b + 10, f.start_off)?;
+        st.raw_bind_parameter(b + 11, f.end_seq)?;
+        st.raw_bind_parameter(b + 12, f.end_lbn as i64)?;
+        st.raw_bind_parameter(b + 13, f.crc)?;
+        st.raw_bind_parameter(b + 14, &f.link)?;
+        st.raw_bind_parameter(b + 15, f.ctime_ns)?;
+        st.raw_bind_parameter(b + 16, f.ino as i64)?;
+        st.raw_bind_parameter(b + 17, f.meta_only)?;
+    }
+    st.raw_execute()?;
+    Ok(())
 }
 
 fn file_row(r: &crate::db::Row) -> crate::db::Result<FileRow> {
@@ -161,38 +208,18 @@ impl Catalog {
     pub fn add_files(&self, job: i64, rows: &[FileRow]) -> Result<()> {
         let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
-            {
-                let full = insert_files_sql(ROWS_PER_INSERT);
-                for chunk in rows.chunks(ROWS_PER_INSERT) {
-                    let sql = if chunk.len() == ROWS_PER_INSERT {
-                        std::borrow::Cow::Borrowed(full.as_str())
-                    } else {
-                        std::borrow::Cow::Owned(insert_files_sql(chunk.len()))
-                    };
-                    let mut st = tx.prepare_cached(&sql)?;
-                    st.raw_bind_parameter(1, job)?;
-                    for (i, f) in chunk.iter().enumerate() {
-                        let b = 2 + i * FILE_COL_COUNT;
-                        st.raw_bind_parameter(b, &f.path)?;
-                        st.raw_bind_parameter(b + 1, f.stream)?;
-                        st.raw_bind_parameter(b + 2, f.kind)?;
-                        st.raw_bind_parameter(b + 3, f.mode)?;
-                        st.raw_bind_parameter(b + 4, f.uid)?;
-                        st.raw_bind_parameter(b + 5, f.gid)?;
-                        st.raw_bind_parameter(b + 6, f.size as i64)?;
-                        st.raw_bind_parameter(b + 7, f.mtime_ns)?;
-                        st.raw_bind_parameter(b + 8, f.start_seq)?;
-                        st.raw_bind_parameter(b + 9, f.start_lbn as i64)?;
-                        st.raw_bind_parameter(b + 10, f.start_off)?;
-                        st.raw_bind_parameter(b + 11, f.end_seq)?;
-                        st.raw_bind_parameter(b + 12, f.end_lbn as i64)?;
-                        st.raw_bind_parameter(b + 13, f.crc)?;
-                        st.raw_bind_parameter(b + 14, &f.link)?;
-                        st.raw_bind_parameter(b + 15, f.ctime_ns)?;
-                        st.raw_bind_parameter(b + 16, f.ino as i64)?;
-                        st.raw_bind_parameter(b + 17, f.meta_only)?;
+            let full = insert_files_sql(ROWS_PER_INSERT);
+            for chunk in rows.chunks(ROWS_PER_INSERT) {
+                // PostgreSQL refuses one statement that writes a row twice; rows of
+                // one path go one statement each, the last one kept, as on SQLite.
+                if has_repeated_path(chunk) {
+                    for f in chunk {
+                        insert_files(&tx, &insert_files_sql(1), job, std::slice::from_ref(f))?;
                     }
-                    st.raw_execute()?;
+                } else if chunk.len() == ROWS_PER_INSERT {
+                    insert_files(&tx, &full, job, chunk)?;
+                } else {
+                    insert_files(&tx, &insert_files_sql(chunk.len()), job, chunk)?;
                 }
             }
             tx.commit()
@@ -411,6 +438,7 @@ pub(crate) fn insert_extents(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::{row, scratch};
     use crate::CatalogError;
 
@@ -431,174 +459,199 @@ mod tests {
         v
     }
 
-    #[test]
-    fn without_a_prefix_every_file_of_the_job_comes_in_byte_order() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
-        let names: [&[u8]; 6] = [b"a/b", b"\xff\xfe", b"B", b".", b"a", b"a\x80/x"];
-        let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
-        c.add_files(j, &rows).unwrap();
-        c.add_files(other, &[raw_row(b"a/zzz", 9)]).unwrap();
-        let want: Vec<Vec<u8>> = [&b"."[..], b"B", b"a", b"a/b", b"a\x80/x", b"\xff\xfe"]
-            .iter()
-            .map(|p| p.to_vec())
-            .collect();
-        assert_eq!(paths(&c, j, None), want);
-        // `.` and the empty path name the namespace root: everything.
-        assert_eq!(paths(&c, j, Some(b".")), want);
-        assert_eq!(paths(&c, j, Some(b"")), want);
-        assert_eq!(c.files(j, None).unwrap().len(), 6);
-        assert_eq!(paths(&c, other, None), vec![b"a/zzz".to_vec()]);
-    }
-
-    #[test]
-    fn a_prefix_lists_itself_and_what_is_under_it_never_a_sibling_it_begins() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        // Siblings of `a/b` that begin with it, with the bytes just below and just
-        // above `/`, and one that is not UTF-8.
-        let names: [&[u8]; 9] = [
-            b"a/b", b"a/b/c", b"a/b/d/e", b"a/b.x", b"a/b0", b"a/bc", b"a/bc/d", b"a/b\xff", b"a/c",
-        ];
-        let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
-        c.add_files(j, &rows).unwrap();
-        assert_eq!(
-            paths(&c, j, Some(b"a/b")),
-            vec![b"a/b".to_vec(), b"a/b/c".to_vec(), b"a/b/d/e".to_vec()]
-        );
-        assert_eq!(
-            paths(&c, j, Some(b"a/bc")),
-            vec![b"a/bc".to_vec(), b"a/bc/d".to_vec()]
-        );
-        assert_eq!(paths(&c, j, Some(b"a/b/c")), vec![b"a/b/c".to_vec()]);
-        assert_eq!(paths(&c, j, Some(b"a/b\xff")), vec![b"a/b\xff".to_vec()]);
-        assert!(paths(&c, j, Some(b"a/bd")).is_empty());
-        assert_eq!(paths(&c, j, Some(b"a")).len(), names.len());
-    }
-
-    #[test]
-    fn prefixes_and_paths_that_are_not_utf8() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let names: [&[u8]; 5] = [b"d\xff", b"d\xff/x", b"d\xff/y\x00z", b"d\xfe/x", b"d\xff0"];
-        let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
-        c.add_files(j, &rows).unwrap();
-        assert_eq!(
-            paths(&c, j, Some(b"d\xff")),
-            vec![
-                b"d\xff".to_vec(),
-                b"d\xff/x".to_vec(),
-                b"d\xff/y\x00z".to_vec()
-            ]
-        );
-        assert_eq!(paths(&c, j, Some(b"d\xfe")), vec![b"d\xfe/x".to_vec()]);
-        assert_eq!(
-            c.file(j, b"d\xff/y\x00z").unwrap().map(|r| r.path),
-            Some(b"d\xff/y\x00z".to_vec())
-        );
-        assert_eq!(c.file(j, b"d\xff/y").unwrap(), None);
-    }
-
-    #[test]
-    fn the_callbacks_error_ends_the_listing_and_is_returned() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let rows: Vec<FileRow> = (0..5).map(|i| row(&format!("f{i}"), i)).collect();
-        c.add_files(j, &rows).unwrap();
-        let mut seen = 0;
-        let r = c.for_each_file(j, None, |_| {
-            seen += 1;
-            if seen == 2 {
-                return Err(CatalogError::NoJob { id: 77 });
-            }
-            Ok(())
-        });
-        assert!(matches!(r, Err(CatalogError::NoJob { id: 77 })), "{r:?}");
-        assert_eq!(seen, 2);
-    }
-
-    #[test]
-    fn pages_after_a_path_cover_every_file_once() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let rows: Vec<FileRow> = (0..7).map(|i| row(&format!("f{i}"), i)).collect();
-        c.add_files(j, &rows).unwrap();
-        let mut after: Option<Vec<u8>> = None;
-        let mut got = Vec::new();
-        loop {
-            let page = c.files_after(j, after.as_deref(), 3).unwrap();
-            assert!(page.len() <= 3);
-            got.extend(page.iter().map(|r| r.path.clone()));
-            match page.last() {
-                Some(last) if page.len() == 3 => after = Some(last.path.clone()),
-                _ => break,
-            }
+    both! {
+        fn without_a_prefix_every_file_of_the_job_comes_in_byte_order()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+            let names: [&[u8]; 6] = [b"a/b", b"\xff\xfe", b"B", b".", b"a", b"a\x80/x"];
+            let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
+            c.add_files(j, &rows).unwrap();
+            c.add_files(other, &[raw_row(b"a/zzz", 9)]).unwrap();
+            let want: Vec<Vec<u8>> = [&b"."[..], b"B", b"a", b"a/b", b"a\x80/x", b"\xff\xfe"]
+                .iter()
+                .map(|p| p.to_vec())
+                .collect();
+            assert_eq!(paths(&c, j, None), want);
+            // `.` and the empty path name the namespace root: everything.
+            assert_eq!(paths(&c, j, Some(b".")), want);
+            assert_eq!(paths(&c, j, Some(b"")), want);
+            assert_eq!(c.files(j, None).unwrap().len(), 6);
+            assert_eq!(paths(&c, other, None), vec![b"a/zzz".to_vec()]);
         }
-        let want: Vec<Vec<u8>> = rows.iter().map(|r| r.path.clone()).collect();
-        assert_eq!(got, want);
     }
 
-    #[test]
-    fn extents_come_in_tape_order_and_a_streams_runs_in_stream_order() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
-        let e = |stream, seq, first_lbn, blocks, stream_offset| Extent {
-            stream,
-            seq,
-            first_lbn,
-            blocks,
-            stream_offset,
-        };
-        // Stream 1 runs over both volumes of the job, interleaved with stream 2.
-        let stream1 = [
-            e(1, 0, 2, 4, 0),
-            e(1, 0, 10, 3, 4 * 1000),
-            e(1, 1, 2, 5, 7 * 1000),
-        ];
-        let stream2 = [e(2, 0, 6, 4, 0), e(2, 1, 7, 2, 4 * 1000)];
-        // Recorded as blocks landed on two drives: not in tape order.
-        c.add_extents(j, &[stream1[2], stream2[1], stream1[0]])
-            .unwrap();
-        c.add_extents(j, &[stream2[0], stream1[1]]).unwrap();
-        c.add_extents(other, &[e(1, 0, 3, 1, 0)]).unwrap();
-        let all = c.extents(j).unwrap();
-        assert_eq!(
-            all,
-            vec![stream1[0], stream2[0], stream1[1], stream1[2], stream2[1]]
-        );
-        let of =
-            |s: u16| -> Vec<Extent> { all.iter().filter(|x| x.stream == s).copied().collect() };
-        assert_eq!(of(1), stream1);
-        assert_eq!(of(2), stream2);
-        assert!(of(1)
-            .windows(2)
-            .all(|w| w[0].stream_offset < w[1].stream_offset));
-        assert_eq!(c.extents(other).unwrap().len(), 1);
+    both! {
+        fn a_prefix_lists_itself_and_what_is_under_it_never_a_sibling_it_begins()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            // Siblings of `a/b` that begin with it, with the bytes just below and just
+            // above `/`, and one that is not UTF-8.
+            let names: [&[u8]; 9] = [
+                b"a/b", b"a/b/c", b"a/b/d/e", b"a/b.x", b"a/b0", b"a/bc", b"a/bc/d", b"a/b\xff", b"a/c",
+            ];
+            let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
+            c.add_files(j, &rows).unwrap();
+            assert_eq!(
+                paths(&c, j, Some(b"a/b")),
+                vec![b"a/b".to_vec(), b"a/b/c".to_vec(), b"a/b/d/e".to_vec()]
+            );
+            assert_eq!(
+                paths(&c, j, Some(b"a/bc")),
+                vec![b"a/bc".to_vec(), b"a/bc/d".to_vec()]
+            );
+            assert_eq!(paths(&c, j, Some(b"a/b/c")), vec![b"a/b/c".to_vec()]);
+            assert_eq!(paths(&c, j, Some(b"a/b\xff")), vec![b"a/b\xff".to_vec()]);
+            assert!(paths(&c, j, Some(b"a/bd")).is_empty());
+            assert_eq!(paths(&c, j, Some(b"a")).len(), names.len());
+        }
     }
 
-    #[test]
-    fn prefix_listing_of_a_million_files_is_indexed() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        let j = c.begin_job(1, "big", 0, 262144, &[]).unwrap();
-        let rows: Vec<FileRow> = (0..200_000)
-            .map(|i| row(&format!("d{:03}/f{i:07}", i % 500), i))
-            .collect();
-        c.add_files(j, &rows).unwrap();
-        let plan: String = c
-            .conn
-            .query_row(
-                "EXPLAIN QUERY PLAN SELECT path FROM files WHERE job_id = 1 AND (path = x'00' OR (path >= x'01' AND path < x'02'))",
-                params![],
-                |r| r.get(3),
-            )
-            .unwrap();
-        assert!(
-            plan.contains("PRIMARY KEY") || plan.contains("INDEX"),
-            "{plan}"
-        );
-        assert_eq!(c.files(j, Some(b"d007")).unwrap().len(), 400);
+    both! {
+        fn prefixes_and_paths_that_are_not_utf8()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let names: [&[u8]; 5] = [b"d\xff", b"d\xff/x", b"d\xff/y\x00z", b"d\xfe/x", b"d\xff0"];
+            let rows: Vec<FileRow> = names.iter().map(|p| raw_row(p, 2)).collect();
+            c.add_files(j, &rows).unwrap();
+            assert_eq!(
+                paths(&c, j, Some(b"d\xff")),
+                vec![
+                    b"d\xff".to_vec(),
+                    b"d\xff/x".to_vec(),
+                    b"d\xff/y\x00z".to_vec()
+                ]
+            );
+            assert_eq!(paths(&c, j, Some(b"d\xfe")), vec![b"d\xfe/x".to_vec()]);
+            assert_eq!(
+                c.file(j, b"d\xff/y\x00z").unwrap().map(|r| r.path),
+                Some(b"d\xff/y\x00z".to_vec())
+            );
+            assert_eq!(c.file(j, b"d\xff/y").unwrap(), None);
+        }
+    }
+
+    both! {
+        fn the_callbacks_error_ends_the_listing_and_is_returned()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let rows: Vec<FileRow> = (0..5).map(|i| row(&format!("f{i}"), i)).collect();
+            c.add_files(j, &rows).unwrap();
+            let mut seen = 0;
+            let r = c.for_each_file(j, None, |_| {
+                seen += 1;
+                if seen == 2 {
+                    return Err(CatalogError::NoJob { id: 77 });
+                }
+                Ok(())
+            });
+            assert!(matches!(r, Err(CatalogError::NoJob { id: 77 })), "{r:?}");
+            assert_eq!(seen, 2);
+        }
+    }
+
+    both! {
+        fn pages_after_a_path_cover_every_file_once()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let rows: Vec<FileRow> = (0..7).map(|i| row(&format!("f{i}"), i)).collect();
+            c.add_files(j, &rows).unwrap();
+            let mut after: Option<Vec<u8>> = None;
+            let mut got = Vec::new();
+            loop {
+                let page = c.files_after(j, after.as_deref(), 3).unwrap();
+                assert!(page.len() <= 3);
+                got.extend(page.iter().map(|r| r.path.clone()));
+                match page.last() {
+                    Some(last) if page.len() == 3 => after = Some(last.path.clone()),
+                    _ => break,
+                }
+            }
+            let want: Vec<Vec<u8>> = rows.iter().map(|r| r.path.clone()).collect();
+            assert_eq!(got, want);
+        }
+    }
+
+    both! {
+        fn extents_come_in_tape_order_and_a_streams_runs_in_stream_order()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+            let e = |stream, seq, first_lbn, blocks, stream_offset| Extent {
+                stream,
+                seq,
+                first_lbn,
+                blocks,
+                stream_offset,
+            };
+            // Stream 1 runs over both volumes of the job, interleaved with stream 2.
+            let stream1 = [
+                e(1, 0, 2, 4, 0),
+                e(1, 0, 10, 3, 4 * 1000),
+                e(1, 1, 2, 5, 7 * 1000),
+            ];
+            let stream2 = [e(2, 0, 6, 4, 0), e(2, 1, 7, 2, 4 * 1000)];
+            // Recorded as blocks landed on two drives: not in tape order.
+            c.add_extents(j, &[stream1[2], stream2[1], stream1[0]])
+                .unwrap();
+            c.add_extents(j, &[stream2[0], stream1[1]]).unwrap();
+            c.add_extents(other, &[e(1, 0, 3, 1, 0)]).unwrap();
+            let all = c.extents(j).unwrap();
+            assert_eq!(
+                all,
+                vec![stream1[0], stream2[0], stream1[1], stream1[2], stream2[1]]
+            );
+            let of =
+                |s: u16| -> Vec<Extent> { all.iter().filter(|x| x.stream == s).copied().collect() };
+            assert_eq!(of(1), stream1);
+            assert_eq!(of(2), stream2);
+            assert!(of(1)
+                .windows(2)
+                .all(|w| w[0].stream_offset < w[1].stream_offset));
+            assert_eq!(c.extents(other).unwrap().len(), 1);
+        }
+    }
+
+    both! {
+        fn prefix_listing_of_a_million_files_is_indexed()     {
+            let (_dir, c) = crate::tests::scratch();
+            let j = c.begin_job(1, "big", 0, 262144, &[]).unwrap();
+            let rows: Vec<FileRow> = (0..200_000)
+                .map(|i| row(&format!("d{:03}/f{i:07}", i % 500), i))
+                .collect();
+            c.add_files(j, &rows).unwrap();
+            let plan: Vec<String> = match c.conn.as_sqlite() {
+                Some(_) => c
+                    .conn
+                    .query_all(
+                        "EXPLAIN QUERY PLAN SELECT path FROM files WHERE job_id = 1 \
+                         AND (path = x'00' OR (path >= x'01' AND path < x'02'))",
+                        params![],
+                    )
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(3).unwrap())
+                    .collect(),
+                None => {
+                    c.conn.execute_batch("ANALYZE files").unwrap();
+                    (c.conn)
+                        .query_all(
+                            "EXPLAIN SELECT path FROM files WHERE job_id = 1 AND (path = '\\x00'::bytea \
+                             OR (path >= '\\x01'::bytea AND path < '\\x02'::bytea))",
+                            params![],
+                        )
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.get(0).unwrap())
+                        .collect()
+                }
+            };
+            let plan = plan.join("\n");
+            assert!(
+                ["PRIMARY KEY", "INDEX", "Index"].iter().any(|w| plan.contains(w)),
+                "{plan}"
+            );
+            assert_eq!(c.files(j, Some(b"d007")).unwrap().len(), 400);
+        }
     }
 }

@@ -54,30 +54,30 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::tests::both;
 
-    #[test]
-    fn drive_health_is_kept_per_mount_and_forgotten_with_its_volume() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        let v = c
-            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
-            .unwrap();
-        let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        c.add_job_volume(job, 0, 0, v.id, 0).unwrap();
-        c.add_drive_health(job, "backup", 1, "TL0001L9", "{\"a\":1}")
-            .unwrap();
-        c.add_drive_health(job, "backup", 0, "TL0002L9", "{}")
-            .unwrap();
-        assert_eq!(
-            c.drive_health(job, "backup").unwrap(),
-            vec![
-                (1, "TL0001L9".to_string(), "{\"a\":1}".to_string()),
-                (0, "TL0002L9".to_string(), "{}".to_string())
-            ]
-        );
-        assert!(c.drive_health(job, "restore").unwrap().is_empty());
-        assert_eq!(c.forget_volume(v.id).unwrap(), vec![job]);
-        assert!(c.drive_health(job, "backup").unwrap().is_empty());
+    both! {
+        fn drive_health_is_kept_per_mount_and_forgotten_with_its_volume()     {
+            let (_dir, mut c) = crate::tests::scratch();
+            let v = c
+                .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+                .unwrap();
+            let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            c.add_job_volume(job, 0, 0, v.id, 0).unwrap();
+            c.add_drive_health(job, "backup", 1, "TL0001L9", "{\"a\":1}")
+                .unwrap();
+            c.add_drive_health(job, "backup", 0, "TL0002L9", "{}")
+                .unwrap();
+            assert_eq!(
+                c.drive_health(job, "backup").unwrap(),
+                vec![
+                    (1, "TL0001L9".to_string(), "{\"a\":1}".to_string()),
+                    (0, "TL0002L9".to_string(), "{}".to_string())
+                ]
+            );
+            assert!(c.drive_health(job, "restore").unwrap().is_empty());
+            assert_eq!(c.forget_volume(v.id).unwrap(), vec![job]);
+            assert!(c.drive_health(job, "backup").unwrap().is_empty());
+        }
     }
 }

@@ -132,14 +132,21 @@ impl Catalog {
     ) -> Result<i64> {
         let run = || -> crate::db::Result<i64> {
             let tx = write_tx(&self.conn)?;
-            tx.execute(
-                "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
-                 (MAX(IFNULL((SELECT MAX(id) FROM jobs), 0), \
-                      IFNULL((SELECT last FROM id_floor WHERE name = 'jobs'), 0)) + 1, \
-                  ?1, ?2, ?3, ?4, ?5)",
+            // A new job's id is past every id a job had, also of jobs forgotten.
+            let id: i64 = tx.query_row(
+                tx.pick(
+                    "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
+                     (MAX(COALESCE((SELECT MAX(id) FROM jobs), 0), \
+                          COALESCE((SELECT last FROM id_floor WHERE name = 'jobs'), 0)) + 1, \
+                      ?1, ?2, ?3, ?4, ?5) RETURNING id",
+                    "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
+                     (GREATEST(COALESCE((SELECT MAX(id) FROM jobs), 0), \
+                          COALESCE((SELECT last FROM id_floor WHERE name = 'jobs'), 0)) + 1, \
+                      ?1, ?2, ?3, ?4, ?5) RETURNING id",
+                ),
                 params![tag as i64, name, started_ns, JobState::Running, block_size],
+                |r| r.get(0),
             )?;
-            let id = tx.as_sqlite().last_insert_rowid();
             for s in streams {
                 tx.execute(
                     "INSERT INTO streams (job_id, stream, name, source) VALUES (?1, ?2, ?3, ?4)",
@@ -227,8 +234,8 @@ impl Catalog {
             // Without a reason, a failed job would not say why (its process was
             // killed, or its machine went down, before the job ended).
             tx.execute(
-                "INSERT INTO job_errors (job_id, path, reason) SELECT id, x'', ?2 FROM jobs WHERE status = ?1",
-                params![JobState::Running, INTERRUPTED],
+                "INSERT INTO job_errors (job_id, path, reason) SELECT id, ?3, ?2 FROM jobs WHERE status = ?1",
+                params![JobState::Running, INTERRUPTED, b"".as_slice()],
             )?;
             tx.execute(
                 "UPDATE jobs SET status = ?2 WHERE status = ?1",
@@ -380,115 +387,119 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::scratch;
 
-    #[test]
-    fn a_jobs_volumes_come_in_sequence_order() {
-        let (_dir, c) = scratch();
-        let vols: Vec<_> = ["TL0003L9", "TL0001L9", "TL0002L9"]
-            .iter()
-            .map(|b| c.add_volume(b, [1; 16], "default", 262144, 0).unwrap())
-            .collect();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        // Two drives mount in turn: sequence numbers are not recorded in order. The
-        // first drive's chain is volumes 0 and 2, the second's volume 1.
-        c.add_job_volume(j, 2, 0, vols[0].id, 30).unwrap();
-        c.add_job_volume(j, 0, 0, vols[1].id, 2).unwrap();
-        c.add_job_volume(j, 1, 1, vols[2].id, 20).unwrap();
-        c.end_job_volume(j, 0, 99).unwrap();
-        let jv = c.job_volumes(j).unwrap();
-        let got: Vec<_> = jv
-            .iter()
-            .map(|v| {
-                let b = v.volume.barcode.as_str();
-                (v.seq, b, v.first_lbn, v.last_lbn, v.chain)
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (0, "TL0001L9", 2, Some(99), Some(0)),
-                (1, "TL0002L9", 20, None, Some(1)),
-                (2, "TL0003L9", 30, None, Some(0))
-            ]
-        );
-        assert_eq!(jv[0].volume, vols[1]);
-        let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
-        assert!(c.job_volumes(other).unwrap().is_empty());
+    both! {
+        fn a_jobs_volumes_come_in_sequence_order()     {
+            let (_dir, c) = scratch();
+            let vols: Vec<_> = ["TL0003L9", "TL0001L9", "TL0002L9"]
+                .iter()
+                .map(|b| c.add_volume(b, [1; 16], "default", 262144, 0).unwrap())
+                .collect();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            // Two drives mount in turn: sequence numbers are not recorded in order. The
+            // first drive's chain is volumes 0 and 2, the second's volume 1.
+            c.add_job_volume(j, 2, 0, vols[0].id, 30).unwrap();
+            c.add_job_volume(j, 0, 0, vols[1].id, 2).unwrap();
+            c.add_job_volume(j, 1, 1, vols[2].id, 20).unwrap();
+            c.end_job_volume(j, 0, 99).unwrap();
+            let jv = c.job_volumes(j).unwrap();
+            let got: Vec<_> = jv
+                .iter()
+                .map(|v| {
+                    let b = v.volume.barcode.as_str();
+                    (v.seq, b, v.first_lbn, v.last_lbn, v.chain)
+                })
+                .collect();
+            assert_eq!(
+                got,
+                vec![
+                    (0, "TL0001L9", 2, Some(99), Some(0)),
+                    (1, "TL0002L9", 20, None, Some(1)),
+                    (2, "TL0003L9", 30, None, Some(0))
+                ]
+            );
+            assert_eq!(jv[0].volume, vols[1]);
+            let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+            assert!(c.job_volumes(other).unwrap().is_empty());
+        }
     }
 
-    #[test]
-    fn recovery_fails_only_the_jobs_left_running() {
-        let (_dir, c) = scratch();
-        let ids: Vec<i64> = (0..4)
-            .map(|i| c.begin_job(i, "j", 0, 262144, &[]).unwrap())
-            .collect();
-        c.finish_job(ids[0], JobState::Ok, 1, 1, 1.0, 1).unwrap();
-        c.finish_job(ids[2], JobState::Partial, 1, 1, 1.0, 1)
-            .unwrap();
-        assert_eq!(c.recover_interrupted().unwrap(), vec![ids[1], ids[3]]);
-        let states: Vec<JobState> = c.jobs().unwrap().iter().map(|j| j.status).collect();
-        assert_eq!(
-            states,
-            [
-                JobState::Ok,
-                JobState::Failed,
-                JobState::Partial,
-                JobState::Failed
-            ]
-        );
-        assert!(c.recover_interrupted().unwrap().is_empty());
-        // Each failed one says why; the others have no error.
-        let reasons = |j| c.errors(j).unwrap();
-        assert_eq!(reasons(ids[1]), [(Vec::new(), INTERRUPTED.to_string())]);
-        assert_eq!(reasons(ids[3]).len(), 1);
-        assert!(reasons(ids[0]).is_empty() && reasons(ids[2]).is_empty());
+    both! {
+        fn recovery_fails_only_the_jobs_left_running()     {
+            let (_dir, c) = scratch();
+            let ids: Vec<i64> = (0..4)
+                .map(|i| c.begin_job(i, "j", 0, 262144, &[]).unwrap())
+                .collect();
+            c.finish_job(ids[0], JobState::Ok, 1, 1, 1.0, 1).unwrap();
+            c.finish_job(ids[2], JobState::Partial, 1, 1, 1.0, 1)
+                .unwrap();
+            assert_eq!(c.recover_interrupted().unwrap(), vec![ids[1], ids[3]]);
+            let states: Vec<JobState> = c.jobs().unwrap().iter().map(|j| j.status).collect();
+            assert_eq!(
+                states,
+                [
+                    JobState::Ok,
+                    JobState::Failed,
+                    JobState::Partial,
+                    JobState::Failed
+                ]
+            );
+            assert!(c.recover_interrupted().unwrap().is_empty());
+            // Each failed one says why; the others have no error.
+            let reasons = |j| c.errors(j).unwrap();
+            assert_eq!(reasons(ids[1]), [(Vec::new(), INTERRUPTED.to_string())]);
+            assert_eq!(reasons(ids[3]).len(), 1);
+            assert!(reasons(ids[0]).is_empty() && reasons(ids[2]).is_empty());
+        }
     }
 
-    #[test]
-    fn a_job_keeps_its_tag_streams_and_errors() {
-        let (_dir, c) = scratch();
-        // Tags are random 64-bit numbers; SQLite stores them as signed.
-        let tag = u64::MAX - 5;
-        let streams = [
-            Stream {
-                stream: 2,
-                name: "srv".into(),
-                source: b"/srv/\xff".to_vec(),
-            },
-            Stream {
-                stream: 1,
-                name: "home".into(),
-                source: b"/home".to_vec(),
-            },
-        ];
-        let j = c.begin_job(tag, "nightly", 17, 65536, &streams).unwrap();
-        c.add_error(j, b"b/\xfe", "permission denied").unwrap();
-        c.add_error(j, b"a", "vanished").unwrap();
-        let job = c.job_by_tag(tag).unwrap().expect("by tag");
-        assert_eq!((job.id, job.tag, job.name.as_str()), (j, tag, "nightly"));
-        assert_eq!(
-            (job.started_ns, job.ended_ns, job.block_size),
-            (17, None, 65536)
-        );
-        assert_eq!(c.job(j).unwrap(), Some(job));
-        assert_eq!(c.job_by_tag(tag - 1).unwrap(), None);
-        assert_eq!(
-            c.streams(j).unwrap(),
-            vec![streams[1].clone(), streams[0].clone()]
-        );
-        assert_eq!(
-            c.errors(j).unwrap(),
-            vec![
-                (b"b/\xfe".to_vec(), "permission denied".to_string()),
-                (b"a".to_vec(), "vanished".to_string())
-            ]
-        );
-        c.finish_job(j, JobState::Partial, 3, 4, 5.5, 18).unwrap();
-        let job = c.job(j).unwrap().unwrap();
-        assert_eq!(
-            (job.status, job.files, job.bytes, job.seconds, job.ended_ns),
-            (JobState::Partial, 3, 4, 5.5, Some(18))
-        );
+    both! {
+        fn a_job_keeps_its_tag_streams_and_errors()     {
+            let (_dir, c) = scratch();
+            // Tags are random 64-bit numbers; SQLite stores them as signed.
+            let tag = u64::MAX - 5;
+            let streams = [
+                Stream {
+                    stream: 2,
+                    name: "srv".into(),
+                    source: b"/srv/\xff".to_vec(),
+                },
+                Stream {
+                    stream: 1,
+                    name: "home".into(),
+                    source: b"/home".to_vec(),
+                },
+            ];
+            let j = c.begin_job(tag, "nightly", 17, 65536, &streams).unwrap();
+            c.add_error(j, b"b/\xfe", "permission denied").unwrap();
+            c.add_error(j, b"a", "vanished").unwrap();
+            let job = c.job_by_tag(tag).unwrap().expect("by tag");
+            assert_eq!((job.id, job.tag, job.name.as_str()), (j, tag, "nightly"));
+            assert_eq!(
+                (job.started_ns, job.ended_ns, job.block_size),
+                (17, None, 65536)
+            );
+            assert_eq!(c.job(j).unwrap(), Some(job));
+            assert_eq!(c.job_by_tag(tag - 1).unwrap(), None);
+            assert_eq!(
+                c.streams(j).unwrap(),
+                vec![streams[1].clone(), streams[0].clone()]
+            );
+            assert_eq!(
+                c.errors(j).unwrap(),
+                vec![
+                    (b"b/\xfe".to_vec(), "permission denied".to_string()),
+                    (b"a".to_vec(), "vanished".to_string())
+                ]
+            );
+            c.finish_job(j, JobState::Partial, 3, 4, 5.5, 18).unwrap();
+            let job = c.job(j).unwrap().unwrap();
+            assert_eq!(
+                (job.status, job.files, job.bytes, job.seconds, job.ended_ns),
+                (JobState::Partial, 3, 4, 5.5, Some(18))
+            );
+        }
     }
 }

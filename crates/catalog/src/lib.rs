@@ -18,7 +18,7 @@ use rusqlite::Connection;
 use std::path::Path;
 
 mod check;
-mod db;
+pub mod db;
 mod error;
 mod files;
 mod health;
@@ -83,6 +83,50 @@ impl Catalog {
         c.migrate()?;
         Ok(c)
     }
+
+    /// Connects to the PostgreSQL catalog at `url` (`postgresql://USER@HOST/DB`,
+    /// or PostgreSQL's `key=value` form) and creates its tables when it has none.
+    /// A password not in the URL is taken from `PGPASSWORD`, as PostgreSQL's own
+    /// tools take it.
+    pub fn connect(url: &str) -> Result<Self> {
+        let fail = |source: db::DbError| CatalogError::Connect {
+            url: redact(url),
+            source,
+        };
+        let mut config: postgres::Config = url.parse().map_err(|e| fail(db::DbError::from(e)))?;
+        if config.get_password().is_none() {
+            if let Ok(p) = std::env::var("PGPASSWORD") {
+                config.password(p);
+            }
+        }
+        let client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| fail(db::DbError::from(e)))?;
+        let mut c = Catalog {
+            conn: Conn::postgres(client),
+        };
+        c.migrate()?;
+        Ok(c)
+    }
+
+    /// Which database the catalog is in.
+    pub fn dialect(&self) -> db::Dialect {
+        self.conn.dialect()
+    }
+}
+
+/// `url` with its password (if it holds one) replaced by `***`, to be shown.
+fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((user, host)) => match user.split_once(':') {
+                Some((name, _)) => format!("{scheme}://{name}:***@{host}"),
+                None => url.to_string(),
+            },
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -90,12 +134,57 @@ mod tests {
     use super::*;
     use crate::db::params;
 
-    /// A new catalog in a temporary directory (kept as long as the directory).
+    thread_local! {
+        /// Whether this thread's test runs on PostgreSQL (see [`both`]).
+        static ON_POSTGRES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// A new, empty catalog and a temporary folder (kept as long as it is): an
+    /// SQLite file in the folder, or, for a test run by [`both`] on PostgreSQL, a
+    /// new database of the test process's PostgreSQL server.
     pub(crate) fn scratch() -> (tempfile::TempDir, Catalog) {
         let dir = tempfile::tempdir().unwrap();
+        if ON_POSTGRES.with(std::cell::Cell::get) {
+            let server = tapeloom_device::testkit::postgres::server().unwrap();
+            let url = server.database().unwrap();
+            return (dir, Catalog::connect(&url).unwrap());
+        }
         let c = Catalog::open(&dir.path().join("c.db")).unwrap();
         (dir, c)
     }
+
+    /// Runs `body` with [`scratch`] giving PostgreSQL catalogs; without
+    /// PostgreSQL the test says so and passes (or fails under the test command).
+    pub(crate) fn on_postgres(body: impl FnOnce()) {
+        use tapeloom_device::testkit::{need::need, postgres};
+        if !need(postgres::server().map(|_| ())) {
+            return;
+        }
+        ON_POSTGRES.with(|b| b.set(true));
+        body();
+    }
+
+    /// A test run twice, as `NAME::sqlite` and `NAME::postgres`: the catalog's
+    /// behaviour is the same on both databases.
+    macro_rules! both {
+        ($(#[$m:meta])* fn $name:ident() $body:block) => {
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                #[test]
+                $(#[$m])*
+                fn sqlite() $body
+
+                #[test]
+                $(#[$m])*
+                fn postgres() {
+                    crate::tests::on_postgres(|| $body)
+                }
+            }
+        };
+    }
+    pub(crate) use both;
 
     /// A regular file at `path` in blocks `lbn` and `lbn + 1` of volume sequence 0.
     pub(crate) fn row(path: &str, lbn: u64) -> FileRow {
@@ -119,61 +208,61 @@ mod tests {
         }
     }
 
-    #[test]
-    fn jobs_files_and_prefixes() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        assert_eq!(c.schema_version().unwrap(), 16);
-        let v = c
-            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+    both! {
+        fn jobs_files_and_prefixes()     {
+            let (_dir, c) = crate::tests::scratch();
+            assert_eq!(c.schema_version().unwrap(), 16);
+            let v = c
+                .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+                .unwrap();
+            let j = c.begin_job(42, "n", 1, 262144, &[]).unwrap();
+            c.add_job_volume(j, 0, 0, v.id, 2).unwrap();
+            c.add_files(
+                j,
+                &[
+                    row("a", 2),
+                    row("a/b", 3),
+                    row("a/b/c", 4),
+                    row("a0", 5),
+                    row("a.x", 6),
+                    row("ab", 7),
+                ],
+            )
             .unwrap();
-        let j = c.begin_job(42, "n", 1, 262144, &[]).unwrap();
-        c.add_job_volume(j, 0, 0, v.id, 2).unwrap();
-        c.add_files(
-            j,
-            &[
-                row("a", 2),
-                row("a/b", 3),
-                row("a/b/c", 4),
-                row("a0", 5),
-                row("a.x", 6),
-                row("ab", 7),
-            ],
-        )
-        .unwrap();
-        let names = |p: Option<&str>| -> Vec<String> {
-            c.files(j, p.map(|s| s.as_bytes()))
-                .unwrap()
-                .into_iter()
-                .map(|r| String::from_utf8(r.path).unwrap())
-                .collect()
-        };
-        assert_eq!(names(Some("a")), vec!["a", "a/b", "a/b/c"]);
-        assert_eq!(names(Some("a/b")), vec!["a/b", "a/b/c"]);
-        assert_eq!(names(None).len(), 6);
-        assert_eq!(c.files_in_block(j, 0, 4).unwrap().len(), 2);
-        assert_eq!(c.recover_interrupted().unwrap(), vec![j]);
-        assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Failed);
-        assert_eq!(c.job_volumes(j).unwrap()[0].volume.barcode, "TL0001L9");
-        assert_eq!(c.jobs_on_volume(v.id).unwrap(), 1);
-        let ext = [
-            Extent {
-                stream: 2,
-                seq: 0,
-                first_lbn: 9,
-                blocks: 4,
-                stream_offset: 0,
-            },
-            Extent {
-                stream: 1,
-                seq: 0,
-                first_lbn: 2,
-                blocks: 7,
-                stream_offset: 0,
-            },
-        ];
-        c.add_extents(j, &ext).unwrap();
-        assert_eq!(c.extents(j).unwrap(), vec![ext[1], ext[0]]);
+            let names = |p: Option<&str>| -> Vec<String> {
+                c.files(j, p.map(|s| s.as_bytes()))
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| String::from_utf8(r.path).unwrap())
+                    .collect()
+            };
+            assert_eq!(names(Some("a")), vec!["a", "a/b", "a/b/c"]);
+            assert_eq!(names(Some("a/b")), vec!["a/b", "a/b/c"]);
+            assert_eq!(names(None).len(), 6);
+            assert_eq!(c.files_in_block(j, 0, 4).unwrap().len(), 2);
+            assert_eq!(c.recover_interrupted().unwrap(), vec![j]);
+            assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Failed);
+            assert_eq!(c.job_volumes(j).unwrap()[0].volume.barcode, "TL0001L9");
+            assert_eq!(c.jobs_on_volume(v.id).unwrap(), 1);
+            let ext = [
+                Extent {
+                    stream: 2,
+                    seq: 0,
+                    first_lbn: 9,
+                    blocks: 4,
+                    stream_offset: 0,
+                },
+                Extent {
+                    stream: 1,
+                    seq: 0,
+                    first_lbn: 2,
+                    blocks: 7,
+                    stream_offset: 0,
+                },
+            ];
+            c.add_extents(j, &ext).unwrap();
+            assert_eq!(c.extents(j).unwrap(), vec![ext[1], ext[0]]);
+        }
     }
 
     #[test]
@@ -191,72 +280,72 @@ mod tests {
         assert!(sqlite.is::<rusqlite::Error>(), "{sqlite}");
     }
 
-    #[test]
-    fn missing_and_duplicate_rows_are_variants() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        let v = c
-            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
-            .unwrap();
-        assert_eq!(c.volume_by_barcode("TL0001L9").unwrap(), Some(v.clone()));
-        assert!(matches!(
-            c.add_volume("TL0001L9", [4; 16], "default", 262144, 0),
-            Err(CatalogError::VolumeExists { barcode }) if barcode == "TL0001L9"
-        ));
-        let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        c.add_job_volume(job, 0, 0, v.id, 2).unwrap();
-        assert!(matches!(
-            c.add_job_volume(job, 0, 0, v.id, 9),
-            Err(CatalogError::SegmentExists { job: j, seq: 0 }) if j == job
-        ));
-        assert!(matches!(
-            c.end_job_volume(job, 1, 5),
-            Err(CatalogError::NoSegment { job: j, seq: 1 }) if j == job
-        ));
-        assert!(matches!(
-            c.finish_job(job + 1, JobState::Ok, 0, 0, 0.0, 0),
-            Err(CatalogError::NoJob { id }) if id == job + 1
-        ));
-        assert!(matches!(
-            c.set_volume_status(v.id + 1, VolumeState::Full),
-            Err(CatalogError::NoVolume { id }) if id == v.id + 1
-        ));
+    both! {
+        fn missing_and_duplicate_rows_are_variants()     {
+            let (_dir, c) = crate::tests::scratch();
+            let v = c
+                .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+                .unwrap();
+            assert_eq!(c.volume_by_barcode("TL0001L9").unwrap(), Some(v.clone()));
+            assert!(matches!(
+                c.add_volume("TL0001L9", [4; 16], "default", 262144, 0),
+                Err(CatalogError::VolumeExists { barcode }) if barcode == "TL0001L9"
+            ));
+            let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            c.add_job_volume(job, 0, 0, v.id, 2).unwrap();
+            assert!(matches!(
+                c.add_job_volume(job, 0, 0, v.id, 9),
+                Err(CatalogError::SegmentExists { job: j, seq: 0 }) if j == job
+            ));
+            assert!(matches!(
+                c.end_job_volume(job, 1, 5),
+                Err(CatalogError::NoSegment { job: j, seq: 1 }) if j == job
+            ));
+            assert!(matches!(
+                c.finish_job(job + 1, JobState::Ok, 0, 0, 0.0, 0),
+                Err(CatalogError::NoJob { id }) if id == job + 1
+            ));
+            assert!(matches!(
+                c.set_volume_status(v.id + 1, VolumeState::Full),
+                Err(CatalogError::NoVolume { id }) if id == v.id + 1
+            ));
+        }
     }
 
-    #[test]
-    fn states_are_stored_as_their_words() {
-        use std::error::Error;
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        let v = c
-            .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
-            .unwrap();
-        assert_eq!(v.status, VolumeState::Append);
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let word =
-            |sql: &str| -> String { c.conn.query_row(sql, params![], |r| r.get(0)).unwrap() };
-        assert_eq!(word("SELECT status FROM jobs"), "running");
-        c.finish_job(j, JobState::Partial, 1, 2, 3.0, 4).unwrap();
-        assert_eq!(word("SELECT status FROM jobs"), "partial");
-        c.set_volume_status(v.id, VolumeState::Full).unwrap();
-        assert_eq!(word("SELECT status FROM volumes"), "full");
-        // Rows written as words by any tapeloom read back as states.
-        c.conn
-            .execute("UPDATE jobs SET status = 'ok'", params![])
-            .unwrap();
-        c.conn
-            .execute("UPDATE volumes SET status = 'append'", params![])
-            .unwrap();
-        assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Ok);
-        assert_eq!(c.volumes().unwrap()[0].status, VolumeState::Append);
-        // A word no tapeloom writes is an error that names it, down the cause chain.
-        c.conn
-            .execute("UPDATE jobs SET status = 'paused'", params![])
-            .unwrap();
-        let e = c.jobs().unwrap_err();
-        assert!(matches!(e, CatalogError::Database { .. }), "{e:?}");
-        let sqlite = e.source().expect("SQLite's error");
-        let unknown = sqlite.source().expect("the word");
-        assert_eq!(unknown.to_string(), "unknown job state \"paused\"");
+    both! {
+        fn states_are_stored_as_their_words()     {
+            use std::error::Error;
+            let (_dir, c) = crate::tests::scratch();
+            let v = c
+                .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
+                .unwrap();
+            assert_eq!(v.status, VolumeState::Append);
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let word =
+                |sql: &str| -> String { c.conn.query_row(sql, params![], |r| r.get(0)).unwrap() };
+            assert_eq!(word("SELECT status FROM jobs"), "running");
+            c.finish_job(j, JobState::Partial, 1, 2, 3.0, 4).unwrap();
+            assert_eq!(word("SELECT status FROM jobs"), "partial");
+            c.set_volume_status(v.id, VolumeState::Full).unwrap();
+            assert_eq!(word("SELECT status FROM volumes"), "full");
+            // Rows written as words by any tapeloom read back as states.
+            c.conn
+                .execute("UPDATE jobs SET status = 'ok'", params![])
+                .unwrap();
+            c.conn
+                .execute("UPDATE volumes SET status = 'append'", params![])
+                .unwrap();
+            assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Ok);
+            assert_eq!(c.volumes().unwrap()[0].status, VolumeState::Append);
+            // A word no tapeloom writes is an error that names it, down the cause chain.
+            c.conn
+                .execute("UPDATE jobs SET status = 'paused'", params![])
+                .unwrap();
+            let e = c.jobs().unwrap_err();
+            assert!(matches!(e, CatalogError::Database { .. }), "{e:?}");
+            let sqlite = e.source().expect("SQLite's error");
+            let unknown = sqlite.source().expect("the word");
+            assert_eq!(unknown.to_string(), "unknown job state \"paused\"");
+        }
     }
 }

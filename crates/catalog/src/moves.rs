@@ -33,17 +33,23 @@ impl Catalog {
         }
         let run = || -> crate::db::Result<()> {
             let tx = write_tx(&self.conn)?;
-            tx.execute_batch(
+            tx.execute_batch(tx.pick(
                 "CREATE TEMP TABLE IF NOT EXISTS moved_blocks ( \
                    seq INTEGER NOT NULL, lbn INTEGER NOT NULL, \
                    to_seq INTEGER NOT NULL, to_lbn INTEGER NOT NULL, \
                    PRIMARY KEY (seq, lbn)) WITHOUT ROWID; \
                  DELETE FROM moved_blocks;",
-            )?;
+                "CREATE TEMP TABLE IF NOT EXISTS moved_blocks ( \
+                   seq BIGINT NOT NULL, lbn BIGINT NOT NULL, \
+                   to_seq BIGINT NOT NULL, to_lbn BIGINT NOT NULL, \
+                   PRIMARY KEY (seq, lbn)); \
+                 DELETE FROM moved_blocks;",
+            ))?;
             {
                 let mut ins = tx.prepare(
-                    "INSERT OR REPLACE INTO moved_blocks (seq, lbn, to_seq, to_lbn) \
-                     VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT INTO moved_blocks (seq, lbn, to_seq, to_lbn) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (seq, lbn) DO UPDATE SET to_seq = excluded.to_seq, \
+                     to_lbn = excluded.to_lbn",
                 )?;
                 for m in moves {
                     ins.execute(params![m.from.0, m.from.1, m.to.0, m.to.1])?;
@@ -112,58 +118,59 @@ fn extents_of(moves: &[BlockMove], control: u16) -> Vec<Extent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
 
-    #[test]
-    fn rows_and_extents_follow_moved_blocks() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let ext = |stream, seq, first_lbn, blocks, stream_offset| Extent {
-            stream,
-            seq,
-            first_lbn,
-            blocks,
-            stream_offset,
-        };
-        // Stream 1 in blocks 2..=9 of seq 0; stream 2 in 10..=11. Blocks 8..=11 are
-        // lost and written again at 3.. of seq 1, in the same order.
-        c.add_extents(j, &[ext(1, 0, 2, 8, 0), ext(2, 0, 10, 2, 0)])
-            .unwrap();
-        let mut a = crate::tests::row("a", 0);
-        (a.start_seq, a.start_lbn, a.end_seq, a.end_lbn) = (0, 3, 0, 8);
-        let mut b = crate::tests::row("b", 0);
-        (b.start_seq, b.start_lbn, b.end_seq, b.end_lbn) = (0, 10, 0, 11);
-        let mut keep = crate::tests::row("keep", 0);
-        (keep.start_seq, keep.start_lbn, keep.end_seq, keep.end_lbn) = (0, 2, 0, 4);
-        c.add_files(j, &[a, b, keep]).unwrap();
-        let mv = |stream, off, from, to| BlockMove {
-            stream,
-            stream_offset: off,
-            from: (0, from),
-            to: (1, to),
-        };
-        let moves = [
-            mv(1, 6 * 1000, 8, 3),
-            mv(1, 7 * 1000, 9, 4),
-            mv(2, 0, 10, 5),
-            mv(0, 0, 11, 6),
-        ];
-        c.move_blocks(j, &moves, 0).unwrap();
-        let files = c.files(j, None).unwrap();
-        let at = |p: &str| {
-            let f = files.iter().find(|f| f.path == p.as_bytes()).unwrap();
-            (f.start_seq, f.start_lbn, f.end_seq, f.end_lbn)
-        };
-        assert_eq!(at("a"), (0, 3, 1, 3));
-        assert_eq!(at("b"), (1, 5, 1, 6));
-        assert_eq!(at("keep"), (0, 2, 0, 4));
-        assert_eq!(
-            c.extents(j).unwrap(),
-            vec![
-                ext(1, 0, 2, 6, 0),
-                ext(1, 1, 3, 2, 6000),
-                ext(2, 1, 5, 1, 0)
-            ]
-        );
+    both! {
+        fn rows_and_extents_follow_moved_blocks()     {
+            let (_dir, c) = crate::tests::scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let ext = |stream, seq, first_lbn, blocks, stream_offset| Extent {
+                stream,
+                seq,
+                first_lbn,
+                blocks,
+                stream_offset,
+            };
+            // Stream 1 in blocks 2..=9 of seq 0; stream 2 in 10..=11. Blocks 8..=11 are
+            // lost and written again at 3.. of seq 1, in the same order.
+            c.add_extents(j, &[ext(1, 0, 2, 8, 0), ext(2, 0, 10, 2, 0)])
+                .unwrap();
+            let mut a = crate::tests::row("a", 0);
+            (a.start_seq, a.start_lbn, a.end_seq, a.end_lbn) = (0, 3, 0, 8);
+            let mut b = crate::tests::row("b", 0);
+            (b.start_seq, b.start_lbn, b.end_seq, b.end_lbn) = (0, 10, 0, 11);
+            let mut keep = crate::tests::row("keep", 0);
+            (keep.start_seq, keep.start_lbn, keep.end_seq, keep.end_lbn) = (0, 2, 0, 4);
+            c.add_files(j, &[a, b, keep]).unwrap();
+            let mv = |stream, off, from, to| BlockMove {
+                stream,
+                stream_offset: off,
+                from: (0, from),
+                to: (1, to),
+            };
+            let moves = [
+                mv(1, 6 * 1000, 8, 3),
+                mv(1, 7 * 1000, 9, 4),
+                mv(2, 0, 10, 5),
+                mv(0, 0, 11, 6),
+            ];
+            c.move_blocks(j, &moves, 0).unwrap();
+            let files = c.files(j, None).unwrap();
+            let at = |p: &str| {
+                let f = files.iter().find(|f| f.path == p.as_bytes()).unwrap();
+                (f.start_seq, f.start_lbn, f.end_seq, f.end_lbn)
+            };
+            assert_eq!(at("a"), (0, 3, 1, 3));
+            assert_eq!(at("b"), (1, 5, 1, 6));
+            assert_eq!(at("keep"), (0, 2, 0, 4));
+            assert_eq!(
+                c.extents(j).unwrap(),
+                vec![
+                    ext(1, 0, 2, 6, 0),
+                    ext(1, 1, 3, 2, 6000),
+                    ext(2, 1, 5, 1, 0)
+                ]
+            );
+        }
     }
 }

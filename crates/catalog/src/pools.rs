@@ -195,7 +195,7 @@ impl Catalog {
             }
             self.conn
                 .execute(
-                    "INSERT OR IGNORE INTO pool_cartridges (barcode, pool) VALUES (?1, ?2)",
+                    "INSERT INTO pool_cartridges (barcode, pool) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                     params![barcode, pool],
                 )
                 .doing("assign cartridges")?;
@@ -266,7 +266,9 @@ impl Catalog {
     pub fn set_pool_key(&self, pool: &str, key: &PoolKey) -> Result<()> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO pool_keys (pool, key_file, fingerprint) VALUES (?1, ?2, ?3)",
+                "INSERT INTO pool_keys (pool, key_file, fingerprint) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (pool) DO UPDATE SET key_file = excluded.key_file, \
+                 fingerprint = excluded.fingerprint",
                 params![pool, key.key_file, key.fingerprint],
             )
             .doing("set a pool's key")?;
@@ -294,23 +296,25 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::scratch;
 
-    #[test]
-    fn a_pool_named_only_by_labels_is_known_with_default_rules_until_created() {
-        let (_d, c) = scratch();
-        c.add_volume("TL0001L9", [1; 16], "weekly", 262144, 0)
-            .unwrap();
-        assert_eq!(c.pool("weekly").unwrap(), Some(Pool::named("weekly")));
-        assert_eq!(c.pool("monthly").unwrap(), None);
-        let names: Vec<String> = c.pools().unwrap().into_iter().map(|p| p.name).collect();
-        assert_eq!(names, vec!["default", "weekly"]);
-        // Its rules come back with `pool create`.
-        let mut w = pool("weekly");
-        w.retention_s = Some(7 * 86400);
-        c.create_pool(&w, &[]).unwrap();
-        assert_eq!(c.pool("weekly").unwrap(), Some(w));
-        assert_eq!(c.pools().unwrap().len(), 2);
+    both! {
+        fn a_pool_named_only_by_labels_is_known_with_default_rules_until_created()     {
+            let (_d, c) = scratch();
+            c.add_volume("TL0001L9", [1; 16], "weekly", 262144, 0)
+                .unwrap();
+            assert_eq!(c.pool("weekly").unwrap(), Some(Pool::named("weekly")));
+            assert_eq!(c.pool("monthly").unwrap(), None);
+            let names: Vec<String> = c.pools().unwrap().into_iter().map(|p| p.name).collect();
+            assert_eq!(names, vec!["default", "weekly"]);
+            // Its rules come back with `pool create`.
+            let mut w = pool("weekly");
+            w.retention_s = Some(7 * 86400);
+            c.create_pool(&w, &[]).unwrap();
+            assert_eq!(c.pool("weekly").unwrap(), Some(w));
+            assert_eq!(c.pools().unwrap().len(), 2);
+        }
     }
 
     fn pool(name: &str) -> Pool {
@@ -324,102 +328,106 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_default_pool_always_exists() {
-        let (_d, c) = scratch();
-        assert_eq!(c.pools().unwrap(), vec![Pool::default_pool()]);
-        assert_eq!(c.pool(DEFAULT_POOL).unwrap(), Some(Pool::default_pool()));
-        assert_eq!(c.pool("weekly").unwrap(), None);
-        assert!(matches!(
-            c.create_pool(&pool(DEFAULT_POOL), &[]),
-            Err(CatalogError::PoolExists { name }) if name == DEFAULT_POOL
-        ));
-    }
-
-    #[test]
-    fn pools_are_created_once_and_listed_by_name() {
-        let (_d, c) = scratch();
-        c.create_pool(&pool("weekly"), &[]).unwrap();
-        let mut open = pool("archive");
-        open.retention_s = None;
-        open.max_jobs_per_volume = None;
-        open.append = true;
-        open.worm = false;
-        c.create_pool(&open, &[]).unwrap();
-        assert_eq!(c.pool("weekly").unwrap(), Some(pool("weekly")));
-        let names: Vec<String> = c.pools().unwrap().into_iter().map(|p| p.name).collect();
-        assert_eq!(names, ["archive", "default", "weekly"]);
-        assert_eq!(c.pool("archive").unwrap(), Some(open));
-        assert!(matches!(
-            c.create_pool(&pool("weekly"), &[]),
-            Err(CatalogError::PoolExists { name }) if name == "weekly"
-        ));
-    }
-
-    #[test]
-    fn a_cartridge_belongs_to_one_pool() {
-        let (_d, c) = scratch();
-        let codes = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
-        c.create_pool(&pool("a"), &codes(&["TL0001L9"])).unwrap();
-        c.create_pool(&pool("b"), &[]).unwrap();
-        c.assign_cartridges("a", &codes(&["TL0002L9"])).unwrap();
-        // Again to the same pool: nothing changes.
-        c.assign_cartridges("a", &codes(&["TL0002L9"])).unwrap();
-        assert_eq!(
-            c.assigned_cartridges("a").unwrap(),
-            ["TL0001L9", "TL0002L9"]
-        );
-        assert_eq!(c.pool_of_barcode("TL0001L9").unwrap().as_deref(), Some("a"));
-        assert_eq!(c.pool_of_barcode("TL0003L9").unwrap(), None);
-        assert_eq!(c.assigned_pool("TL0002L9").unwrap().as_deref(), Some("a"));
-        // Assigned to another pool: refused, and none of the list is assigned.
-        assert!(matches!(
-            c.assign_cartridges("b", &codes(&["TL0003L9", "TL0002L9"])),
-            Err(CatalogError::CartridgeInPool { barcode, pool }) if barcode == "TL0002L9" && pool == "a"
-        ));
-        assert_eq!(c.pool_of_barcode("TL0003L9").unwrap(), None);
-        // Labelled into another pool: refused too.
-        c.add_volume("TL0004L9", [1; 16], "b", 262144, 0).unwrap();
-        assert_eq!(c.pool_of_barcode("TL0004L9").unwrap().as_deref(), Some("b"));
-        assert!(matches!(
-            c.assign_cartridges("a", &codes(&["TL0004L9"])),
-            Err(CatalogError::CartridgeInPool { barcode, pool }) if barcode == "TL0004L9" && pool == "b"
-        ));
-        assert!(matches!(
-            c.assign_cartridges("nope", &codes(&["TL0005L9"])),
-            Err(CatalogError::NoPool { name }) if name == "nope"
-        ));
-        // A pool created with a cartridge of another pool is not created at all.
-        assert!(matches!(
-            c.create_pool(&pool("c"), &codes(&["TL0005L9", "TL0001L9"])),
-            Err(CatalogError::CartridgeInPool { barcode, pool }) if barcode == "TL0001L9" && pool == "a"
-        ));
-        assert_eq!(
-            (c.pool("c").unwrap(), c.pool_of_barcode("TL0005L9").unwrap()),
-            (None, None)
-        );
-    }
-
-    #[test]
-    fn pool_names_fit_a_label_and_jobs_are_counted() {
-        let (_d, c) = scratch();
-        for bad in ["", "a b", "x/y", &"p".repeat(33)] {
+    both! {
+        fn the_default_pool_always_exists()     {
+            let (_d, c) = scratch();
+            assert_eq!(c.pools().unwrap(), vec![Pool::default_pool()]);
+            assert_eq!(c.pool(DEFAULT_POOL).unwrap(), Some(Pool::default_pool()));
+            assert_eq!(c.pool("weekly").unwrap(), None);
             assert!(matches!(
-                c.create_pool(&pool(bad), &[]),
-                Err(CatalogError::BadPoolName { name }) if name == bad
+                c.create_pool(&pool(DEFAULT_POOL), &[]),
+                Err(CatalogError::PoolExists { name }) if name == DEFAULT_POOL
             ));
         }
-        c.create_pool(&pool("weekly-1.a_b"), &[]).unwrap();
-        let v = c
-            .add_volume("TL0001L9", [1; 16], "weekly-1.a_b", 262144, 0)
-            .unwrap();
-        let w = c
-            .add_volume("TL0002L9", [2; 16], "weekly-1.a_b", 262144, 0)
-            .unwrap();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        c.add_job_volume(j, 0, 0, v.id, 2).unwrap();
-        c.add_job_volume(j, 1, 0, w.id, 2).unwrap();
-        assert_eq!(c.jobs_in_pool("weekly-1.a_b").unwrap(), 1);
-        assert_eq!(c.jobs_in_pool(DEFAULT_POOL).unwrap(), 0);
+    }
+
+    both! {
+        fn pools_are_created_once_and_listed_by_name()     {
+            let (_d, c) = scratch();
+            c.create_pool(&pool("weekly"), &[]).unwrap();
+            let mut open = pool("archive");
+            open.retention_s = None;
+            open.max_jobs_per_volume = None;
+            open.append = true;
+            open.worm = false;
+            c.create_pool(&open, &[]).unwrap();
+            assert_eq!(c.pool("weekly").unwrap(), Some(pool("weekly")));
+            let names: Vec<String> = c.pools().unwrap().into_iter().map(|p| p.name).collect();
+            assert_eq!(names, ["archive", "default", "weekly"]);
+            assert_eq!(c.pool("archive").unwrap(), Some(open));
+            assert!(matches!(
+                c.create_pool(&pool("weekly"), &[]),
+                Err(CatalogError::PoolExists { name }) if name == "weekly"
+            ));
+        }
+    }
+
+    both! {
+        fn a_cartridge_belongs_to_one_pool()     {
+            let (_d, c) = scratch();
+            let codes = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
+            c.create_pool(&pool("a"), &codes(&["TL0001L9"])).unwrap();
+            c.create_pool(&pool("b"), &[]).unwrap();
+            c.assign_cartridges("a", &codes(&["TL0002L9"])).unwrap();
+            // Again to the same pool: nothing changes.
+            c.assign_cartridges("a", &codes(&["TL0002L9"])).unwrap();
+            assert_eq!(
+                c.assigned_cartridges("a").unwrap(),
+                ["TL0001L9", "TL0002L9"]
+            );
+            assert_eq!(c.pool_of_barcode("TL0001L9").unwrap().as_deref(), Some("a"));
+            assert_eq!(c.pool_of_barcode("TL0003L9").unwrap(), None);
+            assert_eq!(c.assigned_pool("TL0002L9").unwrap().as_deref(), Some("a"));
+            // Assigned to another pool: refused, and none of the list is assigned.
+            assert!(matches!(
+                c.assign_cartridges("b", &codes(&["TL0003L9", "TL0002L9"])),
+                Err(CatalogError::CartridgeInPool { barcode, pool }) if barcode == "TL0002L9" && pool == "a"
+            ));
+            assert_eq!(c.pool_of_barcode("TL0003L9").unwrap(), None);
+            // Labelled into another pool: refused too.
+            c.add_volume("TL0004L9", [1; 16], "b", 262144, 0).unwrap();
+            assert_eq!(c.pool_of_barcode("TL0004L9").unwrap().as_deref(), Some("b"));
+            assert!(matches!(
+                c.assign_cartridges("a", &codes(&["TL0004L9"])),
+                Err(CatalogError::CartridgeInPool { barcode, pool }) if barcode == "TL0004L9" && pool == "b"
+            ));
+            assert!(matches!(
+                c.assign_cartridges("nope", &codes(&["TL0005L9"])),
+                Err(CatalogError::NoPool { name }) if name == "nope"
+            ));
+            // A pool created with a cartridge of another pool is not created at all.
+            assert!(matches!(
+                c.create_pool(&pool("c"), &codes(&["TL0005L9", "TL0001L9"])),
+                Err(CatalogError::CartridgeInPool { barcode, pool }) if barcode == "TL0001L9" && pool == "a"
+            ));
+            assert_eq!(
+                (c.pool("c").unwrap(), c.pool_of_barcode("TL0005L9").unwrap()),
+                (None, None)
+            );
+        }
+    }
+
+    both! {
+        fn pool_names_fit_a_label_and_jobs_are_counted()     {
+            let (_d, c) = scratch();
+            for bad in ["", "a b", "x/y", &"p".repeat(33)] {
+                assert!(matches!(
+                    c.create_pool(&pool(bad), &[]),
+                    Err(CatalogError::BadPoolName { name }) if name == bad
+                ));
+            }
+            c.create_pool(&pool("weekly-1.a_b"), &[]).unwrap();
+            let v = c
+                .add_volume("TL0001L9", [1; 16], "weekly-1.a_b", 262144, 0)
+                .unwrap();
+            let w = c
+                .add_volume("TL0002L9", [2; 16], "weekly-1.a_b", 262144, 0)
+                .unwrap();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            c.add_job_volume(j, 0, 0, v.id, 2).unwrap();
+            c.add_job_volume(j, 1, 0, w.id, 2).unwrap();
+            assert_eq!(c.jobs_in_pool("weekly-1.a_b").unwrap(), 1);
+            assert_eq!(c.jobs_in_pool(DEFAULT_POOL).unwrap(), 0);
+        }
     }
 }

@@ -145,8 +145,11 @@ impl Catalog {
             let tx = write_tx(&self.conn)?;
             {
                 let mut st = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO samples (job_id, op, series, t_ms, bytes, pool_fill, \
-                     buffer_fill, backhitches, speed_mb_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    "INSERT INTO samples (job_id, op, series, t_ms, bytes, pool_fill, \
+                     buffer_fill, backhitches, speed_mb_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                     ON CONFLICT (job_id, op, series, t_ms) DO UPDATE SET bytes = excluded.bytes, \
+                     pool_fill = excluded.pool_fill, buffer_fill = excluded.buffer_fill, \
+                     backhitches = excluded.backhitches, speed_mb_s = excluded.speed_mb_s",
                 )?;
                 for x in samples {
                     st.execute(params![
@@ -257,6 +260,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::scratch;
 
     fn at(series: &str, t_ms: u64, bytes: u64) -> Sample {
@@ -271,70 +275,71 @@ mod tests {
         }
     }
 
-    #[test]
-    fn samples_come_per_job_and_operation_by_series_and_time() {
-        let (_dir, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let k = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
-        c.add_samples(
-            j,
-            "restore",
-            &[
-                at("stream:b", 2000, 4),
-                at("drive:0", 2000, 2),
-                at("stream:b", 1000, 3),
-            ],
-        )
-        .unwrap();
-        c.add_samples(k, "restore", &[at("drive:0", 1000, 9)])
+    both! {
+        fn samples_come_per_job_and_operation_by_series_and_time()     {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let k = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
+            c.add_samples(
+                j,
+                "restore",
+                &[
+                    at("stream:b", 2000, 4),
+                    at("drive:0", 2000, 2),
+                    at("stream:b", 1000, 3),
+                ],
+            )
             .unwrap();
-        assert_eq!(
-            c.samples(j, "restore").unwrap(),
-            vec![
-                at("drive:0", 2000, 2),
-                at("stream:b", 1000, 3),
-                at("stream:b", 2000, 4)
-            ]
-        );
-        assert!(c.samples(j, "backup").unwrap().is_empty());
-        // A later restore's sample at the same time replaces the earlier one.
-        c.add_samples(j, "restore", &[at("drive:0", 2000, 7)])
-            .unwrap();
-        assert_eq!(c.samples(j, "restore").unwrap()[0], at("drive:0", 2000, 7));
-        assert_eq!(c.samples(j, "restore").unwrap().len(), 3);
-        c.clear_samples(j, "restore").unwrap();
-        assert_eq!(
-            c.samples(k, "restore").unwrap(),
-            vec![at("drive:0", 1000, 9)]
-        );
+            c.add_samples(k, "restore", &[at("drive:0", 1000, 9)])
+                .unwrap();
+            assert_eq!(
+                c.samples(j, "restore").unwrap(),
+                vec![
+                    at("drive:0", 2000, 2),
+                    at("stream:b", 1000, 3),
+                    at("stream:b", 2000, 4)
+                ]
+            );
+            assert!(c.samples(j, "backup").unwrap().is_empty());
+            // A later restore's sample at the same time replaces the earlier one.
+            c.add_samples(j, "restore", &[at("drive:0", 2000, 7)])
+                .unwrap();
+            assert_eq!(c.samples(j, "restore").unwrap()[0], at("drive:0", 2000, 7));
+            assert_eq!(c.samples(j, "restore").unwrap().len(), 3);
+            c.clear_samples(j, "restore").unwrap();
+            assert_eq!(
+                c.samples(k, "restore").unwrap(),
+                vec![at("drive:0", 1000, 9)]
+            );
+        }
     }
 
-    #[test]
-    fn samples_round_trip_per_operation() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("c.db")).unwrap();
-        let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        let s = |series: &str, t_ms, bytes| Sample {
-            series: Series::parse(series).unwrap(),
-            t_ms,
-            bytes,
-            pool_fill: 0.5,
-            buffer_fill: Some(0.25),
-            backhitches: 2,
-            speed_mb_s: None,
-        };
-        let backup = vec![
-            s("drive:0", 1000, 10),
-            s("drive:0", 2000, 20),
-            s("stream:a", 1000, 5),
-        ];
-        c.add_samples(job, "backup", &backup).unwrap();
-        c.add_samples(job, "restore", &[s("drive:1", 1000, 7)])
-            .unwrap();
-        assert_eq!(c.samples(job, "backup").unwrap(), backup);
-        c.clear_samples(job, "restore").unwrap();
-        assert!(c.samples(job, "restore").unwrap().is_empty());
-        assert_eq!(c.samples(job, "backup").unwrap().len(), 3);
+    both! {
+        fn samples_round_trip_per_operation()     {
+            let (_dir, c) = crate::tests::scratch();
+            let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let s = |series: &str, t_ms, bytes| Sample {
+                series: Series::parse(series).unwrap(),
+                t_ms,
+                bytes,
+                pool_fill: 0.5,
+                buffer_fill: Some(0.25),
+                backhitches: 2,
+                speed_mb_s: None,
+            };
+            let backup = vec![
+                s("drive:0", 1000, 10),
+                s("drive:0", 2000, 20),
+                s("stream:a", 1000, 5),
+            ];
+            c.add_samples(job, "backup", &backup).unwrap();
+            c.add_samples(job, "restore", &[s("drive:1", 1000, 7)])
+                .unwrap();
+            assert_eq!(c.samples(job, "backup").unwrap(), backup);
+            c.clear_samples(job, "restore").unwrap();
+            assert!(c.samples(job, "restore").unwrap().is_empty());
+            assert_eq!(c.samples(job, "backup").unwrap().len(), 3);
+        }
     }
 
     #[test]
@@ -353,65 +358,67 @@ mod tests {
         assert_eq!(Series::parse("stage:0"), None);
     }
 
-    #[test]
-    fn a_stored_name_of_neither_form_is_an_error_with_its_cause() {
-        let (_t, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
-        c.add_samples(j, "backup", &[at("drive:0", 1000, 9)])
-            .unwrap();
-        c.conn
-            .execute("UPDATE samples SET series = 'tape:9'", params![])
-            .unwrap();
-        let e = c.samples(j, "backup").unwrap_err();
-        let mut chain = Vec::new();
-        let mut cur: Option<&dyn std::error::Error> = Some(&e);
-        while let Some(x) = cur {
-            chain.push(x.to_string());
-            cur = x.source();
+    both! {
+        fn a_stored_name_of_neither_form_is_an_error_with_its_cause()     {
+            let (_t, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
+            c.add_samples(j, "backup", &[at("drive:0", 1000, 9)])
+                .unwrap();
+            c.conn
+                .execute("UPDATE samples SET series = 'tape:9'", params![])
+                .unwrap();
+            let e = c.samples(j, "backup").unwrap_err();
+            let mut chain = Vec::new();
+            let mut cur: Option<&dyn std::error::Error> = Some(&e);
+            while let Some(x) = cur {
+                chain.push(x.to_string());
+                cur = x.source();
+            }
+            assert!(chain[0].contains("read samples"), "{chain:?}");
+            assert!(chain.iter().any(|m| m.contains("tape:9")), "{chain:?}");
         }
-        assert!(chain[0].contains("read samples"), "{chain:?}");
-        assert!(chain.iter().any(|m| m.contains("tape:9")), "{chain:?}");
     }
 
-    #[test]
-    fn marks_replace_those_of_the_same_operation_and_come_back_in_time_order() {
-        let (_t, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
-        let m = |drive, phase, from_ms, to_ms| Mark {
-            drive,
-            phase,
-            from_ms,
-            to_ms,
-        };
-        c.set_marks(j, "backup", &[m(Some(1), Phase::Index, 9000, 9500)])
+    both! {
+        fn marks_replace_those_of_the_same_operation_and_come_back_in_time_order()     {
+            let (_t, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
+            let m = |drive, phase, from_ms, to_ms| Mark {
+                drive,
+                phase,
+                from_ms,
+                to_ms,
+            };
+            c.set_marks(j, "backup", &[m(Some(1), Phase::Index, 9000, 9500)])
+                .unwrap();
+            c.set_marks(
+                j,
+                "backup",
+                &[
+                    m(Some(0), Phase::Index, 9000, 9800),
+                    m(Some(0), Phase::Load, 0, 4000),
+                    m(None, Phase::Position, 4000, 4100),
+                ],
+            )
             .unwrap();
-        c.set_marks(
-            j,
-            "backup",
-            &[
-                m(Some(0), Phase::Index, 9000, 9800),
-                m(Some(0), Phase::Load, 0, 4000),
-                m(None, Phase::Position, 4000, 4100),
-            ],
-        )
-        .unwrap();
-        c.set_marks(j, "restore", &[m(Some(0), Phase::Load, 0, 1)])
-            .unwrap();
-        let got = c.marks(j, "backup").unwrap();
-        assert_eq!(
-            got,
-            vec![
-                m(Some(0), Phase::Load, 0, 4000),
-                m(None, Phase::Position, 4000, 4100),
-                m(Some(0), Phase::Index, 9000, 9800),
-            ]
-        );
-        c.conn
-            .execute("UPDATE marks SET phase = 'rewind'", params![])
-            .unwrap();
-        let e = c.marks(j, "backup").unwrap_err();
-        assert!(format!("{e}").contains("read marks"), "{e}");
-        let cause = std::error::Error::source(&e).map(|x| x.to_string());
-        assert!(cause.is_some(), "{e}");
+            c.set_marks(j, "restore", &[m(Some(0), Phase::Load, 0, 1)])
+                .unwrap();
+            let got = c.marks(j, "backup").unwrap();
+            assert_eq!(
+                got,
+                vec![
+                    m(Some(0), Phase::Load, 0, 4000),
+                    m(None, Phase::Position, 4000, 4100),
+                    m(Some(0), Phase::Index, 9000, 9800),
+                ]
+            );
+            c.conn
+                .execute("UPDATE marks SET phase = 'rewind'", params![])
+                .unwrap();
+            let e = c.marks(j, "backup").unwrap_err();
+            assert!(format!("{e}").contains("read marks"), "{e}");
+            let cause = std::error::Error::source(&e).map(|x| x.to_string());
+            assert!(cause.is_some(), "{e}");
+        }
     }
 }

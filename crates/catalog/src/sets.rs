@@ -87,7 +87,8 @@ impl Catalog {
             let tx = write_tx(&self.conn)?;
             {
                 let mut st = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO deletions (job_id, path, type) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO deletions (job_id, path, type) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (job_id, path) DO UPDATE SET type = excluded.type",
                 )?;
                 for (p, k) in paths {
                     st.execute(params![job, p, k])?;
@@ -149,46 +150,48 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use crate::db::params;
+    use crate::tests::both;
     use crate::tests::{row, scratch};
     use tapeloom_format::Level;
 
-    #[test]
-    fn a_tree_merges_the_chain_and_leaves_deletions_out() {
-        let (_d, c) = scratch();
-        let full = c.begin_job(1, "s", 1, 262144, &[]).unwrap();
-        c.add_files(full, &[row("a", 2), row("b", 4), row("c", 6)])
-            .unwrap();
-        c.finish_job(full, crate::JobState::Ok, 3, 30, 1.0, 2)
-            .unwrap();
-        let inc = c.begin_job(2, "s", 3, 262144, &[]).unwrap();
-        c.set_job_set(inc, "s", Level::Incremental, Some(full))
-            .unwrap();
-        let mut meta = row("a", 9);
-        meta.meta_only = true;
-        meta.mode = 0o600;
-        c.add_files(inc, &[meta, row("d", 10)]).unwrap();
-        c.add_deletions(inc, &[(b"b".to_vec(), 1)]).unwrap();
-        c.finish_job(inc, crate::JobState::Ok, 2, 10, 1.0, 4)
-            .unwrap();
-        assert_eq!(c.last_in_set("s", false).unwrap().unwrap().id, inc);
-        assert_eq!(c.last_in_set("s", true).unwrap().unwrap().id, full);
-        let chain: Vec<i64> = c.chain(inc).unwrap().iter().map(|j| j.id).collect();
-        assert_eq!(chain, vec![full, inc]);
-        let t = c.tree_at(inc).unwrap();
-        let paths: Vec<&[u8]> = t.keys().map(|k| k.as_slice()).collect();
-        assert_eq!(paths, vec![&b"a"[..], b"c", b"d"]);
-        let a = &t[&b"a".to_vec()];
-        assert_eq!((a.job, a.row.mode), (inc, 0o600));
-        let (dj, drow) = a.data.as_ref().unwrap();
-        assert_eq!((*dj, drow.start_lbn), (full, 2));
-        assert_eq!(c.tree_at(full).unwrap().len(), 3);
-        // A chain whose base is gone is refused.
-        c.conn
-            .execute("DELETE FROM jobs WHERE id = ?1", params![full])
-            .unwrap();
-        assert!(matches!(
-            c.tree_at(inc),
-            Err(crate::CatalogError::BrokenChain { .. })
-        ));
+    both! {
+        fn a_tree_merges_the_chain_and_leaves_deletions_out()     {
+            let (_d, c) = scratch();
+            let full = c.begin_job(1, "s", 1, 262144, &[]).unwrap();
+            c.add_files(full, &[row("a", 2), row("b", 4), row("c", 6)])
+                .unwrap();
+            c.finish_job(full, crate::JobState::Ok, 3, 30, 1.0, 2)
+                .unwrap();
+            let inc = c.begin_job(2, "s", 3, 262144, &[]).unwrap();
+            c.set_job_set(inc, "s", Level::Incremental, Some(full))
+                .unwrap();
+            let mut meta = row("a", 9);
+            meta.meta_only = true;
+            meta.mode = 0o600;
+            c.add_files(inc, &[meta, row("d", 10)]).unwrap();
+            c.add_deletions(inc, &[(b"b".to_vec(), 1)]).unwrap();
+            c.finish_job(inc, crate::JobState::Ok, 2, 10, 1.0, 4)
+                .unwrap();
+            assert_eq!(c.last_in_set("s", false).unwrap().unwrap().id, inc);
+            assert_eq!(c.last_in_set("s", true).unwrap().unwrap().id, full);
+            let chain: Vec<i64> = c.chain(inc).unwrap().iter().map(|j| j.id).collect();
+            assert_eq!(chain, vec![full, inc]);
+            let t = c.tree_at(inc).unwrap();
+            let paths: Vec<&[u8]> = t.keys().map(|k| k.as_slice()).collect();
+            assert_eq!(paths, vec![&b"a"[..], b"c", b"d"]);
+            let a = &t[&b"a".to_vec()];
+            assert_eq!((a.job, a.row.mode), (inc, 0o600));
+            let (dj, drow) = a.data.as_ref().unwrap();
+            assert_eq!((*dj, drow.start_lbn), (full, 2));
+            assert_eq!(c.tree_at(full).unwrap().len(), 3);
+            // A chain whose base is gone is refused.
+            c.conn
+                .execute("DELETE FROM jobs WHERE id = ?1", params![full])
+                .unwrap();
+            assert!(matches!(
+                c.tree_at(inc),
+                Err(crate::CatalogError::BrokenChain { .. })
+            ));
+        }
     }
 }

@@ -141,12 +141,13 @@ impl Catalog {
     /// ([`CatalogError::StageExists`]); the caller makes it absolute.
     pub fn add_stage(&self, path: &Path, size_limit: u64, added_ns: i64) -> Result<Stage> {
         let text = path_text(path)?;
-        match self.conn.execute(
-            "INSERT INTO stages (path, size_limit, added_ns) VALUES (?1, ?2, ?3)",
+        match self.conn.query_row(
+            "INSERT INTO stages (path, size_limit, added_ns) VALUES (?1, ?2, ?3) RETURNING id",
             params![text, size_limit as i64, added_ns],
+            |r| r.get::<i64>(0),
         ) {
-            Ok(_) => Ok(Stage {
-                id: self.conn.as_sqlite().last_insert_rowid(),
+            Ok(id) => Ok(Stage {
+                id,
                 path: path.to_path_buf(),
                 size_limit,
                 added_ns,
@@ -296,7 +297,7 @@ impl Catalog {
     pub fn add_stage_cut(&self, job: i64, stream: u16, path: &[u8]) -> Result<()> {
         self.conn
             .execute(
-                "INSERT OR IGNORE INTO stage_cuts (job_id, stream, path) VALUES (?1, ?2, ?3)",
+                "INSERT INTO stage_cuts (job_id, stream, path) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                 params![job, stream, path],
             )
             .map(|_| ())
@@ -420,12 +421,12 @@ impl Catalog {
         let run = || -> crate::db::Result<Vec<(i64, StageUse)>> {
             let mut st = self.conn.prepare(
                 "SELECT stage_id, \
-                   SUM(CASE WHEN state = ?1 THEN bytes ELSE 0 END), \
-                   SUM(CASE WHEN state = ?1 THEN 1 ELSE 0 END), \
-                   SUM(CASE WHEN state = ?1 THEN 0 ELSE bytes END), \
-                   SUM(CASE WHEN state = ?1 THEN 0 ELSE 1 END), \
-                   SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE bytes END), \
-                   SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE 1 END) \
+                   CAST(SUM(CASE WHEN state = ?1 THEN bytes ELSE 0 END) AS BIGINT), \
+                   CAST(SUM(CASE WHEN state = ?1 THEN 1 ELSE 0 END) AS BIGINT), \
+                   CAST(SUM(CASE WHEN state = ?1 THEN 0 ELSE bytes END) AS BIGINT), \
+                   CAST(SUM(CASE WHEN state = ?1 THEN 0 ELSE 1 END) AS BIGINT), \
+                   CAST(SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE bytes END) AS BIGINT), \
+                   CAST(SUM(CASE WHEN state = ?1 OR keep_until_ns IS NULL THEN 0 ELSE 1 END) AS BIGINT) \
                  FROM staged_chunks GROUP BY stage_id ORDER BY stage_id",
             )?;
 
@@ -451,6 +452,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::scratch;
 
     fn chunk(job: i64, stream: u16, seq: u64, stage: i64, bytes: u64) -> StagedChunk {
@@ -470,189 +472,194 @@ mod tests {
         }
     }
 
-    #[test]
-    fn stages_are_added_once_and_listed_in_order() {
-        let (_d, c) = scratch();
-        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
-        let b = c.add_stage(Path::new("/s/b"), 200, 2).unwrap();
-        assert_eq!(c.stages().unwrap(), vec![a.clone(), b]);
-        assert_eq!(c.stage_by_path(Path::new("/s/a")).unwrap(), Some(a));
-        assert_eq!(c.stage_by_path(Path::new("/s/c")).unwrap(), None);
-        assert!(matches!(
-            c.add_stage(Path::new("/s/a"), 5, 3),
-            Err(CatalogError::StageExists { path }) if path == Path::new("/s/a")
-        ));
-    }
-
-    #[test]
-    fn a_stage_holding_chunks_not_on_tape_is_not_removed() {
-        let (_d, mut c) = scratch();
-        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
-        c.add_staged_chunk(&chunk(42, 0, 0, a.id, 10)).unwrap();
-        c.add_staged_chunk(&chunk(42, 1, 0, a.id, 10)).unwrap();
-        c.add_staged_chunk(&chunk(7, 0, 0, a.id, 10)).unwrap();
-        let e = c.remove_stage(a.id).unwrap_err();
-        assert!(
-            matches!(&e, CatalogError::StageHoldsData { chunks: 3, jobs, .. } if jobs == &[7, 42]),
-            "{e:?}"
-        );
-        assert_eq!(
-            e.to_string(),
-            "stage /s/a holds 3 chunks not yet on tape, of jobs 7, 42"
-        );
-        c.mark_chunk_despooled(42, 0, 0).unwrap();
-        c.mark_chunk_despooled(42, 1, 0).unwrap();
-        let e = c.remove_stage(a.id).unwrap_err();
-        assert!(
-            matches!(&e, CatalogError::StageHoldsData { chunks: 1, jobs, .. } if jobs == &[7]),
-            "{e:?}"
-        );
-        c.mark_chunk_despooled(7, 0, 0).unwrap();
-        c.remove_stage(a.id).unwrap();
-        assert!(c.stages().unwrap().is_empty());
-        assert!(c.staged_chunks(&ChunkFilter::default()).unwrap().is_empty());
-        assert!(matches!(
-            c.remove_stage(a.id),
-            Err(CatalogError::NoStage { id }) if id == a.id
-        ));
-    }
-
-    #[test]
-    fn chunks_are_recorded_once_marked_and_listed_by_filter() {
-        let (_d, c) = scratch();
-        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
-        let b = c.add_stage(Path::new("/s/b"), 100, 1).unwrap();
-        let rows = [
-            chunk(1, 0, 0, a.id, 10),
-            chunk(1, 0, 1, b.id, 20),
-            chunk(1, 2, 0, a.id, 30),
-            chunk(2, 0, 0, b.id, 40),
-        ];
-        for r in &rows {
-            c.add_staged_chunk(r).unwrap();
+    both! {
+        fn stages_are_added_once_and_listed_in_order()     {
+            let (_d, c) = scratch();
+            let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+            let b = c.add_stage(Path::new("/s/b"), 200, 2).unwrap();
+            assert_eq!(c.stages().unwrap(), vec![a.clone(), b]);
+            assert_eq!(c.stage_by_path(Path::new("/s/a")).unwrap(), Some(a));
+            assert_eq!(c.stage_by_path(Path::new("/s/c")).unwrap(), None);
+            assert!(matches!(
+                c.add_stage(Path::new("/s/a"), 5, 3),
+                Err(CatalogError::StageExists { path }) if path == Path::new("/s/a")
+            ));
         }
-        assert!(matches!(
-            c.add_staged_chunk(&rows[1]),
-            Err(CatalogError::ChunkExists {
-                job: 1,
-                stream: 0,
-                seq: 1
-            })
-        ));
-        assert!(matches!(
-            c.mark_chunk_despooled(1, 0, 9),
-            Err(CatalogError::NoChunk {
-                job: 1,
-                stream: 0,
-                seq: 9
-            })
-        ));
-        c.mark_chunk_despooled(1, 0, 0).unwrap();
-        let all = c.staged_chunks(&ChunkFilter::default()).unwrap();
-        assert_eq!(all.len(), 4);
-        assert_eq!(all[0].state, ChunkState::Despooled);
-        assert_eq!(all[1], rows[1]);
-        let seqs = |f: ChunkFilter| -> Vec<(i64, u16, u64)> {
-            c.staged_chunks(&f)
-                .unwrap()
-                .iter()
-                .map(|r| (r.job_id, r.stream, r.seq))
-                .collect()
-        };
-        let job1 = ChunkFilter {
-            job: Some(1),
-            ..Default::default()
-        };
-        assert_eq!(seqs(job1), vec![(1, 0, 0), (1, 0, 1), (1, 2, 0)]);
-        assert_eq!(
-            seqs(ChunkFilter {
-                stream: Some(0),
-                ..job1
-            }),
-            vec![(1, 0, 0), (1, 0, 1)]
-        );
-        assert_eq!(
-            seqs(ChunkFilter {
-                state: Some(ChunkState::Spooled),
-                ..job1
-            }),
-            vec![(1, 0, 1), (1, 2, 0)]
-        );
-        assert_eq!(
-            seqs(ChunkFilter {
-                stage: Some(b.id),
+    }
+
+    both! {
+        fn a_stage_holding_chunks_not_on_tape_is_not_removed()     {
+            let (_d, mut c) = scratch();
+            let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+            c.add_staged_chunk(&chunk(42, 0, 0, a.id, 10)).unwrap();
+            c.add_staged_chunk(&chunk(42, 1, 0, a.id, 10)).unwrap();
+            c.add_staged_chunk(&chunk(7, 0, 0, a.id, 10)).unwrap();
+            let e = c.remove_stage(a.id).unwrap_err();
+            assert!(
+                matches!(&e, CatalogError::StageHoldsData { chunks: 3, jobs, .. } if jobs == &[7, 42]),
+                "{e:?}"
+            );
+            assert_eq!(
+                e.to_string(),
+                "stage /s/a holds 3 chunks not yet on tape, of jobs 7, 42"
+            );
+            c.mark_chunk_despooled(42, 0, 0).unwrap();
+            c.mark_chunk_despooled(42, 1, 0).unwrap();
+            let e = c.remove_stage(a.id).unwrap_err();
+            assert!(
+                matches!(&e, CatalogError::StageHoldsData { chunks: 1, jobs, .. } if jobs == &[7]),
+                "{e:?}"
+            );
+            c.mark_chunk_despooled(7, 0, 0).unwrap();
+            c.remove_stage(a.id).unwrap();
+            assert!(c.stages().unwrap().is_empty());
+            assert!(c.staged_chunks(&ChunkFilter::default()).unwrap().is_empty());
+            assert!(matches!(
+                c.remove_stage(a.id),
+                Err(CatalogError::NoStage { id }) if id == a.id
+            ));
+        }
+    }
+
+    both! {
+        fn chunks_are_recorded_once_marked_and_listed_by_filter()     {
+            let (_d, c) = scratch();
+            let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+            let b = c.add_stage(Path::new("/s/b"), 100, 1).unwrap();
+            let rows = [
+                chunk(1, 0, 0, a.id, 10),
+                chunk(1, 0, 1, b.id, 20),
+                chunk(1, 2, 0, a.id, 30),
+                chunk(2, 0, 0, b.id, 40),
+            ];
+            for r in &rows {
+                c.add_staged_chunk(r).unwrap();
+            }
+            assert!(matches!(
+                c.add_staged_chunk(&rows[1]),
+                Err(CatalogError::ChunkExists {
+                    job: 1,
+                    stream: 0,
+                    seq: 1
+                })
+            ));
+            assert!(matches!(
+                c.mark_chunk_despooled(1, 0, 9),
+                Err(CatalogError::NoChunk {
+                    job: 1,
+                    stream: 0,
+                    seq: 9
+                })
+            ));
+            c.mark_chunk_despooled(1, 0, 0).unwrap();
+            let all = c.staged_chunks(&ChunkFilter::default()).unwrap();
+            assert_eq!(all.len(), 4);
+            assert_eq!(all[0].state, ChunkState::Despooled);
+            assert_eq!(all[1], rows[1]);
+            let seqs = |f: ChunkFilter| -> Vec<(i64, u16, u64)> {
+                c.staged_chunks(&f)
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.job_id, r.stream, r.seq))
+                    .collect()
+            };
+            let job1 = ChunkFilter {
+                job: Some(1),
                 ..Default::default()
-            }),
-            vec![(1, 0, 1), (2, 0, 0)]
-        );
-        assert_eq!(
-            c.stage_use().unwrap(),
-            vec![
-                (
-                    a.id,
-                    StageUse {
-                        spooled_bytes: 30,
-                        spooled_chunks: 1,
-                        despooled_bytes: 10,
-                        despooled_chunks: 1,
-                        ..Default::default()
-                    }
-                ),
-                (
-                    b.id,
-                    StageUse {
-                        spooled_bytes: 60,
-                        spooled_chunks: 2,
-                        ..Default::default()
-                    }
-                )
-            ]
-        );
-    }
-
-    #[test]
-    fn a_chunk_despooled_and_kept_counts_until_its_file_is_dropped() {
-        let (_d, c) = scratch();
-        let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
-        c.add_staged_chunk(&chunk(1, 0, 0, a.id, 10)).unwrap();
-        c.add_staged_chunk(&chunk(1, 0, 1, a.id, 20)).unwrap();
-        c.mark_chunk_despooled_until(1, 0, 0, Some(500)).unwrap();
-        c.mark_chunk_despooled(1, 0, 1).unwrap();
-        let rows = c.staged_chunks(&ChunkFilter::default()).unwrap();
-        assert_eq!(rows[0].keep_until_ns, Some(500));
-        assert!(rows[0].is_kept() && rows[0].on_stage());
-        assert!(!rows[1].is_kept() && !rows[1].on_stage());
-        let u = c.stage_use().unwrap()[0].1;
-        assert_eq!(
-            (u.despooled_bytes, u.kept_bytes, u.kept_chunks),
-            (30, 10, 1)
-        );
-        assert_eq!(u.used(), 10);
-        c.drop_kept_chunk(1, 0, 0).unwrap();
-        // Dropping a chunk not kept changes nothing; one not recorded is refused.
-        c.drop_kept_chunk(1, 0, 1).unwrap();
-        assert!(matches!(
-            c.drop_kept_chunk(1, 0, 7),
-            Err(CatalogError::NoChunk { seq: 7, .. })
-        ));
-        let u = c.stage_use().unwrap()[0].1;
-        assert_eq!((u.kept_bytes, u.used()), (0, 0));
-    }
-
-    #[test]
-    fn last_chunks_and_cut_entries_are_recorded_per_job() {
-        let (_d, c) = scratch();
-        let st = c.add_stage(Path::new("/s/a"), 1000, 1).unwrap().id;
-        for (stream, seq) in [(1, 0), (1, 1), (2, 0)] {
-            c.add_staged_chunk(&chunk(5, stream, seq, st, 10)).unwrap();
+            };
+            assert_eq!(seqs(job1), vec![(1, 0, 0), (1, 0, 1), (1, 2, 0)]);
+            assert_eq!(
+                seqs(ChunkFilter {
+                    stream: Some(0),
+                    ..job1
+                }),
+                vec![(1, 0, 0), (1, 0, 1)]
+            );
+            assert_eq!(
+                seqs(ChunkFilter {
+                    state: Some(ChunkState::Spooled),
+                    ..job1
+                }),
+                vec![(1, 0, 1), (1, 2, 0)]
+            );
+            assert_eq!(
+                seqs(ChunkFilter {
+                    stage: Some(b.id),
+                    ..Default::default()
+                }),
+                vec![(1, 0, 1), (2, 0, 0)]
+            );
+            assert_eq!(
+                c.stage_use().unwrap(),
+                vec![
+                    (
+                        a.id,
+                        StageUse {
+                            spooled_bytes: 30,
+                            spooled_chunks: 1,
+                            despooled_bytes: 10,
+                            despooled_chunks: 1,
+                            ..Default::default()
+                        }
+                    ),
+                    (
+                        b.id,
+                        StageUse {
+                            spooled_bytes: 60,
+                            spooled_chunks: 2,
+                            ..Default::default()
+                        }
+                    )
+                ]
+            );
         }
-        assert!(c.streams_spooled_whole(5).unwrap().is_empty());
-        c.mark_chunk_last(5, 1, 1).unwrap();
-        assert_eq!(c.streams_spooled_whole(5).unwrap(), vec![1]);
-        assert!(c.streams_spooled_whole(6).unwrap().is_empty());
-        c.add_stage_cut(5, 2, b"b/big").unwrap();
-        c.add_stage_cut(5, 2, b"b/big").unwrap();
-        assert_eq!(c.stage_cuts(5).unwrap(), vec![(2, b"b/big".to_vec())]);
-        assert!(c.stage_cuts(6).unwrap().is_empty());
+    }
+
+    both! {
+        fn a_chunk_despooled_and_kept_counts_until_its_file_is_dropped()     {
+            let (_d, c) = scratch();
+            let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
+            c.add_staged_chunk(&chunk(1, 0, 0, a.id, 10)).unwrap();
+            c.add_staged_chunk(&chunk(1, 0, 1, a.id, 20)).unwrap();
+            c.mark_chunk_despooled_until(1, 0, 0, Some(500)).unwrap();
+            c.mark_chunk_despooled(1, 0, 1).unwrap();
+            let rows = c.staged_chunks(&ChunkFilter::default()).unwrap();
+            assert_eq!(rows[0].keep_until_ns, Some(500));
+            assert!(rows[0].is_kept() && rows[0].on_stage());
+            assert!(!rows[1].is_kept() && !rows[1].on_stage());
+            let u = c.stage_use().unwrap()[0].1;
+            assert_eq!(
+                (u.despooled_bytes, u.kept_bytes, u.kept_chunks),
+                (30, 10, 1)
+            );
+            assert_eq!(u.used(), 10);
+            c.drop_kept_chunk(1, 0, 0).unwrap();
+            // Dropping a chunk not kept changes nothing; one not recorded is refused.
+            c.drop_kept_chunk(1, 0, 1).unwrap();
+            assert!(matches!(
+                c.drop_kept_chunk(1, 0, 7),
+                Err(CatalogError::NoChunk { seq: 7, .. })
+            ));
+            let u = c.stage_use().unwrap()[0].1;
+            assert_eq!((u.kept_bytes, u.used()), (0, 0));
+        }
+    }
+
+    both! {
+        fn last_chunks_and_cut_entries_are_recorded_per_job()     {
+            let (_d, c) = scratch();
+            let st = c.add_stage(Path::new("/s/a"), 1000, 1).unwrap().id;
+            for (stream, seq) in [(1, 0), (1, 1), (2, 0)] {
+                c.add_staged_chunk(&chunk(5, stream, seq, st, 10)).unwrap();
+            }
+            assert!(c.streams_spooled_whole(5).unwrap().is_empty());
+            c.mark_chunk_last(5, 1, 1).unwrap();
+            assert_eq!(c.streams_spooled_whole(5).unwrap(), vec![1]);
+            assert!(c.streams_spooled_whole(6).unwrap().is_empty());
+            c.add_stage_cut(5, 2, b"b/big").unwrap();
+            c.add_stage_cut(5, 2, b"b/big").unwrap();
+            assert_eq!(c.stage_cuts(5).unwrap(), vec![(2, b"b/big".to_vec())]);
+            assert!(c.stage_cuts(6).unwrap().is_empty());
+        }
     }
 }

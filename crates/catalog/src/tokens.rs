@@ -105,7 +105,7 @@ impl Catalog {
         let n = self
             .conn
             .execute(
-                "UPDATE tokens SET revoked_ns = IFNULL(revoked_ns, ?2) WHERE name = ?1",
+                "UPDATE tokens SET revoked_ns = COALESCE(revoked_ns, ?2) WHERE name = ?1",
                 params![name, now_ns],
             )
             .doing("revoke a token")?;
@@ -128,44 +128,47 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests {
+    use crate::tests::both;
     use crate::tests::scratch;
     use crate::CatalogError;
 
-    #[test]
-    fn tokens_are_found_by_hash_and_revoked_by_name() {
-        let (_d, c) = scratch();
-        let t = c.add_token("alice", &[1; 32], false, 5).unwrap();
-        c.add_token("root", &[2; 32], true, 6).unwrap();
-        assert_eq!(c.token_by_hash(&[1; 32]).unwrap(), Some(t));
-        assert_eq!(c.token_by_hash(&[3; 32]).unwrap(), None);
-        assert!(matches!(
-            c.add_token("alice", &[4; 32], false, 7),
-            Err(CatalogError::TokenExists { name }) if name == "alice"
-        ));
-        assert!(matches!(
-            c.add_token("a b", &[5; 32], false, 7),
-            Err(CatalogError::BadTokenName { .. })
-        ));
-        assert_eq!(c.revoke_token("alice", 9).unwrap().revoked_ns, Some(9));
-        assert_eq!(c.revoke_token("alice", 10).unwrap().revoked_ns, Some(9));
-        assert!(matches!(
-            c.revoke_token("bob", 9),
-            Err(CatalogError::NoToken { name }) if name == "bob"
-        ));
-        let names: Vec<_> = c.tokens().unwrap().into_iter().map(|t| t.name).collect();
-        assert_eq!(names, ["alice", "root"]);
+    both! {
+        fn tokens_are_found_by_hash_and_revoked_by_name()     {
+            let (_d, c) = scratch();
+            let t = c.add_token("alice", &[1; 32], false, 5).unwrap();
+            c.add_token("root", &[2; 32], true, 6).unwrap();
+            assert_eq!(c.token_by_hash(&[1; 32]).unwrap(), Some(t));
+            assert_eq!(c.token_by_hash(&[3; 32]).unwrap(), None);
+            assert!(matches!(
+                c.add_token("alice", &[4; 32], false, 7),
+                Err(CatalogError::TokenExists { name }) if name == "alice"
+            ));
+            assert!(matches!(
+                c.add_token("a b", &[5; 32], false, 7),
+                Err(CatalogError::BadTokenName { .. })
+            ));
+            assert_eq!(c.revoke_token("alice", 9).unwrap().revoked_ns, Some(9));
+            assert_eq!(c.revoke_token("alice", 10).unwrap().revoked_ns, Some(9));
+            assert!(matches!(
+                c.revoke_token("bob", 9),
+                Err(CatalogError::NoToken { name }) if name == "bob"
+            ));
+            let names: Vec<_> = c.tokens().unwrap().into_iter().map(|t| t.name).collect();
+            assert_eq!(names, ["alice", "root"]);
+        }
     }
 
-    #[test]
-    fn a_job_records_the_client_that_ran_it() {
-        let (_d, c) = scratch();
-        let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
-        assert_eq!(c.job(j).unwrap().unwrap().client, None);
-        c.set_job_client(j, "alice").unwrap();
-        assert_eq!(c.job(j).unwrap().unwrap().client.as_deref(), Some("alice"));
-        assert!(matches!(
-            c.set_job_client(j + 1, "alice"),
-            Err(CatalogError::NoJob { .. })
-        ));
+    both! {
+        fn a_job_records_the_client_that_ran_it()     {
+            let (_d, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            assert_eq!(c.job(j).unwrap().unwrap().client, None);
+            c.set_job_client(j, "alice").unwrap();
+            assert_eq!(c.job(j).unwrap().unwrap().client.as_deref(), Some("alice"));
+            assert!(matches!(
+                c.set_job_client(j + 1, "alice"),
+                Err(CatalogError::NoJob { .. })
+            ));
+        }
     }
 }

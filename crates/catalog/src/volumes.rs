@@ -57,13 +57,14 @@ impl Catalog {
         labelled_ns: i64,
     ) -> Result<Volume> {
         let status = VolumeState::Append;
-        match self.conn.execute(
+        match self.conn.query_row(
             "INSERT INTO volumes (barcode, uuid, pool, block_size, labelled_ns, status) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
             params![barcode, &uuid[..], pool, block_size, labelled_ns, status],
+            |r| r.get::<i64>(0),
         ) {
-            Ok(_) => Ok(Volume {
-                id: self.conn.as_sqlite().last_insert_rowid(),
+            Ok(id) => Ok(Volume {
+                id,
                 barcode: barcode.to_string(),
                 uuid,
                 pool: pool.to_string(),
@@ -375,8 +376,12 @@ fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
     tx.execute("DELETE FROM jobs WHERE id = ?1", params![job])?;
     // Its id is never given to another job.
     tx.execute(
-        "INSERT INTO id_floor (name, last) VALUES ('jobs', ?1) \
-         ON CONFLICT (name) DO UPDATE SET last = MAX(last, excluded.last)",
+        tx.pick(
+            "INSERT INTO id_floor (name, last) VALUES ('jobs', ?1) \
+             ON CONFLICT (name) DO UPDATE SET last = MAX(id_floor.last, excluded.last)",
+            "INSERT INTO id_floor (name, last) VALUES ('jobs', ?1) \
+             ON CONFLICT (name) DO UPDATE SET last = GREATEST(id_floor.last, excluded.last)",
+        ),
         params![job],
     )?;
     Ok(())
@@ -385,6 +390,7 @@ fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::both;
     use crate::tests::{row, scratch};
     use crate::{Extent, JobState, Sample, Stream};
 
@@ -435,93 +441,96 @@ mod tests {
             + usize::from(c.job(job).unwrap().is_some())
     }
 
-    #[test]
-    fn forgetting_a_volume_forgets_every_job_on_it_and_nothing_else() {
-        let (_dir, mut c) = scratch();
-        let [a, b, other] = ["TL0001L9", "TL0002L9", "TL0003L9"]
-            .map(|bc| c.add_volume(bc, [1; 16], "default", 262144, 0).unwrap().id);
-        let only_a = job_on(&c, 1, &[a]);
-        let spans_a_b = job_on(&c, 2, &[b, a]);
-        let kept = job_on(&c, 3, &[other]);
-        let before = rows_of(&c, kept);
-        assert_eq!(before, 8);
-        let mut forgotten = c.forget_volume(a).unwrap();
-        forgotten.sort();
-        assert_eq!(forgotten, vec![only_a, spans_a_b]);
-        assert_eq!(rows_of(&c, only_a), 0);
-        // The job that spanned to `b` is gone with its segment there too.
-        assert_eq!(rows_of(&c, spans_a_b), 0);
-        assert_eq!(rows_of(&c, kept), before);
-        assert_eq!(c.volume_by_barcode("TL0001L9").unwrap(), None);
-        assert_eq!(c.jobs_on_volume(b).unwrap(), 0);
-        assert_eq!(c.jobs_on_volume(other).unwrap(), 1);
-        // `b` holds no job now: it goes with the unused volumes, `other` stays.
-        assert_eq!(c.forget_unused_volumes().unwrap(), 1);
-        let left: Vec<String> = c
-            .volumes()
-            .unwrap()
-            .into_iter()
-            .map(|v| v.barcode)
-            .collect();
-        assert_eq!(left, vec!["TL0003L9"]);
-        // A volume without jobs forgets none.
-        assert!(c.forget_volume(other + 100).unwrap().is_empty());
-    }
-
-    #[test]
-    fn volumes_are_listed_by_barcode_with_their_state() {
-        let (_dir, c) = scratch();
-        for bc in ["TL0002L9", "TL0001L9"] {
-            c.add_volume(bc, [2; 16], "pool", 65536, 0).unwrap();
+    both! {
+        fn forgetting_a_volume_forgets_every_job_on_it_and_nothing_else()     {
+            let (_dir, mut c) = scratch();
+            let [a, b, other] = ["TL0001L9", "TL0002L9", "TL0003L9"]
+                .map(|bc| c.add_volume(bc, [1; 16], "default", 262144, 0).unwrap().id);
+            let only_a = job_on(&c, 1, &[a]);
+            let spans_a_b = job_on(&c, 2, &[b, a]);
+            let kept = job_on(&c, 3, &[other]);
+            let before = rows_of(&c, kept);
+            assert_eq!(before, 8);
+            let mut forgotten = c.forget_volume(a).unwrap();
+            forgotten.sort();
+            assert_eq!(forgotten, vec![only_a, spans_a_b]);
+            assert_eq!(rows_of(&c, only_a), 0);
+            // The job that spanned to `b` is gone with its segment there too.
+            assert_eq!(rows_of(&c, spans_a_b), 0);
+            assert_eq!(rows_of(&c, kept), before);
+            assert_eq!(c.volume_by_barcode("TL0001L9").unwrap(), None);
+            assert_eq!(c.jobs_on_volume(b).unwrap(), 0);
+            assert_eq!(c.jobs_on_volume(other).unwrap(), 1);
+            // `b` holds no job now: it goes with the unused volumes, `other` stays.
+            assert_eq!(c.forget_unused_volumes().unwrap(), 1);
+            let left: Vec<String> = c
+                .volumes()
+                .unwrap()
+                .into_iter()
+                .map(|v| v.barcode)
+                .collect();
+            assert_eq!(left, vec!["TL0003L9"]);
+            // A volume without jobs forgets none.
+            assert!(c.forget_volume(other + 100).unwrap().is_empty());
         }
-        let v = c.volume_by_barcode("TL0002L9").unwrap().unwrap();
-        c.set_volume_status(v.id, VolumeState::Full).unwrap();
-        let got: Vec<(String, VolumeState)> = c
-            .volumes()
-            .unwrap()
-            .into_iter()
-            .map(|v| (v.barcode, v.status))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("TL0001L9".to_string(), VolumeState::Append),
-                ("TL0002L9".to_string(), VolumeState::Full)
-            ]
-        );
-        assert_eq!(c.volume_by_barcode("TL0009L9").unwrap(), None);
     }
 
-    #[test]
-    fn expiring_forgets_the_jobs_and_only_an_expired_empty_volume_is_relabelled() {
-        let (_dir, mut c) = scratch();
-        let [a, b] = ["TL0001L9", "TL0002L9"]
-            .map(|bc| c.add_volume(bc, [1; 16], "daily", 262144, 0).unwrap().id);
-        let on_a = job_on(&c, 1, &[a]);
-        let kept = job_on(&c, 2, &[b]);
-        let vb = c.volume_by_barcode("TL0002L9").unwrap().unwrap();
-        // A volume that has not expired is never labelled anew.
-        let e = c.relabel_volume(&vb, [5; 16], 1, 9).unwrap_err();
-        assert!(matches!(e, CatalogError::NotExpired { .. }), "{e}");
-        assert_eq!(c.expire_volumes(&[(a, 100)]).unwrap(), vec![on_a]);
-        assert_eq!(rows_of(&c, on_a), 0);
-        assert_eq!(rows_of(&c, kept), 8);
-        let va = c.volume_by_barcode("TL0001L9").unwrap().unwrap();
-        assert_eq!((va.status, va.generation), (VolumeState::Expired, 0));
-        assert_eq!(c.expired_volumes("daily").unwrap(), vec![va.clone()]);
-        assert!(c.expired_volumes("other").unwrap().is_empty());
-        let new = c.relabel_volume(&va, [5; 16], 1, 9).unwrap();
-        assert_eq!(c.volume_by_barcode("TL0001L9").unwrap().unwrap(), new);
-        assert_eq!(
-            (new.uuid, new.generation, new.status),
-            ([5; 16], 1, VolumeState::Append)
-        );
-        assert!(c.expired_volumes("daily").unwrap().is_empty());
-        // The generation a rebuild reads from the label.
-        c.set_volume_generation(vb.id, 4).unwrap();
-        assert_eq!(
-            c.volume_by_barcode("TL0002L9").unwrap().unwrap().generation,
-            4
-        );
+    both! {
+        fn volumes_are_listed_by_barcode_with_their_state()     {
+            let (_dir, c) = scratch();
+            for bc in ["TL0002L9", "TL0001L9"] {
+                c.add_volume(bc, [2; 16], "pool", 65536, 0).unwrap();
+            }
+            let v = c.volume_by_barcode("TL0002L9").unwrap().unwrap();
+            c.set_volume_status(v.id, VolumeState::Full).unwrap();
+            let got: Vec<(String, VolumeState)> = c
+                .volumes()
+                .unwrap()
+                .into_iter()
+                .map(|v| (v.barcode, v.status))
+                .collect();
+            assert_eq!(
+                got,
+                vec![
+                    ("TL0001L9".to_string(), VolumeState::Append),
+                    ("TL0002L9".to_string(), VolumeState::Full)
+                ]
+            );
+            assert_eq!(c.volume_by_barcode("TL0009L9").unwrap(), None);
+        }
+    }
+
+    both! {
+        fn expiring_forgets_the_jobs_and_only_an_expired_empty_volume_is_relabelled()     {
+            let (_dir, mut c) = scratch();
+            let [a, b] = ["TL0001L9", "TL0002L9"]
+                .map(|bc| c.add_volume(bc, [1; 16], "daily", 262144, 0).unwrap().id);
+            let on_a = job_on(&c, 1, &[a]);
+            let kept = job_on(&c, 2, &[b]);
+            let vb = c.volume_by_barcode("TL0002L9").unwrap().unwrap();
+            // A volume that has not expired is never labelled anew.
+            let e = c.relabel_volume(&vb, [5; 16], 1, 9).unwrap_err();
+            assert!(matches!(e, CatalogError::NotExpired { .. }), "{e}");
+            assert_eq!(c.expire_volumes(&[(a, 100)]).unwrap(), vec![on_a]);
+            assert_eq!(rows_of(&c, on_a), 0);
+            assert_eq!(rows_of(&c, kept), 8);
+            let va = c.volume_by_barcode("TL0001L9").unwrap().unwrap();
+            assert_eq!((va.status, va.generation), (VolumeState::Expired, 0));
+            assert_eq!(c.expired_volumes("daily").unwrap(), vec![va.clone()]);
+            assert!(c.expired_volumes("other").unwrap().is_empty());
+            let new = c.relabel_volume(&va, [5; 16], 1, 9).unwrap();
+            assert_eq!(c.volume_by_barcode("TL0001L9").unwrap().unwrap(), new);
+            assert_eq!(
+                (new.uuid, new.generation, new.status),
+                ([5; 16], 1, VolumeState::Append)
+            );
+            assert!(c.expired_volumes("daily").unwrap().is_empty());
+            // The generation a rebuild reads from the label.
+            c.set_volume_generation(vb.id, 4).unwrap();
+            assert_eq!(
+                c.volume_by_barcode("TL0002L9").unwrap().unwrap().generation,
+                4
+            );
+        }
     }
 }

@@ -5,6 +5,8 @@
 //!   [`TapeLibrary`](crate::TapeLibrary) must pass.
 //! - [`tgt`]: a tgt virtual tape library on loopback, reached over iSCSI, so that
 //!   the SCSI drivers are tested against real SCSI devices without hardware.
+//! - [`postgres`]: a PostgreSQL server in a temporary folder on loopback, for
+//!   the catalog's tests on PostgreSQL.
 //! - [`faults`]: a library and drives that fail as a plan says, for tests and for
 //!   experiments (`TAPELOOM_FAULTS`, `docs/FAULTS.md`).
 //! - [`need`]: what a test needs from outside the workspace (a program, a
@@ -20,5 +22,7 @@ pub mod conformance;
 pub mod faults;
 #[cfg(any(test, feature = "testkit"))]
 pub mod need;
+#[cfg(any(test, feature = "testkit"))]
+pub mod postgres;
 #[cfg(any(test, feature = "testkit"))]
 pub mod tgt;
