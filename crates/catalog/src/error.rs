@@ -25,6 +25,14 @@ pub enum CatalogError {
         #[source]
         source: DbError,
     },
+    /// A catalog to copy into already holds rows of its own.
+    #[error("the catalog to copy into is not empty: its {table} has {rows} rows")]
+    NotEmpty {
+        /// A table holding rows.
+        table: String,
+        /// How many.
+        rows: u64,
+    },
     /// A statement failed.
     #[error("catalog: {what}: {source}")]
     Database {

@@ -18,6 +18,7 @@ use rusqlite::Connection;
 use std::path::Path;
 
 mod check;
+mod copy;
 pub mod db;
 mod error;
 mod files;
@@ -34,6 +35,7 @@ mod tokens;
 mod volumes;
 
 pub use check::{CheckReport, Problem, ProblemKind};
+pub use copy::Copied;
 use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileFacts, FileRow};
@@ -86,8 +88,8 @@ impl Catalog {
 
     /// Connects to the PostgreSQL catalog at `url` (`postgresql://USER@HOST/DB`,
     /// or PostgreSQL's `key=value` form) and creates its tables when it has none.
-    /// A password not in the URL is taken from `PGPASSWORD`, as PostgreSQL's own
-    /// tools take it.
+    /// A password not in the URL is taken from `PGPASSWORD`, else from the password
+    /// file (`PGPASSFILE`, default `~/.pgpass`), as PostgreSQL's own tools take it.
     pub fn connect(url: &str) -> Result<Self> {
         let fail = |source: db::DbError| CatalogError::Connect {
             url: redact(url),
@@ -95,7 +97,10 @@ impl Catalog {
         };
         let mut config: postgres::Config = url.parse().map_err(|e| fail(db::DbError::from(e)))?;
         if config.get_password().is_none() {
-            if let Ok(p) = std::env::var("PGPASSWORD") {
+            if let Some(p) = std::env::var("PGPASSWORD")
+                .ok()
+                .or_else(|| passfile_password(&config))
+            {
                 config.password(p);
             }
         }
@@ -113,6 +118,59 @@ impl Catalog {
     pub fn dialect(&self) -> db::Dialect {
         self.conn.dialect()
     }
+}
+
+/// The password the password file (`PGPASSFILE`, else `~/.pgpass`) gives the
+/// first host, port, database and user of `config`: its first line of
+/// `host:port:database:user:password` whose fields match (`*` matches any;
+/// `\:` and `\\` stand for `:` and `\`).
+fn passfile_password(config: &postgres::Config) -> Option<String> {
+    let path = std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pgpass")))?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or_default().to_string();
+    let db = config
+        .get_dbname()
+        .map_or_else(|| user.clone(), str::to_string);
+    let want = [host, port, db, user];
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(passfile_fields)
+        .find(|f| f.len() == 5 && (0..4).all(|i| f[i] == "*" || f[i] == want[i]))
+        .map(|f| f[4].clone())
+}
+
+/// The fields of a password file's line.
+fn passfile_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(n), Some(f)) = (chars.next(), fields.last_mut()) {
+                    f.push(n);
+                }
+            }
+            ':' => fields.push(String::new()),
+            c => {
+                if let Some(f) = fields.last_mut() {
+                    f.push(c);
+                }
+            }
+        }
+    }
+    fields
 }
 
 /// `url` with its password (if it holds one) replaced by `***`, to be shown.

@@ -35,6 +35,11 @@ struct Cli {
     /// $XDG_DATA_HOME/tapeloom, else ~/.local/share/tapeloom.
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// The PostgreSQL catalog to use instead of the home's own
+    /// (`postgresql://USER@HOST/DB`); over `catalog` in the home's home.toml.
+    /// The password comes from PGPASSWORD or ~/.pgpass, never from here.
+    #[arg(long, global = true, value_name = "URL")]
+    catalog: Option<String>,
     /// Print one JSON document on stdout and nothing else there.
     #[arg(long, global = true)]
     json: bool,
@@ -83,6 +88,9 @@ fn main() {
 
 /// Runs the command and prints its output; returns the exit status.
 fn run(cli: Cli) -> anyhow::Result<i32> {
+    if let Some(url) = &cli.catalog {
+        tapeloom_engine::use_catalog(url)?;
+    }
     let ctx = Context {
         home: cli.home,
         json: cli.json,

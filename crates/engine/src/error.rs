@@ -501,6 +501,17 @@ pub enum HomeError {
         #[source]
         source: tapeloom_device::testkit::faults::FaultSpecError,
     },
+    /// The home's configuration file cannot be read or does not parse.
+    #[error("{}: {why}", path.display())]
+    BadConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// A catalog URL given on the command line holds a password.
+    #[error("the catalog URL given with --catalog holds a password; give it in PGPASSWORD, ~/.pgpass or the home's home.toml, not on the command line")]
+    PasswordOnCommandLine,
     /// `TAPELOOM_NOW` holds a time that is not RFC 3339.
     #[error("TAPELOOM_NOW: {value:?} is not an RFC 3339 time (for example 2026-01-05T03:00:00Z)")]
     BadNow {

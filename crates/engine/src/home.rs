@@ -33,6 +33,87 @@ pub fn default_home() -> PathBuf {
 /// The catalog's file in the home.
 const CATALOG_FILE: &str = "catalog.sqlite";
 
+/// The home's configuration: where its catalog is (`catalog = "postgresql://..."`).
+const HOME_CONFIG: &str = "home.toml";
+
+/// The catalog URL given on the command line (`--catalog`), for every home the
+/// process opens.
+static CATALOG_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names the catalog every home of this process uses, over its `home.toml`
+/// (`--catalog URL`). Refused when the URL holds a password: a password on a
+/// command line is seen by every user of the machine.
+pub fn use_catalog(url: &str) -> Result<()> {
+    refuse_password(url)?;
+    let _ = CATALOG_URL.set(url.to_string());
+    Ok(())
+}
+
+/// Refuses a catalog URL given on the command line that holds a password.
+pub fn refuse_password(url: &str) -> Result<()> {
+    if url_has_password(url) {
+        return Err(HomeError::PasswordOnCommandLine.into());
+    }
+    Ok(())
+}
+
+/// Whether `url` (`postgresql://USER:PASSWORD@HOST/...`, or `key=value` pairs)
+/// holds a password.
+fn url_has_password(url: &str) -> bool {
+    match url.split_once("://") {
+        Some((_, rest)) => {
+            rest.split_once('@')
+                .is_some_and(|(user, _)| user.contains(':'))
+                || rest.contains("password=")
+        }
+        None => url.split_whitespace().any(|kv| kv.starts_with("password=")),
+    }
+}
+
+/// What `home.toml` may say.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct HomeConfig {
+    /// The PostgreSQL catalog's URL; the SQLite file in the home when absent.
+    catalog: Option<String>,
+}
+
+/// The PostgreSQL catalog the home at `dir` uses, if it uses one: `--catalog`,
+/// else its `home.toml`.
+pub fn catalog_url(dir: &Path) -> Result<Option<String>> {
+    if let Some(u) = CATALOG_URL.get() {
+        return Ok(Some(u.clone()));
+    }
+    let path = dir.join(HOME_CONFIG);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            let why = e.to_string();
+            return Err(HomeError::BadConfig { path, why }.into());
+        }
+    };
+    let config: HomeConfig = toml::from_str(&text).map_err(|e| HomeError::BadConfig {
+        path: path.clone(),
+        why: e.message().to_string(),
+    })?;
+    Ok(config.catalog)
+}
+
+/// Opens the catalog of the home at `dir`: its PostgreSQL catalog when it names
+/// one, else its SQLite file.
+fn open_catalog(dir: &Path) -> Result<Catalog> {
+    match catalog_url(dir)? {
+        Some(url) => Ok(Catalog::connect(&url)?),
+        None => Ok(Catalog::open(&dir.join(CATALOG_FILE))?),
+    }
+}
+
+/// The SQLite catalog file of the home at `dir` (used when it names no other).
+pub fn catalog_file(dir: &Path) -> PathBuf {
+    dir.join(CATALOG_FILE)
+}
+
 /// The file naming the SCSI devices attached to the home.
 const DEVICES_FILE: &str = "devices.json";
 
@@ -94,7 +175,7 @@ impl Home {
                 source: errno.into(),
             },
         )?;
-        let catalog = Catalog::open(&dir.join(CATALOG_FILE))?;
+        let catalog = open_catalog(dir)?;
         catalog.recover_interrupted()?;
         let home = Home {
             dir: dir.to_path_buf(),
@@ -126,7 +207,7 @@ impl Home {
     /// running in another process is not interrupted); the home must have been
     /// opened once with [`Home::open`].
     pub fn open_catalog_unlocked(dir: &Path) -> Result<Catalog> {
-        Ok(Catalog::open(&dir.join(CATALOG_FILE))?)
+        open_catalog(dir)
     }
 
     /// Another handle on this home for a job that runs beside this one's in the
@@ -149,7 +230,7 @@ impl Home {
 
     /// Another connection to the catalog, for a thread of its own.
     pub fn connect(&self) -> Result<Catalog> {
-        Ok(Catalog::open(&self.dir.join(CATALOG_FILE))?)
+        open_catalog(&self.dir)
     }
 
     /// The home folder.

@@ -45,7 +45,8 @@ pub use error::{
 };
 pub use expire::{expire, expiries, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{
-    default_home, Home, Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
+    catalog_file, catalog_url, default_home, refuse_password, use_catalog, Home, Library,
+    ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
 pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
 pub use media::trim::{trim, Trimmed};

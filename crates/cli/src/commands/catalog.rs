@@ -35,6 +35,15 @@ enum Cmd {
     /// and that no row names a job or volume the catalog lacks. Exits 1 when it
     /// finds a problem.
     Check,
+    /// Copy every row of the home's catalog into an empty PostgreSQL catalog
+    /// (jobs, files, sets, pools, tokens, stages, samples), then check the copy.
+    /// The home keeps its own catalog until its home.toml names the new one.
+    Copy {
+        /// The PostgreSQL catalog (`postgresql://USER@HOST/DB`); its password
+        /// comes from PGPASSWORD or ~/.pgpass.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
 }
 
 impl Args {
@@ -44,6 +53,7 @@ impl Args {
             Cmd::Rebuild { key } => emit(&rebuild(ctx, &key)?, ctx.json),
             Cmd::Recover { job, key } => emit(&recover(ctx, job, &key)?, ctx.json),
             Cmd::Check => emit(&check(ctx)?, ctx.json),
+            Cmd::Copy { to } => emit(&copy(ctx, &to)?, ctx.json),
         }
     }
 }
@@ -246,5 +256,55 @@ impl Output for Checked {
 
     fn failure(&self) -> Option<String> {
         (!self.ok).then(|| format!("the catalog has {} problems", self.problems.len()))
+    }
+}
+
+/// What `catalog copy` copied.
+#[derive(Serialize)]
+pub struct CopiedCatalog {
+    to: String,
+    /// Rows copied, by table.
+    rows: std::collections::BTreeMap<String, u64>,
+    /// The copy's `catalog check`: its problems (none when sound).
+    problems: Vec<String>,
+}
+
+fn copy(ctx: &Context, to: &str) -> Result<CopiedCatalog> {
+    tapeloom_engine::refuse_password(to)?;
+    let home = ctx.open_home()?;
+    let dest = tapeloom_catalog::Catalog::connect(to)?;
+    let copied = home.catalog.copy_into(&dest)?;
+    let report = dest.check()?;
+    Ok(CopiedCatalog {
+        to: to.to_string(),
+        rows: copied.tables.into_iter().collect(),
+        problems: (report.problems.iter())
+            .map(|p| format!("{}: {}", p.kind.as_str(), p.detail))
+            .collect(),
+    })
+}
+
+impl Output for CopiedCatalog {
+    fn print(&self) {
+        let total: u64 = self.rows.values().sum();
+        let n = |t: &str| self.rows.get(t).copied().unwrap_or(0);
+        outln!(
+            "copied {total} rows into {} ({} jobs, {} files, {} volumes)",
+            self.to,
+            n("jobs"),
+            n("files"),
+            n("volumes")
+        );
+        for p in &self.problems {
+            outln!("{}", escape_controls(p));
+        }
+        if self.problems.is_empty() {
+            outln!("the copy is sound; a home uses it once its home.toml says catalog = \"URL\"");
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        (!self.problems.is_empty())
+            .then(|| format!("the copy has {} problems", self.problems.len()))
     }
 }

@@ -9,6 +9,7 @@ mod common;
 
 mod cartridge_index;
 mod catalog_check;
+mod catalog_pg;
 mod completions;
 mod encrypt;
 mod expire;
