@@ -425,13 +425,38 @@ pub enum Dialect {
     Postgres,
 }
 
-/// A PostgreSQL client and the statements it has prepared, by their text.
+/// A PostgreSQL client, what it connected with, and the statements it has
+/// prepared, by their text.
 struct Pg {
     client: postgres::Client,
+    config: postgres::Config,
     prepared: HashMap<String, postgres::Statement>,
 }
 
 impl Pg {
+    /// Runs `op`; when the connection was lost (PostgreSQL restarted, or its host
+    /// failed over) and no transaction is open, connects again to the same URL
+    /// and runs it once more. Inside a transaction the loss is the error: what
+    /// the transaction wrote is gone with the connection.
+    fn again<T>(&mut self, in_tx: bool, mut op: impl FnMut(&mut Pg) -> Result<T>) -> Result<T> {
+        if self.client.is_closed() && !in_tx {
+            self.reconnect()?;
+        }
+        match op(self) {
+            Err(DbError::Postgres(e)) if e.is_closed() && !in_tx => {
+                self.reconnect()?;
+                op(self)
+            }
+            r => r,
+        }
+    }
+
+    fn reconnect(&mut self) -> Result<()> {
+        self.client = self.config.connect(postgres::NoTls)?;
+        self.prepared.clear();
+        Ok(())
+    }
+
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
         if let Some(st) = self.prepared.get(sql) {
             return Ok(st.clone());
@@ -478,11 +503,13 @@ impl Conn {
         }
     }
 
-    /// A connection to PostgreSQL through `client`.
-    pub fn postgres(client: postgres::Client) -> Self {
+    /// A connection to PostgreSQL through `client`, made with `config` (with
+    /// which it connects again when the connection is lost).
+    pub fn postgres(client: postgres::Client, config: postgres::Config) -> Self {
         Conn {
             backend: Backend::Postgres(Box::new(RefCell::new(Pg {
                 client,
+                config,
                 prepared: HashMap::new(),
             }))),
             depth: RefCell::new(0),
@@ -533,7 +560,10 @@ impl Conn {
                 let bound = Self::bind(params);
                 Ok(st.execute(rusqlite::params_from_iter(bound.iter()))?)
             }
-            Backend::Postgres(pg) => Self::pg(pg)?.execute(sql, params),
+            Backend::Postgres(pg) => {
+                let in_tx = self.in_tx();
+                Self::pg(pg)?.again(in_tx, |p| p.execute(sql, params))
+            }
         }
     }
 
@@ -541,7 +571,10 @@ impl Conn {
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(c) => Ok(c.execute_batch(sql)?),
-            Backend::Postgres(pg) => Ok(Self::pg(pg)?.client.batch_execute(sql)?),
+            Backend::Postgres(pg) => {
+                let in_tx = self.in_tx();
+                Self::pg(pg)?.again(in_tx, |p| Ok(p.client.batch_execute(sql)?))
+            }
         }
     }
 
@@ -559,7 +592,10 @@ impl Conn {
                 }
                 Ok(out)
             }
-            Backend::Postgres(pg) => Self::pg(pg)?.query_all(sql, params),
+            Backend::Postgres(pg) => {
+                let in_tx = self.in_tx();
+                Self::pg(pg)?.again(in_tx, |p| p.query_all(sql, params))
+            }
         }
     }
 
@@ -647,6 +683,11 @@ impl Conn {
         })
     }
 
+    /// Whether a transaction is open (begun by [`Conn::write_tx`]).
+    fn in_tx(&self) -> bool {
+        *self.depth.borrow() > 0
+    }
+
     fn in_transaction(&self) -> bool {
         match &self.backend {
             Backend::Sqlite(c) => !c.is_autocommit(),
@@ -656,22 +697,21 @@ impl Conn {
     }
 
     fn end_tx(&self, outer: bool, commit: bool) -> Result<()> {
-        *self.depth.borrow_mut() -= 1;
         if !outer {
+            *self.depth.borrow_mut() -= 1;
             return Ok(());
         }
+        // Still counted as open while it ends: a COMMIT on a lost connection is
+        // an error, never sent again on a new one (where it would commit nothing).
         let sql = if commit { "COMMIT" } else { "ROLLBACK" };
-        match self.execute_batch(sql) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // A failed COMMIT can leave the transaction open: end it, so that
-                // the connection can begin the next one.
-                if commit && self.in_transaction() {
-                    let _ = self.execute_batch("ROLLBACK");
-                }
-                Err(e)
-            }
+        let r = self.execute_batch(sql);
+        if r.is_err() && commit && self.in_transaction() {
+            // A failed COMMIT can leave the transaction open: end it, so that
+            // the connection can begin the next one.
+            let _ = self.execute_batch("ROLLBACK");
         }
+        *self.depth.borrow_mut() -= 1;
+        r
     }
 }
 

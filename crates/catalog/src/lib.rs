@@ -108,7 +108,7 @@ impl Catalog {
             .connect(postgres::NoTls)
             .map_err(|e| fail(db::DbError::from(e)))?;
         let mut c = Catalog {
-            conn: Conn::postgres(client),
+            conn: Conn::postgres(client, config),
         };
         c.migrate()?;
         Ok(c)
@@ -321,6 +321,26 @@ mod tests {
             c.add_extents(j, &ext).unwrap();
             assert_eq!(c.extents(j).unwrap(), vec![ext[1], ext[0]]);
         }
+    }
+
+    #[test]
+    fn a_lost_postgresql_connection_is_made_again_between_statements() {
+        use tapeloom_device::testkit::{need::need, postgres};
+        if !need(postgres::server().map(|_| ())) {
+            return;
+        }
+        let server = postgres::Server::start_new().unwrap();
+        let url = server.database().unwrap();
+        let c = Catalog::connect(&url).unwrap();
+        let j = c.begin_job(1, "before", 0, 262144, &[]).unwrap();
+        server.stop().unwrap();
+        // While PostgreSQL is down, a statement fails at once.
+        let e = c.job(j).unwrap_err();
+        assert!(matches!(e, CatalogError::Database { .. }), "{e}");
+        server.restart().unwrap();
+        assert_eq!(c.job(j).unwrap().unwrap().name, "before");
+        assert_eq!(c.begin_job(2, "after", 0, 262144, &[]).unwrap(), j + 1);
+        server.stop().unwrap();
     }
 
     #[test]

@@ -93,9 +93,17 @@ fn free_port() -> Result<u16, String> {
 }
 
 impl Server {
+    /// A server of its own, for a test that stops and starts it (the shared one
+    /// of [`server`] is not to be stopped: other tests use it).
+    pub fn start_new() -> Result<Server, String> {
+        Server::start()
+    }
+
     fn start() -> Result<Server, String> {
+        static STARTED: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir()?;
-        let dir = std::env::temp_dir().join(format!("tapeloom-pg-{}", std::process::id()));
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("tapeloom-pg-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         if is_root() {
@@ -194,13 +202,15 @@ impl Server {
         format!("postgresql://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
-    /// Stops the server now (SIGQUIT to its process id) and waits for it, as a
-    /// host that fails would leave it; [`Server::restart`] starts it again.
+    /// Stops the server (PostgreSQL's fast shutdown: every connection is cut) and
+    /// waits for it; [`Server::restart`] starts it again. Not a crash: the tests'
+    /// servers commit without waiting for the disk, so a crash would lose the
+    /// last commits.
     pub fn stop(&self) -> Result<(), String> {
         let mut c = as_owner(&self.bin.join("pg_ctl"));
         c.arg("-D")
             .arg(self.dir.join("data"))
-            .args(["-m", "immediate", "-w", "stop"]);
+            .args(["-m", "fast", "-w", "stop"]);
         run(c, "pg_ctl stop")
     }
 
