@@ -10,8 +10,9 @@
 //! transaction, as a backup's index is. Its files are in 1,000 folders, folder by folder as a walk finds them.
 //! Timed: the rows recorded per second (all jobs), listing one folder of the
 //! last job, the rows of one file (what a restore's plan reads: the file's row,
-//! the job's segments and extents), and the set's tree at its last job (what
-//! `ls --set --at` reads).
+//! the job's segments and extents), one folder of the set's tree at its last
+//! job (what `ls --set S --at T FOLDER` reads), and the set's whole tree there
+//! (what a listing of the whole set reads).
 
 use std::time::Instant;
 use tapeloom_catalog::{Catalog, FileRow};
@@ -106,12 +107,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let extents = c.extents(last)?;
     let plan_ms = ms(t);
     let t = Instant::now();
+    let part = c.tree_under(last, b"data/d0500")?;
+    let part_ms = ms(t);
+    let t = Instant::now();
     let tree = c.tree_at(last)?;
     let tree_ms = ms(t);
     let doc = format!(
         "{{\"target\": \"{}\", \"jobs\": {jobs}, \"rows\": {}, \"insert_rows_per_s\": {:.0}, \
          \"ls_folder_ms\": {ls_ms}, \"ls_folder_rows\": {}, \"plan_one_file_ms\": {plan_ms}, \
-         \"plan_rows\": {}, \"set_tree_at_ms\": {tree_ms}, \"set_tree_files\": {}}}",
+         \"plan_rows\": {}, \"set_folder_at_ms\": {part_ms}, \"set_folder_files\": {}, \
+         \"set_tree_at_ms\": {tree_ms}, \"set_tree_files\": {}}}",
         if target.starts_with("postgresql://") {
             "postgresql"
         } else {
@@ -121,6 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (jobs * per_job) as f64 / insert_s,
         folder.len(),
         file.len() + segments.len() + extents.len(),
+        part.len(),
         tree.len()
     );
     println!("{doc}");

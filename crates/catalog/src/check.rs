@@ -427,7 +427,7 @@ mod tests {
     }
 
     both! {
-        fn a_sound_catalog_has_no_problems()     {
+        fn a_sound_catalog_has_no_problems() {
             let (_d, c, _j) = sound();
             let r = c.check().unwrap();
             assert!(r.ok(), "{r:?}");
@@ -439,7 +439,7 @@ mod tests {
     }
 
     both! {
-        fn a_segment_whose_volume_is_gone_is_named()     {
+        fn a_segment_whose_volume_is_gone_is_named() {
             let (_d, c, j) = sound();
             sql(&c, "DELETE FROM volumes");
             assert_eq!(kinds(&c), [(ProblemKind::MissingVolume, Some(j))]);
@@ -447,7 +447,7 @@ mod tests {
     }
 
     both! {
-        fn a_file_outside_its_segment_is_named()     {
+        fn a_file_outside_its_segment_is_named() {
             let (_d, c, j) = sound();
             sql(
                 &c,
@@ -487,7 +487,7 @@ mod tests {
     }
 
     both! {
-        fn extents_outside_overlapping_or_empty_are_named()     {
+        fn extents_outside_overlapping_or_empty_are_named() {
             let (_d, c, j) = sound();
             sql(&c, "UPDATE extents SET first_lbn = 30 WHERE stream = 2");
             assert_eq!(kinds(&c), [(ProblemKind::ExtentOutsideSegment, Some(j))]);
@@ -502,7 +502,7 @@ mod tests {
     }
 
     both! {
-        fn rows_of_a_missing_job_are_orphans()     {
+        fn rows_of_a_missing_job_are_orphans() {
             let (_d, c, j) = sound();
             sql(&c, "DELETE FROM jobs");
             let r = c.check().unwrap();
@@ -526,7 +526,7 @@ mod tests {
     }
 
     both! {
-        fn chunks_on_a_missing_stage_are_orphans()     {
+        fn chunks_on_a_missing_stage_are_orphans() {
             let (_d, c, j) = sound();
             sql(&c, "DELETE FROM stages");
             let r = c.check().unwrap();
@@ -545,7 +545,7 @@ mod tests {
     }
 
     both! {
-        fn an_open_segment_is_a_problem_only_once_its_job_ended()     {
+        fn an_open_segment_is_a_problem_only_once_its_job_ended() {
             let (_d, c, j) = sound();
             sql(&c, "UPDATE job_volumes SET last_lbn = NULL");
             assert_eq!(kinds(&c), [(ProblemKind::Segment, Some(j))]);

@@ -551,7 +551,7 @@ mod tests {
     }
 
     both! {
-        fn without_a_prefix_every_file_of_the_job_comes_in_byte_order()     {
+        fn without_a_prefix_every_file_of_the_job_comes_in_byte_order() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
@@ -573,7 +573,7 @@ mod tests {
     }
 
     both! {
-        fn a_prefix_lists_itself_and_what_is_under_it_never_a_sibling_it_begins()     {
+        fn a_prefix_lists_itself_and_what_is_under_it_never_a_sibling_it_begins() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             // Siblings of `a/b` that begin with it, with the bytes just below and just
@@ -599,7 +599,7 @@ mod tests {
     }
 
     both! {
-        fn prefixes_and_paths_that_are_not_utf8()     {
+        fn prefixes_and_paths_that_are_not_utf8() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let names: [&[u8]; 5] = [b"d\xff", b"d\xff/x", b"d\xff/y\x00z", b"d\xfe/x", b"d\xff0"];
@@ -623,7 +623,7 @@ mod tests {
     }
 
     both! {
-        fn the_callbacks_error_ends_the_listing_and_is_returned()     {
+        fn the_callbacks_error_ends_the_listing_and_is_returned() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let rows: Vec<FileRow> = (0..5).map(|i| row(&format!("f{i}"), i)).collect();
@@ -642,7 +642,7 @@ mod tests {
     }
 
     both! {
-        fn pages_after_a_path_cover_every_file_once()     {
+        fn pages_after_a_path_cover_every_file_once() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let rows: Vec<FileRow> = (0..7).map(|i| row(&format!("f{i}"), i)).collect();
@@ -664,7 +664,7 @@ mod tests {
     }
 
     both! {
-        fn extents_come_in_tape_order_and_a_streams_runs_in_stream_order()     {
+        fn extents_come_in_tape_order_and_a_streams_runs_in_stream_order() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let other = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
@@ -704,7 +704,7 @@ mod tests {
     }
 
     both! {
-        fn prefix_listing_of_a_million_files_is_indexed()     {
+        fn prefix_listing_of_a_million_files_is_indexed() {
             let (_dir, c) = crate::tests::scratch();
             let j = c.begin_job(1, "big", 0, 262144, &[]).unwrap();
             let rows: Vec<FileRow> = (0..200_000)

@@ -57,7 +57,7 @@ mod tests {
     use crate::tests::both;
 
     both! {
-        fn drive_health_is_kept_per_mount_and_forgotten_with_its_volume()     {
+        fn drive_health_is_kept_per_mount_and_forgotten_with_its_volume() {
             let (_dir, mut c) = crate::tests::scratch();
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)

@@ -391,7 +391,7 @@ mod tests {
     use crate::tests::scratch;
 
     both! {
-        fn a_jobs_volumes_come_in_sequence_order()     {
+        fn a_jobs_volumes_come_in_sequence_order() {
             let (_dir, c) = scratch();
             let vols: Vec<_> = ["TL0003L9", "TL0001L9", "TL0002L9"]
                 .iter()
@@ -427,7 +427,7 @@ mod tests {
     }
 
     both! {
-        fn recovery_fails_only_the_jobs_left_running()     {
+        fn recovery_fails_only_the_jobs_left_running() {
             let (_dir, c) = scratch();
             let ids: Vec<i64> = (0..4)
                 .map(|i| c.begin_job(i, "j", 0, 262144, &[]).unwrap())
@@ -456,7 +456,7 @@ mod tests {
     }
 
     both! {
-        fn a_job_keeps_its_tag_streams_and_errors()     {
+        fn a_job_keeps_its_tag_streams_and_errors() {
             let (_dir, c) = scratch();
             // Tags are random 64-bit numbers; SQLite stores them as signed.
             let tag = u64::MAX - 5;

@@ -267,7 +267,7 @@ mod tests {
     }
 
     both! {
-        fn jobs_files_and_prefixes()     {
+        fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
             assert_eq!(c.schema_version().unwrap(), 16);
             let v = c
@@ -359,7 +359,7 @@ mod tests {
     }
 
     both! {
-        fn missing_and_duplicate_rows_are_variants()     {
+        fn missing_and_duplicate_rows_are_variants() {
             let (_dir, c) = crate::tests::scratch();
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
@@ -391,7 +391,7 @@ mod tests {
     }
 
     both! {
-        fn states_are_stored_as_their_words()     {
+        fn states_are_stored_as_their_words() {
             use std::error::Error;
             let (_dir, c) = crate::tests::scratch();
             let v = c

@@ -121,7 +121,7 @@ mod tests {
     use crate::tests::both;
 
     both! {
-        fn rows_and_extents_follow_moved_blocks()     {
+        fn rows_and_extents_follow_moved_blocks() {
             let (_dir, c) = crate::tests::scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let ext = |stream, seq, first_lbn, blocks, stream_offset| Extent {

@@ -300,7 +300,7 @@ mod tests {
     use crate::tests::scratch;
 
     both! {
-        fn a_pool_named_only_by_labels_is_known_with_default_rules_until_created()     {
+        fn a_pool_named_only_by_labels_is_known_with_default_rules_until_created() {
             let (_d, c) = scratch();
             c.add_volume("TL0001L9", [1; 16], "weekly", 262144, 0)
                 .unwrap();
@@ -329,7 +329,7 @@ mod tests {
     }
 
     both! {
-        fn the_default_pool_always_exists()     {
+        fn the_default_pool_always_exists() {
             let (_d, c) = scratch();
             assert_eq!(c.pools().unwrap(), vec![Pool::default_pool()]);
             assert_eq!(c.pool(DEFAULT_POOL).unwrap(), Some(Pool::default_pool()));
@@ -342,7 +342,7 @@ mod tests {
     }
 
     both! {
-        fn pools_are_created_once_and_listed_by_name()     {
+        fn pools_are_created_once_and_listed_by_name() {
             let (_d, c) = scratch();
             c.create_pool(&pool("weekly"), &[]).unwrap();
             let mut open = pool("archive");
@@ -363,7 +363,7 @@ mod tests {
     }
 
     both! {
-        fn a_cartridge_belongs_to_one_pool()     {
+        fn a_cartridge_belongs_to_one_pool() {
             let (_d, c) = scratch();
             let codes = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
             c.create_pool(&pool("a"), &codes(&["TL0001L9"])).unwrap();
@@ -408,7 +408,7 @@ mod tests {
     }
 
     both! {
-        fn pool_names_fit_a_label_and_jobs_are_counted()     {
+        fn pool_names_fit_a_label_and_jobs_are_counted() {
             let (_d, c) = scratch();
             for bad in ["", "a b", "x/y", &"p".repeat(33)] {
                 assert!(matches!(

@@ -276,7 +276,7 @@ mod tests {
     }
 
     both! {
-        fn samples_come_per_job_and_operation_by_series_and_time()     {
+        fn samples_come_per_job_and_operation_by_series_and_time() {
             let (_dir, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let k = c.begin_job(2, "k", 0, 262144, &[]).unwrap();
@@ -315,7 +315,7 @@ mod tests {
     }
 
     both! {
-        fn samples_round_trip_per_operation()     {
+        fn samples_round_trip_per_operation() {
             let (_dir, c) = crate::tests::scratch();
             let job = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             let s = |series: &str, t_ms, bytes| Sample {
@@ -359,7 +359,7 @@ mod tests {
     }
 
     both! {
-        fn a_stored_name_of_neither_form_is_an_error_with_its_cause()     {
+        fn a_stored_name_of_neither_form_is_an_error_with_its_cause() {
             let (_t, c) = scratch();
             let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
             c.add_samples(j, "backup", &[at("drive:0", 1000, 9)])
@@ -380,7 +380,7 @@ mod tests {
     }
 
     both! {
-        fn marks_replace_those_of_the_same_operation_and_come_back_in_time_order()     {
+        fn marks_replace_those_of_the_same_operation_and_come_back_in_time_order() {
             let (_t, c) = scratch();
             let j = c.begin_job(1, "j", 0, 65536, &[]).unwrap();
             let m = |drive, phase, from_ms, to_ms| Mark {

@@ -115,12 +115,30 @@ impl Catalog {
     /// The set's tree as it was at job `job`: its chain's rows merged in order, each
     /// job's deletions taken away before its rows are laid on.
     pub fn tree_at(&self, job: i64) -> Result<Tree> {
+        self.tree_of(job, None)
+    }
+
+    /// The part of [`Catalog::tree_at`] at `prefix` and under it: the same
+    /// entries there, read by path from each job of the chain rather than every
+    /// row of the chain (a folder of a set of millions of files lists at once).
+    pub fn tree_under(&self, job: i64, prefix: &[u8]) -> Result<Tree> {
+        self.tree_of(job, Some(prefix))
+    }
+
+    fn tree_of(&self, job: i64, prefix: Option<&[u8]>) -> Result<Tree> {
+        let prefix = prefix.filter(|p| !p.is_empty() && *p != b".");
+        let under = |path: &[u8]| match prefix {
+            None => true,
+            Some(p) => path == p || (path.starts_with(p) && path.get(p.len()) == Some(&b'/')),
+        };
         let mut tree = Tree::new();
         for j in self.chain(job)? {
             for (p, _) in self.deletions(j.id)? {
-                tree.remove(&p);
+                if under(&p) {
+                    tree.remove(&p);
+                }
             }
-            self.for_each_file(j.id, None, |row| {
+            self.for_each_file(j.id, prefix, |row| {
                 let data = if row.meta_only {
                     tree.remove(&row.path).and_then(|prev| match prev.data {
                         Some(d) => Some(d),
@@ -155,7 +173,7 @@ mod tests {
     use tapeloom_format::Level;
 
     both! {
-        fn a_tree_merges_the_chain_and_leaves_deletions_out()     {
+        fn a_tree_merges_the_chain_and_leaves_deletions_out() {
             let (_d, c) = scratch();
             let full = c.begin_job(1, "s", 1, 262144, &[]).unwrap();
             c.add_files(full, &[row("a", 2), row("b", 4), row("c", 6)])
@@ -192,6 +210,37 @@ mod tests {
                 c.tree_at(inc),
                 Err(crate::CatalogError::BrokenChain { .. })
             ));
+        }
+    }
+
+    both! {
+        fn a_part_of_the_tree_is_the_tree_at_that_path() {
+            let (_d, c) = scratch();
+            let full = c.begin_job(1, "s", 1, 262144, &[]).unwrap();
+            let rows = ["d", "d/x", "d/y", "d2", "d2/z", "e"];
+            let rows: Vec<_> = (rows.iter().zip(2..)).map(|(p, l)| row(p, l)).collect();
+            c.add_files(full, &rows).unwrap();
+            c.finish_job(full, crate::JobState::Ok, 6, 60, 1.0, 2).unwrap();
+            let inc = c.begin_job(2, "s", 3, 262144, &[]).unwrap();
+            c.set_job_set(inc, "s", Level::Incremental, Some(full)).unwrap();
+            let mut meta = row("d/x", 20);
+            meta.meta_only = true;
+            c.add_files(inc, &[meta, row("d/w", 21)]).unwrap();
+            c.add_deletions(inc, &[(b"d/y".to_vec(), 1), (b"d2/z".to_vec(), 1)])
+                .unwrap();
+            c.finish_job(inc, crate::JobState::Ok, 2, 10, 1.0, 4).unwrap();
+            let whole = c.tree_at(inc).unwrap();
+            for prefix in ["d", "d2", "d/x", "e", "nothing", "."] {
+                let p = prefix.as_bytes();
+                let expected: crate::Tree = (whole.clone().into_iter())
+                    .filter(|(k, _)| {
+                        p == b"." || k == p || (k.starts_with(p) && k.get(p.len()) == Some(&b'/'))
+                    })
+                    .collect();
+                assert_eq!(c.tree_under(inc, p).unwrap(), expected, "{prefix}");
+            }
+            let d: Vec<_> = c.tree_under(inc, b"d").unwrap().into_keys().collect();
+            assert_eq!(d, [&b"d"[..], b"d/w", b"d/x"]);
         }
     }
 }

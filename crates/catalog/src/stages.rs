@@ -473,7 +473,7 @@ mod tests {
     }
 
     both! {
-        fn stages_are_added_once_and_listed_in_order()     {
+        fn stages_are_added_once_and_listed_in_order() {
             let (_d, c) = scratch();
             let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
             let b = c.add_stage(Path::new("/s/b"), 200, 2).unwrap();
@@ -488,7 +488,7 @@ mod tests {
     }
 
     both! {
-        fn a_stage_holding_chunks_not_on_tape_is_not_removed()     {
+        fn a_stage_holding_chunks_not_on_tape_is_not_removed() {
             let (_d, mut c) = scratch();
             let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
             c.add_staged_chunk(&chunk(42, 0, 0, a.id, 10)).unwrap();
@@ -522,7 +522,7 @@ mod tests {
     }
 
     both! {
-        fn chunks_are_recorded_once_marked_and_listed_by_filter()     {
+        fn chunks_are_recorded_once_marked_and_listed_by_filter() {
             let (_d, c) = scratch();
             let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
             let b = c.add_stage(Path::new("/s/b"), 100, 1).unwrap();
@@ -616,7 +616,7 @@ mod tests {
     }
 
     both! {
-        fn a_chunk_despooled_and_kept_counts_until_its_file_is_dropped()     {
+        fn a_chunk_despooled_and_kept_counts_until_its_file_is_dropped() {
             let (_d, c) = scratch();
             let a = c.add_stage(Path::new("/s/a"), 100, 1).unwrap();
             c.add_staged_chunk(&chunk(1, 0, 0, a.id, 10)).unwrap();
@@ -646,7 +646,7 @@ mod tests {
     }
 
     both! {
-        fn last_chunks_and_cut_entries_are_recorded_per_job()     {
+        fn last_chunks_and_cut_entries_are_recorded_per_job() {
             let (_d, c) = scratch();
             let st = c.add_stage(Path::new("/s/a"), 1000, 1).unwrap().id;
             for (stream, seq) in [(1, 0), (1, 1), (2, 0)] {

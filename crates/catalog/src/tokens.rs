@@ -133,7 +133,7 @@ mod tests {
     use crate::CatalogError;
 
     both! {
-        fn tokens_are_found_by_hash_and_revoked_by_name()     {
+        fn tokens_are_found_by_hash_and_revoked_by_name() {
             let (_d, c) = scratch();
             let t = c.add_token("alice", &[1; 32], false, 5).unwrap();
             c.add_token("root", &[2; 32], true, 6).unwrap();
@@ -159,7 +159,7 @@ mod tests {
     }
 
     both! {
-        fn a_job_records_the_client_that_ran_it()     {
+        fn a_job_records_the_client_that_ran_it() {
             let (_d, c) = scratch();
             let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
             assert_eq!(c.job(j).unwrap().unwrap().client, None);

@@ -442,7 +442,7 @@ mod tests {
     }
 
     both! {
-        fn forgetting_a_volume_forgets_every_job_on_it_and_nothing_else()     {
+        fn forgetting_a_volume_forgets_every_job_on_it_and_nothing_else() {
             let (_dir, mut c) = scratch();
             let [a, b, other] = ["TL0001L9", "TL0002L9", "TL0003L9"]
                 .map(|bc| c.add_volume(bc, [1; 16], "default", 262144, 0).unwrap().id);
@@ -476,7 +476,7 @@ mod tests {
     }
 
     both! {
-        fn volumes_are_listed_by_barcode_with_their_state()     {
+        fn volumes_are_listed_by_barcode_with_their_state() {
             let (_dir, c) = scratch();
             for bc in ["TL0002L9", "TL0001L9"] {
                 c.add_volume(bc, [2; 16], "pool", 65536, 0).unwrap();
@@ -501,7 +501,7 @@ mod tests {
     }
 
     both! {
-        fn expiring_forgets_the_jobs_and_only_an_expired_empty_volume_is_relabelled()     {
+        fn expiring_forgets_the_jobs_and_only_an_expired_empty_volume_is_relabelled() {
             let (_dir, mut c) = scratch();
             let [a, b] = ["TL0001L9", "TL0002L9"]
                 .map(|bc| c.add_volume(bc, [1; 16], "daily", 262144, 0).unwrap().id);

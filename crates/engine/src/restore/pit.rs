@@ -64,31 +64,28 @@ pub fn set_tree(
     paths: &[Vec<u8>],
 ) -> Result<(Job, Tree)> {
     let job = set_job(cat, set, at)?;
-    let tree = cat.tree_at(job.id)?;
     if paths.is_empty() {
-        return Ok((job, tree));
+        return Ok((job.clone(), cat.tree_at(job.id)?));
     }
+    // Each path's part of the tree alone, read by path from the chain's jobs.
     let mut out = Tree::new();
     for p in paths {
         let p = super::normalize(p);
-        let before = out.len();
-        let under =
-            |k: &[u8]| p == b"." || k == p || (k.starts_with(&p) && k.get(p.len()) == Some(&b'/'));
-        for (k, f) in tree.iter().filter(|(k, _)| under(k)) {
-            out.insert(k.clone(), f.clone());
-        }
-        if out.len() == before && !tree.keys().any(|k| under(k)) {
+        let part = cat.tree_under(job.id, &p)?;
+        if part.is_empty() {
             let path = crate::display_path(&p);
             return Err(JobError::NoPath { job: job.id, path }.into());
         }
+        out.extend(part);
     }
     let targets: Vec<Vec<u8>> = (out.values())
         .filter(|f| f.row.kind == EntryType::HardLink as u8)
         .map(|f| f.row.link.clone())
+        .filter(|t| !out.contains_key(t))
         .collect();
     for t in targets {
-        if let Some(f) = tree.get(&t) {
-            out.entry(t).or_insert_with(|| f.clone());
+        if let Some(f) = cat.tree_under(job.id, &t)?.remove(&t) {
+            out.entry(t).or_insert(f);
         }
     }
     Ok((job, out))
