@@ -408,6 +408,27 @@ fn sqlite_value(v: rusqlite::types::ValueRef<'_>, column: usize) -> Result<Value
     })
 }
 
+/// At most `limit` rows of a query on SQLite.
+fn sqlite_rows(
+    c: &rusqlite::Connection,
+    sql: &str,
+    params: Params<'_>,
+    limit: usize,
+) -> Result<Vec<Row>> {
+    let mut st = c.prepare_cached(sql)?;
+    let n = st.column_count();
+    let bound: Vec<Sql<'_>> = params.iter().map(|p| Sql(p.value())).collect();
+    let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match rows.next()? {
+            Some(r) => out.push(sqlite_row(r, n)?),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
 fn sqlite_row(r: &rusqlite::Row<'_>, n: usize) -> Result<Row> {
     let mut vals = Vec::with_capacity(n);
     for i in 0..n {
@@ -581,17 +602,7 @@ impl Conn {
     /// The rows of a query.
     pub fn query_all(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
         match &self.backend {
-            Backend::Sqlite(c) => {
-                let mut st = c.prepare_cached(sql)?;
-                let n = st.column_count();
-                let bound = Self::bind(params);
-                let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
-                let mut out = Vec::new();
-                while let Some(r) = rows.next()? {
-                    out.push(sqlite_row(r, n)?);
-                }
-                Ok(out)
-            }
+            Backend::Sqlite(c) => sqlite_rows(c, sql, params, usize::MAX),
             Backend::Postgres(pg) => {
                 let in_tx = self.in_tx();
                 Self::pg(pg)?.again(in_tx, |p| p.query_all(sql, params))
@@ -607,16 +618,10 @@ impl Conn {
         f: impl FnOnce(&Row) -> Result<T>,
     ) -> Result<T> {
         match &self.backend {
-            Backend::Sqlite(c) => {
-                let mut st = c.prepare_cached(sql)?;
-                let n = st.column_count();
-                let bound = Self::bind(params);
-                let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
-                match rows.next()? {
-                    Some(r) => f(&sqlite_row(r, n)?),
-                    None => Err(DbError::NoRows),
-                }
-            }
+            Backend::Sqlite(c) => match sqlite_rows(c, sql, params, 1)?.first() {
+                Some(r) => f(r),
+                None => Err(DbError::NoRows),
+            },
             Backend::Postgres(_) => match self.query_all(sql, params)?.first() {
                 Some(r) => f(r),
                 None => Err(DbError::NoRows),
