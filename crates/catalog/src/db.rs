@@ -408,6 +408,11 @@ fn sqlite_value(v: rusqlite::types::ValueRef<'_>, column: usize) -> Result<Value
     })
 }
 
+/// `params` as rusqlite takes them, borrowed.
+fn sqlite_params<'a>(params: Params<'a>) -> Vec<Sql<'a>> {
+    params.iter().map(|p| Sql(p.value())).collect()
+}
+
 /// At most `limit` rows of a query on SQLite.
 fn sqlite_rows(
     c: &rusqlite::Connection,
@@ -417,7 +422,7 @@ fn sqlite_rows(
 ) -> Result<Vec<Row>> {
     let mut st = c.prepare_cached(sql)?;
     let n = st.column_count();
-    let bound: Vec<Sql<'_>> = params.iter().map(|p| Sql(p.value())).collect();
+    let bound = sqlite_params(params);
     let mut rows = st.query(rusqlite::params_from_iter(bound.iter()))?;
     let mut out = Vec::new();
     while out.len() < limit {
@@ -569,16 +574,12 @@ impl Conn {
             .map_err(|_| DbError::conversion(0, "a statement ran inside another"))
     }
 
-    fn bind<'a>(params: Params<'a>) -> Vec<Sql<'a>> {
-        params.iter().map(|p| Sql(p.value())).collect()
-    }
-
     /// Runs a statement that returns no rows; the number of rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
         match &self.backend {
             Backend::Sqlite(c) => {
                 let mut st = c.prepare_cached(sql)?;
-                let bound = Self::bind(params);
+                let bound = sqlite_params(params);
                 Ok(st.execute(rusqlite::params_from_iter(bound.iter()))?)
             }
             Backend::Postgres(pg) => {
