@@ -84,6 +84,8 @@ fn columns(conn: &Conn, table: &str) -> crate::db::Result<Vec<String>> {
 impl Catalog {
     /// Copies every row of this catalog into `to`, which must hold no job, volume
     /// or stage yet ([`CatalogError::NotEmpty`]); returns the rows per table.
+    /// When `to` works for a host ([`Catalog::set_host`]), the jobs and stages
+    /// copied become that host's.
     pub fn copy_into(&self, to: &Catalog) -> Result<Copied> {
         const WHAT: &str = "copy the catalog";
         for table in ["jobs", "volumes", "stages", "tokens", "pools"] {
@@ -112,6 +114,17 @@ impl Catalog {
                         ),
                         &[],
                         |_| Ok(()),
+                    )
+                    .doing(WHAT)?;
+            }
+        }
+        // The jobs and stages of a home become its host's on a shared catalog.
+        if !to.host.is_empty() {
+            for table in ["jobs", "stages"] {
+                to.conn
+                    .execute(
+                        &format!("UPDATE {table} SET host = ?1 WHERE host = ''"),
+                        crate::db::params![to.host],
                     )
                     .doing(WHAT)?;
             }

@@ -105,6 +105,9 @@ pub(crate) fn job_row(r: &crate::db::Row) -> crate::db::Result<Job> {
 /// down): see [`Catalog::recover_interrupted`].
 pub const INTERRUPTED: &str = "interrupted: the process running the job stopped before it ended";
 
+/// A number of PostgreSQL's advisory locks: held while a job's id is chosen.
+const JOB_ID_LOCK: i64 = 0x7461_7065_6a6f_6273;
+
 impl Catalog {
     /// Records that `client` (a server token's name) ran job `job`.
     pub fn set_job_client(&self, job: i64, client: &str) -> Result<()> {
@@ -132,19 +135,28 @@ impl Catalog {
     ) -> Result<i64> {
         let run = || -> crate::db::Result<i64> {
             let tx = write_tx(&self.conn)?;
+            if tx.dialect() == crate::db::Dialect::Postgres {
+                // Servers that begin jobs at once take turns: each new id is
+                // the largest so far plus one.
+                tx.query_row(
+                    "SELECT 1 FROM pg_advisory_xact_lock(?1)",
+                    params![JOB_ID_LOCK],
+                    |_| Ok(()),
+                )?;
+            }
             // A new job's id is past every id a job had, also of jobs forgotten.
             let id: i64 = tx.query_row(
                 tx.pick(
-                    "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
+                    "INSERT INTO jobs (id, tag, name, started_ns, status, block_size, host) VALUES \
                      (MAX(COALESCE((SELECT MAX(id) FROM jobs), 0), \
                           COALESCE((SELECT last FROM id_floor WHERE name = 'jobs'), 0)) + 1, \
-                      ?1, ?2, ?3, ?4, ?5) RETURNING id",
-                    "INSERT INTO jobs (id, tag, name, started_ns, status, block_size) VALUES \
+                      ?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                    "INSERT INTO jobs (id, tag, name, started_ns, status, block_size, host) VALUES \
                      (GREATEST(COALESCE((SELECT MAX(id) FROM jobs), 0), \
                           COALESCE((SELECT last FROM id_floor WHERE name = 'jobs'), 0)) + 1, \
-                      ?1, ?2, ?3, ?4, ?5) RETURNING id",
+                      ?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
                 ),
-                params![tag as i64, name, started_ns, JobState::Running, block_size],
+                params![tag as i64, name, started_ns, JobState::Running, block_size, self.host],
                 |r| r.get(0),
             )?;
             for s in streams {
@@ -226,20 +238,21 @@ impl Catalog {
         let run = || -> crate::db::Result<Vec<i64>> {
             let tx = write_tx(&self.conn)?;
             let ids = {
-                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1")?;
+                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1 AND host = ?2")?;
 
-                st.query_map(params![JobState::Running], |r| r.get(0))?
+                st.query_map(params![JobState::Running, self.host], |r| r.get(0))?
                     .collect::<crate::db::Result<_>>()?
             };
             // Without a reason, a failed job would not say why (its process was
             // killed, or its machine went down, before the job ended).
             tx.execute(
-                "INSERT INTO job_errors (job_id, path, reason) SELECT id, ?3, ?2 FROM jobs WHERE status = ?1",
-                params![JobState::Running, INTERRUPTED, b"".as_slice()],
+                "INSERT INTO job_errors (job_id, path, reason) \
+                 SELECT id, ?3, ?2 FROM jobs WHERE status = ?1 AND host = ?4",
+                params![JobState::Running, INTERRUPTED, b"".as_slice(), self.host],
             )?;
             tx.execute(
-                "UPDATE jobs SET status = ?2 WHERE status = ?1",
-                params![JobState::Running, JobState::Failed],
+                "UPDATE jobs SET status = ?2 WHERE status = ?1 AND host = ?3",
+                params![JobState::Running, JobState::Failed, self.host],
             )?;
             tx.commit()?;
             Ok(ids)

@@ -29,6 +29,7 @@ mod pools;
 mod samples;
 mod schema;
 mod sets;
+mod site;
 mod stages;
 mod state;
 mod tokens;
@@ -44,6 +45,7 @@ pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};
 pub use samples::{Mark, Phase, Sample, Series};
 pub use sets::{Tree, TreeFile};
+pub use site::{Reaped, ServerRow, Ticket, TicketState};
 pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
 pub use state::{ChunkState, JobState, UnknownState, VolumeState};
 pub use tokens::Token;
@@ -61,6 +63,9 @@ fn write_tx(conn: &Conn) -> db::Result<db::Tx<'_>> {
 /// The catalog database.
 pub struct Catalog {
     conn: Conn,
+    /// The host this connection works for: its jobs and stages are the ones
+    /// marked with this name (empty on a catalog one home keeps).
+    host: String,
 }
 
 impl Catalog {
@@ -81,6 +86,7 @@ impl Catalog {
             .doing("set up the connection")?;
         let mut c = Catalog {
             conn: Conn::sqlite(conn),
+            host: String::new(),
         };
         c.migrate()?;
         Ok(c)
@@ -109,6 +115,7 @@ impl Catalog {
             .map_err(|e| fail(db::DbError::from(e)))?;
         let mut c = Catalog {
             conn: Conn::postgres(client, config),
+            host: String::new(),
         };
         c.migrate()?;
         Ok(c)
@@ -117,6 +124,19 @@ impl Catalog {
     /// Which database the catalog is in.
     pub fn dialect(&self) -> db::Dialect {
         self.conn.dialect()
+    }
+
+    /// Makes this connection work for host `name`: the jobs it begins and the
+    /// stages it adds are marked with it, and the stages, staged jobs and
+    /// interrupted jobs it finds are that host's only. Several servers share one
+    /// catalog this way, each its own host.
+    pub fn set_host(&mut self, name: &str) {
+        self.host = name.to_string();
+    }
+
+    /// The host this connection works for (empty on a catalog one home keeps).
+    pub fn host(&self) -> &str {
+        &self.host
     }
 }
 
@@ -269,7 +289,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 16);
+            assert_eq!(c.schema_version().unwrap(), 17);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

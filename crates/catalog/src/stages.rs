@@ -142,8 +142,9 @@ impl Catalog {
     pub fn add_stage(&self, path: &Path, size_limit: u64, added_ns: i64) -> Result<Stage> {
         let text = path_text(path)?;
         match self.conn.query_row(
-            "INSERT INTO stages (path, size_limit, added_ns) VALUES (?1, ?2, ?3) RETURNING id",
-            params![text, size_limit as i64, added_ns],
+            "INSERT INTO stages (path, size_limit, added_ns, host) VALUES (?1, ?2, ?3, ?4) \
+             RETURNING id",
+            params![text, size_limit as i64, added_ns, self.host],
             |r| r.get::<i64>(0),
         ) {
             Ok(id) => Ok(Stage {
@@ -159,14 +160,14 @@ impl Catalog {
         }
     }
 
-    /// Every stage, in the order they were added.
+    /// Every stage of this host, in the order they were added.
     pub fn stages(&self) -> Result<Vec<Stage>> {
         let run = || -> crate::db::Result<Vec<Stage>> {
-            let mut st = self
-                .conn
-                .prepare("SELECT id, path, size_limit, added_ns FROM stages ORDER BY id")?;
+            let mut st = self.conn.prepare(
+                "SELECT id, path, size_limit, added_ns FROM stages WHERE host = ?1 ORDER BY id",
+            )?;
 
-            st.query_map(params![], stage_row)?.collect()
+            st.query_map(params![self.host], stage_row)?.collect()
         };
         run().doing("list the stages")
     }
@@ -176,8 +177,8 @@ impl Catalog {
         let text = path_text(path)?;
         self.conn
             .query_row(
-                "SELECT id, path, size_limit, added_ns FROM stages WHERE path = ?1",
-                params![text],
+                "SELECT id, path, size_limit, added_ns FROM stages WHERE path = ?1 AND host = ?2",
+                params![text, self.host],
                 stage_row,
             )
             .optional()
@@ -256,14 +257,15 @@ impl Catalog {
         }
     }
 
-    /// The jobs with chunks recorded, in any state.
+    /// The jobs with chunks recorded on this host's stages, in any state.
     pub fn jobs_with_chunks(&self) -> Result<Vec<i64>> {
         let run = || -> crate::db::Result<Vec<i64>> {
-            let mut st = self
-                .conn
-                .prepare("SELECT DISTINCT job_id FROM staged_chunks ORDER BY job_id")?;
+            let mut st = self.conn.prepare(
+                "SELECT DISTINCT job_id FROM staged_chunks \
+                 WHERE stage_id IN (SELECT id FROM stages WHERE host = ?1) ORDER BY job_id",
+            )?;
 
-            st.query_map(params![], |r| r.get(0))?.collect()
+            st.query_map(params![self.host], |r| r.get(0))?.collect()
         };
         run().doing("list the jobs with staged chunks")
     }

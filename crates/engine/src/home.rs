@@ -76,6 +76,29 @@ fn url_has_password(url: &str) -> bool {
 struct HomeConfig {
     /// The PostgreSQL catalog's URL; the SQLite file in the home when absent.
     catalog: Option<String>,
+    /// The home's name among the servers that share a catalog; the machine's
+    /// host name when absent.
+    name: Option<String>,
+}
+
+/// The home's `home.toml`, or the defaults when it has none.
+fn home_config(dir: &Path) -> Result<HomeConfig> {
+    let path = dir.join(HOME_CONFIG);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HomeConfig::default()),
+        Err(e) => {
+            let why = e.to_string();
+            return Err(HomeError::BadConfig { path, why }.into());
+        }
+    };
+    toml::from_str(&text).map_err(|e| {
+        HomeError::BadConfig {
+            path: path.clone(),
+            why: e.message().to_string(),
+        }
+        .into()
+    })
 }
 
 /// The PostgreSQL catalog the home at `dir` uses, if it uses one: `--catalog`,
@@ -84,27 +107,34 @@ pub fn catalog_url(dir: &Path) -> Result<Option<String>> {
     if let Some(u) = CATALOG_URL.get() {
         return Ok(Some(u.clone()));
     }
-    let path = dir.join(HOME_CONFIG);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            let why = e.to_string();
-            return Err(HomeError::BadConfig { path, why }.into());
-        }
-    };
-    let config: HomeConfig = toml::from_str(&text).map_err(|e| HomeError::BadConfig {
-        path: path.clone(),
-        why: e.message().to_string(),
-    })?;
-    Ok(config.catalog)
+    Ok(home_config(dir)?.catalog)
+}
+
+/// The name of the home at `dir` among the servers of a site: `name` in its
+/// `home.toml`, else the machine's host name. Its jobs and stages in a shared
+/// catalog are marked with it.
+pub fn home_name(dir: &Path) -> Result<String> {
+    if let Some(n) = home_config(dir)?.name.filter(|n| !n.trim().is_empty()) {
+        return Ok(n);
+    }
+    Ok(nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into()))
 }
 
 /// Opens the catalog of the home at `dir`: its PostgreSQL catalog when it names
 /// one, else its SQLite file.
+/// A PostgreSQL catalog works for the home's name ([`home_name`]), for it may
+/// be shared with other homes.
 fn open_catalog(dir: &Path) -> Result<Catalog> {
     match catalog_url(dir)? {
-        Some(url) => Ok(Catalog::connect(&url)?),
+        Some(url) => {
+            let mut c = Catalog::connect(&url)?;
+            c.set_host(&home_name(dir)?);
+            Ok(c)
+        }
         None => Ok(Catalog::open(&dir.join(CATALOG_FILE))?),
     }
 }

@@ -45,8 +45,8 @@ pub use error::{
 };
 pub use expire::{expire, expiries, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{
-    catalog_file, catalog_url, default_home, refuse_password, use_catalog, Home, Library,
-    ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
+    catalog_file, catalog_url, default_home, home_name, refuse_password, use_catalog, Home,
+    Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
 pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
 pub use media::trim::{trim, Trimmed};

@@ -272,7 +272,8 @@ pub struct CopiedCatalog {
 fn copy(ctx: &Context, to: &str) -> Result<CopiedCatalog> {
     tapeloom_engine::refuse_password(to)?;
     let home = ctx.open_home()?;
-    let dest = tapeloom_catalog::Catalog::connect(to)?;
+    let mut dest = tapeloom_catalog::Catalog::connect(to)?;
+    dest.set_host(&tapeloom_engine::home_name(home.dir())?);
     let copied = home.catalog.copy_into(&dest)?;
     let report = dest.check()?;
     Ok(CopiedCatalog {
