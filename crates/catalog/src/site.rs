@@ -406,6 +406,19 @@ impl Catalog {
             .doing("give back the server's claims")
     }
 
+    /// Ends ticket `id` for `reason` when `server` claimed it and did not begin
+    /// it (its client did not come).
+    pub fn drop_claim(&self, id: i64, server: &str, reason: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE site_queue SET state = 'ended', reason = ?3 \
+                 WHERE id = ?1 AND server = ?2 AND state = 'claimed'",
+                params![id, server, reason],
+            )
+            .doing("give up a claim")?;
+        Ok(())
+    }
+
     /// Tickets of the site's queue in each state not ended.
     pub fn queue_counts(&self) -> Result<Vec<(TicketState, u64)>> {
         let rows = self

@@ -312,6 +312,31 @@ impl Catalog {
         Ok(n)
     }
 
+    /// Forgets the volumes of `barcodes` that hold no job (a library replaced
+    /// on a catalog other libraries share).
+    pub fn forget_unused_volumes_among(&self, barcodes: &[String]) -> Result<usize> {
+        let mut n = 0;
+        for v in self.volumes()? {
+            if !barcodes.contains(&v.barcode) || self.jobs_on_volume(v.id)? > 0 {
+                continue;
+            }
+            let run = || -> crate::db::Result<usize> {
+                let tx = crate::write_tx(&self.conn)?;
+                for table in ["volume_notes", "volume_generations"] {
+                    tx.execute(
+                        &format!("DELETE FROM {table} WHERE volume_id = ?1"),
+                        params![v.id],
+                    )?;
+                }
+                let n = tx.execute("DELETE FROM volumes WHERE id = ?1", params![v.id])?;
+                tx.commit()?;
+                Ok(n)
+            };
+            n += run().doing("forget unused volumes")?;
+        }
+        Ok(n)
+    }
+
     /// Forgets a volume and every job with a segment on it (the cartridge was
     /// overwritten). Returns the ids of the jobs forgotten.
     pub fn forget_volume(&mut self, id: i64) -> Result<Vec<i64>> {

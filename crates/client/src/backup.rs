@@ -24,6 +24,7 @@ use tapeloom_engine::{
 use tapeloom_format::Fingerprint;
 use tapeloom_proto::backup::{Begin, BeginStream, Begun, StreamState, Waiting};
 use tapeloom_proto::frame::{Frame, Framed};
+use tapeloom_proto::site::{SentOn, SiteDoc, SiteServer, SENT_ON};
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
 #[derive(serde::Serialize)]
@@ -203,26 +204,122 @@ fn send_deletions(server: &Server, job: u64, scan: &Scan) -> Result<(), ServerEr
     Ok(())
 }
 
+/// How long a backup waiting in a site's queue goes on asking the site's other
+/// servers when the one it asked went away.
+const SITE_PATIENCE: Duration = Duration::from_secs(600);
+
 /// Asks the server for a place in its queue, waiting as long as the queue is full.
+/// On a site, the backup may be sent on to the server that claimed it (later
+/// requests go there); when the server asked goes away while the backup waits,
+/// the site's other servers are asked in turn.
 fn enter(server: &Server, begin: &Begin) -> Result<Begun, ServerError> {
-    let (mut status, mut body) = server.post_raw("/api/backups", begin)?;
+    let site = site_servers(server);
+    let (mut status, mut body) = ask_site(server, &site, |s| s.post_raw("/api/backups", begin))?;
     let mut told = false;
-    while status == 202 {
-        let w: Waiting =
-            serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
-        if !told {
-            eprintln!(
-                "tapeloom: backup {} waits in the server's queue ({} ahead)",
-                w.backup, w.ahead
-            );
-            told = true;
+    let mut backup = None;
+    let mut lost: Option<Instant> = None;
+    loop {
+        match status {
+            200 => break,
+            202 => {
+                let w: Waiting = serde_json::from_slice(&body)
+                    .map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+                if !told {
+                    eprintln!(
+                        "tapeloom: backup {} waits in the server's queue ({} ahead)",
+                        w.backup, w.ahead
+                    );
+                    told = true;
+                }
+                backup = Some(w.backup);
+            }
+            SENT_ON => {
+                let sent: SentOn = serde_json::from_slice(&body)
+                    .map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+                backup = sent.backup.or(backup);
+                server.follow_sent_on(&body)?;
+            }
+            _ => return Err(crate::refusal(status, &body)),
         }
-        (status, body) = server.post_raw(&format!("/api/backups/{}/admit", w.backup), &())?;
-    }
-    if status != 200 {
-        return Err(crate::refusal(status, &body));
+        let Some(n) = backup else {
+            return Err(ServerError::BadAnswer("a backup without its number".into()));
+        };
+        match server.post_raw(&format!("/api/backups/{n}/admit"), &()) {
+            Ok(a) => {
+                (status, body) = a;
+                lost = None;
+            }
+            Err(e @ ServerError::Io { .. }) if !site.is_empty() => {
+                let since = *lost.get_or_insert_with(Instant::now);
+                if since.elapsed() > SITE_PATIENCE {
+                    return Err(e);
+                }
+                let next = another(&site, &server.address());
+                eprintln!(
+                    "tapeloom: {e}; backup {n} waits in the site's queue: asking server {}",
+                    escape_controls(&next.name)
+                );
+                server.follow(next)?;
+                std::thread::sleep(Duration::from_secs(1));
+                // Asked again at once: as if the server had said to wait.
+                status = 202;
+                body = serde_json::to_vec(&Waiting {
+                    backup: n,
+                    state: tapeloom_proto::backup::State::Waiting,
+                    ahead: 0,
+                })
+                .map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+                told = true;
+            }
+            Err(e) => return Err(e),
+        }
     }
     serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))
+}
+
+/// Asks `ask` of `server`; on a site, when the server cannot be reached, of the
+/// site's other servers in turn (each once). A backup whose first request broke
+/// off may be queued twice: the copy no client comes for is given up by the
+/// server that claims it, and is never begun.
+fn ask_site<T>(
+    server: &Server,
+    site: &[SiteServer],
+    ask: impl Fn(&Server) -> Result<T, ServerError>,
+) -> Result<T, ServerError> {
+    let mut left = site.len();
+    loop {
+        match ask(server) {
+            Err(e @ ServerError::Io { .. }) if left > 1 => {
+                left -= 1;
+                let next = another(site, &server.address());
+                eprintln!(
+                    "tapeloom: {e}: asking server {} of the site",
+                    escape_controls(&next.name)
+                );
+                server.follow(next)?;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// The servers of the site `server` belongs to, as it tells them (none when it
+/// is alone, or does not say).
+fn site_servers(server: &Server) -> Vec<SiteServer> {
+    match server.get_json::<SiteDoc>("/api/site") {
+        Ok(doc) => doc.servers,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The server of `site` after the one at `address` (its URL's `host:port`), in
+/// turn.
+fn another<'a>(site: &'a [SiteServer], address: &str) -> &'a SiteServer {
+    let at = site
+        .iter()
+        .position(|s| s.url.trim_start_matches("https://").trim_end_matches('/') == address);
+    let next = at.map_or(0, |i| (i + 1) % site.len());
+    &site[next]
 }
 
 /// Asks `path` with `ask` again as long as the server answers that the job is not

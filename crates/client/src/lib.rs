@@ -56,7 +56,9 @@ fn parse_url(url: &str) -> Result<(String, u16), ServerError> {
 
 /// A server to ask, with the token and the fingerprint to pin.
 pub struct Server {
-    target: Arc<Target>,
+    /// Where requests go: the server given, or the one of its site it sent this
+    /// client on to ([`Server::follow`]).
+    target: std::sync::Mutex<Arc<Target>>,
     rt: Runtime,
 }
 
@@ -93,9 +95,42 @@ impl Server {
             fingerprint: parse_fingerprint(fingerprint)?,
         };
         Ok(Server {
-            target: Arc::new(target),
+            target: std::sync::Mutex::new(Arc::new(target)),
             rt,
         })
+    }
+
+    /// Where requests go now.
+    fn target(&self) -> Arc<Target> {
+        let t = self
+            .target
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&t)
+    }
+
+    /// Sends every later request to `server` of the same site, with the same
+    /// token, pinned by the fingerprint the server this client trusts gave.
+    pub fn follow(&self, server: &tapeloom_proto::site::SiteServer) -> Result<(), ServerError> {
+        let (host, port) = parse_url(&server.url)?;
+        let token = self.target().token.clone();
+        let next = Target {
+            host,
+            port,
+            token,
+            fingerprint: parse_fingerprint(&server.fingerprint)?,
+        };
+        *self
+            .target
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+        Ok(())
+    }
+
+    /// `host:port` of the server requests go to now.
+    pub fn address(&self) -> String {
+        let t = self.target();
+        format!("{}:{}", t.host, t.port)
     }
 
     /// GETs `path` and decodes the JSON document of a 200 answer; any other status
@@ -149,7 +184,7 @@ impl Server {
         let (body, mut w) = Chunks::stream(self.rt.handle().clone(), IO_TIMEOUT);
         let frames_type = Some("application/vnd.tapeloom.frames");
         let asked = self.rt.spawn(ask(
-            self.target.clone(),
+            self.target(),
             "POST",
             path.to_string(),
             frames_type,
@@ -219,7 +254,24 @@ impl Server {
     fn get_ok(&self, path: &str) -> Result<(BodyReader<Incoming>, Arc<Pinned>), ServerError> {
         let (answer, pinned) = (self.ask("GET", path, None, Chunks::whole(Bytes::new())))
             .map_err(|f| self.fault(f, None))?;
-        let status = answer.status().as_u16();
+        let mut status = answer.status().as_u16();
+        let (answer, pinned) = if status == tapeloom_proto::site::SENT_ON {
+            // Another server of the site reads it: asked there, once.
+            let mut body = BodyReader::new(
+                self.rt.handle().clone(),
+                answer.into_body(),
+                Instant::now() + IO_TIMEOUT,
+            );
+            let text = tapeloom_proto::body::read_to_end(&mut body, MAX_HEAD as u64)
+                .map_err(|e| self.fault(Fault::Io(e), Some(&pinned)))?;
+            self.follow_sent_on(&text)?;
+            let again = (self.ask("GET", path, None, Chunks::whole(Bytes::new())))
+                .map_err(|f| self.fault(f, None))?;
+            status = again.0.status().as_u16();
+            again
+        } else {
+            (answer, pinned)
+        };
         let body = BodyReader::new(
             self.rt.handle().clone(),
             answer.into_body(),
@@ -234,6 +286,20 @@ impl Server {
         Ok((body, pinned))
     }
 
+    /// Follows a `303` answer's [`tapeloom_proto::site::SentOn`] document: later
+    /// requests go to the server it names. Says so on stderr.
+    pub fn follow_sent_on(&self, body: &[u8]) -> Result<(), ServerError> {
+        let sent: tapeloom_proto::site::SentOn =
+            serde_json::from_slice(body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
+        eprintln!(
+            "tapeloom: sent on to server {} ({}): {}",
+            tapeloom_engine::escape_controls(&sent.server.name),
+            tapeloom_engine::escape_controls(&sent.server.url),
+            tapeloom_engine::escape_controls(&sent.reason)
+        );
+        self.follow(&sent.server)
+    }
+
     /// One request, on this thread: the answer's head, or why none came.
     fn ask(
         &self,
@@ -242,7 +308,7 @@ impl Server {
         content_type: Option<&'static str>,
         body: Chunks,
     ) -> Answered {
-        let target = self.target.clone();
+        let target = self.target();
         self.rt
             .block_on(ask(target, method, path.to_string(), content_type, body))
     }
@@ -281,7 +347,10 @@ impl Server {
         match pinned {
             Some(e) => e,
             None => ServerError::Io {
-                what: format!("ask {}:{}", self.target.host, self.target.port),
+                what: {
+                    let t = self.target();
+                    format!("ask {}:{}", t.host, t.port)
+                },
                 source,
             },
         }

@@ -14,7 +14,13 @@ use tapeloom_proto::verify::{Ask, Pending, Verified};
 /// Verifies job `job` on `server`'s drives: the server answers at once or, for a
 /// long reading, with the number of its verify, asked again until it is over.
 pub fn remote(server: &Server, job: i64, drive: Option<usize>) -> Result<Verified, ServerError> {
-    let (status, body) = server.post_raw(&format!("/api/jobs/{job}/verify"), &Ask { drive })?;
+    let path = format!("/api/jobs/{job}/verify");
+    let (mut status, mut body) = server.post_raw(&path, &Ask { drive })?;
+    if status == tapeloom_proto::site::SENT_ON {
+        // The server whose library holds the job's cartridges verifies it.
+        server.follow_sent_on(&body)?;
+        (status, body) = server.post_raw(&path, &Ask { drive })?;
+    }
     let (status, body) = match status {
         202 => {
             let w: Pending =

@@ -33,6 +33,10 @@ pub struct LibraryConfig {
     /// `slots` data slots.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cleaning: usize,
+    /// The first two characters of its cartridges' barcodes (`TL` when absent),
+    /// so that the libraries of servers sharing a catalog hold no barcode twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -84,9 +88,24 @@ pub struct VirtualLibrary {
     state: State,
 }
 
-/// The barcode of the `i`-th cartridge (from 1) of a virtual library.
-pub fn barcode(i: usize) -> String {
-    format!("TL{i:04}L9")
+/// The barcode of the `i`-th cartridge (from 1) of a virtual library whose
+/// barcodes start with `prefix`.
+pub fn barcode_with(prefix: &str, i: usize) -> String {
+    format!("{prefix}{i:04}L9")
+}
+
+/// The first characters of a virtual library's barcodes when its configuration
+/// names none.
+pub const DEFAULT_PREFIX: &str = "TL";
+
+/// Whether `prefix` may start a virtual library's barcodes: two capital letters
+/// or digits, so that the barcode keeps LTO's eight characters.
+pub fn valid_prefix(prefix: &str) -> bool {
+    prefix.len() == 2
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        && prefix != "CL"
 }
 
 /// The barcode of the `i`-th cleaning cartridge (from 1) of a virtual library.
@@ -120,6 +139,9 @@ impl VirtualLibrary {
             if crate::lto::generation(m).is_none() {
                 return Err(ChangerError::UnknownModel { model: m.clone() }.into());
             }
+        }
+        if config.prefix.as_deref().is_some_and(|p| !valid_prefix(p)) {
+            return Err(ChangerError::BadLayout.into());
         }
         if config.capacity < MIN_CAPACITY {
             return Err(ChangerError::CapacityTooSmall {
@@ -155,7 +177,12 @@ impl VirtualLibrary {
         let state = State {
             version: 1,
             slots: (1..=config.slots)
-                .map(|i| Some(barcode(i)))
+                .map(|i| {
+                    Some(barcode_with(
+                        config.prefix.as_deref().unwrap_or(DEFAULT_PREFIX),
+                        i,
+                    ))
+                })
                 .chain((1..=config.cleaning).map(|i| Some(cleaning_barcode(i))))
                 .collect(),
             drives: vec![None; config.drives],
@@ -500,6 +527,7 @@ mod tests {
             clock: None,
             scale: None,
             cleaning: 0,
+            prefix: None,
         };
         let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
         let inv = lib.inventory().unwrap();
@@ -533,6 +561,7 @@ mod tests {
             clock: None,
             scale: None,
             cleaning: 0,
+            prefix: None,
         };
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
@@ -550,6 +579,7 @@ mod tests {
             clock: Some(crate::Clock::Real),
             scale: None,
             cleaning: 0,
+            prefix: None,
         };
         VirtualLibrary::create(dir.path(), cfg).unwrap();
         let text = std::fs::read_to_string(dir.path().join("library.json")).unwrap();

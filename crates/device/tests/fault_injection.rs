@@ -24,6 +24,7 @@ fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
             clock: None,
             scale: None,
             cleaning: 0,
+            prefix: None,
         },
     )
     .unwrap()
@@ -42,6 +43,7 @@ fn with_cleaning_cartridge(dir: &Path, drives: usize, slots: usize) -> VirtualLi
             clock: None,
             scale: None,
             cleaning: 1,
+            prefix: None,
         },
     )
     .unwrap()

@@ -17,6 +17,7 @@ fn virtual_library(dir: &std::path::Path, model: Option<&str>) -> VirtualLibrary
             clock: None,
             scale: None,
             cleaning: 0,
+            prefix: None,
         },
     )
     .unwrap()

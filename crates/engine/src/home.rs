@@ -225,6 +225,7 @@ impl Home {
                     clock: None,
                     scale: None,
                     cleaning: 0,
+                    prefix: None,
                 },
             )?;
         }
@@ -334,7 +335,12 @@ impl Home {
         if force {
             return Ok(());
         }
+        let own = self.site_barcodes();
         for v in self.catalog.volumes()? {
+            if own.as_ref().is_some_and(|b| !b.contains(&v.barcode)) {
+                // Another server's cartridge, in its own library.
+                continue;
+            }
             if self.catalog.jobs_on_volume(v.id)? > 0 {
                 return Err(HomeError::HoldsJobs {
                     barcode: v.barcode,
@@ -344,6 +350,20 @@ impl Home {
             }
         }
         Ok(())
+    }
+
+    /// On a catalog several homes share (one that works for a host), the
+    /// barcodes of this home's library: the volumes it may forget or replace
+    /// are among them. None on a home's own catalog, where every volume is its.
+    pub fn site_barcodes(&self) -> Option<Vec<String>> {
+        if self.catalog.host().is_empty() {
+            return None;
+        }
+        let barcodes = (self.library().ok())
+            .and_then(|mut l| l.inventory().ok())
+            .map(|i| i.barcodes())
+            .unwrap_or_default();
+        Some(barcodes)
     }
 
     /// Attaches a library of SCSI devices to the home, in place of the current

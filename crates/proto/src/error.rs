@@ -24,6 +24,9 @@ pub enum ServerError {
     /// A limit of nothing.
     #[error("limits: max_connections, max_requests and max_streams take a number from 1, timeout_seconds one from 1 to 86400, max_header_bytes one from 64")]
     BadLimits,
+    /// A heartbeat timeout of nothing.
+    #[error("site: heartbeat_timeout_seconds takes a number from 1 to 86400")]
+    BadSite,
     /// A queue limit of nothing.
     #[error("queue: max_jobs_per_client, max_jobs_per_drive and spool_bytes take a number from 1, start_rate_mb_s one from 0")]
     BadQueue,

@@ -7,6 +7,7 @@
 //!   wire. `base`: a base's tree, a row a line.
 //! - `jobs`, `ls`, `report`, `library`, `health`, `fmt`: the documents the commands
 //!   print with `--json` and the server answers with, made from a catalog.
+//! - `site`: what a server of a site tells its clients of the others.
 //! - `body`: HTTP bodies between hyper's tasks and the threads that make or
 //!   read them.
 //! - `tls`: the server's certificate and its fingerprint, and the client's
@@ -30,6 +31,7 @@ pub mod library;
 pub mod ls;
 pub mod report;
 pub mod restore;
+pub mod site;
 pub mod tls;
 pub mod verify;
 

@@ -172,6 +172,7 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
     let result = match segments.as_slice() {
         ["", "api", "jobs"] => list_jobs(cat, &token),
         ["", "api", "queue"] => Ok(queue_doc(shared, &token)),
+        ["", "api", "site"] => Ok(super::site::doc(shared, cat, &token)),
         ["", "api", "status"] => super::status::answer(shared, cat, &token),
         ["", "api", "jobs", id, "report.svg"] => super::status::report_svg(cat, &token, id),
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),

@@ -181,8 +181,21 @@ pub fn begin(shared: &Arc<Shared>, client: &str, body: &[u8]) -> Answer {
     if let Err(a) = owned_set(shared, client, &doc) {
         return a;
     }
-    let (deletions_tx, deletions_rx) = sync_channel(1);
+    if shared.site.is_some() {
+        return super::site::begin(shared, client, (&doc, body));
+    }
     let backup = shared.queue.add(client, &doc.name, "client");
+    enter(shared, client, doc, backup)
+}
+
+/// Job `doc` of `client` joins the server's queue as backup `backup` (a number
+/// [`super::queue::Queue::add`] gave, or the site's ticket's), and waits for a
+/// place.
+pub fn enter(shared: &Arc<Shared>, client: &str, doc: Begin, backup: u64) -> Answer {
+    if shared.queue.counters(backup).is_none() {
+        shared.queue.add_as(backup, client, &doc.name, "client");
+    }
+    let (deletions_tx, deletions_rx) = sync_channel(1);
     let job = Job {
         client: client.to_string(),
         tag: random_tag(),
@@ -356,11 +369,12 @@ fn forget_old(shared: &Shared) {
     (shared.backups.lock()).retain(|_, j| j.ended.is_none_or(|t| t.elapsed() < KEEP_OUTCOME));
 }
 
-/// `POST /api/backups/ID/admit` by `client`: asks again for a place.
+/// `POST /api/backups/ID/admit` by `client`: asks again for a place. On a
+/// site, a backup this server does not hold is looked for in the site's queue.
 pub fn admit(shared: &Arc<Shared>, client: &str, id: &str) -> Answer {
     match mine(shared, client, id) {
         Ok(b) => admit_or_wait(shared, b),
-        Err(a) => a,
+        Err(a) => super::site::admit(shared, client, id).unwrap_or(a),
     }
 }
 
@@ -542,6 +556,7 @@ fn let_in(shared: &Arc<Shared>, backup: u64) -> Result<(), Answer> {
     job.spools = (started.inlets.into_iter())
         .map(|i| (i.stream, Arc::new(StreamInlet::new(i, counters.clone()))))
         .collect();
+    super::site::job_begun(shared, backup, started.job_id);
     job.staging = Some((started.job_id, started.stop));
     job.grant = Some(started.grant);
     job.choice = Some(choice);
@@ -930,6 +945,7 @@ pub fn ended(shared: &Shared, backup: u64, outcome: Outcome) {
         j.outcome = Some(outcome);
         j.ended = Some(Instant::now());
     }
+    super::site::ended(shared, backup, why.as_deref());
     shared.queue.ended(backup, why);
     shared.backups.changed.notify_all();
 }

@@ -34,6 +34,40 @@ pub struct File {
     /// The key files the server holds (`[[encryption_key]]`).
     #[serde(default)]
     pub encryption_key: Vec<KeyEntry>,
+    /// The server among others on one catalog (`[site]`).
+    #[serde(default)]
+    pub site: FileSite,
+}
+
+/// `[site]` as written: how the server stands among the servers that share its
+/// catalog (a PostgreSQL catalog; a home on SQLite is a site of one).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSite {
+    /// The URL clients and the other servers reach this one at (default:
+    /// `https://` and the address listened on).
+    pub url: Option<String>,
+    /// Seconds without a heartbeat after which a server is taken for dead
+    /// (default 60).
+    pub heartbeat_timeout_seconds: Option<u64>,
+}
+
+/// The site's settings in force.
+#[derive(Debug, Clone)]
+pub struct SiteSettings {
+    /// The URL to tell; none: the address listened on.
+    pub url: Option<String>,
+    /// How long a silent server is waited for before it is taken for dead.
+    pub timeout: Duration,
+}
+
+impl Default for SiteSettings {
+    fn default() -> Self {
+        SiteSettings {
+            url: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// An `[[encryption_key]]`: a key file the server unlocks at its start.
@@ -208,6 +242,8 @@ pub struct Config {
     pub schedules: Vec<Schedule>,
     /// The key files to unlock.
     pub keys: Vec<KeyEntry>,
+    /// The site.
+    pub site: SiteSettings,
 }
 
 impl File {
@@ -276,7 +312,16 @@ impl File {
         {
             return Err(ServerError::BadQueue);
         }
+        let site = SiteSettings {
+            url: flags.site.url.or(self.site.url),
+            timeout: (self.site.heartbeat_timeout_seconds)
+                .map_or(SiteSettings::default().timeout, Duration::from_secs),
+        };
+        if !(1..=MAX_TIMEOUT_SECONDS).contains(&site.timeout.as_secs()) {
+            return Err(ServerError::BadSite);
+        }
         Ok(Config {
+            site,
             queue,
             schedules: self.schedule,
             keys: self.encryption_key,

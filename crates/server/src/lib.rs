@@ -49,6 +49,7 @@ mod queue;
 mod restores;
 mod schedule;
 mod serve;
+mod site;
 mod status;
 mod verifies;
 mod writer;
@@ -97,16 +98,22 @@ impl Server {
     pub fn start(home: &Path, config: config::Config) -> Result<Server, StartError> {
         let keys = keys::Keys::unlock(&config.keys)?;
         let dir: PathBuf = home.to_path_buf();
-        let (site, unfinished) = {
+        let (site, unfinished, shared_catalog, barcodes) = {
             let home = Home::open(&dir)?;
             default_stage(&home, &config.queue)?;
             let mut lib = home.library()?;
+            let inventory = lib.inventory().ok();
             let site = serve::Site {
-                drives: lib.inventory().map_or(1, |i| i.drives.len()),
+                drives: inventory.as_ref().map_or(1, |i| i.drives.len()),
                 lowest_mb_s: lib.lowest_speed_mb_s(),
             };
             name_cut_streams(&home)?;
-            (site, tapeloom_engine::unfinished_staged_jobs(&home)?)
+            (
+                site,
+                tapeloom_engine::unfinished_staged_jobs(&home)?,
+                home.catalog.dialect() == tapeloom_catalog::db::Dialect::Postgres,
+                inventory.map(|i| i.barcodes()).unwrap_or_default(),
+            )
         };
         let identity = match &config.cert {
             Some((cert, key)) => tls::load(cert, key)?,
@@ -122,11 +129,28 @@ impl Server {
             what: "read the address listened on".into(),
             source,
         })?;
-        let mut shared = serve::Shared::new(dir, (config.limits, config.queue), tls, &site);
+        let mut shared = serve::Shared::new(dir.clone(), (config.limits, config.queue), tls, &site);
         shared.keys = keys;
         shared.queue = queue::Queue::new(shared.metrics.jobs());
+        if shared_catalog {
+            // A PostgreSQL catalog may be shared: the server joins its site.
+            let url = (config.site.url.clone()).unwrap_or_else(|| format!("https://{addr}"));
+            shared.site = Some(site::Site::new(
+                tapeloom_engine::home_name(&dir)?,
+                (url, fingerprint.clone()),
+                config.site.timeout,
+                barcodes,
+            ));
+            shared.queue = queue::Queue::numbered_from(shared.metrics.jobs(), site::OWN_NUMBERS);
+        }
         let shared = Arc::new(shared);
         writer::recover(&shared, unfinished);
+        if let Some(s) = &shared.site {
+            site::start(&shared, s, site.drives).map_err(|why| ServerError::Io {
+                what: "join the site".into(),
+                source: std::io::Error::other(why),
+            })?;
+        }
         writer::start(shared.clone()).map_err(|source| ServerError::Io {
             what: "start the drives' thread".into(),
             source,

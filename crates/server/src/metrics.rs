@@ -23,7 +23,7 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::PoisonError;
-use tapeloom_catalog::{Catalog, JobState, VolumeState};
+use tapeloom_catalog::{Catalog, JobState, TicketState, VolumeState};
 use tapeloom_engine::{Latest, Progress, Series};
 use tapeloom_proto::backup::State;
 
@@ -447,7 +447,53 @@ fn catalog_levels(cat: &Catalog) -> tapeloom_catalog::Result<Registry> {
         "Bytes of chunk files tapeloom may keep on a stage (its limit)",
         capacity,
     );
+    site_levels(cat, &mut r)?;
     Ok(r)
+}
+
+/// On a site's catalog (one servers registered in): the site's queue by state,
+/// and its servers by state.
+fn site_levels(cat: &Catalog, r: &mut Registry) -> tapeloom_catalog::Result<()> {
+    let servers = cat.servers()?;
+    if servers.is_empty() {
+        return Ok(());
+    }
+    let queue: Family<StateLabel, Gauge> = Family::default();
+    for s in [
+        TicketState::Queued,
+        TicketState::Claimed,
+        TicketState::Begun,
+    ] {
+        declare(&queue, StateLabel { state: s.name() });
+    }
+    for (s, n) in cat.queue_counts()? {
+        queue
+            .get_or_create(&StateLabel { state: s.name() })
+            .set(n as i64);
+    }
+    let up: Family<StateLabel, Gauge> = Family::default();
+    for state in ["up", "dead", "stopped"] {
+        declare(&up, StateLabel { state });
+    }
+    for s in &servers {
+        let state = match s.state.as_str() {
+            "up" => "up",
+            "dead" => "dead",
+            _ => "stopped",
+        };
+        up.get_or_create(&StateLabel { state }).inc();
+    }
+    r.register(
+        "tapeloom_site_queue_jobs",
+        "Backups of the site's queue not ended, by state: queued, claimed by a server, begun",
+        queue,
+    );
+    r.register(
+        "tapeloom_site_servers",
+        "Servers of the site, by what the catalog says of them: up, dead (taken for dead), stopped",
+        up,
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -139,9 +139,26 @@ impl Queue {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A queue that counts its jobs into `metrics` and numbers them from
+    /// `first` on.
+    pub fn numbered_from(metrics: Jobs, first: u64) -> Self {
+        Queue {
+            metrics,
+            next: AtomicU64::new(first.saturating_sub(1)),
+            ..Queue::default()
+        }
+    }
+
     /// Adds a request of `client` for job `name`; its number.
     pub fn add(&self, client: &str, name: &str, origin: &str) -> u64 {
         let backup = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.add_as(backup, client, name, origin);
+        backup
+    }
+
+    /// Adds a request of `client` for job `name` as number `backup` (a site's
+    /// ticket's).
+    pub fn add_as(&self, backup: u64, client: &str, name: &str, origin: &str) {
         let queued_at = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -174,7 +191,6 @@ impl Queue {
         let mut inner = self.lock();
         inner.live.insert(backup, item);
         self.metrics.moved(None, Some(State::Waiting));
-        backup
     }
 
     /// The byte counters of entry `backup`.

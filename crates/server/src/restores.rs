@@ -56,6 +56,9 @@ pub fn serve(
     let Some((id, key)) = visible(cat, &token, id) else {
         return Served::Refused(Answer::error(404, &format!("no job {id}")));
     };
+    if let Some(a) = super::site::route_read(shared, cat, id) {
+        return Served::Refused(a);
+    }
     let opts = asked_paths(req);
     let mut home = match Home::open(&shared.home) {
         Ok(h) => h,

@@ -66,6 +66,8 @@ pub struct Shared {
     pub verifies: super::verifies::Verifies,
     /// The key files' master keys the server holds.
     pub keys: super::keys::Keys,
+    /// The server among the others of its site, when its catalog is shared.
+    pub site: Option<super::site::Site>,
 }
 
 /// What the server knows of its library when it starts.
@@ -107,6 +109,7 @@ impl Shared {
             status: Default::default(),
             verifies: Default::default(),
             keys: Default::default(),
+            site: None,
         }
     }
 }
@@ -160,6 +163,13 @@ pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result
         let signal = stop.await;
         tracing::info!("{signal}: the server stops taking jobs and drains");
         shared.draining.store(true, Ordering::Release);
+        if let Some(site) = &shared.site {
+            // Its claims go back to the site's queue, for the other servers.
+            match Home::open_catalog_unlocked(&shared.home) {
+                Ok(cat) => site.stop(&cat),
+                Err(e) => tracing::warn!("site: open the catalog: {e}"),
+            }
+        }
         backups::stop_admitting(&shared);
         drain(&shared).await;
         accepting.abort();

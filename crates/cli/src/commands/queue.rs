@@ -1,6 +1,6 @@
 //! `tapeloom queue --server URL`: a server's jobs waiting, receiving from their
 //! clients and writing, then the last ones that ended (a client's token sees its
-//! own).
+//! own); on a site of several servers, the site's servers and its queue too.
 
 use super::Context;
 use crate::net::Remote;
@@ -31,6 +31,10 @@ pub struct Queue {
     spool_bytes: u64,
     queue: Vec<Entry>,
     recent: Vec<Entry>,
+    /// The site's servers and queue, when the server is one of several
+    /// (`GET /api/site`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    site: Option<tapeloom_proto::site::SiteDoc>,
 }
 
 /// One job of the queue.
@@ -52,7 +56,12 @@ struct Entry {
 
 pub fn run(a: Args, _ctx: &Context) -> Result<Queue> {
     match a.remote.resolve()? {
-        Some(server) => Ok(server.get_json("/api/queue")?),
+        Some(server) => {
+            let mut q: Queue = server.get_json("/api/queue")?;
+            // A server alone answers 404; an older one too.
+            q.site = server.get_json("/api/site").ok();
+            Ok(q)
+        }
         None => Err(tapeloom_proto::ServerError::NoServer("queue").into()),
     }
 }
@@ -102,5 +111,41 @@ impl Output for Queue {
                 outln!("{}", e.line());
             }
         }
+        if let Some(site) = &self.site {
+            print_site(site);
+        }
+    }
+}
+
+/// The site's servers and its queue, for people.
+fn print_site(site: &tapeloom_proto::site::SiteDoc) {
+    outln!("site (answered by {}):", escape_controls(&site.me));
+    for s in &site.servers {
+        let line = format!(
+            "  server {:<12} {:<28} {}",
+            s.name,
+            s.url,
+            if s.alive {
+                "up".to_string()
+            } else {
+                format!("down (silent {} s)", s.silent_s)
+            }
+        );
+        outln!("{}", escape_controls(&line));
+    }
+    if site.queue.is_empty() {
+        outln!("  no backup waits in the site's queue");
+    }
+    for t in &site.queue {
+        let line = format!(
+            "  {:>5}  {:<8} {:<12} {:<20} {}{}",
+            t.backup,
+            t.state,
+            t.client,
+            t.name,
+            t.server.as_deref().unwrap_or("-"),
+            t.job.map_or(String::new(), |j| format!("  job {j}")),
+        );
+        outln!("{}", escape_controls(&line));
     }
 }

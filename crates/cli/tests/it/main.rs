@@ -54,6 +54,7 @@ mod server_kill;
 mod server_limits;
 mod server_resume;
 mod server_stop;
+mod site;
 mod stage;
 mod status_page;
 mod tape_alerts;

@@ -45,6 +45,19 @@ pub struct Args {
         value_parser = crate::commands::usize_in(..=MAX_CLEANING as u64)
     )]
     cleaning: usize,
+    /// The first two characters of the cartridges' barcodes (capital letters or
+    /// digits; default TL): each library of servers that share a catalog needs
+    /// its own.
+    #[arg(long, value_parser = prefix)]
+    prefix: Option<String>,
+}
+
+fn prefix(s: &str) -> std::result::Result<String, String> {
+    if tapeloom_device::valid_prefix(s) {
+        Ok(s.to_string())
+    } else {
+        Err("a barcode prefix is two capital letters or digits (not CL)".into())
+    }
 }
 
 /// The new library's layout and cartridges.
@@ -63,6 +76,7 @@ pub struct Created {
 }
 
 pub fn run(a: Args, home: &Home) -> Result<Created> {
+    let before = home.site_barcodes();
     let lib = home.create_library(LibraryConfig {
         drives: a.drives,
         slots: a.slots,
@@ -71,8 +85,18 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         clock: a.clock.map(Into::into),
         scale: a.scale,
         cleaning: a.cleaning,
+        prefix: a.prefix.clone(),
     })?;
-    home.catalog.forget_unused_volumes()?;
+    match before {
+        // On a shared catalog, only this library's old and new cartridges.
+        Some(mut own) => {
+            own.extend(lib.all_barcodes());
+            home.catalog.forget_unused_volumes_among(&own)?;
+        }
+        None => {
+            home.catalog.forget_unused_volumes()?;
+        }
+    }
     Ok(Created {
         drives: a.drives,
         slots: a.slots,
