@@ -80,6 +80,9 @@ pub enum DbError {
     /// A query that must return a row returned none.
     #[error("the query returned no rows")]
     NoRows,
+    /// TLS to PostgreSQL could not be set up (its root certificates).
+    #[error("{0}")]
+    Tls(String),
     /// A column's value is not of the type asked for.
     #[error("column {column}: {why}")]
     Conversion {
@@ -456,6 +459,8 @@ pub enum Dialect {
 struct Pg {
     client: postgres::Client,
     config: postgres::Config,
+    /// TLS, as the URL's `sslmode` asks (`crate::tls`).
+    tls: crate::tls::Connector,
     prepared: HashMap<String, postgres::Statement>,
 }
 
@@ -478,7 +483,7 @@ impl Pg {
     }
 
     fn reconnect(&mut self) -> Result<()> {
-        self.client = self.config.connect(postgres::NoTls)?;
+        self.client = self.config.connect(self.tls.clone())?;
         self.prepared.clear();
         Ok(())
     }
@@ -531,11 +536,16 @@ impl Conn {
 
     /// A connection to PostgreSQL through `client`, made with `config` (with
     /// which it connects again when the connection is lost).
-    pub fn postgres(client: postgres::Client, config: postgres::Config) -> Self {
+    pub fn postgres(
+        client: postgres::Client,
+        config: postgres::Config,
+        tls: crate::tls::Connector,
+    ) -> Self {
         Conn {
             backend: Backend::Postgres(Box::new(RefCell::new(Pg {
                 client,
                 config,
+                tls,
                 prepared: HashMap::new(),
             }))),
             depth: RefCell::new(0),

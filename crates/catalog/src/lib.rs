@@ -32,6 +32,7 @@ mod sets;
 mod site;
 mod stages;
 mod state;
+mod tls;
 mod tokens;
 mod volumes;
 
@@ -110,11 +111,12 @@ impl Catalog {
                 config.password(p);
             }
         }
+        let tls = tls::connector().map_err(|why| fail(db::DbError::Tls(why)))?;
         let client = config
-            .connect(postgres::NoTls)
+            .connect(tls.clone())
             .map_err(|e| fail(db::DbError::from(e)))?;
         let mut c = Catalog {
-            conn: Conn::postgres(client, config),
+            conn: Conn::postgres(client, config, tls),
             host: String::new(),
         };
         c.migrate()?;
@@ -240,6 +242,39 @@ mod tests {
         }
         ON_POSTGRES.with(|b| b.set(true));
         body();
+    }
+
+    #[test]
+    fn postgresql_is_reached_over_tls_when_the_url_requires_it() {
+        use tapeloom_device::testkit::{need::need, postgres};
+        if !need(postgres::server().map(|_| ())) {
+            return;
+        }
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        let server =
+            postgres::Server::start_with_tls(&made.cert.pem(), &made.key_pair.serialize_pem())
+                .unwrap();
+        let url = format!("{}?sslmode=require", server.database().unwrap());
+        let c = Catalog::connect(&url).unwrap();
+        let ssl: bool = c
+            .conn
+            .query_row(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                params![],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(ssl, "the connection is encrypted");
+        assert_eq!(c.begin_job(1, "j", 1, 4096, &[]).unwrap(), 1);
+        // A server that does not offer TLS is refused when the URL requires it.
+        let plain = postgres::server().unwrap().database().unwrap();
+        let refused = Catalog::connect(&format!("{plain}?sslmode=require"));
+        assert!(
+            matches!(refused, Err(CatalogError::Connect { .. })),
+            "{:?}",
+            refused.err()
+        );
+        server.stop().unwrap();
     }
 
     /// A test run twice, as `NAME::sqlite` and `NAME::postgres`: the catalog's

@@ -517,9 +517,20 @@ fn job_barcodes(cat: &Catalog, job: i64) -> tapeloom_catalog::Result<Vec<String>
 
 /// `GET /api/site`: the servers, and the site's queue as `token` may see it.
 pub fn doc(shared: &Shared, cat: &Catalog, token: &Token) -> Answer {
-    let Some(site) = shared.site.as_ref() else {
-        return Answer::error(404, "this server is alone: its catalog is not a site's");
-    };
+    match view(shared, cat, token) {
+        None => Answer::error(404, "this server is alone: its catalog is not a site's"),
+        Some(Ok(d)) => Answer::json(&d),
+        Some(Err(e)) => Answer::error(503, &format!("the site cannot be read: {e}")),
+    }
+}
+
+/// The site as `token` may see it; none when the server is alone.
+pub fn view(
+    shared: &Shared,
+    cat: &Catalog,
+    token: &Token,
+) -> Option<tapeloom_catalog::Result<SiteDoc>> {
+    let site = shared.site.as_ref()?;
     let read = || -> tapeloom_catalog::Result<SiteDoc> {
         Ok(SiteDoc {
             me: site.name.clone(),
@@ -539,8 +550,5 @@ pub fn doc(shared: &Shared, cat: &Catalog, token: &Token) -> Answer {
                 .collect(),
         })
     };
-    match read() {
-        Ok(d) => Answer::json(&d),
-        Err(e) => Answer::error(503, &format!("the site cannot be read: {e}")),
-    }
+    Some(read())
 }

@@ -37,6 +37,9 @@ pub struct Status {
     pub recent: Vec<Entry>,
     /// The catalog's last jobs, as `jobs --json` lists them, oldest first.
     pub jobs: jobs::Jobs,
+    /// The site's servers and queue, when the server is one of several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<tapeloom_proto::site::SiteDoc>,
 }
 
 /// The library as its inventory says, or why it could not be looked at.
@@ -193,6 +196,9 @@ pub fn answer(shared: &Shared, cat: &Catalog, token: &Token) -> Result<Answer, E
         recent: shared.queue.recent().into_iter().filter(mine).collect(),
         jobs: jobs::list(cat, |j| may_see(token, j.client.as_deref()))?.last(LAST_JOBS),
         running,
+        site: super::site::view(shared, cat, token)
+            .transpose()
+            .map_err(Error::from)?,
     };
     Ok(Answer::json(&doc))
 }

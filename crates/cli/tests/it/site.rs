@@ -66,6 +66,16 @@ fn a_sites_servers_claim_backups_and_send_reads_to_the_library_holding_the_tapes
         assert!(servers.iter().all(|s| s["alive"] == true), "{q}");
     }
 
+    // The status page's document shows the site too.
+    let (status, page) = get(&other.addr, "/api/status", Some(&admin));
+    assert_eq!(status, 200, "{page}");
+    let page: serde_json::Value = serde_json::from_str(&page).unwrap();
+    assert_eq!(
+        page["site"]["servers"].as_array().unwrap().len(),
+        2,
+        "{page}"
+    );
+
     // A restore and a verify asked of the other server are sent on.
     let out = t.path().join("out");
     let (code, _, err) = other.client(&alice, &["restore", &job, "--to", p(&out)]);

@@ -23,6 +23,8 @@ pub struct Server {
     /// Its folder (data, socket, log).
     pub dir: PathBuf,
     bin: PathBuf,
+    /// Options it was started with besides the common ones (its TLS).
+    extra: String,
 }
 
 /// Where PostgreSQL's server programs are: beside `initdb` on PATH, or in the
@@ -92,14 +94,43 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("a free port: {e}"))
 }
 
+/// Writes the certificate and key a server offers TLS with into `dir` (the key
+/// readable by its owner only, the postgres user when run as root); the options
+/// that name them.
+fn write_tls(dir: &std::path::Path, cert: &str, key: &str) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let (c, k) = (dir.join("server.crt"), dir.join("server.key"));
+    for (path, text) in [(&c, cert), (&k, key)] {
+        std::fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("set the mode of {}: {e}", path.display()))?;
+        if is_root() {
+            let mut ch = Command::new("chown");
+            ch.arg("postgres:postgres").arg(path);
+            run(ch, "give the certificate to the postgres user")?;
+        }
+    }
+    Ok(format!(
+        " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+        c.display(),
+        k.display()
+    ))
+}
+
 impl Server {
     /// A server of its own, for a test that stops and starts it (the shared one
     /// of [`server`] is not to be stopped: other tests use it).
     pub fn start_new() -> Result<Server, String> {
-        Server::start()
+        Server::start(None)
     }
 
-    fn start() -> Result<Server, String> {
+    /// A server of its own that offers TLS with the certificate and key given
+    /// (PEM).
+    pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> Result<Server, String> {
+        Server::start(Some((cert_pem, key_pem)))
+    }
+
+    fn start(tls: Option<(&str, &str)>) -> Result<Server, String> {
         static STARTED: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir()?;
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
@@ -126,10 +157,14 @@ impl Server {
             "--no-sync",
         ]);
         run(init, "initdb")?;
+        let extra = match tls {
+            Some((cert, key)) => write_tls(&dir, cert, key)?,
+            None => String::new(),
+        };
         let port = free_port()?;
         let opts = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+             -c synchronous_commit=off -c full_page_writes=off -c max_connections=200{extra}",
             dir.display()
         );
         let mut start = as_owner(&bin.join("pg_ctl"));
@@ -140,7 +175,12 @@ impl Server {
             .arg(dir.join("log"))
             .args(["-o", &opts, "-w", "start"]);
         run(start, "pg_ctl start")?;
-        let server = Server { port, dir, bin };
+        let server = Server {
+            port,
+            dir,
+            bin,
+            extra,
+        };
         server.watch()?;
         Ok(server)
     }
@@ -218,9 +258,10 @@ impl Server {
     pub fn restart(&self) -> Result<(), String> {
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+             -c synchronous_commit=off -c full_page_writes=off -c max_connections=200{}",
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            self.extra
         );
         let mut c = as_owner(&self.bin.join("pg_ctl"));
         c.arg("-D")
@@ -237,7 +278,7 @@ impl Server {
 pub fn server() -> Result<&'static Server, String> {
     static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
     SERVER
-        .get_or_init(Server::start)
+        .get_or_init(|| Server::start(None))
         .as_ref()
         .map_err(Clone::clone)
 }
