@@ -81,8 +81,8 @@ pub enum DbError {
     #[error("the query returned no rows")]
     NoRows,
     /// TLS to PostgreSQL could not be set up (its root certificates).
-    #[error("{0}")]
-    Tls(String),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// A column's value is not of the type asked for.
     #[error("column {column}: {why}")]
     Conversion {

@@ -32,7 +32,7 @@ mod sets;
 mod site;
 mod stages;
 mod state;
-mod tls;
+pub mod tls;
 mod tokens;
 mod volumes;
 
@@ -111,7 +111,7 @@ impl Catalog {
                 config.password(p);
             }
         }
-        let tls = tls::connector().map_err(|why| fail(db::DbError::Tls(why)))?;
+        let tls = tls::connector().map_err(|e| fail(db::DbError::Tls(e)))?;
         let client = config
             .connect(tls.clone())
             .map_err(|e| fail(db::DbError::from(e)))?;

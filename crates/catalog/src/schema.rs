@@ -752,4 +752,46 @@ mod tests {
             )
         );
     }
+    #[test]
+    fn a_postgresql_catalog_of_version_16_is_migrated_to_the_site_tables() {
+        use tapeloom_device::testkit::{need::need, postgres as pg};
+        if !need(pg::server().map(|_| ())) {
+            return;
+        }
+        let url = pg::server().unwrap().database().unwrap();
+        {
+            // The catalog as the first PostgreSQL tapeloom made it, with a stage.
+            let config: postgres::Config = url.parse().unwrap();
+            let mut client = config.connect(postgres::NoTls).unwrap();
+            client.batch_execute(POSTGRES_SCHEMA).unwrap();
+            client
+                .batch_execute(
+                    "CREATE TABLE schema_version (version BIGINT NOT NULL); \
+                     INSERT INTO schema_version VALUES (16); \
+                     INSERT INTO stages (path, size_limit, added_ns) VALUES ('/s', 1, 1);",
+                )
+                .unwrap();
+        }
+        let mut c = Catalog::connect(&url).unwrap();
+        let known = POSTGRES_SCHEMA_VERSION + POSTGRES_MIGRATIONS.len() as i64;
+        assert_eq!(c.schema_version().unwrap(), known);
+        assert_eq!(
+            known,
+            MIGRATIONS.len() as i64,
+            "both databases at one version"
+        );
+        // The old stage is the home's own (host ''); another host may add the
+        // same path, and the site's tables are there.
+        assert_eq!(c.stages().unwrap().len(), 1);
+        c.set_host("b");
+        c.add_stage(std::path::Path::new("/s"), 1, 2).unwrap();
+        assert_eq!(c.stages().unwrap().len(), 1);
+        c.register_server("b", "https://127.0.0.1:1", "ff", "{}")
+            .unwrap();
+        assert_eq!(c.servers().unwrap().len(), 1);
+        drop(c);
+        // Opened again, it is not migrated twice.
+        let c = Catalog::connect(&url).unwrap();
+        assert_eq!(c.schema_version().unwrap(), known);
+    }
 }

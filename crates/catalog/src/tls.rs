@@ -19,24 +19,53 @@ use std::sync::Arc;
 /// What connects to PostgreSQL with TLS when the URL asks for it.
 pub(crate) type Connector = tokio_postgres_rustls::MakeRustlsConnect;
 
-/// The connector for PostgreSQL's connections; an error says in one line why
-/// the root certificates could not be read.
-pub(crate) fn connector() -> Result<Connector, String> {
+/// Why TLS to PostgreSQL could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// rustls refused its own configuration.
+    #[error("TLS: {0}")]
+    Config(#[source] rustls::Error),
+    /// The root certificates' file could not be read as PEM.
+    #[error("read the root certificates {path}: {source}")]
+    Roots {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A certificate of that file is not a root rustls takes.
+    #[error("a root certificate of {path}: {source}")]
+    Root {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        #[source]
+        source: rustls::Error,
+    },
+}
+
+/// The connector for PostgreSQL's connections.
+pub(crate) fn connector() -> Result<Connector, TlsError> {
     let provider = Arc::new(ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(TlsError::Config)?;
     let config = match root_file() {
         Some(path) => {
             let mut roots = rustls::RootCertStore::empty();
             let certs = CertificateDer::pem_file_iter(&path)
                 .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("read the root certificates {}: {e}", path.display()))?;
+                .map_err(|source| TlsError::Roots {
+                    path: path.clone(),
+                    source,
+                })?;
             for c in certs {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("a root certificate of {}: {e}", path.display()))?;
+                roots.add(c).map_err(|source| TlsError::Root {
+                    path: path.clone(),
+                    source,
+                })?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }

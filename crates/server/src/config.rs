@@ -367,6 +367,28 @@ mod tests {
     }
 
     #[test]
+    fn the_site_keys_parse_and_a_timeout_of_nothing_is_refused() {
+        let c = File::parse(
+            "[site]\nurl = \"https://b.example.org:8407\"\nheartbeat_timeout_seconds = 5\n",
+        )
+        .unwrap()
+        .resolve(File::default())
+        .unwrap();
+        assert_eq!(c.site.url.as_deref(), Some("https://b.example.org:8407"));
+        assert_eq!(c.site.timeout, Duration::from_secs(5));
+        let d = File::default().resolve(File::default()).unwrap();
+        assert_eq!(
+            (d.site.url, d.site.timeout),
+            (None, Duration::from_secs(60))
+        );
+        let zero = File::parse("[site]\nheartbeat_timeout_seconds = 0\n").unwrap();
+        assert!(matches!(
+            zero.resolve(File::default()),
+            Err(ServerError::BadSite)
+        ));
+    }
+
+    #[test]
     fn encryption_keys_parse() {
         let c = File::parse(
             "[[encryption_key]]\nfile = \"/k1\"\npassphrase_file = \"/p1\"\n\
