@@ -82,7 +82,7 @@ pub enum DbError {
     NoRows,
     /// TLS to PostgreSQL could not be set up (its root certificates).
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(Box<crate::tls::TlsError>),
     /// A column's value is not of the type asked for.
     #[error("column {column}: {why}")]
     Conversion {

@@ -111,7 +111,7 @@ impl Catalog {
                 config.password(p);
             }
         }
-        let tls = tls::connector().map_err(|e| fail(db::DbError::Tls(e)))?;
+        let tls = tls::connector().map_err(|e| fail(db::DbError::Tls(Box::new(e))))?;
         let client = config
             .connect(tls.clone())
             .map_err(|e| fail(db::DbError::from(e)))?;
