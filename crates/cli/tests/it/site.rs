@@ -121,11 +121,16 @@ fn a_sites_servers_claim_backups_and_send_reads_to_the_library_holding_the_tapes
     assert_eq!(doc["status"], "ok", "{doc}");
     let v2 = doc["volumes"][0].as_str().unwrap();
     assert!(!v2.starts_with(&barcode[..2]), "{doc}");
-    let metrics = get(&other.addr, "/metrics", Some(&admin)).1;
-    assert!(
-        metrics.contains("tapeloom_site_servers{state=\"dead\"} 1"),
-        "{metrics}"
-    );
+    // The survivor marks it dead at its next heartbeat after the timeout.
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = get(&other.addr, "/metrics", Some(&admin)).1;
+        if metrics.contains("tapeloom_site_servers{state=\"dead\"} 1") {
+            break;
+        }
+        assert!(Instant::now() < until, "{metrics}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 #[test]
