@@ -344,7 +344,9 @@ fn an_encrypted_backup_killed_on_the_stage_is_finished_by_stage_resume_with_its_
     let stage = s.root.join("stage");
     ok(&s.home, &["stage", "add", p(&stage), "--size", "2M"]);
     let src = s.root.join("many");
-    for f in 0..30u64 {
+    // About 20 MB at 2 MB/s: the job is still on its way when it is killed, even
+    // when this thread is slow to see its first chunk on a loaded machine.
+    for f in 0..90u64 {
         write(
             &src.join(format!("secret-{f:02}")),
             &noise(100 + f, 200_000 + f as usize * 1000),
@@ -374,8 +376,8 @@ fn an_encrypted_backup_killed_on_the_stage_is_finished_by_stage_resume_with_its_
     std::thread::sleep(std::time::Duration::from_millis(900));
     child.kill().unwrap();
     child.wait().unwrap();
-    let (code, _, err) = tl(&s.home, &["stage", "resume"]);
-    assert_eq!(code, 1);
+    let (code, out, err) = tl(&s.home, &["stage", "resume"]);
+    assert_eq!(code, 1, "{out} {err}");
     assert!(
         err.contains(&format!("is encrypted with key {}", s.fingerprint)),
         "{err}"
