@@ -139,14 +139,14 @@ impl Server {
                 tapeloom_engine::home_name(&dir)?,
                 (url, fingerprint.clone()),
                 config.site.timeout,
-                barcodes,
+                (site.drives, barcodes),
             ));
             shared.queue = queue::Queue::numbered_from(shared.metrics.jobs(), site::OWN_NUMBERS);
         }
         let shared = Arc::new(shared);
         writer::recover(&shared, unfinished);
         if let Some(s) = &shared.site {
-            site::start(&shared, s, site.drives).map_err(|why| ServerError::Io {
+            site::start(&shared, s).map_err(|why| ServerError::Io {
                 what: "join the site".into(),
                 source: std::io::Error::other(why),
             })?;

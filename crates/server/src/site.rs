@@ -56,6 +56,8 @@ pub struct Site {
     pub timeout: Duration,
     /// The cartridges of its library when it started.
     barcodes: Vec<String>,
+    /// What its library is, as it registers (a line of JSON).
+    libraries: String,
     /// Tickets it claimed whose clients have not come yet, and since when.
     claimed: Mutex<BTreeMap<u64, Instant>>,
     /// Set when the server stops: it claims no more.
@@ -63,14 +65,21 @@ pub struct Site {
 }
 
 impl Site {
-    /// The server `name` of a site, reached at `url`.
+    /// The server `name` of a site, reached at `url`, its library of `drives`
+    /// drives holding `barcodes`.
     pub fn new(
         name: String,
         (url, fingerprint): (String, String),
         timeout: Duration,
-        barcodes: Vec<String>,
+        (drives, barcodes): (usize, Vec<String>),
     ) -> Self {
+        let libraries = serde_json::json!({
+            "drives": drives,
+            "cartridges": barcodes.len(),
+        })
+        .to_string();
         Site {
+            libraries,
             name,
             url,
             fingerprint,
@@ -99,15 +108,10 @@ impl Site {
 }
 
 /// Registers the server and starts its site thread.
-pub fn start(shared: &Arc<Shared>, site: &Site, drives: usize) -> Result<(), String> {
+pub fn start(shared: &Arc<Shared>, site: &Site) -> Result<(), String> {
     let cat = catalog(shared)?;
-    let libraries = serde_json::json!({
-        "drives": drives,
-        "cartridges": site.barcodes.len(),
-    })
-    .to_string();
     let e = |e: tapeloom_catalog::CatalogError| e.to_string();
-    cat.register_server(&site.name, &site.url, &site.fingerprint, &libraries)
+    cat.register_server(&site.name, &site.url, &site.fingerprint, &site.libraries)
         .map_err(e)?;
     cat.set_server_cartridges(&site.name, &site.barcodes)
         .map_err(e)?;
@@ -179,8 +183,7 @@ fn heartbeat(shared: &Shared, site: &Site, cat: &Catalog) -> tapeloom_catalog::R
         // running jobs were failed, and its claims given back.
         tracing::warn!(server = %site.name, "the site took this server for dead: it registers again");
         site.claimed().clear();
-        let libraries = serde_json::json!({ "cartridges": site.barcodes.len() }).to_string();
-        cat.register_server(&site.name, &site.url, &site.fingerprint, &libraries)?;
+        cat.register_server(&site.name, &site.url, &site.fingerprint, &site.libraries)?;
     }
     for r in cat.reap_dead(&site.name, site.timeout_s())? {
         tracing::warn!(
