@@ -24,6 +24,14 @@ each back up a tree of --size (default 16M) of noise held to --rate (default 4MB
            restore of one of its jobs asked of b fails in one line naming a and
            the cartridges. At the end, one job row per client, `catalog check`
            clean, and every job that ended ok before the kill verifies.
+  split    a job whose cartridges sit in two libraries: server a writes a job of
+           --split-size (default 96M) on cartridges of --split-capacity (default
+           64M), so it spans two; a is stopped, its second cartridge carried to b's
+           library (as a person carries it between two rooms), and both started.
+           The job is restored asked of a and asked of b, and one file of it asked
+           of b: each time both servers read, each its own cartridge, and the
+           restore is identical. A verify asked of b checks every file. With b
+           killed, a restore fails in one line naming b and its cartridge.
 
   python3 bench/site.py
   python3 bench/site.py --clients 8 --size 4M
@@ -61,7 +69,7 @@ def start_server(a, home, config, log_path):
 class Site:
     """Two homes on one catalog, their tokens, and their servers."""
 
-    def __init__(self, a, pg, work, name):
+    def __init__(self, a, pg, work, name, capacity="8G"):
         self.a, self.pg, self.db = a, pg, name
         self.dir = os.path.join(work, name)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -74,7 +82,7 @@ class Site:
             with open(os.path.join(home, "home.toml"), "w") as f:
                 f.write(f'name = "{s}"\ncatalog = "{url}"\n')
             tl(a.bin, home, "library", "create", "--drives", str(a.drives), "--slots", "8",
-               "--capacity", "8G", "--model", "lto3", "--clock", "real", "--scale",
+               "--capacity", capacity, "--model", "lto3", "--clock", "real", "--scale",
                str(a.scale), "--prefix", prefix)
             config = os.path.join(self.dir, s, "server.toml")
             with open(config, "w") as f:
@@ -113,10 +121,11 @@ class Site:
                          "--set", f"c{i}", "--limit-rate", self.a.rate)
         return s, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def restore(self, i, job, via, out):
+    def restore(self, i, job, via, out, *more):
         url, fp = self.urls[via]
         r = subprocess.run(client_cmd(self.a.bin, url, fp, self.tokens[i], "--json", "restore",
-                                      str(job), "--to", out), capture_output=True, text=True)
+                                      str(job), *more, "--to", out), capture_output=True,
+                           text=True)
         return r
 
 
@@ -280,6 +289,103 @@ def case_kill(a, pg, work, srcs):
         site.stop()
 
 
+def carry(barcode, home_from, home_to):
+    """Moves cartridge `barcode` from the virtual library of `home_from` to that of
+    `home_to` (both servers stopped): out of its slot or drive in one, into the
+    place of an unwritten cartridge in the other."""
+    def state(h):
+        return os.path.join(h, "library", "library.json")
+
+    def tapes(h):
+        return os.path.join(h, "library", "tapes")
+    with open(state(home_from)) as f:
+        src = json.load(f)
+    src["slots"] = [None if s == barcode else s for s in src["slots"]]
+    src["drives"] = [None if d and d.get("barcode") == barcode else d for d in src["drives"]]
+    with open(state(home_from), "w") as f:
+        json.dump(src, f)
+    with open(state(home_to)) as f:
+        dst = json.load(f)
+    free = [i for i, s in enumerate(dst["slots"])
+            if s and not os.path.exists(os.path.join(tapes(home_to), f"{s}.data"))]
+    dst["slots"][free[-1]] = barcode
+    with open(state(home_to), "w") as f:
+        json.dump(dst, f)
+    for ext in ("data", "idx"):
+        os.rename(os.path.join(tapes(home_from), f"{barcode}.{ext}"),
+                  os.path.join(tapes(home_to), f"{barcode}.{ext}"))
+
+
+def timed_restore(site, job, via, out, src, *more):
+    t0 = time.monotonic()
+    r = site.restore(0, job, via, out, *more)
+    secs = time.monotonic() - t0
+    doc = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+    same = r.returncode == 0 and trees_equal(src, out)
+    shutil.rmtree(out, ignore_errors=True)
+    said = [line for line in r.stderr.splitlines() if "parts" in line]
+    if not same:
+        log(f"split: restore via {via}: {r.stderr.strip()}")
+    return {"asked_of": via, "exit": r.returncode, "identical": same,
+            "seconds": round(secs, 2), "said": said[:1],
+            "mounts": doc.get("mounts"), "blocks_read": doc.get("blocks_read")}
+
+
+def case_split(a, pg, work, srcs):
+    site = Site(a, pg, work, "split", capacity=a.split_capacity)
+    try:
+        src = os.path.join(site.dir, "src")
+        make_tree(src, 99, int(a.split_size.rstrip("M")) << 20)
+        url, fp = site.urls["a"]
+        r = subprocess.run(client_cmd(a.bin, url, fp, site.tokens[0], "--json", "backup", src,
+                                      "--set", "split"), capture_output=True, text=True)
+        doc = json.loads(r.stdout)
+        job, vols = doc["job_id"], doc["volumes"]
+        log(f"split: job {job} on {vols}")
+        for s in ("a", "b"):
+            site.procs[s].send_signal(signal.SIGTERM)
+            site.procs[s].wait()
+        carry(vols[-1], site.homes["a"], site.homes["b"])
+        for s in ("a", "b"):
+            site.start(s)
+        restores_ = [timed_restore(site, job, via, os.path.join(site.dir, f"out-{via}"), src)
+                     for via in ("a", "b")]
+        # One file: the biggest of the tree, which lies on both cartridges.
+        big = max((os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs),
+                  key=os.path.getsize)
+        rel = os.path.relpath(big, src)
+        one = os.path.join(site.dir, "one")
+        r1 = site.restore(0, job, "b", one, rel)
+        with open(big, "rb") as f1:
+            want = f1.read()
+        got = None
+        if r1.returncode == 0:
+            with open(os.path.join(one, rel), "rb") as f2:
+                got = f2.read()
+        v = subprocess.run(client_cmd(a.bin, *site.urls["b"], site.admin, "--json", "verify",
+                                      str(job)), capture_output=True, text=True)
+        verified = json.loads(v.stdout) if v.returncode == 0 else {"error": v.stderr.strip()}
+        site.procs["b"].send_signal(signal.SIGKILL)
+        site.procs["b"].wait()
+        wait_until("server b taken for dead", 10 * a.heartbeat_timeout + 60,
+                   lambda: psql(pg, site.db, "SELECT state FROM servers WHERE name = 'b'")[0][0] == "dead")
+        r2 = site.restore(0, job, "a", os.path.join(site.dir, "out-down"))
+        lines = r2.stderr.strip().splitlines()
+        return {
+            "job": job,
+            "volumes": vols,
+            "restores": restores_,
+            "one_file": {"path": rel, "bytes": len(want), "exit": r1.returncode,
+                         "identical": got == want},
+            "verify_asked_of_b": {k: verified.get(k) for k in
+                                  ("ok", "files_checked", "blocks_checked", "error")},
+            "with_b_down": {"exit": r2.returncode, "lines": len(lines),
+                            "message": lines[-1] if lines else ""},
+        }
+    finally:
+        site.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
@@ -289,7 +395,9 @@ def main():
     ap.add_argument("--rate", default="4MB")
     ap.add_argument("--scale", type=float, default=0.25)
     ap.add_argument("--heartbeat-timeout", type=int, default=10)
-    ap.add_argument("--cases", default="all,kill")
+    ap.add_argument("--split-size", default="96M")
+    ap.add_argument("--split-capacity", default="64M")
+    ap.add_argument("--cases", default="all,kill,split")
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
     work = a.work or os.path.join(default_work_parent(), "tapeloom-site")
@@ -310,7 +418,7 @@ def main():
     try:
         for case in a.cases.split(","):
             log(f"case {case}")
-            out[case] = {"all": case_all, "kill": case_kill}[case](a, pg, work, srcs)
+            out[case] = {"all": case_all, "kill": case_kill, "split": case_split}[case](a, pg, work, srcs)
     finally:
         pg.stop()
     print(json.dumps(out, indent=2))

@@ -281,6 +281,12 @@ impl Server {
             let mut body = body;
             let text = tapeloom_proto::body::read_to_end(&mut body, MAX_HEAD as u64)
                 .map_err(|e| self.fault(Fault::Io(e), Some(&pinned)))?;
+            if status == tapeloom_proto::site::SPLIT {
+                // The job is read in parts, by several servers: the caller asks each.
+                let split = serde_json::from_slice(&text)
+                    .map_err(|e| ServerError::BadAnswer(format!("a split reading: {e}")))?;
+                return Err(ServerError::Split(Box::new(split)));
+            }
             return Err(refusal(status, &text));
         }
         Ok((body, pinned))

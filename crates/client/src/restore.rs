@@ -9,7 +9,7 @@ use tapeloom_engine::{
     BlockRestore, RestoreOptions, RestoreReport, SetBlockRestore, SetJob, SetSelection, Source,
 };
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
-use tapeloom_proto::frame::Frame;
+use tapeloom_proto::frame::{percent_encode, Frame};
 use tapeloom_proto::restore::{JobNotice, Notice, Trailer};
 
 /// Restores job `job` from `server`: the server reads the blocks, this machine
@@ -29,20 +29,15 @@ pub fn job(
     if !keys.is_empty() {
         query.push("sealed=1".into());
     }
-    let path = match query.is_empty() {
-        true => format!("/api/jobs/{job}/restore"),
-        false => format!("/api/jobs/{job}/restore?{}", query.join("&")),
-    };
     let mut placing = Placing {
         job,
         keys,
         key: None,
         br: None,
     };
-    let trailer =
-        server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| placing.frame(f, opts))?;
-    let t: Trailer = serde_json::from_slice(&trailer)
-        .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
+    let t = job_frames(server, job, &query, |first, f| {
+        placing.frame(f, opts, first)
+    })?;
     let br = placing.take(opts)?;
     let names = (t.streams.iter())
         .map(|(id, n, _)| (*id, n.clone()))
@@ -69,6 +64,85 @@ pub fn job(
     Ok(r)
 }
 
+/// GETs job `job`'s restore with `query` and hands each frame to `each`, with
+/// whether it is of the answer's first part; returns the trailer. A job whose
+/// cartridges sit in several libraries of a site
+/// ([`tapeloom_proto::site::SplitRead`]) is asked part
+/// after part, each of its server with the part's cartridges (`volume=`): the
+/// parts come in the job's volume order, so their blocks are those of one
+/// reading. The trailer then sums the parts' figures, and holds the first
+/// part's error.
+pub(crate) fn job_frames(
+    server: &Server,
+    job: i64,
+    query: &[String],
+    mut each: impl FnMut(bool, Frame) -> Result<()>,
+) -> Result<Trailer> {
+    let path = |q: &[String]| match q.is_empty() {
+        true => format!("/api/jobs/{job}/restore"),
+        false => format!("/api/jobs/{job}/restore?{}", q.join("&")),
+    };
+    let asked = server.get_frames::<anyhow::Error>(&path(query), MAX_BLOCK_SIZE, |f| each(true, f));
+    let split = match asked.map_err(|e| e.downcast::<ServerError>()) {
+        Ok(t) => return trailer(&t),
+        Err(Ok(ServerError::Split(split))) => split,
+        Err(Ok(e)) => return Err(e.into()),
+        Err(Err(e)) => return Err(e),
+    };
+    eprintln!(
+        "tapeloom: {}",
+        tapeloom_engine::escape_controls(&split.reason)
+    );
+    let mut sum: Option<Trailer> = None;
+    for (i, part) in split.parts.iter().enumerate() {
+        server.follow(&part.server)?;
+        let mut q = query.to_vec();
+        q.extend((part.volumes.iter()).map(|v| format!("volume={}", percent_encode(v.as_bytes()))));
+        let got =
+            server.get_frames::<anyhow::Error>(&path(&q), MAX_BLOCK_SIZE, |f| each(i == 0, f))?;
+        let mut t = trailer(&got)?;
+        if let Some(e) = t.error.take() {
+            t.error = Some(format!("server {}: {e}", part.server.name));
+        }
+        let failed = t.error.is_some();
+        sum = Some(match sum {
+            None => t,
+            Some(s) => add(s, t),
+        });
+        if failed {
+            break;
+        }
+    }
+    sum.ok_or_else(|| ServerError::BadAnswer(format!("job {job} read in no part")).into())
+}
+
+/// A trailer as the server sent it.
+fn trailer(bytes: &[u8]) -> Result<Trailer> {
+    Ok(serde_json::from_slice(bytes)
+        .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?)
+}
+
+/// The figures of two parts of one reading: counts summed, the job's chains and
+/// streams as the first gave them, the first error.
+fn add(a: Trailer, b: Trailer) -> Trailer {
+    Trailer {
+        blocks_read: a.blocks_read + b.blocks_read,
+        bytes_read_from_tape: a.bytes_read_from_tape + b.bytes_read_from_tape,
+        locates: a.locates + b.locates,
+        mounts: a.mounts + b.mounts,
+        read_through: a.read_through + b.read_through,
+        chains: a.chains.max(b.chains),
+        drives: a.drives + b.drives,
+        blocks_read_from_stage: a.blocks_read_from_stage + b.blocks_read_from_stage,
+        bytes_read_from_stage: a.bytes_read_from_stage + b.bytes_read_from_stage,
+        seconds: a.seconds + b.seconds,
+        blocks_planned: a.blocks_planned + b.blocks_planned,
+        error: a.error.or(b.error),
+        source: a.source,
+        streams: a.streams,
+    }
+}
+
 /// A restore through the server as its frames come: the job's key opened from
 /// its note, then the restore started at the first other frame.
 struct Placing {
@@ -81,13 +155,17 @@ struct Placing {
 }
 
 impl Placing {
-    /// Takes one frame of the answer.
-    fn frame(&mut self, f: Frame, opts: &RestoreOptions) -> Result<()> {
+    /// Takes one frame of the answer; `first`: of its first part (the notes of
+    /// the selection, which every part repeats, are taken from the first only).
+    fn frame(&mut self, f: Frame, opts: &RestoreOptions, first: bool) -> Result<()> {
         let block = match f {
             Frame::Block(b) => b,
             Frame::Note(n) => {
                 let note = Notice::parse(&n)
                     .ok_or_else(|| ServerError::BadAnswer("a note of no kind".into()))?;
+                if !first && !matches!(note, Notice::Bad(..)) {
+                    return Ok(());
+                }
                 return self.note(note, opts);
             }
         };

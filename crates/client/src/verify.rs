@@ -6,20 +6,26 @@ use crate::{Server, ServerError};
 use anyhow::Result;
 use serde::Deserialize;
 use tapeloom_engine::{BlockVerify, Listed};
-use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
+use tapeloom_format::{DataKey, MasterKey};
 use tapeloom_proto::frame::Frame;
-use tapeloom_proto::restore::{JobNotice, Notice, Trailer};
+use tapeloom_proto::restore::{JobNotice, Notice};
 use tapeloom_proto::verify::{Ask, Pending, Verified};
 
 /// Verifies job `job` on `server`'s drives: the server answers at once or, for a
 /// long reading, with the number of its verify, asked again until it is over.
-pub fn remote(server: &Server, job: i64, drive: Option<usize>) -> Result<Verified, ServerError> {
+/// A job whose cartridges sit in several libraries of a site is read in parts,
+/// each by its library's server, and checked here as [`keyed`] checks it (the
+/// drive asked is then left to each server).
+pub fn remote(server: &Server, job: i64, drive: Option<usize>) -> Result<Verified> {
     let path = format!("/api/jobs/{job}/verify");
     let (mut status, mut body) = server.post_raw(&path, &Ask { drive })?;
     if status == tapeloom_proto::site::SENT_ON {
         // The server whose library holds the job's cartridges verifies it.
         server.follow_sent_on(&body)?;
         (status, body) = server.post_raw(&path, &Ask { drive })?;
+    }
+    if status == tapeloom_proto::site::SPLIT {
+        return keyed(server, job, Vec::new());
     }
     let (status, body) = match status {
         202 => {
@@ -32,9 +38,9 @@ pub fn remote(server: &Server, job: i64, drive: Option<usize>) -> Result<Verifie
         _ => (status, body),
     };
     if status != 200 {
-        return Err(crate::refusal(status, &body));
+        return Err(crate::refusal(status, &body).into());
     }
-    serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))
+    Ok(serde_json::from_slice(&body).map_err(|e| ServerError::BadAnswer(e.to_string()))?)
 }
 
 /// Verifies job `job` through `server` with the master keys `keys`: the job's
@@ -49,11 +55,7 @@ pub fn keyed(server: &Server, job: i64, keys: Vec<MasterKey>) -> Result<Verified
         listing: Some(listing.entries),
         bv: None,
     };
-    let path = format!("/api/jobs/{job}/restore");
-    let trailer =
-        server.get_frames::<anyhow::Error>(&path, MAX_BLOCK_SIZE, |f| checking.frame(f))?;
-    let t: Trailer = serde_json::from_slice(&trailer)
-        .map_err(|e| ServerError::BadAnswer(format!("the trailer: {e}")))?;
+    let t = crate::restore::job_frames(server, job, &[], |first, f| checking.frame(f, first))?;
     if let Some(e) = t.error {
         return Err(ServerError::Failed(e).into());
     }
@@ -87,13 +89,18 @@ struct Checking {
 }
 
 impl Checking {
-    /// Takes one frame of the answer.
-    fn frame(&mut self, f: Frame) -> Result<()> {
+    /// Takes one frame of the answer; `first`: of its first part (the notes of
+    /// the selection, which every part of a job read in parts repeats, are
+    /// taken from the first only).
+    fn frame(&mut self, f: Frame, first: bool) -> Result<()> {
         let note = match f {
             Frame::Block(b) => return Ok(self.started(None).block(&b)?),
             Frame::Note(n) => Notice::parse(&n)
                 .ok_or_else(|| ServerError::BadAnswer("a note of no kind".into()))?,
         };
+        if !first && !matches!(note, Notice::Bad(..)) {
+            return Ok(());
+        }
         match note.of_job()? {
             JobNotice::JobKey(record) if self.bv.is_none() => {
                 let key = tapeloom_engine::job_data_key(&self.keys, self.job, &record)?;

@@ -94,6 +94,10 @@ pub enum ServerError {
     /// The server's reading failed midway through its answer.
     #[error("the server's reading failed: {0}")]
     Failed(String),
+    /// The job's cartridges sit in several libraries of the site: each server
+    /// reads its part ([`crate::site::SplitRead`]).
+    #[error("{}", .0.reason)]
+    Split(Box<crate::site::SplitRead>),
     /// A command that is not served yet.
     #[error("{0} is not served by the server yet; run it on the server's machine")]
     NotServed(&'static str),

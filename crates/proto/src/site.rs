@@ -7,9 +7,18 @@
 //! - `303` with a [`SentOn`] document: the request belongs to another server (a
 //!   backup it claimed, a job its library holds the cartridges of). The client
 //!   asks that server the same, pinned by the fingerprint given.
+//! - `300` with a [`SplitRead`] document: a job whose cartridges sit in several
+//!   libraries is read in parts, each by the server whose library holds its
+//!   cartridges. The client asks each part of its server, in the order given,
+//!   with `volume=BARCODE` for each of the part's cartridges, and takes the
+//!   blocks of all parts as one answer's: the parts follow the job's volume
+//!   order, so every stream's blocks come in the order it was written.
 
 /// HTTP status of a [`SentOn`] answer.
 pub const SENT_ON: u16 = 303;
+
+/// HTTP status of a [`SplitRead`] answer.
+pub const SPLIT: u16 = 300;
 
 /// A server of the site, as clients reach it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,6 +70,27 @@ pub struct SentOn {
     pub backup: Option<u64>,
     /// The server to ask.
     pub server: SiteServer,
+    /// Why, in a line.
+    pub reason: String,
+}
+
+/// One part of a job read in parts: its cartridges, in the job's order, and the
+/// server whose library holds them.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ReadPart {
+    /// The server to ask.
+    pub server: SiteServer,
+    /// The part's cartridges (barcodes), in the job's volume order.
+    pub volumes: Vec<String>,
+}
+
+/// The `300` answer: the job is read in these parts, in this order.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SplitRead {
+    /// The job.
+    pub job: i64,
+    /// Its parts, in the job's volume order.
+    pub parts: Vec<ReadPart>,
     /// Why, in a line.
     pub reason: String,
 }

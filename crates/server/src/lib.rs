@@ -46,6 +46,7 @@ mod inlet;
 mod keys;
 mod metrics;
 mod queue;
+mod reads;
 mod restores;
 mod schedule;
 mod serve;

@@ -56,10 +56,10 @@ pub fn serve(
     let Some((id, key)) = visible(cat, &token, id) else {
         return Served::Refused(Answer::error(404, &format!("no job {id}")));
     };
-    if let Some(a) = super::site::route_read(shared, cat, id) {
+    let opts = asked_paths(req);
+    if let Some(a) = super::reads::route_read(shared, cat, id, &opts.volumes) {
         return Served::Refused(a);
     }
-    let opts = asked_paths(req);
     let mut home = match Home::open(&shared.home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
@@ -102,13 +102,15 @@ pub fn serve(
 }
 
 /// The options of a restore of the paths the request names (`path=`, each
-/// again; none: the whole tree).
+/// again; none: the whole tree), read from the cartridges it names (`volume=`,
+/// a part of a job read in parts; none: all of the job's).
 fn asked_paths(req: &Request) -> RestoreOptions {
     RestoreOptions {
         paths: (req.query.iter())
             .filter(|(k, _)| k == "path")
             .map(|(_, v)| v.clone())
             .collect(),
+        volumes: super::reads::asked_volumes(&req.query),
         ..RestoreOptions::default()
     }
 }

@@ -55,7 +55,7 @@ pub struct Site {
     /// How long a silent server is waited for.
     pub timeout: Duration,
     /// The cartridges of its library when it started.
-    barcodes: Vec<String>,
+    pub(crate) barcodes: Vec<String>,
     /// What its library is, as it registers (a line of JSON).
     libraries: String,
     /// Tickets it claimed whose clients have not come yet, and since when.
@@ -94,7 +94,7 @@ impl Site {
         self.claimed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn timeout_s(&self) -> i64 {
+    pub(crate) fn timeout_s(&self) -> i64 {
         self.timeout.as_secs() as i64
     }
 
@@ -417,7 +417,13 @@ pub fn ended(shared: &Shared, backup: u64, why: Option<&str>) {
 
 /// The `303` answer naming server `name`; or, when it is down, the refusal
 /// saying so.
-fn sent_on(cat: &Catalog, site: &Site, name: &str, backup: Option<u64>, reason: &str) -> Answer {
+pub(crate) fn sent_on(
+    cat: &Catalog,
+    site: &Site,
+    name: &str,
+    backup: Option<u64>,
+    reason: &str,
+) -> Answer {
     let servers = cat.servers().unwrap_or_default();
     let Some(s) = servers.iter().find(|s| s.name == name) else {
         return Answer::error(503, &format!("server {name} of the site is not registered"));
@@ -431,7 +437,7 @@ fn sent_on(cat: &Catalog, site: &Site, name: &str, backup: Option<u64>, reason: 
     a
 }
 
-fn shown(s: &ServerRow, timeout_s: i64) -> SiteServer {
+pub(crate) fn shown(s: &ServerRow, timeout_s: i64) -> SiteServer {
     SiteServer {
         name: s.name.clone(),
         url: s.url.clone(),
@@ -439,83 +445,6 @@ fn shown(s: &ServerRow, timeout_s: i64) -> SiteServer {
         alive: s.alive(timeout_s),
         silent_s: s.silent_s,
     }
-}
-
-/// Where job `job` is read: none when this server's library holds its
-/// cartridges (or the server is alone); else the `303` naming the server whose
-/// library holds them, or the refusal naming it and them when it is down.
-pub fn route_read(shared: &Shared, cat: &Catalog, job: i64) -> Option<Answer> {
-    let site = shared.site.as_ref()?;
-    let barcodes = job_barcodes(cat, job).ok()?;
-    let mut elsewhere: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for b in &barcodes {
-        if site.barcodes.contains(b) {
-            continue;
-        }
-        let holders = cat.servers_of_cartridge(b).unwrap_or_default();
-        let holder = holders
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| "no server".into());
-        elsewhere.entry(holder).or_default().push(b.clone());
-    }
-    if elsewhere.is_empty() {
-        return None;
-    }
-    if elsewhere.len() > 1 || barcodes.iter().any(|b| site.barcodes.contains(b)) {
-        let parts: Vec<String> = (elsewhere.iter())
-            .map(|(s, b)| format!("{s}: {}", b.join(", ")))
-            .collect();
-        return Some(Answer::error(
-            409,
-            &format!(
-                "job {job}'s cartridges are in more than one library ({}{}): restore each server's part from it with --path",
-                parts.join("; "),
-                if barcodes.iter().any(|b| site.barcodes.contains(b)) {
-                    format!("; {}: the rest", site.name)
-                } else {
-                    String::new()
-                }
-            ),
-        ));
-    }
-    let (name, held) = elsewhere.into_iter().next()?;
-    let servers = cat.servers().unwrap_or_default();
-    match servers.iter().find(|s| s.name == name) {
-        Some(s) if s.alive(site.timeout_s()) => Some(sent_on(
-            cat,
-            site,
-            &name,
-            None,
-            &format!("job {job}'s cartridges are in server {name}'s library"),
-        )),
-        Some(s) => Some(Answer::error(
-            503,
-            &format!(
-                "server {name} is down (no heartbeat for {} s): job {job}'s cartridges {} are in its library",
-                s.silent_s,
-                held.join(", ")
-            ),
-        )),
-        None => Some(Answer::error(
-            503,
-            &format!(
-                "job {job}'s cartridges {} are in no library of the site",
-                held.join(", ")
-            ),
-        )),
-    }
-}
-
-/// The barcodes of the cartridges job `job` is on, in its order.
-fn job_barcodes(cat: &Catalog, job: i64) -> tapeloom_catalog::Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for jv in cat.job_volumes(job)? {
-        if !out.contains(&jv.volume.barcode) {
-            out.push(jv.volume.barcode);
-        }
-    }
-    Ok(out)
 }
 
 /// `GET /api/site`: the servers, and the site's queue as `token` may see it.

@@ -122,7 +122,7 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body:
         Ok(_) => return no(),
         Err(e) => return Answer::error(500, &e.to_string()),
     };
-    if let Some(a) = super::site::route_read(shared, cat, job_id) {
+    if let Some(a) = super::reads::route_read(shared, cat, job_id, &[]) {
         return a;
     }
     if let Some((fingerprint, _)) = &job.key {

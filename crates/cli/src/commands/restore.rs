@@ -189,6 +189,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             _ => SkipBy::Auto,
         },
         overwrite: a.overwrite.into(),
+        volumes: Vec::new(),
     };
     if let Some(server) = server {
         // The key file is read and unlocked here, before the server is asked: the

@@ -37,7 +37,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
             // The key file is read and unlocked before the server is asked.
             return tapeloom_client::verify::keyed(&server, a.job, a.key.keys()?);
         }
-        return Ok(tapeloom_client::verify::remote(&server, a.job, a.drive)?);
+        return tapeloom_client::verify::remote(&server, a.job, a.drive);
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;

@@ -3,6 +3,8 @@
 //! and written by the server that claims it; a restore or a verify asked of the
 //! other server is sent on to the one whose library holds the cartridges; with
 //! that one down, the restore fails in one line naming it and its cartridges.
+//! A job whose cartridges sit in two libraries is read by both servers, each
+//! its own part.
 //! And a server goes on when PostgreSQL restarts under it.
 
 use crate::common::server_kit::{admin_token, client_tree, get, token, Server};
@@ -160,4 +162,114 @@ fn a_server_goes_on_when_postgresql_restarts_under_it() {
     assert_eq!(code, 0, "{err}");
     assert_same_tree(&src, &out);
     pg.stop().unwrap();
+}
+
+/// Carries cartridge `barcode` from the virtual library of `from` to that of
+/// `to`, as a person carries a cartridge between two libraries: it leaves its
+/// slot or drive in one and takes the place of an unwritten cartridge in the
+/// other. Both libraries' servers are stopped.
+fn carry(barcode: &str, from: &Path, to: &Path) {
+    let state = |home: &Path| home.join("library/library.json");
+    let tapes = |home: &Path| home.join("library/tapes");
+    let read = |home: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(state(home)).unwrap()).unwrap()
+    };
+    let mut a = read(from);
+    for slot in a["slots"].as_array_mut().unwrap() {
+        if slot == barcode {
+            *slot = serde_json::Value::Null;
+        }
+    }
+    for drive in a["drives"].as_array_mut().unwrap() {
+        if drive["barcode"] == barcode {
+            *drive = serde_json::Value::Null;
+        }
+    }
+    std::fs::write(state(from), a.to_string()).unwrap();
+    let mut b = read(to);
+    let slots = b["slots"].as_array_mut().unwrap();
+    let unwritten = slots.iter_mut().rev().find(|s| {
+        s.as_str()
+            .is_some_and(|b| !tapes(to).join(format!("{b}.data")).exists())
+    });
+    *unwritten.expect("an unwritten cartridge to take the place of") = barcode.into();
+    std::fs::write(state(to), b.to_string()).unwrap();
+    for ext in ["data", "idx"] {
+        let name = format!("{barcode}.{ext}");
+        std::fs::rename(tapes(from).join(&name), tapes(to).join(&name)).unwrap();
+    }
+}
+
+#[test]
+fn a_job_whose_cartridges_sit_in_two_libraries_is_read_by_both_servers_each_its_part() {
+    if !need(postgres::server().map(|_| ())) {
+        return;
+    }
+    let url = postgres::server().unwrap().database().unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let (home_a, config_a) = site_home(t.path(), &url, ("ca", "TC"));
+    let (home_b, config_b) = site_home(t.path(), &url, ("cb", "TD"));
+    // Cartridges of 8 MB: a 12 MB file fills the first and goes on to the next.
+    library_with(&home_a, 1, 4, "8M", &["--prefix", "TC"]);
+    let alice = token(&home_a, "alice");
+    let admin = admin_token(&home_a, "admin");
+    let mut a = Server::start(&home_a, Some(&config_a));
+    let src = t.path().join("src");
+    client_tree(&src, 5, 12_000_000);
+    let doc = a.json(&alice, &["backup", p(&src), "--set", "s"]);
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let job = doc["job_id"].as_i64().unwrap().to_string();
+    let vols: Vec<String> = (doc["volumes"].as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(vols.len(), 2, "{doc}");
+    assert!(a.term(Duration::from_secs(30)).is_some());
+    drop(a);
+    // The second cartridge is carried to the other library.
+    carry(&vols[1], &home_a, &home_b);
+    let a = Server::start(&home_a, Some(&config_a));
+    let mut b = Server::start(&home_b, Some(&config_b));
+    let parts = format!("read in 2 parts (ca: {}; cb: {})", vols[0], vols[1]);
+
+    // Asked of either server, the job is read by both, each its own cartridge.
+    for (s, name) in [(&b, "b"), (&a, "a")] {
+        let out = t.path().join(format!("out-{name}"));
+        let (code, _, err) = s.client(&alice, &["restore", &job, "--to", p(&out)]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains(&parts), "{err}");
+        assert_same_tree(&src, &out);
+    }
+    // One file that lies on both cartridges.
+    let one = t.path().join("one");
+    let (code, _, err) = a.client(&alice, &["restore", &job, "big", "--to", p(&one)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read(one.join("big")).unwrap(),
+        std::fs::read(src.join("big")).unwrap()
+    );
+    assert!(!one.join("small").exists());
+    // A verify reads both parts and checks every file.
+    let v = b.json(&admin, &["verify", &job]);
+    assert_eq!(v["ok"], true, "{v}");
+    // The root, small/, big and the three small files.
+    assert_eq!(v["files_checked"], 6, "{v}");
+    // With one of the two servers down, the reading fails in one line naming it.
+    b.kill9();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let q = a.json(&admin, &["queue"]);
+        let down = (q["site"]["servers"].as_array().unwrap().iter())
+            .any(|s| s["name"] == "cb" && s["alive"] == false);
+        if down {
+            break;
+        }
+        assert!(Instant::now() < until, "cb never taken for dead: {q}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let out = t.path().join("out-down");
+    let (code, _, err) = a.client(&alice, &["restore", &job, "--to", p(&out)]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("server cb is down"), "{err}");
+    assert!(err.contains(&vols[1]), "{err}");
 }

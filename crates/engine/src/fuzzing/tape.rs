@@ -476,6 +476,7 @@ impl ReadPath {
             stream: None,
             skip_by: Default::default(),
             overwrite: Default::default(),
+            volumes: Vec::new(),
         };
         no_panic("restore", restore(home, job, &opts))?;
         check_beside(to)

@@ -100,7 +100,12 @@ pub fn read_blocks(
         true => names.keys().copied().collect(),
         false => rows.iter().map(|r| r.stream).collect(),
     };
-    let on_stage = staged::on_stage(cat, job_id, &needed)?;
+    // A part of a job read by cartridge (`opts.volumes`) reads no stage: the
+    // tape holds each block once, the stage may hold it too.
+    let on_stage = match opts.volumes.is_empty() {
+        true => staged::on_stage(cat, job_id, &needed)?,
+        false => Default::default(),
+    };
     let from_stage = staged::hand(job.tag, &on_stage, sink)?;
     let rows: Vec<FileRow> = (rows.into_iter())
         .filter(|r| !on_stage.contains_key(&r.stream))

@@ -70,6 +70,11 @@ pub struct RestoreOptions {
     pub skip_by: SkipBy,
     /// What to do with an object already at a restored path.
     pub overwrite: Overwrite,
+    /// Read only the blocks on these cartridges (by barcode), and nothing from a
+    /// disk stage; all when empty. A server of a site reads so its part of a job
+    /// whose cartridges sit in two libraries: handed on in the job's volume order,
+    /// the parts make the same blocks as one reading.
+    pub volumes: Vec<String>,
 }
 
 /// What one drive of a restore read.
@@ -338,6 +343,7 @@ pub(crate) fn read_tape(
     let extents = cat.extents(job_id)?;
     let chains = chains::chains(&vols, &extents);
     let (work, hints) = plan_chains(&chains, rows, whole, &extents);
+    let work = only_on(job_id, work, &opts.volumes);
 
     let mut lib = home.library()?;
     let inv = lib.inventory()?;
@@ -386,6 +392,32 @@ pub(crate) fn read_tape(
         reads.iter().map(|d| (d.drive, d.health.as_slice())),
     )?;
     Ok((reads, chains.len()))
+}
+
+/// The runs of `work` cut to the cartridges `volumes` (all when empty), each
+/// chain keeping its volumes' order; chains left with nothing are dropped.
+fn only_on(job: i64, work: Vec<(Chain, Vec<Run>)>, volumes: &[String]) -> Vec<(Chain, Vec<Run>)> {
+    if volumes.is_empty() {
+        return work;
+    }
+    let mut kept: Vec<(Chain, Vec<Run>)> = Vec::new();
+    for (chain_id, vol, step) in merge::split(job, &work) {
+        if !volumes.contains(&vol.volume.barcode) {
+            continue;
+        }
+        match kept.iter_mut().find(|(c, _)| c.id == chain_id) {
+            Some((_, runs)) => runs.push(step.run),
+            None => {
+                let chain = (work.iter())
+                    .find(|(c, _)| c.id == chain_id)
+                    .map(|(c, _)| c.clone());
+                if let Some(c) = chain {
+                    kept.push((c, vec![step.run]));
+                }
+            }
+        }
+    }
+    kept
 }
 
 /// The drives to read with: `--drive`, else the first `--drives`, else all.
