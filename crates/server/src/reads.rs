@@ -38,7 +38,7 @@ pub fn route_read(shared: &Shared, cat: &Catalog, job: i64, asked: &[String]) ->
     if parts.iter().all(|(holder, _)| *holder == site.name) {
         return None;
     }
-    if let Some(refused) = unreachable(cat, site, job, &parts) {
+    if let Some(refused) = unreachable(cat, site, &format!("job {job}"), &parts) {
         return Some(refused);
     }
     if let [(holder, _)] = parts.as_slice() {
@@ -54,6 +54,55 @@ pub fn route_read(shared: &Shared, cat: &Catalog, job: i64, asked: &[String]) ->
         return Some(Answer::error(409, &why));
     }
     Some(split(cat, site, job, parts))
+}
+
+/// Where the restore of a set is read, `jobs` being the jobs it reads data from:
+/// none when this server's library holds all their cartridges (or the server is
+/// alone); else the `303` naming the server whose library does, or the refusal
+/// naming the libraries that hold them (a set is not read in parts) or the
+/// server that is down.
+pub fn route_set(shared: &Shared, cat: &Catalog, set: &str, jobs: &[i64]) -> Option<Answer> {
+    let site = shared.site.as_ref()?;
+    let mut barcodes: Vec<String> = Vec::new();
+    for &job in jobs {
+        let of = match job_barcodes(cat, job) {
+            Ok(b) => b,
+            Err(e) => return Some(Answer::error(503, &format!("the catalog: {e}"))),
+        };
+        barcodes.extend(
+            of.into_iter()
+                .filter(|b| !barcodes.contains(b))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let mut parts = parts(cat, site, &barcodes);
+    if parts.iter().all(|(holder, _)| *holder == site.name) {
+        return None;
+    }
+    // By library, whatever the order of the cartridges.
+    parts.sort_by(|a, b| a.0.cmp(&b.0));
+    parts.dedup_by(|b, a| {
+        let same = a.0 == b.0;
+        if same {
+            a.1.append(&mut b.1);
+        }
+        same
+    });
+    if let Some(refused) = unreachable(cat, site, &format!("set {set}"), &parts) {
+        return Some(refused);
+    }
+    if let [(holder, _)] = parts.as_slice() {
+        let why = format!("set {set}'s cartridges are in server {holder}'s library");
+        return Some(sent_on(cat, site, holder, None, &why));
+    }
+    let said: Vec<String> = (parts.iter())
+        .map(|(h, run)| format!("{h}: {}", run.join(", ")))
+        .collect();
+    let why = format!(
+        "set {set}'s jobs are on cartridges in more than one library ({}): restore each job from its server",
+        said.join("; ")
+    );
+    Some(Answer::error(409, &why))
 }
 
 /// The `300` answer: the job's parts, each with its server.
@@ -112,7 +161,7 @@ fn parts(cat: &Catalog, site: &Site, wanted: &[String]) -> Vec<(String, Vec<Stri
 fn unreachable(
     cat: &Catalog,
     site: &Site,
-    job: i64,
+    what: &str,
     parts: &[(String, Vec<String>)],
 ) -> Option<Answer> {
     let held_by = |name: &str| -> Vec<String> {
@@ -123,7 +172,7 @@ fn unreachable(
     };
     if parts.iter().any(|(h, _)| h == NO_SERVER) {
         let why = format!(
-            "job {job}'s cartridges {} are in no library of the site",
+            "{what}'s cartridges {} are in no library of the site",
             held_by(NO_SERVER).join(", ")
         );
         return Some(Answer::error(503, &why));
@@ -133,7 +182,7 @@ fn unreachable(
         let row = servers.iter().find(|s| s.name == *holder)?;
         if !row.alive(site.timeout_s()) {
             let why = format!(
-                "server {holder} is down (no heartbeat for {} s): job {job}'s cartridges {} are in its library",
+                "server {holder} is down (no heartbeat for {} s): {what}'s cartridges {} are in its library",
                 row.silent_s,
                 held_by(holder).join(", ")
             );

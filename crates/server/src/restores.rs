@@ -294,6 +294,15 @@ pub fn serve_set(
         Err(a) => return Served::Refused(a),
     };
     let opts = asked_paths(req);
+    if shared.site.is_some() {
+        let read = tapeloom_engine::set_jobs_read(cat, &set, text("at").as_deref(), &opts);
+        // A set that does not plan is refused below, as when the server is alone.
+        if let Some(a) =
+            (read.ok()).and_then(|jobs| super::reads::route_set(shared, cat, &set, &jobs))
+        {
+            return Served::Refused(a);
+        }
+    }
     let home = match Home::open(&shared.home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),

@@ -89,6 +89,15 @@ fn a_sites_servers_claim_backups_and_send_reads_to_the_library_holding_the_tapes
     assert_same_tree(&src, &out);
     let v = other.json(&admin, &["verify", &job]);
     assert_eq!(v["ok"], true, "{v}");
+    // So is a set's restore.
+    let set_out = t.path().join("set-out");
+    let (code, _, err) = other.client(&alice, &["restore", "--set", "s", "--to", p(&set_out)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("sent on to server {holder}")),
+        "{err}"
+    );
+    assert_same_tree(&src, &set_out);
     let metrics = get(&other.addr, "/metrics", Some(&admin)).1;
     assert!(
         metrics.contains("tapeloom_site_servers{state=\"up\"} 2"),
@@ -253,6 +262,14 @@ fn a_job_whose_cartridges_sit_in_two_libraries_is_read_by_both_servers_each_its_
     assert_eq!(v["ok"], true, "{v}");
     // The root, small/, big and the three small files.
     assert_eq!(v["files_checked"], 6, "{v}");
+    // A set is not read in parts: its restore is refused in one line naming
+    // each library's cartridges.
+    let (code, _, err) = a.client(&alice, &["restore", "--set", "s", "--to", p(&one)]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("more than one library"), "{err}");
+    assert!(err.contains(&format!("cb: {}", vols[1])), "{err}");
+
     // With one of the two servers down, the reading fails in one line naming it.
     b.kill9();
     let until = Instant::now() + Duration::from_secs(30);

@@ -31,7 +31,7 @@ pub(crate) mod writers;
 pub use handoff::{read_blocks, BlockRestore, BlockSink};
 pub use handoff::{BlockVerify, Listed};
 pub use overwrite::{Kept, Overwrite};
-pub use pit::{restore_set, set_job, set_tree};
+pub use pit::{restore_set, set_job, set_jobs_read, set_tree};
 pub use plan::normalize;
 pub use plan::Expect;
 pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};

@@ -155,6 +155,18 @@ pub(crate) fn plan_set(
     Ok((job, plan_tree(&tree)))
 }
 
+/// The jobs a restore of set `set` as it was at [`set_job`] (of `opts.paths`,
+/// when any) reads data from, oldest first: the catalog alone is read.
+pub fn set_jobs_read(
+    cat: &Catalog,
+    set: &str,
+    at: Option<&str>,
+    opts: &RestoreOptions,
+) -> Result<Vec<i64>> {
+    let (_, plan) = plan_set(cat, set, at, opts)?;
+    Ok(plan.rows.keys().copied().collect())
+}
+
 /// Restores set `set` as it was at [`set_job`] under `opts.to` (`opts.paths`
 /// limit it as for a one-job restore), reading every job its tree needs.
 pub fn restore_set(
