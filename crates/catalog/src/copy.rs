@@ -36,6 +36,8 @@ const TABLES: &[(&str, &str)] = &[
     ("staged_chunks", "job_id, stream, seq"),
     ("stage_cuts", "job_id, stream, path"),
     ("id_floor", "name"),
+    ("hsm_roots", "host, path"),
+    ("hsm_files", "host, path"),
 ];
 
 /// Rows per statement when copying.
@@ -118,9 +120,10 @@ impl Catalog {
                     .doing(WHAT)?;
             }
         }
-        // The jobs and stages of a home become its host's on a shared catalog.
+        // The jobs, stages and managed folders of a home become its host's on a
+        // shared catalog.
         if !to.host.is_empty() {
-            for table in ["jobs", "stages"] {
+            for table in ["jobs", "stages", "hsm_roots", "hsm_files"] {
                 to.conn
                     .execute(
                         &format!("UPDATE {table} SET host = ?1 WHERE host = ''"),

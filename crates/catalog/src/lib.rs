@@ -23,6 +23,7 @@ pub mod db;
 mod error;
 mod files;
 mod health;
+mod hsm;
 mod jobs;
 mod moves;
 mod pools;
@@ -41,6 +42,7 @@ pub use copy::Copied;
 use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileFacts, FileRow};
+pub use hsm::{HsmFile, HsmRoot};
 pub use jobs::{Job, JobVolume, Stream, INTERRUPTED};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};
@@ -324,7 +326,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 17);
+            assert_eq!(c.schema_version().unwrap(), 18);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

@@ -32,7 +32,7 @@ mod verify;
 pub use backup::{
     backup, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged, resume_job,
     resume_job_on, unfinished_staged_jobs, BackupOptions, BackupReport, BlockCheck, Checked,
-    Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave, Outgoing, Piece,
+    Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave, Only, Outgoing, Piece,
     Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream, StreamReport, Via,
     DEFAULT_EXTENT_BYTES,
 };

@@ -258,6 +258,7 @@ impl Args {
             job_tag: None,
             client: String::new(),
             stages: None,
+            only: None,
             pool: self.pool,
             set: self.set,
             level: self.level,

@@ -9,6 +9,7 @@ pub mod devices;
 pub mod drive;
 pub mod expire;
 pub mod gen;
+pub mod hsm;
 pub mod jobs;
 pub mod key;
 pub mod library;
@@ -68,6 +69,9 @@ pub enum Cmd {
     Stage(stage::Args),
     /// Media pools: sets of cartridges with their own rules, which backups write to.
     Pool(pool::Args),
+    /// Hierarchical storage: files of managed folders migrate to tape, give their
+    /// disk space back, and are recalled.
+    Hsm(hsm::Args),
     /// Mark expired the cartridges whose jobs all outlived their pool's retention,
     /// and forget those jobs; a backup of the pool may then recycle them.
     Expire(expire::Args),
@@ -120,6 +124,7 @@ impl Cmd {
             Cmd::Key(a) => a.run(ctx),
             Cmd::Stage(a) => a.run(ctx),
             Cmd::Pool(a) => a.run(ctx),
+            Cmd::Hsm(a) => a.run(ctx),
             Cmd::Expire(a) => emit(&expire::run(a, ctx)?, json),
             Cmd::Server(a) => a.run(ctx),
             Cmd::Queue(a) => emit(&queue::run(a, ctx)?, json),

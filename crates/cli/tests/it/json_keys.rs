@@ -186,6 +186,17 @@ fn every_commands_json_keeps_its_keys() {
     c("stage_status", &["stage", "status"]);
     common::despool(&home, 1, 0);
     c("stage_remove", &["stage", "remove", &s(&stage)]);
+
+    // Hierarchical storage.
+    let managed = t.path().join("managed");
+    write(&managed.join("a"), &noise(1, 10_000));
+    c("hsm_manage", &["hsm", "manage", &s(&managed)]);
+    c("hsm_migrate", &["hsm", "migrate"]);
+    c("hsm_release_marks", &["hsm", "release", "--high", "99%", "--low", "98%"]);
+    c("hsm_release", &["hsm", "release"]);
+    c("hsm_status", &["hsm", "status", "--by-folder"]);
+    c("hsm_recall", &["hsm", "recall", &s(&managed)]);
+    c("hsm_reconcile", &["hsm", "reconcile", "--check"]);
     assert!(
         missing.is_empty(),
         "keys gone from --json output:\n{}",

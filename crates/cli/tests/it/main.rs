@@ -16,6 +16,7 @@ mod expire;
 mod faults;
 mod full_home;
 mod golden;
+mod hsm;
 mod incremental;
 mod injected_faults;
 mod json_keys;

@@ -202,6 +202,8 @@ pub struct Scan {
     base: Option<Vec<(Option<Vec<u8>>, Shard)>>,
     unlisted: Mutex<Vec<Vec<u8>>>,
     pub(crate) counts: ScanCounts,
+    /// Only these objects are stored, when a backup stores only some.
+    pub(crate) only: Option<std::sync::Arc<super::plan::Only>>,
 }
 
 /// One path of a base's tree: what comparing an object with it needs.

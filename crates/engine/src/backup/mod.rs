@@ -27,7 +27,9 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
-pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
+pub use plan::{
+    BackupOptions, DespoolOrder, DriveSet, Interleave, Only, Via, DEFAULT_EXTENT_BYTES,
+};
 pub use received::{BlockCheck, Checked, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
 pub use remote::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
@@ -83,7 +85,8 @@ pub fn backup(
     // An unknown pool is refused before the job is recorded.
     let pool = job_pool(home, opts)?;
     let set_name = opts.set.clone().unwrap_or_else(|| plan.job_name.clone());
-    let (set, scan) = changes::choose(home, &set_name, opts.level)?;
+    let (set, mut scan) = changes::choose(home, &set_name, opts.level)?;
+    scan.only = opts.only.clone();
     let (job_id, start) = begin_job(home, &plan, opts, (&set, &pool.name))?;
     let lib = home.library()?;
     // The drive's compressor runs at line rate with no host CPU; software compression

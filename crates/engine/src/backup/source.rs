@@ -437,7 +437,10 @@ impl Walker {
         };
         let scan = Arc::clone(&self.scan);
         walk_contents(&dir, skip, &mut |w| match w {
-            Walked::Found(f) => self.push(Job::Found(f)),
+            Walked::Found(f) => match &scan.only {
+                Some(only) if !only.keeps(&f.abs(), f.kind == FileType::Directory) => Ok(()),
+                _ => self.push(Job::Found(f)),
+            },
             Walked::Unlisted(abs, why, rel) => {
                 scan.unlisted(&rel);
                 self.push(Job::Done(Fetched::Error(abs, why)))

@@ -1,0 +1,450 @@
+//! `tapeloom hsm ...`: hierarchical storage. Files of a managed folder migrate
+//! to tape, give their disk space back (released: a stub of the same size and
+//! times) and come back when recalled (`tapeloom_hsm`, docs/HSM.md).
+
+use super::Context;
+use crate::output::{bytes, emit, Output};
+use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tapeloom_engine::escape_controls;
+use tapeloom_hsm::{Counts, Marks, MigrateOptions, State};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Manage a folder: its files may migrate to tape, as jobs of a pool of their own.
+    Manage(ManageArgs),
+    /// Write files of the managed folders to tape (resident and changed ones), read
+    /// the job back, and mark each file premigrated (on disk and on tape).
+    Migrate(MigrateArgs),
+    /// Give back the disk space of premigrated files whose tape copy was read back:
+    /// each becomes a stub of the same size, mode, owner and times.
+    Release(ReleaseArgs),
+    /// Bring released files back from tape, in one batch: each job read once.
+    Recall(PathsArgs),
+    /// Files and bytes in each state: resident, premigrated, released, dirty.
+    Status(StatusArgs),
+    /// Make the catalog agree with the files' own records (--check: only say
+    /// where they differ, and exit 1 when they do).
+    Reconcile(ReconcileArgs),
+}
+
+#[derive(clap::Args)]
+struct ManageArgs {
+    /// The folder.
+    dir: PathBuf,
+    /// The media pool its files migrate to (made when missing).
+    #[arg(long, default_value = tapeloom_hsm::DEFAULT_POOL)]
+    pool: String,
+}
+
+#[derive(clap::Args)]
+struct MigrateArgs {
+    /// Files or folders in managed folders; all managed folders when none.
+    paths: Vec<PathBuf>,
+    /// Only files last modified at least this long ago (for example 30d).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    older_than: Option<std::time::Duration>,
+    /// Only files of at least this size (for example 1M).
+    #[arg(long, value_name = "SIZE", value_parser = crate::size::parse, default_value = "0")]
+    min_size: u64,
+}
+
+#[derive(clap::Args)]
+struct ReleaseArgs {
+    /// Files or folders in managed folders; all managed folders when none.
+    paths: Vec<PathBuf>,
+    /// Release only while the file system is fuller than this (for example 90%),
+    /// least recently read files first.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent, requires = "low")]
+    high: Option<f64>,
+    /// ... until it is under this (for example 70%).
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent, requires = "high")]
+    low: Option<f64>,
+}
+
+#[derive(clap::Args)]
+struct PathsArgs {
+    /// Files or folders in managed folders.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    /// Files or folders in managed folders; all managed folders when none.
+    paths: Vec<PathBuf>,
+    /// Also each folder, with the files directly in it.
+    #[arg(long)]
+    by_folder: bool,
+}
+
+#[derive(clap::Args)]
+struct ReconcileArgs {
+    /// Only say where the catalog and the files differ.
+    #[arg(long)]
+    check: bool,
+}
+
+/// A percentage: `90%` or `90`.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let n = s.strip_suffix('%').unwrap_or(s);
+    match n.parse::<f64>() {
+        Ok(v) if (1.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage from 1 to 100")),
+    }
+}
+
+impl Args {
+    /// Runs the subcommand and prints its output.
+    pub fn run(self, ctx: &Context) -> Result<i32> {
+        let home = ctx.open_home()?;
+        match self.cmd {
+            Cmd::Manage(a) => {
+                let r = tapeloom_hsm::manage(&home, &a.dir, &a.pool)?;
+                let out = Managed {
+                    folder: String::from_utf8_lossy(&r.path).into_owned(),
+                    pool: r.pool,
+                };
+                emit(&out, ctx.json)
+            }
+            Cmd::Migrate(a) => {
+                let opts = MigrateOptions {
+                    older_than: a.older_than,
+                    min_size: a.min_size,
+                };
+                let r = tapeloom_hsm::migrate(&home, &a.paths, &opts)?;
+                emit(&MigratedOut::from(r), ctx.json)
+            }
+            Cmd::Release(a) => {
+                let marks = match (a.high, a.low) {
+                    (Some(h), Some(l)) => Some(Marks::new(h, l)?),
+                    _ => None,
+                };
+                let r = tapeloom_hsm::release(&home, &a.paths, marks)?;
+                emit(&ReleasedOut::from(r), ctx.json)
+            }
+            Cmd::Recall(a) => emit(
+                &RecalledOut::from(tapeloom_hsm::recall(&home, &a.paths)?),
+                ctx.json,
+            ),
+            Cmd::Status(a) => emit(
+                &StatusOut::from(tapeloom_hsm::status(&home, &a.paths, a.by_folder)?),
+                ctx.json,
+            ),
+            Cmd::Reconcile(a) => emit(
+                &ReconciledOut::new(tapeloom_hsm::reconcile(&home, a.check)?, a.check),
+                ctx.json,
+            ),
+        }
+    }
+}
+
+fn reasons(v: Vec<(PathBuf, String)>) -> Vec<PathWhy> {
+    (v.into_iter())
+        .map(|(p, why)| PathWhy {
+            path: p.to_string_lossy().into_owned(),
+            why,
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct PathWhy {
+    path: String,
+    why: String,
+}
+
+#[derive(Serialize)]
+struct Managed {
+    folder: String,
+    pool: String,
+}
+
+impl Output for Managed {
+    fn print(&self) {
+        outln!(
+            "managing {} (its files migrate to pool {})",
+            escape_controls(&self.folder),
+            escape_controls(&self.pool)
+        );
+    }
+}
+
+#[derive(Serialize)]
+struct MigratedOut {
+    jobs: Vec<i64>,
+    files: u64,
+    bytes: u64,
+    changed_while_read: Vec<String>,
+    skipped: Vec<PathWhy>,
+}
+
+impl From<tapeloom_hsm::Migrated> for MigratedOut {
+    fn from(r: tapeloom_hsm::Migrated) -> Self {
+        MigratedOut {
+            jobs: r.jobs,
+            files: r.files,
+            bytes: r.bytes,
+            changed_while_read: r
+                .changed
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+            skipped: reasons(r.skipped),
+        }
+    }
+}
+
+impl Output for MigratedOut {
+    fn print(&self) {
+        outln!(
+            "migrated {} files ({}) in job(s) {:?}",
+            self.files,
+            bytes(self.bytes),
+            self.jobs
+        );
+        for p in &self.changed_while_read {
+            outln!(
+                "  changed while it was read, left as it was: {}",
+                escape_controls(p)
+            );
+        }
+        for s in &self.skipped {
+            outln!(
+                "  skipped {}: {}",
+                escape_controls(&s.path),
+                escape_controls(&s.why)
+            );
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ReleasedOut {
+    files: u64,
+    bytes: u64,
+    kept: Vec<PathWhy>,
+    fill: Vec<Fill>,
+}
+
+#[derive(Serialize)]
+struct Fill {
+    folder: String,
+    before_percent: f64,
+    after_percent: f64,
+}
+
+impl From<tapeloom_hsm::Released> for ReleasedOut {
+    fn from(r: tapeloom_hsm::Released) -> Self {
+        ReleasedOut {
+            files: r.files,
+            bytes: r.bytes,
+            kept: reasons(r.kept),
+            fill: (r.fill.into_iter())
+                .map(|(p, before, after)| Fill {
+                    folder: p.to_string_lossy().into_owned(),
+                    before_percent: before,
+                    after_percent: after,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Output for ReleasedOut {
+    fn print(&self) {
+        outln!("released {} files ({})", self.files, bytes(self.bytes));
+        for f in &self.fill {
+            outln!(
+                "  {}: {:.1}% full before, {:.1}% after",
+                escape_controls(&f.folder),
+                f.before_percent,
+                f.after_percent
+            );
+        }
+        for k in &self.kept {
+            outln!(
+                "  kept {}: {}",
+                escape_controls(&k.path),
+                escape_controls(&k.why)
+            );
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct RecalledOut {
+    files: u64,
+    bytes: u64,
+    jobs: Vec<i64>,
+    mounts: u64,
+    blocks_read: u64,
+    seconds: f64,
+    failed: Vec<PathWhy>,
+}
+
+impl From<tapeloom_hsm::Recalled> for RecalledOut {
+    fn from(r: tapeloom_hsm::Recalled) -> Self {
+        RecalledOut {
+            files: r.files,
+            bytes: r.bytes,
+            jobs: r.jobs,
+            mounts: r.mounts,
+            blocks_read: r.blocks_read,
+            seconds: r.seconds,
+            failed: reasons(r.failed),
+        }
+    }
+}
+
+impl Output for RecalledOut {
+    fn print(&self) {
+        outln!(
+            "recalled {} files ({}) from {} job(s), {} mounts, in {:.1} s",
+            self.files,
+            bytes(self.bytes),
+            self.jobs.len(),
+            self.mounts,
+            self.seconds
+        );
+        for f in &self.failed {
+            outln!(
+                "  not recalled {}: {}",
+                escape_controls(&f.path),
+                escape_controls(&f.why)
+            );
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        (!self.failed.is_empty()).then(|| format!("{} files were not recalled", self.failed.len()))
+    }
+}
+
+#[derive(Serialize)]
+struct CountsOut {
+    folder: String,
+    /// Files and bytes by state.
+    files: BTreeMap<&'static str, u64>,
+    bytes: BTreeMap<&'static str, u64>,
+    disk_bytes: u64,
+}
+
+impl CountsOut {
+    fn new(p: &std::path::Path, c: &Counts) -> Self {
+        let of = |s: State| c.by_state.get(&s).copied().unwrap_or_default();
+        CountsOut {
+            folder: p.to_string_lossy().into_owned(),
+            files: State::ALL.iter().map(|&s| (s.as_str(), of(s).0)).collect(),
+            bytes: State::ALL.iter().map(|&s| (s.as_str(), of(s).1)).collect(),
+            disk_bytes: c.disk_bytes,
+        }
+    }
+
+    fn print(&self) {
+        let parts: Vec<String> = (State::ALL.iter())
+            .map(|s| {
+                let k = s.as_str();
+                format!("{} {k} ({})", self.files[k], bytes(self.bytes[k]))
+            })
+            .collect();
+        outln!(
+            "{}: {}; {} on disk",
+            escape_controls(&self.folder),
+            parts.join(", "),
+            bytes(self.disk_bytes)
+        );
+    }
+}
+
+#[derive(Serialize)]
+struct StatusOut {
+    roots: Vec<CountsOut>,
+    folders: Vec<CountsOut>,
+    skipped: Vec<PathWhy>,
+}
+
+impl From<tapeloom_hsm::Status> for StatusOut {
+    fn from(s: tapeloom_hsm::Status) -> Self {
+        StatusOut {
+            roots: s.roots.iter().map(|(p, c)| CountsOut::new(p, c)).collect(),
+            folders: s
+                .folders
+                .iter()
+                .map(|(p, c)| CountsOut::new(p, c))
+                .collect(),
+            skipped: reasons(s.skipped),
+        }
+    }
+}
+
+impl Output for StatusOut {
+    fn print(&self) {
+        for r in &self.roots {
+            r.print();
+        }
+        if !self.folders.is_empty() {
+            outln!("by folder:");
+            for f in &self.folders {
+                f.print();
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ReconciledOut {
+    check: bool,
+    clean: bool,
+    recorded: Vec<String>,
+    forgotten: Vec<String>,
+    times: Vec<String>,
+    skipped: Vec<PathWhy>,
+}
+
+impl ReconciledOut {
+    fn new(r: tapeloom_hsm::Reconciled, check: bool) -> Self {
+        let list = |v: &[PathBuf]| v.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        ReconciledOut {
+            check,
+            clean: r.clean(),
+            recorded: list(&r.recorded),
+            forgotten: list(&r.forgotten),
+            times: list(&r.times),
+            skipped: reasons(r.skipped),
+        }
+    }
+}
+
+impl Output for ReconciledOut {
+    fn print(&self) {
+        let verb = if self.check { "differ" } else { "set right" };
+        outln!(
+            "{} records {verb}, {} to forget, {} stubs' times to put back",
+            self.recorded.len(),
+            self.forgotten.len(),
+            self.times.len()
+        );
+        for p in self
+            .recorded
+            .iter()
+            .chain(&self.forgotten)
+            .chain(&self.times)
+        {
+            outln!("  {}", escape_controls(p));
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        (self.check && !self.clean)
+            .then(|| "the catalog and the managed files' records differ".to_string())
+    }
+}

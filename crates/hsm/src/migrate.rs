@@ -1,0 +1,146 @@
+//! `hsm migrate`: chosen files of a managed folder go to tape as one job of the
+//! folder's pool (through the disk stage when the home has one), the job is read
+//! back, and each file that did not change while it was read is marked
+//! premigrated: its data is on disk and on tape.
+
+use crate::error::{HsmError, Result};
+use crate::{
+    files_under, record, root_of, root_path, roots, targets, Facts, Managed, Stamp, State,
+};
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tapeloom_catalog::JobState;
+use tapeloom_engine::{BackupOptions, Home, Only, Progress, Via};
+
+/// Which files a migration takes.
+#[derive(Debug, Clone, Default)]
+pub struct MigrateOptions {
+    /// Only files last modified at least this long ago.
+    pub older_than: Option<Duration>,
+    /// Only files of at least this many bytes.
+    pub min_size: u64,
+}
+
+/// What a migration did.
+#[derive(Debug, Clone, Default)]
+pub struct Migrated {
+    /// The jobs written, one per managed folder that had files to migrate.
+    pub jobs: Vec<i64>,
+    /// Files now premigrated.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Files changed while they were read: left as they were (resident or dirty).
+    pub changed: Vec<PathBuf>,
+    /// Files that could not be read or looked at, with why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// Migrates the resident and dirty files under `paths` (every managed folder
+/// when none) that `opts` chooses.
+pub fn migrate(home: &Home, paths: &[PathBuf], opts: &MigrateOptions) -> Result<Migrated> {
+    let roots = roots(&home.catalog)?;
+    let mut out = Migrated::default();
+    let found = {
+        let mut skipped = |p: &std::path::Path, why: String| {
+            out.skipped.push((p.to_path_buf(), why));
+        };
+        files_under(&targets(&roots, paths)?, &mut skipped)
+    };
+    let now = crate::now_ns();
+    let mut by_root: BTreeMap<usize, Vec<Managed>> = BTreeMap::new();
+    for m in found {
+        let wanted = matches!(m.state(), State::Resident | State::Dirty)
+            && m.facts.size >= opts.min_size
+            && (opts.older_than).is_none_or(|d| now - m.facts.mtime_ns >= d.as_nanos() as i64);
+        if !wanted {
+            continue;
+        }
+        if let Some((r, _)) = root_of(&roots, &m.path) {
+            let i = roots.iter().position(|x| x.path == r.path).unwrap_or(0);
+            by_root.entry(i).or_default().push(m);
+        }
+    }
+    for (i, files) in by_root {
+        migrate_root(home, &roots[i], files, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Writes `files` of managed folder `root` as one job, reads it back, and marks
+/// each unchanged file premigrated.
+fn migrate_root(
+    home: &Home,
+    root: &tapeloom_catalog::HsmRoot,
+    files: Vec<Managed>,
+    out: &mut Migrated,
+) -> Result<()> {
+    let dir = root_path(root);
+    let via = match home.catalog.stages()?.is_empty() {
+        true => Via::Direct,
+        false => Via::Stage,
+    };
+    let opts = BackupOptions {
+        name: "hsm-migrate".into(),
+        pool: Some(root.pool.clone()),
+        set: Some(format!("hsm-{}", root.pool)),
+        via,
+        only: Some(Arc::new(Only::new(files.iter().map(|m| m.path.clone())))),
+        ..BackupOptions::default()
+    };
+    let report = tapeloom_engine::backup(
+        home,
+        std::slice::from_ref(&dir),
+        &opts,
+        Arc::new(Progress::default()),
+    )?;
+    let job = report.job_id;
+    out.jobs.push(job);
+    if !matches!(report.status, JobState::Ok | JobState::Partial) {
+        return Err(HsmError::JobFailed {
+            job,
+            status: report.status.as_str().to_string(),
+        });
+    }
+    if !tapeloom_engine::verify(home, job, None)?.ok {
+        return Err(HsmError::NotVerified { job });
+    }
+    let cat = &home.catalog;
+    for m in files {
+        let Ok(rel) = m.path.strip_prefix(&dir) else {
+            continue;
+        };
+        let entry = rel.as_os_str().as_bytes().to_vec();
+        let Some(row) = cat.file(job, &entry)? else {
+            // Not stored: the job could not read it (its error is in the job).
+            continue;
+        };
+        let now = Facts::read(&m.path)?;
+        // The file as it was read: unchanged since, or it is left as it was.
+        let same = now.size == row.size
+            && now.mtime_ns == row.mtime_ns
+            && (row.ctime_ns == 0 || now.ctime_ns == row.ctime_ns);
+        if !same || row.meta_only {
+            out.changed.push(m.path);
+            continue;
+        }
+        let stamp = Stamp {
+            state: State::Premigrated,
+            job,
+            size: row.size,
+            mtime_ns: row.mtime_ns,
+            crc: row.crc,
+            ino: now.ino,
+        };
+        stamp.write(&m.path)?;
+        // Setting the record changed the file's ctime: the catalog keeps the new one.
+        let after = Facts::read(&m.path)?;
+        cat.put_hsm_file(&record(&m.path, (&stamp, &entry), after.ctime_ns, true))?;
+        out.files += 1;
+        out.bytes += row.size;
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! `hsm status`: files and bytes in each state, per managed folder and, when
+//! asked, per folder of the tree; and `hsm reconcile`: the catalog made to
+//! agree with the files' own records (or, with `--check`, only told how it
+//! differs). Neither reads a file's data: a stub is never recalled by them.
+
+use crate::error::Result;
+use crate::release::set_times;
+use crate::{files_under, record, root_path, roots, targets, Managed, State};
+use std::collections::{BTreeMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use tapeloom_catalog::HsmFile;
+use tapeloom_engine::Home;
+
+/// Files and bytes in each state, and bytes on disk.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Files and their bytes (logical size), by state.
+    pub by_state: BTreeMap<State, (u64, u64)>,
+    /// Bytes the files take on disk.
+    pub disk_bytes: u64,
+}
+
+impl Counts {
+    fn add(&mut self, m: &Managed) {
+        let e = self.by_state.entry(m.state()).or_default();
+        e.0 += 1;
+        e.1 += m.facts.size;
+        self.disk_bytes += m.facts.blocks * 512;
+    }
+}
+
+/// What `hsm status` reports.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// Each managed folder asked, with its counts.
+    pub roots: Vec<(PathBuf, Counts)>,
+    /// With `by_folder`, each folder holding files, with the counts of the files
+    /// directly in it.
+    pub folders: Vec<(PathBuf, Counts)>,
+    /// Files that could not be looked at, with why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// Counts the managed files under `paths` (every managed folder when none).
+pub fn status(home: &Home, paths: &[PathBuf], by_folder: bool) -> Result<Status> {
+    let roots = roots(&home.catalog)?;
+    let mut out = Status::default();
+    let mut folders: BTreeMap<PathBuf, Counts> = BTreeMap::new();
+    for top in targets(&roots, paths)? {
+        let mut counts = Counts::default();
+        for m in files_under(std::slice::from_ref(&top), &mut |p, why| {
+            out.skipped.push((p.to_path_buf(), why))
+        }) {
+            counts.add(&m);
+            if by_folder {
+                let dir = m.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                folders.entry(dir).or_default().add(&m);
+            }
+        }
+        out.roots.push((top, counts));
+    }
+    out.folders = folders.into_iter().collect();
+    Ok(out)
+}
+
+/// What `hsm reconcile` found (and, without `--check`, set right).
+#[derive(Debug, Clone, Default)]
+pub struct Reconciled {
+    /// Files whose catalog record was missing or differed from their own.
+    pub recorded: Vec<PathBuf>,
+    /// Catalog records of files that are gone or resident.
+    pub forgotten: Vec<PathBuf>,
+    /// Stubs whose modification time was not yet their copy's (a release cut
+    /// before it put the times back).
+    pub times: Vec<PathBuf>,
+    /// Files that could not be looked at, with why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+impl Reconciled {
+    /// Whether the catalog and the files agree.
+    pub fn clean(&self) -> bool {
+        self.recorded.is_empty() && self.forgotten.is_empty() && self.times.is_empty()
+    }
+}
+
+/// Makes the catalog agree with the managed files' records (`check`: only
+/// says where they differ).
+pub fn reconcile(home: &Home, check: bool) -> Result<Reconciled> {
+    let cat = &home.catalog;
+    let roots = roots(cat)?;
+    let mut out = Reconciled::default();
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let mut entries = crate::Entries::default();
+    for root in &roots {
+        let top = root_path(root);
+        let files = files_under(std::slice::from_ref(&top), &mut |p, why| {
+            out.skipped.push((p.to_path_buf(), why))
+        });
+        for m in files {
+            let Some(stamp) = &m.stamp else { continue };
+            let key = m.path.as_os_str().as_bytes().to_vec();
+            seen.insert(key.clone());
+            let state = m.state();
+            if state == State::Released && m.facts.mtime_ns != stamp.mtime_ns {
+                out.times.push(m.path.clone());
+                if !check {
+                    let f = crate::error::io(std::fs::File::open(&m.path), "open", &m.path)?;
+                    set_times(&f, &m.path, m.facts.atime_ns, stamp.mtime_ns)?;
+                }
+            }
+            let had = cat.hsm_file(&key)?;
+            let Some(entry) = entries.of(cat, &m.path, stamp)? else {
+                let why = format!("job {} has no entry of it", stamp.job);
+                out.skipped.push((m.path.clone(), why));
+                continue;
+            };
+            let mut want = record(&m.path, (stamp, &entry), m.facts.ctime_ns, true);
+            want.state = state.as_str().to_string();
+            if !agrees(had.as_ref(), &want) {
+                out.recorded.push(m.path.clone());
+                if !check {
+                    want.verified = had.as_ref().is_none_or(|h| h.verified);
+                    cat.put_hsm_file(&want)?;
+                }
+            }
+        }
+    }
+    for f in cat.hsm_files(b"")? {
+        if !seen.contains(&f.path) {
+            out.forgotten
+                .push(PathBuf::from(std::ffi::OsStr::from_bytes(&f.path)));
+            if !check {
+                cat.forget_hsm_file(&f.path)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the catalog's record `had` says what the file's own does.
+fn agrees(had: Option<&HsmFile>, want: &HsmFile) -> bool {
+    had.is_some_and(|h| {
+        h.state == want.state
+            && h.job_id == want.job_id
+            && h.entry == want.entry
+            && h.size == want.size
+            && h.mtime_ns == want.mtime_ns
+            && h.crc == want.crc
+    })
+}
