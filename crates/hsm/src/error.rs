@@ -53,6 +53,16 @@ pub enum HsmError {
         /// The job.
         job: i64,
     },
+    /// The daemon refused or did not answer a request.
+    #[error("the hsm daemon did not {request} {}: {why}", path.display())]
+    Daemon {
+        /// `mark` or `unmark`.
+        request: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Its answer, or why none came.
+        why: String,
+    },
     /// Watermarks that are not percentages with low under high.
     #[error("--high and --low take percentages from 1 to 100, --low under --high")]
     BadMarks,

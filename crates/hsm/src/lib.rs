@@ -21,14 +21,17 @@
 
 #![deny(unsafe_code)]
 
+mod daemon;
 mod error;
 mod migrate;
+mod notify;
 mod recall;
 mod release;
 mod stamp;
 mod status;
 mod sys;
 
+pub use daemon::{daemon, guardian, Counters, DaemonOptions};
 pub use error::{HsmError, Result};
 pub use migrate::{migrate, MigrateOptions, Migrated};
 pub use recall::{recall, Recalled};

@@ -11,11 +11,11 @@ use crate::error::{io, Result};
 use crate::release::set_times;
 use crate::{files_under, record, roots, targets, Facts, Managed, Stamp, State};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tapeloom_catalog::Catalog;
 use tapeloom_engine::{Home, Overwrite, RestoreOptions};
 use xattr::FileExt;
 
@@ -34,6 +34,8 @@ pub struct Recalled {
     pub blocks_read: u64,
     /// Files that did not come back, with why.
     pub failed: Vec<(PathBuf, String)>,
+    /// Files that came back.
+    pub recalled: Vec<PathBuf>,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -48,29 +50,45 @@ pub fn recall(home: &Home, paths: &[PathBuf]) -> Result<Recalled> {
         skipped.push((p.to_path_buf(), why))
     });
     out.failed.extend(skipped);
-    let mut by_job: BTreeMap<i64, Vec<(Managed, Stamp)>> = BTreeMap::new();
-    for m in found {
-        if m.state() != State::Released {
-            continue;
-        }
-        if let Some(s) = m.stamp.clone() {
-            by_job.entry(s.job).or_default().push((m, s));
-        }
-    }
-    for (job, files) in by_job {
-        recall_job(home, job, files, &mut out)?;
-    }
+    let asks = (found.into_iter())
+        .filter(|m| m.state() == State::Released)
+        .filter_map(|m| {
+            let stamp = m.stamp.clone()?;
+            Some(Ask {
+                path: m.path,
+                stamp,
+                writer: None,
+            })
+        })
+        .collect();
+    recall_batch(home, asks, &mut out)?;
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
 }
 
+/// A released file to recall: its path, its record, and the descriptor the data
+/// is written through (the daemon's, which raises no events); none: the file
+/// is opened by its path.
+pub(crate) struct Ask {
+    pub path: PathBuf,
+    pub stamp: Stamp,
+    pub writer: Option<std::fs::File>,
+}
+
+/// Recalls `asks` as one batch: one restore per job.
+pub(crate) fn recall_batch(home: &Home, asks: Vec<Ask>, out: &mut Recalled) -> Result<()> {
+    let mut by_job: BTreeMap<i64, Vec<Ask>> = BTreeMap::new();
+    for a in asks {
+        by_job.entry(a.stamp.job).or_default().push(a);
+    }
+    for (job, files) in by_job {
+        recall_job(home, job, files, out)?;
+    }
+    Ok(())
+}
+
 /// Restores `files` of job `job` to a folder of the home, then puts each back.
-fn recall_job(
-    home: &Home,
-    job: i64,
-    files: Vec<(Managed, Stamp)>,
-    out: &mut Recalled,
-) -> Result<()> {
+fn recall_job(home: &Home, job: i64, files: Vec<Ask>, out: &mut Recalled) -> Result<()> {
     let scratch = io(
         tempfile::Builder::new()
             .prefix("hsm-recall-")
@@ -80,17 +98,17 @@ fn recall_job(
     )?;
     let mut entries = crate::Entries::default();
     let mut asked = Vec::new();
-    for (m, stamp) in files {
-        match entries.of(&home.catalog, &m.path, &stamp)? {
-            Some(e) => asked.push((m, stamp, e)),
+    for a in files {
+        match entries.of(&home.catalog, &a.path, &a.stamp)? {
+            Some(e) => asked.push((a, e)),
             None => out
                 .failed
-                .push((m.path, format!("job {job} has no entry of it"))),
+                .push((a.path, format!("job {job} has no entry of it"))),
         }
     }
     let opts = RestoreOptions {
         to: scratch.path().to_path_buf(),
-        paths: asked.iter().map(|(_, _, e)| e.clone()).collect(),
+        paths: asked.iter().map(|(_, e)| e.clone()).collect(),
         overwrite: Overwrite::Always,
         ..RestoreOptions::default()
     };
@@ -99,7 +117,7 @@ fn recall_job(
         Err(e) => {
             let why = e.to_string();
             out.failed
-                .extend(asked.into_iter().map(|(m, _, _)| (m.path, why.clone())));
+                .extend(asked.into_iter().map(|(a, _)| (a.path, why.clone())));
             return Ok(());
         }
     };
@@ -109,18 +127,20 @@ fn recall_job(
     let bad: BTreeMap<Vec<u8>, String> = (report.errors.iter())
         .map(|(p, why)| (p.as_bytes().to_vec(), why.clone()))
         .collect();
-    for (m, stamp, entry) in asked {
+    for (a, entry) in asked {
         if let Some(why) = bad.get(&entry) {
-            out.failed.push((m.path, why.clone()));
+            out.failed.push((a.path, why.clone()));
             continue;
         }
         let got = scratch.path().join(std::ffi::OsStr::from_bytes(&entry));
-        match put_back(&home.catalog, &got, &m.path, (&stamp, &entry))? {
+        let into = (a.path.as_path(), a.writer.as_ref());
+        match put_back(home, &got, into, (&a.stamp, &entry))? {
             None => {
                 out.files += 1;
-                out.bytes += stamp.size;
+                out.bytes += a.stamp.size;
+                out.recalled.push(a.path);
             }
-            Some(why) => out.failed.push((m.path, why)),
+            Some(why) => out.failed.push((a.path, why)),
         }
     }
     Ok(())
@@ -129,9 +149,9 @@ fn recall_job(
 /// Checks the restored copy at `got` against `stamp` and writes it into the
 /// stub at `path`: none when it came back, or why not.
 fn put_back(
-    cat: &Catalog,
+    home: &Home,
     got: &Path,
-    path: &Path,
+    (path, writer): (&Path, Option<&std::fs::File>),
     (stamp, entry): (&Stamp, &[u8]),
 ) -> Result<Option<String>> {
     let Ok(mut src) = std::fs::File::open(got) else {
@@ -149,11 +169,36 @@ fn put_back(
     if crc32c::crc32c(&data) != stamp.crc {
         return Ok(Some("its copy does not match its checksum".into()));
     }
-    let mut f = io(
-        std::fs::OpenOptions::new().write(true).open(path),
-        "open",
-        path,
-    )?;
+    let opened;
+    let f = match writer {
+        Some(w) => w,
+        None => {
+            opened = io(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path),
+                "open",
+                path,
+            )?;
+            // Under a write lease nobody else has the file open; the daemon, when
+            // one runs, takes its mark off so that writing it raises no event.
+            if let Err(e) = crate::sys::write_lease(std::os::fd::AsFd::as_fd(&opened)) {
+                return match e.raw_os_error() {
+                    Some(nix::libc::EAGAIN) => Ok(Some(
+                        "it is open (the daemon recalls it for its reader)".into(),
+                    )),
+                    _ => Err(crate::HsmError::Io {
+                        what: format!("lease {}", path.display()),
+                        source: e,
+                    }),
+                };
+            }
+            crate::notify::tell(home.dir(), path, false)?;
+            &opened
+        }
+    };
+    let cat = &home.catalog;
     let facts = Facts::of(&io(f.metadata(), "read", path)?);
     let stub = Managed {
         path: path.to_path_buf(),
@@ -163,9 +208,9 @@ fn put_back(
     if stub.state() != State::Released {
         return Ok(Some("changed since it was released".into()));
     }
-    io(f.write_all(&data), "write the data back into", path)?;
+    io(f.write_all_at(&data, 0), "write the data back into", path)?;
     io(f.sync_all(), "sync", path)?;
-    set_times(&f, path, crate::now_ns(), stamp.mtime_ns)?;
+    set_times(f, path, crate::now_ns(), stamp.mtime_ns)?;
     let mut back = stamp.clone();
     back.state = State::Premigrated;
     io(

@@ -14,7 +14,6 @@ use crate::{files_under, record, roots, targets, Facts, Managed, State};
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use tapeloom_catalog::Catalog;
 use tapeloom_engine::Home;
 use xattr::FileExt;
 
@@ -66,7 +65,7 @@ pub fn release(home: &Home, paths: &[PathBuf], marks: Option<Marks>) -> Result<R
     found.retain(|m| m.state() == State::Premigrated);
     let Some(marks) = marks else {
         for m in found {
-            release_counted(cat, &m, &mut out)?;
+            release_counted(home, &m, &mut out)?;
         }
         return Ok(out);
     };
@@ -83,7 +82,7 @@ pub fn release(home: &Home, paths: &[PathBuf], marks: Option<Marks>) -> Result<R
             if now < marks.low {
                 break;
             }
-            release_counted(cat, m, &mut out)?;
+            release_counted(home, m, &mut out)?;
             now = fill(top)?;
         }
         out.fill.push((top.clone(), before, now));
@@ -92,8 +91,8 @@ pub fn release(home: &Home, paths: &[PathBuf], marks: Option<Marks>) -> Result<R
 }
 
 /// Releases `m`, counting it in `out` or saying why it was kept.
-fn release_counted(cat: &Catalog, m: &Managed, out: &mut Released) -> Result<()> {
-    match release_one(cat, m)? {
+fn release_counted(home: &Home, m: &Managed, out: &mut Released) -> Result<()> {
+    match release_one(home, m)? {
         None => {
             out.files += 1;
             out.bytes += m.facts.size;
@@ -119,7 +118,8 @@ fn fill(path: &Path) -> Result<f64> {
 }
 
 /// Releases one premigrated file: none when it was, or why it was kept.
-fn release_one(cat: &Catalog, m: &Managed) -> Result<Option<String>> {
+fn release_one(home: &Home, m: &Managed) -> Result<Option<String>> {
+    let cat = &home.catalog;
     use std::os::unix::ffi::OsStrExt;
     let Some(stamp) = &m.stamp else {
         return Ok(Some("not on tape".into()));
@@ -151,7 +151,7 @@ fn release_one(cat: &Catalog, m: &Managed) -> Result<Option<String>> {
             }),
         };
     }
-    let done = punch(cat, &f, path, (stamp, &rec.entry, rec.ctime_ns));
+    let done = punch(home, &f, path, (stamp, &rec.entry, rec.ctime_ns));
     let _ = crate::sys::unlease(f.as_fd());
     done
 }
@@ -159,7 +159,7 @@ fn release_one(cat: &Catalog, m: &Managed) -> Result<Option<String>> {
 /// Under the lease: checks the file is as its copy was, says released, punches
 /// its data out and puts its times back.
 fn punch(
-    cat: &Catalog,
+    home: &Home,
     f: &std::fs::File,
     path: &Path,
     (stamp, entry, ctime_ns): (&crate::Stamp, &[u8], i64),
@@ -190,7 +190,11 @@ fn punch(
     set_times(f, path, facts.atime_ns, facts.mtime_ns)?;
     io(f.sync_all(), "sync", path)?;
     let after = Facts::of(&io(f.metadata(), "read", path)?);
-    cat.put_hsm_file(&record(path, (&released, entry), after.ctime_ns, true))?;
+    home.catalog
+        .put_hsm_file(&record(path, (&released, entry), after.ctime_ns, true))?;
+    // While the lease is held nobody can open the file: the daemon, when one
+    // runs, marks it before anyone can read the stub.
+    crate::notify::tell(home.dir(), path, true)?;
     Ok(None)
 }
 

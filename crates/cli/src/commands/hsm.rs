@@ -34,6 +34,32 @@ enum Cmd {
     /// Make the catalog agree with the files' own records (--check: only say
     /// where they differ, and exit 1 when they do).
     Reconcile(ReconcileArgs),
+    /// Recall released files when they are read (root; fanotify pre-content
+    /// events): a read waits while its file comes back. Runs until SIGTERM.
+    Daemon(DaemonArgs),
+    /// The daemon's guardian: answers waiting readers with EIO if the daemon dies.
+    #[command(hide = true)]
+    Guardian(GuardianArgs),
+}
+
+#[derive(clap::Args)]
+struct DaemonArgs {
+    /// Reads that come within this time are recalled as one batch.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "2s")]
+    window: std::time::Duration,
+    /// A reader waits at most this long for its file, then gets an I/O error.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "10m")]
+    timeout: std::time::Duration,
+    /// Write the daemon's counters (JSON) to this file as they change.
+    #[arg(long, value_name = "FILE")]
+    status: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct GuardianArgs {
+    /// The daemon's fanotify descriptor, inherited.
+    #[arg(long)]
+    fd: i32,
 }
 
 #[derive(clap::Args)]
@@ -105,45 +131,104 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 impl Args {
     /// Runs the subcommand and prints its output.
     pub fn run(self, ctx: &Context) -> Result<i32> {
-        let home = ctx.open_home()?;
+        // The daemon opens the home only while it recalls, and the guardian never.
         match self.cmd {
-            Cmd::Manage(a) => {
-                let r = tapeloom_hsm::manage(&home, &a.dir, &a.pool)?;
-                let out = Managed {
-                    folder: String::from_utf8_lossy(&r.path).into_owned(),
-                    pool: r.pool,
-                };
-                emit(&out, ctx.json)
+            Cmd::Daemon(a) => run_daemon(a, ctx),
+            Cmd::Guardian(a) => {
+                tapeloom_hsm::guardian(a.fd, std::io::stdin().lock())?;
+                Ok(0)
             }
-            Cmd::Migrate(a) => {
-                let opts = MigrateOptions {
-                    older_than: a.older_than,
-                    min_size: a.min_size,
-                };
-                let r = tapeloom_hsm::migrate(&home, &a.paths, &opts)?;
-                emit(&MigratedOut::from(r), ctx.json)
-            }
-            Cmd::Release(a) => {
-                let marks = match (a.high, a.low) {
-                    (Some(h), Some(l)) => Some(Marks::new(h, l)?),
-                    _ => None,
-                };
-                let r = tapeloom_hsm::release(&home, &a.paths, marks)?;
-                emit(&ReleasedOut::from(r), ctx.json)
-            }
-            Cmd::Recall(a) => emit(
-                &RecalledOut::from(tapeloom_hsm::recall(&home, &a.paths)?),
-                ctx.json,
-            ),
-            Cmd::Status(a) => emit(
-                &StatusOut::from(tapeloom_hsm::status(&home, &a.paths, a.by_folder)?),
-                ctx.json,
-            ),
-            Cmd::Reconcile(a) => emit(
-                &ReconciledOut::new(tapeloom_hsm::reconcile(&home, a.check)?, a.check),
-                ctx.json,
-            ),
+            cmd => on_home(cmd, ctx),
         }
+    }
+}
+
+/// Runs a subcommand that holds the home while it runs.
+fn on_home(cmd: Cmd, ctx: &Context) -> Result<i32> {
+    let home = ctx.open_home()?;
+    match cmd {
+        Cmd::Manage(a) => {
+            let r = tapeloom_hsm::manage(&home, &a.dir, &a.pool)?;
+            let out = Managed {
+                folder: String::from_utf8_lossy(&r.path).into_owned(),
+                pool: r.pool,
+            };
+            emit(&out, ctx.json)
+        }
+        Cmd::Migrate(a) => {
+            let opts = MigrateOptions {
+                older_than: a.older_than,
+                min_size: a.min_size,
+            };
+            let r = tapeloom_hsm::migrate(&home, &a.paths, &opts)?;
+            emit(&MigratedOut::from(r), ctx.json)
+        }
+        Cmd::Release(a) => {
+            let marks = match (a.high, a.low) {
+                (Some(h), Some(l)) => Some(Marks::new(h, l)?),
+                _ => None,
+            };
+            let r = tapeloom_hsm::release(&home, &a.paths, marks)?;
+            emit(&ReleasedOut::from(r), ctx.json)
+        }
+        Cmd::Recall(a) => emit(
+            &RecalledOut::from(tapeloom_hsm::recall(&home, &a.paths)?),
+            ctx.json,
+        ),
+        Cmd::Status(a) => emit(
+            &StatusOut::from(tapeloom_hsm::status(&home, &a.paths, a.by_folder)?),
+            ctx.json,
+        ),
+        Cmd::Reconcile(a) => emit(
+            &ReconciledOut::new(tapeloom_hsm::reconcile(&home, a.check)?, a.check),
+            ctx.json,
+        ),
+        Cmd::Daemon(_) | Cmd::Guardian(_) => Ok(2),
+    }
+}
+
+/// Runs `hsm daemon` until SIGTERM, then prints its counters.
+fn run_daemon(a: DaemonArgs, ctx: &Context) -> Result<i32> {
+    let dir = (ctx.home.clone()).unwrap_or_else(tapeloom_engine::default_home);
+    let mut guardian = std::process::Command::new(std::env::current_exe()?);
+    guardian.arg("--home").arg(&dir).args(["hsm", "guardian"]);
+    let opts = tapeloom_hsm::DaemonOptions {
+        window: a.window,
+        timeout: a.timeout,
+        status: a.status,
+        guardian: Some(guardian),
+    };
+    eprintln!(
+        "tapeloom: hsm daemon watching the managed folders of {}",
+        dir.display()
+    );
+    let c = tapeloom_hsm::daemon(&dir, opts, &|| false)?;
+    emit(&DaemonOut(c), ctx.json)
+}
+
+#[derive(Serialize)]
+struct DaemonOut(#[serde(serialize_with = "counters")] tapeloom_hsm::Counters);
+
+fn counters<S: serde::Serializer>(c: &tapeloom_hsm::Counters, s: S) -> Result<S::Ok, S::Error> {
+    let v: serde_json::Value =
+        serde_json::from_str(&c.json("")).map_err(serde::ser::Error::custom)?;
+    v.serialize(s)
+}
+
+impl Output for DaemonOut {
+    fn print(&self) {
+        let c = &self.0;
+        outln!(
+            "{} accesses: {} let through, {} waited; {} files recalled ({}) in {} batches, {} failed, {} timed out",
+            c.events,
+            c.passed,
+            c.waited,
+            c.recalled_files,
+            bytes(c.recalled_bytes),
+            c.batches,
+            c.failed,
+            c.timed_out
+        );
     }
 }
 

@@ -151,3 +151,192 @@ fn a_path_outside_the_managed_folders_is_refused_in_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("is in no managed folder"), "{err}");
 }
+
+/// Whether this process may watch with fanotify's pre-content events: root, on
+/// Linux 6.14 or later.
+fn can_watch() -> Result<(), String> {
+    if !is_root() {
+        return Err("the hsm daemon needs root (fanotify)".into());
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut n = release
+        .split(['.', '-'])
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (n.next().unwrap_or(0), n.next().unwrap_or(0));
+    if (major, minor) < (6, 14) {
+        return Err(format!(
+            "pre-content events need Linux 6.14, this is {}",
+            release.trim()
+        ));
+    }
+    Ok(())
+}
+
+/// A running `hsm daemon` of `home`, its counters in `status`; killed when dropped.
+struct Daemon {
+    child: std::process::Child,
+    status: std::path::PathBuf,
+}
+
+impl Daemon {
+    fn start(home: &Path, args: &[&str]) -> Daemon {
+        let status = home.join("daemon-status.json");
+        let _ = std::fs::remove_file(&status);
+        let child = std::process::Command::new(bin())
+            .arg("--home")
+            .arg(home)
+            .args(["hsm", "daemon", "--status", p(&status)])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, status };
+        d.until(|c| c["marked"].as_u64().is_some());
+        d
+    }
+
+    fn counters(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(&self.status).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn until(&self, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let t0 = std::time::Instant::now();
+        loop {
+            let c = self.counters();
+            if ok(&c) {
+                return c;
+            }
+            assert!(t0.elapsed().as_secs() < 60, "the daemon's counters: {c}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_daemon_recalls_on_read_and_tools_that_only_look_recall_nothing() {
+    if !crate::common::need(can_watch()) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (home, dir) = managed(t.path());
+    let names = ["f0", "f1", "f2", "f3", "sub/small"];
+    let before: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| std::fs::read(dir.join(n)).unwrap())
+        .collect();
+    ok(&home, &["hsm", "migrate"]);
+    ok(&home, &["hsm", "release", p(&dir.join("f0"))]);
+    let d = Daemon::start(&home, &["--window", "1s"]);
+    d.until(|c| c["marked"] == 1);
+    // Released while the daemon runs: marked before the lease is given back.
+    ok(&home, &["hsm", "release"]);
+    d.until(|c| c["marked"] == 5);
+    for cmd in [
+        vec!["ls", "-lR"],
+        vec!["find", ".", "-newer", "f0"],
+        vec!["du", "-s", "."],
+        vec!["stat", "f0", "f1", "f2", "f3", "sub/small"],
+    ] {
+        let st = std::process::Command::new(cmd[0])
+            .args(&cmd[1..])
+            .current_dir(&dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cmd:?}");
+    }
+    std::fs::rename(dir.join("f3"), dir.join("f3-renamed")).unwrap();
+    std::fs::rename(dir.join("f3-renamed"), dir.join("f3")).unwrap();
+    assert_eq!(d.counters()["events"], 0, "{}", d.counters());
+
+    // Every file read at once: one batch, one mount, the data identical.
+    let readers: Vec<_> = (names.iter())
+        .map(|n| {
+            let f = dir.join(n);
+            std::thread::spawn(move || std::fs::read(f).unwrap())
+        })
+        .collect();
+    for (r, want) in readers.into_iter().zip(&before) {
+        assert_eq!(&r.join().unwrap(), want);
+    }
+    let c = d.until(|c| c["recalled_files"] == 5);
+    assert_eq!(
+        (c["batches"].as_u64(), c["mounts"].as_u64()),
+        (Some(1), Some(1)),
+        "{c}"
+    );
+    assert_eq!(
+        (c["failed"].as_u64(), c["timed_out"].as_u64()),
+        (Some(0), Some(0)),
+        "{c}"
+    );
+    let s = ok(&home, &["hsm", "status"]);
+    assert_eq!(files_in(&s, "premigrated"), 5, "{s}");
+    // Read again: no more events, the files are not marked.
+    for n in names {
+        std::fs::read(dir.join(n)).unwrap();
+    }
+    assert_eq!(d.counters()["events"], c["events"], "{}", d.counters());
+}
+
+#[test]
+fn a_read_the_daemon_cannot_serve_fails_with_eio_and_never_hangs() {
+    if !crate::common::need(can_watch()) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (home, dir) = managed(t.path());
+    ok(&home, &["hsm", "migrate"]);
+    ok(&home, &["hsm", "release"]);
+    let eio = |r: std::io::Result<Vec<u8>>| r.unwrap_err().raw_os_error() == Some(5);
+
+    // The library unreachable: the recall fails, and the reader gets EIO.
+    let library = home.join("library");
+    let away = home.join("library-away");
+    std::fs::rename(&library, &away).unwrap();
+    let d = Daemon::start(&home, &["--window", "1s"]);
+    let t0 = std::time::Instant::now();
+    assert!(eio(std::fs::read(dir.join("f0"))));
+    assert!(t0.elapsed().as_secs() < 30, "{:?}", t0.elapsed());
+    d.until(|c| c["failed"] == 1);
+    drop(d);
+    // Opening the home made an empty library in its place.
+    let _ = std::fs::remove_dir_all(&library);
+    std::fs::rename(&away, &library).unwrap();
+
+    // A recall that takes longer than the timeout: EIO at the timeout.
+    let d = Daemon::start(&home, &["--window", "30s", "--timeout", "1s"]);
+    let t0 = std::time::Instant::now();
+    assert!(eio(std::fs::read(dir.join("f1"))));
+    let waited = t0.elapsed();
+    assert!(
+        waited.as_millis() >= 900 && waited.as_secs() < 10,
+        "{waited:?}"
+    );
+    d.until(|c| c["timed_out"] == 1);
+    drop(d);
+
+    // The daemon killed while a reader waits: its guardian answers EIO.
+    let mut d = Daemon::start(&home, &["--window", "30s"]);
+    let f2 = dir.join("f2");
+    let reader = std::thread::spawn(move || std::fs::read(f2));
+    d.until(|c| c["waiting"] == 1);
+    d.child.kill().unwrap();
+    let t0 = std::time::Instant::now();
+    assert!(eio(reader.join().unwrap()));
+    assert!(t0.elapsed().as_secs() < 10, "{:?}", t0.elapsed());
+    drop(d);
+    // Nothing was lost: each file comes back identical.
+    let back = ok(&home, &["hsm", "recall", p(&dir)]);
+    assert_eq!(back["files"], 5, "{back}");
+    assert_eq!(std::fs::read(dir.join("f2")).unwrap(), noise(2, 300_000));
+}

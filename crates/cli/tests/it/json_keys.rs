@@ -192,7 +192,10 @@ fn every_commands_json_keeps_its_keys() {
     write(&managed.join("a"), &noise(1, 10_000));
     c("hsm_manage", &["hsm", "manage", &s(&managed)]);
     c("hsm_migrate", &["hsm", "migrate"]);
-    c("hsm_release_marks", &["hsm", "release", "--high", "99%", "--low", "98%"]);
+    c(
+        "hsm_release_marks",
+        &["hsm", "release", "--high", "99%", "--low", "98%"],
+    );
     c("hsm_release", &["hsm", "release"]);
     c("hsm_status", &["hsm", "status", "--by-folder"]);
     c("hsm_recall", &["hsm", "recall", &s(&managed)]);
