@@ -58,7 +58,7 @@ struct DaemonArgs {
 #[derive(clap::Args)]
 struct GuardianArgs {
     /// The daemon's fanotify descriptor, inherited.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(i32).range(3..))]
     fd: i32,
 }
 
@@ -79,7 +79,7 @@ struct MigrateArgs {
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     older_than: Option<std::time::Duration>,
     /// Only files of at least this size (for example 1M).
-    #[arg(long, value_name = "SIZE", value_parser = crate::size::parse, default_value = "0")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::size::within(0, crate::size::MAX), default_value = "0")]
     min_size: u64,
 }
 

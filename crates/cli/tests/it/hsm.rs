@@ -256,6 +256,10 @@ fn the_daemon_recalls_on_read_and_tools_that_only_look_recall_nothing() {
     }
     std::fs::rename(dir.join("f3"), dir.join("f3-renamed")).unwrap();
     std::fs::rename(dir.join("f3-renamed"), dir.join("f3")).unwrap();
+    // A backup of the managed tree stores the stubs without reading their data.
+    let b = ok(&home, &["backup", p(&dir), "--name", "stubs"]);
+    assert_eq!(b["status"], "ok", "{b}");
+    assert_eq!(b["source_bytes_read"], 0, "{b}");
     assert_eq!(d.counters()["events"], 0, "{}", d.counters());
 
     // Every file read at once: one batch, one mount, the data identical.
@@ -339,4 +343,30 @@ fn a_read_the_daemon_cannot_serve_fails_with_eio_and_never_hangs() {
     let back = ok(&home, &["hsm", "recall", p(&dir)]);
     assert_eq!(back["files"], 5, "{back}");
     assert_eq!(std::fs::read(dir.join("f2")).unwrap(), noise(2, 300_000));
+}
+
+#[test]
+fn a_backup_of_stubs_reads_no_data_and_restores_stubs_that_recall_identical() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, dir) = managed(t.path());
+    let want = std::fs::read(dir.join("f2")).unwrap();
+    ok(&home, &["hsm", "migrate"]);
+    ok(&home, &["hsm", "release"]);
+    let b = ok(&home, &["backup", p(&dir), "--name", "stubs"]);
+    assert_eq!(b["status"], "ok", "{b}");
+    assert_eq!(b["source_bytes_read"], 0, "{b}");
+    let job = b["job_id"].to_string();
+    // Restored into the managed folder: stubs, released, with their records.
+    let back = dir.join("restored");
+    ok(&home, &["restore", &job, "--to", p(&back)]);
+    assert_eq!(std::fs::metadata(back.join("f2")).unwrap().blocks(), 0);
+    assert_eq!(
+        std::fs::metadata(back.join("f2")).unwrap().len(),
+        want.len() as u64
+    );
+    let s = ok(&home, &["hsm", "status", p(&back)]);
+    assert_eq!(files_in(&s, "released"), 5, "{s}");
+    let r = ok(&home, &["hsm", "recall", p(&back)]);
+    assert_eq!(r["files"], 5, "{r}");
+    assert_eq!(std::fs::read(back.join("f2")).unwrap(), want);
 }
