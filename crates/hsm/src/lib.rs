@@ -292,3 +292,24 @@ impl Entries {
         Ok(rec.filter(|r| r.job_id == stamp.job).map(|r| r.entry))
     }
 }
+
+/// The file at `path` opened for reading and writing under a write lease
+/// ([`sys::write_lease`]): none when another process has it open.
+pub(crate) fn open_leased(path: &Path) -> Result<Option<std::fs::File>> {
+    let f = io(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path),
+        "open",
+        path,
+    )?;
+    match sys::write_lease(std::os::fd::AsFd::as_fd(&f)) {
+        Ok(()) => Ok(Some(f)),
+        Err(e) if e.raw_os_error() == Some(nix::libc::EAGAIN) => Ok(None),
+        Err(source) => Err(HsmError::Io {
+            what: format!("lease {}", path.display()),
+            source,
+        }),
+    }
+}

@@ -173,27 +173,14 @@ fn put_back(
     let f = match writer {
         Some(w) => w,
         None => {
-            opened = io(
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path),
-                "open",
-                path,
-            )?;
             // Under a write lease nobody else has the file open; the daemon, when
             // one runs, takes its mark off so that writing it raises no event.
-            if let Err(e) = crate::sys::write_lease(std::os::fd::AsFd::as_fd(&opened)) {
-                return match e.raw_os_error() {
-                    Some(nix::libc::EAGAIN) => Ok(Some(
-                        "it is open (the daemon recalls it for its reader)".into(),
-                    )),
-                    _ => Err(crate::HsmError::Io {
-                        what: format!("lease {}", path.display()),
-                        source: e,
-                    }),
-                };
-            }
+            let Some(f) = crate::open_leased(path)? else {
+                return Ok(Some(
+                    "it is open (the daemon recalls it for its reader)".into(),
+                ));
+            };
+            opened = f;
             crate::notify::tell(home.dir(), path, false)?;
             &opened
         }

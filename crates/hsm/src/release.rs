@@ -134,23 +134,9 @@ fn release_one(home: &Home, m: &Managed) -> Result<Option<String>> {
         return Ok(Some("its copy was not read back".into()));
     }
     let path = &m.path;
-    let f = io(
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path),
-        "open",
-        path,
-    )?;
-    if let Err(e) = crate::sys::write_lease(f.as_fd()) {
-        return match e.raw_os_error() {
-            Some(nix::libc::EAGAIN) => Ok(Some("it is open".into())),
-            _ => Err(HsmError::Io {
-                what: format!("lease {}", path.display()),
-                source: e,
-            }),
-        };
-    }
+    let Some(f) = crate::open_leased(path)? else {
+        return Ok(Some("it is open".into()));
+    };
     let done = punch(home, &f, path, (stamp, &rec.entry, rec.ctime_ns));
     let _ = crate::sys::unlease(f.as_fd());
     done
