@@ -4,8 +4,9 @@
 //! mapping of it waits for the daemon's answer. Only released files are marked:
 //! reading any other file costs nothing, and `stat`, `ls -l`, `find`, `du`,
 //! `getfattr`, `rename` and `unlink` raise no event at all. A reader of a
-//! released file waits while the file comes back: the requests of a window
-//! (`window`, 2 s by default) are one batch, one restore per job
+//! released file waits while the file comes back: the requests that come
+//! together are one batch (until the recall worker is idle and no request came
+//! for 50 ms, or at most `window`, 2 s by default), one restore per job
 //! (`recall_batch`), and the data is written through the event's own
 //! descriptor, which raises no event. The file's mark is then taken off. A
 //! recall that fails, or that takes longer than `timeout` (10 minutes by
@@ -103,6 +104,10 @@ impl Counters {
 /// batches and deadlines again.
 const TICK: Duration = Duration::from_millis(5);
 
+/// A batch is handed on this long after its last request when the recall
+/// worker is idle, before its window is over.
+const QUIET: Duration = Duration::from_millis(50);
+
 /// A released file some accesses wait for.
 struct Waiting {
     path: PathBuf,
@@ -121,9 +126,13 @@ struct Daemon {
     /// Where `hsm release` and `hsm recall` ask the daemon to mark and unmark.
     socket: std::os::unix::net::UnixListener,
     waiting: HashMap<(u64, u64), Waiting>,
-    /// Files of the batch being gathered, and when it closes.
+    /// Files of the batch being gathered, when it closes at the latest, and
+    /// when its last request came.
     batch: Vec<(u64, u64)>,
     closes: Option<Instant>,
+    last: Instant,
+    /// Batches handed to the recall worker and not yet over.
+    in_flight: usize,
     work: Sender<Vec<Ask>>,
     done: Receiver<Recalled>,
     guard: Option<(std::process::Child, std::process::ChildStdin)>,
@@ -170,6 +179,8 @@ pub fn daemon(home_dir: &Path, opts: DaemonOptions, stop: &dyn Fn() -> bool) -> 
         waiting: HashMap::new(),
         batch: Vec::new(),
         closes: None,
+        last: Instant::now(),
+        in_flight: 0,
         work,
         done,
         guard: None,
@@ -354,11 +365,19 @@ impl Daemon {
         if !w.sent && !self.batch.contains(&key) {
             self.batch.push(key);
             self.closes.get_or_insert(Instant::now() + self.opts.window);
+            self.last = Instant::now();
         }
     }
 
+    /// Hands the batch to the recall worker when its window is over, or sooner
+    /// when the worker is idle and no request came for [`QUIET`]: a burst of
+    /// reads started together is one batch, and a reader of one file after
+    /// another does not wait a whole window for each.
     fn send_batch(&mut self) {
-        if self.closes.is_none_or(|c| Instant::now() < c) {
+        let Some(closes) = self.closes else { return };
+        let now = Instant::now();
+        let quiet = self.in_flight == 0 && now.duration_since(self.last) >= QUIET;
+        if now < closes && !quiet {
             return;
         }
         self.closes = None;
@@ -377,13 +396,18 @@ impl Daemon {
                 writer: Some(writer),
             });
         }
-        if !asks.is_empty() && self.work.send(asks).is_err() {
-            tracing::warn!("hsm daemon: the recall thread is gone");
+        if asks.is_empty() {
+            return;
+        }
+        match self.work.send(asks) {
+            Ok(()) => self.in_flight += 1,
+            Err(_) => tracing::warn!("hsm daemon: the recall thread is gone"),
         }
     }
 
     fn take_results(&mut self) {
         while let Ok(r) = self.done.try_recv() {
+            self.in_flight = self.in_flight.saturating_sub(1);
             self.counters.batches += 1;
             self.counters.mounts += r.mounts;
             self.counters.recalled_files += r.files;

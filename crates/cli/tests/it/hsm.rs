@@ -262,7 +262,8 @@ fn the_daemon_recalls_on_read_and_tools_that_only_look_recall_nothing() {
     assert_eq!(b["source_bytes_read"], 0, "{b}");
     assert_eq!(d.counters()["events"], 0, "{}", d.counters());
 
-    // Every file read at once: one batch, one mount, the data identical.
+    // Every file read at once: recalled in one batch (two when a reader starts
+    // late on a loaded machine), the data identical.
     let readers: Vec<_> = (names.iter())
         .map(|n| {
             let f = dir.join(n);
@@ -273,11 +274,9 @@ fn the_daemon_recalls_on_read_and_tools_that_only_look_recall_nothing() {
         assert_eq!(&r.join().unwrap(), want);
     }
     let c = d.until(|c| c["recalled_files"] == 5);
-    assert_eq!(
-        (c["batches"].as_u64(), c["mounts"].as_u64()),
-        (Some(1), Some(1)),
-        "{c}"
-    );
+    let batches = c["batches"].as_u64().unwrap();
+    assert!((1..=2).contains(&batches), "{c}");
+    assert!(c["mounts"].as_u64().unwrap() <= batches, "{c}");
     assert_eq!(
         (c["failed"].as_u64(), c["timed_out"].as_u64()),
         (Some(0), Some(0)),
@@ -301,7 +300,7 @@ fn a_read_the_daemon_cannot_serve_fails_with_eio_and_never_hangs() {
     let (home, dir) = managed(t.path());
     ok(&home, &["hsm", "migrate"]);
     ok(&home, &["hsm", "release"]);
-    let eio = |r: std::io::Result<Vec<u8>>| r.unwrap_err().raw_os_error() == Some(5);
+    let eio = |r: std::io::Result<Vec<u8>>| r.err().and_then(|e| e.raw_os_error()) == Some(5);
 
     // The library unreachable: the recall fails, and the reader gets EIO.
     let library = home.join("library");
@@ -309,7 +308,7 @@ fn a_read_the_daemon_cannot_serve_fails_with_eio_and_never_hangs() {
     std::fs::rename(&library, &away).unwrap();
     let d = Daemon::start(&home, &["--window", "1s"]);
     let t0 = std::time::Instant::now();
-    assert!(eio(std::fs::read(dir.join("f0"))));
+    assert!(eio(std::fs::read(dir.join("f0"))), "f0 was read");
     assert!(t0.elapsed().as_secs() < 30, "{:?}", t0.elapsed());
     d.until(|c| c["failed"] == 1);
     drop(d);
@@ -317,16 +316,24 @@ fn a_read_the_daemon_cannot_serve_fails_with_eio_and_never_hangs() {
     let _ = std::fs::remove_dir_all(&library);
     std::fs::rename(&away, &library).unwrap();
 
-    // A recall that takes longer than the timeout: EIO at the timeout.
+    // A recall that takes longer than the timeout (another command holds the
+    // home for 5 s): EIO at the timeout.
     let d = Daemon::start(&home, &["--window", "30s", "--timeout", "1s"]);
+    let mut busy = std::process::Command::new("flock")
+        .arg(home.join("lock"))
+        .args(["sleep", "5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let t0 = std::time::Instant::now();
-    assert!(eio(std::fs::read(dir.join("f1"))));
+    assert!(eio(std::fs::read(dir.join("f1"))), "f1 was read");
     let waited = t0.elapsed();
     assert!(
-        waited.as_millis() >= 900 && waited.as_secs() < 10,
+        waited.as_millis() >= 900 && waited.as_secs() < 5,
         "{waited:?}"
     );
     d.until(|c| c["timed_out"] == 1);
+    busy.wait().unwrap();
     drop(d);
 
     // The daemon killed while a reader waits: its guardian answers EIO.
@@ -336,7 +343,7 @@ fn a_read_the_daemon_cannot_serve_fails_with_eio_and_never_hangs() {
     d.until(|c| c["waiting"] == 1);
     d.child.kill().unwrap();
     let t0 = std::time::Instant::now();
-    assert!(eio(reader.join().unwrap()));
+    assert!(eio(reader.join().unwrap()), "f2 was read");
     assert!(t0.elapsed().as_secs() < 10, "{:?}", t0.elapsed());
     drop(d);
     // Nothing was lost: each file comes back identical.

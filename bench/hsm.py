@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Hierarchical storage as a user sees it, as one JSON document on stdout
+(progress on stderr). Needs root (the daemon watches with fanotify).
+
+  round-trip  --files regular files of a real tree (copied from /usr/share, with
+              their folders, names and times) are managed, migrated and released
+              (each becomes a stub with no block on disk). With `hsm daemon`
+              running, `ls -lR`, `find -newer`, `du -s` and `stat` of every file
+              must raise no event (the daemon's counters); then `sha256sum` of
+              every file (8 at once, through xargs) reads them through the
+              daemon and must give the digests taken before the migration. The tree is released again and copied
+              with coreutils' `cp -a` to another folder, which must be identical.
+
+  python3 bench/hsm.py
+  python3 bench/hsm.py --files 2000
+"""
+import argparse, hashlib, json, os, shutil, signal, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine import default_work_parent, log, REPO  # noqa: E402
+
+
+def tl(a, home, *args):
+    r = subprocess.run([a.bin, "--home", home, "--json", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"tapeloom {' '.join(args)}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def real_tree(dst, want, source="/usr/share"):
+    """Copies the first `want` regular files under `source` (in sorted walk order,
+    at most 4 MiB each) to `dst`, with their folders and times."""
+    n = 0
+    for d, dirs, files in os.walk(source):
+        dirs.sort()
+        for f in sorted(files):
+            src = os.path.join(d, f)
+            if os.path.islink(src) or not os.path.isfile(src) or os.path.getsize(src) > 4 << 20:
+                continue
+            out = os.path.join(dst, os.path.relpath(src, source))
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            shutil.copy2(src, out)
+            n += 1
+            if n == want:
+                return n
+    return n
+
+
+def digests(root, readers=8):
+    """sha256sum of every file under `root`, by path relative to it: `readers`
+    sha256sum processes at once, each given 50 files."""
+    files = sorted(os.path.relpath(os.path.join(d, f), root)
+                   for d, _, fs in os.walk(root) for f in fs)
+    r = subprocess.run(["xargs", "-0", "-P", str(readers), "-n", "50", "sha256sum", "--"],
+                       input="\0".join(files), cwd=root, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"sha256sum: {r.stderr.strip()[:300]}")
+    out = {}
+    for line in r.stdout.splitlines():
+        h, p = line.split("  ", 1)
+        out[p] = h
+    return out
+
+
+def counters(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for(what, secs, ok):
+    until = time.monotonic() + secs
+    while not ok():
+        if time.monotonic() > until:
+            raise RuntimeError(f"{what} did not happen within {secs} s")
+        time.sleep(0.1)
+
+
+def round_trip(a, work):
+    tree = os.path.join(work, "managed")
+    home = os.path.join(work, "home")
+    n = real_tree(tree, a.files)
+    log(f"round-trip: {n} files copied from /usr/share")
+    before = digests(tree)
+    subprocess.run([a.bin, "--home", home, "library", "create", "--drives", "1", "--slots", "8",
+                    "--capacity", "16G"], check=True, capture_output=True)
+    tl(a, home, "hsm", "manage", tree)
+    t0 = time.monotonic()
+    mig = tl(a, home, "hsm", "migrate")
+    t_mig = time.monotonic() - t0
+    t0 = time.monotonic()
+    rel = tl(a, home, "hsm", "release")
+    t_rel = time.monotonic() - t0
+    status = tl(a, home, "hsm", "status")["roots"][0]
+    log(f"round-trip: migrated {mig['files']} in {t_mig:.1f} s, released {rel['files']} "
+        f"in {t_rel:.1f} s")
+    stat_path = os.path.join(work, "daemon.json")
+    daemon = subprocess.Popen([a.bin, "--home", home, "hsm", "daemon", "--status", stat_path],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the daemon marking the stubs", 120,
+                 lambda: counters(stat_path).get("marked", -1) >= rel["files"])
+        looks = {}
+        for name, cmd in [("ls -lR", ["ls", "-lR"]), ("find -newer", ["find", ".", "-newer", "."]),
+                          ("du -s", ["du", "-s", "."])]:
+            subprocess.run(cmd, cwd=tree, stdout=subprocess.DEVNULL, check=True)
+            looks[name] = counters(stat_path).get("events")
+        files = [os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs]
+        for i in range(0, len(files), 500):
+            subprocess.run(["stat", "--", *files[i:i + 500]], stdout=subprocess.DEVNULL, check=True)
+        looks["stat"] = counters(stat_path).get("events")
+        t0 = time.monotonic()
+        after = digests(tree)
+        t_read = time.monotonic() - t0
+        c_read = counters(stat_path)
+        same = sum(1 for p, h in before.items() if after.get(p) == h)
+        log(f"round-trip: sha256sum of {len(after)} files through the daemon in {t_read:.1f} s, "
+            f"{same} identical")
+        # Released again, then copied by coreutils through the daemon.
+        rel2 = tl(a, home, "hsm", "release")
+        copy = os.path.join(work, "copy")
+        t0 = time.monotonic()
+        cp = subprocess.run(["cp", "-a", tree, copy], capture_output=True, text=True)
+        t_cp = time.monotonic() - t0
+        diff = subprocess.run(["diff", "-r", "-q", tree, copy], capture_output=True, text=True)
+        c_end = counters(stat_path)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    return {
+        "files": n,
+        "bytes": sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tree) for f in fs),
+        "migrated": mig["files"], "migrate_seconds": round(t_mig, 2), "migrate_jobs": mig["jobs"],
+        "released": rel["files"], "release_seconds": round(t_rel, 2),
+        "after_release": {"files": status["files"], "disk_bytes": status["disk_bytes"]},
+        "events_after_looking": looks,
+        "read_through_daemon": {"files": len(after), "identical": same,
+                                "seconds": round(t_read, 2), "counters": c_read},
+        "released_again": rel2["files"],
+        "cp_a": {"exit": cp.returncode, "seconds": round(t_cp, 2),
+                 "identical": diff.returncode == 0 and cp.returncode == 0,
+                 "differences": diff.stdout.splitlines()[:5]},
+        "counters_at_end": c_end,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
+    ap.add_argument("--files", type=int, default=10000)
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/hsm.py needs root: the hsm daemon watches with fanotify")
+    work = a.work or os.path.join(default_work_parent(), "tapeloom-hsm")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    out = {"bench": "hsm", "round_trip": round_trip(a, work)}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
