@@ -1,7 +1,10 @@
 //! `hsm daemon`: transparent recall. The daemon marks each released file of
 //! the managed folders with fanotify's pre-content event (`FAN_PRE_ACCESS`,
-//! Linux 6.14; `FAN_OPEN_PERM` on older kernels), so that a read, a write or a
-//! mapping of it waits for the daemon's answer. Only released files are marked:
+//! Linux 6.14) and its open event (`FAN_OPEN_PERM`, alone on older kernels), so
+//! that an open, a read, a write or a mapping of it waits for the daemon's
+//! answer. An open waits because copy tools look for a file's data
+//! (`SEEK_DATA`) before they read, and that raises no event. tapeloom's own
+//! processes (a backup storing the stub, a release, a recall) are let through. Only released files are marked:
 //! reading any other file costs nothing, and `stat`, `ls -l`, `find`, `du`,
 //! `getfattr`, `rename` and `unlink` raise no event at all. A reader of a
 //! released file waits while the file comes back: the requests that come
@@ -65,7 +68,7 @@ impl Default for DaemonOptions {
 /// What the daemon saw and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Events: accesses that waited for the daemon's answer.
+    /// Events: accesses by other programs that waited for the daemon's answer.
     pub events: u64,
     /// Of those, accesses to files that are not released: let through at once.
     pub passed: u64,
@@ -85,6 +88,9 @@ pub struct Counters {
     pub timed_out: u64,
     /// Accesses waiting now.
     pub waiting: u64,
+    /// Accesses by tapeloom itself (a backup, a release, a recall): let
+    /// through without a recall.
+    pub own: u64,
     /// Released files marked.
     pub marked: u64,
 }
@@ -93,9 +99,9 @@ impl Counters {
     /// The counters as one line of JSON, with the kind of events watched.
     pub fn json(&self, watch: &str) -> String {
         format!(
-            "{{\"events\":{},\"passed\":{},\"waited\":{},\"recalled_files\":{},\"recalled_bytes\":{},\"batches\":{},\"mounts\":{},\"failed\":{},\"timed_out\":{},\"waiting\":{},\"marked\":{},\"watch\":\"{watch}\"}}",
+            "{{\"events\":{},\"passed\":{},\"waited\":{},\"recalled_files\":{},\"recalled_bytes\":{},\"batches\":{},\"mounts\":{},\"failed\":{},\"timed_out\":{},\"waiting\":{},\"own\":{},\"marked\":{},\"watch\":\"{watch}\"}}",
             self.events, self.passed, self.waited, self.recalled_files, self.recalled_bytes,
-            self.batches, self.mounts, self.failed, self.timed_out, self.waiting, self.marked
+            self.batches, self.mounts, self.failed, self.timed_out, self.waiting, self.own, self.marked
         )
     }
 }
@@ -138,6 +144,9 @@ struct Daemon {
     guard: Option<(std::process::Child, std::process::ChildStdin)>,
     counters: Counters,
     written: Option<Counters>,
+    /// The program the daemon runs (tapeloom): its other processes are let
+    /// through.
+    exe: Option<PathBuf>,
 }
 
 /// Runs the daemon on the home at `home_dir` until SIGTERM or SIGINT (or `stop`
@@ -186,6 +195,7 @@ pub fn daemon(home_dir: &Path, opts: DaemonOptions, stop: &dyn Fn() -> bool) -> 
         guard: None,
         counters: Counters::default(),
         written: None,
+        exe: std::env::current_exe().ok(),
     };
     d.start_guardian()?;
     d.mark_released();
@@ -335,10 +345,17 @@ impl Daemon {
             Path::new("fanotify"),
         )?;
         for ev in events {
-            self.counters.events += 1;
             let fd = ev.fd.as_raw_fd();
             self.tell(&format!("P {fd}\n"));
             let file = std::fs::File::from(ev.fd);
+            if self.own(ev.pid) {
+                // tapeloom itself (a backup storing the stub, a release, a
+                // recall): let through, the file stays marked.
+                self.counters.own += 1;
+                self.answer(fd, true);
+                continue;
+            }
+            self.counters.events += 1;
             match released(&file, fd) {
                 Some((key, path, stamp)) => self.wait(key, path, stamp, file),
                 None => {
@@ -350,6 +367,12 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// Whether process `pid` runs the daemon's own program.
+    fn own(&self, pid: i32) -> bool {
+        let Some(exe) = &self.exe else { return false };
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == *exe)
     }
 
     fn wait(&mut self, key: (u64, u64), path: PathBuf, stamp: Stamp, file: std::fs::File) {

@@ -94,6 +94,8 @@ pub struct Group {
 pub struct Event {
     /// The file, open.
     pub fd: OwnedFd,
+    /// The process whose access waits.
+    pub pid: i32,
 }
 
 impl Group {
@@ -174,8 +176,10 @@ impl Group {
         how: u32,
         watch: Watch,
     ) -> std::io::Result<()> {
+        // An open waits too: a copy tool looks for a file's data (`SEEK_DATA`)
+        // after opening it and before reading, and that look raises no event.
         let what = match watch {
-            Watch::PreAccess => FAN_PRE_ACCESS,
+            Watch::PreAccess => FAN_PRE_ACCESS | FAN_OPEN_PERM,
             Watch::OpenPerm => FAN_OPEN_PERM,
         };
         let path = path.map_or(std::ptr::null(), |p| p.as_ptr());
@@ -214,6 +218,7 @@ impl Group {
             let len = u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as usize;
             let mask = u64::from_ne_bytes([m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
             let fd = i32::from_ne_bytes([m[16], m[17], m[18], m[19]]);
+            let pid = i32::from_ne_bytes([m[20], m[21], m[22], m[23]]);
             if m[4] != METADATA_VERSION || len < METADATA_LEN || mask & FAN_Q_OVERFLOW != 0 {
                 return Err(std::io::Error::other(
                     "fanotify: an event of another version, or the queue overflowed",
@@ -223,7 +228,7 @@ impl Group {
                 // SAFETY: the kernel installed `fd` in this process for this event;
                 // nothing else owns it.
                 let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-                out.push(Event { fd });
+                out.push(Event { fd, pid });
             }
             at += len;
         }
