@@ -4,9 +4,10 @@
 //! that an open, a read, a write or a mapping of it waits for the daemon's
 //! answer. An open waits because copy tools look for a file's data
 //! (`SEEK_DATA`) before they read, and that raises no event. tapeloom's own
-//! processes (a backup storing the stub, a release, a recall) are let through. Only released files are marked:
-//! reading any other file costs nothing, and `stat`, `ls -l`, `find`, `du`,
-//! `getfattr`, `rename` and `unlink` raise no event at all. A reader of a
+//! processes (a backup storing the stub, a release, a recall) are let through.
+//! Only released files are marked: reading any other file costs nothing, and
+//! `stat`, `ls -l`, `find`, `du`, `getfattr`, `rename` and `unlink` raise no
+//! event at all. A reader of a
 //! released file waits while the file comes back: the requests that come
 //! together are one batch (until the recall worker is idle and no request came
 //! for 50 ms, or at most `window`, 2 s by default), one restore per job
