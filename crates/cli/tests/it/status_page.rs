@@ -130,8 +130,9 @@ fn the_page_shows_a_running_job_its_bytes_rising_and_its_drive() {
     }
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    // LTO-3 at 1/40 writes 2 MB/s: 60 MB of noise keep the drive busy ~30 s, time
-    // for a loaded machine's browser to load the page twice.
+    // LTO-3 at 1/40 writes 2 MB/s: 120 MB of noise keep the drive busy ~60 s,
+    // time for a loaded machine's browser to load the page twice (with 60 MB, a
+    // fresh-clone run once saw the job end before the second page).
     ok(
         &home,
         &[
@@ -141,7 +142,7 @@ fn the_page_shows_a_running_job_its_bytes_rising_and_its_drive() {
     );
     let (alice, root) = (token(&home, "alice"), admin_token(&home, "root"));
     let src = t.path().join("src");
-    for i in 0..6u64 {
+    for i in 0..12u64 {
         write(&src.join(format!("f{i}")), &noise(i, 10 << 20));
     }
     let s = Server::start(&home, None);
