@@ -232,9 +232,10 @@ pub trait TapeDrive: Send {
     fn block_offset(&self, _lbn: u64) -> Option<u64> {
         None
     }
-    /// Modeled seconds to get from block `from` to block `to` (`to` after `from`) by
-    /// locating and by reading through, for drives with a timing model. Restores use
-    /// it to choose between the two.
+    /// Modeled seconds to get from block `from` to block `to` by locating and by
+    /// reading through (infinite when `to` lies before `from`), for drives with a
+    /// timing model. Restores use it to choose between the two, and to plan the
+    /// order of their reads.
     fn travel_seconds(&self, _from: u64, _to: u64) -> Option<Travel> {
         None
     }

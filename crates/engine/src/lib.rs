@@ -53,8 +53,9 @@ pub use media::trim::{trim, Trimmed};
 pub use rebuild::{rebuild, RebuildReport, Unusable};
 pub use recover::{recover, RecoverReport};
 pub use restore::{
-    normalize, read_blocks, read_set_blocks, restore, restore_set, set_job, set_jobs_read,
-    set_tree, BlockRestore, BlockSink, Expect, Kept, Overwrite, RestoreOptions, RestoreReport,
+    normalize, read_blocks, read_set_blocks, restore, restore_files, restore_set, set_job,
+    set_jobs_read, set_tree, BlockRestore, BlockSink, Expect, Kept, Overwrite, ReadOrder,
+    RestoreOptions, RestoreReport,
     SetBlockRestore, SetBlockSink, SetJob, SetSelection, SkipBy, Source,
 };
 pub use restore::{BlockVerify, Listed};

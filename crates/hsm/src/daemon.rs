@@ -28,7 +28,7 @@
 //! without a goodbye, it answers each waiting event with EIO.
 
 use crate::error::{io, HsmError, Result};
-use crate::recall::{recall_batch, Ask, Recalled};
+use crate::recall::{recall_batch, Ask, RecallOrder, Recalled};
 use crate::sys::{Group, Watch};
 use crate::{root_path, roots, Facts, Managed, Stamp, State};
 use std::collections::{HashMap, HashSet};
@@ -67,7 +67,7 @@ impl Default for DaemonOptions {
 }
 
 /// What the daemon saw and did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counters {
     /// Events: accesses by other programs that waited for the daemon's answer.
     pub events: u64,
@@ -83,6 +83,12 @@ pub struct Counters {
     pub batches: u64,
     /// Cartridges mounted for them.
     pub mounts: u64,
+    /// Cartridges the changer moved into a drive for them.
+    pub loads: u64,
+    /// Modeled seconds of their readings, when the drives have a timing model.
+    pub modeled_seconds: f64,
+    /// Modeled seconds their reading plans predicted.
+    pub planned_seconds: f64,
     /// Accesses answered with EIO because their recall failed.
     pub failed: u64,
     /// Accesses answered with EIO because their recall took too long.
@@ -100,9 +106,10 @@ impl Counters {
     /// The counters as one line of JSON, with the kind of events watched.
     pub fn json(&self, watch: &str) -> String {
         format!(
-            "{{\"events\":{},\"passed\":{},\"waited\":{},\"recalled_files\":{},\"recalled_bytes\":{},\"batches\":{},\"mounts\":{},\"failed\":{},\"timed_out\":{},\"waiting\":{},\"own\":{},\"marked\":{},\"watch\":\"{watch}\"}}",
+            "{{\"events\":{},\"passed\":{},\"waited\":{},\"recalled_files\":{},\"recalled_bytes\":{},\"batches\":{},\"mounts\":{},\"loads\":{},\"modeled_seconds\":{:.3},\"planned_seconds\":{:.3},\"failed\":{},\"timed_out\":{},\"waiting\":{},\"own\":{},\"marked\":{},\"watch\":\"{watch}\"}}",
             self.events, self.passed, self.waited, self.recalled_files, self.recalled_bytes,
-            self.batches, self.mounts, self.failed, self.timed_out, self.waiting, self.own, self.marked
+            self.batches, self.mounts, self.loads, self.modeled_seconds, self.planned_seconds,
+            self.failed, self.timed_out, self.waiting, self.own, self.marked
         )
     }
 }
@@ -222,7 +229,7 @@ fn worker(home_dir: &Path, jobs: Receiver<Vec<Ask>>, done: Sender<Recalled>) {
         let paths: Vec<PathBuf> = asks.iter().map(|a| a.path.clone()).collect();
         let r = Home::open(home_dir)
             .map_err(HsmError::from)
-            .and_then(|home| recall_batch(&home, asks, &mut out));
+            .and_then(|home| recall_batch(&home, asks, RecallOrder::Planned, &mut out));
         if let Err(e) = r {
             let why = e.to_string();
             let failed: HashSet<&PathBuf> = out.failed.iter().map(|(p, _)| p).collect();
@@ -434,6 +441,9 @@ impl Daemon {
             self.in_flight = self.in_flight.saturating_sub(1);
             self.counters.batches += 1;
             self.counters.mounts += r.mounts;
+            self.counters.loads += r.loads;
+            self.counters.modeled_seconds += r.modeled_seconds.unwrap_or(0.0);
+            self.counters.planned_seconds += r.planned_seconds.unwrap_or(0.0);
             self.counters.recalled_files += r.files;
             self.counters.recalled_bytes += r.bytes;
             let ends: Vec<(PathBuf, bool)> = (r.recalled.into_iter().map(|p| (p, true)))

@@ -22,6 +22,8 @@ pub struct MigrateOptions {
     pub older_than: Option<Duration>,
     /// Only files of at least this many bytes.
     pub min_size: u64,
+    /// Block size of the jobs written; a backup's default when none.
+    pub block_size: Option<usize>,
 }
 
 /// What a migration did.
@@ -65,7 +67,7 @@ pub fn migrate(home: &Home, paths: &[PathBuf], opts: &MigrateOptions) -> Result<
         }
     }
     for (i, files) in by_root {
-        migrate_root(home, &roots[i], files, &mut out)?;
+        migrate_root(home, (&roots[i], opts.block_size), files, &mut out)?;
     }
     Ok(out)
 }
@@ -74,7 +76,7 @@ pub fn migrate(home: &Home, paths: &[PathBuf], opts: &MigrateOptions) -> Result<
 /// each unchanged file premigrated.
 fn migrate_root(
     home: &Home,
-    root: &tapeloom_catalog::HsmRoot,
+    (root, block_size): (&tapeloom_catalog::HsmRoot, Option<usize>),
     files: Vec<Managed>,
     out: &mut Migrated,
 ) -> Result<()> {
@@ -90,6 +92,10 @@ fn migrate_root(
         via,
         only: Some(Arc::new(Only::new(files.iter().map(|m| m.path.clone())))),
         ..BackupOptions::default()
+    };
+    let opts = BackupOptions {
+        block_size: block_size.unwrap_or(opts.block_size),
+        ..opts
     };
     let report = tapeloom_engine::backup(
         home,

@@ -1,23 +1,39 @@
 //! `hsm recall`: released files come back from tape. The files asked are one
-//! batch: one restore per job, of all the batch's files of that job, so each of
-//! its cartridges is mounted once and its files read in block order. Each file
-//! is restored to a folder of the home first; its size and its data's CRC32C
-//! are checked against its record, and only then is the data written into the
-//! stub, in place (the same inode: a reader that has it open sees it come). The
-//! file is then premigrated. A recall cut at any moment leaves a stub whose
-//! record still says released (written data is whole again at the next recall).
+//! batch, read in one restore of many jobs (`restore_files`): each cartridge is
+//! mounted once and its files read in the order the drive's model says is
+//! fastest (shortest locate time first), whichever jobs they belong to. Each
+//! file is restored to a folder of the home first; its size and its data's
+//! CRC32C are checked against its record, and only then is the data written
+//! into the stub, in place (the same inode: a reader that has it open sees it
+//! come). The file is then premigrated. A recall cut at any moment leaves a stub
+//! whose record still says released (written data is whole again at the next
+//! recall).
 
 use crate::error::{io, Result};
 use crate::release::set_times;
 use crate::{files_under, record, roots, targets, Facts, Managed, Stamp, State};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tapeloom_engine::{Home, Overwrite, RestoreOptions};
+use tapeloom_engine::{Home, Overwrite, ReadOrder, RestoreOptions};
 use xattr::FileExt;
+
+/// In what order a recall reads the files of a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RecallOrder {
+    /// One reading of the whole batch, each cartridge's files in the order the
+    /// drive's model says is fastest.
+    #[default]
+    Planned,
+    /// One reading of the whole batch, each cartridge's files in block order.
+    Block,
+    /// One file after another in the order they were asked, each its own
+    /// reading: how a recall served per request goes, for comparison.
+    Asked,
+}
 
 /// What a recall did.
 #[derive(Debug, Clone, Default)]
@@ -26,12 +42,23 @@ pub struct Recalled {
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// The jobs read, one restore each.
+    /// The jobs read.
     pub jobs: Vec<i64>,
-    /// Cartridges mounted, over all the restores.
+    /// Cartridges mounted, over all the readings.
     pub mounts: u64,
+    /// Cartridges the changer moved into a drive.
+    pub loads: u64,
     /// Blocks read from tape.
     pub blocks_read: u64,
+    /// Readings made (one per batch, or one per file in the order asked).
+    pub readings: u64,
+    /// Cartridges read in another order than the block order.
+    pub reordered: u64,
+    /// Modeled seconds of the readings, one after another, when the drives have
+    /// a timing model.
+    pub modeled_seconds: Option<f64>,
+    /// Modeled seconds the readings' plans predicted.
+    pub planned_seconds: Option<f64>,
     /// Files that did not come back, with why.
     pub failed: Vec<(PathBuf, String)>,
     /// Files that came back.
@@ -40,8 +67,8 @@ pub struct Recalled {
     pub seconds: f64,
 }
 
-/// Recalls the released files under `paths`.
-pub fn recall(home: &Home, paths: &[PathBuf]) -> Result<Recalled> {
+/// Recalls the released files under `paths`, read in `order`.
+pub fn recall(home: &Home, paths: &[PathBuf], order: RecallOrder) -> Result<Recalled> {
     let t0 = Instant::now();
     let roots = roots(&home.catalog)?;
     let mut out = Recalled::default();
@@ -50,7 +77,7 @@ pub fn recall(home: &Home, paths: &[PathBuf]) -> Result<Recalled> {
         skipped.push((p.to_path_buf(), why))
     });
     out.failed.extend(skipped);
-    let asks = (found.into_iter())
+    let asks: Vec<Ask> = (found.into_iter())
         .filter(|m| m.state() == State::Released)
         .filter_map(|m| {
             let stamp = m.stamp.clone()?;
@@ -61,7 +88,14 @@ pub fn recall(home: &Home, paths: &[PathBuf]) -> Result<Recalled> {
             })
         })
         .collect();
-    recall_batch(home, asks, &mut out)?;
+    match order {
+        RecallOrder::Asked => {
+            for a in asks {
+                recall_batch(home, vec![a], RecallOrder::Block, &mut out)?;
+            }
+        }
+        order => recall_batch(home, asks, order, &mut out)?,
+    }
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
 }
@@ -75,20 +109,46 @@ pub(crate) struct Ask {
     pub writer: Option<std::fs::File>,
 }
 
-/// Recalls `asks` as one batch: one restore per job.
-pub(crate) fn recall_batch(home: &Home, asks: Vec<Ask>, out: &mut Recalled) -> Result<()> {
-    let mut by_job: BTreeMap<i64, Vec<Ask>> = BTreeMap::new();
+/// Recalls `asks` as one batch: one reading of all their jobs, in `order`
+/// (planned or block). Files of two jobs at the same path in their jobs (two
+/// managed folders) would land in one place: such a batch is read in as many
+/// passes as it needs.
+pub(crate) fn recall_batch(
+    home: &Home,
+    asks: Vec<Ask>,
+    order: RecallOrder,
+    out: &mut Recalled,
+) -> Result<()> {
+    let mut entries = crate::Entries::default();
+    let mut passes: Vec<(HashSet<Vec<u8>>, Vec<(Ask, Vec<u8>)>)> = Vec::new();
     for a in asks {
-        by_job.entry(a.stamp.job).or_default().push(a);
+        let Some(e) = entries.of(&home.catalog, &a.path, &a.stamp)? else {
+            let why = format!("job {} has no entry of it", a.stamp.job);
+            out.failed.push((a.path, why));
+            continue;
+        };
+        match passes.iter_mut().find(|(used, _)| !used.contains(&e)) {
+            Some((used, files)) => {
+                used.insert(e.clone());
+                files.push((a, e));
+            }
+            None => passes.push((HashSet::from([e.clone()]), vec![(a, e)])),
+        }
     }
-    for (job, files) in by_job {
-        recall_job(home, job, files, out)?;
+    for (_, files) in passes {
+        recall_pass(home, files, order, out)?;
     }
     Ok(())
 }
 
-/// Restores `files` of job `job` to a folder of the home, then puts each back.
-fn recall_job(home: &Home, job: i64, files: Vec<Ask>, out: &mut Recalled) -> Result<()> {
+/// Restores `files` (each with its entry's path in its job) to a folder of the
+/// home in one reading, then puts each back.
+fn recall_pass(
+    home: &Home,
+    files: Vec<(Ask, Vec<u8>)>,
+    order: RecallOrder,
+    out: &mut Recalled,
+) -> Result<()> {
     let scratch = io(
         tempfile::Builder::new()
             .prefix("hsm-recall-")
@@ -96,38 +156,48 @@ fn recall_job(home: &Home, job: i64, files: Vec<Ask>, out: &mut Recalled) -> Res
         "make a recall folder in",
         home.dir(),
     )?;
-    let mut entries = crate::Entries::default();
-    let mut asked = Vec::new();
-    for a in files {
-        match entries.of(&home.catalog, &a.path, &a.stamp)? {
-            Some(e) => asked.push((a, e)),
-            None => out
-                .failed
-                .push((a.path, format!("job {job} has no entry of it"))),
-        }
+    let mut by_job: BTreeMap<i64, Vec<Vec<u8>>> = BTreeMap::new();
+    for (a, e) in &files {
+        by_job.entry(a.stamp.job).or_default().push(e.clone());
     }
     let opts = RestoreOptions {
         to: scratch.path().to_path_buf(),
-        paths: asked.iter().map(|(_, e)| e.clone()).collect(),
         overwrite: Overwrite::Always,
+        order: match order {
+            RecallOrder::Planned => ReadOrder::Planned,
+            _ => ReadOrder::Block,
+        },
         ..RestoreOptions::default()
     };
-    let report = match tapeloom_engine::restore(home, job, &opts) {
+    let report = match tapeloom_engine::restore_files(home, &by_job, &opts) {
         Ok(r) => r,
         Err(e) => {
             let why = e.to_string();
             out.failed
-                .extend(asked.into_iter().map(|(a, _)| (a.path, why.clone())));
+                .extend(files.into_iter().map(|(a, _)| (a.path, why.clone())));
             return Ok(());
         }
     };
-    out.jobs.push(job);
+    for job in by_job.keys() {
+        if !out.jobs.contains(job) {
+            out.jobs.push(*job);
+        }
+    }
+    out.readings += 1;
     out.mounts += report.mounts;
+    out.loads += report.loads;
+    out.reordered += report.reordered;
     out.blocks_read += report.blocks_read;
+    let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+    };
+    out.modeled_seconds = add(out.modeled_seconds, report.modeled_seconds);
+    out.planned_seconds = add(out.planned_seconds, report.planned_seconds);
     let bad: BTreeMap<Vec<u8>, String> = (report.errors.iter())
         .map(|(p, why)| (p.as_bytes().to_vec(), why.clone()))
         .collect();
-    for (a, entry) in asked {
+    for (a, entry) in files {
         if let Some(why) = bad.get(&entry) {
             out.failed.push((a.path, why.clone()));
             continue;

@@ -189,7 +189,7 @@ fn parse_high_water(s: &str) -> Result<f64, String> {
 }
 
 /// `--block-size`: a size a job may use (64K to 8M, a multiple of 4K).
-fn parse_block_size(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_block_size(s: &str) -> Result<usize, String> {
     let bytes = size::parse(s)?;
     let block = usize::try_from(bytes).map_err(|_| format!("'{s}' is too large"))?;
     tapeloom_format::check_block_size(block).map_err(|e| e.to_string())?;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tapeloom_engine::escape_controls;
-use tapeloom_hsm::{Counts, Marks, MigrateOptions, State};
+use tapeloom_hsm::{Counts, Marks, MigrateOptions, RecallOrder, State};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,7 +28,7 @@ enum Cmd {
     /// each becomes a stub of the same size, mode, owner and times.
     Release(ReleaseArgs),
     /// Bring released files back from tape, in one batch: each job read once.
-    Recall(PathsArgs),
+    Recall(RecallArgs),
     /// Files and bytes in each state: resident, premigrated, released, dirty.
     Status(StatusArgs),
     /// Make the catalog agree with the files' own records (--check: only say
@@ -81,6 +81,10 @@ struct MigrateArgs {
     /// Only files of at least this size (for example 1M).
     #[arg(long, value_name = "SIZE", value_parser = crate::size::within(0, crate::size::MAX), default_value = "0")]
     min_size: u64,
+    /// Block size of the jobs written (64K to 8M, a multiple of 4K; default as
+    /// for a backup).
+    #[arg(long, value_parser = super::backup::parse_block_size)]
+    block_size: Option<usize>,
 }
 
 #[derive(clap::Args)]
@@ -101,6 +105,19 @@ struct PathsArgs {
     /// Files or folders in managed folders.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct RecallArgs {
+    /// Files or folders in managed folders.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// In what order the files are read: planned (all in one reading, each
+    /// cartridge once, its files in the order the drive's model says is
+    /// fastest), block (the same reading in block order), or asked (one file
+    /// after another, each its own reading, in the order given).
+    #[arg(long, default_value = "planned", value_parser = ["planned", "block", "asked"])]
+    order: String,
 }
 
 #[derive(clap::Args)]
@@ -159,6 +176,7 @@ fn on_home(cmd: Cmd, ctx: &Context) -> Result<i32> {
             let opts = MigrateOptions {
                 older_than: a.older_than,
                 min_size: a.min_size,
+                block_size: a.block_size,
             };
             let r = tapeloom_hsm::migrate(&home, &a.paths, &opts)?;
             emit(&MigratedOut::from(r), ctx.json)
@@ -171,10 +189,15 @@ fn on_home(cmd: Cmd, ctx: &Context) -> Result<i32> {
             let r = tapeloom_hsm::release(&home, &a.paths, marks)?;
             emit(&ReleasedOut::from(r), ctx.json)
         }
-        Cmd::Recall(a) => emit(
-            &RecalledOut::from(tapeloom_hsm::recall(&home, &a.paths)?),
-            ctx.json,
-        ),
+        Cmd::Recall(a) => {
+            let order = match a.order.as_str() {
+                "block" => RecallOrder::Block,
+                "asked" => RecallOrder::Asked,
+                _ => RecallOrder::Planned,
+            };
+            let r = tapeloom_hsm::recall(&home, &a.paths, order)?;
+            emit(&RecalledOut::from(r), ctx.json)
+        }
         Cmd::Status(a) => emit(
             &StatusOut::from(tapeloom_hsm::status(&home, &a.paths, a.by_folder)?),
             ctx.json,
@@ -371,7 +394,12 @@ struct RecalledOut {
     bytes: u64,
     jobs: Vec<i64>,
     mounts: u64,
+    loads: u64,
     blocks_read: u64,
+    readings: u64,
+    reordered: u64,
+    modeled_seconds: Option<f64>,
+    planned_seconds: Option<f64>,
     seconds: f64,
     failed: Vec<PathWhy>,
 }
@@ -383,7 +411,12 @@ impl From<tapeloom_hsm::Recalled> for RecalledOut {
             bytes: r.bytes,
             jobs: r.jobs,
             mounts: r.mounts,
+            loads: r.loads,
             blocks_read: r.blocks_read,
+            readings: r.readings,
+            reordered: r.reordered,
+            modeled_seconds: r.modeled_seconds,
+            planned_seconds: r.planned_seconds,
             seconds: r.seconds,
             failed: reasons(r.failed),
         }
@@ -400,6 +433,9 @@ impl Output for RecalledOut {
             self.mounts,
             self.seconds
         );
+        if let (Some(m), Some(p)) = (self.modeled_seconds, self.planned_seconds) {
+            outln!("  modeled {m:.1} s, planned {p:.1} s");
+        }
         for f in &self.failed {
             outln!(
                 "  not recalled {}: {}",

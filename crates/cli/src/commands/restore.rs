@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_client::restore as remote;
-use tapeloom_engine::{escape_controls, Overwrite, RestoreOptions, RestoreReport, SkipBy, Source};
+use tapeloom_engine::{escape_controls, Overwrite, ReadOrder, RestoreOptions, RestoreReport, SkipBy, Source};
 use tapeloom_proto::health::{self, CartridgeHealth};
 
 #[derive(clap::Args)]
@@ -49,6 +49,11 @@ pub struct Args {
     /// read (read through).
     #[arg(long, default_value = "auto", value_parser = ["auto", "locate", "read"])]
     skip_by: String,
+    /// In what order each cartridge's wanted files are read: planned (the order
+    /// the drive's model says is fastest, shortest locate time first) or block
+    /// (the order they were written).
+    #[arg(long, default_value = "planned", value_parser = ["planned", "block"])]
+    order: String,
     /// What to do with a file already at a restored path: never (keep it when it
     /// differs, and report it), always (replace it), if-newer (replace it when the
     /// backup's mtime is later), if-changed (replace it when its size, mtime or type
@@ -190,6 +195,10 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         },
         overwrite: a.overwrite.into(),
         volumes: Vec::new(),
+        order: match a.order.as_str() {
+            "block" => ReadOrder::Block,
+            _ => ReadOrder::Planned,
+        },
     };
     if let Some(server) = server {
         // The key file is read and unlocked here, before the server is asked: the

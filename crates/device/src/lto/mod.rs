@@ -396,8 +396,11 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
             _ => (b - a).max(0.0) * self.ratio_seen(),
         };
         let blocks = to.saturating_sub(from) as f64;
-        let read = ((b - a).max(0.0) / p.native())
-            .max(blocks * p.command_s + host / (p.interface_mb_s * 1e6));
+        let read = match to < from {
+            true => f64::INFINITY,
+            false => ((b - a).max(0.0) / p.native())
+                .max(blocks * p.command_s + host / (p.interface_mb_s * 1e6)),
+        };
         Some(Travel {
             locate: self.model.locate_seconds(a, b),
             read,

@@ -477,6 +477,7 @@ impl ReadPath {
             skip_by: Default::default(),
             overwrite: Default::default(),
             volumes: Vec::new(),
+            order: Default::default(),
         };
         no_panic("restore", restore(home, job, &opts))?;
         check_beside(to)

@@ -63,6 +63,9 @@ pub(crate) struct JobReader {
     pub locates: u64,
     /// Cartridges mounted.
     pub mounts: u64,
+    /// Cartridges the changer moved into a drive (a cartridge found in its drive
+    /// is mounted without one).
+    pub loads: u64,
     /// Modeled seconds of drives already let go (with a timing model).
     modeled_done: Option<f64>,
     /// Statistics of the last drive let go.
@@ -130,6 +133,7 @@ impl JobReader {
             bytes_read: 0,
             locates: 0,
             mounts: 0,
+            loads: 0,
             modeled_done: None,
             last_stats: None,
             fixed_seconds: 0.0,
@@ -217,6 +221,13 @@ impl JobReader {
         d.travel_seconds(self.lbn, lbn)
     }
 
+    /// What getting from block `from` to block `to` of the current volume costs
+    /// by locate and by reading (infinite backwards), when the drive has a model.
+    pub fn travel_between(&self, from: u64, to: u64) -> Option<tapeloom_device::Travel> {
+        let (_, d) = self.cur.as_ref()?;
+        d.travel_seconds(from, to)
+    }
+
     /// What reading blocks `from..to` of the current volume costs, when the drive has
     /// a model.
     pub fn read_cost(&self, from: u64, to: u64) -> Option<f64> {
@@ -261,6 +272,7 @@ impl JobReader {
             // The load needs no changer: other drives go on meanwhile.
             if moved {
                 drive.load()?;
+                self.loads += 1;
             }
             self.drive = Some(i);
             let t_label = Instant::now();
@@ -614,6 +626,19 @@ impl Streams {
                 sink.lost(stream, &e.to_string());
                 Ok(())
             }
+        }
+    }
+
+    /// The next blocks come from elsewhere on tape, perhaps from before the last
+    /// ones: each stream decodes afresh from the next block it is fed, as after
+    /// a gap. A stream left in the middle of an entry loses that entry.
+    pub fn jump(&mut self, sink: &mut dyn Sink) {
+        for (stream, st) in self.map.iter_mut() {
+            if st.next.is_some() && !st.dec.at_boundary() {
+                sink.lost(*stream, "the reading moved elsewhere on tape inside this entry");
+            }
+            st.dec.reset();
+            st.next = None;
         }
     }
 

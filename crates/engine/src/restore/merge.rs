@@ -20,6 +20,15 @@ pub(crate) struct Step {
     pub seq: u32,
     /// The blocks, on that volume only.
     pub run: Run,
+    /// A wanted entry goes on into it from the job's step before, on the same
+    /// cartridge: the two are read one after the other.
+    pub joined: bool,
+    /// A wanted entry goes on into it from the job's step before, on another
+    /// cartridge: it is the first of the job's steps read on its own.
+    pub carried: bool,
+    /// A wanted entry goes on from it into the job's step after, on another
+    /// cartridge: it is the last of the job's steps read on its own.
+    pub carries: bool,
 }
 
 /// One cartridge of the plan and what to read on it, in block order.
@@ -74,9 +83,10 @@ pub(crate) type Placed = (u32, JobVolume, Step);
 
 /// Cuts job `job`'s planned runs (by chain) at volume boundaries.
 pub(crate) fn split(job: i64, work: &[(Chain, Vec<Run>)]) -> Vec<Placed> {
-    let mut out = Vec::new();
+    let mut out: Vec<Placed> = Vec::new();
     for (chain, runs) in work {
         let at = |seq: u32| chain.vols.iter().position(|v| v.seq == seq);
+        let chain_from = out.len();
         for run in runs {
             let Some(from) = at(run.start.0) else {
                 continue;
@@ -91,23 +101,46 @@ pub(crate) fn split(job: i64, work: &[(Chain, Vec<Run>)]) -> Vec<Placed> {
                     true => run.end.1,
                     false => v.last_lbn.unwrap_or(u64::MAX),
                 };
+                let goes_on = match v.seq == run.start.0 {
+                    true => run.joined && out.len() > chain_from,
+                    false => true,
+                };
                 let run = Run {
                     start: (v.seq, start),
                     end: (v.seq, end),
+                    joined: false,
                 };
-                out.push((
-                    chain.id,
-                    v.clone(),
-                    Step {
-                        job,
-                        seq: v.seq,
-                        run,
-                    },
-                ));
+                let step = Step {
+                    job,
+                    seq: v.seq,
+                    run,
+                    joined: false,
+                    carried: false,
+                    carries: false,
+                };
+                if goes_on {
+                    join_last(&mut out, step.seq);
+                }
+                let step = Step {
+                    joined: goes_on && out.last().is_some_and(|p| p.2.seq == v.seq),
+                    carried: goes_on && out.last().is_some_and(|p| p.2.seq != v.seq),
+                    ..step
+                };
+                out.push((chain.id, v.clone(), step));
             }
         }
     }
     out
+}
+
+/// The step before one that an entry goes on into, on volume `seq`: carried on
+/// to another cartridge when it is on another.
+fn join_last(out: &mut [Placed], seq: u32) {
+    if let Some(last) = out.last_mut() {
+        if last.2.seq != seq {
+            last.2.carries = true;
+        }
+    }
 }
 
 /// Merges the steps of all jobs (`(job, placed)`) by cartridge into groups: the
@@ -175,6 +208,7 @@ mod tests {
         Run {
             start: (seq, a),
             end: (seq, b),
+            joined: false,
         }
     }
 
@@ -206,6 +240,7 @@ mod tests {
                 vec![Run {
                     start: (0, 90),
                     end: (1, 10),
+                    joined: false,
                 }],
             )],
         );
@@ -218,6 +253,7 @@ mod tests {
                     Run {
                         start: (0, 88),
                         end: (1, 5),
+                        joined: false,
                     },
                 ],
             )],
@@ -248,5 +284,18 @@ mod tests {
             ]
         );
         assert_eq!(g[0].blocks(), 12 + 9 + 6 + 3 + 4);
+        // What goes on from one cartridge to the next is read last on the first
+        // and first on the next.
+        let pins: Vec<Vec<(bool, bool)>> = (g[0].carts.iter())
+            .map(|c| c.steps.iter().map(|s| (s.carried, s.carries)).collect())
+            .collect();
+        assert_eq!(
+            pins,
+            vec![
+                vec![(false, true)],
+                vec![(true, false), (false, false), (false, true)],
+                vec![(true, false)],
+            ]
+        );
     }
 }

@@ -16,9 +16,11 @@
 //! and its placing may also run on two machines ([`set_handoff`]), as a one-job
 //! restore's may ([`handoff`]).
 
+pub(crate) mod cartridge;
 pub(crate) mod chains;
 pub(crate) mod handoff;
 pub(crate) mod merge;
+pub(crate) mod order;
 pub(crate) mod overwrite;
 pub(crate) mod pit;
 pub(crate) mod place;
@@ -29,9 +31,10 @@ pub(crate) mod staged;
 pub(crate) mod writers;
 
 pub use handoff::{read_blocks, BlockRestore, BlockSink};
+pub use order::ReadOrder;
 pub use handoff::{BlockVerify, Listed};
 pub use overwrite::{Kept, Overwrite};
-pub use pit::{restore_set, set_job, set_jobs_read, set_tree};
+pub use pit::{restore_files, restore_set, set_job, set_jobs_read, set_tree};
 pub use plan::normalize;
 pub use plan::Expect;
 pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};
@@ -75,6 +78,9 @@ pub struct RestoreOptions {
     /// whose cartridges sit in two libraries: handed on in the job's volume order,
     /// the parts make the same blocks as one reading.
     pub volumes: Vec<String>,
+    /// In what order each cartridge's wanted runs are read. Blocks handed on to be
+    /// placed elsewhere are always read in block order.
+    pub order: ReadOrder,
 }
 
 /// What one drive of a restore read.
@@ -92,10 +98,17 @@ pub struct DriveRead {
     pub locates: u64,
     /// Cartridges mounted.
     pub mounts: u64,
+    /// Cartridges the changer moved into it.
+    pub loads: u64,
     /// Gaps passed by reading through.
     pub read_through: u64,
+    /// Cartridges whose runs it read in another order than the block order.
+    pub reordered: u64,
     /// Modeled seconds of its work, when it has a timing model.
     pub modeled_seconds: Option<f64>,
+    /// Modeled seconds its reading plan predicted, loads and unloads included,
+    /// when it planned with a timing model.
+    pub planned_seconds: Option<f64>,
     /// Modeled seconds until its first wanted block was under the head (mounts,
     /// label and the travel to where the wanted data starts).
     pub first_block_seconds: Option<f64>,
@@ -135,8 +148,18 @@ pub struct RestoreReport {
     pub locates: u64,
     /// Cartridges mounted.
     pub mounts: u64,
+    /// Cartridges the changer moved into a drive (a cartridge already in its drive
+    /// is mounted without one).
+    pub loads: u64,
     /// Gaps between wanted runs passed by reading through.
     pub read_through: u64,
+    /// Cartridges whose runs were read in another order than the block order,
+    /// because the drive's model said that order was faster.
+    pub reordered: u64,
+    /// Modeled seconds the drives' reading plans predicted (the longest of the
+    /// drives), when they planned with a timing model: beside `modeled_seconds`,
+    /// how well the plan knew the tape.
+    pub planned_seconds: Option<f64>,
     /// Wall-clock seconds.
     pub seconds: f64,
     /// Modeled seconds of the restore, when the drives have a timing model: the
@@ -305,7 +328,9 @@ pub(crate) fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) 
         report.bytes_read_from_tape += d.bytes_read_from_tape;
         report.locates += d.locates;
         report.mounts += d.mounts;
+        report.loads += d.loads;
         report.read_through += d.read_through;
+        report.reordered += d.reordered;
         report.health.extend(d.health.iter().cloned());
     }
     report.drive_stats = reads.first().and_then(|d| d.stats.clone());
@@ -313,6 +338,7 @@ pub(crate) fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) 
     let longest = |f: fn(&DriveRead) -> Option<f64>| reads.iter().filter_map(f).reduce(f64::max);
     report.modeled_seconds = longest(|d| d.modeled_seconds);
     report.bound_seconds = longest(|d| d.bound_seconds);
+    report.planned_seconds = longest(|d| d.planned_seconds);
     report.first_block_seconds = reads
         .iter()
         .filter_map(|d| d.first_block_seconds)
@@ -601,10 +627,27 @@ impl Shared<'_> {
         let mut reader = self.reader(job, drive);
         let mut read = Reading::new(cat, self, drive);
         let mut streams = Streams::default();
-        for (chain, runs) in chains {
-            reader.follow(chain.order());
-            for run in runs {
-                read.run(&mut reader, job, run, &mut streams)?;
+        let whole = (chains.iter()).any(|(_, runs)| runs.iter().any(|r| r.end.0 == u32::MAX));
+        if self.plans() && !whole {
+            // Each cartridge's runs in the order planned for it.
+            let work: Vec<(Chain, Vec<Run>)> = chains.iter().map(|w| (*w).clone()).collect();
+            let steps: Vec<merge::Step> = (merge::split(job.id, &work).into_iter())
+                .map(|(_, _, step)| step)
+                .collect();
+            let mut decoders = HashMap::from([(job.id, streams)]);
+            let mut current = job.id;
+            for cart in steps.chunk_by(|a, b| a.seq == b.seq) {
+                let cart: Vec<&merge::Step> = cart.iter().collect();
+                let at = (&mut reader, &mut current, &mut decoders);
+                cartridge::read(self, &mut read, at, &cart)?;
+            }
+            streams = decoders.remove(&job.id).unwrap_or_default();
+        } else {
+            for (chain, runs) in chains {
+                reader.follow(chain.order());
+                for run in runs {
+                    read.run(&mut reader, job, run, &mut streams)?;
+                }
             }
         }
         if let Some(rs) = self.placing() {
@@ -628,6 +671,13 @@ impl Shared<'_> {
         )
         .with_key(job.key.clone())
         .sealed(matches!(self.out, Out::Hand(_)))
+    }
+
+    /// Whether each cartridge's runs are read in a planned order: when asked, and
+    /// when the blocks are decoded here (a decoder elsewhere takes blocks in
+    /// block order).
+    pub(crate) fn plans(&self) -> bool {
+        self.opts.order == ReadOrder::Planned && self.placing().is_some()
     }
 
     /// The restorer the drives feed, when the blocks are placed here.
@@ -680,6 +730,11 @@ pub(crate) struct Reading<'a, 'b> {
     modeled: bool,
     /// Gaps passed by reading through.
     read_through: u64,
+    /// Modeled seconds the reading plans of its cartridges predicted, when any
+    /// was made with a timing model.
+    pub(crate) planned: Option<f64>,
+    /// Cartridges read in another order than the block order.
+    pub(crate) reordered: u64,
 }
 
 impl<'a, 'b> Reading<'a, 'b> {
@@ -693,6 +748,8 @@ impl<'a, 'b> Reading<'a, 'b> {
             first_block: None,
             modeled: false,
             read_through: 0,
+            planned: None,
+            reordered: 0,
         }
     }
 
@@ -707,8 +764,11 @@ impl<'a, 'b> Reading<'a, 'b> {
             bytes_read_from_tape: reader.bytes_read,
             locates: reader.locates,
             mounts: reader.mounts,
+            loads: reader.loads,
             read_through: self.read_through,
+            reordered: self.reordered,
             modeled_seconds,
+            planned_seconds: self.planned.map(|p| p + reader.fixed_seconds),
             first_block_seconds: self.first_block,
             bound_seconds: (self.modeled || modeled_seconds.is_some())
                 .then_some(self.bound + reader.fixed_seconds),
@@ -798,17 +858,19 @@ impl<'a, 'b> Reading<'a, 'b> {
         }
         let mut passed = false;
         if let Some((seq, lbn)) = reader.mounted() {
-            if seq == run.start.0 && lbn < run.start.1 {
+            if seq == run.start.0 && lbn != run.start.1 {
                 let travel = reader.travel(run.start.1);
                 if let Some(t) = travel {
                     self.bound += t.read.min(t.locate);
                     self.modeled = true;
                 }
-                let read = match self.shared.opts.skip_by {
-                    SkipBy::Read => true,
-                    SkipBy::Locate => false,
-                    SkipBy::Auto => travel.is_some_and(|t| t.read <= t.locate),
-                };
+                // A run before the head is reached by locate alone.
+                let read = lbn < run.start.1
+                    && match self.shared.opts.skip_by {
+                        SkipBy::Read => true,
+                        SkipBy::Locate => false,
+                        SkipBy::Auto => travel.is_some_and(|t| t.read <= t.locate),
+                    };
                 if read {
                     reader.pass(run.start.1)?;
                 }

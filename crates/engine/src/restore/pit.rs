@@ -192,6 +192,53 @@ pub fn restore_set(
     Ok(report)
 }
 
+/// Restores chosen files of several jobs under `opts.to` in one reading: `files`
+/// gives, for each job, the paths of its entries to restore (files, links and
+/// such, each by its own path; a folder brings only itself). Each cartridge is
+/// mounted once and its runs of all the jobs read in the order planned for it.
+/// A path two jobs give would land in one place: the caller keeps them apart.
+/// `opts.paths` is not used.
+pub fn restore_files(
+    home: &Home,
+    files: &BTreeMap<i64, Vec<Vec<u8>>>,
+    opts: &RestoreOptions,
+) -> Result<RestoreReport> {
+    let t0 = Instant::now();
+    let cat = &home.catalog;
+    let mut plan = TreePlan {
+        rows: BTreeMap::new(),
+        want: SetWant::default(),
+        missing: Vec::new(),
+    };
+    let mut restorer = Restorer::new(&opts.to, opts.overwrite, None)?;
+    for (&job, paths) in files {
+        for p in paths {
+            let p = super::normalize(p);
+            match cat.file(job, &p)? {
+                Some(row) => {
+                    plan.want.data.entry(job).or_default().insert(p);
+                    plan.rows.entry(job).or_default().push(row);
+                }
+                None => restorer.fail(&p, format!("job {job} has no entry of it")),
+            }
+        }
+    }
+    let Some(&at) = plan.rows.keys().next() else {
+        let (mut report, _) = finish(Mutex::new(restorer), Vec::new())?;
+        report.seconds = t0.elapsed().as_secs_f64();
+        return Ok(report);
+    };
+    restorer.expected = plan.expected();
+    let read = SetRead::plan(home, at, plan.rows, false)?;
+    restorer.set = Some(plan.want);
+    let rs = Mutex::new(restorer);
+    let reads = read.run(home, opts, super::Out::Place(&rs), t0)?;
+    let (mut report, _) = finish(rs, reads)?;
+    read.fill(&mut report);
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
 /// What a job gives a set's restore: how to read it, its runs cut into steps, and
 /// its block size. `sealed`: its key is not looked up (its blocks are handed on as
 /// stored).
@@ -322,7 +369,8 @@ impl SetRead {
 }
 
 /// One drive's part of a set's restore: its groups' cartridges in order, on each
-/// the steps of every job in block order, one job reader switching between jobs.
+/// the steps of every job in the order planned for the cartridge, one job reader
+/// switching between jobs.
 fn read_groups(
     shared: &Shared<'_>,
     drive: usize,
@@ -330,12 +378,8 @@ fn read_groups(
     cat: &Catalog,
 ) -> Result<Read> {
     let ctx = |id: i64| shared.jobs.iter().find(|j| j.id == id);
-    let steps = || {
-        groups
-            .iter()
-            .flat_map(|g| g.carts.iter().flat_map(|c| &c.steps))
-    };
-    let first = steps()
+    let first = (groups.iter())
+        .flat_map(|g| g.carts.iter().flat_map(|c| &c.steps))
         .next()
         .and_then(|s| ctx(s.job))
         .unwrap_or(&shared.jobs[0]);
@@ -343,15 +387,10 @@ fn read_groups(
     let mut read = Reading::new(cat, shared, drive);
     let mut streams: HashMap<i64, Streams> = HashMap::new();
     let mut current = first.id;
-    for step in steps() {
-        let job = ctx(step.job).ok_or(JobError::NoJob(step.job))?;
-        if job.id != current {
-            reader.switch(job.vols.clone(), job.tag, job.key.clone())?;
-            current = job.id;
-        }
-        reader.follow(vec![step.seq]);
-        let decoders = streams.entry(job.id).or_default();
-        read.run(&mut reader, job, &step.run, decoders)?;
+    for cart in groups.iter().flat_map(|g| &g.carts) {
+        let steps: Vec<&merge::Step> = cart.steps.iter().collect();
+        let at = (&mut reader, &mut current, &mut streams);
+        super::cartridge::read(shared, &mut read, at, &steps)?;
     }
     if let Some(rs) = shared.placing() {
         let mut rs = super::lock(rs)?;

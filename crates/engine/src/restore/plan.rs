@@ -124,6 +124,9 @@ pub(crate) struct Run {
     pub start: (u32, u64),
     /// (volume seq, LBN) of the last block; reading stops after it.
     pub end: (u32, u64),
+    /// A wanted entry of the run before it goes on into it: the two are read one
+    /// after the other, decoding carrying on.
+    pub joined: bool,
 }
 
 /// Where wanted entries start: (volume seq, LBN, stream) to payload offset.
@@ -145,6 +148,7 @@ pub(crate) fn plan_runs(
         let run = Run {
             start: (vols[0].seq, vols[0].first_lbn),
             end: (u32::MAX, u64::MAX),
+            joined: false,
         };
         return (vec![run], hints);
     }
@@ -172,10 +176,15 @@ pub(crate) fn plan_runs(
                     pieces.push(Run {
                         start: first.max(start),
                         end: last.min(end),
+                        joined: false,
                     });
                 }
             }
-            None => pieces.push(Run { start, end }),
+            None => pieces.push(Run {
+                start,
+                end,
+                joined: false,
+            }),
         }
     }
     pieces.sort_by_key(|p| (p.start, p.end));
@@ -191,7 +200,25 @@ pub(crate) fn plan_runs(
             _ => runs.push(p),
         }
     }
+    join(&mut runs, rows);
     (runs, hints)
+}
+
+/// Marks the runs a wanted entry goes on into from the run before.
+fn join(runs: &mut [Run], rows: &[FileRow]) {
+    // The run holding (seq, lbn): the last that starts at or before it.
+    let holder = |runs: &[Run], at: (u32, u64)| runs.partition_point(|r| r.start <= at).checked_sub(1);
+    for r in rows {
+        let (Some(a), Some(b)) = (
+            holder(runs, (r.start_seq, r.start_lbn)),
+            holder(runs, (r.end_seq, r.end_lbn)),
+        ) else {
+            continue;
+        };
+        for run in runs.iter_mut().take(b + 1).skip(a + 1) {
+            run.joined = true;
+        }
+    }
 }
 
 /// A path as the user typed it, in job-namespace form: no leading `./` or `/`, no
@@ -317,6 +344,7 @@ mod tests {
             vec![((0, 10), (0, 13)), ((0, 100), (0, 101)), ((1, 3), (1, 4))]
         );
         assert_eq!(hints.get(&(0, 100, 1)), Some(&5));
+        assert!(runs.iter().all(|r| !r.joined));
         let (whole, _) = plan_runs(&[vol()], &mut rows, true, &[]);
         assert_eq!(whole.len(), 1);
         assert_eq!(whole[0].start, (0, 2));
@@ -336,6 +364,8 @@ mod tests {
         let mut rows = vec![row((0, 8, 100), (0, 44))];
         let (runs, _) = plan_runs(&[vol()], &mut rows, false, &extents);
         assert_eq!(spans(&runs), vec![((0, 8), (0, 11)), ((0, 40), (0, 44))]);
+        // The entry goes on from the first run into the second.
+        assert_eq!((runs[0].joined, runs[1].joined), (false, true));
     }
 
     #[test]

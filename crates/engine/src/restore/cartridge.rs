@@ -1,0 +1,143 @@
+//! The reading of one cartridge: its steps (of one job or of several) gathered
+//! into units that must be read whole, the units put in the order [`super::order`]
+//! plans from the mounted drive's model, and each read in turn. A one-job restore
+//! of chosen paths and a set's restore both read their cartridges here, and so do
+//! the recalls of hierarchical storage, which restore many files of many jobs at
+//! once.
+
+use super::merge::Step;
+use super::order::{self, Unit};
+use super::{lock, Reading, Shared};
+use crate::error::{JobError, Result};
+use crate::media::reader::{JobReader, Streams};
+use std::collections::HashMap;
+
+/// Where the drive stands between cartridges: its reader, the job it reads now,
+/// and each job's decoders.
+pub(crate) type At<'r> = (&'r mut JobReader, &'r mut i64, &'r mut HashMap<i64, Streams>);
+
+/// Reads `steps`, all on one cartridge and in block order, in the order planned
+/// for them (block order when the restore does not plan or the drive has no
+/// model).
+pub(crate) fn read(
+    shared: &Shared<'_>,
+    read: &mut Reading<'_, '_>,
+    (reader, current, decoders): At<'_>,
+    steps: &[&Step],
+) -> Result<()> {
+    let Some(first) = steps.first() else {
+        return Ok(());
+    };
+    let units = units(steps);
+    let mut order: Vec<usize> = (0..units.len()).collect();
+    let plans = shared.plans();
+    if plans {
+        // Mounted first: the plan is made from the drive's model of this tape.
+        switch(shared, reader, current, first)?;
+        reader.follow(vec![first.seq]);
+        if reader.mounted().is_none_or(|(seq, _)| seq != first.seq) {
+            reader.seek(first.seq, 1)?;
+        }
+        let plain: Vec<Unit> = units.iter().map(|(u, _)| u.clone()).collect();
+        let plain = costed(reader, plain, &units, steps);
+        let at = reader.mounted().map_or(1, |(_, lbn)| lbn);
+        let travel = |a: u64, b: u64| reader.travel_between(a, b);
+        if let Some(p) = order::plan(at, &plain, &travel) {
+            read.planned = Some(read.planned.unwrap_or(0.0) + p.seconds);
+            read.reordered += u64::from(p.reordered);
+            order = p.order;
+        }
+    }
+    for i in order {
+        for (k, &s) in units[i].1.iter().enumerate() {
+            let step = steps[s];
+            switch(shared, reader, current, step)?;
+            reader.follow(vec![step.seq]);
+            let job = job(shared, step.job)?;
+            let dec = decoders.entry(job.id).or_default();
+            if plans && k == 0 && !step.carried {
+                if let Some(rs) = shared.placing() {
+                    let mut rs = lock(rs)?;
+                    rs.job = job.id;
+                    dec.jump(&mut *rs);
+                }
+            }
+            read.run(reader, job, &step.run, dec)?;
+        }
+    }
+    Ok(())
+}
+
+/// The job context of job `id`.
+fn job<'s>(shared: &'s Shared<'_>, id: i64) -> Result<&'s super::JobCtx> {
+    (shared.jobs.iter())
+        .find(|j| j.id == id)
+        .ok_or_else(|| JobError::NoJob(id).into())
+}
+
+/// Has the reader read `step`'s job.
+fn switch(shared: &Shared<'_>, reader: &mut JobReader, current: &mut i64, step: &Step) -> Result<()> {
+    if step.job != *current {
+        let job = job(shared, step.job)?;
+        reader.switch(job.vols.clone(), job.tag, job.key.clone())?;
+        *current = job.id;
+    }
+    Ok(())
+}
+
+/// The units of `steps`: each step, with the steps a wanted entry goes on into
+/// joined to it; with the indices of their steps.
+fn units(steps: &[&Step]) -> Vec<(Unit, Vec<usize>)> {
+    let mut out: Vec<(Unit, Vec<usize>)> = Vec::new();
+    for (i, s) in steps.iter().enumerate() {
+        let end = s.run.end.1.saturating_add(1);
+        if s.joined {
+            if let Some((u, members)) = out.iter_mut().rev().find(|(u, _)| u.job == s.job) {
+                u.end = u.end.max(end);
+                u.carries |= s.carries;
+                members.push(i);
+                continue;
+            }
+        }
+        let unit = Unit {
+            job: s.job,
+            first: s.run.start.1,
+            end,
+            cost: 0.0,
+            carried: s.carried,
+            carries: s.carries,
+        };
+        out.push((unit, vec![i]));
+    }
+    out
+}
+
+/// `plain` with each unit's cost of reading: its steps' blocks, and the moves
+/// between them, as the mounted drive's model has them.
+fn costed(
+    reader: &JobReader,
+    mut plain: Vec<Unit>,
+    units: &[(Unit, Vec<usize>)],
+    steps: &[&Step],
+) -> Vec<Unit> {
+    for (u, (_, members)) in plain.iter_mut().zip(units) {
+        let mut cost = 0.0;
+        let mut pos = None;
+        for &m in members {
+            let run = steps[m].run;
+            if run.end.1 == u64::MAX {
+                // Read to the end of the volume: its length is not known here.
+                continue;
+            }
+            if let Some(p) = pos {
+                let t = reader.travel_between(p, run.start.1);
+                cost += t.map_or(0.0, |t| t.read.min(t.locate));
+            }
+            let r = reader.travel_between(run.start.1, run.end.1 + 1);
+            cost += r.map_or(0.0, |t| t.read);
+            pos = Some(run.end.1 + 1);
+        }
+        u.cost = cost;
+    }
+    plain
+}
