@@ -11,10 +11,25 @@
               daemon and must give the digests taken before the migration. The tree is released again and copied
               with coreutils' `cp -a` to another folder, which must be identical.
 
+  ordered     --files files of a real tree, with random filler files among them
+              (one after every --fill-every files, in the same folder) so that
+              they lie spread over 3 cartridges of --capacity, on a library of 2
+              drives with the LTO-9 model at the scale that gives that capacity
+              (full geometry: 280 wraps of 1,035 m) and the virtual clock. All
+              migrated as one job in 64 KiB blocks, and released. --picks of
+              them, chosen at random (--seed), are read at once through the
+              daemon, one `cat` per file, all started together; then released
+              again and recalled with `hsm recall --order block` (one reading,
+              block order) and `--order asked` (one file after another in the
+              order chosen). Each run starts with the drives empty. Printed: the
+              modeled time of each, the plan's predicted time, the loads, and the
+              ratios planned/block and planned/asked.
+
   python3 bench/hsm.py
   python3 bench/hsm.py --files 2000
+  python3 bench/hsm.py --case ordered
 """
-import argparse, hashlib, json, os, shutil, signal, subprocess, sys, time
+import argparse, hashlib, json, os, random, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import default_work_parent, log, REPO  # noqa: E402
@@ -146,18 +161,128 @@ def round_trip(a, work):
     }
 
 
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def with_filler(tree, every, total):
+    """Puts one file of random bytes after every `every` files of `tree` (in the
+    same folder, named to sort just after it), `total` bytes in all. Returns
+    their paths."""
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs)
+    at = files[every - 1::every]
+    each = max(1, total // max(1, len(at)))
+    out = []
+    for p in at:
+        q = p + "~fill"
+        with open(q, "wb") as f:
+            left = each
+            while left > 0:
+                n = min(left, 8 << 20)
+                f.write(os.urandom(n))
+                left -= n
+        out.append(q)
+    return out
+
+
+def unload(a, home):
+    subprocess.run([a.bin, "--home", home, "library", "unload"], check=True, capture_output=True)
+
+
+def ordered(a, work):
+    tree = os.path.join(work, "ordered")
+    home = os.path.join(work, "ordered-home")
+    n = real_tree(tree, a.files)
+    real = sorted(os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs)
+    real_bytes = sum(os.path.getsize(p) for p in real)
+    cap = a.capacity
+    fill = with_filler(tree, a.fill_every, int(cap * 2.8) - real_bytes)
+    log(f"ordered: {n} files ({real_bytes} bytes), {len(fill)} filler files")
+    picks = random.Random(a.seed).sample(real, min(a.picks, len(real)))
+    before = {p: sha(p) for p in picks}
+    scale = cap / 18e12
+    subprocess.run([a.bin, "--home", home, "library", "create", "--drives", "2", "--slots", "4",
+                    "--capacity", str(cap), "--model", "lto9", "--clock", "virtual",
+                    "--scale", repr(scale)], check=True, capture_output=True)
+    tl(a, home, "hsm", "manage", tree)
+    t0 = time.monotonic()
+    mig = tl(a, home, "hsm", "migrate", "--block-size", "64K")
+    t_mig = time.monotonic() - t0
+    rel = tl(a, home, "hsm", "release")
+    vols = [v for v in tl(a, home, "library", "status").get("slots", []) if v.get("barcode")]
+    log(f"ordered: migrated {mig['files']} in {t_mig:.1f} s (jobs {mig['jobs']}), released {rel['files']}")
+    unload(a, home)
+    stat_path = os.path.join(work, "ordered-daemon.json")
+    daemon = subprocess.Popen([a.bin, "--home", home, "hsm", "daemon", "--status", stat_path],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the daemon marking the stubs", 300,
+                 lambda: counters(stat_path).get("marked", -1) >= rel["files"])
+        t0 = time.monotonic()
+        storm = subprocess.run(["bash", "-c", 'for f in "$@"; do cat -- "$f" > /dev/null & done; wait',
+                                "storm", *picks], capture_output=True, text=True)
+        t_storm = time.monotonic() - t0
+        c = counters(stat_path)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    same = sum(1 for p in picks if sha(p) == before[p])
+    log(f"ordered: {len(picks)} cats through the daemon in {t_storm:.1f} s, {same} identical; "
+        f"modeled {c.get('modeled_seconds')} s, planned {c.get('planned_seconds')} s")
+    runs = {}
+    for order in ("block", "asked"):
+        tl(a, home, "hsm", "release", *picks)
+        unload(a, home)
+        t0 = time.monotonic()
+        r = tl(a, home, "hsm", "recall", "--order", order, *picks)
+        same_o = sum(1 for p in picks if sha(p) == before[p])
+        runs[order] = {"modeled_seconds": r["modeled_seconds"], "loads": r["loads"],
+                       "files": r["files"], "identical": same_o,
+                       "wall_seconds": round(time.monotonic() - t0, 1)}
+        log(f"ordered: --order {order}: modeled {r['modeled_seconds']} s, {r['loads']} loads")
+    planned = c.get("modeled_seconds") or 0.0
+    ratio = lambda other: round(planned / other, 4) if other else None
+    return {
+        "files": n, "bytes": real_bytes, "filler_files": len(fill),
+        "capacity": cap, "scale": scale, "model": "lto9", "drives": 2,
+        "cartridges_used": len(mig.get("volumes", [])) or None,
+        "migrate_seconds": round(t_mig, 1), "jobs": mig["jobs"],
+        "picks": len(picks), "seed": a.seed,
+        "planned": {"modeled_seconds": planned, "predicted_seconds": c.get("planned_seconds"),
+                    "loads": c.get("loads"), "batches": c.get("batches"),
+                    "recalled_files": c.get("recalled_files"), "identical": same,
+                    "wall_seconds": round(t_storm, 1), "cat_exit": storm.returncode},
+        "block": runs["block"], "asked": runs["asked"],
+        "planned_over_block": ratio(runs["block"]["modeled_seconds"]),
+        "planned_over_asked": ratio(runs["asked"]["modeled_seconds"]),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--case", default="all", choices=["all", "round-trip", "ordered"])
+    ap.add_argument("--picks", type=int, default=1000)
+    ap.add_argument("--capacity", type=int, default=1 << 30, help="bytes per cartridge (ordered)")
+    ap.add_argument("--fill-every", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/hsm.py needs root: the hsm daemon watches with fanotify")
     work = a.work or os.path.join(default_work_parent(), "tapeloom-hsm")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    out = {"bench": "hsm", "round_trip": round_trip(a, work)}
+    out = {"bench": "hsm"}
+    if a.case in ("all", "round-trip"):
+        out["round_trip"] = round_trip(a, work)
+    if a.case in ("all", "ordered"):
+        out["ordered"] = ordered(a, work)
     print(json.dumps(out, indent=2))
 
 

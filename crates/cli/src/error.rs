@@ -33,6 +33,14 @@ pub enum CliError {
     /// `ls` given more than one path.
     #[error("ls takes one path, not {0}")]
     OnePath(usize),
+    /// A model's `--scale` under the real clock's floor with the real clock.
+    #[error("--scale {scale} needs --clock virtual: at the real clock a factor under {floor} would never end a read")]
+    ScaleNeedsVirtualClock {
+        /// The factor asked for.
+        scale: f64,
+        /// The smallest factor the real clock takes.
+        floor: f64,
+    },
 }
 
 /// How a command tells to get past a library's refusal with its own flags.

@@ -95,6 +95,23 @@ fn flag_form(n: u64) -> String {
 /// The smallest and largest factor a drive model's `--scale` takes.
 pub const SCALE: (f64, f64) = (0.001, 1000.0);
 
+/// The smallest factor a virtual library's model takes with the virtual clock:
+/// a cartridge of full geometry (every wrap, every metre) that holds only a few
+/// hundred megabytes, for experiments with the order of reads.
+pub const SCALE_VIRTUAL: f64 = 0.000001;
+
+/// Parses `library create --scale`: as [`scale`], or down to [`SCALE_VIRTUAL`]
+/// (the command refuses such a factor with the real clock).
+pub fn library_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if (SCALE_VIRTUAL..=SCALE.1).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "'{s}' is not a factor from {SCALE_VIRTUAL} to {} (try 0.25)",
+            SCALE.1
+        )),
+    }
+}
+
 /// Parses a drive model's `--scale`: a factor from 0.001 to 1000 (at 0.001 an LTO-9
 /// drive moves 0.4 MB/s, and smaller factors would never end a command).
 pub fn scale(s: &str) -> Result<f64, String> {

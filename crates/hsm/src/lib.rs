@@ -167,7 +167,8 @@ impl Managed {
     }
 }
 
-/// The regular files under each of `paths` (a file itself when it is one),
+/// The regular files under each of `paths` (a file itself when it is one), in
+/// the order the paths are given and each folder's files in name order,
 /// symlinks not followed, each with its record. A file that cannot be read is
 /// passed to `skipped` with why.
 pub(crate) fn files_under(
@@ -175,7 +176,8 @@ pub(crate) fn files_under(
     skipped: &mut dyn FnMut(&Path, String),
 ) -> Vec<Managed> {
     let mut out = Vec::new();
-    let mut todo: Vec<PathBuf> = paths.to_vec();
+    // A stack: the paths in the order given, each folder's files in name order.
+    let mut todo: Vec<PathBuf> = paths.iter().rev().cloned().collect();
     while let Some(p) = todo.pop() {
         let md = match std::fs::symlink_metadata(&p) {
             Ok(md) => md,
@@ -186,7 +188,12 @@ pub(crate) fn files_under(
         };
         if md.is_dir() {
             match std::fs::read_dir(&p) {
-                Ok(rd) => todo.extend(rd.filter_map(|e| e.ok()).map(|e| e.path())),
+                Ok(rd) => {
+                    let mut inside: Vec<PathBuf> =
+                        rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+                    inside.sort_by(|a, b| b.cmp(a));
+                    todo.extend(inside);
+                }
                 Err(e) => skipped(&p, e.to_string()),
             }
             continue;
@@ -203,7 +210,6 @@ pub(crate) fn files_under(
             Err(e) => skipped(&p, e.to_string()),
         }
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 

@@ -30,8 +30,9 @@ pub enum RecallOrder {
     Planned,
     /// One reading of the whole batch, each cartridge's files in block order.
     Block,
-    /// One file after another in the order they were asked, each its own
-    /// reading: how a recall served per request goes, for comparison.
+    /// One file after another in the order they were asked, each by the drive
+    /// that holds its cartridge, else by the drive used least recently: how a
+    /// recall served per request goes, for comparison.
     Asked,
 }
 
@@ -50,7 +51,7 @@ pub struct Recalled {
     pub loads: u64,
     /// Blocks read from tape.
     pub blocks_read: u64,
-    /// Readings made (one per batch, or one per file in the order asked).
+    /// Readings made (one per batch).
     pub readings: u64,
     /// Cartridges read in another order than the block order.
     pub reordered: u64,
@@ -88,14 +89,7 @@ pub fn recall(home: &Home, paths: &[PathBuf], order: RecallOrder) -> Result<Reca
             })
         })
         .collect();
-    match order {
-        RecallOrder::Asked => {
-            for a in asks {
-                recall_batch(home, vec![a], RecallOrder::Block, &mut out)?;
-            }
-        }
-        order => recall_batch(home, asks, order, &mut out)?,
-    }
+    recall_batch(home, asks, order, &mut out)?;
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
 }
@@ -109,8 +103,7 @@ pub(crate) struct Ask {
     pub writer: Option<std::fs::File>,
 }
 
-/// Recalls `asks` as one batch: one reading of all their jobs, in `order`
-/// (planned or block). Files of two jobs at the same path in their jobs (two
+/// Recalls `asks` as one batch: one reading of all their jobs, in `order`. Files of two jobs at the same path in their jobs (two
 /// managed folders) would land in one place: such a batch is read in as many
 /// passes as it needs.
 pub(crate) fn recall_batch(
@@ -169,7 +162,16 @@ fn recall_pass(
         },
         ..RestoreOptions::default()
     };
-    let report = match tapeloom_engine::restore_files(home, &by_job, &opts) {
+    let read = match order {
+        RecallOrder::Asked => {
+            let asked: Vec<(i64, Vec<u8>)> = (files.iter())
+                .map(|(a, e)| (a.stamp.job, e.clone()))
+                .collect();
+            tapeloom_engine::restore_files_in_order(home, &asked, &opts)
+        }
+        _ => tapeloom_engine::restore_files(home, &by_job, &opts),
+    };
+    let report = match read {
         Ok(r) => r,
         Err(e) => {
             let why = e.to_string();

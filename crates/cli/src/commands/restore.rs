@@ -10,7 +10,9 @@ use serde::Serialize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_client::restore as remote;
-use tapeloom_engine::{escape_controls, Overwrite, ReadOrder, RestoreOptions, RestoreReport, SkipBy, Source};
+use tapeloom_engine::{
+    escape_controls, Overwrite, ReadOrder, RestoreOptions, RestoreReport, SkipBy, Source,
+};
 use tapeloom_proto::health::{self, CartridgeHealth};
 
 #[derive(clap::Args)]
@@ -106,11 +108,17 @@ pub struct Restored {
     bytes_read_from_tape: u64,
     locates: u64,
     mounts: u64,
+    /// Cartridges the changer moved into a drive.
+    loads: u64,
     read_through: u64,
+    /// Cartridges read in another order than the block order.
+    reordered: u64,
     seconds: f64,
     mb_per_s: f64,
     modeled_seconds: Option<f64>,
     modeled_mb_per_s: Option<f64>,
+    /// Modeled seconds the reading plans predicted.
+    planned_seconds: Option<f64>,
     bound_seconds: Option<f64>,
     bound_mb_per_s: Option<f64>,
     /// Modeled seconds until the first wanted block was under the head.
@@ -156,7 +164,9 @@ struct Drive {
     backhitches: Option<u64>,
     compression_ratio: Option<f64>,
     modeled_seconds: Option<f64>,
+    planned_seconds: Option<f64>,
     bound_seconds: Option<f64>,
+    locates: u64,
     tape_alerts: Option<Vec<String>>,
     cartridges: Vec<CartridgeHealth>,
 }
@@ -252,11 +262,14 @@ impl Restored {
             bytes_read_from_tape: r.bytes_read_from_tape,
             locates: r.locates,
             mounts: r.mounts,
+            loads: r.loads,
             read_through: r.read_through,
+            reordered: r.reordered,
             seconds: r.seconds,
             mb_per_s: rate(r.seconds),
             modeled_seconds: r.modeled_seconds,
             modeled_mb_per_s: r.modeled_seconds.map(rate),
+            planned_seconds: r.planned_seconds,
             bound_seconds: r.bound_seconds,
             bound_mb_per_s: r.bound_seconds.map(rate),
             first_block_seconds: r.first_block_seconds,
@@ -290,7 +303,9 @@ impl Restored {
                     backhitches: d.stats.as_ref().map(|s| s.backhitches),
                     compression_ratio: d.stats.as_ref().map(|s| s.compression_ratio()),
                     modeled_seconds: d.modeled_seconds,
+                    planned_seconds: d.planned_seconds,
                     bound_seconds: d.bound_seconds,
+                    locates: d.locates,
                     tape_alerts: health::tape_alerts(&d.health),
                     cartridges: health::cartridges(&d.health),
                 })

@@ -109,6 +109,9 @@ impl CompressionEstimator {
     }
 }
 
+/// Blocks shorter than this do not count toward the compression seen in reads.
+const MIN_SEEN: usize = 4096;
+
 /// A tape drive with the timing of an LTO generation.
 pub struct LtoDrive<D: TapeDrive> {
     inner: D,
@@ -125,6 +128,10 @@ pub struct LtoDrive<D: TapeDrive> {
     /// this drive did not write.
     read_host: f64,
     read_tape: f64,
+    /// Host bytes per tape byte used to place the blocks this drive did not
+    /// write, fixed at the first placing after a load: plans made from the
+    /// places and the moves made to them then agree.
+    map_ratio: std::cell::Cell<Option<f64>>,
 }
 
 impl<D: TapeDrive> LtoDrive<D> {
@@ -143,6 +150,7 @@ impl<D: TapeDrive> LtoDrive<D> {
             calibrated: true,
             read_host: 0.0,
             read_tape: 0.0,
+            map_ratio: std::cell::Cell::new(None),
         }
     }
 
@@ -194,14 +202,30 @@ impl<D: TapeDrive> LtoDrive<D> {
         }
     }
 
-    /// Where block `lbn` lies on tape (native bytes): as written by this drive, else
-    /// from the cartridge's block directory and the compression seen so far.
-    fn offset_of(&self, lbn: u64) -> f64 {
+    /// Where block `lbn` lies on tape (native bytes), when known: as written by
+    /// this drive, else from the cartridge's block directory and the compression
+    /// seen when the first block was placed after the load.
+    fn known_offset(&self, lbn: u64) -> Option<f64> {
         if let Some(&o) = self.offsets.get(lbn as usize) {
-            return o;
+            return Some(o);
         }
-        if let Some(b) = self.inner.block_offset(lbn) {
-            return b as f64 / self.ratio_seen();
+        let b = self.inner.block_offset(lbn)?;
+        let ratio = match self.map_ratio.get() {
+            Some(r) => r,
+            None => {
+                let r = self.ratio_seen();
+                self.map_ratio.set(Some(r));
+                r
+            }
+        };
+        Some(b as f64 / ratio)
+    }
+
+    /// Where block `lbn` lies on tape (native bytes): [`Self::known_offset`], else
+    /// estimated from the mean block written.
+    fn offset_of(&self, lbn: u64) -> f64 {
+        if let Some(o) = self.known_offset(lbn) {
+            return o;
         }
         let n = self.offsets.len().max(1) as f64;
         let mean = self.model.stats.tape_bytes as f64 / n;
@@ -234,6 +258,7 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
 
     fn load(&mut self) -> Result<()> {
         self.inner.load()?;
+        self.map_ratio.set(None);
         let t = self.model.load(!self.calibrated);
         self.calibrated = true;
         self.wait(t);
@@ -242,6 +267,7 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
 
     fn unload(&mut self) -> Result<()> {
         self.inner.unload()?;
+        self.map_ratio.set(None);
         let t = self.model.unload();
         self.wait(t);
         Ok(())
@@ -290,9 +316,19 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
             } else {
                 1.0
             };
-            self.read_host += n as f64;
-            self.read_tape += n as f64 / ratio;
+            // Labels and other short records say nothing of the data's
+            // compression: a zero-padded label alone would make every block
+            // seem four times closer than it is.
+            if n >= MIN_SEEN {
+                self.read_host += n as f64;
+                self.read_tape += n as f64 / ratio;
+            }
             let t = self.model.read(n as f64, n as f64 / ratio);
+            // The head stands where the next block is placed, so that locates
+            // from here cost what a plan made from the places says.
+            if let Some(at) = (self.inner.position().ok()).and_then(|l| self.known_offset(l)) {
+                self.model.tape_pos = at;
+            }
             self.wait(t);
         }
         Ok(r)

@@ -357,6 +357,14 @@ impl JobReader {
         Ok(())
     }
 
+    /// The catalog id of the cartridge mounted, if any.
+    pub fn mounted_volume(&self) -> Option<i64> {
+        let (seq, _) = self.cur.as_ref()?;
+        (self.vols.iter())
+            .find(|v| v.seq == *seq)
+            .map(|v| v.volume.id)
+    }
+
     /// Where the drive stands: (volume seq, LBN) of the cartridge mounted, even after
     /// the order was read to its end; `None` before the first seek.
     pub fn mounted(&self) -> Option<(u32, u64)> {
@@ -635,7 +643,10 @@ impl Streams {
     pub fn jump(&mut self, sink: &mut dyn Sink) {
         for (stream, st) in self.map.iter_mut() {
             if st.next.is_some() && !st.dec.at_boundary() {
-                sink.lost(*stream, "the reading moved elsewhere on tape inside this entry");
+                sink.lost(
+                    *stream,
+                    "the reading moved elsewhere on tape inside this entry",
+                );
             }
             st.dec.reset();
             st.next = None;

@@ -7,14 +7,20 @@
 
 use super::merge::Step;
 use super::order::{self, Unit};
-use super::{lock, Reading, Shared};
+use super::restorer::SetWant;
+use super::{lock, DriveRead, Reading, Shared};
 use crate::error::{JobError, Result};
 use crate::media::reader::{JobReader, Streams};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use tapeloom_catalog::Catalog;
 
 /// Where the drive stands between cartridges: its reader, the job it reads now,
 /// and each job's decoders.
-pub(crate) type At<'r> = (&'r mut JobReader, &'r mut i64, &'r mut HashMap<i64, Streams>);
+pub(crate) type At<'r> = (
+    &'r mut JobReader,
+    &'r mut i64,
+    &'r mut HashMap<i64, Streams>,
+);
 
 /// Reads `steps`, all on one cartridge and in block order, in the order planned
 /// for them (block order when the restore does not plan or the drive has no
@@ -68,6 +74,80 @@ pub(crate) fn read(
     Ok(())
 }
 
+/// Reads `requests` (each a file: its job, its path and the steps that hold it)
+/// one after another in the order given, each step by the drive that holds its cartridge, else by the drive
+/// that read least recently (one catalog connection in `cats` for each of
+/// `drives`): how a reading served per request, in the order asked, goes. It is
+/// the yardstick the planned reading is measured against.
+pub(crate) fn read_in_order(
+    shared: &Shared<'_>,
+    drives: &[usize],
+    requests: &[(i64, Vec<u8>, Vec<Step>)],
+    cats: &[Catalog],
+) -> Result<Vec<DriveRead>> {
+    let Some(first) = shared.jobs.first() else {
+        return Ok(Vec::new());
+    };
+    let mut state: Vec<(JobReader, Reading<'_, '_>, i64, usize)> = (drives.iter().zip(cats))
+        .map(|(&d, cat)| {
+            (
+                shared.reader(first, d),
+                Reading::new(cat, shared, d),
+                first.id,
+                0,
+            )
+        })
+        .collect();
+    let mut decoders: HashMap<i64, Streams> = HashMap::new();
+    for (n, (file_job, path, request)) in requests.iter().enumerate() {
+        // Only this file is placed now: a file whose entry begins in its last
+        // block is read whole by its own request.
+        if let Some(rs) = shared.placing() {
+            let data = HashMap::from([(*file_job, HashSet::from([path.clone()]))]);
+            lock(rs)?.set = Some(SetWant {
+                data,
+                meta: HashMap::new(),
+            });
+        }
+        for (k, step) in request.iter().enumerate() {
+            let job = job(shared, step.job)?;
+            let vol = (job.vols.iter())
+                .find(|v| v.seq == step.seq)
+                .map(|v| v.volume.id);
+            let holder = (state.iter()).position(|s| vol.is_some() && s.0.mounted_volume() == vol);
+            let least = (state.iter().enumerate())
+                .min_by_key(|(_, s)| s.3)
+                .map_or(0, |(i, _)| i);
+            let Some((reader, read, current, used)) = state.get_mut(holder.unwrap_or(least)) else {
+                return Ok(Vec::new());
+            };
+            *used = n + 1;
+            switch(shared, reader, current, step)?;
+            reader.follow(vec![step.seq]);
+            let dec = decoders.entry(job.id).or_default();
+            if k == 0 {
+                if let Some(rs) = shared.placing() {
+                    let mut rs = lock(rs)?;
+                    rs.job = job.id;
+                    dec.jump(&mut *rs);
+                }
+            }
+            read.run(reader, job, &step.run, dec)?;
+        }
+    }
+    if let Some(rs) = shared.placing() {
+        let mut rs = lock(rs)?;
+        for (job, dec) in decoders.iter_mut() {
+            rs.job = *job;
+            dec.finish(&mut *rs);
+        }
+    }
+    let done = state.into_iter();
+    Ok(done
+        .map(|(reader, read, _, _)| read.done(reader, Vec::new()).0)
+        .collect())
+}
+
 /// The job context of job `id`.
 fn job<'s>(shared: &'s Shared<'_>, id: i64) -> Result<&'s super::JobCtx> {
     (shared.jobs.iter())
@@ -76,7 +156,12 @@ fn job<'s>(shared: &'s Shared<'_>, id: i64) -> Result<&'s super::JobCtx> {
 }
 
 /// Has the reader read `step`'s job.
-fn switch(shared: &Shared<'_>, reader: &mut JobReader, current: &mut i64, step: &Step) -> Result<()> {
+fn switch(
+    shared: &Shared<'_>,
+    reader: &mut JobReader,
+    current: &mut i64,
+    step: &Step,
+) -> Result<()> {
     if step.job != *current {
         let job = job(shared, step.job)?;
         reader.switch(job.vols.clone(), job.tag, job.key.clone())?;

@@ -31,10 +31,12 @@ pub(crate) mod staged;
 pub(crate) mod writers;
 
 pub use handoff::{read_blocks, BlockRestore, BlockSink};
-pub use order::ReadOrder;
 pub use handoff::{BlockVerify, Listed};
+pub use order::ReadOrder;
 pub use overwrite::{Kept, Overwrite};
-pub use pit::{restore_files, restore_set, set_job, set_jobs_read, set_tree};
+pub use pit::{
+    restore_files, restore_files_in_order, restore_set, set_job, set_jobs_read, set_tree,
+};
 pub use plan::normalize;
 pub use plan::Expect;
 pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};

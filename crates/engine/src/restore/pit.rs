@@ -11,6 +11,7 @@
 use crate::error::{JobError, Result};
 use crate::home::Home;
 use crate::media::reader::{SharedLibrary, Streams};
+use crate::restore::chains::Chain;
 use crate::restore::merge::{self, Group, Placed};
 use crate::restore::plan::Expect;
 use crate::restore::restorer::{Expected, Restorer, SetWant};
@@ -22,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tapeloom_catalog::{Catalog, FileRow, Job, JobState, Tree};
+use tapeloom_catalog::{Catalog, Extent, FileRow, Job, JobState, Tree};
 use tapeloom_format::EntryType;
 
 /// The job of set `set` a point-in-time restore or listing stands at: the set's
@@ -239,15 +240,106 @@ pub fn restore_files(
     Ok(report)
 }
 
-/// What a job gives a set's restore: how to read it, its runs cut into steps, and
-/// its block size. `sealed`: its key is not looked up (its blocks are handed on as
-/// stored).
-fn job_steps(
+/// Restores chosen files of several jobs under `opts.to`, one after another in
+/// the order given (job and path of each), each read on its own as a recall
+/// served per request would read it: each by the drive that holds its
+/// cartridge, else by the drive used least recently, with no plan. The report's
+/// modeled time is the sum of the drives' (one request at a time). It is the
+/// yardstick for [`restore_files`]'s planned reading.
+pub fn restore_files_in_order(
+    home: &Home,
+    files: &[(i64, Vec<u8>)],
+    opts: &RestoreOptions,
+) -> Result<RestoreReport> {
+    let t0 = Instant::now();
+    let cat = &home.catalog;
+    let mut restorer = Restorer::new(&opts.to, opts.overwrite, None)?;
+    let mut want = SetWant::default();
+    let mut rows: BTreeMap<i64, Vec<FileRow>> = BTreeMap::new();
+    let mut asked = Vec::new();
+    for (job, p) in files {
+        let p = super::normalize(p);
+        match cat.file(*job, &p)? {
+            Some(row) => {
+                want.data.entry(*job).or_default().insert(p);
+                rows.entry(*job).or_default().push(row.clone());
+                asked.push((*job, row));
+            }
+            None => restorer.fail(&p, format!("job {job} has no entry of it")),
+        }
+    }
+    let mut jobs = Vec::new();
+    let mut layout = HashMap::new();
+    let mut block_size = 0;
+    for (&id, rows) in &rows {
+        let (ctx, chains, extents, size) = job_ctx(home, id, rows.clone(), false)?;
+        jobs.push(ctx);
+        layout.insert(id, (chains, extents));
+        block_size = block_size.max(size);
+    }
+    let mut requests = Vec::new();
+    for (job, row) in asked {
+        let Some((chains, extents)) = layout.get(&job) else {
+            continue;
+        };
+        let path = row.path.clone();
+        let (work, _) = plan_chains(chains, vec![row], false, extents);
+        let steps = merge::split(job, &work).into_iter().map(|p| p.2).collect();
+        requests.push((job, path, steps));
+    }
+    restorer.expected = (TreePlan {
+        rows,
+        want: SetWant::default(),
+        missing: Vec::new(),
+    })
+    .expected();
+    restorer.set = Some(want);
+    let rs = Mutex::new(restorer);
+    let reads = match jobs.is_empty() {
+        true => Vec::new(),
+        false => {
+            let mut lib = home.library()?;
+            let drives = which_drives(opts, lib.inventory()?.drives.len())?;
+            let lib: SharedLibrary = Arc::new(Mutex::new(lib));
+            let (names, skip) = (HashMap::new(), HashSet::new());
+            let stop = AtomicBool::new(false);
+            let shared = Shared {
+                jobs: &jobs,
+                block_size,
+                opts,
+                names: &names,
+                skip: &skip,
+                out: super::Out::Place(&rs),
+                lib: &lib,
+                stop: &stop,
+                t0,
+            };
+            let cats = (drives.iter())
+                .map(|_| home.connect())
+                .collect::<Result<Vec<_>>>()?;
+            super::cartridge::read_in_order(&shared, &drives, &requests, &cats)?
+        }
+    };
+    let (mut report, _) = finish(rs, reads)?;
+    // One request at a time: the drives' times add up.
+    let each = report.drives.iter().filter_map(|d| d.modeled_seconds);
+    report.modeled_seconds = each.reduce(|a, b| a + b);
+    report.planned_seconds = None;
+    report.jobs = jobs.iter().map(|j| j.id).collect();
+    report.source = Source::Tape;
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A job's context for a restore of `rows` of it, with its chains, its extent
+/// map and its block size. `sealed`: its key is not looked up (its blocks are
+/// handed on as stored).
+fn job_ctx(
     home: &Home,
     id: i64,
     rows: Vec<FileRow>,
     sealed: bool,
-) -> Result<(JobCtx, Vec<Placed>, usize)> {
+) -> Result<(JobCtx, Vec<Chain>, Vec<Extent>, usize)> {
     let cat = &home.catalog;
     let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
     let key = match sealed {
@@ -260,8 +352,7 @@ fn job_steps(
     }
     let extents = cat.extents(id)?;
     let chains = chains::chains(&vols, &extents);
-    let (work, hints) = plan_chains(&chains, rows, false, &extents);
-    let steps = merge::split(id, &work);
+    let (_, hints) = plan_chains(&chains, rows, false, &extents);
     let ctx = JobCtx {
         id,
         tag: job.tag,
@@ -269,7 +360,21 @@ fn job_steps(
         key,
         hints,
     };
-    Ok((ctx, steps, job.block_size as usize))
+    Ok((ctx, chains, extents, job.block_size as usize))
+}
+
+/// What a job gives a set's restore: how to read it, its runs cut into steps, and
+/// its block size. `sealed`: its key is not looked up (its blocks are handed on as
+/// stored).
+fn job_steps(
+    home: &Home,
+    id: i64,
+    rows: Vec<FileRow>,
+    sealed: bool,
+) -> Result<(JobCtx, Vec<Placed>, usize)> {
+    let (ctx, chains, extents, size) = job_ctx(home, id, rows.clone(), sealed)?;
+    let (work, _) = plan_chains(&chains, rows, false, &extents);
+    Ok((ctx, merge::split(id, &work), size))
 }
 
 /// The reading of a set's restore: its jobs and the groups of cartridges.

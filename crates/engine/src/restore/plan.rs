@@ -207,7 +207,8 @@ pub(crate) fn plan_runs(
 /// Marks the runs a wanted entry goes on into from the run before.
 fn join(runs: &mut [Run], rows: &[FileRow]) {
     // The run holding (seq, lbn): the last that starts at or before it.
-    let holder = |runs: &[Run], at: (u32, u64)| runs.partition_point(|r| r.start <= at).checked_sub(1);
+    let holder =
+        |runs: &[Run], at: (u32, u64)| runs.partition_point(|r| r.start <= at).checked_sub(1);
     for r in rows {
         let (Some(a), Some(b)) = (
             holder(runs, (r.start_seq, r.start_lbn)),

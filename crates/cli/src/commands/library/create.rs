@@ -1,6 +1,7 @@
 //! `library create`: a new layout for the home's virtual library.
 
 use crate::commands::ClockArg;
+use crate::error::CliError;
 use crate::output::{self, Output};
 use crate::size;
 use anyhow::Result;
@@ -34,8 +35,9 @@ pub struct Args {
     /// virtual (add up modeled time) or real (take that long), with --model.
     #[arg(long, requires = "model")]
     clock: Option<ClockArg>,
-    /// Multiply the model's rates and buffers by this, with --model.
-    #[arg(long, requires = "model", value_parser = size::scale)]
+    /// Multiply the model's rates, buffers and capacity by this, with --model
+    /// (0.001 to 1000; down to 0.000001 with --clock virtual).
+    #[arg(long, requires = "model", value_parser = size::library_scale)]
     scale: Option<f64>,
     /// Cleaning cartridges (CLN001L1 ...; 0 to 999), each in a slot of its own
     /// after the data slots; each cleans 50 times.
@@ -76,6 +78,11 @@ pub struct Created {
 }
 
 pub fn run(a: Args, home: &Home) -> Result<Created> {
+    let real = matches!(a.clock, Some(ClockArg::Real));
+    if let Some(scale) = a.scale.filter(|f| *f < size::SCALE.0 && real) {
+        let floor = size::SCALE.0;
+        return Err(CliError::ScaleNeedsVirtualClock { scale, floor }.into());
+    }
     let before = home.site_barcodes();
     let lib = home.create_library(LibraryConfig {
         drives: a.drives,
