@@ -292,6 +292,16 @@ impl Daemon {
         };
         for m in crate::files_under(&self.roots, &mut skipped) {
             if m.state() == State::Released {
+                // A recall cut while it wrote (this daemon killed, say) left
+                // blocks in the stub: it is released again.
+                if m.facts.blocks > 0 {
+                    if let Err(e) = crate::release::punch_stub(&m.path) {
+                        tracing::warn!(
+                            "hsm daemon: cannot release {} again: {e}",
+                            m.path.display()
+                        );
+                    }
+                }
                 if let Err(e) = self.mark_path(&m.path, true) {
                     tracing::warn!("hsm daemon: cannot watch {}: {e}", m.path.display());
                 }

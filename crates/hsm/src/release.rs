@@ -184,6 +184,32 @@ fn punch(
     Ok(None)
 }
 
+/// Punches the data out of a file whose own record says released but that
+/// still holds data blocks: a release cut before its hole, or a recall cut
+/// while it wrote. Its copy on tape is whole (the record says released only
+/// once it is verified), so nothing is lost. Left alone while it is open (the
+/// daemon may be recalling it).
+pub(crate) fn punch_stub(path: &Path) -> Result<()> {
+    let Some(f) = crate::open_leased(path)? else {
+        return Ok(());
+    };
+    let md = io(f.metadata(), "read", path)?;
+    let facts = Facts::of(&md);
+    if md.len() > 0 {
+        let flags = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+        let span = md.len().div_ceil(md.blksize().max(512)) * md.blksize().max(512);
+        io(
+            rustix::fs::fallocate(&f, flags, 0, span).map_err(Into::into),
+            "punch the data out of",
+            path,
+        )?;
+    }
+    set_times(&f, path, facts.atime_ns, facts.mtime_ns)?;
+    io(f.sync_all(), "sync", path)?;
+    let _ = crate::sys::unlease(f.as_fd());
+    Ok(())
+}
+
 /// Sets a file's access and modification times (nanoseconds since the epoch).
 pub(crate) fn set_times(
     f: &std::fs::File,

@@ -74,6 +74,9 @@ pub struct Reconciled {
     /// Stubs whose modification time was not yet their copy's (a release cut
     /// before it put the times back).
     pub times: Vec<PathBuf>,
+    /// Released files that still held data blocks (a release cut before its
+    /// hole was punched, or a recall cut while it wrote): released again.
+    pub punched: Vec<PathBuf>,
     /// Files that could not be looked at, with why.
     pub skipped: Vec<(PathBuf, String)>,
 }
@@ -81,7 +84,10 @@ pub struct Reconciled {
 impl Reconciled {
     /// Whether the catalog and the files agree.
     pub fn clean(&self) -> bool {
-        self.recorded.is_empty() && self.forgotten.is_empty() && self.times.is_empty()
+        self.recorded.is_empty()
+            && self.forgotten.is_empty()
+            && self.times.is_empty()
+            && self.punched.is_empty()
     }
 }
 
@@ -108,6 +114,12 @@ pub fn reconcile(home: &Home, check: bool) -> Result<Reconciled> {
                 if !check {
                     let f = crate::error::io(std::fs::File::open(&m.path), "open", &m.path)?;
                     set_times(&f, &m.path, m.facts.atime_ns, stamp.mtime_ns)?;
+                }
+            }
+            if state == State::Released && m.facts.blocks > 0 {
+                out.punched.push(m.path.clone());
+                if !check {
+                    crate::release::punch_stub(&m.path)?;
                 }
             }
             let had = cat.hsm_file(&key)?;

@@ -165,7 +165,7 @@ fn stream_options_are_checked() {
     ] {
         let (code, _, err) = run(&home, &args.iter().map(OsStr::new).collect::<Vec<_>>());
         assert_ne!(code, 0, "{args:?}");
-        assert!(err.contains("is not a factor from 0.001"), "{err}");
+        assert!(err.contains("is not a factor from 0.00"), "{err}");
     }
     let r = ok(&home, &["backup", "--stream", dd.as_str()]);
     let job = r["job_id"].as_i64().unwrap().to_string();

@@ -432,9 +432,11 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
             _ => (b - a).max(0.0) * self.ratio_seen(),
         };
         let blocks = to.saturating_sub(from) as f64;
+        // Reading takes the compression seen so far, as the reads themselves do.
+        let tape = host / self.ratio_seen();
         let read = match to < from {
             true => f64::INFINITY,
-            false => ((b - a).max(0.0) / p.native())
+            false => (tape.max(0.0) / p.native())
                 .max(blocks * p.command_s + host / (p.interface_mb_s * 1e6)),
         };
         Some(Travel {

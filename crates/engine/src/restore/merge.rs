@@ -3,8 +3,10 @@
 //! steps of all jobs merged by cartridge. A cartridge is in one group only, so one
 //! drive mounts it once and reads it forward in block order, whichever jobs its
 //! blocks belong to (a set's jobs appended to a cartridge lie on it in order).
-//! Cartridges that one job's chain spans are in one group, so the drive that reads
-//! a stream's part on one carries its decoder on to the next.
+//! Two cartridges are in one group when a wanted entry goes on from one to the
+//! other, so that the drive that reads its first part carries its decoder on to
+//! the next; cartridges with nothing in common go to drives of their own, read
+//! at once.
 
 use crate::restore::chains::Chain;
 use crate::restore::plan::Run;
@@ -143,15 +145,23 @@ fn join_last(out: &mut [Placed], seq: u32) {
     }
 }
 
-/// Merges the steps of all jobs (`(job, placed)`) by cartridge into groups: the
-/// cartridges a job's chain spans go together, each cartridge once; within a group
-/// in the order they were first used, within a cartridge in block order.
+/// Merges the steps of all jobs (`(job, placed)`) by cartridge into groups: two
+/// cartridges go together when a wanted entry goes on from one to the other,
+/// each cartridge once; within a group in the order they were first used, within
+/// a cartridge in block order.
 pub(crate) fn group(placed: Vec<Placed>) -> Vec<Group> {
     let mut carts: BTreeMap<i64, Cartridge> = BTreeMap::new();
-    let mut chains: HashMap<(i64, u32), Vec<i64>> = HashMap::new();
+    // The cartridge of each chain's last step so far, and the pairs an entry
+    // goes on across.
+    let mut last: HashMap<(i64, u32), i64> = HashMap::new();
+    let mut links: Vec<(i64, i64)> = Vec::new();
     for (chain, vol, step) in placed {
         let id = vol.volume.id;
-        chains.entry((step.job, chain)).or_default().push(id);
+        if let Some(prev) = last.insert((step.job, chain), id) {
+            if step.carried && prev != id {
+                links.push((prev, id));
+            }
+        }
         let first = (step.job, step.seq);
         let c = carts.entry(id).or_insert_with(|| Cartridge {
             vol: vol.clone(),
@@ -164,11 +174,9 @@ pub(crate) fn group(placed: Vec<Placed>) -> Vec<Group> {
         c.steps.push(step);
     }
     let mut parent: HashMap<i64, i64> = carts.keys().map(|&k| (k, k)).collect();
-    for ids in chains.values() {
-        for w in ids.windows(2) {
-            let (a, b) = (root(&parent, w[0]), root(&parent, w[1]));
-            parent.insert(a.max(b), a.min(b));
-        }
+    for (x, y) in links {
+        let (a, b) = (root(&parent, x), root(&parent, y));
+        parent.insert(a.max(b), a.min(b));
     }
     let mut groups: BTreeMap<i64, Vec<Cartridge>> = BTreeMap::new();
     for (id, mut c) in carts {
@@ -210,6 +218,26 @@ mod tests {
             end: (seq, b),
             joined: false,
         }
+    }
+
+    #[test]
+    fn cartridges_no_entry_spans_go_to_drives_of_their_own() {
+        let (a, b) = (vol(0, Some(0), 100), vol(1, Some(0), 100));
+        let job = Chain {
+            id: 0,
+            vols: vec![a, b],
+        };
+        // A file on each cartridge of one chain: two groups, read at once.
+        let apart = split(1, &[(job.clone(), vec![run(0, 10, 12), run(1, 5, 6)])]);
+        assert_eq!(group(apart).len(), 2);
+        // A file that goes on from the first to the second: one group.
+        let across = Run {
+            start: (0, 95),
+            end: (1, 3),
+            joined: false,
+        };
+        let spans = split(1, &[(job, vec![run(0, 10, 12), across])]);
+        assert_eq!(group(spans).len(), 1);
     }
 
     #[test]
