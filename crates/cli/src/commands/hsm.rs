@@ -528,6 +528,8 @@ struct ReconciledOut {
     recorded: Vec<String>,
     forgotten: Vec<String>,
     times: Vec<String>,
+    /// Released files that still held data blocks (a cut release or recall).
+    punched: Vec<String>,
     skipped: Vec<PathWhy>,
 }
 
@@ -540,6 +542,7 @@ impl ReconciledOut {
             recorded: list(&r.recorded),
             forgotten: list(&r.forgotten),
             times: list(&r.times),
+            punched: list(&r.punched),
             skipped: reasons(r.skipped),
         }
     }
@@ -549,16 +552,16 @@ impl Output for ReconciledOut {
     fn print(&self) {
         let verb = if self.check { "differ" } else { "set right" };
         outln!(
-            "{} records {verb}, {} to forget, {} stubs' times to put back",
+            "{} records {verb}, {} to forget, {} stubs' times to put back, {} stubs with blocks to release again",
             self.recorded.len(),
             self.forgotten.len(),
-            self.times.len()
+            self.times.len(),
+            self.punched.len()
         );
-        for p in self
-            .recorded
-            .iter()
+        for p in (self.recorded.iter())
             .chain(&self.forgotten)
             .chain(&self.times)
+            .chain(&self.punched)
         {
             outln!("  {}", escape_controls(p));
         }

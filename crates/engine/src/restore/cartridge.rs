@@ -64,7 +64,7 @@ pub(crate) fn read(
             if plans && k == 0 && !step.carried {
                 if let Some(rs) = shared.placing() {
                     let mut rs = lock(rs)?;
-                    rs.job = job.id;
+                    (rs.job, rs.lane) = (job.id, read.lane);
                     dec.jump(&mut *rs);
                 }
             }
@@ -90,12 +90,9 @@ pub(crate) fn read_in_order(
     };
     let mut state: Vec<(JobReader, Reading<'_, '_>, i64, usize)> = (drives.iter().zip(cats))
         .map(|(&d, cat)| {
-            (
-                shared.reader(first, d),
-                Reading::new(cat, shared, d),
-                first.id,
-                0,
-            )
+            let mut read = Reading::new(cat, shared, d);
+            read.lane = LANE;
+            (shared.reader(first, d), read, first.id, 0)
         })
         .collect();
     let mut decoders: HashMap<i64, Streams> = HashMap::new();
@@ -128,7 +125,7 @@ pub(crate) fn read_in_order(
             if k == 0 {
                 if let Some(rs) = shared.placing() {
                     let mut rs = lock(rs)?;
-                    rs.job = job.id;
+                    (rs.job, rs.lane) = (job.id, LANE);
                     dec.jump(&mut *rs);
                 }
             }
@@ -138,7 +135,7 @@ pub(crate) fn read_in_order(
     if let Some(rs) = shared.placing() {
         let mut rs = lock(rs)?;
         for (job, dec) in decoders.iter_mut() {
-            rs.job = *job;
+            (rs.job, rs.lane) = (*job, LANE);
             dec.finish(&mut *rs);
         }
     }
@@ -147,6 +144,10 @@ pub(crate) fn read_in_order(
         .map(|(reader, read, _, _)| read.done(reader, Vec::new()).0)
         .collect())
 }
+
+/// The restorer's lane of a reading in the order asked: one, since the drives
+/// take turns and share their decoders.
+const LANE: usize = 0;
 
 /// The job context of job `id`.
 fn job<'s>(shared: &'s Shared<'_>, id: i64) -> Result<&'s super::JobCtx> {

@@ -654,7 +654,7 @@ impl Shared<'_> {
         }
         if let Some(rs) = self.placing() {
             let mut rs = lock(rs)?;
-            rs.job = job.id;
+            (rs.job, rs.lane) = (job.id, read.lane);
             streams.finish(&mut *rs);
             read.sample(&reader, &streams, Some(&rs.per_stream));
         }
@@ -737,6 +737,9 @@ pub(crate) struct Reading<'a, 'b> {
     pub(crate) planned: Option<f64>,
     /// Cartridges read in another order than the block order.
     pub(crate) reordered: u64,
+    /// The restorer's lane for what this drive decodes: its own, so that two
+    /// drives reading parts of one stream at once keep their entries apart.
+    pub(crate) lane: usize,
 }
 
 impl<'a, 'b> Reading<'a, 'b> {
@@ -752,6 +755,7 @@ impl<'a, 'b> Reading<'a, 'b> {
             read_through: 0,
             planned: None,
             reordered: 0,
+            lane: drive,
         }
     }
 
@@ -841,7 +845,7 @@ impl<'a, 'b> Reading<'a, 'b> {
                         let payload = clear.payload(reader.block());
                         let hint = job.hints.get(&(seq, lbn, header.stream)).copied();
                         let mut rs = lock(rs)?;
-                        rs.job = job.id;
+                        (rs.job, rs.lane) = (job.id, self.lane);
                         streams.feed(&header, payload, (seq, lbn), hint, &mut *rs)?;
                     }
                 },

@@ -500,7 +500,7 @@ fn read_groups(
     if let Some(rs) = shared.placing() {
         let mut rs = super::lock(rs)?;
         for (job, decoders) in streams.iter_mut() {
-            rs.job = *job;
+            (rs.job, rs.lane) = (*job, read.lane);
             decoders.finish(&mut *rs);
         }
         read.sample(&reader, &Streams::default(), Some(&rs.per_stream));

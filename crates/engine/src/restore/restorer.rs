@@ -70,10 +70,13 @@ pub(crate) struct Restorer {
     /// Entries the job left out, though their records may be partly on tape
     /// ([`crate::restore::plan::left_out`]).
     pub(crate) left_out: HashSet<Vec<u8>>,
-    /// Entries whose data is being read, by job and stream.
-    pub(crate) open: HashMap<(i64, u16), Open>,
+    /// Entries whose data is being read, by lane, job and stream.
+    pub(crate) open: HashMap<(usize, i64, u16), Open>,
     /// The job whose records are being fed (set by the reader before each feed).
     pub(crate) job: i64,
+    /// The decoding the records come from (set with `job`): drives that read
+    /// parts of one stream at once each keep their own entries open.
+    pub(crate) lane: usize,
     /// A set's point-in-time restore: what each job gives it.
     pub(crate) set: Option<SetWant>,
     /// A set's hard links, made once every file is placed (their targets may come
@@ -111,6 +114,7 @@ impl Restorer {
             left_out: HashSet::new(),
             open: HashMap::new(),
             job: 0,
+            lane: 0,
             set: None,
             links: Vec::new(),
             meta: Vec::new(),
@@ -199,7 +203,7 @@ impl Restorer {
     }
 
     fn close(&mut self, stream: u16, end: Option<FileEnd>) {
-        let Some(mut o) = self.open.remove(&(self.job, stream)) else {
+        let Some(mut o) = self.open.remove(&(self.lane, self.job, stream)) else {
             return;
         };
         if !o.wanted {
@@ -271,11 +275,11 @@ impl Restorer {
             stored: 0,
             failed: Some(why),
         };
-        self.open.insert((self.job, stream), o);
+        self.open.insert((self.lane, self.job, stream), o);
     }
 
     fn entry(&mut self, stream: u16, e: Entry) {
-        if self.open.contains_key(&(self.job, stream)) {
+        if self.open.contains_key(&(self.lane, self.job, stream)) {
             self.lost(stream, "the entry after it began before its data ended");
         }
         let listed = (self.expected.get_mut(&self.job)).and_then(|rows| rows.remove(&e.path));
@@ -341,7 +345,7 @@ impl Restorer {
             }
         }
         if o.entry.has_data() {
-            self.open.insert((self.job, stream), o);
+            self.open.insert((self.lane, self.job, stream), o);
         } else if wanted {
             if let Some(why) = o.failed {
                 self.fail(&o.entry.path, why);
@@ -360,7 +364,7 @@ impl Restorer {
     /// A `Data` record of `len` bytes begins: a file whose entry gives another
     /// length fails before any of it is written.
     fn data_start(&mut self, stream: u16, len: u64) {
-        let Some(o) = self.open.get_mut(&(self.job, stream)) else {
+        let Some(o) = self.open.get_mut(&(self.lane, self.job, stream)) else {
             return;
         };
         let total = o.stored.checked_add(len);
@@ -370,7 +374,7 @@ impl Restorer {
     }
 
     fn data(&mut self, stream: u16, chunk: &[u8]) {
-        let Some(o) = self.open.get_mut(&(self.job, stream)) else {
+        let Some(o) = self.open.get_mut(&(self.lane, self.job, stream)) else {
             return;
         };
         if !o.wanted || o.failed.is_some() {
@@ -473,7 +477,7 @@ impl Sink for Restorer {
         (self.damaged)
             .entry((self.job, stream))
             .or_insert_with(|| why.to_string());
-        if let Some(o) = self.open.get_mut(&(self.job, stream)) {
+        if let Some(o) = self.open.get_mut(&(self.lane, self.job, stream)) {
             if o.failed.is_none() {
                 o.failed = Some(why.to_string());
             }
