@@ -11,12 +11,14 @@ Trial N is of kind migrate, release, recall or daemon in turn, and kills with
 SIGKILL at a moment drawn (seeded by --seed) uniformly in [0, 1] of the
 duration the same command took the last time it ran to its end:
 
-  migrate  every file touched (its mtime moved, its bytes unchanged: dirty),
-           then `hsm migrate`, killed;
+  migrate  every file recalled and touched (its mtime moved, its bytes
+           unchanged: dirty), then `hsm migrate`, killed;
   release  every file premigrated, then `hsm release`, killed;
   recall   every file released, then `hsm recall` of the tree, killed;
   daemon   every file released, `hsm daemon` running, --readers `cat`s of
-           released files started at once; the daemon is killed. Each reader
+           released files started at once; the daemon is killed (the
+           duration is that of the same reads through a daemon left to run,
+           taken once at the start). Each reader
            must end within 60 s (an answer, not a hang), and a reader that
            ended well must have read the file's own bytes.
 
@@ -72,6 +74,27 @@ def state_counts(a, home):
     return tl(a, home, "hsm", "status")["roots"][0]["files"]
 
 
+def daemon_reads(a, home, work, tree, rng, before):
+    """The daemon with --readers `cat`s of released files, none killed: how long
+    the readers took, from their start to the last one's end."""
+    stat_path = os.path.join(work, "daemon-calibration.json")
+    released = state_counts(a, home)["released"]
+    d = subprocess.Popen([a.bin, "--home", home, "hsm", "daemon", "--status", stat_path],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the daemon marking the stubs", 120,
+                 lambda: counters(stat_path).get("marked", -1) >= released)
+        files = rng.sample(all_files(tree), min(a.readers, len(before)))
+        t0 = time.monotonic()
+        readers = [subprocess.Popen(["cat", "--", f], stdout=subprocess.DEVNULL) for f in files]
+        for p in readers:
+            p.wait(timeout=120)
+        return time.monotonic() - t0
+    finally:
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=60)
+
+
 def daemon_trial(a, home, work, tree, rng, before, after):
     stat_path = os.path.join(work, "daemon.json")
     try:
@@ -121,7 +144,7 @@ def daemon_trial(a, home, work, tree, rng, before, after):
 
 
 def failed_jobs(a, home):
-    return [j["id"] for j in tl(a, home, "jobs").get("jobs", [])
+    return [j["job_id"] for j in tl(a, home, "jobs").get("jobs", [])
             if j.get("status") in ("running", "failed")]
 
 
@@ -153,8 +176,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
     ap.add_argument("--trials", type=int, default=30)
-    ap.add_argument("--files", type=int, default=300)
-    ap.add_argument("--big", type=int, default=12)
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--big", type=int, default=40)
     ap.add_argument("--readers", type=int, default=40)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--work", default=None)
@@ -180,14 +203,17 @@ def main():
     _, last["release"] = run_to_end(a, home, "hsm", "release")
     _, last["recall"] = run_to_end(a, home, "hsm", "recall", tree)
     _, last["release"] = run_to_end(a, home, "hsm", "release")
-    last["daemon"] = last["recall"]
     rng = random.Random(a.seed)
+    last["daemon"] = daemon_reads(a, home, work, tree, random.Random(a.seed + 1), before)
+    run_to_end(a, home, "hsm", "release")
     trials = []
     for i in range(a.trials):
         kind = KINDS[i % len(KINDS)]
         # The state the kind starts from.
         counts = state_counts(a, home)
         if kind == "migrate":
+            if counts["released"] > 0:
+                run_to_end(a, home, "hsm", "recall", tree)
             touch_all(tree)
         elif kind == "release" and counts["premigrated"] < len(before):
             run_to_end(a, home, "hsm", "migrate")
@@ -211,6 +237,7 @@ def main():
             found["ok"] = found["ok"] and extra["hung"] == 0 and extra["read_wrong"] == 0
         # The command to its end: the next trial's duration.
         if kind == "migrate":
+            # Every file recalled by the checks: touched, they migrate again.
             touch_all(tree)
             _, last["migrate"] = run_to_end(a, home, "hsm", "migrate")
         elif kind == "release":
@@ -218,7 +245,6 @@ def main():
         elif kind == "recall":
             run_to_end(a, home, "hsm", "release")
             _, last["recall"] = run_to_end(a, home, "hsm", "recall", tree)
-            last["daemon"] = last["recall"]
         t = {"trial": i, "kind": kind, "kill_after_s": round(at, 3), "cut": running, **found}
         trials.append(t)
         log(f"hsm kill: trial {i} {kind} at {at:.2f} s (cut: {running}): "

@@ -294,8 +294,12 @@ impl Daemon {
             if m.state() == State::Released {
                 // A recall cut while it wrote (this daemon killed, say) left
                 // blocks in the stub: it is released again.
-                if m.facts.blocks > 0 {
-                    if let Err(e) = crate::release::punch_stub(&m.path) {
+                let stamp = m
+                    .stamp
+                    .as_ref()
+                    .filter(|s| m.facts.blocks > 0 || s.recalling);
+                if let Some(stamp) = stamp {
+                    if let Err(e) = crate::release::release_again(&m.path, stamp) {
                         tracing::warn!(
                             "hsm daemon: cannot release {} again: {e}",
                             m.path.display()

@@ -152,6 +152,8 @@ impl Managed {
     pub(crate) fn state(&self) -> State {
         match &self.stamp {
             None => State::Resident,
+            // A recall cut while it wrote: what the file holds is not its data.
+            Some(s) if s.recalling => State::Released,
             // A release cut after the punch and before the times were put back:
             // a stub still, whose modification time `hsm reconcile` puts back.
             Some(s)

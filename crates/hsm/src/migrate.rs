@@ -140,6 +140,7 @@ fn migrate_root(
             mtime_ns: row.mtime_ns,
             crc: row.crc,
             ino: now.ino,
+            recalling: false,
         };
         stamp.write(&m.path)?;
         // Setting the record changed the file's ctime: the catalog keeps the new one.

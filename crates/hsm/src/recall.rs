@@ -267,11 +267,21 @@ fn put_back(
     if stub.state() != State::Released {
         return Ok(Some("changed since it was released".into()));
     }
+    // Marked first: a recall cut while it writes leaves a file that says so,
+    // and is released again rather than taken for changed data.
+    let mut marked = stamp.clone();
+    marked.recalling = true;
+    io(
+        f.set_xattr(crate::STAMP_ATTR, &marked.encode()),
+        "write the record of",
+        path,
+    )?;
     io(f.write_all_at(&data, 0), "write the data back into", path)?;
     io(f.sync_all(), "sync", path)?;
     set_times(f, path, crate::now_ns(), stamp.mtime_ns)?;
     let mut back = stamp.clone();
     back.state = State::Premigrated;
+    back.recalling = false;
     io(
         f.set_xattr(crate::STAMP_ATTR, &back.encode()),
         "write the record of",

@@ -184,12 +184,13 @@ fn punch(
     Ok(None)
 }
 
-/// Punches the data out of a file whose own record says released but that
-/// still holds data blocks: a release cut before its hole, or a recall cut
-/// while it wrote. Its copy on tape is whole (the record says released only
-/// once it is verified), so nothing is lost. Left alone while it is open (the
-/// daemon may be recalling it).
-pub(crate) fn punch_stub(path: &Path) -> Result<()> {
+/// Releases again a file whose own record says released but that holds data
+/// blocks or says a recall was writing it: a release cut before its hole, or a
+/// recall cut while it wrote. Its copy on tape is whole (the record says
+/// released only once it is verified), so nothing is lost: the data is punched
+/// out, the modification time put back to its copy's, and the record says
+/// released. Left alone while it is open (the daemon may be recalling it).
+pub(crate) fn release_again(path: &Path, stamp: &crate::Stamp) -> Result<()> {
     let Some(f) = crate::open_leased(path)? else {
         return Ok(());
     };
@@ -204,7 +205,14 @@ pub(crate) fn punch_stub(path: &Path) -> Result<()> {
             path,
         )?;
     }
-    set_times(&f, path, facts.atime_ns, facts.mtime_ns)?;
+    set_times(&f, path, facts.atime_ns, stamp.mtime_ns)?;
+    let mut released = stamp.clone();
+    (released.state, released.recalling) = (State::Released, false);
+    io(
+        f.set_xattr(crate::STAMP_ATTR, &released.encode()),
+        "write the record of",
+        path,
+    )?;
     io(f.sync_all(), "sync", path)?;
     let _ = crate::sys::unlease(f.as_fd());
     Ok(())

@@ -88,6 +88,10 @@ pub struct Stamp {
     pub crc: u32,
     /// Its inode number when it was copied: its entry among the job's files.
     pub ino: u64,
+    /// A released file whose data a recall is writing back: what the file holds
+    /// is not its data until the recall says premigrated. A recall cut before
+    /// that leaves this mark, and the file is released again.
+    pub recalling: bool,
 }
 
 impl Stamp {
@@ -95,10 +99,10 @@ impl Stamp {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![
             VERSION,
-            if self.state == State::Released {
-                b'R'
-            } else {
-                b'P'
+            match (self.state, self.recalling) {
+                (State::Released, true) => b'C',
+                (State::Released, false) => b'R',
+                _ => b'P',
             },
         ];
         for n in [self.job as u64, self.size, self.ino] {
@@ -117,9 +121,10 @@ impl Stamp {
         if *version != VERSION {
             return Err(format!("version {version}, not {VERSION}"));
         }
-        let state = match state {
-            b'P' => State::Premigrated,
-            b'R' => State::Released,
+        let (state, recalling) = match state {
+            b'P' => (State::Premigrated, false),
+            b'R' => (State::Released, false),
+            b'C' => (State::Released, true),
             _ => return Err("a bad state".into()),
         };
         let mut at = rest;
@@ -136,6 +141,7 @@ impl Stamp {
             mtime_ns: i64::from_le_bytes([*m0, *m1, *m2, *m3, *m4, *m5, *m6, *m7]),
             crc: u32::from_le_bytes([*c0, *c1, *c2, *c3]),
             ino,
+            recalling,
         })
     }
 
@@ -222,6 +228,7 @@ mod tests {
             mtime_ns: 1_700_000_000_123_456_789,
             crc: 0x0102_abcd,
             ino: u64::MAX,
+            recalling: false,
         };
         let bytes = s.encode();
         assert!(bytes.len() <= 44, "{}", bytes.len());
@@ -233,6 +240,11 @@ mod tests {
             ..s.clone()
         };
         assert_eq!(Stamp::decode(&small.encode()).unwrap(), small);
+        let recalling = Stamp {
+            recalling: true,
+            ..s.clone()
+        };
+        assert_eq!(Stamp::decode(&recalling.encode()).unwrap(), recalling);
         let mut wrong_version = bytes.clone();
         wrong_version[0] = 2;
         let mut wrong_state = bytes.clone();

@@ -74,8 +74,9 @@ pub struct Reconciled {
     /// Stubs whose modification time was not yet their copy's (a release cut
     /// before it put the times back).
     pub times: Vec<PathBuf>,
-    /// Released files that still held data blocks (a release cut before its
-    /// hole was punched, or a recall cut while it wrote): released again.
+    /// Released files that still held data blocks or said a recall was
+    /// writing them (a release cut before its hole was punched, or a recall
+    /// cut while it wrote): released again.
     pub punched: Vec<PathBuf>,
     /// Files that could not be looked at, with why.
     pub skipped: Vec<(PathBuf, String)>,
@@ -116,10 +117,10 @@ pub fn reconcile(home: &Home, check: bool) -> Result<Reconciled> {
                     set_times(&f, &m.path, m.facts.atime_ns, stamp.mtime_ns)?;
                 }
             }
-            if state == State::Released && m.facts.blocks > 0 {
+            if state == State::Released && (m.facts.blocks > 0 || stamp.recalling) {
                 out.punched.push(m.path.clone());
                 if !check {
-                    crate::release::punch_stub(&m.path)?;
+                    crate::release::release_again(&m.path, stamp)?;
                 }
             }
             let had = cat.hsm_file(&key)?;
