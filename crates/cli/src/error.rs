@@ -33,6 +33,9 @@ pub enum CliError {
     /// `ls` given more than one path.
     #[error("ls takes one path, not {0}")]
     OnePath(usize),
+    /// `restore --recall` through a server.
+    #[error("--recall brings stubs back from this machine's home: it takes no --server")]
+    RecallNeedsHome,
     /// A model's `--scale` under the real clock's floor with the real clock.
     #[error("--scale {scale} needs --clock virtual: at the real clock a factor under {floor} would never end a read")]
     ScaleNeedsVirtualClock {

@@ -34,7 +34,7 @@ mod sys;
 pub use daemon::{daemon, guardian, Counters, DaemonOptions};
 pub use error::{HsmError, Result};
 pub use migrate::{migrate, MigrateOptions, Migrated};
-pub use recall::{recall, RecallOrder, Recalled};
+pub use recall::{recall, recall_restored, RecallOrder, Recalled};
 pub use release::{release, Marks, Released};
 pub use stamp::{Stamp, State, STAMP_ATTR};
 pub use status::{reconcile, status, Counts, Reconciled, Status};

@@ -94,6 +94,36 @@ pub fn recall(home: &Home, paths: &[PathBuf], order: RecallOrder) -> Result<Reca
     Ok(out)
 }
 
+/// Brings back the data of the released files under `dir`, which need not be
+/// in a managed folder: stubs a restore put back (`restore --recall`). Each is
+/// found in its job by its record, and recalled as any released file is; the
+/// catalog records only the files of managed folders.
+pub fn recall_restored(home: &Home, dir: &Path) -> Result<Recalled> {
+    let t0 = Instant::now();
+    let mut out = Recalled::default();
+    let mut skipped = Vec::new();
+    let found = files_under(&[dir.to_path_buf()], &mut |p, why| {
+        skipped.push((p.to_path_buf(), why))
+    });
+    out.failed.extend(skipped);
+    let asks: Vec<Ask> = (found.into_iter())
+        .filter(|m| m.state() == State::Released)
+        .filter_map(|m| {
+            let stamp = m.stamp.clone()?;
+            Some(Ask {
+                path: m.path,
+                stamp,
+                writer: None,
+            })
+        })
+        .collect();
+    if !asks.is_empty() {
+        recall_batch(home, asks, RecallOrder::Planned, &mut out)?;
+    }
+    out.seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
 /// A released file to recall: its path, its record, and the descriptor the data
 /// is written through (the daemon's, which raises no events); none: the file
 /// is opened by its path.
@@ -199,13 +229,15 @@ fn recall_pass(
     let bad: BTreeMap<Vec<u8>, String> = (report.errors.iter())
         .map(|(p, why)| (p.as_bytes().to_vec(), why.clone()))
         .collect();
+    let roots = home.catalog.hsm_roots()?;
     for (a, entry) in files {
         if let Some(why) = bad.get(&entry) {
             out.failed.push((a.path, why.clone()));
             continue;
         }
         let got = scratch.path().join(std::ffi::OsStr::from_bytes(&entry));
-        let into = (a.path.as_path(), a.writer.as_ref());
+        let managed = crate::root_of(&roots, &a.path).is_some();
+        let into = (a.path.as_path(), a.writer.as_ref(), managed);
         match put_back(home, &got, into, (&a.stamp, &entry))? {
             None => {
                 out.files += 1;
@@ -219,11 +251,12 @@ fn recall_pass(
 }
 
 /// Checks the restored copy at `got` against `stamp` and writes it into the
-/// stub at `path`: none when it came back, or why not.
+/// stub at `path` (recorded in the catalog when it is `managed`): none when it
+/// came back, or why not.
 fn put_back(
     home: &Home,
     got: &Path,
-    (path, writer): (&Path, Option<&std::fs::File>),
+    (path, writer, managed): (&Path, Option<&std::fs::File>, bool),
     (stamp, entry): (&Stamp, &[u8]),
 ) -> Result<Option<String>> {
     let Ok(mut src) = std::fs::File::open(got) else {
@@ -287,7 +320,9 @@ fn put_back(
         "write the record of",
         path,
     )?;
-    let after = Facts::of(&io(f.metadata(), "read", path)?);
-    cat.put_hsm_file(&record(path, (&back, entry), after.ctime_ns, true))?;
+    if managed {
+        let after = Facts::of(&io(f.metadata(), "read", path)?);
+        cat.put_hsm_file(&record(path, (&back, entry), after.ctime_ns, true))?;
+    }
     Ok(None)
 }

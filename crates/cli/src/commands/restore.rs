@@ -51,6 +51,11 @@ pub struct Args {
     /// read (read through).
     #[arg(long, default_value = "auto", value_parser = ["auto", "locate", "read"])]
     skip_by: String,
+    /// Bring back the data of files that come back as stubs of hierarchical
+    /// storage (released when they were backed up), instead of leaving them
+    /// stubs that a read through `hsm daemon` recalls.
+    #[arg(long)]
+    recall: bool,
     /// In what order each cartridge's wanted files are read: planned (the order
     /// the drive's model says is fastest, shortest locate time first) or block
     /// (the order they were written).
@@ -135,6 +140,8 @@ pub struct Restored {
     streams: Vec<Stream>,
     drives: Vec<Drive>,
     errors: Vec<PathError>,
+    /// With --recall: files that came back as stubs and were recalled.
+    recalled: Option<u64>,
     /// Files already there, identical to the backed-up ones (size and mtime), left
     /// as they were; counted in `files`.
     unchanged: u64,
@@ -210,6 +217,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             _ => ReadOrder::Planned,
         },
     };
+    if a.recall && server.is_some() {
+        return Err(CliError::RecallNeedsHome.into());
+    }
     if let Some(server) = server {
         // The key file is read and unlocked here, before the server is asked: the
         // key never leaves this machine.
@@ -227,6 +237,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         out.set = set;
         return Ok(out);
     }
+    let out_dir = opts.to.clone();
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
     let (r, set) = match (job, a.set) {
@@ -239,6 +250,15 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
     };
     output::path_errors("tapeloom: ", &r.errors);
     let mut out = Restored::new(r.job, &r);
+    if a.recall {
+        let back = tapeloom_hsm::recall_restored(&home, &out_dir)?;
+        let why = |(p, w): &(PathBuf, String)| PathError {
+            path: p.display().to_string(),
+            reason: format!("not recalled: {w}"),
+        };
+        out.errors.extend(back.failed.iter().map(why));
+        out.recalled = Some(back.files);
+    }
     if r.meta_only > 0 {
         out.set_of_job = (home.catalog.job(r.job)?).map_or_else(String::new, |j| j.set);
     }
@@ -311,6 +331,7 @@ impl Restored {
                 })
                 .collect(),
             errors: PathError::list(&r.errors),
+            recalled: None,
             unchanged: r.unchanged,
             skipped_count: r.skipped.len(),
             skipped: (r.skipped.iter())
@@ -350,6 +371,9 @@ impl Output for Restored {
                 format!("; {} could not be restored", self.errors.len())
             }
         );
+        if let Some(n) = self.recalled {
+            outln!("recalled {n} files that came back as stubs");
+        }
         if let Some(set) = &self.set {
             let jobs: Vec<String> = self.jobs.iter().map(|j| j.to_string()).collect();
             outln!(
