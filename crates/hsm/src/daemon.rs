@@ -100,17 +100,84 @@ pub struct Counters {
     pub own: u64,
     /// Released files marked.
     pub marked: u64,
+    /// How long the accesses that waited for a recall waited, to their answer.
+    pub recall_seconds: Latency,
+}
+
+/// The upper bounds, in seconds, of [`Latency`]'s buckets (the last is all).
+pub const LATENCY_BOUNDS: [f64; 10] = [
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    600.0,
+    f64::INFINITY,
+];
+
+/// Waits counted by how long they took: a histogram.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    /// Waits in each bucket of [`LATENCY_BOUNDS`] (not cumulative).
+    pub buckets: [u64; 10],
+    /// Seconds waited in all.
+    pub sum: f64,
+    /// Waits counted.
+    pub count: u64,
+}
+
+impl Latency {
+    /// Counts a wait of `d`.
+    pub fn observe(&mut self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = LATENCY_BOUNDS.iter().position(|b| s <= *b).unwrap_or(9);
+        self.buckets[i] += 1;
+        self.sum += s;
+        self.count += 1;
+    }
+
+    fn json(&self) -> String {
+        let counts: Vec<String> = self.buckets.iter().map(|n| n.to_string()).collect();
+        format!(
+            "{{\"counts\":[{}],\"sum\":{:.6},\"count\":{}}}",
+            counts.join(","),
+            self.sum,
+            self.count
+        )
+    }
+}
+
+/// The file in the home where a running daemon keeps its counters (JSON, with
+/// its process id), for the server's `/metrics`.
+pub const STATUS_FILE: &str = "hsm-daemon.json";
+
+/// What a running daemon's status file says, when the daemon that wrote it is
+/// still running: its counters as JSON.
+pub fn running_status(home_dir: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(home_dir.join(STATUS_FILE)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let pid = v.get("pid")?.as_u64()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(v)
 }
 
 impl Counters {
     /// The counters as one line of JSON, with the kind of events watched.
     pub fn json(&self, watch: &str) -> String {
-        format!(
+        let head = format!(
             "{{\"events\":{},\"passed\":{},\"waited\":{},\"recalled_files\":{},\"recalled_bytes\":{},\"batches\":{},\"mounts\":{},\"loads\":{},\"modeled_seconds\":{:.3},\"planned_seconds\":{:.3},\"failed\":{},\"timed_out\":{},\"waiting\":{},\"own\":{},\"marked\":{},\"watch\":\"{watch}\"}}",
             self.events, self.passed, self.waited, self.recalled_files, self.recalled_bytes,
             self.batches, self.mounts, self.loads, self.modeled_seconds, self.planned_seconds,
             self.failed, self.timed_out, self.waiting, self.own, self.marked
-        )
+        );
+        let tail = format!(
+            ",\"recall_seconds\":{},\"pid\":{}}}",
+            self.recall_seconds.json(),
+            std::process::id()
+        );
+        head.trim_end_matches('}').to_string() + &tail
     }
 }
 
@@ -155,6 +222,8 @@ struct Daemon {
     /// The program the daemon runs (tapeloom): its other processes are let
     /// through.
     exe: Option<PathBuf>,
+    /// The home's status file ([`STATUS_FILE`]).
+    status_file: PathBuf,
 }
 
 /// Runs the daemon on the home at `home_dir` until SIGTERM or SIGINT (or `stop`
@@ -204,6 +273,7 @@ pub fn daemon(home_dir: &Path, opts: DaemonOptions, stop: &dyn Fn() -> bool) -> 
         counters: Counters::default(),
         written: None,
         exe: std::env::current_exe().ok(),
+        status_file: home_dir.join(STATUS_FILE),
     };
     d.start_guardian()?;
     d.mark_released();
@@ -478,14 +548,22 @@ impl Daemon {
                         let _ = self.group.unmark_file(std::os::fd::AsFd::as_fd(f));
                     }
                 }
-                for (f, _) in w.fds {
+                for (f, until) in w.fds {
                     if !ok {
                         self.counters.failed += 1;
                     }
+                    self.waited_since(until);
                     self.answer(f.as_raw_fd(), ok);
                 }
             }
         }
+    }
+
+    /// Counts the wait of an access answered now whose deadline was `until`.
+    fn waited_since(&mut self, until: Instant) {
+        let left = until.saturating_duration_since(Instant::now());
+        let waited = self.opts.timeout.saturating_sub(left);
+        self.counters.recall_seconds.observe(waited);
     }
 
     fn give_up_late(&mut self) {
@@ -498,17 +576,17 @@ impl Daemon {
             late.extend(gone);
         }
         self.waiting.retain(|_, w| !w.fds.is_empty() || w.sent);
-        for (f, _) in late {
+        for (f, until) in late {
             self.counters.timed_out += 1;
+            self.waited_since(until);
             self.answer(f.as_raw_fd(), false);
         }
         self.counters.waiting = self.waiting.values().map(|w| w.fds.len() as u64).sum();
     }
 
+    /// Writes the counters, when they changed, to the home's status file and
+    /// to `--status`.
     fn write_status(&mut self) {
-        let Some(path) = &self.opts.status else {
-            return;
-        };
         if self.written.as_ref() == Some(&self.counters) {
             return;
         }
@@ -516,12 +594,15 @@ impl Daemon {
             Watch::PreAccess => "pre-access",
             Watch::OpenPerm => "open-perm",
         };
-        let tmp = path.with_extension("tmp");
         let line = self.counters.json(watch) + "\n";
-        if std::fs::write(&tmp, line)
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .is_ok()
-        {
+        let mut all = true;
+        for path in std::iter::once(&self.status_file).chain(self.opts.status.as_ref()) {
+            let tmp = path.with_extension("tmp");
+            all &= std::fs::write(&tmp, &line)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .is_ok();
+        }
+        if all {
             self.written = Some(self.counters.clone());
         }
     }

@@ -31,7 +31,8 @@ mod stamp;
 mod status;
 mod sys;
 
-pub use daemon::{daemon, guardian, Counters, DaemonOptions};
+pub use daemon::{daemon, guardian, running_status, Counters, DaemonOptions, Latency};
+pub use daemon::{LATENCY_BOUNDS, STATUS_FILE};
 pub use error::{HsmError, Result};
 pub use migrate::{migrate, MigrateOptions, Migrated};
 pub use recall::{recall, recall_restored, RecallOrder, Recalled};

@@ -178,7 +178,7 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
         ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
         ["", "api", "sets", "files"] => list_set(cat, &token, req),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
-        ["", "metrics"] => match metrics.render(cat) {
+        ["", "metrics"] => match metrics.render(cat, &shared.home) {
             Ok(text) => Ok(Answer {
                 status: 200,
                 content_type: metrics::CONTENT_TYPE,

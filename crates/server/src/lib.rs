@@ -45,6 +45,7 @@ mod http;
 mod inlet;
 mod keys;
 mod metrics;
+mod metrics_hsm;
 mod queue;
 mod reads;
 mod restores;

@@ -204,9 +204,15 @@ impl Metrics {
     }
 
     /// The text format: every series the server counts, then the catalog's
-    /// levels as `cat` holds them now.
-    pub fn render(&self, cat: &Catalog) -> tapeloom_catalog::Result<String> {
-        let levels = catalog_levels(cat)?;
+    /// levels as `cat` holds them now, and the hierarchical storage's of the
+    /// home at `home`.
+    pub fn render(
+        &self,
+        cat: &Catalog,
+        home: &std::path::Path,
+    ) -> tapeloom_catalog::Result<String> {
+        let mut levels = catalog_levels(cat)?;
+        super::metrics_hsm::levels(cat, home, &mut levels)?;
         let mut s = String::new();
         // Writing to a String fails only when a value's own formatting does.
         let _ = prometheus_text::encode(&mut s, &self.registry);
@@ -536,7 +542,9 @@ mod tests {
         m.answered(200);
         m.answered(404);
         m.refused();
-        let text = m.render(&cat).unwrap();
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         let requests = |status: u16| format!("tapeloom_http_requests_total{{status=\"{status}\"}}");
         assert_eq!(value(&text, &requests(200)), Some(2.0));
         assert_eq!(value(&text, &requests(404)), Some(1.0));
@@ -558,7 +566,14 @@ mod tests {
         let panics = "tapeloom_server_panics_total{thread=\"drive_writer\"}";
         assert_eq!(value(&text, panics), Some(0.0));
         m.panicked(ThreadKind::DriveWriter);
-        assert_eq!(value(&m.render(&cat).unwrap(), panics), Some(1.0));
+        assert_eq!(
+            value(
+                &m.render(&cat, std::path::Path::new("/nonexistent"))
+                    .unwrap(),
+                panics
+            ),
+            Some(1.0)
+        );
         assert_eq!(text.matches("# TYPE").count(), 14, "{text}");
         assert_eq!(text.matches("# HELP").count(), 14);
     }
@@ -574,7 +589,9 @@ mod tests {
         q.writing(a, 7, Arc::clone(&p));
         on_drive(&p, 1, 100, 2);
         q.sample();
-        let text = m.render(&cat).unwrap();
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         assert_eq!(bytes(&text), Some(100.0));
         assert_eq!(
             value(&text, "tapeloom_queue_jobs{state=\"writing\"}"),
@@ -594,7 +611,9 @@ mod tests {
         // Its last sample, then it ends, unseen by a scrape: the counter keeps it.
         on_drive(&p, 1, 150, 3);
         q.ended(a, Some("the client went away".into()));
-        let text = m.render(&cat).unwrap();
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         assert_eq!(bytes(&text), Some(150.0));
         assert_eq!(
             value(&text, "tapeloom_drive_backhitches_total{drive=\"1\"}"),
@@ -616,10 +635,18 @@ mod tests {
         on_drive(&p, 1, 30, 0);
         q.sample();
         q.sample();
-        assert_eq!(bytes(&m.render(&cat).unwrap()), Some(180.0));
+        assert_eq!(
+            bytes(
+                &m.render(&cat, std::path::Path::new("/nonexistent"))
+                    .unwrap()
+            ),
+            Some(180.0)
+        );
         q.ended(b, None);
         q.sample();
-        let text = m.render(&cat).unwrap();
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         assert_eq!(bytes(&text), Some(180.0));
         assert_eq!(
             value(&text, "tapeloom_jobs_ended_total{state=\"ended\"}"),
@@ -642,7 +669,9 @@ mod tests {
             on_drive(&p, 0, 10, 0);
             q.ended(n, (i % 3 == 0).then(|| "failed".to_string()));
         }
-        let text = m.render(&cat).unwrap();
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         assert_eq!(
             value(&text, "tapeloom_jobs_ended_total{state=\"ended\"}"),
             Some(80.0)
@@ -670,18 +699,28 @@ mod tests {
         c.received(20, false);
         // The drives wrote some: the job holds 70 bytes on the stages.
         c.held_now(70);
-        let text = m.render(&cat).unwrap();
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         assert_eq!(value(&text, "tapeloom_spool_used_bytes"), Some(70.0));
         assert_eq!(value(&text, "tapeloom_received_bytes_total"), Some(120.0));
         assert_eq!(value(&text, "tapeloom_received_blocks_total"), Some(1.0));
         c.held_now(90);
         assert_eq!(
-            value(&m.render(&cat).unwrap(), "tapeloom_spool_used_bytes"),
+            value(
+                &m.render(&cat, std::path::Path::new("/nonexistent"))
+                    .unwrap(),
+                "tapeloom_spool_used_bytes"
+            ),
             Some(90.0)
         );
         c.held_now(0);
         assert_eq!(
-            value(&m.render(&cat).unwrap(), "tapeloom_spool_used_bytes"),
+            value(
+                &m.render(&cat, std::path::Path::new("/nonexistent"))
+                    .unwrap(),
+                "tapeloom_spool_used_bytes"
+            ),
             Some(0.0)
         );
     }
@@ -691,7 +730,9 @@ mod tests {
         let (_d, cat) = catalog();
         cat.add_stage(std::path::Path::new("/a\"b"), 1 << 30, 0)
             .unwrap();
-        let text = Metrics::default().render(&cat).unwrap();
+        let text = Metrics::default()
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
         assert!(
             text.contains("tapeloom_stage_capacity_bytes{stage=\"/a\\\"b\"} 1073741824\n"),
             "{text}"

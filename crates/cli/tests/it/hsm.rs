@@ -284,6 +284,23 @@ fn the_daemon_recalls_on_read_and_tools_that_only_look_recall_nothing() {
     );
     let s = ok(&home, &["hsm", "status"]);
     assert_eq!(files_in(&s, "premigrated"), 5, "{s}");
+    // A server of the home shows the daemon's recalls and the bytes by state.
+    let root = crate::common::server_kit::admin_token(&home, "root");
+    let server = crate::common::server_kit::Server::start(&home, None);
+    let (status, text) = crate::common::server_kit::get(&server.addr, "/metrics", Some(&root));
+    assert_eq!(status, 200, "{text}");
+    for line in [
+        "tapeloom_hsm_files{state=\"premigrated\"} 5",
+        "tapeloom_hsm_recalled_files_total 5",
+        "tapeloom_hsm_recalls_waiting 0",
+        "tapeloom_hsm_recall_seconds_count 5",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line}:\n{text}");
+    }
+    if crate::common::need(program("promtool", "prometheus")) {
+        crate::metrics::promtool_check(&text);
+    }
+    drop(server);
     // Read again: no more events, the files are not marked.
     for n in names {
         std::fs::read(dir.join(n)).unwrap();
@@ -400,8 +417,20 @@ fn a_recall_of_many_files_reads_each_cartridge_once_in_the_planned_order() {
     ok(
         &home,
         &[
-            "library", "create", "--drives", "1", "--slots", "2", "--capacity", "48M",
-            "--model", "lto9", "--clock", "virtual", "--scale", &scale,
+            "library",
+            "create",
+            "--drives",
+            "1",
+            "--slots",
+            "2",
+            "--capacity",
+            "48M",
+            "--model",
+            "lto9",
+            "--clock",
+            "virtual",
+            "--scale",
+            &scale,
         ],
     );
     // Small files, each followed by filler, so they lie along the whole tape.
@@ -435,10 +464,20 @@ fn a_recall_of_many_files_reads_each_cartridge_once_in_the_planned_order() {
             assert!(r["planned_seconds"].as_f64().is_some(), "{r}");
         }
     }
-    assert!(modeled[1] < modeled[0] * 0.8, "planned {} vs block {}", modeled[1], modeled[0]);
+    assert!(
+        modeled[1] < modeled[0] * 0.8,
+        "planned {} vs block {}",
+        modeled[1],
+        modeled[0]
+    );
     // The same paths restored from their job: planned too.
     let job = ok(&home, &["jobs"])["jobs"][0]["job_id"].to_string();
-    let mut args = vec!["restore".to_string(), job, "--to".into(), p(&t.path().join("out")).into()];
+    let mut args = vec![
+        "restore".to_string(),
+        job,
+        "--to".into(),
+        p(&t.path().join("out")).into(),
+    ];
     args.extend((0..60).step_by(3).map(|i| format!("d{i:02}/f")));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = ok(&home, &args);

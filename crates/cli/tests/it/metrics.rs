@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Runs `promtool check metrics` on `text`; panics when promtool is missing, finds
 /// a problem or says anything.
-fn promtool_check(text: &str) {
+pub(crate) fn promtool_check(text: &str) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
