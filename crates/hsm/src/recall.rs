@@ -190,6 +190,7 @@ fn recall_pass(
             RecallOrder::Planned => ReadOrder::Planned,
             _ => ReadOrder::Block,
         },
+        samples_as: Some("recall".into()),
         ..RestoreOptions::default()
     };
     let read = match order {

@@ -15,8 +15,9 @@ pub struct Args {
     /// Output file: .svg, .png or .html.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
-    /// Which run of the job: its backup, or its last restore.
-    #[arg(long, default_value = "backup", value_parser = ["backup", "restore"])]
+    /// Which run of the job: its backup, its last restore, or the last recall
+    /// of hierarchical storage that read it.
+    #[arg(long, default_value = "backup", value_parser = ["backup", "restore", "recall"])]
     op: String,
 }
 

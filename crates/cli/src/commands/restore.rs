@@ -216,6 +216,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             "block" => ReadOrder::Block,
             _ => ReadOrder::Planned,
         },
+        samples_as: None,
     };
     if a.recall && server.is_some() {
         return Err(CliError::RecallNeedsHome.into());

@@ -478,6 +478,7 @@ impl ReadPath {
             overwrite: Default::default(),
             volumes: Vec::new(),
             order: Default::default(),
+            samples_as: None,
         };
         no_panic("restore", restore(home, job, &opts))?;
         check_beside(to)

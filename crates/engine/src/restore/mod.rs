@@ -83,6 +83,17 @@ pub struct RestoreOptions {
     /// In what order each cartridge's wanted runs are read. Blocks handed on to be
     /// placed elsewhere are always read in block order.
     pub order: ReadOrder,
+    /// The operation the drives' per-second samples, marks and health are kept
+    /// under with the job (`report --op`); `restore` when none. A later reading
+    /// of the same operation replaces them.
+    pub samples_as: Option<String>,
+}
+
+impl RestoreOptions {
+    /// The operation samples are kept under.
+    pub(crate) fn op(&self) -> &str {
+        self.samples_as.as_deref().unwrap_or("restore")
+    }
 }
 
 /// What one drive of a restore read.
@@ -410,13 +421,14 @@ pub(crate) fn read_tape(
         tasks.push((drive, mine, home.connect()?));
     }
     let (reads, samples, marked) = read_all(&shared, tasks, |s, d, w, c| s.read(d, w, c))?;
-    cat.clear_samples(job_id, "restore")?;
-    cat.add_samples(job_id, "restore", &samples)?;
-    cat.set_marks(job_id, "restore", &crate::sampler::marks(t0, &marked))?;
+    let op = opts.op();
+    cat.clear_samples(job_id, op)?;
+    cat.add_samples(job_id, op, &samples)?;
+    cat.set_marks(job_id, op, &crate::sampler::marks(t0, &marked))?;
     crate::media::save_health(
         cat,
         job_id,
-        "restore",
+        op,
         reads.iter().map(|d| (d.drive, d.health.as_slice())),
     )?;
     Ok((reads, chains.len()))

@@ -464,11 +464,12 @@ impl SetRead {
             tasks.push((drive, mine, home.connect()?));
         }
         let (reads, samples, marked) = read_all(&shared, tasks, read_groups)?;
-        cat.clear_samples(self.at, "restore")?;
-        cat.add_samples(self.at, "restore", &samples)?;
-        cat.set_marks(self.at, "restore", &crate::sampler::marks(t0, &marked))?;
+        let op = opts.op();
+        cat.clear_samples(self.at, op)?;
+        cat.add_samples(self.at, op, &samples)?;
+        cat.set_marks(self.at, op, &crate::sampler::marks(t0, &marked))?;
         let health = reads.iter().map(|d| (d.drive, d.health.as_slice()));
-        crate::media::save_health(cat, self.at, "restore", health)?;
+        crate::media::save_health(cat, self.at, op, health)?;
         Ok(reads)
     }
 }
