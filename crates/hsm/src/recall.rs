@@ -133,6 +133,10 @@ pub(crate) struct Ask {
     pub writer: Option<std::fs::File>,
 }
 
+/// One reading of a batch: the entries' paths used in it, and each file with its
+/// entry's path.
+type Pass = (HashSet<Vec<u8>>, Vec<(Ask, Vec<u8>)>);
+
 /// Recalls `asks` as one batch: one reading of all their jobs, in `order`. Files of two jobs at the same path in their jobs (two
 /// managed folders) would land in one place: such a batch is read in as many
 /// passes as it needs.
@@ -143,7 +147,7 @@ pub(crate) fn recall_batch(
     out: &mut Recalled,
 ) -> Result<()> {
     let mut entries = crate::Entries::default();
-    let mut passes: Vec<(HashSet<Vec<u8>>, Vec<(Ask, Vec<u8>)>)> = Vec::new();
+    let mut passes: Vec<Pass> = Vec::new();
     for a in asks {
         let Some(e) = entries.of(&home.catalog, &a.path, &a.stamp)? else {
             let why = format!("job {} has no entry of it", a.stamp.job);
