@@ -262,12 +262,190 @@ def ordered(a, work):
     }
 
 
+def timed_read(path, timeout=120):
+    """`cat` of `path`: its exit code and seconds."""
+    t0 = time.monotonic()
+    r = subprocess.run(["cat", "--", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout)
+    return r.returncode, round(time.monotonic() - t0, 3), r.stderr.strip()[-80:]
+
+
+def start_daemon(a, home, stat_path, *flags):
+    try:
+        os.remove(stat_path)
+    except OSError:
+        pass
+    d = subprocess.Popen([a.bin, "--home", home, "hsm", "daemon", "--status", stat_path, *flags],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for("the daemon marking the stubs", 120, lambda: counters(stat_path).get("marked", 0) > 0)
+    return d
+
+
+def no_hang(a, work):
+    """A read the daemon cannot serve: EIO, never a hang."""
+    tree, home = os.path.join(work, "nohang"), os.path.join(work, "nohang-home")
+    real_tree(tree, 50)
+    subprocess.run([a.bin, "--home", home, "library", "create", "--drives", "1", "--slots", "4",
+                    "--capacity", "4G"], check=True, capture_output=True)
+    tl(a, home, "hsm", "manage", tree)
+    tl(a, home, "hsm", "migrate")
+    tl(a, home, "hsm", "release")
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs)
+    stat_path = os.path.join(work, "nohang-daemon.json")
+    out = {}
+    # The library unreachable: its folder moved away.
+    lib, away = os.path.join(home, "library"), os.path.join(home, "library-away")
+    os.rename(lib, away)
+    d = start_daemon(a, home, stat_path, "--window", "1s", "--timeout", "10s")
+    try:
+        rc, secs, err = timed_read(files[0])
+        out["library_unreachable"] = {"exit": rc, "seconds": secs, "stderr": err, "timeout_s": 10,
+                                      "counters": counters(stat_path)}
+    finally:
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=60)
+    shutil.rmtree(lib, ignore_errors=True)
+    os.rename(away, lib)
+    # A recall that takes longer than the timeout: another command holds the home.
+    d = start_daemon(a, home, stat_path, "--window", "1s", "--timeout", "5s")
+    busy = subprocess.Popen(["flock", os.path.join(home, "lock"), "sleep", "30"])
+    time.sleep(0.3)
+    try:
+        rc, secs, err = timed_read(files[1])
+        out["recall_too_slow"] = {"exit": rc, "seconds": secs, "stderr": err, "timeout_s": 5,
+                                  "counters": counters(stat_path)}
+        # The daemon killed while a reader waits (the home still held).
+        d2 = d
+        reader = subprocess.Popen(["cat", "--", files[2]], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        wait_for("the reader waiting", 30, lambda: counters(stat_path).get("waiting", 0) >= 1)
+        d2.send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            rc = reader.wait(timeout=60)
+            hung = False
+        except subprocess.TimeoutExpired:
+            reader.kill()
+            rc, hung = None, True
+        out["daemon_killed"] = {"exit": rc, "seconds_after_kill": round(time.monotonic() - t0, 3),
+                                "hung": hung}
+    finally:
+        if d.poll() is None:
+            d.send_signal(signal.SIGTERM)
+        d.wait(timeout=60)
+        busy.kill()
+        busy.wait()
+        subprocess.run(["pkill", "-KILL", "-f", f"{home} hsm guardian"], capture_output=True)
+    back = tl(a, home, "hsm", "reconcile")
+    rec = tl(a, home, "hsm", "recall", tree)
+    out["afterwards"] = {"recalled": rec["files"], "reconciled": {k: len(back[k]) for k in ("recorded", "times", "punched")}}
+    return out
+
+
+def backups(a, work):
+    """A backup of a managed tree of --stubs released files and some premigrated."""
+    tree, home = os.path.join(work, "stubs"), os.path.join(work, "stubs-home")
+    n = real_tree(tree, a.stub_files)
+    before = digests(tree)
+    subprocess.run([a.bin, "--home", home, "library", "create", "--drives", "1", "--slots", "8",
+                    "--capacity", "16G"], check=True, capture_output=True)
+    tl(a, home, "hsm", "manage", tree)
+    tl(a, home, "hsm", "migrate")
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs)
+    released = files[:a.stubs]
+    for i in range(0, len(released), 500):
+        tl(a, home, "hsm", "release", *released[i:i + 500])
+    st = tl(a, home, "hsm", "status")["roots"][0]
+    premig_bytes = st["bytes"]["premigrated"]
+    stat_path = os.path.join(work, "stubs-daemon.json")
+    d = start_daemon(a, home, stat_path)
+    try:
+        b = tl(a, home, "backup", tree, "--name", "stubs")
+        c = counters(stat_path)
+    finally:
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=60)
+    restored = os.path.join(tree, "restored")
+    r = tl(a, home, "restore", str(b["job_id"]), "--to", restored)
+    stubs = sum(1 for p in released
+                if os.stat(os.path.join(restored, os.path.relpath(p, tree))).st_blocks == 0)
+    rec = tl(a, home, "hsm", "recall", restored)
+    same = sum(1 for rel, h in before.items()
+               if sha(os.path.join(restored, rel)) == h)
+    return {"files": n, "released": len(released), "premigrated_bytes": premig_bytes,
+            "backup": {"status": b["status"], "source_bytes_read": b["source_bytes_read"],
+                       "files": b["files"]},
+            "daemon_events_during_backup": c.get("events"),
+            "restore": {"files": r["files"], "released_restored_as_stubs": stubs},
+            "recalled": rec["files"], "identical_after_recall": same}
+
+
+def fill(path):
+    v = os.statvfs(path)
+    return 1.0 - v.f_bavail / max(1, v.f_blocks - (v.f_bfree - v.f_bavail))
+
+
+def watermarks(a, work):
+    """A loop-mounted ext4 file system filled past the high mark by migrated files."""
+    img, mnt = os.path.join(work, "wm.img"), os.path.join(work, "wm")
+    home = os.path.join(work, "wm-home")
+    subprocess.run(["truncate", "-s", "400M", img], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True)
+    os.makedirs(mnt)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    try:
+        tree = os.path.join(mnt, "managed")
+        os.makedirs(tree)
+        files = []
+        while fill(mnt) < 0.93:
+            p = os.path.join(tree, f"f{len(files):04}")
+            with open(p, "wb") as f:
+                f.write(os.urandom(4 << 20))
+            files.append(p)
+        # File i was read i seconds after file 0: file 0 the least recently.
+        base = time.time() - 3600
+        for i, p in enumerate(files):
+            os.utime(p, (base + i, os.stat(p).st_mtime))
+        subprocess.run([a.bin, "--home", home, "library", "create", "--drives", "1", "--slots",
+                        "4", "--capacity", "4G"], check=True, capture_output=True)
+        tl(a, home, "hsm", "manage", tree)
+        tl(a, home, "hsm", "migrate")
+        # The two least recently read: one open for writing, one changed since.
+        held = open(files[0], "r+b")
+        with open(files[1], "r+b") as f:
+            f.write(b"changed")
+        before = fill(mnt)
+        r = subprocess.run([a.bin, "--home", home, "--json", "hsm", "release", "--high", "90%",
+                            "--low", "70%"], capture_output=True, text=True)
+        rel = json.loads(r.stdout)
+        after = fill(mnt)
+        held.close()
+        done = set(rel.get("released", []) or [])
+        if not done:
+            done = {p for p in files if os.stat(p).st_blocks == 0}
+        order = [p for p in files[2:]]
+        k = sum(1 for p in order if p in done)
+        in_order = all(p in done for p in order[:k])
+        return {"file_system_bytes": os.statvfs(mnt).f_blocks * os.statvfs(mnt).f_frsize,
+                "files": len(files), "fill_before": round(before, 4), "fill_after": round(after, 4),
+                "released": len(done), "exit": r.returncode,
+                "open_for_writing_released": files[0] in done,
+                "changed_after_copy_released": files[1] in done,
+                "released_least_recently_read_first": in_order,
+                "kept": rel.get("kept", [])[:4]}
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "tapeloom"))
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--work", default=None)
-    ap.add_argument("--case", default="all", choices=["all", "round-trip", "ordered"])
+    ap.add_argument("--case", default="all",
+                    choices=["all", "round-trip", "ordered", "no-hang", "backups", "watermarks"])
+    ap.add_argument("--stub-files", type=int, default=10000)
+    ap.add_argument("--stubs", type=int, default=9000)
     ap.add_argument("--picks", type=int, default=1000)
     ap.add_argument("--capacity", type=int, default=1 << 30, help="bytes per cartridge (ordered)")
     ap.add_argument("--fill-every", type=int, default=20)
@@ -283,6 +461,12 @@ def main():
         out["round_trip"] = round_trip(a, work)
     if a.case in ("all", "ordered"):
         out["ordered"] = ordered(a, work)
+    if a.case in ("all", "no-hang"):
+        out["no_hang"] = no_hang(a, work)
+    if a.case in ("all", "backups"):
+        out["backups"] = backups(a, work)
+    if a.case in ("all", "watermarks"):
+        out["watermarks"] = watermarks(a, work)
     print(json.dumps(out, indent=2))
 
 

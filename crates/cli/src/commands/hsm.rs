@@ -27,7 +27,7 @@ enum Cmd {
     /// Give back the disk space of premigrated files whose tape copy was read back:
     /// each becomes a stub of the same size, mode, owner and times.
     Release(ReleaseArgs),
-    /// Bring released files back from tape, in one batch: each job read once.
+    /// Bring released files back from tape, in one batch: each cartridge read once, in tape order.
     Recall(RecallArgs),
     /// Files and bytes in each state: resident, premigrated, released, dirty.
     Status(StatusArgs),
