@@ -73,22 +73,7 @@ pub fn recall(home: &Home, paths: &[PathBuf], order: RecallOrder) -> Result<Reca
     let t0 = Instant::now();
     let roots = roots(&home.catalog)?;
     let mut out = Recalled::default();
-    let mut skipped = Vec::new();
-    let found = files_under(&targets(&roots, paths)?, &mut |p, why| {
-        skipped.push((p.to_path_buf(), why))
-    });
-    out.failed.extend(skipped);
-    let asks: Vec<Ask> = (found.into_iter())
-        .filter(|m| m.state() == State::Released)
-        .filter_map(|m| {
-            let stamp = m.stamp.clone()?;
-            Some(Ask {
-                path: m.path,
-                stamp,
-                writer: None,
-            })
-        })
-        .collect();
+    let asks = released_under(&targets(&roots, paths)?, &mut out);
     recall_batch(home, asks, order, &mut out)?;
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
@@ -101,12 +86,21 @@ pub fn recall(home: &Home, paths: &[PathBuf], order: RecallOrder) -> Result<Reca
 pub fn recall_restored(home: &Home, dir: &Path) -> Result<Recalled> {
     let t0 = Instant::now();
     let mut out = Recalled::default();
+    let asks = released_under(&[dir.to_path_buf()], &mut out);
+    if !asks.is_empty() {
+        recall_batch(home, asks, RecallOrder::Planned, &mut out)?;
+    }
+    out.seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// The released files under `paths`, to recall; the files that could not be
+/// looked at go to `out`'s failures.
+fn released_under(paths: &[PathBuf], out: &mut Recalled) -> Vec<Ask> {
     let mut skipped = Vec::new();
-    let found = files_under(&[dir.to_path_buf()], &mut |p, why| {
-        skipped.push((p.to_path_buf(), why))
-    });
+    let found = files_under(paths, &mut |p, why| skipped.push((p.to_path_buf(), why)));
     out.failed.extend(skipped);
-    let asks: Vec<Ask> = (found.into_iter())
+    (found.into_iter())
         .filter(|m| m.state() == State::Released)
         .filter_map(|m| {
             let stamp = m.stamp.clone()?;
@@ -116,12 +110,7 @@ pub fn recall_restored(home: &Home, dir: &Path) -> Result<Recalled> {
                 writer: None,
             })
         })
-        .collect();
-    if !asks.is_empty() {
-        recall_batch(home, asks, RecallOrder::Planned, &mut out)?;
-    }
-    out.seconds = t0.elapsed().as_secs_f64();
-    Ok(out)
+        .collect()
 }
 
 /// A released file to recall: its path, its record, and the descriptor the data

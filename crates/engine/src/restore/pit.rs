@@ -179,11 +179,23 @@ pub fn restore_set(
     let t0 = Instant::now();
     let (job, plan) = plan_set(&home.catalog, set, at, opts)?;
     let mut restorer = Restorer::new(&opts.to, opts.overwrite, None)?;
-    restorer.expected = plan.expected();
-    let read = SetRead::plan(home, job.id, plan.rows, false)?;
     for p in &plan.missing {
         restorer.fail(p, NO_DATA.into());
     }
+    read_plan(home, (job.id, plan), restorer, opts, t0)
+}
+
+/// Reads what `plan` wants of each job (a tree at job `at`) into `restorer`,
+/// each cartridge once, and reports.
+fn read_plan(
+    home: &Home,
+    (at, plan): (i64, TreePlan),
+    mut restorer: Restorer,
+    opts: &RestoreOptions,
+    t0: Instant,
+) -> Result<RestoreReport> {
+    restorer.expected = plan.expected();
+    let read = SetRead::plan(home, at, plan.rows, false)?;
     restorer.set = Some(plan.want);
     let rs = Mutex::new(restorer);
     let reads = read.run(home, opts, super::Out::Place(&rs), t0)?;
@@ -229,15 +241,7 @@ pub fn restore_files(
         report.seconds = t0.elapsed().as_secs_f64();
         return Ok(report);
     };
-    restorer.expected = plan.expected();
-    let read = SetRead::plan(home, at, plan.rows, false)?;
-    restorer.set = Some(plan.want);
-    let rs = Mutex::new(restorer);
-    let reads = read.run(home, opts, super::Out::Place(&rs), t0)?;
-    let (mut report, _) = finish(rs, reads)?;
-    read.fill(&mut report);
-    report.seconds = t0.elapsed().as_secs_f64();
-    Ok(report)
+    read_plan(home, (at, plan), restorer, opts, t0)
 }
 
 /// Restores chosen files of several jobs under `opts.to`, one after another in
