@@ -678,5 +678,37 @@ pub fn guardian(fd: RawFd, input: impl std::io::BufRead) -> Result<u64> {
             answered += 1;
         }
     }
+    // No access waits for this group from now on; the accesses queued and not
+    // yet read, and those the daemon read but had not told of, get EIO too:
+    // were the group closed with them pending, the kernel would let them read
+    // the stub.
+    let _ = group.flush_marks();
+    loop {
+        let Ok(events) = group.events() else { break };
+        if events.is_empty() {
+            break;
+        }
+        for ev in events {
+            if group.answer(ev.fd.as_raw_fd(), false).is_ok() {
+                answered += 1;
+            }
+        }
+    }
+    // An event's descriptor number is under the daemon's limit of open files,
+    // which the guardian shares: the ones it read and had not told of.
+    for n in 0..open_files_limit() {
+        let _ = group.answer(n, false);
+    }
     Ok(answered)
+}
+
+/// This process's limit of open files (its children's too), from
+/// `/proc/self/limits`; 1024 when it cannot be read, at most 2^20.
+fn open_files_limit() -> RawFd {
+    let text = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let soft = (text.lines())
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse::<RawFd>().ok());
+    soft.unwrap_or(1024).clamp(0, 1 << 20)
 }
