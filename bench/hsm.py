@@ -25,6 +25,24 @@
               modeled time of each, the plan's predicted time, the loads, and the
               ratios planned/block and planned/asked.
 
+  no-hang     a read the daemon cannot serve: the library's folder moved away
+              (EIO at once), a recall held past `--timeout 5s` by another command
+              holding the home (EIO at the timeout), and the daemon killed while
+              a reader waits (the guardian answers EIO).
+
+  backups     --stub-files files, --stubs of them released and the rest
+              premigrated: `backup` of the tree (its `source_bytes_read`, and
+              the daemon's events meanwhile), its restore into the tree (the
+              released files come back as stubs) and `hsm recall` of it, which
+              must give every file's first digest.
+
+  watermarks  a 400 MB ext4 file system on a loop device filled past 93% by
+              migrated files of 4 MiB, each read one second after the one
+              before; the two least recently read are one open for writing and
+              one changed after its copy. `hsm release --high 90% --low 70%`
+              must bring it under 70%, least recently read first, and release
+              neither of those two.
+
   python3 bench/hsm.py
   python3 bench/hsm.py --files 2000
   python3 bench/hsm.py --case ordered
