@@ -24,6 +24,7 @@ const JOB_TABLES: &[&str] = &[
     "job_errors",
     "job_volumes",
     "samples",
+    "recall_samples",
     "marks",
     "drive_health",
     "staged_chunks",
@@ -392,6 +393,7 @@ mod tests {
         c.conn
             .execute_batch(&format!(
                 "INSERT INTO samples VALUES ({j}, 'backup', 'drive:0', 0, 1, 0.5, NULL, 0, NULL); \
+                 INSERT INTO recall_samples VALUES ({j}, 0, 1, 10, 2); \
                  INSERT INTO marks VALUES ({j}, 'backup', 0, 'load', 0, 10); \
                  INSERT INTO drive_health VALUES ({j}, 'backup', 0, 'TL0001L9', '{{}}'); \
                  INSERT INTO staged_chunks (job_id, stream, seq, stage_id, file, first_block, \

@@ -31,6 +31,7 @@ const TABLES: &[(&str, &str)] = &[
     ("deletions", "job_id, path"),
     ("extents", "rowid"),
     ("samples", "job_id, op, series, t_ms"),
+    ("recall_samples", "job_id, t_ms"),
     ("marks", "rowid"),
     ("drive_health", "rowid"),
     ("staged_chunks", "job_id, stream, seq"),

@@ -46,7 +46,7 @@ pub use hsm::{HsmFile, HsmRoot};
 pub use jobs::{Job, JobVolume, Stream, INTERRUPTED};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};
-pub use samples::{Mark, Phase, Sample, Series};
+pub use samples::{Mark, Phase, RecallSample, Sample, Series};
 pub use sets::{Tree, TreeFile};
 pub use site::{Reaped, ServerRow, Ticket, TicketState};
 pub use stages::{ChunkFilter, Stage, StageUse, StagedChunk};
@@ -326,7 +326,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 18);
+            assert_eq!(c.schema_version().unwrap(), 19);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

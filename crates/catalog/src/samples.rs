@@ -257,6 +257,68 @@ impl Catalog {
     }
 }
 
+/// One second of a recall of hierarchical storage (`hsm recall`, or a batch of
+/// the daemon's), kept with each job the recall read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecallSample {
+    /// Milliseconds since the recall started.
+    pub t_ms: u64,
+    /// Files written back into their place so far.
+    pub files: u64,
+    /// Bytes written back so far.
+    pub bytes: u64,
+    /// Files asked for and not back yet.
+    pub waiting: u64,
+}
+
+impl Catalog {
+    /// Stores the samples of a recall that read `job`, replacing those of an
+    /// earlier recall, in one transaction.
+    pub fn set_recall_samples(&self, job: i64, samples: &[RecallSample]) -> Result<()> {
+        let run = || -> crate::db::Result<()> {
+            let tx = write_tx(&self.conn)?;
+            tx.execute("DELETE FROM recall_samples WHERE job_id = ?1", params![job])?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO recall_samples (job_id, t_ms, files, bytes, waiting) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?;
+                for x in samples {
+                    st.execute(params![
+                        job,
+                        x.t_ms as i64,
+                        x.files as i64,
+                        x.bytes as i64,
+                        x.waiting as i64
+                    ])?;
+                }
+            }
+            tx.commit()
+        };
+        run().doing("record recall samples")
+    }
+
+    /// The samples of the last recall that read `job`, in time order.
+    pub fn recall_samples(&self, job: i64) -> Result<Vec<RecallSample>> {
+        let run = || -> crate::db::Result<Vec<RecallSample>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT t_ms, files, bytes, waiting FROM recall_samples \
+                 WHERE job_id = ?1 ORDER BY t_ms",
+            )?;
+            st.query_map(params![job], |r| {
+                Ok(RecallSample {
+                    t_ms: r.get::<i64>(0)?.max(0) as u64,
+                    files: r.get::<i64>(1)?.max(0) as u64,
+                    bytes: r.get::<i64>(2)?.max(0) as u64,
+                    waiting: r.get::<i64>(3)?.max(0) as u64,
+                })
+            })?
+            .collect()
+        };
+        run().doing("read recall samples")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +334,26 @@ mod tests {
             buffer_fill: None,
             backhitches: 0,
             speed_mb_s: Some(300.0),
+        }
+    }
+
+    both! {
+        fn a_recalls_samples_replace_the_last_recalls() {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let s = |t_ms, files, waiting| RecallSample {
+                t_ms,
+                files,
+                bytes: files * 10,
+                waiting,
+            };
+            c.set_recall_samples(j, &[s(2000, 3, 0), s(1000, 0, 3)]).unwrap();
+            assert_eq!(
+                c.recall_samples(j).unwrap(),
+                vec![s(1000, 0, 3), s(2000, 3, 0)]
+            );
+            c.set_recall_samples(j, &[s(500, 1, 0)]).unwrap();
+            assert_eq!(c.recall_samples(j).unwrap(), vec![s(500, 1, 0)]);
         }
     }
 

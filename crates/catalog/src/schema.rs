@@ -321,6 +321,19 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX hsm_files_by_job ON hsm_files (job_id);
     ",
+    // 19: the per-second samples of hierarchical storage's recalls, kept with
+    // each job a recall read: files and bytes written back so far, and files
+    // still waiting.
+    "
+    CREATE TABLE recall_samples (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        t_ms INTEGER NOT NULL,
+        files INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        waiting INTEGER NOT NULL,
+        PRIMARY KEY (job_id, t_ms)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The migrations of a PostgreSQL catalog past [`POSTGRES_SCHEMA`]: the one at
@@ -386,6 +399,17 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
         PRIMARY KEY (host, path)
     );
     CREATE INDEX hsm_files_by_job ON hsm_files (job_id);
+    ",
+    // 19: as SQLite's 19.
+    "
+    CREATE TABLE recall_samples (
+        job_id BIGINT NOT NULL REFERENCES jobs(id),
+        t_ms BIGINT NOT NULL,
+        files BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        waiting BIGINT NOT NULL,
+        PRIMARY KEY (job_id, t_ms)
+    );
     ",
 ];
 
@@ -704,7 +728,7 @@ mod tests {
         // The catalog as version 5 left it: no chain column.
         c.conn
             .execute_batch(
-                "DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
+                "DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
                  DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -731,7 +755,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
+            .execute_batch("DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -759,7 +783,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
+                "DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn

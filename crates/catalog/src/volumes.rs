@@ -385,6 +385,7 @@ fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
         "files",
         "extents",
         "samples",
+        "recall_samples",
         "marks",
         "drive_health",
         "streams",

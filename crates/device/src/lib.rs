@@ -239,6 +239,14 @@ pub trait TapeDrive: Send {
     fn travel_seconds(&self, _from: u64, _to: u64) -> Option<Travel> {
         None
     }
+    /// The drive's own order for reading `extents` of the mounted cartridge (the
+    /// first and last block of each), as indices into `extents`, where the drive
+    /// can say (a SCSI drive with GENERATE / RECEIVE RECOMMENDED ACCESS ORDER).
+    /// `None` when it cannot: the caller then plans the order itself or keeps
+    /// the block order. Never fails a reading.
+    fn recommended_order(&mut self, _extents: &[(u64, u64)]) -> Option<Vec<usize>> {
+        None
+    }
     /// TapeAlert flags and the cartridge's volume statistics, where the drive
     /// reports them. Never fails a job: what cannot be read is `None`.
     fn health(&mut self) -> DriveHealth {

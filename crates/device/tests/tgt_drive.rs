@@ -111,6 +111,16 @@ fn tgt_drive_reports_early_warning_past_capacity_and_keeps_positions() {
     );
     d.space_to_eod().unwrap();
     assert_eq!(d.position().unwrap(), w + 2);
+    // tgt has no RECOMMENDED ACCESS ORDER: it refuses RECEIVE with ILLEGAL
+    // REQUEST, the caller plans without it, and the drive reads on where it was.
+    assert_eq!(d.recommended_order(&[(3, 4), (1, 2)]), None);
+    assert_eq!(d.recommended_order(&[(3, 4), (1, 2)]), None);
+    assert_eq!(d.position().unwrap(), w + 2);
+    d.locate(3).unwrap();
+    assert_eq!(
+        d.read_block(&mut buf).unwrap(),
+        ReadOutcome::Block(64 * 1024)
+    );
 }
 
 #[test]

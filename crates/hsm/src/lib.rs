@@ -25,6 +25,7 @@ mod daemon;
 mod error;
 mod migrate;
 mod notify;
+mod progress;
 mod recall;
 mod release;
 mod stamp;

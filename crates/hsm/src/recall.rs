@@ -10,6 +10,7 @@
 //! recall).
 
 use crate::error::{io, Result};
+use crate::progress::Progress;
 use crate::release::set_times;
 use crate::{files_under, record, roots, targets, Facts, Managed, Stamp, State};
 use std::collections::{BTreeMap, HashSet};
@@ -151,10 +152,21 @@ pub(crate) fn recall_batch(
             None => passes.push((HashSet::from([e.clone()]), vec![(a, e)])),
         }
     }
-    for (_, files) in passes {
-        recall_pass(home, files, order, out)?;
+    let asked = passes.iter().map(|(_, f)| f.len() as u64).sum();
+    let progress = Progress::new(asked);
+    let jobs_before = out.jobs.len();
+    let read = std::thread::scope(|s| {
+        s.spawn(|| progress.sample());
+        let read = (passes.into_iter())
+            .try_for_each(|(_, files)| recall_pass(home, files, order, (out, &progress)));
+        progress.end();
+        read
+    });
+    let samples = progress.samples();
+    for job in out.jobs.iter().skip(jobs_before) {
+        home.catalog.set_recall_samples(*job, &samples)?;
     }
-    Ok(())
+    read
 }
 
 /// Restores `files` (each with its entry's path in its job) to a folder of the
@@ -163,7 +175,7 @@ fn recall_pass(
     home: &Home,
     files: Vec<(Ask, Vec<u8>)>,
     order: RecallOrder,
-    out: &mut Recalled,
+    (out, progress): (&mut Recalled, &Progress),
 ) -> Result<()> {
     let scratch = io(
         tempfile::Builder::new()
@@ -199,6 +211,7 @@ fn recall_pass(
         Ok(r) => r,
         Err(e) => {
             let why = e.to_string();
+            progress.failed(files.len() as u64);
             out.failed
                 .extend(files.into_iter().map(|(a, _)| (a.path, why.clone())));
             return Ok(());
@@ -226,6 +239,7 @@ fn recall_pass(
     let roots = home.catalog.hsm_roots()?;
     for (a, entry) in files {
         if let Some(why) = bad.get(&entry) {
+            progress.failed(1);
             out.failed.push((a.path, why.clone()));
             continue;
         }
@@ -234,11 +248,15 @@ fn recall_pass(
         let into = (a.path.as_path(), a.writer.as_ref(), managed);
         match put_back(home, &got, into, (&a.stamp, &entry))? {
             None => {
+                progress.came_back(a.stamp.size);
                 out.files += 1;
                 out.bytes += a.stamp.size;
                 out.recalled.push(a.path);
             }
-            Some(why) => out.failed.push((a.path, why)),
+            Some(why) => {
+                progress.failed(1);
+                out.failed.push((a.path, why));
+            }
         }
     }
     Ok(())

@@ -51,6 +51,79 @@ pub struct Drawn {
     staged: bool,
     /// How full the stages got during the run drawn, for a staged backup.
     stage_fill: Option<StagePeak>,
+    /// The recall's files and bytes written back and files waiting, second by
+    /// second, for `--op recall`.
+    recall: Option<RecallOut>,
+}
+
+/// A recall's per-second samples and their peaks.
+#[derive(Serialize)]
+struct RecallOut {
+    files: u64,
+    bytes: u64,
+    /// The most files waiting at once.
+    peak_waiting: u64,
+    seconds: f64,
+    samples: Vec<RecallPoint>,
+}
+
+/// One second of a recall.
+#[derive(Serialize)]
+struct RecallPoint {
+    t_s: f64,
+    files: u64,
+    bytes: u64,
+    waiting: u64,
+}
+
+impl RecallOut {
+    /// The figures of `samples` (in time order); `None` when there are none.
+    fn of(samples: &[tapeloom_catalog::RecallSample]) -> Option<RecallOut> {
+        let last = samples.last()?;
+        Some(RecallOut {
+            files: last.files,
+            bytes: last.bytes,
+            peak_waiting: samples.iter().map(|s| s.waiting).max().unwrap_or(0),
+            seconds: last.t_ms as f64 / 1000.0,
+            samples: (samples.iter())
+                .map(|s| RecallPoint {
+                    t_s: s.t_ms as f64 / 1000.0,
+                    files: s.files,
+                    bytes: s.bytes,
+                    waiting: s.waiting,
+                })
+                .collect(),
+        })
+    }
+
+    /// The summary's line.
+    fn line(&self) -> String {
+        format!(
+            "{} files, {:.1} MB written back in {:.1} s; at most {} waiting",
+            self.files,
+            self.bytes as f64 / 1e6,
+            self.seconds,
+            self.peak_waiting
+        )
+    }
+
+    /// The bytes written back, as a track of the figure.
+    fn track(&self) -> Track {
+        let samples = (self.samples.iter())
+            .map(|s| Sample {
+                t: s.t_s,
+                bytes: s.bytes,
+                pool_fill: 0.0,
+                buffer_fill: None,
+                backhitches: 0,
+                speed_mb_s: None,
+            })
+            .collect();
+        Track {
+            name: "written back".to_string(),
+            samples,
+        }
+    }
 }
 
 /// The most the stages held during a staged backup.
@@ -269,6 +342,15 @@ fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
     }
     let drives = tracks.summary(&mut summary);
     let stage_fill = tracks.stage_peak();
+    let recall = match op {
+        "recall" => RecallOut::of(&cat.recall_samples(job)?),
+        _ => None,
+    };
+    let mut streams = tracks.streams;
+    if let Some(r) = &recall {
+        summary.push(("recall".to_string(), r.line()));
+        streams.push(r.track());
+    }
     let staged = match op {
         "backup" => tracks.stage.is_some(),
         _ => (cat.samples(job, "backup")?.iter()).any(|r| r.series == Series::Stage),
@@ -303,7 +385,7 @@ fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
     let series = JobSeries {
         title: format!("job {} ({op}: {})", j.id, escape_controls(&j.name)),
         summary,
-        streams: tracks.streams,
+        streams,
         drives: tracks.drives.into_iter().map(|(_, t)| t).collect(),
         spans,
     };
@@ -318,6 +400,7 @@ fn plot(cat: &Catalog, job: i64, op: &str) -> Result<Plot> {
         cartridges,
         staged,
         stage_fill,
+        recall,
     };
     Ok(Plot {
         series,

@@ -91,6 +91,25 @@ fn files_migrate_release_to_stubs_and_come_back_identical() {
     let back = ok(&home, &["hsm", "recall", p(&dir)]);
     assert_eq!(back["files"], 5, "{back}");
     assert_eq!(back["mounts"], 1, "{back}");
+    // The recall's seconds are kept with its job: files back and waiting.
+    let job = back["jobs"][0].to_string();
+    let svg = t.path().join("recall.svg");
+    let r = ok(&home, &["report", &job, "--op", "recall", "--out", p(&svg)]);
+    let rc = &r["recall"];
+    assert_eq!(
+        (rc["files"].as_u64(), rc["peak_waiting"].as_u64()),
+        (Some(5), Some(5)),
+        "{r}"
+    );
+    let last = rc["samples"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["files"].as_u64(), last["waiting"].as_u64()),
+        (Some(5), Some(0)),
+        "{r}"
+    );
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("written back"));
     for (n, data, _) in &before {
         let at = if n == "f3" {
             "sub/f3".to_string()

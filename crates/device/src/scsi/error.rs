@@ -387,6 +387,12 @@ pub enum ParseError {
     /// MODE SENSE data of a changer without the Element Address Assignment page.
     #[error("no Element Address Assignment page (1Dh) in the mode data")]
     NoElementAddressPage,
+    /// A RECOMMENDED ACCESS ORDER list that cannot be used.
+    #[error("RECEIVE RECOMMENDED ACCESS ORDER: {problem}")]
+    RaoList {
+        /// What is wrong with it.
+        problem: &'static str,
+    },
 }
 
 /// The READ POSITION flag that says the position is unknown.

@@ -10,6 +10,7 @@ pub mod discovery;
 mod error;
 mod iscsi;
 mod library;
+pub mod rao;
 pub mod sense;
 mod sg;
 pub mod smc;

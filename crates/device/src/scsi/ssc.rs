@@ -12,7 +12,7 @@ use super::cdb::{self, BlockDescriptor, InquiryData, SpaceCode};
 use super::sense::{self, Sense};
 use super::ScsiTransport;
 use super::{exec, failed, must, open_transport, unit_serial, DataDir, Reply, ScsiError};
-use super::{tape_alert, volume_statistics};
+use super::{rao, tape_alert, volume_statistics};
 use super::{LONG, MEDIUM, SHORT};
 use crate::{DeviceError, DriveStats, ReadOutcome, Result, TapeDrive, WriteOutcome};
 use std::time::{Duration, Instant};
@@ -99,6 +99,9 @@ pub struct ScsiDrive {
     written: u64,
     stats: DriveStats,
     opened: Instant,
+    /// The drive's limits of GENERATE RECOMMENDED ACCESS ORDER: not asked yet
+    /// (`None`), refused (`Some(None)`: the drive has no such order), or known.
+    rao: Option<Option<rao::Limits>>,
 }
 
 /// Largest transfer of a READ(6) or WRITE(6).
@@ -180,6 +183,7 @@ impl ScsiDrive {
             written: 0,
             stats: DriveStats::default(),
             opened: Instant::now(),
+            rao: None,
         })
     }
 
@@ -788,6 +792,22 @@ impl TapeDrive for ScsiDrive {
         let mut s = self.stats.clone();
         s.modeled_seconds = self.opened.elapsed().as_secs_f64();
         Some(s)
+    }
+
+    fn recommended_order(&mut self, extents: &[(u64, u64)]) -> Option<Vec<usize>> {
+        if !self.medium || extents.len() < 2 {
+            return None;
+        }
+        let limits = match self.rao {
+            Some(known) => known,
+            None => {
+                // Asked once per drive: a drive that refuses is not asked again.
+                let known = rao::limits(&mut *self.t).ok().flatten();
+                self.rao = Some(known);
+                known
+            }
+        }?;
+        rao::ask(&mut *self.t, limits, extents).ok().flatten()
     }
 
     fn tape_alerts(&mut self) -> Option<crate::TapeAlerts> {

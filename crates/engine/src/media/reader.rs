@@ -228,6 +228,13 @@ impl JobReader {
         d.travel_seconds(from, to)
     }
 
+    /// The mounted drive's own order for reading `extents` (first and last
+    /// block of each) of the current volume, where the drive has one.
+    pub fn recommended_order(&mut self, extents: &[(u64, u64)]) -> Option<Vec<usize>> {
+        let (_, d) = self.cur.as_mut()?;
+        d.recommended_order(extents)
+    }
+
     /// What reading blocks `from..to` of the current volume costs, when the drive has
     /// a model.
     pub fn read_cost(&self, from: u64, to: u64) -> Option<f64> {

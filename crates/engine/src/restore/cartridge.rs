@@ -52,6 +52,9 @@ pub(crate) fn read(
             read.planned = Some(read.planned.unwrap_or(0.0) + p.seconds);
             read.reordered += u64::from(p.reordered);
             order = p.order;
+        } else if let Some(o) = drive_order(reader, &plain) {
+            read.reordered += u64::from(o != order);
+            order = o;
         }
     }
     for i in order {
@@ -72,6 +75,30 @@ pub(crate) fn read(
         }
     }
     Ok(())
+}
+
+/// The mounted drive's own order of `units` (a drive without a timing model
+/// that has a Recommended Access Order, as LTO-9 and later do), kept but for
+/// each job's first and last unit ([`order::follow`]); `None` when the drive
+/// has none.
+fn drive_order(reader: &mut JobReader, units: &[Unit]) -> Option<Vec<usize>> {
+    if units.len() < 2 {
+        return None;
+    }
+    let extents: Vec<(u64, u64)> = (units.iter())
+        .map(|u| match u.end {
+            // Read to the end of the volume: its last block is not known here.
+            u64::MAX => (u.first, u.first),
+            end => (u.first, end.saturating_sub(1).max(u.first)),
+        })
+        .collect();
+    let drive = reader.recommended_order(&extents)?;
+    let order = order::follow(units, &drive)?;
+    tracing::info!(
+        units = units.len(),
+        "reading the cartridge in the drive's recommended access order"
+    );
+    Some(order)
 }
 
 /// Reads `requests` (each a file: its job, its path and the steps that hold it)

@@ -8,8 +8,9 @@
 //! reads are planned as CERN CTA's Recommended Access Order plans them for LTO:
 //! shortest locate time first (SLTF), a greedy walk that always goes next to the
 //! piece it reaches soonest from where the head stands. The block order is kept
-//! when the model says it is no slower (dense reads, where reading through wins),
-//! and when the drive has no timing model.
+//! when the model says it is no slower (dense reads, where reading through wins).
+//! A drive without a timing model may give its own order (a SCSI drive's
+//! Recommended Access Order, [`follow`]); without either, the block order is kept.
 //!
 //! What is ordered are *units*: pieces a restore must read whole and in block
 //! order, because decoding carries on from one run of blocks to the next (an
@@ -26,8 +27,8 @@ pub(crate) const MAX_PLANNED: usize = 4096;
 /// In what order a restore reads the runs of each cartridge.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ReadOrder {
-    /// The order the drive's timing model says is fastest (block order when the
-    /// drive has no model).
+    /// The order the drive's timing model says is fastest, else the drive's own
+    /// recommended order, else block order.
     #[default]
     Planned,
     /// Block order, as written.
@@ -131,6 +132,35 @@ fn sltf(
     units: &[Unit],
     travel: &dyn Fn(u64, u64) -> Option<Travel>,
 ) -> Option<Vec<usize>> {
+    walk(at, units, |pos, i| hop(travel, pos, units[i].first))
+}
+
+/// The drive's own order of `units` (`drive`: their indices as the drive sent
+/// them, each once), kept but for each job's rules: the unit that carries on
+/// from the job's previous cartridge is moved first among the job's units, and
+/// the one its next cartridge carries on last. `None` when `drive` does not
+/// name each unit once.
+pub(crate) fn follow(units: &[Unit], drive: &[usize]) -> Option<Vec<usize>> {
+    let mut rank = vec![usize::MAX; units.len()];
+    for (r, &i) in drive.iter().enumerate() {
+        match rank.get_mut(i) {
+            Some(slot) if *slot == usize::MAX => *slot = r,
+            _ => return None,
+        }
+    }
+    if drive.len() != units.len() {
+        return None;
+    }
+    walk(0, units, |_, i| Some(rank[i] as f64))
+}
+
+/// Walks `units`, always to the one of least `cost` (from where the head
+/// stands, to the unit of that index) among those its job's order allows next.
+fn walk(
+    at: u64,
+    units: &[Unit],
+    mut cost: impl FnMut(u64, usize) -> Option<f64>,
+) -> Option<Vec<usize>> {
     use std::collections::HashMap;
     // Units of each job still to read, and whether its carried one is read.
     let mut left: HashMap<i64, usize> = HashMap::new();
@@ -155,7 +185,7 @@ fn sltf(
             if done[i] || !allowed(u, &left, &carried_left) {
                 continue;
             }
-            let c = hop(travel, pos, u.first)?;
+            let c = cost(pos, i)?;
             if best.is_none_or(|(b, _)| c < b) {
                 best = Some((c, i));
             }
@@ -241,6 +271,23 @@ mod tests {
         let p = plan(199, &units, &travel).unwrap();
         let at = |i: usize| p.order.iter().position(|&o| o == i).unwrap();
         assert!(at(0) < at(3) && at(3) < at(1), "{:?}", p.order);
+    }
+
+    #[test]
+    fn the_drives_order_is_kept_but_for_each_jobs_first_and_last_unit() {
+        let mut units = [unit(1, 2), unit(1, 150), unit(2, 190), unit(1, 195)];
+        assert_eq!(follow(&units, &[3, 1, 2, 0]), Some(vec![3, 1, 2, 0]));
+        units[0].carried = true;
+        units[1].carries = true;
+        // The drive would read job 1's carried unit last and its carrying one
+        // second: job 2's unit keeps its place, job 1's are put in its order.
+        let o = follow(&units, &[3, 1, 2, 0]).unwrap();
+        let at = |i: usize| o.iter().position(|&x| x == i).unwrap();
+        assert!(at(0) < at(3) && at(3) < at(1), "{o:?}");
+        // An order that does not name each unit once is not followed.
+        assert_eq!(follow(&units, &[3, 1, 2]), None);
+        assert_eq!(follow(&units, &[3, 1, 1, 0]), None);
+        assert_eq!(follow(&units, &[3, 1, 2, 9]), None);
     }
 
     #[test]

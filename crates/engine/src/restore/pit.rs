@@ -276,10 +276,10 @@ pub fn restore_files_in_order(
     let mut layout = HashMap::new();
     let mut block_size = 0;
     for (&id, rows) in &rows {
-        let (ctx, chains, extents, size) = job_ctx(home, id, rows.clone(), false)?;
-        jobs.push(ctx);
-        layout.insert(id, (chains, extents));
-        block_size = block_size.max(size);
+        let l = job_ctx(home, id, rows.clone(), false)?;
+        jobs.push(l.ctx);
+        layout.insert(id, (l.chains, l.extents));
+        block_size = block_size.max(l.block_size);
     }
     let mut requests = Vec::new();
     for (job, row) in asked {
@@ -335,15 +335,19 @@ pub fn restore_files_in_order(
     Ok(report)
 }
 
-/// A job's context for a restore of `rows` of it, with its chains, its extent
-/// map and its block size. `sealed`: its key is not looked up (its blocks are
-/// handed on as stored).
-fn job_ctx(
-    home: &Home,
-    id: i64,
-    rows: Vec<FileRow>,
-    sealed: bool,
-) -> Result<(JobCtx, Vec<Chain>, Vec<Extent>, usize)> {
+/// A job as a restore of some of its rows reads it: its context, its chains,
+/// its extent map, its block size, and the runs planned for the rows.
+struct JobLayout {
+    ctx: JobCtx,
+    chains: Vec<Chain>,
+    extents: Vec<Extent>,
+    block_size: usize,
+    work: Vec<(Chain, Vec<super::Run>)>,
+}
+
+/// A job's layout for a restore of `rows` of it, planned once. `sealed`: its
+/// key is not looked up (its blocks are handed on as stored).
+fn job_ctx(home: &Home, id: i64, rows: Vec<FileRow>, sealed: bool) -> Result<JobLayout> {
     let cat = &home.catalog;
     let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
     let key = match sealed {
@@ -356,7 +360,7 @@ fn job_ctx(
     }
     let extents = cat.extents(id)?;
     let chains = chains::chains(&vols, &extents);
-    let (_, hints) = plan_chains(&chains, rows, false, &extents);
+    let (work, hints) = plan_chains(&chains, rows, false, &extents);
     let ctx = JobCtx {
         id,
         tag: job.tag,
@@ -364,7 +368,13 @@ fn job_ctx(
         key,
         hints,
     };
-    Ok((ctx, chains, extents, job.block_size as usize))
+    Ok(JobLayout {
+        ctx,
+        chains,
+        extents,
+        block_size: job.block_size as usize,
+        work,
+    })
 }
 
 /// What a job gives a set's restore: how to read it, its runs cut into steps, and
@@ -376,9 +386,8 @@ fn job_steps(
     rows: Vec<FileRow>,
     sealed: bool,
 ) -> Result<(JobCtx, Vec<Placed>, usize)> {
-    let (ctx, chains, extents, size) = job_ctx(home, id, rows.clone(), sealed)?;
-    let (work, _) = plan_chains(&chains, rows, false, &extents);
-    Ok((ctx, merge::split(id, &work), size))
+    let l = job_ctx(home, id, rows, sealed)?;
+    Ok((l.ctx, merge::split(id, &l.work), l.block_size))
 }
 
 /// The reading of a set's restore: its jobs and the groups of cartridges.

@@ -517,6 +517,10 @@ impl TapeDrive for FaultyDrive {
         self.inner.travel_seconds(from, to)
     }
 
+    fn recommended_order(&mut self, extents: &[(u64, u64)]) -> Option<Vec<usize>> {
+        self.inner.recommended_order(extents)
+    }
+
     fn health(&mut self) -> DriveHealth {
         if self.offline {
             return DriveHealth::default();
