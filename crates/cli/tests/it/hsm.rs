@@ -502,4 +502,19 @@ fn a_recall_of_many_files_reads_each_cartridge_once_in_the_planned_order() {
     let r = ok(&home, &args);
     assert_eq!(r["reordered"], 1, "{r}");
     assert_eq!(r["files"], picks.len(), "{r}");
+    // A drive with no model that gives its own order (a SCSI drive's
+    // Recommended Access Order; here the pieces from the last to the first):
+    // the restore reads in that order, and the files are the same.
+    let rao = [("TAPELOOM_FAULTS", "rao-reversed")];
+    let mut again = args.clone();
+    let rao_out = t.path().join("rao");
+    again[3] = p(&rao_out);
+    let r = ok_env(&home, &rao, &again);
+    assert_eq!(r["reordered"], 1, "{r}");
+    assert!(r["planned_seconds"].is_null(), "{r}");
+    for i in (0..60).step_by(3) {
+        let f = format!("d{i:02}/f");
+        let got = std::fs::read(rao_out.join(&f)).unwrap();
+        assert_eq!(got, noise(i, 3000), "{f}");
+    }
 }

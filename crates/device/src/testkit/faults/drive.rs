@@ -150,6 +150,20 @@ impl FaultyDrive {
         Err(e.into())
     }
 
+    /// Whether the plan makes this drive one with its own access order and no
+    /// timing model ([`FaultKind::RaoReversed`]).
+    fn rao_reversed(&self) -> bool {
+        let Some(faults) = &self.faults else {
+            return false;
+        };
+        let s = faults.lock();
+        (s.plan.faults.iter()).any(|f| {
+            f.kind == FaultKind::RaoReversed
+                && f.drive.is_none_or(|d| d == self.index)
+                && (f.barcode.as_ref()).is_none_or(|b| Some(b) == self.barcode.as_ref())
+        })
+    }
+
     fn online(&self, command: &str) -> Result<()> {
         if self.offline {
             return Err(not_ready(&self.device, command));
@@ -203,6 +217,7 @@ impl FaultyDrive {
                 FaultKind::Stall(_) | FaultKind::Timeout(_) | FaultKind::Offline => at,
                 FaultKind::Alert(_) => op != Op::Read && past,
                 FaultKind::MoveFail | FaultKind::MoveFailRate(_) | FaultKind::SlotEmpty(_) => false,
+                FaultKind::RaoReversed => false,
             };
             if !fires || !ready(&s, i) {
                 continue;
@@ -224,6 +239,7 @@ impl FaultyDrive {
                 FaultKind::Offline => v.offline = true,
                 FaultKind::Alert(code) => v.raise.push(code),
                 FaultKind::MoveFail | FaultKind::MoveFailRate(_) | FaultKind::SlotEmpty(_) => {}
+                FaultKind::RaoReversed => {}
             }
             let counts = match f.kind {
                 FaultKind::EarlyWarningBytes(_) => false,
@@ -514,11 +530,17 @@ impl TapeDrive for FaultyDrive {
     }
 
     fn travel_seconds(&self, from: u64, to: u64) -> Option<Travel> {
-        self.inner.travel_seconds(from, to)
+        match self.rao_reversed() {
+            true => None,
+            false => self.inner.travel_seconds(from, to),
+        }
     }
 
     fn recommended_order(&mut self, extents: &[(u64, u64)]) -> Option<Vec<usize>> {
-        self.inner.recommended_order(extents)
+        match self.rao_reversed() {
+            true => Some((0..extents.len()).rev().collect()),
+            false => self.inner.recommended_order(extents),
+        }
     }
 
     fn health(&mut self) -> DriveHealth {

@@ -57,6 +57,10 @@ pub enum FaultKind {
     /// flag (01h to 40h): a cartridge flag while that cartridge is in the drive, a
     /// drive or cleaning flag until the drive is cleaned.
     Alert(u16),
+    /// Not a failure but a drive of another kind: one with no timing model that
+    /// gives its own Recommended Access Order, as a SCSI LTO-9 drive does, and
+    /// whose order is always the pieces asked from the last to the first.
+    RaoReversed,
 }
 
 impl FaultKind {
@@ -93,6 +97,7 @@ impl FaultKind {
                 FaultKind::ReadErrorRate(_)
                     | FaultKind::WriteErrorRate(_)
                     | FaultKind::EarlyWarningBytes(_)
+                    | FaultKind::RaoReversed
             )
     }
 }
@@ -248,6 +253,7 @@ fn parse_fault(item: &str) -> Result<Fault, FaultSpecError> {
         "move-fail-rate" => FaultKind::MoveFailRate(rate(item, need()?)?),
         "slot-empty" => FaultKind::SlotEmpty(number(item, need()?)? as usize),
         "alert" => FaultKind::Alert(alert_code(item, need()?)?),
+        "rao-reversed" => none(FaultKind::RaoReversed)?,
         _ => return Err(bad(name, SpecProblem::UnknownKind)),
     };
     let mut f = Fault {
@@ -355,6 +361,7 @@ impl fmt::Display for FaultPlan {
                 FaultKind::MoveFailRate(r) => ("move-fail-rate", Some(r.to_string())),
                 FaultKind::SlotEmpty(s) => ("slot-empty", Some(s.to_string())),
                 FaultKind::Alert(c) => ("alert", Some(format!("{c:02X}h"))),
+                FaultKind::RaoReversed => ("rao-reversed", None),
             };
             write!(f, ";{name}")?;
             if let Some(v) = value {
