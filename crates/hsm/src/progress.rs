@@ -2,37 +2,47 @@
 //! files still waiting, taken by a thread of their own while the recall reads and
 //! writes, and kept with each job the recall read (`report JOB --op recall`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::RecallSample;
 
 /// How often a sample is taken.
 const EVERY: Duration = Duration::from_secs(1);
-/// How often the sampling thread looks whether the recall ended.
-const TICK: Duration = Duration::from_millis(50);
 
 /// What a recall has done so far, counted as it goes.
 pub(crate) struct Progress {
     t0: Instant,
+    every: Duration,
     asked: u64,
     back: AtomicU64,
     bytes: AtomicU64,
     failed: AtomicU64,
-    ended: AtomicBool,
+    /// Set when the recall ended; the sampling thread waits on `wake` between
+    /// samples, so the end does not wait for the next second.
+    ended: Mutex<bool>,
+    wake: Condvar,
     samples: Mutex<Vec<RecallSample>>,
 }
 
 impl Progress {
-    /// The progress of a recall of `asked` files, starting now.
+    /// The progress of a recall of `asked` files, starting now, sampled each
+    /// second.
     pub fn new(asked: u64) -> Self {
+        Self::every(asked, EVERY)
+    }
+
+    /// The progress of a recall of `asked` files, sampled every `every`.
+    fn every(asked: u64, every: Duration) -> Self {
         Progress {
             t0: Instant::now(),
+            every,
             asked,
             back: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             failed: AtomicU64::new(0),
-            ended: AtomicBool::new(false),
+            ended: Mutex::new(false),
+            wake: Condvar::new(),
             samples: Mutex::new(Vec::new()),
         }
     }
@@ -63,21 +73,32 @@ impl Progress {
     /// Takes a sample at the start and every second until [`Progress::end`].
     pub fn sample(&self) {
         let mut next = Instant::now();
-        while !self.ended.load(Ordering::Relaxed) {
-            if Instant::now() >= next {
+        let Ok(mut ended) = self.ended.lock() else {
+            return;
+        };
+        while !*ended {
+            let now = Instant::now();
+            if now >= next {
                 let s = self.now();
                 if let Ok(mut v) = self.samples.lock() {
                     v.push(s);
                 }
-                next += EVERY;
+                next += self.every;
+                continue;
             }
-            std::thread::sleep(TICK);
+            match self.wake.wait_timeout(ended, next - now) {
+                Ok((guard, _)) => ended = guard,
+                Err(_) => return,
+            }
         }
     }
 
-    /// Ends the sampling, with a last sample of the end.
+    /// Ends the sampling at once; [`Progress::samples`] adds the last sample.
     pub fn end(&self) {
-        self.ended.store(true, Ordering::Relaxed);
+        if let Ok(mut ended) = self.ended.lock() {
+            *ended = true;
+        }
+        self.wake.notify_all();
     }
 
     /// The samples taken, the last of the end.
@@ -113,5 +134,20 @@ mod tests {
         let last = v.last().unwrap();
         assert_eq!((last.files, last.bytes, last.waiting), (1, 10, 1));
         assert!(v.windows(2).all(|w| w[0].t_ms < w[1].t_ms), "{v:?}");
+    }
+
+    #[test]
+    fn a_recall_that_ends_does_not_wait_for_the_next_second() {
+        // Samples an hour apart: the end wakes the sampler, which does not
+        // sleep out the hour.
+        let p = Progress::every(1, Duration::from_secs(3600));
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| p.sample());
+            std::thread::sleep(Duration::from_millis(20));
+            p.end();
+        });
+        assert!(t.elapsed() < Duration::from_secs(600), "{:?}", t.elapsed());
+        assert!(!p.samples().is_empty());
     }
 }
