@@ -25,6 +25,8 @@ const JOB_TABLES: &[&str] = &[
     "job_volumes",
     "samples",
     "recall_samples",
+    "job_copies",
+    "copy_segments",
     "marks",
     "drive_health",
     "staged_chunks",
@@ -394,12 +396,15 @@ mod tests {
             .execute_batch(&format!(
                 "INSERT INTO samples VALUES ({j}, 'backup', 'drive:0', 0, 1, 0.5, NULL, 0, NULL); \
                  INSERT INTO recall_samples VALUES ({j}, 0, 1, 10, 2); \
+                 INSERT INTO job_copies VALUES ({j}, 2, 'copies', 'ok', 5); \
+                 INSERT INTO copy_segments VALUES ({j}, 2, 0, {}, 3, 0, 2, 40); \
                  INSERT INTO marks VALUES ({j}, 'backup', 0, 'load', 0, 10); \
                  INSERT INTO drive_health VALUES ({j}, 'backup', 0, 'TL0001L9', '{{}}'); \
                  INSERT INTO staged_chunks (job_id, stream, seq, stage_id, file, first_block, \
                      blocks, stream_offset, bytes, state, created_ns) \
                      VALUES ({j}, 1, 0, {}, 'f', 0, 1, 0, 100, 'despooled', 9); \
                  INSERT INTO stage_cuts VALUES ({j}, 1, {});",
+                v.id,
                 stage.id,
                 c.conn.pick("X'61'", "'\\x61'::bytea"),
             ))

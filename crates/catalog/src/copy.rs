@@ -32,6 +32,8 @@ const TABLES: &[(&str, &str)] = &[
     ("extents", "rowid"),
     ("samples", "job_id, op, series, t_ms"),
     ("recall_samples", "job_id, t_ms"),
+    ("job_copies", "job_id, copy_no"),
+    ("copy_segments", "job_id, copy_no, seq"),
     ("marks", "rowid"),
     ("drive_health", "rowid"),
     ("staged_chunks", "job_id, stream, seq"),

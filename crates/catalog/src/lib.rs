@@ -18,6 +18,7 @@ use rusqlite::Connection;
 use std::path::Path;
 
 mod check;
+mod copies;
 mod copy;
 pub mod db;
 mod error;
@@ -38,6 +39,7 @@ mod tokens;
 mod volumes;
 
 pub use check::{CheckReport, Problem, ProblemKind};
+pub use copies::{copy_position, CopySegment, CopyState, JobCopy};
 pub use copy::Copied;
 use error::Doing;
 pub use error::{CatalogError, Result};
@@ -326,7 +328,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 19);
+            assert_eq!(c.schema_version().unwrap(), 20);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

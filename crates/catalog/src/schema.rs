@@ -334,6 +334,31 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job_id, t_ms)
     ) WITHOUT ROWID;
     ",
+    // 20: further copies of jobs, each written block for block on other
+    // cartridges, and the segments of each copy: which run of the original's
+    // objects each holds, and where (docs/COPIES.md).
+    "
+    CREATE TABLE job_copies (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        copy_no INTEGER NOT NULL,
+        pool TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_ns INTEGER NOT NULL,
+        PRIMARY KEY (job_id, copy_no)
+    ) WITHOUT ROWID;
+    CREATE TABLE copy_segments (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        copy_no INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        volume_id INTEGER NOT NULL REFERENCES volumes(id),
+        first_lbn INTEGER NOT NULL,
+        orig_seq INTEGER NOT NULL,
+        orig_first_lbn INTEGER NOT NULL,
+        objects INTEGER,
+        PRIMARY KEY (job_id, copy_no, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX copy_segments_by_volume ON copy_segments (volume_id);
+    ",
 ];
 
 /// The migrations of a PostgreSQL catalog past [`POSTGRES_SCHEMA`]: the one at
@@ -410,6 +435,29 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
         waiting BIGINT NOT NULL,
         PRIMARY KEY (job_id, t_ms)
     );
+    ",
+    // 20: as SQLite's 20.
+    "
+    CREATE TABLE job_copies (
+        job_id BIGINT NOT NULL REFERENCES jobs(id),
+        copy_no BIGINT NOT NULL,
+        pool TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_ns BIGINT NOT NULL,
+        PRIMARY KEY (job_id, copy_no)
+    );
+    CREATE TABLE copy_segments (
+        job_id BIGINT NOT NULL REFERENCES jobs(id),
+        copy_no BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        volume_id BIGINT NOT NULL REFERENCES volumes(id),
+        first_lbn BIGINT NOT NULL,
+        orig_seq BIGINT NOT NULL,
+        orig_first_lbn BIGINT NOT NULL,
+        objects BIGINT,
+        PRIMARY KEY (job_id, copy_no, seq)
+    );
+    CREATE INDEX copy_segments_by_volume ON copy_segments (volume_id);
     ",
 ];
 
@@ -728,7 +776,7 @@ mod tests {
         // The catalog as version 5 left it: no chain column.
         c.conn
             .execute_batch(
-                "DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
+                "DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
                  DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -755,7 +803,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
+            .execute_batch("DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -783,7 +831,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
+                "DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn

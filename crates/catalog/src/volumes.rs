@@ -386,6 +386,8 @@ fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
         "extents",
         "samples",
         "recall_samples",
+        "copy_segments",
+        "job_copies",
         "marks",
         "drive_health",
         "streams",

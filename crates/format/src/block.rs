@@ -67,6 +67,26 @@ impl BlockHeader {
         block[60..64].copy_from_slice(&crc.to_le_bytes());
     }
 
+    /// Moves a block whose CRC is right to another place: its header's volume
+    /// UUID and LBN become `volume` and `lbn`, the CRC is made right for them,
+    /// and nothing else changes. Every other header byte stays as it was written
+    /// (the versions included), so an encrypted block keeps its associated data
+    /// and its tag holds. How a copy writes the original's blocks. A block shorter
+    /// than a header is left as it is.
+    pub fn relocate(block: &mut [u8], volume: [u8; 16], lbn: u64) {
+        if block.len() < BLOCK_HEADER_LEN {
+            return;
+        }
+        let mut new = [0u8; 60];
+        new.copy_from_slice(&block[..60]);
+        new[8..24].copy_from_slice(&volume);
+        new[24..32].copy_from_slice(&lbn.to_le_bytes());
+        let stored = u32::from_le_bytes([block[60], block[61], block[62], block[63]]);
+        let crc = reseal_crc(stored, &block[..60], &new, block.len() - BLOCK_HEADER_LEN);
+        block[..60].copy_from_slice(&new);
+        block[60..64].copy_from_slice(&crc.to_le_bytes());
+    }
+
     /// The read version a block with these flags has.
     fn read_version(&self) -> u8 {
         // Readers of version 1 would take a zstd frame for records, readers of
@@ -368,6 +388,33 @@ mod tests {
             h.seal(&mut b);
             b[pos] ^= 1 << bit;
             prop_assert!(BlockHeader::open(&b).is_err());
+        }
+
+        /// A block moved to another volume and LBN has a right CRC, and every
+        /// other byte as it was, even the write version of an older writer.
+        #[test]
+        fn a_relocated_block_has_its_new_place_and_every_other_byte_kept(
+            a in header(),
+            volume in any::<[u8; 16]>(),
+            lbn in any::<u64>(),
+            body in proptest::collection::vec(any::<u8>(), 0..5000),
+        ) {
+            let mut block = vec![0u8; 64];
+            block.extend_from_slice(&body);
+            a.seal(&mut block);
+            // A block of an older writer: write version 3, as on tapes of
+            // version 3, whose encrypted blocks bind it in their tag.
+            block[4] = 3;
+            let crc = block_crc(&block);
+            block[60..64].copy_from_slice(&crc.to_le_bytes());
+            let before = block.clone();
+            BlockHeader::relocate(&mut block, volume, lbn);
+            prop_assert_eq!(&block[8..24], &volume[..]);
+            prop_assert_eq!(&block[24..32], &lbn.to_le_bytes()[..]);
+            prop_assert_eq!(block_crc(&block), u32::from_le_bytes([block[60], block[61], block[62], block[63]]));
+            prop_assert_eq!(&block[..8], &before[..8]);
+            prop_assert_eq!(&block[32..60], &before[32..60]);
+            prop_assert_eq!(&block[64..], &before[64..]);
         }
 
         /// A block sealed again with other fields gets the CRC a seal would give

@@ -23,8 +23,8 @@ pub use expand::expand_block;
 pub use label::{VolumeLabel, LABEL_LEN, LABEL_MAGIC, LABEL_WRITE_VERSION};
 pub use pack::{PackedBlock, StreamPacker};
 pub use record::{
-    Entry, EntryType, Facts, FileEnd, FileStatus, IndexEntry, IndexFacts, JobEnd, JobStart,
-    JobStatus, Kind, Level, Pos, RecordHeader, SetInfo, StreamEnd, StreamInfo, Timestamp,
+    CopyStart, Entry, EntryType, Facts, FileEnd, FileStatus, IndexEntry, IndexFacts, JobEnd,
+    JobStart, JobStatus, Kind, Level, Pos, RecordHeader, SetInfo, StreamEnd, StreamInfo, Timestamp,
     RECORD_HEADER_LEN,
 };
 

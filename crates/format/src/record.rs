@@ -28,6 +28,8 @@ pub enum Kind {
     JobEnd = 8,
     /// The data key of an encrypted job, wrapped (format version 3).
     JobKey = 9,
+    /// Start of a segment of a further copy of a job (docs/COPIES.md).
+    CopyStart = 10,
 }
 
 impl Kind {
@@ -42,6 +44,7 @@ impl Kind {
             7 => Kind::Index,
             8 => Kind::JobEnd,
             9 => Kind::JobKey,
+            10 => Kind::CopyStart,
             _ => {
                 return Err(FormatError::UnknownCode {
                     what: "record kind",
@@ -478,6 +481,62 @@ pub struct StreamInfo {
     pub name: String,
     /// Source path on the backed-up host.
     pub source: Vec<u8>,
+}
+
+/// The body of a `CopyStart`: the start of a segment of a further copy of a job.
+/// The objects after its blocks are the original's, from volume sequence
+/// `orig_seq` and LBN `orig_lbn` on, one for one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyStart {
+    /// The copy's number: 2 for the first copy after the job's own cartridges.
+    pub copy_no: u16,
+    /// The original's volume sequence of the first object copied after it.
+    pub orig_seq: u32,
+    /// The original's LBN of that object.
+    pub orig_lbn: u64,
+    /// The job, as a `Continuation` names it; its volume sequence is the copy
+    /// segment's number within the copy, from 0.
+    pub start: JobStart,
+}
+
+impl CopyStart {
+    /// Bytes before the `JobStart` body.
+    const FIXED: usize = 16;
+
+    /// Encodes the body: the copy's fields, then the `JobStart` body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut e = Enc(&mut v);
+        e.u16(self.copy_no);
+        e.raw(&[0; 2]);
+        e.u32(self.orig_seq);
+        e.u64(self.orig_lbn);
+        v.extend_from_slice(&self.start.encode());
+        v
+    }
+
+    /// Decodes a body. A copy number below 2 is corrupt (the job's own
+    /// cartridges are copy 1 and have no `CopyStart`).
+    pub fn decode(buf: &[u8]) -> Result<Self> {
+        let mut d = Dec::new(buf, "copy start record");
+        let copy_no = d.u16()?;
+        d.reserved(2)?;
+        let orig_seq = d.u32()?;
+        let orig_lbn = d.u64()?;
+        if copy_no < 2 {
+            return Err(FormatError::UnknownCode {
+                what: "copy number",
+                value: copy_no,
+            });
+        }
+        let rest = buf.get(Self::FIXED..).unwrap_or(&[]);
+        Ok(CopyStart {
+            copy_no,
+            orig_seq,
+            orig_lbn,
+            start: JobStart::decode(rest)?,
+        })
+    }
 }
 
 /// `JobStart` and `Continuation` bodies (FORMAT.md 5.1, 5.2).
@@ -1102,6 +1161,26 @@ mod tests {
         #[test]
         fn job_start_round_trip(j in job_start()) {
             prop_assert_eq!(JobStart::decode(&j.encode()).unwrap(), j);
+        }
+
+        #[test]
+        fn copy_start_round_trip(
+            j in job_start(),
+            copy_no in 2u16..,
+            orig_seq in any::<u32>(),
+            orig_lbn in any::<u64>(),
+        ) {
+            let c = CopyStart { copy_no, orig_seq, orig_lbn, start: j };
+            let body = c.encode();
+            prop_assert_eq!(CopyStart::decode(&body).unwrap(), c);
+            // Cut in its own fields or in the job's first field, it is an
+            // error; copy number 1 is refused.
+            for n in [0, 3, 15, 20] {
+                prop_assert!(CopyStart::decode(&body[..n]).is_err());
+            }
+            let mut one = body.clone();
+            one[..2].copy_from_slice(&1u16.to_le_bytes());
+            prop_assert!(CopyStart::decode(&one).is_err());
         }
 
         #[test]

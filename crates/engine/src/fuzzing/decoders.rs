@@ -77,6 +77,7 @@ fn decode_body(kind: Kind, body: &[u8]) {
         Kind::Index => drop(IndexEntry::decode_chunk(body)),
         Kind::JobEnd => drop(JobEnd::decode(body)),
         Kind::JobKey => drop(JobKey::decode(body)),
+        Kind::CopyStart => drop(tapeloom_format::CopyStart::decode(body)),
     }
 }
 
