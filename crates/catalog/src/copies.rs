@@ -270,6 +270,52 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// Records that `barcode` left the library through a mail slot at `now_ns`.
+    pub fn set_offsite(&self, barcode: &str, now_ns: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO offsite (barcode, since_ns) VALUES (?1, ?2) \
+                 ON CONFLICT (barcode) DO UPDATE SET since_ns = excluded.since_ns",
+                params![barcode, now_ns],
+            )
+            .doing("mark a cartridge offsite")?;
+        Ok(())
+    }
+
+    /// Records that `barcode` is back in the library.
+    pub fn clear_offsite(&self, barcode: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM offsite WHERE barcode = ?1", params![barcode])
+            .doing("bring a cartridge back onsite")?;
+        Ok(())
+    }
+
+    /// Every cartridge offsite, with since when, by barcode.
+    pub fn offsite(&self) -> Result<Vec<(String, i64)>> {
+        let run = || -> crate::db::Result<Vec<(String, i64)>> {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT barcode, since_ns FROM offsite ORDER BY barcode")?;
+            st.query_map(params![], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        };
+        run().doing("list the cartridges offsite")
+    }
+
+    /// Since when `barcode` is offsite (nanoseconds since the epoch), if it is.
+    pub fn offsite_since(&self, barcode: &str) -> Result<Option<i64>> {
+        self.conn
+            .query_row(
+                "SELECT since_ns FROM offsite WHERE barcode = ?1",
+                params![barcode],
+                |r| r.get(0),
+            )
+            .optional()
+            .doing("look whether a cartridge is offsite")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +355,20 @@ mod tests {
         // A segment still written holds what follows its first object.
         assert_eq!(copy_position(&segs, 1, 500), Some((8, 543)));
         assert_eq!(copy_position(&segs, 2, 2), None);
+    }
+
+    both! {
+        fn a_cartridge_is_offsite_from_its_export_to_its_import() {
+            let (_dir, c) = scratch();
+            assert_eq!(c.offsite_since("TL0001L9").unwrap(), None);
+            c.set_offsite("TL0001L9", 7).unwrap();
+            c.set_offsite("TL0001L9", 9).unwrap();
+            assert_eq!(c.offsite_since("TL0001L9").unwrap(), Some(9));
+            assert_eq!(c.offsite_since("TL0002L9").unwrap(), None);
+            assert_eq!(c.offsite().unwrap(), vec![("TL0001L9".to_string(), 9)]);
+            c.clear_offsite("TL0001L9").unwrap();
+            assert_eq!(c.offsite_since("TL0001L9").unwrap(), None);
+        }
     }
 
     both! {

@@ -34,6 +34,7 @@ const TABLES: &[(&str, &str)] = &[
     ("recall_samples", "job_id, t_ms"),
     ("job_copies", "job_id, copy_no"),
     ("copy_segments", "job_id, copy_no, seq"),
+    ("offsite", "barcode"),
     ("marks", "rowid"),
     ("drive_health", "rowid"),
     ("staged_chunks", "job_id, stream, seq"),

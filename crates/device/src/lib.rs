@@ -25,7 +25,8 @@ pub use lto::{Clock, LtoDrive};
 pub use null_drive::NullDrive;
 pub use virtual_drive::{VirtualDrive, VirtualTape};
 pub use virtual_library::{
-    valid_prefix, LibraryConfig, VirtualLibrary, MAX_CLEANING, MAX_DRIVES, MAX_SLOTS, MIN_CAPACITY,
+    valid_prefix, LibraryConfig, VirtualLibrary, MAX_CLEANING, MAX_DRIVES, MAX_MAIL_SLOTS,
+    MAX_SLOTS, MIN_CAPACITY,
 };
 
 /// What a read found at the current position.

@@ -37,6 +37,10 @@ pub struct LibraryConfig {
     /// so that the libraries of servers sharing a catalog hold no barcode twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// Import/export elements (mail slots): where cartridges leave the library
+    /// and come back (`library export`, `library import`). Empty when made.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mail_slots: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -52,6 +56,8 @@ pub const MAX_DRIVES: usize = 256;
 pub const MAX_SLOTS: usize = 9999;
 /// The most cleaning cartridges a virtual library has (`CLN001L1` to `CLN999L1`).
 pub const MAX_CLEANING: usize = 999;
+/// The most import/export elements a virtual library has.
+pub const MAX_MAIL_SLOTS: usize = 64;
 /// The smallest capacity of a virtual library's cartridges.
 pub const MIN_CAPACITY: u64 = 4 << 20;
 
@@ -80,6 +86,9 @@ struct State {
     /// Cleanings each cleaning cartridge has done.
     #[serde(default)]
     cleaning_uses: std::collections::BTreeMap<String, u32>,
+    /// The import/export elements, after the storage slots in address order.
+    #[serde(default)]
+    mail: Vec<Option<String>>,
 }
 
 /// A virtual library, open.
@@ -132,6 +141,7 @@ impl VirtualLibrary {
         if !(1..=MAX_DRIVES).contains(&config.drives)
             || !(1..=MAX_SLOTS).contains(&config.slots)
             || config.cleaning > MAX_CLEANING
+            || config.mail_slots > MAX_MAIL_SLOTS
         {
             return Err(ChangerError::BadLayout.into());
         }
@@ -186,6 +196,7 @@ impl VirtualLibrary {
                 .chain((1..=config.cleaning).map(|i| Some(cleaning_barcode(i))))
                 .collect(),
             drives: vec![None; config.drives],
+            mail: vec![None; config.mail_slots],
             config,
             write_protected: Vec::new(),
             cleaning_uses: Default::default(),
@@ -212,6 +223,7 @@ impl VirtualLibrary {
             })?;
         if state.slots.len() != state.config.slots + state.config.cleaning
             || state.drives.len() != state.config.drives
+            || state.mail.len() != state.config.mail_slots
         {
             return Err(Corruption::LibraryLayout { path: p }.into());
         }
@@ -236,9 +248,12 @@ impl VirtualLibrary {
         &self.state.config
     }
 
-    /// Every cartridge barcode, sorted.
+    /// Every cartridge barcode, sorted: those in the mail slots too.
     pub fn all_barcodes(&self) -> Vec<String> {
-        self.inventory_now().barcodes()
+        let mut v = self.inventory_now().barcodes();
+        v.extend(self.state.mail.iter().flatten().cloned());
+        v.sort();
+        v
     }
 
     /// Bytes written on a cartridge.
@@ -337,7 +352,21 @@ impl VirtualLibrary {
                     barcode: b.clone(),
                 })
                 .collect(),
-            import_export: Vec::new(),
+            import_export: (self.state.mail.iter().enumerate())
+                .map(|(i, b)| SlotElement {
+                    address: self.state.slots.len() + i,
+                    barcode: b.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The element at `address`: a storage slot, or a mail slot after them.
+    fn element(&mut self, address: usize) -> Option<&mut Option<String>> {
+        let n = self.state.slots.len();
+        match address.checked_sub(n) {
+            None => self.state.slots.get_mut(address),
+            Some(i) => self.state.mail.get_mut(i),
         }
     }
 }
@@ -485,8 +514,10 @@ impl Changer for VirtualLibrary {
         self.save()
     }
 
+    /// Moves a cartridge between storage slots and mail slots (addresses after
+    /// the storage slots).
     fn transfer(&mut self, from: usize, to: usize) -> Result<()> {
-        let n = self.state.slots.len();
+        let n = self.state.slots.len() + self.state.mail.len();
         if from >= n || to >= n {
             return Err(ChangerError::NoSuchSlot {
                 slot: from.max(to),
@@ -494,18 +525,22 @@ impl Changer for VirtualLibrary {
             }
             .into());
         }
-        let Some(b) = self.state.slots[from].clone() else {
+        let Some(b) = self.element(from).and_then(|e| e.clone()) else {
             return Err(ChangerError::SlotEmpty { slot: from }.into());
         };
-        if let Some(o) = &self.state.slots[to] {
+        if let Some(Some(o)) = self.element(to).map(|e| e.clone()) {
             return Err(ChangerError::SlotOccupied {
                 slot: to,
-                barcode: o.clone(),
+                barcode: o,
             }
             .into());
         }
-        self.state.slots[to] = Some(b);
-        self.state.slots[from] = None;
+        if let Some(e) = self.element(to) {
+            *e = Some(b);
+        }
+        if let Some(e) = self.element(from) {
+            *e = None;
+        }
         // A cartridge that moved has no home slot but its new one.
         self.save()
     }
@@ -528,6 +563,7 @@ mod tests {
             scale: None,
             cleaning: 0,
             prefix: None,
+            mail_slots: 0,
         };
         let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
         let inv = lib.inventory().unwrap();
@@ -562,6 +598,7 @@ mod tests {
             scale: None,
             cleaning: 0,
             prefix: None,
+            mail_slots: 0,
         };
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
@@ -580,6 +617,7 @@ mod tests {
             scale: None,
             cleaning: 0,
             prefix: None,
+            mail_slots: 0,
         };
         VirtualLibrary::create(dir.path(), cfg).unwrap();
         let text = std::fs::read_to_string(dir.path().join("library.json")).unwrap();

@@ -25,6 +25,7 @@ fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
             scale: None,
             cleaning: 0,
             prefix: None,
+            mail_slots: 0,
         },
     )
     .unwrap()
@@ -44,6 +45,7 @@ fn with_cleaning_cartridge(dir: &Path, drives: usize, slots: usize) -> VirtualLi
             scale: None,
             cleaning: 1,
             prefix: None,
+            mail_slots: 0,
         },
     )
     .unwrap()

@@ -325,8 +325,16 @@ pub enum MediaError {
         /// Cleanings done.
         cleanings: u32,
     },
+    /// The cartridge is in a mail slot: outside the library (exported).
+    #[error("cartridge {barcode} is in mail slot {slot}, outside the library: run `tapeloom library import {barcode}` to read it")]
+    InMailSlot {
+        /// Barcode.
+        barcode: String,
+        /// The mail slot's address.
+        slot: usize,
+    },
     /// The cartridge is not in the library.
-    #[error("cartridge {barcode} is not in the library")]
+    #[error("cartridge {barcode} is not in the library; if it went offsite, put it into a mail slot and run `tapeloom library import {barcode}`")]
     NotInLibrary {
         /// Barcode.
         barcode: String,

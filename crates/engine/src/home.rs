@@ -226,6 +226,7 @@ impl Home {
                     scale: None,
                     cleaning: 0,
                     prefix: None,
+                    mail_slots: 0,
                 },
             )?;
         }

@@ -36,6 +36,7 @@ mod net_server_keys;
 mod net_set_restore;
 mod net_verify;
 mod nginx;
+mod offsite;
 mod options;
 mod overwrite;
 mod pipe;

@@ -134,6 +134,25 @@ fn backup_spans_cartridges_through_the_changer_and_restores_identical() {
     let again = t.path().join("again");
     ok(&home, &["restore", &job, "--to", again.to_str().unwrap()]);
     assert_same_tree(&src, &again);
+
+    // Offsite through tgt's import/export element: a restore that needs the
+    // cartridge names it in one line; imported, it reads again.
+    let tape = vols[0].as_str().unwrap();
+    let e = ok(&home, &["library", "export", tape]);
+    assert_eq!(e["cartridges"][0]["barcode"], tape, "{e}");
+    let away = t.path().join("away");
+    let restore = ["restore", &job, "--to", away.to_str().unwrap()];
+    let args: Vec<&std::ffi::OsStr> = restore.iter().map(std::ffi::OsStr::new).collect();
+    let (code, _, err) = run(&home, &args);
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(tape) && err.contains("library import"),
+        "{err}"
+    );
+    ok(&home, &["library", "import", tape]);
+    ok(&home, &restore);
+    assert_same_tree(&src, &away);
 }
 
 /// Writes one block that is not a tapeloom label on `barcode`, through the changer.

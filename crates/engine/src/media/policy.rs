@@ -66,6 +66,15 @@ pub(crate) fn place(
 ) -> Result<(usize, Drive, bool)> {
     let inv = lib.inventory()?;
     let holder = inv.drive_of(barcode);
+    // Nothing moves for a cartridge that is not there to be loaded.
+    if holder.is_none() && inv.slot_of(barcode).is_none() {
+        let barcode = barcode.to_string();
+        return Err(match inv.mail_slot_of(&barcode) {
+            Some(slot) => MediaError::InMailSlot { barcode, slot },
+            None => MediaError::NotInLibrary { barcode },
+        }
+        .into());
+    }
     let drive = match (prefer, holder) {
         (Some(p), _) => p,
         (None, Some(h)) => h,

@@ -52,6 +52,14 @@ pub struct Args {
     /// its own.
     #[arg(long, value_parser = prefix)]
     prefix: Option<String>,
+    /// Mail slots (import/export elements; 0 to 64), empty when made: where
+    /// `library export` puts cartridges that go offsite.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_parser = crate::commands::usize_in(..=tapeloom_device::MAX_MAIL_SLOTS as u64)
+    )]
+    mail_slots: usize,
 }
 
 fn prefix(s: &str) -> std::result::Result<String, String> {
@@ -93,6 +101,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         scale: a.scale,
         cleaning: a.cleaning,
         prefix: a.prefix.clone(),
+        mail_slots: a.mail_slots,
     })?;
     match before {
         // On a shared catalog, only this library's old and new cartridges.

@@ -5,6 +5,7 @@ mod cartridges;
 mod create;
 mod exercise;
 mod inventory;
+mod offsite;
 mod protect;
 mod status;
 mod trim;
@@ -39,6 +40,12 @@ enum Cmd {
     /// Move a cartridge (from a drive, a slot or a mail slot) into an empty slot or
     /// mail slot (import/export element: that takes it out of the library).
     Move(cartridges::MoveArgs),
+    /// Move cartridges into empty mail slots (import/export elements) to take
+    /// them offsite; the catalog marks them offsite.
+    Export(offsite::ExportArgs),
+    /// Move cartridges from the mail slots back into empty slots (default: every
+    /// cartridge in a mail slot); the catalog marks them back onsite.
+    Import(offsite::ImportArgs),
     /// Write tapeloom volume labels. A cartridge with data tapeloom did not write, or
     /// with jobs in the catalog, is overwritten only with --force.
     Label(cartridges::LabelArgs),
@@ -71,6 +78,8 @@ impl Args {
             Cmd::Load(a) => emit(&cartridges::load(a, &home)?, json),
             Cmd::Unload(a) => emit(&cartridges::unload(a, &home)?, json),
             Cmd::Move(a) => emit(&cartridges::move_cartridge(a, &home)?, json),
+            Cmd::Export(a) => emit(&offsite::export(a, &home)?, json),
+            Cmd::Import(a) => emit(&offsite::import(a, &home)?, json),
             Cmd::Label(a) => emit(&cartridges::label(a, &home)?, json),
             Cmd::Clean(a) => emit(&cartridges::clean(a, &home)?, json),
             Cmd::Protect(a) => emit(&protect::run(a, &home)?, json),

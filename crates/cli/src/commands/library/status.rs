@@ -13,10 +13,20 @@ pub struct Status {
     drives: Vec<Drive>,
     slots: Vec<super::inventory::Slot>,
     cartridges: Vec<Cartridge>,
+    /// Cartridges exported (`library export`) and not imported since.
+    offsite: Vec<Offsite>,
     bytes_used: u64,
     /// The slots, drives and cartridge capacity, for the heading.
     #[serde(skip)]
     capacity: Option<u64>,
+}
+
+/// A cartridge offsite: since when, and whether it still waits in a mail slot.
+#[derive(Serialize)]
+struct Offsite {
+    barcode: String,
+    since: String,
+    mail_slot: Option<usize>,
 }
 
 /// A drive, its cartridge, and what it says of its health.
@@ -95,7 +105,15 @@ pub fn run(home: &Home) -> Result<Status> {
             volume_statistics: h.volume_statistics,
         });
     }
+    let offsite = (home.catalog.offsite()?.into_iter())
+        .map(|(barcode, since)| Offsite {
+            mail_slot: inv.mail_slot_of(&barcode),
+            since: tapeloom_proto::fmt::time(since),
+            barcode,
+        })
+        .collect();
     Ok(Status {
+        offsite,
         library: lib.describe(),
         drives,
         slots: super::inventory::slots(&inv.slots),
@@ -145,6 +163,17 @@ impl Output for Status {
             if let Some(n) = c.notes.last() {
                 outln!("  {}", escape_controls(n));
             }
+        }
+        for o in &self.offsite {
+            let at = match o.mail_slot {
+                Some(s) => format!(", in mail slot {s}"),
+                None => String::new(),
+            };
+            outln!(
+                "{}  offsite since {}{at}",
+                escape_controls(&o.barcode),
+                o.since
+            );
         }
     }
 }
