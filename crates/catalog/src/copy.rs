@@ -35,6 +35,7 @@ const TABLES: &[(&str, &str)] = &[
     ("job_copies", "job_id, copy_no"),
     ("copy_segments", "job_id, copy_no, seq"),
     ("offsite", "barcode"),
+    ("job_verifies", "job_id"),
     ("marks", "rowid"),
     ("drive_health", "rowid"),
     ("staged_chunks", "job_id, stream, seq"),

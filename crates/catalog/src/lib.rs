@@ -28,6 +28,7 @@ mod hsm;
 mod jobs;
 mod moves;
 mod pools;
+mod readback;
 mod samples;
 mod schema;
 mod sets;
@@ -48,6 +49,7 @@ pub use hsm::{HsmFile, HsmRoot};
 pub use jobs::{Job, JobVolume, Stream, INTERRUPTED};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, DEFAULT_POOL};
+pub use readback::LastVerify;
 pub use samples::{Mark, Phase, RecallSample, Sample, Series};
 pub use sets::{Tree, TreeFile};
 pub use site::{Reaped, ServerRow, Ticket, TicketState};
@@ -328,7 +330,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 21);
+            assert_eq!(c.schema_version().unwrap(), 22);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

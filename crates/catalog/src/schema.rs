@@ -367,6 +367,18 @@ const MIGRATIONS: &[&str] = &[
         since_ns INTEGER NOT NULL
     );
     ",
+    // 22: each job's last read-back (`verify`): when, what it found, and how it
+    // was run.
+    "
+    CREATE TABLE job_verifies (
+        job_id INTEGER PRIMARY KEY REFERENCES jobs(id),
+        at_ns INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        blocks INTEGER NOT NULL,
+        bad_blocks INTEGER NOT NULL,
+        how TEXT NOT NULL
+    );
+    ",
 ];
 
 /// The migrations of a PostgreSQL catalog past [`POSTGRES_SCHEMA`]: the one at
@@ -472,6 +484,17 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     CREATE TABLE offsite (
         barcode TEXT PRIMARY KEY,
         since_ns BIGINT NOT NULL
+    );
+    ",
+    // 22: as SQLite's 22.
+    "
+    CREATE TABLE job_verifies (
+        job_id BIGINT PRIMARY KEY REFERENCES jobs(id),
+        at_ns BIGINT NOT NULL,
+        ok BIGINT NOT NULL,
+        blocks BIGINT NOT NULL,
+        bad_blocks BIGINT NOT NULL,
+        how TEXT NOT NULL
     );
     ",
 ];
@@ -791,7 +814,7 @@ mod tests {
         // The catalog as version 5 left it: no chain column.
         c.conn
             .execute_batch(
-                "DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
+                "DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
                  DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -818,7 +841,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
+            .execute_batch("DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -846,7 +869,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
+                "DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn

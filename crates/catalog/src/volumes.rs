@@ -387,6 +387,7 @@ fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
         "samples",
         "recall_samples",
         "copy_segments",
+        "job_verifies",
         "job_copies",
         "marks",
         "drive_health",

@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::home::Home;
 use crate::media::reader::{Got, JobReader, Sink, Streams};
 use crate::restore::Expect;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 use tapeloom_format::{Entry, Event, FileEnd, FileStatus, Kind};
 
@@ -161,6 +161,47 @@ impl Sink for Checker {
 
 /// Verifies job `job_id`.
 pub fn verify(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyReport> {
+    verify_as(home, job_id, drive, "verify")
+}
+
+/// [`verify`], recorded with the job as run `how` (`verify` by hand, `schedule
+/// NAME` on a schedule): the job's last read-back (`jobs` shows it). Each
+/// cartridge a bad block was found on is marked suspect, with a note saying
+/// which job found how many, so that it is read no more than it must and its jobs
+/// are copied elsewhere.
+pub fn verify_as(
+    home: &Home,
+    job_id: i64,
+    drive: Option<usize>,
+    how: &str,
+) -> Result<VerifyReport> {
+    let report = read_back(home, job_id, drive)?;
+    let cat = &home.catalog;
+    let now = crate::clock::now()?.as_nanos();
+    cat.record_verify(&tapeloom_catalog::LastVerify {
+        job_id,
+        at_ns: now,
+        ok: report.ok,
+        blocks: report.blocks_checked,
+        bad_blocks: report.bad_blocks.len() as u64,
+        how: how.to_string(),
+    })?;
+    let mut bad: BTreeMap<&str, u64> = BTreeMap::new();
+    for (barcode, _) in &report.bad_blocks {
+        *bad.entry(barcode.as_str()).or_default() += 1;
+    }
+    for (barcode, n) in bad {
+        if let Some(v) = cat.volume_by_barcode(barcode)? {
+            cat.set_volume_status(v.id, tapeloom_catalog::VolumeState::Suspect)?;
+            let note = format!("verify of job {job_id} found {n} bad blocks on it");
+            cat.add_volume_note(v.id, now, &note)?;
+        }
+    }
+    Ok(report)
+}
+
+/// Reads job `job_id` back whole and checks every block and file.
+fn read_back(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
     let (mut reader, vols) = JobReader::open(home, job_id, drive)?;

@@ -33,6 +33,19 @@ pub struct Job {
     /// The client (a server token's name) that ran it; none for a job run on the
     /// server's own machine.
     pub client: Option<String>,
+    /// When it was last read back and checked, what that found, and how it was
+    /// run; none when it never was.
+    #[serde(default)]
+    pub last_verified: Option<Verified>,
+}
+
+/// A job's last read-back.
+#[derive(Serialize, Deserialize)]
+pub struct Verified {
+    pub at: String,
+    pub ok: bool,
+    pub bad_blocks: u64,
+    pub how: String,
 }
 
 /// The jobs `visible` lets through.
@@ -63,6 +76,12 @@ pub fn list(
             volumes,
             key: j.key.map(|(f, _)| f.chars().take(16).collect()),
             client: j.client,
+            last_verified: cat.last_verify(j.id)?.map(|v| Verified {
+                at: time(v.at_ns),
+                ok: v.ok,
+                bad_blocks: v.bad_blocks,
+                how: v.how,
+            }),
         });
     }
     Ok(Jobs { jobs })

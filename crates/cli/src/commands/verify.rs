@@ -4,6 +4,11 @@
 //! for a restore (`GET /api/jobs/ID/restore`, an encrypted job's blocks sealed)
 //! and this machine opens and checks each block with the key, which never leaves
 //! it ([`tapeloom_engine::BlockVerify`]); nothing is written.
+//!
+//! `verify --pool NAME [--older-than D]` reads back every finished job of a pool
+//! not read back within D (all of them without it), one after another: each
+//! result is kept with its job (`jobs` shows it), and a cartridge with a bad block
+//! is marked suspect.
 
 use super::Context;
 use crate::net::Remote;
@@ -16,8 +21,14 @@ use tapeloom_proto::ServerError;
 #[derive(clap::Args)]
 pub struct Args {
     /// Job id.
-    #[arg(value_parser = super::parse_job_id)]
-    job: i64,
+    #[arg(value_parser = super::parse_job_id, required_unless_present = "pool", conflicts_with = "pool")]
+    job: Option<i64>,
+    /// Read back every finished job of this pool instead.
+    #[arg(long, value_name = "NAME")]
+    pool: Option<String>,
+    /// With --pool: only jobs not read back within this long (for example 90d).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "pool")]
+    older_than: Option<std::time::Duration>,
     /// Drive to read with.
     #[arg(long, value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
@@ -27,7 +38,78 @@ pub struct Args {
     remote: Remote,
 }
 
-pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
+/// What a verify found: of one job, or of a pool's jobs.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum Outcome {
+    One(Verified),
+    Pool(PoolVerified),
+}
+
+/// A pool's jobs read back.
+#[derive(serde::Serialize)]
+pub struct PoolVerified {
+    pool: String,
+    ok: bool,
+    jobs: Vec<Verified>,
+    /// Jobs read back within `--older-than`, left alone.
+    skipped: Vec<i64>,
+}
+
+pub fn run(a: Args, ctx: &Context) -> Result<Outcome> {
+    match (a.job, a.pool.clone()) {
+        (Some(job), _) => Ok(Outcome::One(one(job, a, ctx)?)),
+        (None, Some(pool)) => Ok(Outcome::Pool(pool_jobs(&pool, a, ctx)?)),
+        (None, None) => Err(clap::Error::raw(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "a job id or --pool",
+        )
+        .into()),
+    }
+}
+
+/// Reads back the pool's finished jobs not read back within `--older-than`.
+fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
+    if a.remote.resolve()?.is_some() {
+        return Err(ServerError::NotServed("verify --pool").into());
+    }
+    let mut home = ctx.open_home()?;
+    a.key.give(&mut home)?;
+    let now = tapeloom_engine::clock::now()?.as_nanos();
+    let since = a
+        .older_than
+        .map(|d| now.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)));
+    let cat = &home.catalog;
+    let (mut jobs, mut skipped) = (Vec::new(), Vec::new());
+    for j in cat.jobs()? {
+        let done = matches!(
+            j.status,
+            tapeloom_catalog::JobState::Ok | tapeloom_catalog::JobState::Partial
+        );
+        let vols = cat.job_volumes(j.id)?;
+        if !done || vols.first().is_none_or(|v| v.volume.pool != pool) {
+            continue;
+        }
+        let last = cat.last_verify(j.id)?;
+        if let (Some(since), Some(l)) = (since, &last) {
+            if l.at_ns > since {
+                skipped.push(j.id);
+                continue;
+            }
+        }
+        let r = tapeloom_engine::verify_as(&home, j.id, a.drive, "verify --pool")?;
+        jobs.push(Verified::new(j.id, r));
+    }
+    Ok(PoolVerified {
+        pool: pool.to_string(),
+        ok: jobs.iter().all(|v| v.ok),
+        jobs,
+        skipped,
+    })
+}
+
+/// Verifies one job.
+fn one(job: i64, a: Args, ctx: &Context) -> Result<Verified> {
     if let Some(server) = a.remote.resolve()? {
         if a.key.given() {
             // The server's restore chooses its drives: none can be named.
@@ -35,14 +117,52 @@ pub fn run(a: Args, ctx: &Context) -> Result<Verified> {
                 return Err(ServerError::NotServed("verify --key --drive").into());
             }
             // The key file is read and unlocked before the server is asked.
-            return tapeloom_client::verify::keyed(&server, a.job, a.key.keys()?);
+            return tapeloom_client::verify::keyed(&server, job, a.key.keys()?);
         }
-        return tapeloom_client::verify::remote(&server, a.job, a.drive);
+        return tapeloom_client::verify::remote(&server, job, a.drive);
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
-    let r = tapeloom_engine::verify(&home, a.job, a.drive)?;
-    Ok(Verified::new(a.job, r))
+    let r = tapeloom_engine::verify(&home, job, a.drive)?;
+    Ok(Verified::new(job, r))
+}
+
+impl Output for Outcome {
+    fn print(&self) {
+        match self {
+            Outcome::One(v) => v.print(),
+            Outcome::Pool(p) => {
+                for v in &p.jobs {
+                    v.print();
+                }
+                if !p.skipped.is_empty() {
+                    outln!(
+                        "{} jobs of pool {} read back lately, left alone",
+                        p.skipped.len(),
+                        escape_controls(&p.pool)
+                    );
+                }
+            }
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        match self {
+            Outcome::One(v) => v.failure(),
+            Outcome::Pool(p) => {
+                let bad: Vec<String> = (p.jobs.iter().filter(|v| !v.ok))
+                    .map(|v| v.job_id.to_string())
+                    .collect();
+                (!bad.is_empty()).then(|| {
+                    format!(
+                        "pool {}: jobs {} failed verification",
+                        p.pool,
+                        bad.join(", ")
+                    )
+                })
+            }
+        }
+    }
 }
 
 impl Output for Verified {

@@ -42,6 +42,7 @@ mod overwrite;
 mod pipe;
 mod point_in_time;
 mod pools;
+mod readback;
 mod rebuild_sets;
 mod rebuild_streams;
 mod recover;
