@@ -200,6 +200,36 @@ pub fn verify_as(
     Ok(report)
 }
 
+/// The finished jobs of `pool` (by the pool of their first cartridge) to read
+/// back at `now_ns`: those not read back within `older_than` (every one without
+/// it); and those left alone, read back lately. Job ids, oldest first.
+pub fn read_back_due(
+    cat: &tapeloom_catalog::Catalog,
+    pool: &str,
+    older_than: Option<std::time::Duration>,
+    now_ns: i64,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let since =
+        older_than.map(|d| now_ns.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)));
+    let (mut due, mut recent) = (Vec::new(), Vec::new());
+    for j in cat.jobs()? {
+        let done = matches!(
+            j.status,
+            tapeloom_catalog::JobState::Ok | tapeloom_catalog::JobState::Partial
+        );
+        let vols = cat.job_volumes(j.id)?;
+        if !done || vols.first().is_none_or(|v| v.volume.pool != pool) {
+            continue;
+        }
+        let last = cat.last_verify(j.id)?;
+        match (since, last) {
+            (Some(since), Some(l)) if l.at_ns > since => recent.push(j.id),
+            _ => due.push(j.id),
+        }
+    }
+    Ok((due, recent))
+}
+
 /// Reads job `job_id` back whole and checks every block and file.
 fn read_back(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyReport> {
     let t0 = Instant::now();

@@ -21,6 +21,7 @@
 pub mod backup;
 pub mod base;
 pub mod body;
+pub mod duration;
 pub mod error;
 pub mod feed;
 pub mod fmt;

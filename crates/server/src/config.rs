@@ -82,7 +82,8 @@ pub struct KeyEntry {
 }
 
 /// A `[[schedule]]`: a backup the server runs itself at the calendar's times, of
-/// paths on its own host, recorded for `client`.
+/// paths on its own host, recorded for `client`; or, with `verify`, a read-back
+/// of a pool's jobs.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
@@ -92,9 +93,15 @@ pub struct Schedule {
     #[serde(deserialize_with = "calendar")]
     pub calendar: Calendar,
     /// The token name the jobs are recorded for: that client sees and restores them.
+    #[serde(default)]
     pub client: String,
     /// The paths backed up, on the server's host.
+    #[serde(default)]
     pub sources: Vec<PathBuf>,
+    /// A read-back instead of a backup: `pool:NAME`, and `older-than:D` to read
+    /// back only jobs not read back within D (`pool:NAME,older-than:90d`).
+    #[serde(default, deserialize_with = "read_back")]
+    pub verify: Option<ReadBack>,
     /// The backup set (default: the name).
     pub set: Option<String>,
     /// full (the default), incremental or differential.
@@ -110,6 +117,9 @@ pub enum ScheduleError {
     /// Two schedules of one name.
     #[error("two schedules are named '{0}'")]
     Duplicate(String),
+    /// A schedule that both backs up and reads back.
+    #[error("schedule '{0}' has both sources and verify: a schedule backs up or reads back")]
+    VerifyAndSources(String),
     /// A schedule without a name, client or sources.
     #[error("schedule '{name}' has no {what}")]
     Missing {
@@ -118,6 +128,33 @@ pub enum ScheduleError {
         /// name, client or sources.
         what: &'static str,
     },
+}
+
+/// What a read-back schedule reads back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadBack {
+    /// The pool whose jobs are read back.
+    pub pool: String,
+    /// Only jobs not read back within this long.
+    pub older_than: Option<std::time::Duration>,
+}
+
+fn read_back<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ReadBack>, D::Error> {
+    let text = String::deserialize(d)?;
+    let bad = |why: &str| serde::de::Error::custom(format!("verify '{text}': {why}"));
+    let (mut pool, mut older_than) = (None, None);
+    for part in text.split(',').map(str::trim) {
+        match part.split_once(':') {
+            Some(("pool", name)) if !name.is_empty() => pool = Some(name.to_string()),
+            Some(("older-than", d)) => {
+                let d = tapeloom_proto::duration::parse(d).map_err(|e| bad(&e.to_string()))?;
+                older_than = Some(d);
+            }
+            _ => return Err(bad("each part is pool:NAME or older-than:DURATION")),
+        }
+    }
+    let pool = pool.ok_or_else(|| bad("it names no pool (pool:NAME)"))?;
+    Ok(Some(ReadBack { pool, older_than }))
 }
 
 fn calendar<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Calendar, D::Error> {
@@ -147,10 +184,13 @@ fn check(schedules: &[Schedule]) -> Result<(), ScheduleError> {
         if s.name.is_empty() {
             return Err(missing("name"));
         }
-        if s.client.is_empty() {
+        if s.verify.is_some() {
+            if !s.sources.is_empty() {
+                return Err(ScheduleError::VerifyAndSources(s.name.clone()));
+            }
+        } else if s.client.is_empty() {
             return Err(missing("client"));
-        }
-        if s.sources.is_empty() {
+        } else if s.sources.is_empty() {
             return Err(missing("sources"));
         }
         if !names.insert(s.name.as_str()) {
@@ -506,5 +546,19 @@ mod tests {
         let none = SCHEDULE.replace("[\"/srv/a\", \"/srv/b\"]", "[]");
         assert_eq!(msg(&none), "schedule 'nightly' has no sources");
         assert!(msg(&SCHEDULE.replace("client = \"c1\"\n", "")).contains("client"));
+        // A read-back: a pool, and what it is not.
+        let rb = "[[schedule]]\nname = \"rb\"\ncalendar = \"daily\"\n";
+        let f = File::parse(&format!("{rb}verify = \"pool:archive, older-than:90d\"\n")).unwrap();
+        let s = &f.resolve(File::default()).unwrap().schedules[0];
+        let want = ReadBack {
+            pool: "archive".into(),
+            older_than: Some(std::time::Duration::from_secs(90 * 86400)),
+        };
+        assert_eq!(s.verify.as_ref(), Some(&want));
+        assert!(msg(&format!("{rb}verify = \"older-than:1d\"\n")).contains("names no pool"));
+        assert!(msg(&format!("{rb}verify = \"pool:a,older-than:1y\"\n")).contains("unknown unit"));
+        assert!(
+            msg(&format!("{SCHEDULE}verify = \"pool:a\"\n")).contains("both sources and verify")
+        );
     }
 }

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tapeloom_engine::clock::{self, BadSpeed};
 use tapeloom_engine::{BackupOptions, DriveSet, Home, Progress};
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 /// The longest real sleep between two readings of the clock, so that a change
 /// of the system clock is seen within it.
@@ -147,7 +147,11 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
     let spawned = std::thread::Builder::new()
         .name(format!("schedule {}", s.name))
         .spawn(move || {
-            if let Err(e) = run_scheduled(&shared, &s2) {
+            let r = match &s2.verify {
+                Some(rb) => read_back(&shared, &s2.name, rb),
+                None => run_scheduled(&shared, &s2).map(|_| ()),
+            };
+            if let Err(e) = r {
                 warn!(schedule = %s2.name, "{e}");
             }
             (running2.lock().unwrap_or_else(PoisonError::into_inner)).remove(&s2.name);
@@ -156,6 +160,39 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
         lock().remove(&s.name);
         error!(schedule = %s.name, "start its job: {e}");
     }
+}
+
+/// A read-back schedule's run: each job of the pool not read back within its
+/// time, verified on a free drive, one after another, each result kept with its
+/// job (as run `schedule NAME`) and each cartridge with a bad block marked
+/// suspect ([`tapeloom_engine::verify_as`]).
+fn read_back(
+    shared: &Shared,
+    name: &str,
+    rb: &crate::config::ReadBack,
+) -> Result<(), ScheduleError> {
+    let home_err = |e| ScheduleError::Home(Box::new(e));
+    let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
+        return Err(ScheduleError::Stopping);
+    };
+    let home = shared.drive_pool.enter(&shared.home).map_err(home_err)?;
+    let now = tapeloom_engine::clock::now()
+        .map_err(|e| ScheduleError::Clock(Box::new(e)))?
+        .as_nanos();
+    let (due, recent) = tapeloom_engine::read_back_due(&home.catalog, &rb.pool, rb.older_than, now)
+        .map_err(home_err)?;
+    let how = format!("schedule {name}");
+    let (mut ok, mut bad) = (0, Vec::new());
+    for job in due {
+        let at = drive.indexes.first().copied();
+        match tapeloom_engine::verify_as(&home, job, at, &how) {
+            Ok(r) if r.ok => ok += 1,
+            Ok(_) => bad.push(job),
+            Err(e) => warn!(schedule = %name, job, "read back: {e}"),
+        }
+    }
+    info!(schedule = %name, pool = %rb.pool, ok, bad = ?bad, left_alone = recent.len(), "read back");
+    Ok(())
 }
 
 /// Runs one scheduled job from its queue entry to its end; its job id.

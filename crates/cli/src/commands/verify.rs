@@ -76,29 +76,11 @@ fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
     let now = tapeloom_engine::clock::now()?.as_nanos();
-    let since = a
-        .older_than
-        .map(|d| now.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)));
-    let cat = &home.catalog;
-    let (mut jobs, mut skipped) = (Vec::new(), Vec::new());
-    for j in cat.jobs()? {
-        let done = matches!(
-            j.status,
-            tapeloom_catalog::JobState::Ok | tapeloom_catalog::JobState::Partial
-        );
-        let vols = cat.job_volumes(j.id)?;
-        if !done || vols.first().is_none_or(|v| v.volume.pool != pool) {
-            continue;
-        }
-        let last = cat.last_verify(j.id)?;
-        if let (Some(since), Some(l)) = (since, &last) {
-            if l.at_ns > since {
-                skipped.push(j.id);
-                continue;
-            }
-        }
-        let r = tapeloom_engine::verify_as(&home, j.id, a.drive, "verify --pool")?;
-        jobs.push(Verified::new(j.id, r));
+    let (due, skipped) = tapeloom_engine::read_back_due(&home.catalog, pool, a.older_than, now)?;
+    let mut jobs = Vec::new();
+    for id in due {
+        let r = tapeloom_engine::verify_as(&home, id, a.drive, "verify --pool")?;
+        jobs.push(Verified::new(id, r));
     }
     Ok(PoolVerified {
         pool: pool.to_string(),

@@ -241,3 +241,67 @@ fn a_scheduled_job_runs_on_a_free_drive_beside_a_clients_job() {
     let check = ok(&home, &["catalog", "check"]);
     assert_eq!(check["ok"], true, "{check}");
 }
+
+#[test]
+fn a_read_back_schedule_verifies_a_pools_jobs_and_marks_a_damaged_cartridge_suspect() {
+    if !test_hooks() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let admin = admin_token(&home, "admin");
+    ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "1",
+            "--slots",
+            "2",
+            "--capacity",
+            "64M",
+        ],
+    );
+    let src = t.path().join("src");
+    for i in 0..3 {
+        write(&src.join(format!("f{i}")), &noise(i, 600_000));
+    }
+    let job = ok(&home, &["backup", src.to_str().unwrap()])["job_id"]
+        .as_i64()
+        .unwrap();
+    crate::common::keyed::flip(&home, 3, false);
+    let config = t.path().join("server.toml");
+    let text = "[[schedule]]\nname = \"readback\"\ncalendar = \"*:*\"\n\
+                verify = \"pool:default,older-than:1d\"\n";
+    std::fs::write(&config, text).unwrap();
+    let s = Server::start_with_env(&home, Some(&config), &fast_clock("2026-01-05T03:00:00Z"));
+    // 03:01 on the server's clock: about 2 s from its start.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let last = loop {
+        let jobs = s.json(&admin, &["jobs"]);
+        let j = (jobs["jobs"].as_array().unwrap().iter()).find(|j| j["job_id"] == job);
+        if let Some(l) = j
+            .map(|j| j["last_verified"].clone())
+            .filter(|l| !l.is_null())
+        {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "{jobs}\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (last["ok"].as_bool(), last["how"].as_str()),
+        (Some(false), Some("schedule readback")),
+        "{last}"
+    );
+    assert!(last["at"].as_str().unwrap() >= "2026-01-05T03:01", "{last}");
+    assert!(last["bad_blocks"].as_u64().unwrap() >= 1, "{last}");
+    drop(s);
+    let status = ok(&home, &["library", "status"]);
+    let tape = (status["cartridges"].as_array().unwrap().iter())
+        .find(|c| c["barcode"] == "TL0001L9")
+        .cloned();
+    let tape = tape.unwrap_or_default();
+    assert_eq!(tape["state"], "suspect", "{status}");
+}
