@@ -4,17 +4,6 @@
 use crate::common::*;
 use std::path::Path;
 
-/// A one-line error naming all of `words`, and a non-zero exit.
-fn assert_one_line_error(code: i32, err: &str, words: &[&str]) {
-    assert_ne!(code, 0, "{err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].starts_with("tapeloom: error: "), "{err}");
-    for w in words {
-        assert!(lines[0].contains(w), "{w:?} not in {err}");
-    }
-}
-
 /// Eight files of 2 MB: several blocks each.
 fn source(dir: &Path) {
     for i in 0..8 {

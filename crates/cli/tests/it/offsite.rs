@@ -5,17 +5,11 @@
 use crate::common::*;
 use std::ffi::OsStr;
 
-/// A one-line error naming all of `words`, and a non-zero exit.
+/// `args` refused with a one-line error naming all of `words`.
 fn refused(home: &std::path::Path, args: &[&str], words: &[&str]) {
     let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
     let (code, _, err) = run(home, &args);
-    assert_ne!(code, 0, "{err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].starts_with("tapeloom: error: "), "{err}");
-    for w in words {
-        assert!(lines[0].contains(w), "{w:?} not in {err}");
-    }
+    assert_one_line_error(code, &err, words);
 }
 
 #[test]

@@ -257,3 +257,14 @@ pub fn despool(home: &Path, job: i64, stream: u16) {
     let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
     c.mark_chunk_despooled(job, stream, 0).unwrap();
 }
+
+/// A one-line error naming all of `words`, and a non-zero exit.
+pub fn assert_one_line_error(code: i32, err: &str, words: &[&str]) {
+    assert_ne!(code, 0, "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("tapeloom: error: "), "{err}");
+    for w in words {
+        assert!(lines[0].contains(w), "{w:?} not in {err}");
+    }
+}
