@@ -244,6 +244,10 @@ def ordered(a, work):
         storm = subprocess.run(["bash", "-c", 'for f in "$@"; do cat -- "$f" > /dev/null & done; wait',
                                 "storm", *picks], capture_output=True, text=True)
         t_storm = time.monotonic() - t0
+        # The daemon writes its counters once a batch is done, which is after
+        # its readers were let go: wait for them to count every file.
+        wait_for("the daemon's counters", 120,
+                 lambda: counters(stat_path).get("recalled_files", 0) >= len(picks))
         c = counters(stat_path)
     finally:
         daemon.send_signal(signal.SIGTERM)
