@@ -225,7 +225,7 @@ impl Catalog {
         run().doing("read a copy's segments")
     }
 
-    /// The copy (job, copy number) whose segment `seq` is on `volume_id`, if any.
+    /// The copies (job, copy number) that have a segment on `volume_id`.
     pub fn copy_on_volume(&self, volume_id: i64) -> Result<Vec<(i64, u32)>> {
         let run = || -> crate::db::Result<Vec<(i64, u32)>> {
             let mut st = self.conn.prepare_cached(

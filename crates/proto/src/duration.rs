@@ -1,4 +1,5 @@
-//! Durations on the command line: a whole number and a unit, `90s`, `30m`, `2h`, `7d`, `2w`.
+//! Durations on the command line and in the server's configuration: a whole
+//! number and a unit, `90s`, `30m`, `2h`, `7d`, `2w`.
 
 use std::time::Duration;
 

@@ -10,19 +10,7 @@ use std::ffi::OsStr;
 fn a_pools_read_back_keeps_each_result_and_marks_a_damaged_cartridge_suspect() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "2",
-            "--capacity",
-            "64M",
-        ],
-    );
+    small_library(&home);
     let src = t.path().join("src");
     for i in 0..4 {
         write(&src.join(format!("f{i}")), &noise(i, 600_000));

@@ -250,19 +250,7 @@ fn a_read_back_schedule_verifies_a_pools_jobs_and_marks_a_damaged_cartridge_susp
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
     let admin = admin_token(&home, "admin");
-    ok(
-        &home,
-        &[
-            "library",
-            "create",
-            "--drives",
-            "1",
-            "--slots",
-            "2",
-            "--capacity",
-            "64M",
-        ],
-    );
+    small_library(&home);
     let src = t.path().join("src");
     for i in 0..3 {
         write(&src.join(format!("f{i}")), &noise(i, 600_000));

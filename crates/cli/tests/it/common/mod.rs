@@ -268,3 +268,9 @@ pub fn assert_one_line_error(code: i32, err: &str, words: &[&str]) {
         assert!(lines[0].contains(w), "{w:?} not in {err}");
     }
 }
+
+/// A virtual library of one drive and two cartridges of 64 MiB in `home`.
+pub fn small_library(home: &Path) {
+    let args = ["--drives", "1", "--slots", "2", "--capacity", "64M"];
+    ok(home, &[&["library", "create"][..], &args].concat());
+}
