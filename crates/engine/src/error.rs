@@ -58,6 +58,9 @@ pub enum Error {
     /// A disk stage or a chunk file on it.
     #[error(transparent)]
     Stage(#[from] StageError),
+    /// A copy of a job.
+    #[error(transparent)]
+    Copy(#[from] CopyError),
     /// A key file, or a job's key.
     #[error(transparent)]
     Crypt(#[from] CryptError),
@@ -260,6 +263,94 @@ pub enum OptionsError {
     },
 }
 
+/// A copy of a job that cannot be made.
+#[derive(Debug, Error)]
+pub enum CopyError {
+    /// Only a job that ended is copied.
+    #[error("job {job} is {status}: only a job that ended (ok or partial) is copied")]
+    NotEnded {
+        /// Job id.
+        job: i64,
+        /// Its status.
+        status: &'static str,
+    },
+    /// The copy would go to the pool the job is in.
+    #[error(
+        "job {job} is in pool {} already (cartridge {}): a copy goes to another pool",
+        escape_controls(pool),
+        escape_controls(barcode)
+    )]
+    SamePool {
+        /// Job id.
+        job: i64,
+        /// The pool.
+        pool: String,
+        /// A cartridge of the job in it.
+        barcode: String,
+    },
+    /// The writing side stopped; its own error says why.
+    #[error("the copy's writing drive stopped")]
+    WriterGone,
+    /// The reading thread panicked.
+    #[error("the copy's reading drive stopped unexpectedly")]
+    ReaderPanicked,
+    /// A spool file read back is not what was written to it.
+    #[error("the copy's spool file {} changed on disk", .path.display())]
+    SpoolDamaged {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The copy read holds no object at that place of the original.
+    #[error("copy {copy_no} holds nothing of the job's volume {seq} at block {lbn}")]
+    NotInCopy {
+        /// The copy.
+        copy_no: u32,
+        /// The original's volume sequence.
+        seq: u32,
+        /// The original's LBN.
+        lbn: u64,
+    },
+    /// No copy of that number.
+    #[error("job {job} has no copy {copy_no} that restores may read")]
+    NoCopy {
+        /// Job id.
+        job: i64,
+        /// The copy asked for.
+        copy_no: u32,
+    },
+}
+
+/// What is wrong with an object of a segment read as it lies on tape.
+#[derive(Debug, Error)]
+pub enum SegmentProblem {
+    /// The block does not open: its CRC, magic or header is bad.
+    #[error("the block is damaged: {0}")]
+    Damaged(tapeloom_format::FormatError),
+    /// The block belongs to another job.
+    #[error("the block is another job's (tag {found:016x}, not {want:016x})")]
+    OtherJob {
+        /// The tag it carries.
+        found: u64,
+        /// The job's.
+        want: u64,
+    },
+    /// The block says it was written elsewhere (another volume or LBN).
+    #[error("the block says it was written at block {lbn} of another place")]
+    Misplaced {
+        /// The LBN its header gives.
+        lbn: u64,
+    },
+    /// The tape ends before the segment's recorded end.
+    #[error("the tape ends before the segment's recorded end at block {end}")]
+    EndsEarly {
+        /// The recorded last block.
+        end: u64,
+    },
+    /// The catalog records no end for the segment (its job never closed it).
+    #[error("the catalog records no end for the job's segment there")]
+    NoEnd,
+}
+
 /// Cartridges and drives the volume policy refuses or cannot find.
 #[derive(Debug, Error)]
 pub enum MediaError {
@@ -368,6 +459,17 @@ pub enum MediaError {
     LabelMismatch {
         /// Barcode.
         barcode: String,
+    },
+    /// A segment read as it lies on tape (a copy's source, a read-back) is not
+    /// what the catalog says of it.
+    #[error("cartridge {barcode}, block {lbn}: {problem}")]
+    SegmentObject {
+        /// Barcode.
+        barcode: String,
+        /// Where.
+        lbn: u64,
+        /// What is wrong.
+        problem: SegmentProblem,
     },
     /// The label found is not the volume's the job expects.
     #[error("cartridge {barcode} does not carry the label of volume {seq} of this job")]

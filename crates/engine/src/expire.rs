@@ -161,6 +161,15 @@ fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
         on_volume.entry(v).or_default().push(j);
         volumes_of.entry(j).or_default().push(v);
     }
+    // A cartridge holding a further copy of a job is kept while that job is.
+    for v in volumes.keys() {
+        for (j, _) in cat.copy_on_volume(*v)? {
+            let on = on_volume.entry(*v).or_default();
+            if !on.contains(&j) {
+                on.push(j);
+            }
+        }
+    }
     // Each job's expiry: the latest of its volumes' pools' (a job writes to one
     // pool; a pool that keeps jobs forever keeps it forever).
     let own = |j: i64| -> Option<i64> {

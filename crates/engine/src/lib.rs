@@ -13,6 +13,7 @@
 mod backup;
 pub mod clock;
 mod compress;
+mod copy;
 mod crypt;
 mod error;
 mod expire;
@@ -38,10 +39,11 @@ pub use backup::{
 };
 pub use backup::{choose_set, BaseRow, BaseTree, Deletions, Scan, ScanFigures, SetChoice};
 pub use compress::Compress;
+pub use copy::{copy_job, CopyOptions, CopyReport};
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{
-    ChunkHeaderProblem, CryptError, Error, HomeError, JobError, MediaError, OptionsError,
-    PlaceError, ReceiveError, Result, StageError, ToolError,
+    ChunkHeaderProblem, CopyError, CryptError, Error, HomeError, JobError, MediaError,
+    OptionsError, PlaceError, ReceiveError, Result, StageError, ToolError,
 };
 pub use expire::{expire, expiries, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{

@@ -37,6 +37,22 @@ pub struct Job {
     /// run; none when it never was.
     #[serde(default)]
     pub last_verified: Option<Verified>,
+    /// Its further copies (`tapeloom copy`): the job's own cartridges are copy
+    /// 1 and are `volumes`.
+    #[serde(default)]
+    pub copies: Vec<Copy>,
+}
+
+/// A further copy of a job.
+#[derive(Serialize, Deserialize)]
+pub struct Copy {
+    pub copy_no: u32,
+    pub pool: String,
+    /// writing, ok or retired.
+    pub state: String,
+    pub created: String,
+    /// Its cartridges, in the order its segments use them.
+    pub volumes: Vec<String>,
 }
 
 /// A job's last read-back.
@@ -82,9 +98,39 @@ pub fn list(
                 bad_blocks: v.bad_blocks,
                 how: v.how,
             }),
+            copies: copies(cat, j.id)?,
         });
     }
     Ok(Jobs { jobs })
+}
+
+/// The further copies of job `id`.
+fn copies(cat: &Catalog, id: i64) -> tapeloom_catalog::Result<Vec<Copy>> {
+    let mut out = Vec::new();
+    let copies = cat.copies(id)?;
+    if copies.is_empty() {
+        return Ok(out);
+    }
+    let barcodes: std::collections::HashMap<i64, String> = (cat.volumes()?.into_iter())
+        .map(|v| (v.id, v.barcode))
+        .collect();
+    for c in copies {
+        let mut volumes: Vec<String> = Vec::new();
+        for s in cat.copy_segments(id, c.copy_no)? {
+            let b = barcodes.get(&s.volume_id).cloned().unwrap_or_default();
+            if !volumes.contains(&b) {
+                volumes.push(b);
+            }
+        }
+        out.push(Copy {
+            copy_no: c.copy_no,
+            pool: c.pool,
+            state: c.state.as_str().to_string(),
+            created: time(c.created_ns),
+            volumes,
+        });
+    }
+    Ok(out)
 }
 
 impl Jobs {

@@ -33,6 +33,40 @@ pub struct Entry {
     pub volume: String,
     pub block: u64,
     pub offset: u32,
+    /// Where its data starts in each whole further copy of the job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<CopyPlace>,
+}
+
+/// Where an entry's data starts in a further copy of its job.
+#[derive(Serialize, Deserialize)]
+pub struct CopyPlace {
+    pub copy_no: u32,
+    pub volume: String,
+    pub block: u64,
+}
+
+/// The whole further copies of job `job`: each one's number and segments, and
+/// the barcodes of the cartridges they are on.
+type Copies = (
+    Vec<(u32, Vec<tapeloom_catalog::CopySegment>)>,
+    HashMap<i64, String>,
+);
+
+fn copies_of(cat: &Catalog, job: i64) -> tapeloom_catalog::Result<Copies> {
+    let mut out = Vec::new();
+    for c in cat.copies(job)? {
+        if c.state == tapeloom_catalog::CopyState::Ok {
+            out.push((c.copy_no, cat.copy_segments(job, c.copy_no)?));
+        }
+    }
+    let barcodes = match out.is_empty() {
+        true => HashMap::new(),
+        false => (cat.volumes()?.into_iter())
+            .map(|v| (v.id, v.barcode))
+            .collect(),
+    };
+    Ok((out, barcodes))
 }
 
 /// Hands each entry of job `job` under `path` (all when none) to `each`; refuses a
@@ -47,10 +81,22 @@ pub fn list_job(
         .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
     let vols = cat.job_volumes(job)?;
     let prefix = path.map(tapeloom_engine::normalize);
+    let (copies, barcodes) = copies_of(cat, job)?;
     let mut count = 0u64;
     cat.for_each_file(job, prefix.as_deref(), |r| {
         count += 1;
-        each(Entry::new(&r, &vols));
+        let mut e = Entry::new(&r, &vols);
+        for (copy_no, segs) in &copies {
+            let at = tapeloom_catalog::copy_position(segs, r.start_seq, r.start_lbn);
+            if let Some((volume_id, block)) = at {
+                e.copies.push(CopyPlace {
+                    copy_no: *copy_no,
+                    volume: barcodes.get(&volume_id).cloned().unwrap_or_default(),
+                    block,
+                });
+            }
+        }
+        each(e);
         Ok(())
     })?;
     if let (0, Some(p)) = (count, prefix) {
@@ -136,6 +182,7 @@ impl Entry {
             volume: volume.to_string(),
             block: r.start_lbn,
             offset: r.start_off,
+            copies: Vec::new(),
         }
     }
 }

@@ -28,13 +28,19 @@ impl Output for Jobs {
         // line is escaped whole.
         for j in &self.jobs {
             let line = format!(
-                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}  {}{}{}{}",
+                "{:>5}  {:<8} {}  {:>9} files {:>10}  {}{}  {}{}{}{}",
                 j.job_id,
                 j.status,
                 j.started,
                 j.files,
                 output::bytes(j.bytes),
                 j.volumes.join(","),
+                j.copies.iter().fold(String::new(), |acc, c| format!(
+                    "{acc} + copy {} ({}, {})",
+                    c.copy_no,
+                    c.volumes.join(","),
+                    c.state
+                )),
                 j.name,
                 match (j.level.as_str(), j.set == j.name) {
                     ("full", true) => String::new(),

@@ -88,8 +88,20 @@ fn list_set(cat: &Catalog, a: &Args, path: Option<PathBuf>, ctx: &Context) -> Re
 
 /// Prints an entry on a line for people.
 fn print_entry(e: &Entry) {
+    // Where the entry starts in each further copy, after where it starts in
+    // the job's own cartridges.
+    let copies: String = (e.copies.iter())
+        .map(|c| {
+            format!(
+                " copy{}={}:{}",
+                c.copy_no,
+                escape_controls(&c.volume),
+                c.block
+            )
+        })
+        .collect();
     outln!(
-        "{:<8} {:o} {:>12} {} {}:{} {}",
+        "{:<8} {:o} {:>12} {} {}:{}{copies} {}",
         e.kind,
         e.mode,
         e.size,

@@ -5,6 +5,7 @@ pub mod backup;
 pub mod bench;
 pub mod catalog;
 pub mod completions;
+pub mod copy;
 pub mod devices;
 pub mod drive;
 pub mod expire;
@@ -46,6 +47,9 @@ pub enum Cmd {
     Restore(restore::Args),
     /// Read every block of a job and check its checksums.
     Verify(verify::Args),
+    /// Write a further copy of jobs onto another pool's cartridges, block for
+    /// block.
+    Copy(copy::Args),
     /// SCSI tape drives and media changers: this machine's /dev/sg devices and the
     /// iSCSI logical units named.
     Devices(devices::Args),
@@ -114,6 +118,7 @@ impl Cmd {
             Cmd::Ls(a) => emit(&ls::run(a, ctx)?, json),
             Cmd::Restore(a) => emit(&restore::run(a, ctx)?, json),
             Cmd::Verify(a) => emit(&verify::run(a, ctx)?, json),
+            Cmd::Copy(a) => emit(&copy::run(a, ctx)?, json),
             Cmd::Devices(a) => emit(&devices::run(a)?, json),
             Cmd::Library(a) => a.run(ctx),
             Cmd::Gen(a) => emit(&gen::run(a)?, json),

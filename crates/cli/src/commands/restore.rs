@@ -43,6 +43,11 @@ pub struct Args {
     /// given. A job written by several drives is read on as many.
     #[arg(long, value_parser = super::usize_in(1..=super::MAX_INDEX))]
     drives: Option<usize>,
+    /// Read only this copy of the job (1: its own cartridges; `jobs` lists its
+    /// copies). Without it, the first copy whose cartridges are all in the
+    /// library and none suspect is read, and a bad block is read from another.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65535), conflicts_with = "set")]
+    copy: Option<u32>,
     /// Only this stream: its extents are read and the others' skipped.
     #[arg(long, conflicts_with = "set")]
     stream: Option<String>,
@@ -95,6 +100,10 @@ impl From<OverwriteArg> for Overwrite {
 #[derive(Serialize)]
 pub struct Restored {
     job_id: i64,
+    /// The copy of the job read from tape (1: its own cartridges; 0: none read).
+    copy: u32,
+    /// Bad blocks read from another copy of the job instead.
+    from_other_copy: u64,
     /// The backup set restored as it was at `job_id`, for `--set`.
     set: Option<String>,
     /// The set of the job restored alone, for the note on metadata-only files.
@@ -217,6 +226,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             _ => ReadOrder::Planned,
         },
         samples_as: None,
+        copy: a.copy,
     };
     if a.recall && server.is_some() {
         return Err(CliError::RecallNeedsHome.into());
@@ -272,6 +282,8 @@ impl Restored {
         let rate = |s: f64| mb_per_s(r.bytes, s);
         Restored {
             job_id,
+            copy: r.copy_no,
+            from_other_copy: r.from_other_copy,
             set: None,
             set_of_job: String::new(),
             jobs: r.jobs.clone(),

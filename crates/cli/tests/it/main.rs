@@ -11,6 +11,7 @@ mod cartridge_index;
 mod catalog_check;
 mod catalog_pg;
 mod completions;
+mod copies;
 mod encrypt;
 mod expire;
 mod faults;

@@ -22,6 +22,7 @@ mod receiving;
 pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod resume;
+pub(crate) use resume::job_start;
 pub(crate) mod source;
 pub(crate) mod staged;
 pub(crate) mod weave;

@@ -250,7 +250,7 @@ pub(crate) const STREAM_CUT: &str =
 const ENTRY_CUT: &str = "the stage was full, so the start of this file went to tape before its end was staged, and the backup stopped before it ended: it is not in the job";
 
 /// The job's start record as its continuation records repeat it.
-fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
+pub(crate) fn job_start(home: &Home, job: &tapeloom_catalog::Job) -> Result<JobStart> {
     let streams = home.catalog.streams(job.id)?;
     let pool = home
         .catalog

@@ -479,6 +479,7 @@ impl ReadPath {
             volumes: Vec::new(),
             order: Default::default(),
             samples_as: None,
+            copy: None,
         };
         no_panic("restore", restore(home, job, &opts))?;
         check_beside(to)

@@ -5,6 +5,7 @@
 pub(crate) mod policy;
 pub(crate) mod reader;
 pub(crate) mod scan;
+pub(crate) mod segment;
 pub mod shared;
 pub(crate) mod trim;
 pub(crate) mod writer;

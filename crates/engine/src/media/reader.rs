@@ -7,7 +7,7 @@ use crate::media::policy::{place, read_label, Found};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tapeloom_catalog::{JobVolume, Phase};
+use tapeloom_catalog::{CopySegment, JobVolume, Phase, Volume};
 use tapeloom_device::{DeviceError, ReadOutcome};
 use tapeloom_format::{
     open_block, BlockHeader, DataKey, Event, FormatError, RecordDecoder, CONTINUATION_STREAM,
@@ -75,6 +75,95 @@ pub(crate) struct JobReader {
     health: Vec<(String, tapeloom_device::DriveHealth)>,
     /// When the drive changed cartridges or found its place: (drive, phase, from, to).
     pub marks: Vec<crate::sampler::Marked>,
+    /// The copy read in place of the job's own cartridges, if any.
+    copy: Option<CopyMap>,
+    /// The cartridge mounted (the job's own, or the copy's).
+    mounted_as: Option<Volume>,
+    /// Where the drive stands on the mounted cartridge.
+    phys: u64,
+    /// The piece being read: the original's first LBN and the cartridge's LBN of
+    /// the same object, and the original's LBN where the piece ends (exclusive).
+    piece: (u64, u64, u64),
+    /// Another copy to read a block from when it is bad here.
+    alt: Option<Box<JobReader>>,
+    /// The other copies, in the order they are tried, not opened yet.
+    alts: Vec<Option<CopyMap>>,
+    /// After a block was read from another copy on this reader's drive: where to
+    /// mount again and go on.
+    resume: Option<(u32, u64)>,
+    /// Bad blocks read from another copy instead.
+    pub from_other_copy: u64,
+    /// The drive other copies are read on.
+    alt_drive: Option<usize>,
+}
+
+/// Where a further copy of a job holds the job's objects (docs/COPIES.md): its
+/// segments and its cartridges.
+#[derive(Debug, Clone)]
+pub struct CopyMap {
+    /// The copy's number.
+    pub copy_no: u32,
+    segs: Vec<CopySegment>,
+    volumes: HashMap<i64, Volume>,
+}
+
+impl CopyMap {
+    /// Copy `copy_no` of `job`, which must be whole (state ok).
+    pub fn load(cat: &tapeloom_catalog::Catalog, job: i64, copy_no: u32) -> Result<CopyMap> {
+        let whole = (cat.copies(job)?.iter())
+            .any(|c| c.copy_no == copy_no && c.state == tapeloom_catalog::CopyState::Ok);
+        if !whole {
+            return Err(crate::error::CopyError::NoCopy { job, copy_no }.into());
+        }
+        let segs = cat.copy_segments(job, copy_no)?;
+        let mut volumes = HashMap::new();
+        for v in cat.volumes()? {
+            if segs.iter().any(|s| s.volume_id == v.id) {
+                volumes.insert(v.id, v);
+            }
+        }
+        Ok(CopyMap {
+            copy_no,
+            segs,
+            volumes,
+        })
+    }
+
+    /// The copy's cartridges, in the order its segments use them.
+    pub fn cartridges(&self) -> Vec<&Volume> {
+        let mut out: Vec<&Volume> = Vec::new();
+        for s in &self.segs {
+            if let Some(v) = self.volumes.get(&s.volume_id) {
+                if !out.iter().any(|o| o.id == v.id) {
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+
+    /// The cartridge holding the original's object at (`seq`, `lbn`), and the
+    /// piece it is in: (original's first LBN, cartridge's first LBN, original's
+    /// end, exclusive).
+    fn find(&self, seq: u32, lbn: u64) -> Option<(&Volume, (u64, u64, u64))> {
+        let s = self.segs.iter().find(|s| s.holds(seq, lbn))?;
+        self.piece(s)
+    }
+
+    /// The first piece of the original's volume `seq` that begins after `lbn`
+    /// (a reader asked to stand before the job's first object there stands at it).
+    fn find_after(&self, seq: u32, lbn: u64) -> Option<(&Volume, (u64, u64, u64))> {
+        let s = (self.segs.iter())
+            .filter(|s| s.orig_seq == seq && s.orig_first_lbn > lbn)
+            .min_by_key(|s| s.orig_first_lbn)?;
+        self.piece(s)
+    }
+
+    fn piece(&self, s: &CopySegment) -> Option<(&Volume, (u64, u64, u64))> {
+        let end = s.orig_first_lbn + s.objects.unwrap_or(0);
+        let v = self.volumes.get(&s.volume_id)?;
+        Some((v, (s.orig_first_lbn, s.first_lbn, end)))
+    }
 }
 
 impl JobReader {
@@ -139,7 +228,40 @@ impl JobReader {
             fixed_seconds: 0.0,
             health: Vec::new(),
             marks: Vec::new(),
+            copy: None,
+            mounted_as: None,
+            phys: 0,
+            piece: (0, 0, u64::MAX),
+            alt: None,
+            alts: Vec::new(),
+            resume: None,
+            from_other_copy: 0,
+            alt_drive: None,
         }
+    }
+
+    /// Reads copy `copy` of the job (`None`: its own cartridges), and a bad block
+    /// from the first of `alts` that has it good.
+    pub fn with_copies(mut self, copy: Option<CopyMap>, alts: Vec<Option<CopyMap>>) -> Self {
+        self.copy = copy;
+        self.alts = alts;
+        self
+    }
+
+    /// Reads a bad block from another copy on drive `d` (else on this reader's).
+    pub fn alt_drive(mut self, d: Option<usize>) -> Self {
+        self.alt_drive = d;
+        self
+    }
+
+    /// The copy read (1: the job's own cartridges).
+    pub fn copy_no(&self) -> u32 {
+        self.copy.as_ref().map_or(1, |c| c.copy_no)
+    }
+
+    /// The cartridge LBN of the original's `lbn` in the piece being read.
+    fn phys_of(&self, lbn: u64) -> u64 {
+        (lbn + self.piece.1).saturating_sub(self.piece.0)
     }
 
     fn modeled_now(&self) -> Option<f64> {
@@ -193,7 +315,9 @@ impl JobReader {
     /// Notes what the drive holding volume `seq` says about it.
     fn note_health(&mut self, seq: u32, d: &mut dyn tapeloom_device::TapeDrive) {
         let h = d.health();
-        if let Some(v) = self.vols.iter().find(|v| v.seq == seq) {
+        if let Some(v) = &self.mounted_as {
+            self.health.push((v.barcode.clone(), h));
+        } else if let Some(v) = self.vols.iter().find(|v| v.seq == seq) {
             self.health.push((v.volume.barcode.clone(), h));
         }
     }
@@ -218,28 +342,31 @@ impl JobReader {
     /// costs by locate and by reading, when the drive has a model.
     pub fn travel(&self, lbn: u64) -> Option<tapeloom_device::Travel> {
         let (_, d) = self.cur.as_ref()?;
-        d.travel_seconds(self.lbn, lbn)
+        d.travel_seconds(self.phys, self.phys_of(lbn))
     }
 
     /// What getting from block `from` to block `to` of the current volume costs
     /// by locate and by reading (infinite backwards), when the drive has a model.
     pub fn travel_between(&self, from: u64, to: u64) -> Option<tapeloom_device::Travel> {
         let (_, d) = self.cur.as_ref()?;
-        d.travel_seconds(from, to)
+        d.travel_seconds(self.phys_of(from), self.phys_of(to))
     }
 
     /// The mounted drive's own order for reading `extents` (first and last
     /// block of each) of the current volume, where the drive has one.
     pub fn recommended_order(&mut self, extents: &[(u64, u64)]) -> Option<Vec<usize>> {
+        let shifted: Vec<(u64, u64)> = (extents.iter())
+            .map(|(a, b)| (self.phys_of(*a), self.phys_of(*b)))
+            .collect();
         let (_, d) = self.cur.as_mut()?;
-        d.recommended_order(extents)
+        d.recommended_order(&shifted)
     }
 
     /// What reading blocks `from..to` of the current volume costs, when the drive has
     /// a model.
     pub fn read_cost(&self, from: u64, to: u64) -> Option<f64> {
         let (_, d) = self.cur.as_ref()?;
-        d.travel_seconds(from, to).map(|t| t.read)
+        (d.travel_seconds(self.phys_of(from), self.phys_of(to))).map(|t| t.read)
     }
 
     /// The bytes of the last block as read from tape (still compressed or
@@ -264,64 +391,95 @@ impl JobReader {
             .ok_or_else(|| JobError::NoVolume { seq }.into())
     }
 
-    /// Positions at block `lbn` of the job's volume `seq`.
-    pub fn seek(&mut self, seq: u32, lbn: u64) -> Result<()> {
+    /// Positions at block `lbn` of the job's volume `seq` (on the copy's
+    /// cartridge that holds it, when a copy is read).
+    pub fn seek(&mut self, seq: u32, mut lbn: u64) -> Result<()> {
         self.ended = false;
-        if self.cur.as_ref().map(|c| c.0) != Some(seq) {
+        self.resume = None;
+        let (target, piece) = match &self.copy {
+            None => (self.volume(seq)?.volume.clone(), (0, 0, u64::MAX)),
+            Some(c) => {
+                let found = c.find(seq, lbn).or_else(|| c.find_after(seq, lbn));
+                let (v, piece) = found.ok_or(crate::error::CopyError::NotInCopy {
+                    copy_no: c.copy_no,
+                    seq,
+                    lbn,
+                })?;
+                // Before the copy's first object of the volume: it stands there.
+                lbn = lbn.max(piece.0);
+                (v.clone(), piece)
+            }
+        };
+        let mounted =
+            self.cur.is_some() && self.mounted_as.as_ref().map(|v| v.id) == Some(target.id);
+        if !mounted {
             self.unload()?;
-            let v = self.volume(seq)?.clone();
-            let t_load = Instant::now();
-            let prefer = self.prefer_drive.or(self.drive);
-            let (i, mut drive, moved) = {
-                let mut lib = self.lib.lock().map_err(|_| MediaError::LibraryPoisoned)?;
-                place(&mut lib, &v.volume.barcode, prefer)?
-            };
-            // The load needs no changer: other drives go on meanwhile.
-            if moved {
-                drive.load()?;
-                self.loads += 1;
-            }
-            self.drive = Some(i);
-            let t_label = Instant::now();
-            self.marks.push((self.drive, Phase::Load, t_load, t_label));
-            let label = match read_label(&mut *drive) {
-                // A label the drive cannot read is a bad block like any other: every
-                // block read after it still proves its cartridge by the volume UUID
-                // in its header.
-                Err(crate::error::Error::Device(e)) if e.is_medium_error() => None,
-                r => Some(r?),
-            };
-            self.marks
-                .push((self.drive, Phase::Position, t_label, Instant::now()));
-            match label {
-                None => {}
-                Some(Found::Label(l)) if l.uuid == v.volume.uuid => {}
-                _ => {
-                    return Err(MediaError::WrongVolume {
-                        barcode: v.volume.barcode.clone(),
-                        seq,
-                    }
-                    .into())
-                }
-            }
-            self.bytes_read += tapeloom_format::LABEL_LEN as u64;
-            self.mounts += 1;
-            if let Some(st) = drive.stats() {
-                self.fixed_seconds += st.modeled_seconds;
-            }
-            self.cur = Some((seq, drive));
-            self.lbn = 1;
+            self.mount(&target, seq)?;
         }
-        if self.lbn != lbn {
+        if let Some(c) = self.cur.as_mut() {
+            c.0 = seq;
+        }
+        self.piece = piece;
+        let phys = self.phys_of(lbn);
+        if self.phys != phys {
             if let Some((_, d)) = self.cur.as_mut() {
                 let t = Instant::now();
-                d.locate(lbn)?;
+                d.locate(phys)?;
                 self.locates += 1;
                 self.marks
                     .push((self.drive, Phase::Position, t, Instant::now()));
             }
-            self.lbn = lbn;
+            self.phys = phys;
         }
+        self.lbn = lbn;
+        Ok(())
+    }
+
+    /// Puts cartridge `v` into a drive and checks its label; the drive then
+    /// stands after the label.
+    fn mount(&mut self, v: &Volume, seq: u32) -> Result<()> {
+        let t_load = Instant::now();
+        let prefer = self.prefer_drive.or(self.drive);
+        let (i, mut drive, moved) = {
+            let mut lib = self.lib.lock().map_err(|_| MediaError::LibraryPoisoned)?;
+            place(&mut lib, &v.barcode, prefer)?
+        };
+        // The load needs no changer: other drives go on meanwhile.
+        if moved {
+            drive.load()?;
+            self.loads += 1;
+        }
+        self.drive = Some(i);
+        let t_label = Instant::now();
+        self.marks.push((self.drive, Phase::Load, t_load, t_label));
+        let label = match read_label(&mut *drive) {
+            // A label the drive cannot read is a bad block like any other: every
+            // block read after it still proves its cartridge by the volume UUID
+            // in its header.
+            Err(crate::error::Error::Device(e)) if e.is_medium_error() => None,
+            r => Some(r?),
+        };
+        self.marks
+            .push((self.drive, Phase::Position, t_label, Instant::now()));
+        match label {
+            None => {}
+            Some(Found::Label(l)) if l.uuid == v.uuid => {}
+            _ => {
+                return Err(MediaError::WrongVolume {
+                    barcode: v.barcode.clone(),
+                    seq,
+                }
+                .into())
+            }
+        }
+        self.bytes_read += tapeloom_format::LABEL_LEN as u64;
+        self.mounts += 1;
+        if let Some(st) = drive.stats() {
+            self.fixed_seconds += st.modeled_seconds;
+        }
+        self.cur = Some((seq, drive));
+        self.mounted_as = Some(v.clone());
+        self.phys = 1;
         Ok(())
     }
 
@@ -338,6 +496,7 @@ impl JobReader {
             }
             self.retire(&mut *d, old);
         }
+        self.mounted_as = None;
         Ok(())
     }
 
@@ -346,8 +505,13 @@ impl JobReader {
     /// on too stays mounted where it stands, now known by that job's sequence
     /// number; any other is unloaded.
     pub fn switch(&mut self, vols: Vec<JobVolume>, tag: u64, key: Option<DataKey>) -> Result<()> {
-        if let Some((seq, _)) = &self.cur {
-            let id = self.volume(*seq)?.volume.id;
+        // Another job is read from its own cartridges.
+        self.copy = None;
+        self.alt = None;
+        self.alts.clear();
+        self.piece = (0, 0, u64::MAX);
+        if self.cur.is_some() {
+            let id = self.mounted_as.as_ref().map_or(-1, |v| v.id);
             match vols.iter().find(|v| v.volume.id == id) {
                 Some(v) => {
                     if let Some(cur) = self.cur.as_mut() {
@@ -366,21 +530,29 @@ impl JobReader {
 
     /// The catalog id of the cartridge mounted, if any.
     pub fn mounted_volume(&self) -> Option<i64> {
-        let (seq, _) = self.cur.as_ref()?;
-        (self.vols.iter())
-            .find(|v| v.seq == *seq)
-            .map(|v| v.volume.id)
+        self.cur.as_ref()?;
+        self.mounted_as.as_ref().map(|v| v.id)
     }
 
     /// Where the drive stands: (volume seq, LBN) of the cartridge mounted, even after
     /// the order was read to its end; `None` before the first seek.
     pub fn mounted(&self) -> Option<(u32, u64)> {
+        if self.resume.is_some() {
+            return self.resume;
+        }
         self.cur.as_ref().map(|c| (c.0, self.lbn))
     }
 
     /// Reads forward to block `to` of the current volume without returning what it
     /// reads: passing over unwanted data by reading, where that beats a locate.
     pub fn pass(&mut self, to: u64) -> Result<()> {
+        if to >= self.piece.2 {
+            // On another piece of the copy: found by seeking.
+            if let Some((seq, _)) = self.cur.as_ref() {
+                let seq = *seq;
+                return self.seek(seq, to);
+            }
+        }
         while self.lbn < to {
             let Some((_, drive)) = self.cur.as_mut() else {
                 return Ok(());
@@ -395,6 +567,7 @@ impl JobReader {
                 Err(e) => return Err(e.into()),
             }
             self.lbn += 1;
+            self.phys += 1;
         }
         Ok(())
     }
@@ -402,6 +575,10 @@ impl JobReader {
     /// Where the next read happens: (volume seq, LBN); `None` before the first seek
     /// and after the end of the order.
     pub fn at(&self) -> Option<(u32, u64)> {
+        // Its cartridge made way for another copy's: it goes on where it was.
+        if self.resume.is_some() {
+            return self.resume;
+        }
         if self.ended {
             return None;
         }
@@ -439,11 +616,16 @@ impl JobReader {
     /// The block of `n` bytes just read at `at` of the volume `uuid`: a good block
     /// (expanded and opened as it needs), a bad one, or `None` when it is another
     /// job's.
-    fn check_block(&mut self, (seq, lbn): (u32, u64), uuid: [u8; 16], n: usize) -> Option<Got> {
+    fn check_block(
+        &mut self,
+        (seq, lbn): (u32, u64),
+        (uuid, phys): ([u8; 16], u64),
+        n: usize,
+    ) -> Option<Got> {
         let bad = |why: String| Some(Got::Bad { seq, lbn, why });
         match BlockHeader::open(&self.buf[..n]) {
             Ok(h) if h.job_tag != self.job_tag => None,
-            Ok(h) if h.lbn != lbn || h.volume != uuid => {
+            Ok(h) if h.lbn != phys || h.volume != uuid => {
                 bad(format!("block says it is block {} of another place", h.lbn))
             }
             Ok(header) if header.encrypted && self.key.is_none() && self.sealed => {
@@ -468,9 +650,90 @@ impl JobReader {
         }
     }
 
-    /// Reads the next block of the job.
+    /// Reads the next block of the job. A bad block is read from another copy
+    /// when one was given and has it good.
     pub fn next(&mut self) -> Result<Got> {
+        let got = self.next_here()?;
+        let Got::Bad { seq, lbn, why } = got else {
+            return Ok(got);
+        };
+        match self.read_elsewhere(seq, lbn)? {
+            true => {
+                self.from_other_copy += 1;
+                let header = BlockHeader::open(self.raw()).map_err(crate::error::Error::Format)?;
+                Ok(Got::Block { seq, lbn, header })
+            }
+            false => Ok(Got::Bad { seq, lbn, why }),
+        }
+    }
+
+    /// Reads the original's block at (`seq`, `lbn`) from the other copies, in
+    /// turn, into this reader's buffers; false when none has it good. On a
+    /// library of one drive, the other copy's cartridge takes the drive for the
+    /// read, and this reader mounts its own again at its next read.
+    fn read_elsewhere(&mut self, seq: u32, lbn: u64) -> Result<bool> {
         loop {
+            if self.alt.is_none() {
+                if self.alts.is_empty() {
+                    return Ok(false);
+                }
+                let copy = self.alts.remove(0);
+                let other = self.alt_drive.or(self.drive).unwrap_or(0);
+                let mut r = JobReader::new(
+                    Arc::clone(&self.lib),
+                    self.vols.clone(),
+                    self.job_tag,
+                    self.buf.len(),
+                    Some(other),
+                )
+                .with_copies(copy, Vec::new())
+                .sealed(self.sealed);
+                r.key = self.key.clone();
+                self.alt = Some(Box::new(r));
+            }
+            let shared = self.alt.as_ref().and_then(|a| a.prefer_drive) == self.drive;
+            if shared {
+                // One drive: this reader's cartridge makes way.
+                if self.cur.is_some() && !self.ended {
+                    self.resume = Some((seq, lbn + 1));
+                }
+                self.unload()?;
+            }
+            let Some(alt) = self.alt.as_mut() else {
+                return Ok(false);
+            };
+            let read = alt.seek(seq, lbn).and_then(|_| alt.next_here());
+            let got = match read {
+                Ok(Got::Block { .. }) => {
+                    self.buf[..alt.len].copy_from_slice(&alt.buf[..alt.len]);
+                    self.len = alt.len;
+                    self.is_expanded = alt.is_expanded;
+                    if alt.is_expanded {
+                        self.expanded.clear();
+                        self.expanded.extend_from_slice(&alt.expanded);
+                    }
+                    true
+                }
+                // That copy cannot give it: the next one is tried.
+                Ok(_) | Err(_) => false,
+            };
+            self.blocks_read += 1;
+            if shared {
+                alt.unload()?;
+            }
+            if got {
+                return Ok(true);
+            }
+            self.alt = None;
+        }
+    }
+
+    /// Reads the next block of the job from the copy this reader reads.
+    fn next_here(&mut self) -> Result<Got> {
+        loop {
+            if let Some((seq, lbn)) = self.resume.take() {
+                self.seek(seq, lbn)?;
+            }
             if self.ended {
                 return Ok(Got::End);
             }
@@ -479,25 +742,30 @@ impl JobReader {
             };
             let seq = *seq;
             let v = self.volume(seq)?;
-            let uuid = v.volume.uuid;
             if v.last_lbn.is_some_and(|last| self.lbn > last) {
                 if self.next_volume()? {
                     continue;
                 }
                 return Ok(Got::End);
             }
-            let lbn = self.lbn;
+            if self.lbn >= self.piece.2 {
+                // The copy goes on in its next piece, perhaps on another cartridge.
+                self.seek(seq, self.lbn)?;
+            }
+            let uuid = self.mounted_as.as_ref().map_or([0; 16], |m| m.uuid);
+            let (lbn, phys) = (self.lbn, self.phys);
             let Some((_, drive)) = self.cur.as_mut() else {
                 return Ok(Got::End);
             };
             match drive.read_block(&mut self.buf) {
                 Ok(ReadOutcome::Block(n)) => {
                     self.lbn += 1;
+                    self.phys += 1;
                     self.blocks_read += 1;
                     self.bytes_read += n as u64;
                     self.len = n;
                     self.is_expanded = false;
-                    match self.check_block((seq, lbn), uuid, n) {
+                    match self.check_block((seq, lbn), (uuid, phys), n) {
                         Some(got) => return Ok(got),
                         // Past the end of an incomplete segment: another job's data.
                         None if self.next_volume()? => continue,
@@ -506,6 +774,7 @@ impl JobReader {
                 }
                 Ok(ReadOutcome::Filemark) => {
                     self.lbn += 1;
+                    self.phys += 1;
                     // A filemark inside the segment (every --segment-size) is passed
                     // over; the one after the segment's last block ends it.
                     let inside = self
@@ -528,6 +797,7 @@ impl JobReader {
                 }
                 Err(DeviceError::BlockTooLarge { actual }) => {
                     self.lbn += 1;
+                    self.phys += 1;
                     self.blocks_read += 1;
                     return Ok(Got::Bad {
                         seq,
@@ -540,8 +810,9 @@ impl JobReader {
                     // not be. Drives differ in where they stand after the error, so
                     // the reader places itself after the block.
                     self.lbn += 1;
+                    self.phys += 1;
                     self.blocks_read += 1;
-                    drive.locate(self.lbn)?;
+                    drive.locate(self.phys)?;
                     return Ok(Got::Bad {
                         seq,
                         lbn,

@@ -57,6 +57,13 @@ impl Tapes {
         t
     }
 
+    /// Runs `f` on the library, while no other drive of the job moves a
+    /// cartridge.
+    pub fn with_library<T>(&self, f: impl FnOnce(&mut Library) -> Result<T>) -> Result<T> {
+        let mut g = self.lock()?;
+        f(&mut g.0)
+    }
+
     /// Drives of the library.
     pub fn drives(&self) -> Result<usize> {
         let mut g = self.lock()?;
@@ -188,8 +195,42 @@ pub(crate) struct VolumeWriter {
     /// The library's drive the current cartridge is in.
     mounted_in: Option<usize>,
     /// The block being written stays in clear in an encrypted job (the job's first,
-    /// with `JobStart` and `JobKey`).
+    /// with `JobStart` and `JobKey`). In a copy: the block is the copy's own
+    /// (its `CopyStart`), sealed here, not one of the original's, relocated.
     clear: bool,
+    /// Set when this writer writes a further copy of a job, not the job itself.
+    copy: Option<CopyMode>,
+    /// The cartridge this writer set aside for the drive to read (a copy with
+    /// one drive), which it takes again.
+    aside: Option<String>,
+}
+
+/// What a writer of a further copy of a job keeps (docs/COPIES.md): it writes
+/// the original's objects, block for block, in copy segments that each begin with
+/// a `CopyStart`.
+pub(crate) struct CopyMode {
+    /// The copy's number.
+    copy_no: u32,
+    /// The original's `JobKey` body, repeated after each `CopyStart` of an
+    /// encrypted job.
+    key_body: Option<Vec<u8>>,
+    /// The original's (volume sequence, LBN) of the next object written.
+    orig: (u32, u64),
+    /// The open copy segment: its number and the LBN of its first copied object.
+    open: Option<(u32, u64)>,
+    /// The next copy segment's number.
+    next_seg: u32,
+    /// A new copy segment begins before the next object (the original's segment
+    /// changed).
+    need_piece: bool,
+}
+
+/// One of the original's objects, handed to a copy writer.
+pub(crate) enum Copied {
+    /// A block as read, with its opened header.
+    Block(Vec<u8>, tapeloom_format::BlockHeader),
+    /// A filemark inside the original's segment.
+    Filemark,
 }
 
 impl VolumeWriter {
@@ -246,6 +287,8 @@ impl VolumeWriter {
             marks: Vec::new(),
             mounted_in: None,
             clear: false,
+            copy: None,
+            aside: None,
         };
         if first {
             w.mount_next()?;
@@ -298,6 +341,15 @@ impl VolumeWriter {
             Some(_) => 2,
         });
         let pool = &self.tapes.pool;
+        // A cartridge this writer set aside with room left is taken again.
+        if let Some(b) = &self.aside {
+            let room = known
+                .get(b)
+                .is_some_and(|v| v.status == VolumeState::Append);
+            if room && in_library.contains(b) {
+                return Ok(b.clone());
+            }
+        }
         for b in &order {
             if let Some(v) = known.get(*b) {
                 if v.status == VolumeState::Append
@@ -456,6 +508,16 @@ impl VolumeWriter {
             self.lbn = drive.position()?;
             self.mark(Phase::Position, t_position, Instant::now());
             self.since_filemark = 0;
+            if self.copy.is_some() {
+                // A copy records its segments as it begins them (`continuation`).
+                self.volumes.push((0, volume.clone()));
+                self.volume = Some(volume);
+                self.since_alerts = ALERT_EVERY;
+                self.ring_cap = drive.buffer_bytes().unwrap_or(REPLAY_DEFAULT);
+                self.confirm();
+                self.drive = Some(drive);
+                return Ok(());
+            }
             // Sequence numbers are given out only to volumes the job really uses, so
             // that they have no gaps.
             self.seq = if self.first && self.volumes.is_empty() {
@@ -542,8 +604,7 @@ impl VolumeWriter {
             Ok(_) if !flush => self.keep(Unconfirmed::Filemark),
             Ok(_) => {}
         }
-        self.cat
-            .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
+        self.close_segment()?;
         self.lbn += 1;
         if flush {
             self.check_position()?;
@@ -600,8 +661,27 @@ impl VolumeWriter {
         ))?;
         // The tape ends where the lost objects began.
         self.lbn = first_lost;
+        if let Some(c) = self.copy.as_mut() {
+            // The original's objects among the lost are copied again from the
+            // first of them, in a new copy segment.
+            let copied = (items.iter())
+                .filter(|i| !matches!(i, Unconfirmed::Block { clear: true, .. }))
+                .count() as u64;
+            c.orig.1 = c.orig.1.saturating_sub(copied);
+        }
         self.fail_over()?;
         for item in items {
+            if self.copy.is_some() {
+                match item {
+                    Unconfirmed::Filemark => self.raw_filemark()?,
+                    // The old segment's own `CopyStart`; the new one has its own.
+                    Unconfirmed::Block { clear: true, .. } => {}
+                    Unconfirmed::Block { mut block, .. } => {
+                        self.write_raw(&mut block)?;
+                    }
+                }
+                continue;
+            }
             let Unconfirmed::Block {
                 mut block,
                 clear,
@@ -629,6 +709,183 @@ impl VolumeWriter {
             });
         }
         Ok(())
+    }
+
+    /// A writer of copy `copy_no` of job `job_id` (whose start record is `start`
+    /// and whose `JobKey` body is `key_body` when it is encrypted). It mounts its
+    /// first cartridge when the first object comes.
+    pub fn begin_copy(
+        cat: Catalog,
+        tapes: Arc<Tapes>,
+        prefer_drive: Option<usize>,
+        (job_id, start): (i64, JobStart),
+        copy_no: u32,
+        key_body: Option<Vec<u8>>,
+    ) -> Result<Self> {
+        let mut w = VolumeWriter::begin(cat, tapes, prefer_drive, job_id, start, false, false)?;
+        w.copy = Some(CopyMode {
+            copy_no,
+            key_body,
+            orig: (0, 0),
+            open: None,
+            next_seg: 0,
+            need_piece: true,
+        });
+        Ok(w)
+    }
+
+    /// The original's objects that follow are those of its volume sequence `seq`
+    /// from LBN `lbn` on: the open copy segment ends, and the next object begins
+    /// a new one.
+    pub fn copy_piece(&mut self, seq: u32, lbn: u64) -> Result<()> {
+        let open = self.copy.as_ref().is_some_and(|c| c.open.is_some());
+        // A full cartridge's segment ends at the change, before the next object.
+        if open && self.drive.is_some() && !self.need_switch {
+            while !self.end_segment(true)? {}
+        }
+        if let Some(c) = self.copy.as_mut() {
+            c.orig = (seq, lbn);
+            c.need_piece = true;
+        }
+        Ok(())
+    }
+
+    /// Ends the open segment and puts the cartridge back in its slot, so that the
+    /// drive may read; the next object mounts it again and appends.
+    pub fn set_aside(&mut self) -> Result<()> {
+        if self.drive.is_some() {
+            let full = self.need_switch;
+            self.aside = (!full).then(|| self.barcode());
+            self.leave_cartridge(true)?;
+            if full {
+                if let Some(v) = &self.volume {
+                    self.cat.set_volume_status(v.id, VolumeState::Full)?;
+                }
+            }
+        }
+        self.need_switch = true;
+        Ok(())
+    }
+
+    /// Writes one of the original's objects to the copy, changing cartridges first
+    /// when the last one is full.
+    pub fn copy_object(&mut self, object: Copied) -> Result<()> {
+        if self.need_switch {
+            self.switch()?;
+        }
+        if self.copy.as_ref().is_some_and(|c| c.need_piece) {
+            self.copy_start()?;
+        }
+        match object {
+            Copied::Block(buf, header) => {
+                let mut b = PackedBlock::opened(buf, header, 0);
+                self.write(&mut b)?;
+            }
+            Copied::Filemark => {
+                if let Some(n) = self.pending_lost.take() {
+                    self.replay(n)?;
+                }
+                self.raw_filemark()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one of the original's filemarks (immediate: the tape keeps
+    /// streaming).
+    fn raw_filemark(&mut self) -> Result<()> {
+        let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
+        match drive.write_filemarks(1, true) {
+            Ok(_) => {}
+            Err(e) => match e.deferred_write_lost() {
+                Some(n) => {
+                    // Not carried out: it is written after the lost objects.
+                    self.replay(n)?;
+                    return self.raw_filemark();
+                }
+                None => return Err(e.into()),
+            },
+        }
+        self.keep(Unconfirmed::Filemark);
+        self.lbn += 1;
+        self.filemarks += 1;
+        if let Some(c) = self.copy.as_mut() {
+            c.orig.1 += 1;
+        }
+        Ok(())
+    }
+
+    /// Begins a copy segment where the drive stands: its `CopyStart` (and the
+    /// original's `JobKey`) in a block of the copy's own, then the segment's row
+    /// in the catalog.
+    fn copy_start(&mut self) -> Result<()> {
+        let Some(c) = self.copy.as_ref() else {
+            return Ok(());
+        };
+        let mut start = self.start.clone();
+        start.volume_seq = c.next_seg;
+        let rec = tapeloom_format::CopyStart {
+            copy_no: c.copy_no.min(u16::MAX as u32) as u16,
+            orig_seq: c.orig.0,
+            orig_lbn: c.orig.1,
+            start,
+        };
+        let mut p = StreamPacker::new(
+            CONTINUATION_STREAM,
+            self.start.job_tag,
+            self.start.block_size as usize,
+        );
+        p.record(Kind::CopyStart, &rec.encode());
+        if let Some(k) = &c.key_body {
+            p.record(Kind::JobKey, k);
+        }
+        p.finish_block();
+        self.clear = true;
+        let mut written = Ok(());
+        for mut b in p.ready.drain(..) {
+            if let Err(e) = self.write_raw(&mut b) {
+                written = Err(e);
+                break;
+            }
+        }
+        self.clear = false;
+        written.map(|_| ())?;
+        let volume_id = self.volume.as_ref().map(|v| v.id).unwrap_or_default();
+        let Some(c) = self.copy.as_mut() else {
+            return Ok(());
+        };
+        let seg = tapeloom_catalog::CopySegment {
+            seq: c.next_seg,
+            volume_id,
+            first_lbn: self.lbn,
+            orig_seq: c.orig.0,
+            orig_first_lbn: c.orig.1,
+            objects: None,
+        };
+        c.open = Some((c.next_seg, self.lbn));
+        c.next_seg += 1;
+        c.need_piece = false;
+        let copy_no = c.copy_no;
+        Ok(self.cat.add_copy_segment(self.job_id, copy_no, &seg)?)
+    }
+
+    /// Closes the open segment in the catalog: it ends before the drive's position.
+    fn close_segment(&mut self) -> Result<()> {
+        match self.copy.as_mut() {
+            None => {
+                Ok(self
+                    .cat
+                    .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?)
+            }
+            Some(c) => {
+                let Some((seg, first)) = c.open.take() else {
+                    return Ok(());
+                };
+                let (job, copy_no) = (self.job_id, c.copy_no);
+                let objects = self.lbn.saturating_sub(first);
+                Ok(self.cat.end_copy_segment(job, copy_no, seg, objects)?)
+            }
+        }
     }
 
     /// Whether the drive may hold written blocks that are not on tape yet (and so
@@ -705,8 +962,7 @@ impl VolumeWriter {
     /// the failed one, and the job goes on on the next cartridge of the pool, from
     /// the failed block, as a job spanning cartridges does.
     fn fail_over(&mut self) -> Result<()> {
-        self.cat
-            .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
+        self.close_segment()?;
         if let Some(d) = self.drive.as_mut() {
             // A filemark helps a reader counting them; a failing medium may refuse
             // it, and the catalog has the segment's end already.
@@ -793,8 +1049,7 @@ impl VolumeWriter {
         if flush {
             while !self.end_segment(true)? {}
         } else {
-            self.cat
-                .end_job_volume(self.job_id, self.seq, self.lbn.saturating_sub(1))?;
+            self.close_segment()?;
             if let Some(d) = self.drive.as_mut() {
                 let _ = d.write_filemarks(1, false);
             }
@@ -864,6 +1119,9 @@ impl VolumeWriter {
     /// Begins the segment on a newly mounted cartridge with the job's continuation
     /// record.
     fn continuation(&mut self) -> Result<()> {
+        if self.copy.is_some() {
+            return self.copy_start();
+        }
         let mut cont = self.start.clone();
         cont.volume_seq = self.seq;
         let mut p = StreamPacker::new(
@@ -890,7 +1148,12 @@ impl VolumeWriter {
             c.encrypt(b)?;
         }
         let drive = self.drive.as_mut().ok_or(DeviceError::NoMedium)?;
-        b.seal(uuid, self.lbn);
+        if self.copy.is_some() && !self.clear {
+            // One of the original's blocks: only its place and CRC change.
+            tapeloom_format::BlockHeader::relocate(&mut b.buf, uuid, self.lbn);
+        } else {
+            b.seal(uuid, self.lbn);
+        }
         match drive.write_block(&b.buf) {
             Ok(WriteOutcome::Written) => {}
             Ok(WriteOutcome::EarlyWarning) => self.need_switch = true,
@@ -910,6 +1173,9 @@ impl VolumeWriter {
         self.lbn += 1;
         self.blocks += 1;
         self.since_alerts += 1;
+        if let Some(c) = self.copy.as_mut().filter(|_| !self.clear) {
+            c.orig.1 += 1;
+        }
         let at = (self.seq, self.lbn - 1);
         self.since_filemark += b.buf.len() as u64;
         if self.ring_cap > 0 {

@@ -87,6 +87,10 @@ pub struct RestoreOptions {
     /// under with the job (`report --op`); `restore` when none. A later reading
     /// of the same operation replaces them.
     pub samples_as: Option<String>,
+    /// Read this copy of the job only (1: its own cartridges); else the first
+    /// copy whose cartridges are in the library and sound, and a bad block from
+    /// another copy.
+    pub copy: Option<u32>,
 }
 
 impl RestoreOptions {
@@ -131,6 +135,10 @@ pub struct DriveRead {
     pub stats: Option<DriveStats>,
     /// What it said about each cartridge at the end of its mount.
     pub health: Vec<(String, DriveHealth)>,
+    /// The copy it read (1: the job's own cartridges).
+    pub copy_no: u32,
+    /// Bad blocks it read from another copy instead.
+    pub from_other_copy: u64,
 }
 
 /// How a restore passes over unwanted blocks between two wanted runs of one volume.
@@ -187,6 +195,10 @@ pub struct RestoreReport {
     /// Where the restore read the streams it needed: all from the stages, all from
     /// tape, or some from each.
     pub source: Source,
+    /// The copy of the job it read from tape (1: its own cartridges; 0: none).
+    pub copy_no: u32,
+    /// Bad blocks read from another copy instead.
+    pub from_other_copy: u64,
     /// Where it read each stream it needed, by name, in stream order.
     pub stream_sources: Vec<(String, Source)>,
     /// Blocks read from chunk files on the stages.
@@ -344,6 +356,8 @@ pub(crate) fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) 
         report.loads += d.loads;
         report.read_through += d.read_through;
         report.reordered += d.reordered;
+        report.from_other_copy += d.from_other_copy;
+        report.copy_no = report.copy_no.max(d.copy_no);
         report.health.extend(d.health.iter().cloned());
     }
     report.drive_stats = reads.first().and_then(|d| d.stats.clone());
@@ -386,7 +400,13 @@ pub(crate) fn read_tape(
 
     let mut lib = home.library()?;
     let inv = lib.inventory()?;
-    let drives = which_drives(opts, inv.drives.len())?;
+    let mut drives = which_drives(opts, inv.drives.len())?;
+    let sources = crate::copy::sources(cat, &inv, (job_id, &vols), opts.copy)?;
+    if sources.first.is_some() {
+        // A copy's cartridges may hold several of the job's chains: one drive
+        // reads them.
+        drives.truncate(1);
+    }
     let held: HashMap<usize, String> = inv
         .drives
         .iter()
@@ -394,6 +414,9 @@ pub(crate) fn read_tape(
         .collect();
     let todo: Vec<Chain> = work.iter().map(|(c, _)| c.clone()).collect();
     let plan = assign(&todo, &drives, &held);
+    // A bad block is read from another copy on a drive the restore leaves free,
+    // else on the reading drive itself.
+    let alt_drive = (0..inv.drives.len()).find(|d| !plan.iter().any(|(p, _)| p == d));
     let lib: SharedLibrary = Arc::new(Mutex::new(lib));
     let stop = AtomicBool::new(false);
     let ctx = [JobCtx {
@@ -402,6 +425,8 @@ pub(crate) fn read_tape(
         vols: vols.clone(),
         key,
         hints,
+        sources,
+        alt_drive,
     }];
     let shared = Shared {
         jobs: &ctx,
@@ -578,6 +603,11 @@ pub(crate) struct JobCtx {
     pub key: Option<tapeloom_format::DataKey>,
     /// Where wanted entries start.
     pub hints: Hints,
+    /// The copy read, and those a bad block is read from.
+    pub sources: crate::copy::Sources,
+    /// The drive a bad block is read from another copy on, when not the reading
+    /// one.
+    pub alt_drive: Option<usize>,
 }
 
 /// Where the drives of a restore hand what they read: to the restorer that places
@@ -685,6 +715,8 @@ impl Shared<'_> {
         )
         .with_key(job.key.clone())
         .sealed(matches!(self.out, Out::Hand(_)))
+        .with_copies(job.sources.first.clone(), job.sources.others.clone())
+        .alt_drive(job.alt_drive)
     }
 
     /// Whether each cartridge's runs are read in a planned order: when asked, and
@@ -792,6 +824,8 @@ impl<'a, 'b> Reading<'a, 'b> {
                 .then_some(self.bound + reader.fixed_seconds),
             stats: reader.drive_stats(),
             health: reader.take_health(),
+            copy_no: reader.copy_no(),
+            from_other_copy: reader.from_other_copy,
         };
         (out, self.sampler.out, reader.marks)
     }

@@ -367,6 +367,8 @@ fn job_ctx(home: &Home, id: i64, rows: Vec<FileRow>, sealed: bool) -> Result<Job
         vols,
         key,
         hints,
+        sources: Default::default(),
+        alt_drive: None,
     };
     Ok(JobLayout {
         ctx,

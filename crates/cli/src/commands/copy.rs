@@ -1,0 +1,115 @@
+//! `tapeloom copy`: writes a further copy of jobs onto another pool's
+//! cartridges, block for block (docs/COPIES.md). Jobs are named by id, by backup
+//! set (`--set`), or by the pool they are in (`--pool`, with `--uncopied` for
+//! those with no copy yet).
+
+use super::Context;
+use crate::output::{self, Output};
+use anyhow::Result;
+use serde::Serialize;
+use tapeloom_catalog::{Catalog, CopyState, JobState};
+use tapeloom_engine::escape_controls;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Job ids.
+    #[arg(value_parser = super::parse_job_id, required_unless_present_any = ["set", "pool"])]
+    jobs: Vec<i64>,
+    /// Copy every job of this backup set that ended.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["jobs", "pool"])]
+    set: Option<String>,
+    /// Copy every job of this pool that ended.
+    #[arg(long, value_name = "NAME", conflicts_with = "jobs")]
+    pool: Option<String>,
+    /// Only jobs that have no copy yet.
+    #[arg(long)]
+    uncopied: bool,
+    /// The pool whose cartridges take the copies.
+    #[arg(long, value_name = "POOL")]
+    to_pool: String,
+    /// Drive that reads the jobs' cartridges.
+    #[arg(long, value_parser = super::usize_in(..=super::MAX_INDEX))]
+    read_drive: Option<usize>,
+    /// Drive that writes the copies (with one drive, the same one: each segment
+    /// goes through a spool file on disk).
+    #[arg(long, value_parser = super::usize_in(..=super::MAX_INDEX))]
+    write_drive: Option<usize>,
+}
+
+/// The copies written.
+#[derive(Serialize)]
+pub struct Copies {
+    copies: Vec<tapeloom_engine::CopyReport>,
+    /// Jobs left alone by `--uncopied`: they have a copy.
+    skipped: Vec<i64>,
+}
+
+pub fn run(a: Args, ctx: &Context) -> Result<Copies> {
+    let home = ctx.open_home()?;
+    let (jobs, skipped) = chosen(&home.catalog, &a)?;
+    let opts = tapeloom_engine::CopyOptions {
+        to_pool: a.to_pool.clone(),
+        read_drive: a.read_drive,
+        write_drive: a.write_drive,
+        queue_bytes: 0,
+    };
+    let mut copies = Vec::new();
+    for id in jobs {
+        copies.push(tapeloom_engine::copy_job(&home, id, &opts)?);
+    }
+    Ok(Copies { copies, skipped })
+}
+
+/// The jobs named, and those `--uncopied` leaves alone.
+fn chosen(cat: &Catalog, a: &Args) -> Result<(Vec<i64>, Vec<i64>)> {
+    let ended = |s: JobState| matches!(s, JobState::Ok | JobState::Partial);
+    let mut jobs: Vec<i64> = a.jobs.clone();
+    if let Some(set) = &a.set {
+        jobs = (cat.jobs()?.into_iter())
+            .filter(|j| &j.set == set && ended(j.status))
+            .map(|j| j.id)
+            .collect();
+    }
+    if let Some(pool) = &a.pool {
+        for j in cat.jobs()?.into_iter().filter(|j| ended(j.status)) {
+            let vols = cat.job_volumes(j.id)?;
+            if vols.first().is_some_and(|v| &v.volume.pool == pool) {
+                jobs.push(j.id);
+            }
+        }
+    }
+    if !a.uncopied {
+        return Ok((jobs, Vec::new()));
+    }
+    let (mut todo, mut skipped) = (Vec::new(), Vec::new());
+    for id in jobs {
+        let copied = (cat.copies(id)?.iter()).any(|c| c.state == CopyState::Ok);
+        if copied {
+            skipped.push(id);
+        } else {
+            todo.push(id);
+        }
+    }
+    Ok((todo, skipped))
+}
+
+impl Output for Copies {
+    fn print(&self) {
+        for c in &self.copies {
+            outln!(
+                "job {}: copy {} in pool {}, {} blocks ({}) on {}, in {:.1} s",
+                c.job_id,
+                c.copy_no,
+                escape_controls(&c.pool),
+                c.blocks,
+                output::bytes(c.bytes),
+                escape_controls(&c.cartridges.join(", ")),
+                c.seconds
+            );
+        }
+        if !self.skipped.is_empty() {
+            let ids: Vec<String> = self.skipped.iter().map(|j| j.to_string()).collect();
+            outln!("jobs with a copy already, left alone: {}", ids.join(", "));
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Further copies of jobs (`tapeloom copy`, docs/COPIES.md): written block for
+//! block onto another pool's cartridges, read when the job's own cartridges are
+//! away, forced with `restore --copy N`, and read a bad block from when the
+//! job's own cartridge gives one.
+
+use crate::common::*;
+use std::ffi::OsStr;
+
+/// `args` refused with a one-line error naming all of `words`.
+fn refused(home: &std::path::Path, args: &[&str], words: &[&str]) {
+    let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    let (code, _, err) = run(home, &args);
+    assert_one_line_error(code, &err, words);
+}
+
+/// A tree of a few MB: the rich tree and a file of noise.
+fn tree(src: &std::path::Path, mb: usize) {
+    rich_tree(src);
+    write(&src.join("noise.bin"), &noise(7, mb << 20));
+}
+
+#[test]
+fn a_copy_is_read_when_the_jobs_own_cartridge_is_away_and_gives_its_bad_blocks_back() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library_with(&home, 2, 6, "64M", &["--mail-slots", "2"]);
+    ok(&home, &["pool", "create", "main"]);
+    ok(&home, &["pool", "create", "vault"]);
+    let src = t.path().join("src");
+    tree(&src, 2);
+    let b = ok(
+        &home,
+        &["backup", p(&src), "--pool", "main", "--block-size", "64K"],
+    );
+    let job = b["job_id"].to_string();
+    let tape = b["volumes"][0].as_str().unwrap().to_string();
+
+    let c = ok(&home, &["copy", &job, "--to-pool", "vault"]);
+    let copy = &c["copies"][0];
+    assert_eq!(copy["copy_no"], 2, "{c}");
+    assert_eq!(copy["pool"], "vault", "{c}");
+    assert!(copy["blocks"].as_u64().unwrap() > 40, "{c}");
+    let copy_tape = copy["cartridges"][0].as_str().unwrap().to_string();
+    assert_ne!(copy_tape, tape, "{c}");
+    // Its drives read and wrote at once.
+    assert_ne!(copy["drives"][0], copy["drives"][1], "{c}");
+
+    // `jobs` and `ls` show the copy.
+    let jobs = ok(&home, &["jobs"]);
+    let shown = &jobs["jobs"][0]["copies"][0];
+    assert_eq!(shown["copy_no"], 2, "{jobs}");
+    assert_eq!(shown["state"], "ok", "{jobs}");
+    assert_eq!(shown["volumes"][0], copy_tape.as_str(), "{jobs}");
+    let ls = ok(&home, &["ls", &job, "dir/sub/big.bin"]);
+    let entry = &ls["entries"][0];
+    assert_eq!(entry["copies"][0]["volume"], copy_tape.as_str(), "{ls}");
+    assert!(entry["copies"][0]["block"].as_u64().unwrap() > 0, "{ls}");
+
+    // Refusals, in one line each.
+    refused(
+        &home,
+        &["copy", &job, "--to-pool", "main"],
+        &[&job, "main", "another pool"],
+    );
+    refused(&home, &["copy", &job, "--to-pool", "nowhere"], &["nowhere"]);
+    refused(
+        &home,
+        &[
+            "restore",
+            &job,
+            "--copy",
+            "9",
+            "--to",
+            p(&t.path().join("x")),
+        ],
+        &["copy 9"],
+    );
+
+    // Forced onto the copy.
+    let out = t.path().join("forced");
+    let r = ok(&home, &["restore", &job, "--copy", "2", "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
+
+    // 20 blocks of the job's own cartridge unreadable: exactly those are read
+    // from the copy.
+    if test_hooks() {
+        let spec: Vec<String> = (10..30)
+            .map(|lbn| format!("read-error@lbn={lbn},barcode={tape}"))
+            .collect();
+        let out = t.path().join("fallback");
+        let (code, r, err) = run_with(&home, &spec.join(";"), &["restore", &job, "--to", p(&out)]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(r["copy"], 1, "{r}");
+        assert_eq!(r["from_other_copy"], 20, "{r}");
+        assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r}");
+        assert_same_tree(&src, &out);
+    }
+
+    // The job's own cartridge leaves the library: the copy is read, whole and
+    // for one file.
+    ok(&home, &["library", "export", &tape]);
+    let out = t.path().join("away");
+    let r = ok(&home, &["restore", &job, "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
+    let one = t.path().join("one");
+    let r = ok(
+        &home,
+        &["restore", &job, "dir/sub/big.bin", "--to", p(&one)],
+    );
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_eq!(
+        std::fs::read(one.join("dir/sub/big.bin")).unwrap(),
+        std::fs::read(src.join("dir/sub/big.bin")).unwrap()
+    );
+    // Forced onto the copy that is away: refused in one line naming it.
+    refused(
+        &home,
+        &[
+            "restore",
+            &job,
+            "--copy",
+            "1",
+            "--to",
+            p(&t.path().join("y")),
+        ],
+        &[&tape, "library import"],
+    );
+}
+
+#[test]
+fn a_copy_with_one_drive_goes_through_a_spool_and_spans_cartridges_with_its_filemarks() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 1, 6, "4M");
+    ok(&home, &["pool", "create", "main"]);
+    ok(&home, &["pool", "create", "vault"]);
+    let src = t.path().join("src");
+    tree(&src, 3);
+    let b = ok(
+        &home,
+        &[
+            "backup",
+            p(&src),
+            "--pool",
+            "main",
+            "--block-size",
+            "64K",
+            "--segment-size",
+            "512K",
+        ],
+    );
+    let job = b["job_id"].to_string();
+    assert!(b["volumes"].as_array().unwrap().len() >= 2, "{b}");
+
+    let c = ok(
+        &home,
+        &["copy", "--pool", "main", "--uncopied", "--to-pool", "vault"],
+    );
+    let copy = &c["copies"][0];
+    assert_eq!(copy["job_id"].to_string(), job, "{c}");
+    assert!(copy["spool_peak_bytes"].as_u64().unwrap() > 64 << 10, "{c}");
+    assert!(copy["filemarks"].as_u64().unwrap() > 0, "{c}");
+    assert!(copy["cartridges"].as_array().unwrap().len() >= 2, "{c}");
+    assert_eq!(copy["drives"][0], copy["drives"][1], "{c}");
+    // Copied once: --uncopied leaves it alone now.
+    let again = ok(
+        &home,
+        &["copy", "--pool", "main", "--uncopied", "--to-pool", "vault"],
+    );
+    assert_eq!(again["copies"].as_array().unwrap().len(), 0, "{again}");
+    assert_eq!(again["skipped"][0].to_string(), job, "{again}");
+    // No spool file is left in the home.
+    let left: Vec<_> = std::fs::read_dir(&home)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("copy-spool"))
+        .collect();
+    assert!(left.is_empty());
+
+    let out = t.path().join("out");
+    let r = ok(&home, &["restore", &job, "--copy", "2", "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
+    let out = t.path().join("own");
+    let r = ok(&home, &["restore", &job, "--to", p(&out)]);
+    assert_eq!(r["copy"], 1, "{r}");
+    assert_same_tree(&src, &out);
+
+    // One drive: each bad block's copy takes the drive for its read, and the
+    // job's own cartridge comes back after it.
+    if test_hooks() {
+        let tape = b["volumes"][0].as_str().unwrap();
+        let spec = format!("read-error@lbn=12,barcode={tape};read-error@lbn=30,barcode={tape}");
+        let out = t.path().join("fallback");
+        let (code, r, err) = run_with(&home, &spec, &["restore", &job, "--to", p(&out)]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(r["from_other_copy"], 2, "{r}");
+        assert_same_tree(&src, &out);
+    }
+}
