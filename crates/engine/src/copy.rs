@@ -72,8 +72,11 @@ pub struct DriveFigures {
     pub streaming_seconds: f64,
     /// Seconds its tape stood while it was in use.
     pub stopped_seconds: f64,
-    /// Times its tape ran dry and backed up.
+    /// Times its tape ran dry and backed up, or stopped for a flush.
     pub backhitches: u64,
+    /// Of those, the ones while the data flowed (the writing drive: before the
+    /// flush at the copy's end).
+    pub backhitches_while_data: Option<u64>,
     /// `bytes` over `streaming_seconds`, in MB/s.
     pub mb_per_s: f64,
     /// Its model's top rate, in MB/s, when it has speed steps.
@@ -96,6 +99,7 @@ impl DriveFigures {
             streaming_seconds: s.streaming_seconds,
             stopped_seconds: s.stopped_seconds,
             backhitches: s.backhitches,
+            backhitches_while_data: None,
             mb_per_s: rate,
             top_mb_per_s: s.speed_steps_mb_s.iter().copied().reduce(f64::max),
         }
@@ -179,6 +183,9 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
         let depth = (queue / (job.block_size.max(1) as u64)).clamp(4, 1 << 16) as usize;
         streamed(&tapes, read_drive, (&vols, shape), &mut w, depth).map(|s| (s, None))
     };
+    // Backhitches while the data flowed: before the last flush, which stops the
+    // tape as every flush does.
+    let while_data = w.drive_stats().map(|s| s.backhitches);
     let finished = run.and_then(|r| w.finish().map(|_| r));
     let ((read, read_stats), spool_peak_bytes) = match finished {
         Ok(r) => r,
@@ -209,7 +216,10 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
         drives: (read_drive, write_drive),
         spool_peak_bytes,
         read_drive: read_stats.as_ref().map(|s| DriveFigures::new(s, true)),
-        write_drive: w.drive_stats().map(|s| DriveFigures::new(&s, false)),
+        write_drive: w.drive_stats().map(|s| DriveFigures {
+            backhitches_while_data: while_data,
+            ..DriveFigures::new(&s, false)
+        }),
     })
 }
 
@@ -268,6 +278,9 @@ fn streamed(
     w: &mut VolumeWriter,
     depth: usize,
 ) -> Result<Read> {
+    if vols.is_empty() {
+        return Err(CopyError::WriterGone.into());
+    }
     let (tx, rx): (SyncSender<Msg>, Receiver<Msg>) = sync_channel(depth);
     std::thread::scope(|sc| {
         let reader = sc.spawn(move || -> Result<Read> {
@@ -290,8 +303,24 @@ fn streamed(
             }
             Ok((total, stats))
         });
-        let mut written = Ok(());
-        for m in rx.iter() {
+        // The writing drive loads its cartridge while the reading one loads and
+        // starts, then waits for half the queue: it streams from then on while
+        // the reading drive keeps up.
+        let mut written =
+            (w.copy_piece(vols[0].seq, vols[0].first_lbn)).and_then(|_| w.mount_first());
+        let mut early = Vec::new();
+        if written.is_ok() {
+            for m in rx.iter() {
+                early.push(m);
+                if early.len() >= depth / 2 {
+                    break;
+                }
+            }
+        }
+        for m in early.into_iter().chain(rx.iter()) {
+            if written.is_err() {
+                break;
+            }
             let r = match m {
                 Msg::Piece(seq, lbn) => w.copy_piece(seq, lbn),
                 Msg::Object(o) => w.copy_object(o),

@@ -511,27 +511,22 @@ impl VolumeWriter {
             if self.copy.is_some() {
                 // A copy records its segments as it begins them (`continuation`).
                 self.volumes.push((0, volume.clone()));
-                self.volume = Some(volume);
-                self.since_alerts = ALERT_EVERY;
-                self.ring_cap = drive.buffer_bytes().unwrap_or(REPLAY_DEFAULT);
-                self.confirm();
-                self.drive = Some(drive);
-                return Ok(());
-            }
-            // Sequence numbers are given out only to volumes the job really uses, so
-            // that they have no gaps.
-            self.seq = if self.first && self.volumes.is_empty() {
-                0
             } else {
-                self.tapes.next_seq.fetch_add(1, Ordering::SeqCst)
-            };
-            // This drive's chain is named by its first volume.
-            let chain = self
-                .chain
-                .unwrap_or_else(|| self.volumes.first().map_or(self.seq, |v| v.0));
-            self.cat
-                .add_job_volume(self.job_id, self.seq, chain, volume.id, self.lbn)?;
-            self.volumes.push((self.seq, volume.clone()));
+                // Sequence numbers are given out only to volumes the job really
+                // uses, so that they have no gaps.
+                self.seq = if self.first && self.volumes.is_empty() {
+                    0
+                } else {
+                    self.tapes.next_seq.fetch_add(1, Ordering::SeqCst)
+                };
+                // This drive's chain is named by its first volume.
+                let chain = self
+                    .chain
+                    .unwrap_or_else(|| self.volumes.first().map_or(self.seq, |v| v.0));
+                self.cat
+                    .add_job_volume(self.job_id, self.seq, chain, volume.id, self.lbn)?;
+                self.volumes.push((self.seq, volume.clone()));
+            }
             self.volume = Some(volume);
             // A flag raised at load (a cartridge memory failure, say) is seen before
             // the first block.
@@ -726,7 +721,8 @@ impl VolumeWriter {
         w.copy = Some(CopyMode {
             copy_no,
             key_body,
-            orig: (0, 0),
+            // No piece yet: the first `copy_piece` names one.
+            orig: (u32::MAX, u64::MAX),
             open: None,
             next_seg: 0,
             need_piece: true,
@@ -738,6 +734,10 @@ impl VolumeWriter {
     /// from LBN `lbn` on: the open copy segment ends, and the next object begins
     /// a new one.
     pub fn copy_piece(&mut self, seq: u32, lbn: u64) -> Result<()> {
+        if self.copy.as_ref().is_some_and(|c| c.orig == (seq, lbn)) {
+            // The open segment begins there and holds nothing yet.
+            return Ok(());
+        }
         let open = self.copy.as_ref().is_some_and(|c| c.open.is_some());
         // A full cartridge's segment ends at the change, before the next object.
         if open && self.drive.is_some() && !self.need_switch {
@@ -746,6 +746,19 @@ impl VolumeWriter {
         if let Some(c) = self.copy.as_mut() {
             c.orig = (seq, lbn);
             c.need_piece = true;
+        }
+        Ok(())
+    }
+
+    /// Mounts the copy's first cartridge now; its first segment begins with the
+    /// first object, so that the drive gets no block before the data flows.
+    pub fn mount_first(&mut self) -> Result<()> {
+        if self.drive.is_none() && self.need_switch {
+            self.need_switch = false;
+            self.mount_next()?;
+            if let Some(c) = self.copy.as_mut() {
+                c.need_piece = true;
+            }
         }
         Ok(())
     }
