@@ -108,7 +108,10 @@ impl CopySegment {
 /// the copy does not hold it.
 pub fn copy_position(segments: &[CopySegment], seq: u32, lbn: u64) -> Option<(i64, u64)> {
     let s = segments.iter().find(|s| s.holds(seq, lbn))?;
-    Some((s.volume_id, s.first_lbn + (lbn - s.orig_first_lbn)))
+    Some((
+        s.volume_id,
+        s.first_lbn.saturating_add(lbn - s.orig_first_lbn),
+    ))
 }
 
 const SEGMENT_COLS: &str = "seq, volume_id, first_lbn, orig_seq, orig_first_lbn, objects";
@@ -145,6 +148,25 @@ impl Catalog {
             Ok(no as u32)
         };
         run().doing("begin a copy")
+    }
+
+    /// Records copy `copy_no` of `job` as found (a rebuild from tape), in `state`.
+    pub fn record_copy(
+        &self,
+        job: i64,
+        copy_no: u32,
+        pool: &str,
+        state: CopyState,
+        created_ns: i64,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO job_copies (job_id, copy_no, pool, state, created_ns) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![job, copy_no as i64, pool, state.as_str(), created_ns],
+            )
+            .doing("record a copy")?;
+        Ok(())
     }
 
     /// Records a segment of copy `copy_no` of `job`, as it is begun.

@@ -21,6 +21,7 @@ const TABLES: &[(&str, &str)] = &[
     ("pools", "name"),
     ("pool_cartridges", "barcode"),
     ("pool_keys", "pool"),
+    ("pool_copies", "pool"),
     ("tokens", "name"),
     ("stages", "id"),
     ("jobs", "id"),

@@ -262,6 +262,30 @@ pub struct PoolKey {
 }
 
 impl Catalog {
+    /// Has the jobs of `pool` copied to `copy_pool` once they end.
+    pub fn set_pool_copy(&self, pool: &str, copy_pool: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO pool_copies (pool, copy_pool) VALUES (?1, ?2) \
+                 ON CONFLICT (pool) DO UPDATE SET copy_pool = excluded.copy_pool",
+                params![pool, copy_pool],
+            )
+            .doing("set a pool's copy pool")?;
+        Ok(())
+    }
+
+    /// The pool the jobs of `pool` are copied to once they end, if any.
+    pub fn pool_copy(&self, pool: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT copy_pool FROM pool_copies WHERE pool = ?1",
+                params![pool],
+                |r| r.get(0),
+            )
+            .optional()
+            .doing("read a pool's copy pool")
+    }
+
     /// Sets the key file that encrypts `pool`'s jobs (those that name no other).
     pub fn set_pool_key(&self, pool: &str, key: &PoolKey) -> Result<()> {
         self.conn

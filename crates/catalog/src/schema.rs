@@ -379,6 +379,14 @@ const MIGRATIONS: &[&str] = &[
         how TEXT NOT NULL
     );
     ",
+    // 23: the pool each pool's jobs are copied to once they end
+    // (`pool create --copy-to`).
+    "
+    CREATE TABLE pool_copies (
+        pool TEXT PRIMARY KEY,
+        copy_pool TEXT NOT NULL
+    );
+    ",
 ];
 
 /// The migrations of a PostgreSQL catalog past [`POSTGRES_SCHEMA`]: the one at
@@ -495,6 +503,13 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
         blocks BIGINT NOT NULL,
         bad_blocks BIGINT NOT NULL,
         how TEXT NOT NULL
+    );
+    ",
+    // 23: as SQLite's 23.
+    "
+    CREATE TABLE pool_copies (
+        pool TEXT PRIMARY KEY,
+        copy_pool TEXT NOT NULL
     );
     ",
 ];
@@ -814,7 +829,7 @@ mod tests {
         // The catalog as version 5 left it: no chain column.
         c.conn
             .execute_batch(
-                "DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
+                "DROP TABLE pool_copies; DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; ALTER TABLE job_volumes DROP COLUMN chain; \
                  DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -841,7 +856,7 @@ mod tests {
         let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
         // The catalog as version 6 left it: no stages.
         c.conn
-            .execute_batch("DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
+            .execute_batch("DROP TABLE pool_copies; DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; DROP TABLE staged_chunks; DROP TABLE stages; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 6;")
             .unwrap();
         drop(c);
         let c = Catalog::open(&path).unwrap();
@@ -869,7 +884,7 @@ mod tests {
         // The catalog as version 7 left it: chunks are not kept after tape.
         c.conn
             .execute_batch(
-                "DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
+                "DROP TABLE pool_copies; DROP TABLE job_verifies; DROP TABLE offsite; DROP INDEX copy_segments_by_volume; DROP TABLE copy_segments; DROP TABLE job_copies; DROP TABLE recall_samples; DROP TABLE hsm_files; DROP TABLE hsm_roots; DROP INDEX site_queue_by_state; DROP TABLE site_queue; DROP TABLE server_cartridges; DROP TABLE servers; ALTER TABLE jobs DROP COLUMN host; ALTER TABLE stages DROP COLUMN host; DROP INDEX jobs_by_set; DROP TABLE tokens; ALTER TABLE jobs DROP COLUMN client; ALTER TABLE jobs DROP COLUMN set_name; ALTER TABLE jobs DROP COLUMN level; ALTER TABLE jobs DROP COLUMN base_job; ALTER TABLE files DROP COLUMN ctime_ns; ALTER TABLE files DROP COLUMN ino; ALTER TABLE files DROP COLUMN meta_only; DROP TABLE deletions; DROP TABLE id_floor; DROP TABLE stage_cuts; ALTER TABLE staged_chunks DROP COLUMN last; ALTER TABLE staged_chunks DROP COLUMN keep_until_ns; ALTER TABLE jobs DROP COLUMN key_fingerprint; ALTER TABLE jobs DROP COLUMN job_key; PRAGMA user_version = 7;",
             )
             .unwrap();
         c.conn

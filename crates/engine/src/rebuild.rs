@@ -27,7 +27,7 @@ use crate::home::Home;
 use crate::media::policy::{mount, read_label, Found};
 use crate::media::scan::{Scan, Scanned};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use tapeloom_catalog::{Catalog, FileRow, JobState, Stream, Volume};
+use tapeloom_catalog::{Catalog, CopyState, FileRow, JobState, Stream, Volume};
 use tapeloom_format::{
     open_block, BlockHeader, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart,
     Kind, MasterKey, RecordDecoder, RecordHeader, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM,
@@ -58,6 +58,8 @@ pub struct RebuildReport {
     /// a job start it could not read (the job is not added) or a record of a job's
     /// control stream (the job's index is incomplete).
     pub unusable: Vec<Unusable>,
+    /// Further copies of jobs added: (job, copy number).
+    pub copies_added: Vec<(i64, u32)>,
 }
 
 /// A block that begins a record a rebuild could not use.
@@ -87,6 +89,9 @@ struct Segment {
     streams: BTreeSet<u16>,
     /// Where each data block landed, in tape order: (stream, stream offset, block).
     landed: Vec<(u16, u64, u64)>,
+    /// A segment of a further copy of the job: its `CopyStart`. Such a segment
+    /// is recorded as the copy's, not as one of the job's own.
+    copy: Option<tapeloom_format::CopyStart>,
 }
 
 /// A segment's first records as they are gathered: its `JobStart` (stream 0) or
@@ -102,14 +107,21 @@ struct Head {
     lbn: u64,
     /// Read, or found unusable.
     done: bool,
+    /// Blocks the records were gathered from.
+    blocks: u64,
 }
 
 /// What a segment's gathered first records are so far.
 enum Gathered {
     /// More bytes of the stream are needed.
     More,
-    /// The start, and the job key when the job is encrypted.
-    Start(Box<JobStart>, Option<JobKey>),
+    /// The start, and the job key when the job is encrypted; with the
+    /// `CopyStart` when the segment is a further copy's.
+    Start(
+        Box<JobStart>,
+        Option<JobKey>,
+        Option<Box<tapeloom_format::CopyStart>>,
+    ),
     /// Not a start that can be used, and why.
     Unusable(String),
 }
@@ -118,23 +130,26 @@ impl Head {
     /// Reads the records gathered so far; `more` says whether further bytes of the
     /// stream may still come.
     fn read(&self, more: bool) -> Gathered {
-        let kind = match self.stream {
+        let mut kind = match self.stream {
             Some(CONTINUATION_STREAM) => Kind::Continuation,
             _ => Kind::JobStart,
         };
         let unusable = |what: String| Gathered::Unusable(what);
-        let cut = |what: &str| match more {
+        let cut = |kind: Kind, what: &str| match more {
             true => Gathered::More,
             false => unusable(format!("a {kind:?} record cut short in its {what}")),
         };
         let h = match record_at(&self.bytes, 0) {
-            None => return cut("header"),
+            None => return cut(kind, "header"),
             Some(Ok(h)) => h,
             Some(Err(e)) => {
                 let stream = self.stream.unwrap_or_default();
                 return unusable(format!("a block of stream {stream} that begins with {e}"));
             }
         };
+        if kind == Kind::Continuation && h.kind == Kind::CopyStart {
+            kind = Kind::CopyStart;
+        }
         if h.kind != kind {
             return unusable(format!(
                 "a {:?} record where a {kind:?} record begins",
@@ -147,11 +162,17 @@ impl Head {
         }
         let end = RECORD_HEADER_LEN + h.len as usize;
         let Some(body) = self.bytes.get(RECORD_HEADER_LEN..end) else {
-            return cut("body");
+            return cut(kind, "body");
         };
-        let start = match JobStart::decode(body) {
-            Ok(s) => s,
-            Err(e) => return unusable(format!("a {kind:?} record that does not decode: {e}")),
+        let (start, copy) = match kind {
+            Kind::CopyStart => match tapeloom_format::CopyStart::decode(body) {
+                Ok(c) => (c.start.clone(), Some(Box::new(c))),
+                Err(e) => return unusable(format!("a {kind:?} record that does not decode: {e}")),
+            },
+            _ => match JobStart::decode(body) {
+                Ok(s) => (s, None),
+                Err(e) => return unusable(format!("a {kind:?} record that does not decode: {e}")),
+            },
         };
         if let Err(e) = tapeloom_format::check_block_size(start.block_size as usize) {
             return unusable(format!("a {kind:?} record whose {e}"));
@@ -172,7 +193,7 @@ impl Head {
             }
             _ => None,
         };
-        Gathered::Start(Box::new(start), key)
+        Gathered::Start(Box::new(start), key, copy)
     }
 }
 
@@ -209,6 +230,7 @@ impl Segment {
         let follows = h.stream_offset == self.head.bytes.len() as u64 && !h.encrypted;
         if follows {
             self.head.bytes.extend_from_slice(payload);
+            self.head.blocks += 1;
         }
         self.settle(follows, h.job_tag, keys, report)
     }
@@ -232,7 +254,13 @@ impl Segment {
                 block: self.head.lbn,
                 what,
             }),
-            Gathered::Start(s, key) => {
+            Gathered::Start(s, key, Some(copy)) => {
+                // The copy's own segment number is no volume of the job's.
+                self.copy = Some(*copy);
+                self.job_key = key;
+                drop(s);
+            }
+            Gathered::Start(s, key, None) => {
                 self.seq = Some(s.volume_seq);
                 self.start = Some(*s);
                 if let Some(k) = &key {
@@ -315,8 +343,98 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
         drop(drive);
     }
 
+    let mut copies: Segments = BTreeMap::new();
+    for (tag, segs) in jobs.iter_mut() {
+        let (copy, own): (Vec<Segment>, Vec<Segment>) = std::mem::take(segs)
+            .into_iter()
+            .partition(|s| s.copy.is_some());
+        *segs = own;
+        if !copy.is_empty() {
+            copies.insert(*tag, copy);
+        }
+    }
+    jobs.retain(|_, segs| !segs.is_empty());
     add_jobs(home, &mut lib, jobs, &mut report)?;
+    add_copies(cat, copies, &mut report)?;
     Ok(report)
+}
+
+/// Whether the copy's segments `cs` hold every object of the job's own segment
+/// `v`, from its first to its last.
+fn covered(v: &tapeloom_catalog::JobVolume, cs: &[tapeloom_catalog::CopySegment]) -> bool {
+    let last = v.last_lbn.unwrap_or(v.first_lbn);
+    let mut pieces: Vec<&tapeloom_catalog::CopySegment> =
+        cs.iter().filter(|c| c.orig_seq == v.seq).collect();
+    pieces.sort_by_key(|c| c.orig_first_lbn);
+    let mut next = v.first_lbn;
+    for c in pieces {
+        if c.orig_first_lbn <= next {
+            next = next.max(c.orig_first_lbn.saturating_add(c.objects.unwrap_or(0)));
+        }
+    }
+    next > last
+}
+
+/// Records the further copies found on tape of the jobs the catalog has (and
+/// that it does not know yet): a copy whose segments hold every object of the
+/// job's own segments is whole (`ok`); one cut short (its writing stopped) is
+/// recorded `retired`, so that no restore reads it.
+fn add_copies(cat: &Catalog, copies: Segments, report: &mut RebuildReport) -> Result<()> {
+    for (tag, segs) in copies {
+        let Some(job) = cat.job_by_tag(tag)? else {
+            for s in &segs {
+                report.unusable.push(Unusable {
+                    barcode: s.volume.barcode.clone(),
+                    block: s.first_lbn,
+                    what: format!(
+                        "a segment of a copy of job {tag:016x}, whose own cartridges were not read"
+                    ),
+                });
+            }
+            continue;
+        };
+        let own = cat.job_volumes(job.id)?;
+        let mut by_copy: BTreeMap<u16, Vec<tapeloom_catalog::CopySegment>> = BTreeMap::new();
+        let mut pools: HashMap<u16, String> = HashMap::new();
+        for s in &segs {
+            let Some(c) = &s.copy else { continue };
+            let first_lbn = s.first_lbn + s.head.blocks;
+            by_copy
+                .entry(c.copy_no)
+                .or_default()
+                .push(tapeloom_catalog::CopySegment {
+                    seq: c.start.volume_seq,
+                    volume_id: s.volume.id,
+                    first_lbn,
+                    orig_seq: c.orig_seq,
+                    orig_first_lbn: c.orig_lbn,
+                    objects: Some((s.last_lbn + 1).saturating_sub(first_lbn)),
+                });
+            pools
+                .entry(c.copy_no)
+                .or_insert_with(|| s.volume.pool.clone());
+        }
+        for (copy_no, mut cs) in by_copy {
+            let copy_no = u32::from(copy_no);
+            if cat.has_copy(job.id, copy_no)? {
+                continue;
+            }
+            cs.sort_by_key(|c| c.seq);
+            let whole = own.iter().all(|v| covered(v, &cs));
+            let state = match whole {
+                true => CopyState::Ok,
+                false => CopyState::Retired,
+            };
+            let pool = pools.get(&(copy_no as u16)).cloned().unwrap_or_default();
+            let now = crate::clock::now()?.as_nanos();
+            cat.record_copy(job.id, copy_no, &pool, state, now)?;
+            for c in &cs {
+                cat.add_copy_segment(job.id, copy_no, c)?;
+            }
+            report.copies_added.push((job.id, copy_no));
+        }
+    }
+    Ok(())
 }
 
 /// Adds the jobs found on tape that the catalog lacks, oldest first (a job's base
@@ -441,7 +559,16 @@ fn scan(
                 continue;
             }
         };
-        if open.as_ref().is_some_and(|(tag, _)| *tag != h.job_tag) {
+        // A copy segment's `CopyStart` begins a segment, even right after another
+        // segment of the same job (two copies of it on one cartridge).
+        let copy_head = h.stream == CONTINUATION_STREAM
+            && h.stream_offset == 0
+            && !h.encrypted
+            && matches!(record_at(h.payload(&buf[..n]), 0), Some(Ok(r)) if r.kind == Kind::CopyStart);
+        if open
+            .as_ref()
+            .is_some_and(|(tag, _)| *tag != h.job_tag || copy_head)
+        {
             // An incomplete segment (no filemark) followed by the next job.
             if let Some((tag, mut seg)) = open.take() {
                 seg.settle(false, tag, keys, report)?;
@@ -462,6 +589,7 @@ fn scan(
                     control: Vec::new(),
                     streams: BTreeSet::new(),
                     landed: Vec::new(),
+                    copy: None,
                 },
             )
         });
@@ -787,6 +915,7 @@ mod tests {
             control: Vec::new(),
             streams: BTreeSet::new(),
             landed: Vec::new(),
+            copy: None,
         }]
     }
 

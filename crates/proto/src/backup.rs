@@ -155,6 +155,13 @@ pub struct BackedUp {
     /// Through the stage: how often and how long spooling waited for space.
     pub stage_waits: Option<StageWaits>,
     pub errors: Vec<PathError>,
+    /// The copy written once the job ended, when its pool names a copy pool
+    /// (`pool create --copy-to`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy: Option<tapeloom_engine::CopyReport>,
+    /// Why that copy could not be written (the job itself is whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_error: Option<String>,
 }
 
 /// How often and how long spooling waited for stage space.
@@ -279,6 +286,8 @@ impl BackedUp {
                 seconds: r.stage_waits.1,
             }),
             errors: PathError::list(&r.errors),
+            copy: None,
+            copy_error: None,
         }
     }
 }

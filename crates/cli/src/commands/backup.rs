@@ -334,7 +334,27 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     }
     let r = r?;
     output::path_errors("tapeloom: warning: ", &r.errors);
-    Ok(BackedUp::new(&r, drive_compression))
+    let mut out = BackedUp::new(&r, drive_compression);
+    // A pool that names a copy pool has each of its jobs copied once it ends.
+    let pool = opts
+        .pool
+        .as_deref()
+        .unwrap_or(tapeloom_catalog::DEFAULT_POOL);
+    let ended = matches!(
+        r.status,
+        tapeloom_catalog::JobState::Ok | tapeloom_catalog::JobState::Partial
+    );
+    if let (true, Some(to_pool)) = (ended, home.catalog.pool_copy(pool)?) {
+        let copy = tapeloom_engine::CopyOptions {
+            to_pool,
+            ..Default::default()
+        };
+        match tapeloom_engine::copy_job(&home, r.job_id, &copy) {
+            Ok(c) => out.copy = Some(c),
+            Err(e) => out.copy_error = Some(e.to_string()),
+        }
+    }
+    Ok(out)
 }
 
 impl Output for BackedUp {
@@ -365,12 +385,27 @@ impl Output for BackedUp {
         for e in &self.errors {
             outln!("  not backed up: {}: {}", e.path, e.reason);
         }
+        if let Some(c) = &self.copy {
+            outln!(
+                "job {}: copy {} in pool {} on {}",
+                c.job_id,
+                c.copy_no,
+                escape_controls(&c.pool),
+                escape_controls(&c.cartridges.join(", "))
+            );
+        }
     }
 
     /// A job that could not back up every source object is partial: said, and exit
     /// 1, as `tar` exits non-zero on a file it cannot read (the job and what it holds
     /// are kept).
     fn failure(&self) -> Option<String> {
+        if let Some(e) = &self.copy_error {
+            return Some(format!(
+                "job {} is whole, but its copy could not be written: {e}",
+                self.job_id
+            ));
+        }
         partial(self.job_id, self.status, self.errors.len())
     }
 }

@@ -75,6 +75,16 @@ pub struct Rebuilt {
     /// Blocks that begin a record the rebuild could not use: a job start (the job
     /// is not added) or a record of a job's index (the job lacks entries).
     unusable: Vec<UnusableBlock>,
+    /// Further copies of jobs found on tape and added, each as
+    /// `{"job": ID, "copy_no": N}`.
+    copies_added: Vec<CopyAdded>,
+}
+
+/// A further copy of a job that `catalog rebuild` added.
+#[derive(Serialize)]
+struct CopyAdded {
+    job: i64,
+    copy_no: u32,
 }
 
 /// A block that begins a record `catalog rebuild` could not use.
@@ -107,6 +117,9 @@ fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
                 what: u.what,
             })
             .collect(),
+        copies_added: (r.copies_added.into_iter())
+            .map(|(job, copy_no)| CopyAdded { job, copy_no })
+            .collect(),
     })
 }
 
@@ -123,6 +136,9 @@ impl Output for Rebuilt {
         );
         for j in &self.bases_missing {
             outln!("job {j}: its base job is on none of the cartridges read");
+        }
+        for c in &self.copies_added {
+            outln!("job {}: copy {} found and added", c.job, c.copy_no);
         }
         for u in &self.unusable {
             outln!("{} block {}: unusable: {}", u.volume, u.block, u.what);

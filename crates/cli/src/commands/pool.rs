@@ -50,6 +50,10 @@ pub struct CreateArgs {
     /// other with --encrypt. Its passphrase is asked at each backup.
     #[arg(long, value_name = "FILE")]
     key: Option<std::path::PathBuf>,
+    /// Another pool every job of this one is copied to once it ends
+    /// (`tapeloom copy`, on a second drive when there is one).
+    #[arg(long, value_name = "POOL")]
+    copy_to: Option<String>,
 }
 
 impl Args {
@@ -76,6 +80,8 @@ pub struct PoolOut {
     jobs: u64,
     /// The key file that encrypts its jobs, if it has one.
     key: Option<PoolKeyOut>,
+    /// The pool its jobs are copied to once they end, if any.
+    copy_to: Option<String>,
 }
 
 /// A pool's key file.
@@ -125,7 +131,21 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
         }
         None => None,
     };
+    if let Some(to) = &a.copy_to {
+        let known = home.catalog.pool(to)?.is_some();
+        if !known || *to == pool.name {
+            anyhow::bail!(
+                "pool {}: its copy pool {} must be another pool that exists (`tapeloom pool create {}` first)",
+                escape_controls(&pool.name),
+                escape_controls(to),
+                escape_controls(to)
+            );
+        }
+    }
     home.catalog.create_pool(&pool, &a.cartridges)?;
+    if let Some(to) = &a.copy_to {
+        home.catalog.set_pool_copy(&pool.name, to)?;
+    }
     if let Some(k) = &key {
         home.catalog.set_pool_key(&pool.name, k)?;
     }
@@ -184,6 +204,7 @@ fn describe(
             file: k.key_file,
             fingerprint: k.fingerprint,
         }),
+        copy_to: home.catalog.pool_copy(&p.name)?,
         name: p.name.clone(),
         retention_s: p.retention_s,
         max_jobs_per_volume: p.max_jobs_per_volume,
@@ -210,6 +231,9 @@ impl PoolOut {
             output::bytes(self.bytes_used),
             self.jobs
         );
+        if let Some(c) = &self.copy_to {
+            outln!("  jobs copied to pool {}", escape_controls(c));
+        }
         if let Some(k) = &self.key {
             outln!(
                 "  jobs encrypted with key {} ({})",

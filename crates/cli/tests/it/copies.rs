@@ -188,6 +188,25 @@ fn a_copy_with_one_drive_goes_through_a_spool_and_spans_cartridges_with_its_file
     assert_eq!(r["copy"], 1, "{r}");
     assert_same_tree(&src, &out);
 
+    // The catalog rebuilt from the tapes alone knows the copy, on the same
+    // cartridges, and reads it.
+    let before = ok(&home, &["jobs"])["jobs"][0]["copies"].clone();
+    forget_catalog(&home);
+    let rebuilt = ok(&home, &["catalog", "rebuild"]);
+    assert_eq!(rebuilt["copies_added"][0]["copy_no"], 2, "{rebuilt}");
+    assert_eq!(
+        rebuilt["unusable"].as_array().unwrap().len(),
+        0,
+        "{rebuilt}"
+    );
+    let after = ok(&home, &["jobs"])["jobs"][0]["copies"].clone();
+    assert_eq!(after[0]["volumes"], before[0]["volumes"], "{after}");
+    assert_eq!(after[0]["state"], "ok", "{after}");
+    let out = t.path().join("rebuilt");
+    let r = ok(&home, &["restore", &job, "--copy", "2", "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
+
     // One drive: each bad block's copy takes the drive for its read, and the
     // job's own cartridge comes back after it.
     if test_hooks() {
@@ -199,4 +218,31 @@ fn a_copy_with_one_drive_goes_through_a_spool_and_spans_cartridges_with_its_file
         assert_eq!(r["from_other_copy"], 2, "{r}");
         assert_same_tree(&src, &out);
     }
+}
+
+#[test]
+fn a_pool_that_names_a_copy_pool_has_each_job_copied_once_it_ends() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 2, 4, "64M");
+    refused(
+        &home,
+        &["pool", "create", "main", "--copy-to", "vault"],
+        &["vault", "pool create vault"],
+    );
+    ok(&home, &["pool", "create", "vault"]);
+    let pool = ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
+    assert_eq!(pool["copy_to"], "vault", "{pool}");
+    let src = t.path().join("src");
+    rich_tree(&src);
+    let b = ok(&home, &["backup", p(&src), "--pool", "main"]);
+    assert_eq!(b["copy"]["copy_no"], 2, "{b}");
+    assert_eq!(b["copy"]["pool"], "vault", "{b}");
+    let job = b["job_id"].to_string();
+    let jobs = ok(&home, &["jobs"]);
+    assert_eq!(jobs["jobs"][0]["copies"][0]["state"], "ok", "{jobs}");
+    let out = t.path().join("out");
+    let r = ok(&home, &["restore", &job, "--copy", "2", "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
 }

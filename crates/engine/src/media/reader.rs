@@ -160,7 +160,7 @@ impl CopyMap {
     }
 
     fn piece(&self, s: &CopySegment) -> Option<(&Volume, (u64, u64, u64))> {
-        let end = s.orig_first_lbn + s.objects.unwrap_or(0);
+        let end = s.orig_first_lbn.saturating_add(s.objects.unwrap_or(0));
         let v = self.volumes.get(&s.volume_id)?;
         Some((v, (s.orig_first_lbn, s.first_lbn, end)))
     }
@@ -261,7 +261,8 @@ impl JobReader {
 
     /// The cartridge LBN of the original's `lbn` in the piece being read.
     fn phys_of(&self, lbn: u64) -> u64 {
-        (lbn + self.piece.1).saturating_sub(self.piece.0)
+        lbn.saturating_add(self.piece.1)
+            .saturating_sub(self.piece.0)
     }
 
     fn modeled_now(&self) -> Option<f64> {
