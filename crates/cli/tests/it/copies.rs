@@ -127,6 +127,13 @@ fn a_copy_is_read_when_the_jobs_own_cartridge_is_away_and_gives_its_bad_blocks_b
         ],
         &[&tape, "library import"],
     );
+    // Back in the library: the import leaves free the slot of the copy's
+    // cartridge, which is in a drive, and the job's own cartridge reads again.
+    ok(&home, &["library", "import", &tape]);
+    let out = t.path().join("back");
+    let r = ok(&home, &["restore", &job, "--copy", "1", "--to", p(&out)]);
+    assert_eq!(r["copy"], 1, "{r}");
+    assert_same_tree(&src, &out);
 }
 
 #[test]

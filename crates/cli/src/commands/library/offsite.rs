@@ -85,10 +85,10 @@ pub fn import(a: ImportArgs, home: &Home) -> Result<Rotated> {
         let Some(from) = inv.mail_slot_of(&barcode) else {
             return Err(CliError::NotInMailSlot { barcode }.into());
         };
-        let Some(to) = inv
-            .slots
-            .iter()
-            .find(|s| s.barcode.is_none())
+        // A slot a loaded cartridge came from is kept for its way back.
+        let held: Vec<usize> = inv.drives.iter().filter_map(|d| d.from_slot).collect();
+        let Some(to) = (inv.slots.iter())
+            .find(|s| s.barcode.is_none() && !held.contains(&s.address))
             .map(|s| s.address)
         else {
             return Err(CliError::NoFreeSlot { barcode }.into());
