@@ -5,7 +5,8 @@
 //!
 //! With two drives or more, one drive reads while another writes, and a queue of
 //! blocks between them keeps the writing drive streaming. With one drive, each
-//! segment is read to a spool file on disk first and then written from it.
+//! segment is read to a spool file first (on the home's first disk stage, else in
+//! the home) and then written from it.
 
 use crate::error::{CopyError, JobError, MediaError, Result};
 use crate::home::Home;
@@ -340,7 +341,8 @@ fn streamed(
     })
 }
 
-/// One drive: each segment is read into a spool file in the home, then the
+/// One drive: each segment is read into a spool file (on the home's first disk
+/// stage, else in the home), then the
 /// cartridge is set aside and the copy's cartridge written from the file. The
 /// spool's peak size comes back too.
 fn through_spool(
@@ -350,9 +352,12 @@ fn through_spool(
     (vols, shape): Shape<'_>,
     w: &mut VolumeWriter,
 ) -> Result<(Read, Option<u64>)> {
-    let path = home
-        .dir()
-        .join(format!("copy-spool-{}", std::process::id()));
+    // On the home's first disk stage when it has one, else in the home.
+    let dir = match home.catalog.stages()?.into_iter().next() {
+        Some(stage) => stage.path,
+        None => home.dir().to_path_buf(),
+    };
+    let path = dir.join(format!("copy-spool-{}", std::process::id()));
     let io = |what: &str, source| crate::error::Error::Io {
         what: format!("{what} {}", path.display()),
         source,

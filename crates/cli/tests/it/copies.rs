@@ -114,6 +114,12 @@ fn a_copy_is_read_when_the_jobs_own_cartridge_is_away_and_gives_its_bad_blocks_b
         std::fs::read(one.join("dir/sub/big.bin")).unwrap(),
         std::fs::read(src.join("dir/sub/big.bin")).unwrap()
     );
+    // A restore of the job's set reads the copy too.
+    let set = b["set"].as_str().unwrap().to_string();
+    let out = t.path().join("set");
+    let r = ok(&home, &["restore", "--set", &set, "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
     // Forced onto the copy that is away: refused in one line naming it.
     refused(
         &home,

@@ -254,6 +254,13 @@ impl JobReader {
         self
     }
 
+    /// Reads copy `copy` of the job from now on (after [`JobReader::switch`]),
+    /// and a bad block from the first of `alts` that has it good.
+    pub fn set_copies(&mut self, copy: Option<CopyMap>, alts: Vec<Option<CopyMap>>) {
+        (self.copy, self.alts, self.alt) = (copy, alts, None);
+        self.piece = (0, 0, u64::MAX);
+    }
+
     /// The copy read (1: the job's own cartridges).
     pub fn copy_no(&self) -> u32 {
         self.copy.as_ref().map_or(1, |c| c.copy_no)

@@ -193,6 +193,7 @@ fn switch(
     if step.job != *current {
         let job = job(shared, step.job)?;
         reader.switch(job.vols.clone(), job.tag, job.key.clone())?;
+        reader.set_copies(job.sources.first.clone(), job.sources.others.clone());
         *current = job.id;
     }
     Ok(())

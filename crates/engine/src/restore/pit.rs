@@ -303,7 +303,11 @@ pub fn restore_files_in_order(
         true => Vec::new(),
         false => {
             let mut lib = home.library()?;
-            let drives = which_drives(opts, lib.inventory()?.drives.len())?;
+            let mut drives = which_drives(opts, lib.inventory()?.drives.len())?;
+            if jobs.iter().any(|j| j.sources.first.is_some()) {
+                // A copy's cartridges may hold what several drives would read.
+                drives.truncate(1);
+            }
             let lib: SharedLibrary = Arc::new(Mutex::new(lib));
             let (names, skip) = (HashMap::new(), HashSet::new());
             let stop = AtomicBool::new(false);
@@ -361,13 +365,16 @@ fn job_ctx(home: &Home, id: i64, rows: Vec<FileRow>, sealed: bool) -> Result<Job
     let extents = cat.extents(id)?;
     let chains = chains::chains(&vols, &extents);
     let (work, hints) = plan_chains(&chains, rows, false, &extents);
+    // The copy read, and those a bad block is read from, as for one job's restore.
+    let inv = home.library()?.inventory()?;
+    let sources = crate::copy::sources(cat, &inv, (id, &vols), None)?;
     let ctx = JobCtx {
         id,
         tag: job.tag,
         vols,
         key,
         hints,
-        sources: Default::default(),
+        sources,
         alt_drive: None,
     };
     Ok(JobLayout {
@@ -453,7 +460,11 @@ impl SetRead {
         let cat = &home.catalog;
         let mut lib = home.library()?;
         let inv = lib.inventory()?;
-        let drives = which_drives(opts, inv.drives.len())?;
+        let mut drives = which_drives(opts, inv.drives.len())?;
+        if self.jobs.iter().any(|j| j.sources.first.is_some()) {
+            // A copy's cartridges may hold what several drives would read.
+            drives.truncate(1);
+        }
         let held: HashMap<usize, String> = (inv.drives.iter())
             .filter_map(|d| d.loaded.clone().map(|b| (d.index, b)))
             .collect();
