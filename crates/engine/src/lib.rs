@@ -62,7 +62,7 @@ pub use restore::{
 };
 pub use restore::{BlockVerify, Listed};
 pub use sampler::{Latest, Live, Series};
-pub use verify::{read_back_due, verify, verify_as, VerifyReport};
+pub use verify::{read_back_due, verify, verify_as, verify_copy_as, VerifyReport};
 
 use std::borrow::Cow;
 

@@ -175,7 +175,18 @@ pub fn verify_as(
     drive: Option<usize>,
     how: &str,
 ) -> Result<VerifyReport> {
-    let report = read_back(home, job_id, drive)?;
+    verify_copy_as(home, (job_id, None), drive, how)
+}
+
+/// [`verify_as`] of copy `copy` of the job (`None` or 1: its own cartridges; a
+/// further copy must be whole). A bad block marks the copy's cartridge suspect.
+pub fn verify_copy_as(
+    home: &Home,
+    (job_id, copy): (i64, Option<u32>),
+    drive: Option<usize>,
+    how: &str,
+) -> Result<VerifyReport> {
+    let report = read_back(home, (job_id, copy), drive)?;
     let cat = &home.catalog;
     let now = crate::clock::now()?.as_nanos();
     cat.record_verify(&tapeloom_catalog::LastVerify {
@@ -231,10 +242,18 @@ pub fn read_back_due(
 }
 
 /// Reads job `job_id` back whole and checks every block and file.
-fn read_back(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyReport> {
+fn read_back(
+    home: &Home,
+    (job_id, copy): (i64, Option<u32>),
+    drive: Option<usize>,
+) -> Result<VerifyReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
     let (mut reader, vols) = JobReader::open(home, job_id, drive)?;
+    if let Some(n) = copy.filter(|n| *n > 1) {
+        let map = crate::media::reader::CopyMap::load(cat, job_id, n)?;
+        reader.set_copies(Some(map), Vec::new());
+    }
     reader.seek(vols[0].seq, vols[0].first_lbn)?;
     let mut streams = Streams::default();
     let mut ck = Checker::new(crate::restore::plan::left_out(cat, job_id)?);
@@ -245,12 +264,18 @@ fn read_back(home: &Home, job_id: i64, drive: Option<usize>) -> Result<VerifyRep
         match reader.next()? {
             Got::End => break,
             Got::Bad { seq, lbn, .. } => {
-                let barcode = vols
-                    .iter()
-                    .find(|v| v.seq == seq)
-                    .map(|v| v.volume.barcode.clone())
-                    .unwrap_or_default();
-                report.bad_blocks.push((barcode, lbn));
+                // The cartridge it was read from (a copy's, when a copy is read)
+                // and its place there.
+                let (barcode, at) = match reader.mounted_barcode() {
+                    Some(b) if copy.is_some_and(|n| n > 1) => (b, reader.last_place()),
+                    _ => (
+                        (vols.iter().find(|v| v.seq == seq))
+                            .map(|v| v.volume.barcode.clone())
+                            .unwrap_or_default(),
+                        lbn,
+                    ),
+                };
+                report.bad_blocks.push((barcode, at));
                 for p in cat.files_in_block(job_id, seq, lbn)? {
                     ck.affected.insert(p);
                 }

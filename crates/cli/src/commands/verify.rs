@@ -32,6 +32,10 @@ pub struct Args {
     /// Drive to read with.
     #[arg(long, value_parser = super::usize_in(..=super::MAX_INDEX))]
     drive: Option<usize>,
+    /// Read back this copy of the job (1: its own cartridges, the default; `jobs`
+    /// lists its copies). A bad block marks that copy's cartridge suspect.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65535), conflicts_with = "pool")]
+    copy: Option<u32>,
     #[command(flatten)]
     key: super::key::KeyArg,
     #[command(flatten)]
@@ -93,6 +97,9 @@ fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
 /// Verifies one job.
 fn one(job: i64, a: Args, ctx: &Context) -> Result<Verified> {
     if let Some(server) = a.remote.resolve()? {
+        if a.copy.is_some() {
+            return Err(ServerError::NotServed("verify --copy").into());
+        }
         if a.key.given() {
             // The server's restore chooses its drives: none can be named.
             if a.drive.is_some() {
@@ -105,7 +112,13 @@ fn one(job: i64, a: Args, ctx: &Context) -> Result<Verified> {
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
-    let r = tapeloom_engine::verify(&home, job, a.drive)?;
+    let r = match a.copy {
+        Some(n) => {
+            let how = format!("verify --copy {n}");
+            tapeloom_engine::verify_copy_as(&home, (job, Some(n)), a.drive, &how)?
+        }
+        None => tapeloom_engine::verify(&home, job, a.drive)?,
+    };
     Ok(Verified::new(job, r))
 }
 

@@ -220,6 +220,16 @@ fn a_copy_with_one_drive_goes_through_a_spool_and_spans_cartridges_with_its_file
     assert_eq!(r["copy"], 2, "{r}");
     assert_same_tree(&src, &out);
 
+    // A read-back of the copy reads its cartridges.
+    let v = ok(&home, &["verify", &job, "--copy", "2"]);
+    assert_eq!(v["ok"], true, "{v}");
+    let jobs = ok(&home, &["jobs"]);
+    assert_eq!(
+        jobs["jobs"][0]["last_verified"]["how"], "verify --copy 2",
+        "{jobs}"
+    );
+    refused(&home, &["verify", &job, "--copy", "3"], &["copy 3"]);
+
     // One drive: each bad block's copy takes the drive for its read, and the
     // job's own cartridge comes back after it.
     if test_hooks() {

@@ -261,6 +261,17 @@ impl JobReader {
         self.piece = (0, 0, u64::MAX);
     }
 
+    /// The barcode of the cartridge mounted, if any.
+    pub fn mounted_barcode(&self) -> Option<String> {
+        self.cur.as_ref()?;
+        self.mounted_as.as_ref().map(|v| v.barcode.clone())
+    }
+
+    /// The LBN on the mounted cartridge of the object read last.
+    pub fn last_place(&self) -> u64 {
+        self.phys.saturating_sub(1)
+    }
+
     /// The copy read (1: the job's own cartridges).
     pub fn copy_no(&self) -> u32 {
         self.copy.as_ref().map_or(1, |c| c.copy_no)
@@ -554,6 +565,11 @@ impl JobReader {
     /// Reads forward to block `to` of the current volume without returning what it
     /// reads: passing over unwanted data by reading, where that beats a locate.
     pub fn pass(&mut self, to: u64) -> Result<()> {
+        if let Some((seq, _)) = self.resume {
+            // Its cartridge made way for another copy's: it is mounted again there.
+            self.resume = Some((seq, to));
+            return Ok(());
+        }
         if to >= self.piece.2 {
             // On another piece of the copy: found by seeking.
             if let Some((seq, _)) = self.cur.as_ref() {

@@ -203,6 +203,8 @@ pub(crate) struct VolumeWriter {
     /// The cartridge this writer set aside for the drive to read (a copy with
     /// one drive), which it takes again.
     aside: Option<String>,
+    /// The drive's statistics when it last set its cartridge aside.
+    aside_stats: Option<tapeloom_device::DriveStats>,
 }
 
 /// What a writer of a further copy of a job keeps (docs/COPIES.md): it writes
@@ -289,6 +291,7 @@ impl VolumeWriter {
             clear: false,
             copy: None,
             aside: None,
+            aside_stats: None,
         };
         if first {
             w.mount_next()?;
@@ -769,6 +772,8 @@ impl VolumeWriter {
         if self.drive.is_some() {
             let full = self.need_switch;
             self.aside = (!full).then(|| self.barcode());
+            // As the drive saw the segment, before the flush that ends it.
+            self.aside_stats = self.drive_stats_now();
             self.leave_cartridge(true)?;
             if full {
                 if let Some(v) = &self.volume {
@@ -1357,8 +1362,13 @@ impl VolumeWriter {
         self.drive.as_mut().and_then(|d| d.streaming_rate(sample))
     }
 
-    /// The drive's statistics, when it keeps them.
+    /// The drive's statistics, when it keeps them (with no cartridge now: as
+    /// they were when the last one was set aside).
     pub fn drive_stats(&self) -> Option<tapeloom_device::DriveStats> {
+        self.drive_stats_now().or_else(|| self.aside_stats.clone())
+    }
+
+    fn drive_stats_now(&self) -> Option<tapeloom_device::DriveStats> {
         self.drive.as_ref().and_then(|d| d.stats())
     }
 
