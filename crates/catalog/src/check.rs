@@ -27,6 +27,7 @@ const JOB_TABLES: &[&str] = &[
     "recall_samples",
     "job_copies",
     "copy_segments",
+    "job_moves",
     "job_verifies",
     "marks",
     "drive_health",
@@ -399,6 +400,7 @@ mod tests {
                  INSERT INTO recall_samples VALUES ({j}, 0, 1, 10, 2); \
                  INSERT INTO job_copies VALUES ({j}, 2, 'copies', 'ok', 5); \
                  INSERT INTO copy_segments VALUES ({j}, 2, 0, {}, 3, 0, 2, 40); \
+                 INSERT INTO job_moves VALUES ({j}, 2, 5); \
                  INSERT INTO job_verifies VALUES ({j}, 5, 1, 40, 0, 'verify'); \
                  INSERT INTO marks VALUES ({j}, 'backup', 0, 'load', 0, 10); \
                  INSERT INTO drive_health VALUES ({j}, 'backup', 0, 'TL0001L9', '{{}}'); \

@@ -292,6 +292,175 @@ impl Catalog {
     }
 }
 
+/// A job's place on a cartridge: its own segments (copy 1) or a further copy's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    /// The job.
+    pub job_id: i64,
+    /// 1 for the job's own segments, else the copy's number.
+    pub copy_no: u32,
+}
+
+impl Catalog {
+    /// The copy that stands in for `job`'s own cartridges since it was moved
+    /// (`migrate`, `repack`); `None` while the job is on its own cartridges.
+    pub fn moved_to(&self, job: i64) -> Result<Option<u32>> {
+        let n: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT copy_no FROM job_moves WHERE job_id = ?1",
+                params![job],
+                |r| r.get(0),
+            )
+            .optional()
+            .doing("read where a job moved")?;
+        Ok(n.map(|n| n.max(0) as u32))
+    }
+
+    /// Moves `job` to its copy `copy_no`, in one transaction: the copy becomes
+    /// `ok` and stands in for the place the job was read from until now (its own
+    /// segments, or the copy it was moved to before, which is forgotten). The
+    /// job's segments (`job_volumes`) keep their positions, which are the
+    /// original's and which the copy maps; each now names the cartridge of the
+    /// copy that holds its first object, so that a cartridge the job left holds
+    /// none of it. Returns the cartridges (catalog ids) of the place given up.
+    pub fn move_job(&self, job: i64, copy_no: u32, now_ns: i64) -> Result<Vec<i64>> {
+        let run = || -> crate::db::Result<std::result::Result<Vec<i64>, u32>> {
+            let tx = write_tx(&self.conn)?;
+            let segs: Vec<CopySegment> = {
+                let mut st = tx.prepare_cached(&format!(
+                    "SELECT {SEGMENT_COLS} FROM copy_segments \
+                     WHERE job_id = ?1 AND copy_no = ?2 ORDER BY seq"
+                ))?;
+                let rows = st.query_map(params![job, copy_no as i64], segment_row)?;
+                rows.collect::<crate::db::Result<_>>()?
+            };
+            let before: Option<i64> = tx
+                .query_row(
+                    "SELECT copy_no FROM job_moves WHERE job_id = ?1",
+                    params![job],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let mut old: Vec<i64> = match before {
+                Some(n) => {
+                    let mut st = tx.prepare_cached(
+                        "SELECT DISTINCT volume_id FROM copy_segments \
+                         WHERE job_id = ?1 AND copy_no = ?2",
+                    )?;
+                    let rows = st.query_map(params![job, n], |r| r.get::<i64>(0))?;
+                    rows.collect::<crate::db::Result<_>>()?
+                }
+                None => {
+                    let mut st = tx.prepare_cached(
+                        "SELECT DISTINCT volume_id FROM job_volumes WHERE job_id = ?1",
+                    )?;
+                    let rows = st.query_map(params![job], |r| r.get::<i64>(0))?;
+                    rows.collect::<crate::db::Result<_>>()?
+                }
+            };
+            let vols: Vec<(i64, i64)> = {
+                let mut st = tx.prepare_cached(
+                    "SELECT seq, first_lbn FROM job_volumes WHERE job_id = ?1 ORDER BY seq",
+                )?;
+                let rows = st.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect::<crate::db::Result<_>>()?
+            };
+            for (seq, first) in vols {
+                let Some((volume, _)) =
+                    copy_position(&segs, seq.max(0) as u32, first.max(0) as u64)
+                else {
+                    // The copy does not hold the segment: nothing is changed.
+                    return Ok(Err(seq.max(0) as u32));
+                };
+                tx.execute(
+                    "UPDATE job_volumes SET volume_id = ?3 WHERE job_id = ?1 AND seq = ?2",
+                    params![job, seq, volume],
+                )?;
+            }
+            if let Some(n) = before {
+                for table in ["copy_segments", "job_copies"] {
+                    tx.execute(
+                        &format!("DELETE FROM {table} WHERE job_id = ?1 AND copy_no = ?2"),
+                        params![job, n],
+                    )?;
+                }
+            }
+            tx.execute(
+                "UPDATE job_copies SET state = ?3 WHERE job_id = ?1 AND copy_no = ?2",
+                params![job, copy_no as i64, CopyState::Ok.as_str()],
+            )?;
+            tx.execute(
+                "INSERT INTO job_moves (job_id, copy_no, moved_ns) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (job_id) DO UPDATE SET copy_no = excluded.copy_no, \
+                 moved_ns = excluded.moved_ns",
+                params![job, copy_no as i64, now_ns],
+            )?;
+            tx.commit()?;
+            old.sort_unstable();
+            Ok(Ok(old))
+        };
+        match run().doing("move a job to its copy")? {
+            Ok(old) => Ok(old),
+            Err(seq) => Err(crate::error::CatalogError::CopyMissesSegment { job, copy_no, seq }),
+        }
+    }
+
+    /// Makes copy `new` of `job` (written to replace copy `old`, and read back)
+    /// `ok` and forgets copy `old`, in one transaction.
+    pub fn replace_copy(&self, job: i64, old: u32, new: u32) -> Result<()> {
+        let run = || -> crate::db::Result<()> {
+            let tx = write_tx(&self.conn)?;
+            tx.execute(
+                "UPDATE job_copies SET state = ?3 WHERE job_id = ?1 AND copy_no = ?2",
+                params![job, new as i64, CopyState::Ok.as_str()],
+            )?;
+            for table in ["copy_segments", "job_copies"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE job_id = ?1 AND copy_no = ?2"),
+                    params![job, old as i64],
+                )?;
+            }
+            tx.commit()
+        };
+        run().doing("replace a copy")
+    }
+
+    /// Records that `job` is read from its copy `copy_no`, which stands in for
+    /// its own cartridges (a rebuild that found the job only in copies).
+    pub fn record_move(&self, job: i64, copy_no: u32, now_ns: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO job_moves (job_id, copy_no, moved_ns) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (job_id) DO UPDATE SET copy_no = excluded.copy_no",
+                params![job, copy_no as i64, now_ns],
+            )
+            .doing("record where a job moved")?;
+        Ok(())
+    }
+
+    /// The places of jobs on `volume_id`: the segments of jobs read from their
+    /// own cartridges, and the segments of further copies in any state.
+    pub fn places_on_volume(&self, volume_id: i64) -> Result<Vec<Place>> {
+        let run = || -> crate::db::Result<Vec<Place>> {
+            let mut st = self.conn.prepare_cached(
+                "SELECT DISTINCT job_id, 1 FROM job_volumes WHERE volume_id = ?1 \
+                 AND job_id NOT IN (SELECT job_id FROM job_moves) \
+                 UNION SELECT DISTINCT job_id, copy_no FROM copy_segments WHERE volume_id = ?1 \
+                 ORDER BY 1, 2",
+            )?;
+            st.query_map(params![volume_id], |r| {
+                Ok(Place {
+                    job_id: r.get(0)?,
+                    copy_no: r.get::<i64>(1)?.max(0) as u32,
+                })
+            })?
+            .collect()
+        };
+        run().doing("read the jobs on a volume")
+    }
+}
+
 impl Catalog {
     /// Records that `barcode` left the library through a mail slot at `now_ns`.
     pub fn set_offsite(&self, barcode: &str, now_ns: i64) -> Result<()> {

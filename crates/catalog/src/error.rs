@@ -72,6 +72,16 @@ pub enum CatalogError {
         /// Its barcode.
         barcode: String,
     },
+    /// A job was to move to a copy that does not hold one of its segments.
+    #[error("copy {copy_no} of job {job} does not hold the job's segment {seq}: the job stays where it is")]
+    CopyMissesSegment {
+        /// The job.
+        job: i64,
+        /// The copy.
+        copy_no: u32,
+        /// The segment it lacks.
+        seq: u32,
+    },
     /// No volume with this id.
     #[error("no volume {id} in the catalog")]
     NoVolume {

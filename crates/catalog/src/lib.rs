@@ -40,7 +40,7 @@ mod tokens;
 mod volumes;
 
 pub use check::{CheckReport, Problem, ProblemKind};
-pub use copies::{copy_position, CopySegment, CopyState, JobCopy};
+pub use copies::{copy_position, CopySegment, CopyState, JobCopy, Place};
 pub use copy::Copied;
 use error::Doing;
 pub use error::{CatalogError, Result};
@@ -330,7 +330,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 23);
+            assert_eq!(c.schema_version().unwrap(), 24);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

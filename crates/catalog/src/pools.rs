@@ -286,6 +286,34 @@ impl Catalog {
             .doing("read a pool's copy pool")
     }
 
+    /// Makes a cartridge of `pool` a candidate for `repack --pool` once
+    /// `percent` of what was written to it belongs to jobs that expired.
+    pub fn set_pool_reclaim(&self, pool: &str, percent: u32) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO pool_reclaims (pool, percent) VALUES (?1, ?2) \
+                 ON CONFLICT (pool) DO UPDATE SET percent = excluded.percent",
+                params![pool, percent as i64],
+            )
+            .doing("set a pool's reclaim share")?;
+        Ok(())
+    }
+
+    /// The share (percent) of expired data from which a cartridge of `pool` is
+    /// reclaimed, if the pool has one.
+    pub fn pool_reclaim(&self, pool: &str) -> Result<Option<u32>> {
+        let n: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT percent FROM pool_reclaims WHERE pool = ?1",
+                params![pool],
+                |r| r.get(0),
+            )
+            .optional()
+            .doing("read a pool's reclaim share")?;
+        Ok(n.map(|n| n.clamp(0, 100) as u32))
+    }
+
     /// Sets the key file that encrypts `pool`'s jobs (those that name no other).
     pub fn set_pool_key(&self, pool: &str, key: &PoolKey) -> Result<()> {
         self.conn

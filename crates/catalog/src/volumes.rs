@@ -388,6 +388,7 @@ fn forget_job(tx: &crate::db::Tx<'_>, job: i64) -> crate::db::Result<()> {
         "recall_samples",
         "copy_segments",
         "job_verifies",
+        "job_moves",
         "job_copies",
         "marks",
         "drive_health",

@@ -20,7 +20,11 @@ pub struct LibraryConfig {
     pub slots: usize,
     /// Logical capacity of each cartridge in bytes.
     pub capacity: u64,
-    /// LTO generation whose timing the drives have (`lto1` .. `lto10`), if any.
+    /// LTO generation whose timing the drives have (`lto1` .. `lto10`), if any;
+    /// or a list of them separated by commas (`lto5,lto9`), the first drive's
+    /// first, the last one's for the drives the list does not reach: a library
+    /// whose older drive reads the cartridges of a generation that its newer
+    /// one cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// The model's clock (stored as `virtual` or `real`); virtual when absent.
@@ -45,6 +49,15 @@ pub struct LibraryConfig {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// The model of drive `index` in a library whose model is `model` (one
+/// generation, or a list of them separated by commas, the last one's for the
+/// drives past its end).
+pub fn model_of(model: Option<&str>, index: usize) -> Option<&str> {
+    let mut all = model?.split(',');
+    let last = model?.rsplit(',').next();
+    all.nth(index).or(last)
 }
 
 /// Cleanings an LTO universal cleaning cartridge does before it is used up.
@@ -146,7 +159,7 @@ impl VirtualLibrary {
             return Err(ChangerError::BadLayout.into());
         }
         if let Some(m) = &config.model {
-            if crate::lto::generation(m).is_none() {
+            if m.split(',').any(|g| crate::lto::generation(g).is_none()) {
                 return Err(ChangerError::UnknownModel { model: m.clone() }.into());
             }
         }
@@ -304,10 +317,11 @@ impl VirtualLibrary {
     pub fn open_tape_drive(&self, index: usize) -> Result<Box<dyn crate::TapeDrive>> {
         let d = self.open_drive(index)?;
         let c = &self.state.config;
-        match &c.model {
+        match model_of(c.model.as_deref(), index) {
             None => Ok(Box::new(d)),
             Some(m) => {
-                let mut p = crate::lto::generation(m)
+                let m = m.to_string();
+                let mut p = crate::lto::generation(&m)
                     .ok_or_else(|| Corruption::UnknownModel { model: m.clone() })?;
                 if let Some(f) = c.scale.filter(|f| *f > 0.0 && *f != 1.0) {
                     p = p.scaled(f);
@@ -392,7 +406,7 @@ impl crate::TapeLibrary for VirtualLibrary {
     }
     fn lowest_speed_mb_s(&self) -> Option<f64> {
         let c = &self.state.config;
-        let mut p = crate::lto::generation(c.model.as_deref()?)?;
+        let mut p = crate::lto::generation(model_of(c.model.as_deref(), 0)?)?;
         if let Some(f) = c.scale.filter(|f| *f > 0.0 && *f != 1.0) {
             p = p.scaled(f);
         }
@@ -603,6 +617,28 @@ mod tests {
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
         assert_eq!(lib.all_barcodes().len(), 5);
+    }
+
+    #[test]
+    fn each_drive_takes_its_model_from_the_list_and_the_last_for_the_rest() {
+        assert_eq!(model_of(None, 0), None);
+        assert_eq!(model_of(Some("lto3"), 5), Some("lto3"));
+        assert_eq!(model_of(Some("lto5,lto9"), 0), Some("lto5"));
+        assert_eq!(model_of(Some("lto5,lto9"), 1), Some("lto9"));
+        assert_eq!(model_of(Some("lto5,lto9"), 3), Some("lto9"));
+        let dir = tempfile::tempdir().unwrap();
+        let bad = LibraryConfig {
+            drives: 2,
+            slots: 2,
+            capacity: 64 << 20,
+            model: Some("lto5,lto99".into()),
+            clock: None,
+            scale: None,
+            cleaning: 0,
+            prefix: None,
+            mail_slots: 0,
+        };
+        assert!(VirtualLibrary::create(dir.path(), bad).is_err());
     }
 
     #[test]

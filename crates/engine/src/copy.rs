@@ -30,6 +30,10 @@ pub struct CopyOptions {
     pub write_drive: Option<usize>,
     /// Bytes of blocks the queue between the drives holds at most.
     pub queue_bytes: u64,
+    /// The copy is written to move the job (`migrate`, `repack`): it may go to
+    /// the pool the job is in, never onto these cartridges, and it stays
+    /// `writing` (read by no restore) until the move makes it the job's place.
+    pub moving: Option<Vec<String>>,
 }
 
 /// What a copy wrote.
@@ -131,8 +135,7 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
         }
         .into());
     }
-    let mut vols = cat.job_volumes(job_id)?;
-    vols.sort_by_key(|v| v.seq);
+    let vols = read_pieces(cat, job_id)?;
     if vols.is_empty() {
         return Err(JobError::NothingOnTape(job_id).into());
     }
@@ -141,7 +144,8 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
         .ok_or_else(|| MediaError::UnknownPool {
             pool: opts.to_pool.clone(),
         })?;
-    if let Some(v) = vols.iter().find(|v| v.volume.pool == pool.name) {
+    let same = vols.iter().find(|(v, _)| v.volume.pool == pool.name);
+    if let (Some((v, _)), None) = (same, &opts.moving) {
         return Err(CopyError::SamePool {
             job: job_id,
             pool: pool.name,
@@ -153,6 +157,13 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
     let key_body = job.key.as_ref().map(|(_, body)| body.clone());
     let mut tapes = Tapes::new(home.library()?);
     tapes.pool = pool.clone();
+    if let Some(avoid) = &opts.moving {
+        tapes.moving = true;
+        tapes.avoid = avoid.clone();
+        tapes
+            .avoid
+            .extend(vols.iter().map(|(v, _)| v.volume.barcode.clone()));
+    }
     let tapes = Arc::new(tapes);
     let drives = tapes.drives()?;
     let read_drive = opts.read_drive.unwrap_or(0);
@@ -196,7 +207,9 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
             return Err(e);
         }
     };
-    cat.set_copy_state(job_id, copy_no, CopyState::Ok)?;
+    if opts.moving.is_none() {
+        cat.set_copy_state(job_id, copy_no, CopyState::Ok)?;
+    }
     let segs = cat.copy_segments(job_id, copy_no)?;
     let mut cartridges: Vec<String> = Vec::new();
     for (_, v) in &w.volumes {
@@ -224,8 +237,50 @@ pub fn copy_job(home: &Home, job_id: i64, opts: &CopyOptions) -> Result<CopyRepo
     })
 }
 
-/// The job's shape: its volumes in sequence order, and its (tag, block size).
-type Shape<'a> = (&'a [JobVolume], (u64, usize));
+/// What a copy reads: each run of the job's objects as it lies on tape (a
+/// segment on its cartridge, from its first LBN to its last), and where the
+/// run starts in the job's own positions (volume sequence, LBN).
+type Piece = (JobVolume, (u32, u64));
+
+/// The job's shape: what to read, in order, and its (tag, block size).
+type Shape<'a> = (&'a [Piece], (u64, usize));
+
+/// What a copy of job `job_id` reads: the job's own segments, in sequence order;
+/// or, for a job moved to a copy, that copy's segments, each named by where it
+/// starts in the job's own positions.
+fn read_pieces(cat: &tapeloom_catalog::Catalog, job_id: i64) -> Result<Vec<Piece>> {
+    let mut vols = cat.job_volumes(job_id)?;
+    vols.sort_by_key(|v| v.seq);
+    let Some(to) = cat.moved_to(job_id)? else {
+        return Ok(vols
+            .into_iter()
+            .map(|v| {
+                let from = (v.seq, v.first_lbn);
+                (v, from)
+            })
+            .collect());
+    };
+    let map = CopyMap::load(cat, job_id, to)?;
+    let mut out = Vec::new();
+    for s in map.segments() {
+        let Some(volume) = map.volume(s.volume_id) else {
+            continue;
+        };
+        let objects = s.objects.unwrap_or(0);
+        if objects == 0 {
+            continue;
+        }
+        let v = JobVolume {
+            seq: s.seq,
+            volume: volume.clone(),
+            first_lbn: s.first_lbn,
+            last_lbn: Some(s.first_lbn + objects - 1),
+            chain: None,
+        };
+        out.push((v, (s.orig_seq, s.orig_first_lbn)));
+    }
+    Ok(out)
+}
 
 /// What the reading side read, and its drive's statistics.
 type Read = (
@@ -287,8 +342,8 @@ fn streamed(
         let reader = sc.spawn(move || -> Result<Read> {
             let mut total = crate::media::segment::SegmentRead::default();
             let mut stats = None;
-            for v in vols {
-                if tx.send(Msg::Piece(v.seq, v.first_lbn)).is_err() {
+            for (v, (seq, lbn)) in vols {
+                if tx.send(Msg::Piece(*seq, *lbn)).is_err() {
                     return Err(CopyError::WriterGone.into());
                 }
                 let (r, s) = read_one(tapes, read_drive, v, shape, |_, o| {
@@ -307,8 +362,8 @@ fn streamed(
         // The writing drive loads its cartridge while the reading one loads and
         // starts, then waits for half the queue: it streams from then on while
         // the reading drive keeps up.
-        let mut written =
-            (w.copy_piece(vols[0].seq, vols[0].first_lbn)).and_then(|_| w.mount_first());
+        let (_, (seq0, lbn0)) = vols[0];
+        let mut written = (w.copy_piece(seq0, lbn0)).and_then(|_| w.mount_first());
         let mut early = Vec::new();
         if written.is_ok() {
             for m in rx.iter() {
@@ -366,7 +421,7 @@ fn through_spool(
     let mut stats = None;
     let mut peak = 0u64;
     let result = (|| -> Result<()> {
-        for v in vols {
+        for (v, (seq, lbn)) in vols {
             let mut spool = Spool::create(&path).map_err(|e| io("create", e))?;
             let (r, s) = read_one(tapes, drive, v, shape, |_, o| {
                 spool.push(&o).map_err(|e| io("write", e))
@@ -374,7 +429,7 @@ fn through_spool(
             add(&mut total, r);
             stats = s;
             peak = peak.max(spool.bytes);
-            w.copy_piece(v.seq, v.first_lbn)?;
+            w.copy_piece(*seq, *lbn)?;
             let mut back = spool.replay().map_err(|e| io("read", e))?;
             while let Some(o) = back.next_object()? {
                 w.copy_object(o)?;
@@ -498,8 +553,18 @@ pub(crate) fn sources(
     (job_id, vols): (i64, &[JobVolume]),
     forced: Option<u32>,
 ) -> Result<Sources> {
+    // A job moved off its own cartridges is read from the copy that stands in
+    // for them.
+    let moved = cat.moved_to(job_id)?;
+    let own =
+        || -> Result<Option<CopyMap>> { moved.map(|n| CopyMap::load(cat, job_id, n)).transpose() };
     match forced {
-        Some(1) => return Ok(Sources::default()),
+        Some(1) => {
+            return Ok(Sources {
+                first: own()?,
+                others: Vec::new(),
+            })
+        }
         Some(n) => {
             return Ok(Sources {
                 first: Some(CopyMap::load(cat, job_id, n)?),
@@ -514,10 +579,15 @@ pub(crate) fn sources(
         let sound = vs.iter().all(|v| v.status != VolumeState::Suspect);
         (reachable, sound)
     };
-    let mut all: Vec<(Option<CopyMap>, (bool, bool))> =
-        vec![(None, judge(vols.iter().map(|v| &v.volume).collect()))];
+    let mut all: Vec<(Option<CopyMap>, (bool, bool))> = match own()? {
+        Some(map) => {
+            let j = judge(map.cartridges());
+            vec![(Some(map), j)]
+        }
+        None => vec![(None, judge(vols.iter().map(|v| &v.volume).collect()))],
+    };
     for c in cat.copies(job_id)? {
-        if c.state == CopyState::Ok {
+        if c.state == CopyState::Ok && Some(c.copy_no) != moved {
             let map = CopyMap::load(cat, job_id, c.copy_no)?;
             let j = judge(map.cartridges());
             all.push((Some(map), j));

@@ -318,6 +318,44 @@ pub enum CopyError {
         /// The copy asked for.
         copy_no: u32,
     },
+    /// The copy a move wrote did not read back whole: the job stays where it was.
+    #[error(
+        "job {job} stays where it was: its new copy {copy_no} read back with {bad} bad blocks and {missing} files missing or damaged"
+    )]
+    MoveUnsound {
+        /// Job id.
+        job: i64,
+        /// The copy written.
+        copy_no: u32,
+        /// Bad blocks found.
+        bad: u64,
+        /// Files missing or damaged.
+        missing: u64,
+    },
+    /// A cartridge a repack or migration was asked for that the catalog does
+    /// not know.
+    #[error("the catalog knows no cartridge {}", escape_controls(barcode))]
+    UnknownCartridge {
+        /// Its barcode.
+        barcode: String,
+    },
+    /// `repack --pool` of a pool with no reclaim share.
+    #[error("pool {} has no reclaim share: set one with `tapeloom pool create {} --reclaim 60%`, or name the cartridges to repack", escape_controls(pool), escape_controls(pool))]
+    NoReclaim {
+        /// The pool.
+        pool: String,
+    },
+    /// A cartridge to be labelled anew after its jobs moved still holds one.
+    #[error(
+        "cartridge {} still holds job {job}: it is not labelled anew",
+        escape_controls(barcode)
+    )]
+    StillHolds {
+        /// Its barcode.
+        barcode: String,
+        /// A job on it.
+        job: i64,
+    },
 }
 
 /// What is wrong with an object of a segment read as it lies on tape.
@@ -459,6 +497,14 @@ pub enum MediaError {
     LabelMismatch {
         /// Barcode.
         barcode: String,
+    },
+    /// A cartridge took no new label.
+    #[error("cartridge {}: {why}", escape_controls(barcode))]
+    LabelUnwritable {
+        /// Its barcode.
+        barcode: String,
+        /// What the drive said.
+        why: String,
     },
     /// A segment read as it lies on tape (a copy's source, a read-back) is not
     /// what the catalog says of it.

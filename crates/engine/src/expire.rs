@@ -53,6 +53,7 @@ pub fn expire(home: &Home, dry_run: bool) -> Result<ExpireReport> {
         jobs,
         on_volume,
         at,
+        ..
     } = schedule(&home.catalog)?;
     let found: BTreeMap<i64, i64> = at
         .iter()
@@ -145,6 +146,22 @@ struct Schedule {
     jobs: HashMap<i64, Job>,
     on_volume: BTreeMap<i64, Vec<i64>>,
     at: BTreeMap<i64, i64>,
+    /// When each job expires, its chain kept whole ([`NEVER`] for never).
+    job_at: BTreeMap<i64, i64>,
+}
+
+/// The jobs past their pool's retention at `now_ns`, each chain kept whole
+/// (a job expires no earlier than the jobs that depend on it), whether or not
+/// their cartridges expired. A repack forgets those on the cartridges it empties.
+pub(crate) fn expired_jobs(
+    cat: &tapeloom_catalog::Catalog,
+    now_ns: i64,
+) -> Result<std::collections::BTreeSet<i64>> {
+    let s = schedule(cat)?;
+    Ok((s.job_at.into_iter())
+        .filter(|(_, t)| *t != NEVER && *t <= now_ns)
+        .map(|(j, _)| j)
+        .collect())
 }
 
 fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
@@ -203,6 +220,7 @@ fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
         jobs,
         on_volume,
         at,
+        job_at,
     })
 }
 

@@ -21,6 +21,7 @@ mod expire;
 pub mod fuzzing;
 mod home;
 mod media;
+mod migrate;
 mod rebuild;
 mod recover;
 mod restore;
@@ -52,6 +53,7 @@ pub use home::{
 };
 pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
 pub use media::trim::{trim, Trimmed};
+pub use migrate::{move_job, reclaim_candidates, repack, Candidate, MoveOptions, Moved, Repacked};
 pub use rebuild::{rebuild, RebuildReport, Unusable};
 pub use recover::{recover, RecoverReport};
 pub use restore::{

@@ -60,6 +60,9 @@ pub struct RebuildReport {
     pub unusable: Vec<Unusable>,
     /// Further copies of jobs added: (job, copy number).
     pub copies_added: Vec<(i64, u32)>,
+    /// Jobs found only in copies (moved by `migrate` or `repack`), and the copy
+    /// each is read from.
+    pub jobs_moved: Vec<(i64, u32)>,
 }
 
 /// A block that begins a record a rebuild could not use.
@@ -254,15 +257,16 @@ impl Segment {
                 block: self.head.lbn,
                 what,
             }),
-            Gathered::Start(s, key, Some(copy)) => {
-                // The copy's own segment number is no volume of the job's.
-                self.copy = Some(*copy);
-                self.job_key = key;
-                drop(s);
-            }
-            Gathered::Start(s, key, None) => {
-                self.seq = Some(s.volume_seq);
-                self.start = Some(*s);
+            Gathered::Start(s, key, copy) => {
+                match copy {
+                    // The copy's own segment number is no volume of the job's.
+                    Some(copy) => self.copy = Some(*copy),
+                    None => {
+                        self.seq = Some(s.volume_seq);
+                        self.start = Some(*s);
+                    }
+                }
+                // A job found only in a copy (moved) is read through it.
                 if let Some(k) = &key {
                     if !keys.jobs.contains_key(&tag) {
                         let job = format!("with tag {tag:016x}");
@@ -344,10 +348,17 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
     }
 
     let mut copies: Segments = BTreeMap::new();
+    let mut moved: Vec<(u64, u16)> = Vec::new();
     for (tag, segs) in jobs.iter_mut() {
-        let (copy, own): (Vec<Segment>, Vec<Segment>) = std::mem::take(segs)
+        let (copy, mut own): (Vec<Segment>, Vec<Segment>) = std::mem::take(segs)
             .into_iter()
             .partition(|s| s.copy.is_some());
+        if own.is_empty() {
+            if let Some((copy_no, stands_in)) = promoted(&copy) {
+                own = stands_in;
+                moved.push((*tag, copy_no));
+            }
+        }
         *segs = own;
         if !copy.is_empty() {
             copies.insert(*tag, copy);
@@ -356,7 +367,74 @@ pub fn rebuild(home: &Home) -> Result<RebuildReport> {
     jobs.retain(|_, segs| !segs.is_empty());
     add_jobs(home, &mut lib, jobs, &mut report)?;
     add_copies(cat, copies, &mut report)?;
+    for (tag, copy_no) in moved {
+        let Some(job) = cat.job_by_tag(tag)? else {
+            continue;
+        };
+        let whole = (cat.copies(job.id)?.iter())
+            .any(|c| c.copy_no == u32::from(copy_no) && c.state == CopyState::Ok);
+        if whole && cat.moved_to(job.id)?.is_none() {
+            let now = crate::clock::now()?.as_nanos();
+            cat.record_move(job.id, u32::from(copy_no), now)?;
+            report.jobs_moved.push((job.id, u32::from(copy_no)));
+        }
+    }
     Ok(report)
+}
+
+/// A job found on tape only in further copies (moved by `migrate` or `repack`,
+/// its own cartridges labelled anew): the copy that stands in for its own
+/// cartridges (the highest-numbered written to move it, else the highest), and
+/// the job's own segments as that copy holds them, in the job's own positions.
+/// Each such segment is on the cartridge that holds its first object, as the
+/// catalog records a moved job's segments.
+fn promoted(copies: &[Segment]) -> Option<(u16, Vec<Segment>)> {
+    let numbers = || copies.iter().filter_map(|s| s.copy.as_ref());
+    let pick = (numbers().filter(|c| c.moving).map(|c| c.copy_no).max())
+        .or_else(|| numbers().map(|c| c.copy_no).max())?;
+    let mut by_seq: BTreeMap<u32, Segment> = BTreeMap::new();
+    for s in copies {
+        let Some(c) = s.copy.as_ref().filter(|c| c.copy_no == pick) else {
+            continue;
+        };
+        // The copy's LBN of its first copied object, and how a copy LBN maps.
+        let base = s.first_lbn + s.head.blocks;
+        let to = |lbn: u64| c.orig_lbn.saturating_add(lbn.saturating_sub(base));
+        let (first, last) = (c.orig_lbn, to(s.last_lbn));
+        let e = by_seq.entry(c.orig_seq).or_insert_with(|| Segment {
+            volume: s.volume.clone(),
+            seq: Some(c.orig_seq),
+            first_lbn: first,
+            last_lbn: last,
+            start: Some(tapeloom_format::JobStart {
+                volume_seq: c.orig_seq,
+                ..c.start.clone()
+            }),
+            job_key: s.job_key.clone(),
+            head: Head {
+                done: true,
+                ..Head::default()
+            },
+            control: Vec::new(),
+            streams: BTreeSet::new(),
+            landed: Vec::new(),
+            copy: None,
+        });
+        if first < e.first_lbn {
+            e.first_lbn = first;
+            e.volume = s.volume.clone();
+        }
+        e.last_lbn = e.last_lbn.max(last);
+        (e.control).extend(s.control.iter().map(|(o, l, p)| (*o, to(*l), p.clone())));
+        (e.landed).extend(s.landed.iter().map(|(st, o, l)| (*st, *o, to(*l))));
+        e.streams.extend(s.streams.iter().copied());
+    }
+    let mut out: Vec<Segment> = by_seq.into_values().collect();
+    for e in &mut out {
+        e.control.sort_by_key(|c| c.1);
+        e.landed.sort_by_key(|l| l.2);
+    }
+    Some((pick, out))
 }
 
 /// Whether the copy's segments `cs` hold every object of the job's own segment

@@ -2,6 +2,7 @@
 
 use crate::error::Result;
 use crate::home::Home;
+use crate::media::reader::CopyMap;
 use crate::media::reader::{Got, JobReader, Sink, Streams};
 use crate::restore::Expect;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -186,8 +187,15 @@ pub fn verify_copy_as(
     drive: Option<usize>,
     how: &str,
 ) -> Result<VerifyReport> {
-    let report = read_back(home, (job_id, copy), drive)?;
     let cat = &home.catalog;
+    let map = match copy.filter(|n| *n > 1) {
+        Some(n) => Some(CopyMap::load(cat, job_id, n)?),
+        // A job moved off its own cartridges: the copy that stands in for them.
+        None => (cat.moved_to(job_id)?)
+            .map(|n| CopyMap::load(cat, job_id, n))
+            .transpose()?,
+    };
+    let report = read_back(home, (job_id, map), drive)?;
     let now = crate::clock::now()?.as_nanos();
     cat.record_verify(&tapeloom_catalog::LastVerify {
         job_id,
@@ -241,17 +249,32 @@ pub fn read_back_due(
     Ok((due, recent))
 }
 
-/// Reads job `job_id` back whole and checks every block and file.
+/// Reads copy `copy_no` of job `job_id` back whole, a copy a move wrote and
+/// has not made the job's place yet (state `writing`) included, and checks every
+/// block and file. Nothing is recorded: the move decides.
+pub(crate) fn read_back_new_copy(
+    home: &Home,
+    (job_id, copy_no): (i64, u32),
+    drive: Option<usize>,
+) -> Result<VerifyReport> {
+    use tapeloom_catalog::CopyState;
+    let states = [CopyState::Writing, CopyState::Ok];
+    let map = CopyMap::load_in(&home.catalog, job_id, copy_no, &states)?;
+    read_back(home, (job_id, Some(map)), drive)
+}
+
+/// Reads job `job_id` back whole, from the copy `copy` maps (else its own
+/// cartridges), and checks every block and file.
 fn read_back(
     home: &Home,
-    (job_id, copy): (i64, Option<u32>),
+    (job_id, copy): (i64, Option<CopyMap>),
     drive: Option<usize>,
 ) -> Result<VerifyReport> {
     let t0 = Instant::now();
     let cat = &home.catalog;
     let (mut reader, vols) = JobReader::open(home, job_id, drive)?;
-    if let Some(n) = copy.filter(|n| *n > 1) {
-        let map = crate::media::reader::CopyMap::load(cat, job_id, n)?;
+    let via_copy = copy.is_some();
+    if let Some(map) = copy {
         reader.set_copies(Some(map), Vec::new());
     }
     reader.seek(vols[0].seq, vols[0].first_lbn)?;
@@ -267,7 +290,7 @@ fn read_back(
                 // The cartridge it was read from (a copy's, when a copy is read)
                 // and its place there.
                 let (barcode, at) = match reader.mounted_barcode() {
-                    Some(b) if copy.is_some_and(|n| n > 1) => (b, reader.last_place()),
+                    Some(b) if via_copy => (b, reader.last_place()),
                     _ => (
                         (vols.iter().find(|v| v.seq == seq))
                             .map(|v| v.volume.barcode.clone())

@@ -494,6 +494,9 @@ pub struct CopyStart {
     pub orig_seq: u32,
     /// The original's LBN of that object.
     pub orig_lbn: u64,
+    /// The copy was written to move the job (`migrate`, `repack`): once read
+    /// back, it stands in for the job's own cartridges (flag bit 0).
+    pub moving: bool,
     /// The job, as a `Continuation` names it; its volume sequence is the copy
     /// segment's number within the copy, from 0.
     pub start: JobStart,
@@ -508,7 +511,7 @@ impl CopyStart {
         let mut v = Vec::new();
         let mut e = Enc(&mut v);
         e.u16(self.copy_no);
-        e.raw(&[0; 2]);
+        e.u16(u16::from(self.moving));
         e.u32(self.orig_seq);
         e.u64(self.orig_lbn);
         v.extend_from_slice(&self.start.encode());
@@ -520,7 +523,13 @@ impl CopyStart {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         let mut d = Dec::new(buf, "copy start record");
         let copy_no = d.u16()?;
-        d.reserved(2)?;
+        let flags = d.u16()?;
+        if flags & !1 != 0 {
+            return Err(FormatError::UnknownCode {
+                what: "copy start flags",
+                value: flags,
+            });
+        }
         let orig_seq = d.u32()?;
         let orig_lbn = d.u64()?;
         if copy_no < 2 {
@@ -534,6 +543,7 @@ impl CopyStart {
             copy_no,
             orig_seq,
             orig_lbn,
+            moving: flags & 1 != 0,
             start: JobStart::decode(rest)?,
         })
     }
@@ -1170,7 +1180,7 @@ mod tests {
             orig_seq in any::<u32>(),
             orig_lbn in any::<u64>(),
         ) {
-            let c = CopyStart { copy_no, orig_seq, orig_lbn, start: j };
+            let c = CopyStart { copy_no, orig_seq, orig_lbn, moving: copy_no % 2 == 0, start: j };
             let body = c.encode();
             prop_assert_eq!(CopyStart::decode(&body).unwrap(), c);
             // Cut in its own fields or in the job's first field, it is an

@@ -41,6 +41,10 @@ pub struct Job {
     /// 1 and are `volumes`.
     #[serde(default)]
     pub copies: Vec<Copy>,
+    /// The copy that stands in for the job's own cartridges since it was moved
+    /// (`migrate`, `repack`); `volumes` are then that copy's cartridges.
+    #[serde(default)]
+    pub moved_to: Option<u32>,
 }
 
 /// A further copy of a job.
@@ -71,11 +75,14 @@ pub fn list(
 ) -> tapeloom_catalog::Result<Jobs> {
     let mut jobs = Vec::new();
     for j in cat.jobs()?.into_iter().filter(|j| visible(j)) {
-        let volumes = cat
-            .job_volumes(j.id)?
-            .into_iter()
-            .map(|v| v.volume.barcode)
-            .collect();
+        let moved_to = cat.moved_to(j.id)?;
+        let mut copies = copies(cat, j.id)?;
+        let volumes = match copies.iter().position(|c| Some(c.copy_no) == moved_to) {
+            Some(i) => copies.remove(i).volumes,
+            None => (cat.job_volumes(j.id)?.into_iter())
+                .map(|v| v.volume.barcode)
+                .collect(),
+        };
         jobs.push(Job {
             job_id: j.id,
             name: j.name,
@@ -98,7 +105,8 @@ pub fn list(
                 bad_blocks: v.bad_blocks,
                 how: v.how,
             }),
-            copies: copies(cat, j.id)?,
+            copies,
+            moved_to,
         });
     }
     Ok(Jobs { jobs })

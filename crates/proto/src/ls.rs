@@ -69,6 +69,29 @@ fn copies_of(cat: &Catalog, job: i64) -> tapeloom_catalog::Result<Copies> {
     Ok((out, barcodes))
 }
 
+/// A job's further copies, and the segments of the copy it was moved to when it
+/// was (`migrate`, `repack`): its entries are where that copy holds them.
+type Placed = (Copies, Option<Vec<tapeloom_catalog::CopySegment>>);
+
+fn placed(cat: &Catalog, job: i64) -> tapeloom_catalog::Result<Placed> {
+    let ((mut copies, barcodes), moved) = (copies_of(cat, job)?, cat.moved_to(job)?);
+    let own = (copies.iter().position(|(n, _)| Some(*n) == moved)).map(|i| copies.remove(i).1);
+    Ok(((copies, barcodes), own))
+}
+
+/// Entry `e` of a job moved to the copy of `own`: where that copy holds it.
+fn place_moved(
+    e: &mut Entry,
+    r: &FileRow,
+    (own, barcodes): (&[tapeloom_catalog::CopySegment], &HashMap<i64, String>),
+) {
+    if let Some((volume_id, block)) = tapeloom_catalog::copy_position(own, r.start_seq, r.start_lbn)
+    {
+        e.volume = barcodes.get(&volume_id).cloned().unwrap_or_default();
+        e.block = block;
+    }
+}
+
 /// Hands each entry of job `job` under `path` (all when none) to `each`; refuses a
 /// job or a path the catalog does not have.
 pub fn list_job(
@@ -81,11 +104,14 @@ pub fn list_job(
         .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
     let vols = cat.job_volumes(job)?;
     let prefix = path.map(tapeloom_engine::normalize);
-    let (copies, barcodes) = copies_of(cat, job)?;
+    let ((copies, barcodes), own) = placed(cat, job)?;
     let mut count = 0u64;
     cat.for_each_file(job, prefix.as_deref(), |r| {
         count += 1;
         let mut e = Entry::new(&r, &vols);
+        if let Some(own) = &own {
+            place_moved(&mut e, &r, (own, &barcodes));
+        }
         for (copy_no, segs) in &copies {
             let at = tapeloom_catalog::copy_position(segs, r.start_seq, r.start_lbn);
             if let Some((volume_id, block)) = at {
@@ -133,20 +159,23 @@ pub fn set_listing(
 ) -> Result<Listing, tapeloom_engine::Error> {
     let paths: Vec<Vec<u8>> = path.iter().map(|p| p.to_vec()).collect();
     let (job, tree) = tapeloom_engine::set_tree(cat, set, at, &paths)?;
-    let mut vols: HashMap<i64, Vec<JobVolume>> = HashMap::new();
+    let mut vols: HashMap<i64, (Vec<JobVolume>, Placed)> = HashMap::new();
     let mut entries = Vec::new();
     for f in tree.values() {
-        let v = match vols.entry(f.job) {
+        let (v, ((_, barcodes), own)) = match vols.entry(f.job) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 let shown = cat.job(f.job)?.is_some_and(|j| visible(&j));
                 if !shown {
                     return Err(JobError::NoJob(job.id).into());
                 }
-                e.insert(cat.job_volumes(f.job)?)
+                e.insert((cat.job_volumes(f.job)?, placed(cat, f.job)?))
             }
         };
-        let e = Entry::new(&f.row, v);
+        let mut e = Entry::new(&f.row, v);
+        if let Some(own) = own {
+            place_moved(&mut e, &f.row, (own, barcodes));
+        }
         if each(&e) {
             entries.push(e);
         }

@@ -40,6 +40,7 @@ mod backups;
 mod bridge;
 mod calendar;
 pub mod config;
+mod copies;
 mod drives;
 mod http;
 mod inlet;

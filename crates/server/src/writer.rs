@@ -107,9 +107,14 @@ fn job_life(
     started: SyncSender<Result<Started, String>>,
 ) {
     let held = std::cell::RefCell::new(Vec::new());
+    let client = meta.client.clone();
     let lived = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         live(shared, backup, (meta, choice), &started, &held)
     }));
+    let copy_due = match &lived {
+        Ok(Some(Ok(doc))) => ended_whole(doc),
+        _ => None,
+    };
     let outcome = match lived {
         Ok(None) => None,
         Ok(Some(o)) => Some(o),
@@ -128,6 +133,17 @@ fn job_life(
     }
     shared.drive_pool.give(&held.borrow());
     shared.backups.changed.notify_all();
+    // A job that ended whole is copied when its pool names a copy pool.
+    if let Some(job_id) = copy_due {
+        super::copies::after_job(shared, job_id, &client);
+    }
+}
+
+/// The job a client's job document names, when it ended ok or partial.
+fn ended_whole(doc: &[u8]) -> Option<i64> {
+    let d = serde_json::from_slice::<serde_json::Value>(doc).ok()?;
+    let ok = matches!(d["status"].as_str(), Some("ok" | "partial"));
+    d["job_id"].as_i64().filter(|_| ok)
 }
 
 /// Begins job `backup` on the stages, tells `started`, waits for drives (put in

@@ -78,6 +78,9 @@ pub struct Rebuilt {
     /// Further copies of jobs found on tape and added, each as
     /// `{"job": ID, "copy_no": N}`.
     copies_added: Vec<CopyAdded>,
+    /// Jobs found only in copies (moved by `migrate` or `repack`), each with the
+    /// copy it is read from, as `{"job": ID, "copy_no": N}`.
+    jobs_moved: Vec<CopyAdded>,
 }
 
 /// A further copy of a job that `catalog rebuild` added.
@@ -120,6 +123,9 @@ fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
         copies_added: (r.copies_added.into_iter())
             .map(|(job, copy_no)| CopyAdded { job, copy_no })
             .collect(),
+        jobs_moved: (r.jobs_moved.into_iter())
+            .map(|(job, copy_no)| CopyAdded { job, copy_no })
+            .collect(),
     })
 }
 
@@ -139,6 +145,13 @@ impl Output for Rebuilt {
         }
         for c in &self.copies_added {
             outln!("job {}: copy {} found and added", c.job, c.copy_no);
+        }
+        for c in &self.jobs_moved {
+            outln!(
+                "job {}: found only in copies; read from copy {}, which stands in for its own cartridges",
+                c.job,
+                c.copy_no
+            );
         }
         for u in &self.unusable {
             outln!("{} block {}: unusable: {}", u.volume, u.block, u.what);

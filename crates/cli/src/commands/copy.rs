@@ -52,6 +52,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Copies> {
         read_drive: a.read_drive,
         write_drive: a.write_drive,
         queue_bytes: 0,
+        moving: None,
     };
     let mut copies = Vec::new();
     for id in jobs {
@@ -83,7 +84,10 @@ fn chosen(cat: &Catalog, a: &Args) -> Result<(Vec<i64>, Vec<i64>)> {
     }
     let (mut todo, mut skipped) = (Vec::new(), Vec::new());
     for id in jobs {
-        let copied = (cat.copies(id)?.iter()).any(|c| c.state == CopyState::Ok);
+        // The copy a moved job is read from is its place, not a further copy.
+        let moved = cat.moved_to(id)?;
+        let copied =
+            (cat.copies(id)?.iter()).any(|c| c.state == CopyState::Ok && Some(c.copy_no) != moved);
         if copied {
             skipped.push(id);
         } else {

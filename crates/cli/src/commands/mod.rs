@@ -16,6 +16,7 @@ pub mod key;
 pub mod library;
 pub mod ls;
 pub mod man;
+pub mod migrate;
 pub mod pool;
 pub mod queue;
 pub mod readrate;
@@ -50,6 +51,12 @@ pub enum Cmd {
     /// Write a further copy of jobs onto another pool's cartridges, block for
     /// block.
     Copy(copy::Args),
+    /// Move jobs to another pool's cartridges (a new generation, say): each is
+    /// copied, read back, and then read from its new place only.
+    Migrate(migrate::MigrateArgs),
+    /// Move the jobs kept on cartridges to other cartridges of their pool and
+    /// label them anew, to win back the room expired jobs take.
+    Repack(migrate::RepackArgs),
     /// SCSI tape drives and media changers: this machine's /dev/sg devices and the
     /// iSCSI logical units named.
     Devices(devices::Args),
@@ -119,6 +126,8 @@ impl Cmd {
             Cmd::Restore(a) => emit(&restore::run(a, ctx)?, json),
             Cmd::Verify(a) => emit(&verify::run(a, ctx)?, json),
             Cmd::Copy(a) => emit(&copy::run(a, ctx)?, json),
+            Cmd::Migrate(a) => emit(&migrate::migrate(a, ctx)?, json),
+            Cmd::Repack(a) => emit(&migrate::repack(a, ctx)?, json),
             Cmd::Devices(a) => emit(&devices::run(a)?, json),
             Cmd::Library(a) => a.run(ctx),
             Cmd::Gen(a) => emit(&gen::run(a)?, json),

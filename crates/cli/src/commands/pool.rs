@@ -54,6 +54,20 @@ pub struct CreateArgs {
     /// (`tapeloom copy`, on a second drive when there is one).
     #[arg(long, value_name = "POOL")]
     copy_to: Option<String>,
+    /// A cartridge of the pool is reclaimed by `tapeloom repack --pool` once at
+    /// least this share of what was written to it belongs to expired jobs
+    /// (for example 60%).
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    reclaim: Option<u32>,
+}
+
+/// A share in percent, from 1% to 100%: `60%` or `60`.
+fn parse_percent(s: &str) -> std::result::Result<u32, String> {
+    let n = s.strip_suffix('%').unwrap_or(s);
+    match n.parse::<u32>() {
+        Ok(n) if (1..=100).contains(&n) => Ok(n),
+        _ => Err(format!("not a share from 1% to 100%: '{s}'")),
+    }
 }
 
 impl Args {
@@ -82,6 +96,9 @@ pub struct PoolOut {
     key: Option<PoolKeyOut>,
     /// The pool its jobs are copied to once they end, if any.
     copy_to: Option<String>,
+    /// The share of expired data (percent) from which `repack --pool` reclaims
+    /// one of its cartridges, if any.
+    reclaim_percent: Option<u32>,
 }
 
 /// A pool's key file.
@@ -146,6 +163,9 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
     if let Some(to) = &a.copy_to {
         home.catalog.set_pool_copy(&pool.name, to)?;
     }
+    if let Some(n) = a.reclaim {
+        home.catalog.set_pool_reclaim(&pool.name, n)?;
+    }
     if let Some(k) = &key {
         home.catalog.set_pool_key(&pool.name, k)?;
     }
@@ -205,6 +225,7 @@ fn describe(
             fingerprint: k.fingerprint,
         }),
         copy_to: home.catalog.pool_copy(&p.name)?,
+        reclaim_percent: home.catalog.pool_reclaim(&p.name)?,
         name: p.name.clone(),
         retention_s: p.retention_s,
         max_jobs_per_volume: p.max_jobs_per_volume,
@@ -233,6 +254,9 @@ impl PoolOut {
         );
         if let Some(c) = &self.copy_to {
             outln!("  jobs copied to pool {}", escape_controls(c));
+        }
+        if let Some(n) = self.reclaim_percent {
+            outln!("  a cartridge is reclaimed (`repack --pool`) at {n}% expired");
         }
         if let Some(k) = &self.key {
             outln!(

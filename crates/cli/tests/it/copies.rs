@@ -269,3 +269,50 @@ fn a_pool_that_names_a_copy_pool_has_each_job_copied_once_it_ends() {
     assert_eq!(r["copy"], 2, "{r}");
     assert_same_tree(&src, &out);
 }
+
+#[test]
+fn a_clients_job_in_a_pool_with_a_copy_pool_is_copied_by_the_server_as_a_queued_job() {
+    use crate::common::server_kit::{admin_token, home_with_clients, Server};
+    let (t, home, alice, _bob) = home_with_clients();
+    let admin = admin_token(&home, "admin");
+    ok(&home, &["pool", "create", "vault"]);
+    ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
+    let src = t.path().join("src");
+    tree(&src, 1);
+    let s = Server::start(&home, None);
+    let doc = s.json(&alice, &["backup", p(&src), "--pool", "main"]);
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let job = doc["job_id"].as_i64().unwrap();
+    // The copy is a job of the server's queue, for the job's client: it ends
+    // with the copy whole in the catalog.
+    let name = format!("copy of job {job}");
+    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (entry, state) = loop {
+        let q = s.json(&admin, &["queue"]);
+        let done = (q["recent"].as_array().unwrap().iter()).find(|e| e["name"] == name.as_str());
+        let state: Option<String> = db
+            .query_row(
+                "SELECT state FROM job_copies WHERE job_id = ?1 AND copy_no = 2",
+                [job],
+                |r| r.get(0),
+            )
+            .ok();
+        if let Some(e) = done {
+            break (e.clone(), state);
+        }
+        assert!(std::time::Instant::now() < until, "no copy ended: {q}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(entry["state"], "ended", "{entry}");
+    assert_eq!(entry["client"], "alice", "{entry}");
+    assert_eq!(state.as_deref(), Some("ok"));
+    drop(s);
+    let out = t.path().join("out");
+    let r = ok(
+        &home,
+        &["restore", &job.to_string(), "--copy", "2", "--to", p(&out)],
+    );
+    assert_eq!(r["copy"], 2, "{r}");
+    assert_same_tree(&src, &out);
+}

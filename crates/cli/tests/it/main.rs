@@ -23,6 +23,7 @@ mod injected_faults;
 mod json_keys;
 mod metrics;
 mod model;
+mod moves;
 mod multiplex;
 mod names;
 mod net_backup;

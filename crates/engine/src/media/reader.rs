@@ -110,8 +110,19 @@ pub struct CopyMap {
 impl CopyMap {
     /// Copy `copy_no` of `job`, which must be whole (state ok).
     pub fn load(cat: &tapeloom_catalog::Catalog, job: i64, copy_no: u32) -> Result<CopyMap> {
-        let whole = (cat.copies(job)?.iter())
-            .any(|c| c.copy_no == copy_no && c.state == tapeloom_catalog::CopyState::Ok);
+        Self::load_in(cat, job, copy_no, &[tapeloom_catalog::CopyState::Ok])
+    }
+
+    /// Copy `copy_no` of `job` in one of the states `states` (a copy a move
+    /// wrote is read back while it is still `writing`).
+    pub(crate) fn load_in(
+        cat: &tapeloom_catalog::Catalog,
+        job: i64,
+        copy_no: u32,
+        states: &[tapeloom_catalog::CopyState],
+    ) -> Result<CopyMap> {
+        let whole =
+            (cat.copies(job)?.iter()).any(|c| c.copy_no == copy_no && states.contains(&c.state));
         if !whole {
             return Err(crate::error::CopyError::NoCopy { job, copy_no }.into());
         }
@@ -127,6 +138,16 @@ impl CopyMap {
             segs,
             volumes,
         })
+    }
+
+    /// The copy's segments, in the order written.
+    pub fn segments(&self) -> &[CopySegment] {
+        &self.segs
+    }
+
+    /// The cartridge of catalog id `id`, when the copy has a segment on it.
+    pub fn volume(&self, id: i64) -> Option<&Volume> {
+        self.volumes.get(&id)
     }
 
     /// The copy's cartridges, in the order its segments use them.

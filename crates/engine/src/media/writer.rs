@@ -36,6 +36,10 @@ pub(crate) struct Tapes {
     pub pool: tapeloom_catalog::Pool,
     /// The job's data key, when it is encrypted.
     pub crypt: Option<crate::crypt::JobCrypt>,
+    /// Cartridges never written to (those a move of jobs empties).
+    pub avoid: Vec<String>,
+    /// A copy is written to move the job (its `CopyStart`s say so).
+    pub moving: bool,
 }
 
 impl Tapes {
@@ -46,6 +50,8 @@ impl Tapes {
             next_seq: AtomicU32::new(1),
             pool: tapeloom_catalog::Pool::default_pool(),
             crypt: None,
+            avoid: Vec::new(),
+            moving: false,
         }
     }
 
@@ -106,7 +112,10 @@ const REPLAY_DEFAULT: u64 = 1 << 30;
 /// was there). With the immediate bit: the drive keeps streaming into the job's
 /// first blocks; the flush at the job's end makes the label durable. A medium
 /// error is `Ok(Err(why))`: a cartridge that takes no label takes no job.
-fn write_label(drive: &mut Drive, label: &VolumeLabel) -> Result<std::result::Result<(), String>> {
+pub(crate) fn write_label(
+    drive: &mut Drive,
+    label: &VolumeLabel,
+) -> Result<std::result::Result<(), String>> {
     drive.rewind()?;
     let written = drive
         .write_block(&label.encode())
@@ -331,6 +340,7 @@ impl VolumeWriter {
             .collect();
         let usable = |b: &String| {
             !claimed.contains(b)
+                && !self.tapes.avoid.contains(b)
                 && !others.taken(b)
                 && !tapeloom_device::is_cleaning(b)
                 && !lib.is_write_protected(b)
@@ -846,6 +856,7 @@ impl VolumeWriter {
             copy_no: c.copy_no.min(u16::MAX as u32) as u16,
             orig_seq: c.orig.0,
             orig_lbn: c.orig.1,
+            moving: self.tapes.moving,
             start,
         };
         let mut p = StreamPacker::new(

@@ -29,7 +29,9 @@ pub struct Args {
     /// Capacity of each cartridge (for example 64M, 1T; at least 4M).
     #[arg(long, default_value = "1T", value_parser = size::within(MIN_CAPACITY, size::MAX))]
     capacity: u64,
-    /// Give the drives the timing of an LTO generation (lto1 .. lto10).
+    /// Give the drives the timing of an LTO generation (lto1 .. lto10), or one
+    /// per drive separated by commas (lto5,lto9: the last for the drives the list
+    /// does not reach).
     #[arg(long)]
     model: Option<String>,
     /// virtual (add up modeled time) or real (take that long), with --model.

@@ -1,0 +1,80 @@
+//! The copies a pool asks for (`pool create NAME --copy-to POOL`) of the jobs
+//! clients write through the server. Once a client's job ends (ok or partial),
+//! its thread queues a copy of it: an entry of the server's queue (named `copy
+//! of job N`, from `copy after job N`), which waits for a free drive (and takes
+//! a second when one is free, so that one drive reads while the other writes),
+//! then for the home, and runs the engine's copy as `tapeloom copy` does. Its
+//! end is the queue entry's: a copy that fails is said there and in the log,
+//! and the job itself stays whole.
+
+use super::queue::State;
+use super::serve::Shared;
+use tracing::{info, warn};
+
+/// Copies job `job_id` (written for `client`) to its pool's copy pool, when the
+/// pool has one, as a queued job of its own.
+pub fn after_job(shared: &Shared, job_id: i64, client: &str) {
+    let to_pool = match copy_pool(shared, job_id) {
+        Ok(Some(p)) => p,
+        Ok(None) => return,
+        Err(e) => {
+            warn!(job = job_id, "find the job's copy pool: {e}");
+            return;
+        }
+    };
+    let name = format!("copy of job {job_id}");
+    let entry = shared
+        .queue
+        .add(client, &name, &format!("copy after job {job_id}"));
+    let r = run(shared, (entry, job_id), &to_pool);
+    match &r {
+        Ok(c) => info!(
+            job = job_id,
+            copy = c.copy_no,
+            pool = %to_pool,
+            blocks = c.blocks,
+            "copied"
+        ),
+        Err(e) => warn!(job = job_id, pool = %to_pool, "copy: {e}"),
+    }
+    shared.queue.ended(entry, r.err());
+}
+
+/// The copy pool of the pool job `job_id` is in, if it names one.
+fn copy_pool(shared: &Shared, job_id: i64) -> tapeloom_engine::Result<Option<String>> {
+    let home = shared.drive_pool.enter(&shared.home)?;
+    let vols = home.catalog.job_volumes(job_id)?;
+    let Some(first) = vols.first() else {
+        return Ok(None);
+    };
+    Ok(home.catalog.pool_copy(&first.volume.pool)?)
+}
+
+/// Waits for drives and the home, and copies the job.
+fn run(
+    shared: &Shared,
+    (entry, job_id): (u64, i64),
+    to_pool: &str,
+) -> Result<tapeloom_engine::CopyReport, String> {
+    let Some(read) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
+        return Err("the server stops: the copy was not made".into());
+    };
+    // A second drive when one is free: the copy streams from one to the other.
+    let write = shared.drive_pool.take(1);
+    let home = shared
+        .drive_pool
+        .enter(&shared.home)
+        .map_err(|e| format!("open the home: {e}"))?;
+    shared.queue.set_state(entry, State::Writing);
+    let read_drive = read.indexes.first().copied();
+    let opts = tapeloom_engine::CopyOptions {
+        to_pool: to_pool.to_string(),
+        read_drive,
+        write_drive: write.first().copied().or(read_drive),
+        ..Default::default()
+    };
+    let r = tapeloom_engine::copy_job(&home, job_id, &opts).map_err(|e| e.to_string());
+    drop(home);
+    shared.drive_pool.give(&write);
+    r
+}
