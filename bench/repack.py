@@ -134,11 +134,19 @@ def places_in_main(a, home, live):
 
 
 def freed(a, home, tapes):
-    """The cartridges of `tapes` that hold no job and only their label."""
-    pools = ok(a, home, ["pool", "list"])["pools"]
-    main = next(p for p in pools if p["name"] == "main")
-    return sorted(c["barcode"] for c in main["cartridges"]
-                  if c["barcode"] in tapes and c["jobs"] == 0 and (c["bytes_used"] or 0) <= 65536)
+    """The cartridges of `tapes` labelled anew since the backups (a later move may
+    have written to one again: it is free for its pool), with none of the jobs
+    they held then."""
+    import sqlite3
+    db = sqlite3.connect(os.path.join(home, "catalog.sqlite"))
+    rows = db.execute("SELECT v.barcode, COALESCE(g.generation, 0) FROM volumes v "
+                      "LEFT JOIN volume_generations g ON g.volume_id = v.id").fetchall()
+    old = {j for (j,) in db.execute("SELECT id FROM jobs WHERE started_ns < ?", (a.june_ns,))}
+    held = {b for (b,) in db.execute(
+        "SELECT DISTINCT v.barcode FROM job_volumes jv JOIN volumes v ON v.id = jv.volume_id "
+        f"WHERE jv.job_id IN ({','.join(str(j) for j in old) or 'NULL'})")}
+    db.close()
+    return sorted(b for b, gen in rows if b in tapes and gen >= 1 and b not in held)
 
 
 def repack(a, home, live, tapes):
@@ -186,7 +194,7 @@ def kills(a, snapshot, live, tapes, full_seconds):
         home = os.path.join(a.work, "home-kill")
         shutil.rmtree(home, ignore_errors=True)
         shutil.copytree(snapshot, home, symlinks=True)
-        delay = rnd.uniform(0.05, max(0.2, full_seconds * 0.95))
+        delay = rnd.uniform(0.03, max(0.2, full_seconds * 0.45))
         env = dict(os.environ, TAPELOOM_NOW=NOW)
         env.pop("TAPELOOM_FAULTS", None)
         p = subprocess.Popen([a.bin, "--home", home, "--json", "repack", "--pool", "main"],
@@ -222,10 +230,12 @@ def main():
     ap.add_argument("--work", default="/var/tmp/tapeloom-repack-bench")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--expired", type=int, default=5)
-    ap.add_argument("--expired-size", type=parse_size, default=parse_size("6M"))
-    ap.add_argument("--live-size", type=parse_size, default=parse_size("4M"))
+    ap.add_argument("--expired-size", type=parse_size, default=parse_size("32M"))
+    ap.add_argument("--live-size", type=parse_size, default=parse_size("24M"))
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
+    # The January jobs started before this (nanoseconds since the epoch).
+    a.june_ns = 1_780_000_000 * 10**9
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     probe = os.path.join(a.work, "probe")

@@ -152,6 +152,8 @@ pub(crate) fn label_anew(home: &Home, barcode: &str, drive: Option<usize>) -> Re
     }
     let generation = match read_label(&mut *d)? {
         Found::Label(l) if l.uuid == v.uuid => l.generation.max(v.generation),
+        // A repack that stopped while it labelled the cartridge left it blank.
+        Found::Blank => v.generation,
         // A label this function wrote before its process died, before the
         // catalog took it: the catalog takes it now.
         Found::Label(l)
@@ -294,12 +296,16 @@ pub fn reclaim_candidates(home: &Home, pool: &str) -> Result<Vec<Candidate>> {
             continue;
         };
         let mut places = cat.places_on_volume(v.id)?;
-        if places.is_empty() && written <= BLANK_BYTES {
+        // A blank cartridge is nothing to reclaim; but an expired one that looks
+        // blank was being labelled anew when a repack stopped: it is finished.
+        if places.is_empty() && written <= BLANK_BYTES && v.status != VolumeState::Expired {
             continue;
         }
         places.retain(|p| !expired.contains(&p.job_id));
         let live = live_bytes(cat, &v, &places)?;
         let expired = match written {
+            // Nothing on it, or only what a repack that stopped left: all of it.
+            _ if places.is_empty() && v.status == VolumeState::Expired => 100.0,
             0 => 0.0,
             w => 100.0 * (1.0 - (live as f64 / w as f64).min(1.0)),
         };

@@ -97,6 +97,11 @@ pub(crate) struct JobReader {
     alt_drive: Option<usize>,
 }
 
+/// The position of a reader whose drive stands where the job it reads has no
+/// position (it read another job through a copy): past every block, so the next
+/// read locates rather than reading through.
+const UNKNOWN_LBN: u64 = u64::MAX;
+
 /// Where a further copy of a job holds the job's objects (docs/COPIES.md): its
 /// segments and its cartridges.
 #[derive(Debug, Clone)]
@@ -278,6 +283,11 @@ impl JobReader {
     /// Reads copy `copy` of the job from now on (after [`JobReader::switch`]),
     /// and a bad block from the first of `alts` that has it good.
     pub fn set_copies(&mut self, copy: Option<CopyMap>, alts: Vec<Option<CopyMap>>) {
+        // A copy's positions are the job's own, not the mounted cartridge's: the
+        // next read seeks.
+        if copy.is_some() && self.cur.is_some() {
+            self.lbn = UNKNOWN_LBN;
+        }
         (self.copy, self.alts, self.alt) = (copy, alts, None);
         self.piece = (0, 0, u64::MAX);
     }
@@ -545,6 +555,11 @@ impl JobReader {
     /// on too stays mounted where it stands, now known by that job's sequence
     /// number; any other is unloaded.
     pub fn switch(&mut self, vols: Vec<JobVolume>, tag: u64, key: Option<DataKey>) -> Result<()> {
+        // The job read until now through a copy: where the drive stands is no
+        // position of the next job's.
+        if self.copy.is_some() {
+            self.lbn = UNKNOWN_LBN;
+        }
         // Another job is read from its own cartridges.
         self.copy = None;
         self.alt = None;
