@@ -184,6 +184,30 @@ def backup_summary(job, wall):
             "streams": [{k: s.get(k) for k in ("name", "bytes", "files", "mb_per_s")} for s in job["streams"]]}
 
 
+def tapeloom_json(binary, home, args, env=None, timeout=3600):
+    """Runs `binary --home home --json args` with the variables `env` added and
+    TAPELOOM_FAULTS removed unless `env` sets it: (exit code, JSON or None,
+    stderr)."""
+    full = dict(os.environ)
+    full.pop("TAPELOOM_FAULTS", None)
+    full.update(env or {})
+    p = subprocess.run([binary, "--home", home, "--json", *map(str, args)], capture_output=True,
+                       text=True, errors="replace", env=full, timeout=timeout)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        doc = None
+    return p.returncode, doc, p.stderr.strip()
+
+
+def tapeloom_ok(binary, home, args, env=None, timeout=3600):
+    """`tapeloom_json` that insists on success: the JSON."""
+    code, doc, err = tapeloom_json(binary, home, args, env, timeout)
+    if code != 0:
+        raise Fail(f"{args[0]} failed ({code}): {err[-300:]}")
+    return doc
+
+
 def same_tree(a, b):
     return subprocess.run(["diff", "-rq", a, b], stdout=subprocess.DEVNULL).returncode == 0
 

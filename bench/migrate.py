@@ -19,30 +19,19 @@ added and were deleted. The tree after each job is kept to compare.
   python3 bench/migrate.py
   python3 bench/migrate.py --size 256M --real
 """
-import argparse, json, os, random, shutil, subprocess, sys, time
+import argparse, json, os, random, shutil, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine import Fail, log, parse_size, same_tree, REPO  # noqa: E402
+from engine import Fail, log, parse_size, same_tree, tapeloom_json, tapeloom_ok, REPO  # noqa: E402
 
 
 def tl(a, home, args):
     """One command with --json: (exit code, JSON or None, stderr)."""
-    env = dict(os.environ)
-    env.pop("TAPELOOM_FAULTS", None)
-    p = subprocess.run([a.bin, "--home", home, "--json", *map(str, args)], capture_output=True,
-                       text=True, errors="replace", env=env, timeout=3600)
-    try:
-        doc = json.loads(p.stdout)
-    except ValueError:
-        doc = None
-    return p.returncode, doc, p.stderr.strip()
+    return tapeloom_json(a.bin, home, args)
 
 
 def ok(a, home, args):
-    code, doc, err = tl(a, home, args)
-    if code != 0:
-        raise Fail(f"{args[0]} failed ({code}): {err[-300:]}")
-    return doc
+    return tapeloom_ok(a.bin, home, args)
 
 
 def write_random(path, size, rnd):

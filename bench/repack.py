@@ -25,7 +25,7 @@ binary must read TAPELOOM_NOW (build it with --features tapeloom/test-hooks).
 import argparse, json, os, random, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine import Fail, log, parse_size, same_tree, REPO  # noqa: E402
+from engine import Fail, log, parse_size, same_tree, tapeloom_json, tapeloom_ok, REPO  # noqa: E402
 
 JAN = "2026-01-05T00:00:00Z"
 JUNE = "2026-06-01T00:00:00Z"
@@ -34,23 +34,11 @@ NOW = "2026-06-05T00:00:00Z"
 
 def tl(a, home, args, now=NOW):
     """One command with --json on the test clock: (exit code, JSON or None, stderr)."""
-    env = dict(os.environ)
-    env.pop("TAPELOOM_FAULTS", None)
-    env["TAPELOOM_NOW"] = now
-    p = subprocess.run([a.bin, "--home", home, "--json", *map(str, args)], capture_output=True,
-                       text=True, errors="replace", env=env, timeout=1800)
-    try:
-        doc = json.loads(p.stdout)
-    except ValueError:
-        doc = None
-    return p.returncode, doc, p.stderr.strip()
+    return tapeloom_json(a.bin, home, args, {"TAPELOOM_NOW": now}, timeout=1800)
 
 
 def ok(a, home, args, now=NOW):
-    code, doc, err = tl(a, home, args, now)
-    if code != 0:
-        raise Fail(f"{args[0]} failed ({code}): {err[-300:]}")
-    return doc
+    return tapeloom_ok(a.bin, home, args, {"TAPELOOM_NOW": now}, timeout=1800)
 
 
 def tree(path, size, seed):

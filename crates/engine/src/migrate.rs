@@ -59,8 +59,34 @@ pub struct Moved {
 /// leaves holding no job are marked expired (and, with `opts.relabel`, labelled
 /// anew).
 pub fn move_job(home: &Home, job_id: i64, opts: &MoveOptions) -> Result<Moved> {
+    move_one(home, (job_id, Replaced::Place), opts)
+}
+
+/// What a move replaces: the job's place, or one of its further copies.
+#[derive(Clone, Copy)]
+enum Replaced {
+    /// Its own cartridges, or the copy it was moved to before.
+    Place,
+    /// Further copy N (not its place).
+    Copy(u32),
+}
+
+/// Writes a new copy of job `job_id` to `opts.to_pool`, reads it back, and makes
+/// it stand in for `what` in one transaction; then empties out the cartridges
+/// given up.
+fn move_one(home: &Home, (job_id, what): (i64, Replaced), opts: &MoveOptions) -> Result<Moved> {
     let cat = &home.catalog;
     forget_unfinished(cat, job_id)?;
+    let old_copy = match what {
+        Replaced::Place => None,
+        Replaced::Copy(n) => {
+            let map = CopyMap::load_in(cat, job_id, n, &[CopyState::Ok])?;
+            let barcodes: Vec<String> = (map.cartridges().iter())
+                .map(|v| v.barcode.clone())
+                .collect();
+            Some((n, barcodes))
+        }
+    };
     let copy = copy_job(
         home,
         job_id,
@@ -74,13 +100,21 @@ pub fn move_job(home: &Home, job_id: i64, opts: &MoveOptions) -> Result<Moved> {
     )?;
     let copy_no = copy.copy_no;
     let report = checked(home, (job_id, copy_no), opts)?;
-    let now = crate::clock::now()?.as_nanos();
-    let old = cat.move_job(job_id, copy_no, now)?;
-    let by_id: std::collections::HashMap<i64, tapeloom_catalog::Volume> =
-        cat.volumes()?.into_iter().map(|v| (v.id, v)).collect();
-    let from = (old.iter())
-        .filter_map(|id| by_id.get(id).map(|v| v.barcode.clone()))
-        .collect::<Vec<_>>();
+    let from = match old_copy {
+        Some((old, barcodes)) => {
+            cat.replace_copy(job_id, old, copy_no)?;
+            barcodes
+        }
+        None => {
+            let now = crate::clock::now()?.as_nanos();
+            let old = cat.move_job(job_id, copy_no, now)?;
+            let by_id: std::collections::HashMap<i64, tapeloom_catalog::Volume> =
+                cat.volumes()?.into_iter().map(|v| (v.id, v)).collect();
+            (old.iter())
+                .filter_map(|id| by_id.get(id).map(|v| v.barcode.clone()))
+                .collect()
+        }
+    };
     let emptied = empty_out(home, &from, opts)?;
     Ok(Moved {
         job_id,
@@ -192,42 +226,6 @@ pub(crate) fn label_anew(home: &Home, barcode: &str, drive: Option<usize>) -> Re
     let mut cat = home.connect()?;
     cat.relabel_volume(&v, label.uuid, generation, label.created.as_nanos())?;
     Ok(())
-}
-
-/// Moves copy `old` of job `job_id` (a further copy, not the job's place) to
-/// other cartridges of `opts.to_pool`: a new copy is written and read back, and
-/// replaces the old one in one transaction.
-fn move_copy(home: &Home, (job_id, old): (i64, u32), opts: &MoveOptions) -> Result<Moved> {
-    let cat = &home.catalog;
-    forget_unfinished(cat, job_id)?;
-    let from = CopyMap::load_in(cat, job_id, old, &[CopyState::Ok])?;
-    let from: Vec<String> = (from.cartridges().iter())
-        .map(|v| v.barcode.clone())
-        .collect();
-    let copy = copy_job(
-        home,
-        job_id,
-        &CopyOptions {
-            to_pool: opts.to_pool.clone(),
-            read_drive: opts.read_drive,
-            write_drive: opts.write_drive,
-            queue_bytes: 0,
-            moving: Some(opts.avoid.clone()),
-        },
-    )?;
-    let copy_no = copy.copy_no;
-    let report = checked(home, (job_id, copy_no), opts)?;
-    cat.replace_copy(job_id, old, copy_no)?;
-    let emptied = empty_out(home, &from, opts)?;
-    Ok(Moved {
-        job_id,
-        copy_no,
-        from,
-        to: copy.cartridges.clone(),
-        verified_blocks: report.blocks_checked,
-        emptied,
-        copy,
-    })
 }
 
 /// Reads the new copy `copy_no` of `job_id` back; a copy that does not read back
@@ -417,7 +415,7 @@ pub fn repack(home: &Home, barcode: &str, opts: &MoveOptions) -> Result<Repacked
         let primary = p.copy_no == 1 || cat.moved_to(p.job_id)? == Some(p.copy_no);
         moved.push(match primary {
             true => move_job(home, p.job_id, &opts)?,
-            false => move_copy(home, (p.job_id, p.copy_no), &opts)?,
+            false => move_one(home, (p.job_id, Replaced::Copy(p.copy_no)), &opts)?,
         });
     }
     let freed = empty_out(home, &[barcode.to_string()], &opts)?;

@@ -132,6 +132,28 @@ fn migrated_jobs_keep_their_ids_and_sets_and_read_from_their_new_pool() {
     let out = t.path().join("back");
     ok(&home, &["restore", &full, "--to", p(&out)]);
     assert_same_tree(&first, &out);
+
+    // A repack of the copy pool's cartridge moves the further copy within its
+    // pool, and labels the cartridge anew.
+    let vault_tape = c["copies"][0]["cartridges"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = ok(&home, &["repack", &vault_tape]);
+    let rp = &r["repacked"][0];
+    assert_eq!(rp["freed"], true, "{r}");
+    let m = &rp["moved"][0];
+    assert_eq!(m["from"][0], vault_tape.as_str(), "{r}");
+    assert_ne!(m["to"][0], vault_tape.as_str(), "{r}");
+    let f = job(&ok(&home, &["jobs"]), &full);
+    let copies = f["copies"].as_array().unwrap();
+    assert_eq!(copies.len(), 1, "{f}");
+    assert_eq!(copies[0]["pool"], "vault", "{f}");
+    assert_eq!(copies[0]["copy_no"], m["copy_no"], "{f}");
+    let out = t.path().join("vault2");
+    let n = m["copy_no"].to_string();
+    ok(&home, &["restore", &full, "--copy", &n, "--to", p(&out)]);
+    assert_same_tree(&first, &out);
 }
 
 /// Backs `src` up to pool `main` on the test clock at `now`; its job id.
