@@ -162,16 +162,23 @@ fn empty_out(home: &Home, barcodes: &[String], opts: &MoveOptions) -> Result<Vec
     Ok(out)
 }
 
+/// The catalog's cartridge `barcode`; [`CopyError::UnknownCartridge`] when it
+/// has none.
+fn known(cat: &tapeloom_catalog::Catalog, barcode: &str) -> Result<tapeloom_catalog::Volume> {
+    cat.volume_by_barcode(barcode)?.ok_or_else(|| {
+        CopyError::UnknownCartridge {
+            barcode: barcode.to_string(),
+        }
+        .into()
+    })
+}
+
 /// Labels the expired cartridge `barcode`, which holds no job, anew: a new
 /// volume UUID and the next generation, and nothing after its label. Its old
 /// blocks are gone from the tape, so no rebuild finds them again.
 pub(crate) fn label_anew(home: &Home, barcode: &str, drive: Option<usize>) -> Result<()> {
     let cat = &home.catalog;
-    let v = cat
-        .volume_by_barcode(barcode)?
-        .ok_or_else(|| CopyError::UnknownCartridge {
-            barcode: barcode.to_string(),
-        })?;
+    let v = known(cat, barcode)?;
     if let Some(p) = cat.places_on_volume(v.id)?.first() {
         return Err(CopyError::StillHolds {
             barcode: barcode.to_string(),
@@ -373,11 +380,7 @@ pub struct Repacked {
 /// anew. A repack that stopped is finished by running it again.
 pub fn repack(home: &Home, barcode: &str, opts: &MoveOptions) -> Result<Repacked> {
     let cat = &home.catalog;
-    let v = cat
-        .volume_by_barcode(barcode)?
-        .ok_or_else(|| CopyError::UnknownCartridge {
-            barcode: barcode.to_string(),
-        })?;
+    let v = known(cat, barcode)?;
     let mut opts = MoveOptions {
         to_pool: v.pool.clone(),
         relabel: true,
