@@ -1,4 +1,6 @@
-//! Per-second samples of a job's drives and streams, for backups and restores alike:
+//! Samples of a job's drives and streams, ten a second in the job's first minute
+//! (so that a job of a few seconds has a plot) and once a second after, for
+//! backups and restores alike:
 //! bytes so far, pool fill, and what the drive says of its buffer, speed step and
 //! backhitches; for a backup through the disk stages, also how full the stages are. The samples are stored with the job and drawn by `tapeloom report`;
 //! the latest of each series also feeds the progress lines on a terminal.
@@ -46,7 +48,13 @@ pub struct Latest {
     pub speed_mb_s: Option<f64>,
 }
 
-/// Takes a sample of every series once a second.
+/// How often samples are taken while a job is young.
+const YOUNG_EVERY: Duration = Duration::from_millis(100);
+/// How long a job is young.
+const YOUNG_FOR: Duration = Duration::from_secs(60);
+
+/// Takes a sample of every series ten times a second in the job's first minute,
+/// then once a second.
 pub(crate) struct Sampler {
     t0: Instant,
     every: Duration,
@@ -66,9 +74,14 @@ impl Sampler {
         }
     }
 
-    /// Whether a second has passed since the last sample.
+    /// Whether the next sample is due: a tenth of a second after the last in the
+    /// job's first minute, a second after it then.
     pub fn due(&self) -> bool {
-        self.last.elapsed() >= self.every
+        let every = match self.t0.elapsed() < YOUNG_FOR {
+            true => YOUNG_EVERY.min(self.every),
+            false => self.every,
+        };
+        self.last.elapsed() >= every
     }
 
     /// Starts a round of samples: every sample of one round has this time.
@@ -151,6 +164,21 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_young_job_is_sampled_ten_times_a_second_and_an_older_one_once() {
+        let young = Sampler::new(Instant::now());
+        assert!(!young.due());
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(young.due());
+        let Some(t0) = Instant::now().checked_sub(Duration::from_secs(61)) else {
+            return;
+        };
+        let mut old = Sampler::new(t0);
+        old.round();
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(!old.due());
+    }
 
     #[test]
     fn a_round_shares_one_time_and_updates_the_live_view() {

@@ -1,4 +1,5 @@
-//! Per-second samples stored with jobs, and `tapeloom report`.
+//! Samples stored with jobs (ten a second in a job's first minute, then one a
+//! second), and `tapeloom report`.
 
 use crate::common::*;
 
@@ -19,6 +20,21 @@ fn back_up_two_streams(
         home,
         &["backup", a, b, "--concurrency", "2", "--limit-rate", "8MB"],
     )
+}
+
+#[test]
+fn a_job_of_half_a_second_is_sampled_often_enough_to_draw_its_throughput() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    // 4 MB at 8 MB/s per stream: about half a second.
+    let r = back_up_two_streams(t.path(), &home, 1);
+    let job = r["job_id"].as_i64().unwrap().to_string();
+    let out = t.path().join("short.svg");
+    let x = ok(&home, &["report", &job, "--out", out.to_str().unwrap()]);
+    // Ten a second: a few rounds of samples, each of the drive and both streams.
+    assert!(x["samples"].as_u64().unwrap() >= 9, "{x}");
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(!svg.contains("at least two samples"), "{svg}");
 }
 
 #[test]

@@ -579,14 +579,18 @@ impl<'j, 'w> Weaver<'j, 'w> {
     fn fill_to_high_water(&mut self) {
         let want = (self.job.opts.high_water * (self.lane_cap * self.lanes.len()) as f64) as usize;
         let t = Instant::now();
-        let queued = || self.shared.queued.load(Ordering::Relaxed);
-        let waited = queued() < want;
-        while queued() < want && t.elapsed() < Duration::from_secs(2) {
+        let queued = |w: &Self| w.shared.queued.load(Ordering::Relaxed);
+        let waited = queued(self) < want;
+        while queued(self) < want && t.elapsed() < Duration::from_secs(2) {
             let seen = self.shared.rung();
             if self.shared.finished.load(Ordering::Relaxed) > self.lanes_done {
                 break;
             }
             self.shared.wait(seen, Duration::from_millis(20));
+            // The pool filling is what a young job's plot shows.
+            if self.sampler.due() {
+                self.sample(false);
+            }
         }
         if waited {
             self.writer_wait += t.elapsed();
