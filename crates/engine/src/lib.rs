@@ -14,6 +14,7 @@ mod backup;
 pub mod clock;
 mod compress;
 mod copy;
+mod cpu;
 mod crypt;
 mod error;
 mod expire;

@@ -140,6 +140,10 @@ pub struct BackedUp {
     pub mb_per_s: f64,
     pub data_seconds: f64,
     pub data_mb_per_s: f64,
+    /// Seconds of CPU the process used for the job (in a server, with the jobs
+    /// beside it), and per GB (10^9 bytes) of the job's data.
+    pub cpu_seconds: Option<f64>,
+    pub cpu_seconds_per_gb: Option<f64>,
     pub blocks: u64,
     pub volumes: Vec<String>,
     pub extents: u64,
@@ -243,6 +247,11 @@ impl BackedUp {
             mb_per_s: mb_per_s(r.bytes, r.seconds),
             data_seconds: r.data_seconds,
             data_mb_per_s: mb_per_s(r.bytes, r.data_seconds),
+            cpu_seconds: r.cpu_seconds,
+            cpu_seconds_per_gb: r
+                .cpu_seconds
+                .filter(|_| r.bytes > 0)
+                .map(|c| c / (r.bytes as f64 / 1e9)),
             blocks: r.blocks,
             volumes: r.volumes.clone(),
             extents: r.extents,

@@ -28,6 +28,12 @@ fn a_job_of_half_a_second_is_sampled_often_enough_to_draw_its_throughput() {
     let home = t.path().join("home");
     // 4 MB at 8 MB/s per stream: about half a second.
     let r = back_up_two_streams(t.path(), &home, 1);
+    // What the job cost in CPU, in all and per GB of its data.
+    let cpu = r["cpu_seconds"].as_f64().unwrap();
+    let per_gb = r["cpu_seconds_per_gb"].as_f64().unwrap();
+    assert!(cpu > 0.0 && per_gb > 0.0, "{r}");
+    let gb = r["bytes"].as_f64().unwrap() / 1e9;
+    assert!((per_gb * gb - cpu).abs() < 1e-6, "{r}");
     let job = r["job_id"].as_i64().unwrap().to_string();
     let out = t.path().join("short.svg");
     let x = ok(&home, &["report", &job, "--out", out.to_str().unwrap()]);

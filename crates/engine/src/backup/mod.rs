@@ -114,6 +114,7 @@ pub fn backup(
     let n_streams = plan.names.len();
     let estimates = Arc::new(estimate::Estimates::new(n_streams));
     let job = JobShared {
+        cpu0: crate::cpu::process_seconds(),
         opts,
         tag: start.job_tag,
         job_id,
@@ -510,8 +511,12 @@ fn finish(
         (w.count, w.total.as_secs_f64())
     });
     let c = &job.counters;
+    let cpu_seconds = (crate::cpu::process_seconds())
+        .zip(job.cpu0)
+        .map(|(now, then)| (now - then).max(0.0));
     Ok(BackupReport {
         job_id,
+        cpu_seconds,
         status,
         files,
         bytes,

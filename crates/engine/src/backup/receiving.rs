@@ -220,6 +220,7 @@ impl Receiving {
         };
         self.received.expect_deletions(deletions);
         let job = JobShared {
+            cpu0: crate::cpu::process_seconds(),
             opts,
             tag: self.tag,
             job_id: self.job_id,

@@ -20,6 +20,9 @@ pub struct Progress {
 pub struct BackupReport {
     /// Catalog job id.
     pub job_id: i64,
+    /// Seconds of CPU the process used while the job ran (in a server, with the
+    /// jobs beside it); `None` where the kernel does not say.
+    pub cpu_seconds: Option<f64>,
     /// Ok or partial.
     pub status: tapeloom_catalog::JobState,
     /// Entries backed up.

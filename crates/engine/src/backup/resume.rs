@@ -121,6 +121,7 @@ pub fn resume_job_on(
     let tapes = Arc::new(tapes_after(home, &prior, crypt)?);
     let drives = super::plan::resolve_drives(&opts.drives, tapes.drives()?)?;
     let shared = JobShared {
+        cpu0: crate::cpu::process_seconds(),
         opts: &opts,
         tag: job.tag,
         job_id,

@@ -29,6 +29,8 @@ use tapeloom_format::PackedBlock;
 
 /// What the drives of one job share.
 pub(crate) struct JobShared<'a> {
+    /// The process's CPU seconds when the job began.
+    pub cpu0: Option<f64>,
     pub opts: &'a BackupOptions,
     pub tag: u64,
     pub job_id: i64,
