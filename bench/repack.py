@@ -182,7 +182,7 @@ def kills(a, snapshot, live, tapes, full_seconds):
         home = os.path.join(a.work, "home-kill")
         shutil.rmtree(home, ignore_errors=True)
         shutil.copytree(snapshot, home, symlinks=True)
-        delay = rnd.uniform(0.03, max(0.2, full_seconds * 0.4))
+        delay = rnd.uniform(0.02, max(0.15, full_seconds * 0.3))
         env = dict(os.environ, TAPELOOM_NOW=NOW)
         env.pop("TAPELOOM_FAULTS", None)
         p = subprocess.Popen([a.bin, "--home", home, "--json", "repack", "--pool", "main"],
