@@ -31,6 +31,15 @@ pub enum DeviceError {
         /// The position asked for.
         lbn: u64,
     },
+    /// The block's payload was not kept: the cartridge belongs to a virtual library
+    /// made for experiments, which keeps only block headers.
+    #[error("cartridge {barcode} keeps no payload (its library was made with --payload none, for experiments at full scale): block {lbn} cannot be read back")]
+    NoPayloadKept {
+        /// The cartridge.
+        barcode: String,
+        /// The block asked for.
+        lbn: u64,
+    },
     /// The drive keeps no data, so nothing can be read back (the null drive).
     #[error("the null drive keeps no data to read back")]
     NoDataKept,

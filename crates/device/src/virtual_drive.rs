@@ -8,7 +8,7 @@
 //! and bytes past the last whole block (a torn write) are cut only when a block is
 //! about to be appended after them.
 
-use crate::virtual_index::{self, Object, IDX_LEN, KIND_BLOCK, KIND_FILEMARK};
+use crate::virtual_index::{self, Object, IDX_LEN, KIND_BLOCK, KIND_FILEMARK, KIND_HEADER_ONLY};
 use crate::{
     io, Corruption, DeviceError, DriveHealth, ReadOutcome, Result, TapeDrive, VolumeStatistics,
     WriteOutcome,
@@ -47,6 +47,8 @@ pub struct VirtualTape {
     handed: u64,
     /// Data before this offset is on disk and out of the page cache.
     dropped: u64,
+    /// Data blocks keep their header only (a library made with `--payload none`).
+    headers_only: bool,
 }
 
 impl VirtualTape {
@@ -124,11 +126,22 @@ impl VirtualTape {
             read_only: ro_data || ro_idx,
             handed: 0,
             dropped: 0,
+            headers_only: false,
         };
         if checked.changed && checked.certain && !tape.read_only {
             tape.write_index(&ip, &raw, checked.damaged)?;
         }
         Ok(tape)
+    }
+
+    /// Makes the cartridge keep only the headers of the data blocks written to it
+    /// from now on (`true`): their payload becomes a hole in the data file, and
+    /// reading such a block back is [`DeviceError::NoPayloadKept`]. Labels and the
+    /// blocks of stream 0 (a job's own records) are kept whole. For experiments
+    /// whose drives write faster than this machine's disk.
+    pub fn headers_only(mut self, yes: bool) -> Self {
+        self.headers_only = yes;
+        self
     }
 
     /// Replaces the index file with the objects rebuilt from the data, keeping a
@@ -185,7 +198,20 @@ impl VirtualTape {
         }
         let offset = self.end_offset();
         let what = || format!("write cartridge {}", self.name);
-        io(what, self.data.write_all_at(data, offset))?;
+        let header_only = self.headers_only
+            && kind == KIND_BLOCK
+            && tapeloom_format::block_stream(data).is_some_and(|s| s != 0);
+        let kind = if header_only {
+            let kept = &data[..tapeloom_format::BLOCK_HEADER_LEN];
+            io(what, self.data.write_all_at(kept, offset))?;
+            // The rest of the block is a hole, so the data file still ends where
+            // the index says the cartridge does.
+            io(what, self.data.set_len(offset + data.len() as u64))?;
+            KIND_HEADER_ONLY
+        } else {
+            io(what, self.data.write_all_at(data, offset))?;
+            kind
+        };
         let o = Object {
             offset,
             len: data.len() as u32,
@@ -372,6 +398,12 @@ impl TapeDrive for VirtualDrive {
         let len = o.len as usize;
         if len > buf.len() {
             return Err(DeviceError::BlockTooLarge { actual: len });
+        }
+        if o.kind == KIND_HEADER_ONLY {
+            return Err(DeviceError::NoPayloadKept {
+                barcode: t.name.clone(),
+                lbn: t.pos as u64 - 1,
+            });
         }
         let name = t.name.clone();
         io(

@@ -30,6 +30,9 @@ use tapeloom_format::{block_len, VolumeLabel, LABEL_LEN, MAX_BLOCK_SIZE};
 pub(crate) const IDX_LEN: u64 = 16;
 pub(crate) const KIND_BLOCK: u32 = 0;
 pub(crate) const KIND_FILEMARK: u32 = 1;
+/// A data block of a cartridge that keeps no payload: the data file holds its
+/// header, and the rest of its length is a hole.
+pub(crate) const KIND_HEADER_ONLY: u32 = 2;
 
 /// One logical object of a cartridge: a block (its bytes in the data file) or a
 /// filemark (no bytes).
@@ -94,7 +97,7 @@ pub(crate) fn check(raw: &[u8], data: &File, data_len: u64, name: &str) -> Resul
     for o in &entries {
         let sound = o.offset == end
             && match o.kind {
-                KIND_BLOCK => o.len > 0,
+                KIND_BLOCK | KIND_HEADER_ONLY => o.len > 0,
                 KIND_FILEMARK => o.len == 0,
                 _ => false,
             }

@@ -45,6 +45,12 @@ pub struct LibraryConfig {
     /// and come back (`library export`, `library import`). Empty when made.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mail_slots: usize,
+    /// Its cartridges keep labels, the index and each data block's header, but not
+    /// the payload (`library create --payload none`): a library for experiments
+    /// at full scale, whose drives write faster than this machine's disk. Nothing
+    /// written to it can be restored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub headers_only: bool,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -300,13 +306,16 @@ impl VirtualLibrary {
                 count: None,
             })?;
         let tape = match slot {
-            Some(l) => Some(VirtualTape::open(
-                &Self::tapes(&self.dir),
-                &l.barcode,
-                self.state.config.capacity,
-                self.state.config.early_warning(),
-                self.is_write_protected(&l.barcode),
-            )?),
+            Some(l) => Some(
+                VirtualTape::open(
+                    &Self::tapes(&self.dir),
+                    &l.barcode,
+                    self.state.config.capacity,
+                    self.state.config.early_warning(),
+                    self.is_write_protected(&l.barcode),
+                )?
+                .headers_only(self.state.config.headers_only),
+            ),
             None => None,
         };
         Ok(VirtualDrive::new(format!("{index}"), tape))
@@ -578,6 +587,7 @@ mod tests {
             cleaning: 0,
             prefix: None,
             mail_slots: 0,
+            headers_only: false,
         };
         let mut lib = VirtualLibrary::create(dir.path(), cfg.clone()).unwrap();
         let inv = lib.inventory().unwrap();
@@ -613,6 +623,7 @@ mod tests {
             cleaning: 0,
             prefix: None,
             mail_slots: 0,
+            headers_only: false,
         };
         VirtualLibrary::create(dir.path(), cfg(3)).unwrap();
         let lib = VirtualLibrary::create(dir.path(), cfg(5)).unwrap();
@@ -637,6 +648,7 @@ mod tests {
             cleaning: 0,
             prefix: None,
             mail_slots: 0,
+            headers_only: false,
         };
         assert!(VirtualLibrary::create(dir.path(), bad).is_err());
     }
@@ -654,6 +666,7 @@ mod tests {
             cleaning: 0,
             prefix: None,
             mail_slots: 0,
+            headers_only: false,
         };
         VirtualLibrary::create(dir.path(), cfg).unwrap();
         let text = std::fs::read_to_string(dir.path().join("library.json")).unwrap();

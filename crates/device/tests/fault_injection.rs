@@ -26,6 +26,7 @@ fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
             cleaning: 0,
             prefix: None,
             mail_slots: 0,
+            headers_only: false,
         },
     )
     .unwrap()
@@ -46,6 +47,7 @@ fn with_cleaning_cartridge(dir: &Path, drives: usize, slots: usize) -> VirtualLi
             cleaning: 1,
             prefix: None,
             mail_slots: 0,
+            headers_only: false,
         },
     )
     .unwrap()

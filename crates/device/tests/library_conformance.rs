@@ -19,6 +19,7 @@ fn virtual_library(dir: &std::path::Path, model: Option<&str>) -> VirtualLibrary
             cleaning: 0,
             prefix: None,
             mail_slots: 2,
+            headers_only: false,
         },
     )
     .unwrap()

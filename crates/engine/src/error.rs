@@ -679,6 +679,14 @@ pub enum HomeError {
 /// A measurement tool's input that cannot be used.
 #[derive(Debug, Error)]
 pub enum ToolError {
+    /// A generator source (`gen:PRESET:SIZE[:SEED]`) that cannot be read.
+    #[error("generator source '{spec}': {why} (write gen:PRESET:SIZE or gen:PRESET:SIZE:SEED, for example gen:hp-typical:100G)")]
+    GenSource {
+        /// The source as given.
+        spec: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// No such drive model.
     #[error("no drive model '{name}' (try lto1 .. lto10)")]
     NoModel {

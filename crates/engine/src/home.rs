@@ -227,6 +227,7 @@ impl Home {
                     cleaning: 0,
                     prefix: None,
                     mail_slots: 0,
+                    headers_only: false,
                 },
             )?;
         }

@@ -27,6 +27,7 @@ mod rebuild;
 mod recover;
 mod restore;
 mod sampler;
+pub mod size;
 pub mod stage;
 pub use stage::StageSet;
 pub mod tools;

@@ -38,6 +38,16 @@ pub struct BlockHeader {
     pub encrypted: bool,
 }
 
+/// The stream of a block from its header alone, without checking the block: `None`
+/// for bytes that do not begin with a block header. What a store that keeps only
+/// the headers of data blocks looks at (stream 0 holds the job's own records).
+pub fn block_stream(block: &[u8]) -> Option<u16> {
+    if block.len() < BLOCK_HEADER_LEN || &block[..4] != BLOCK_MAGIC {
+        return None;
+    }
+    Some(u16::from_le_bytes([block[40], block[41]]))
+}
+
 /// Flag bit of a block whose payload is a zstd frame.
 const FLAG_ZSTD: u16 = 1;
 /// Flag bit of a block whose stored payload is encrypted.

@@ -13,7 +13,7 @@ mod label;
 mod pack;
 mod record;
 
-pub use block::{block_len, BlockHeader, BLOCK_HEADER_LEN, BLOCK_MAGIC, NO_RECORD};
+pub use block::{block_len, block_stream, BlockHeader, BLOCK_HEADER_LEN, BLOCK_MAGIC, NO_RECORD};
 pub use crypt::{
     open_block, DataKey, Fingerprint, JobKey, KdfParams, KeyFile, MasterKey, CRYPT_TAIL_LEN,
     KEY_FILE_LEN, KEY_FILE_MAGIC,

@@ -16,6 +16,7 @@ mod encrypt;
 mod expire;
 mod faults;
 mod full_home;
+mod generated;
 mod golden;
 mod hsm;
 mod incremental;

@@ -73,7 +73,8 @@ impl Estimates {
         std::thread::spawn(move || {
             let wanted = || me.strong_count() > 0;
             for (id, path) in sources {
-                let Some(b) = tree_bytes(&path, &skip, &wanted) else {
+                let made = crate::backup::generated::bytes(&path);
+                let Some(b) = made.or_else(|| tree_bytes(&path, &skip, &wanted)) else {
                     return;
                 };
                 match me.upgrade() {

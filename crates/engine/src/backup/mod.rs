@@ -12,6 +12,7 @@
 
 pub(crate) mod changes;
 pub(crate) mod estimate;
+pub(crate) mod generated;
 pub(crate) mod index;
 mod moved;
 pub(crate) mod mux;

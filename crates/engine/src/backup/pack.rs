@@ -53,6 +53,8 @@ struct Packer {
     waiting: Vec<Done>,
     open_start: Option<u64>,
     scan: Arc<Scan>,
+    /// A generated file's chunk, made here before it is copied into blocks.
+    scratch: Vec<u8>,
 }
 
 impl Packer {
@@ -130,12 +132,16 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
     let skip = setup.skip.clone();
     let scan = Arc::clone(&setup.scan);
     std::thread::spawn(move || {
-        let fetched = crate::backup::source::start(
-            vec![(abs.clone(), root.clone())],
-            readers,
-            skip,
-            Arc::clone(&scan),
-        );
+        let fetched = match crate::backup::generated::spec(&abs) {
+            Some(Ok(opts)) => crate::backup::generated::start(opts, root.clone()),
+            // A generator's options were checked when the job was planned.
+            Some(Err(_)) | None => crate::backup::source::start(
+                vec![(abs.clone(), root.clone())],
+                readers,
+                skip,
+                Arc::clone(&scan),
+            ),
+        };
         let host = HostPath { abs, root };
         pack_stream(id, tag, block_size, fetched, out, &host, (comp, scan));
     })
@@ -158,6 +164,7 @@ pub(crate) fn pack_stream(
         waiting: Vec::new(),
         open_start: None,
         scan,
+        scratch: Vec::new(),
     };
     let mut st = StreamState::default();
     for one in fetched.iter() {
@@ -391,6 +398,24 @@ fn pack_item(
                         }
                     }
                 }
+            }
+            Content::Generated(g) => {
+                let mut scratch = std::mem::take(&mut pk.scratch);
+                let made = g.make(entry.size, &mut scratch, &mut |mut bytes: &[u8]| {
+                    crc = crc32c::crc32c_append(crc, bytes);
+                    pk.scan.read(bytes.len());
+                    while !bytes.is_empty() {
+                        let space = pk.p.space();
+                        let n = space.len().min(bytes.len());
+                        space[..n].copy_from_slice(&bytes[..n]);
+                        pk.p.commit(n);
+                        bytes = &bytes[n..];
+                        pk.drain()?;
+                    }
+                    Ok(())
+                });
+                pk.scratch = scratch;
+                made?;
             }
             Content::None => {}
         }

@@ -270,6 +270,11 @@ impl Plan {
         }
         let mut abs = Vec::new();
         for s in sources {
+            if let Some(opts) = crate::backup::generated::spec(s) {
+                opts?;
+                abs.push(s.clone());
+                continue;
+            }
             let a = io(std::path::absolute(s), || format!("source {}", s.display()))?;
             io(std::fs::symlink_metadata(&a), || {
                 format!("source {}", s.display())
@@ -296,9 +301,10 @@ impl Plan {
             .iter()
             .zip(&names)
             .map(|(a, n)| {
-                let is_dir = std::fs::symlink_metadata(a)
-                    .map(|m| m.is_dir())
-                    .unwrap_or(false);
+                let is_dir = crate::backup::generated::spec(a).is_some()
+                    || std::fs::symlink_metadata(a)
+                        .map(|m| m.is_dir())
+                        .unwrap_or(false);
                 if single && is_dir {
                     b".".to_vec()
                 } else if single {

@@ -55,6 +55,9 @@ pub enum Content {
     Bytes { at: Range<usize>, crc: u32 },
     /// Open, to be streamed (dense, or by the sparse extents in the entry).
     File(File),
+    /// Made by the dataset generator as the packer stores it (a generator source,
+    /// [`crate::backup::generated`]): the bytes `tapeloom gen` writes to this file.
+    Generated(crate::backup::generated::GenFile),
 }
 
 /// What the walker and readers send to the packer, in walk order.
@@ -85,6 +88,17 @@ pub struct Batch {
     /// The data the items' `Content::Bytes` point into.
     pub data: Vec<u8>,
     pool: Arc<Pool>,
+}
+
+impl Batch {
+    /// A batch of objects whose data needs no buffer (a generator source's).
+    pub(crate) fn of(items: Vec<Fetched>) -> Batch {
+        Batch {
+            items,
+            data: Vec::new(),
+            pool: Arc::new(Pool::default()),
+        }
+    }
 }
 
 impl Drop for Batch {
@@ -185,7 +199,7 @@ impl Found {
     }
 }
 
-fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
+pub(crate) fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
     if dir == b"." {
         return name.to_vec();
     }
@@ -501,7 +515,7 @@ pub(crate) struct Names {
 }
 
 impl Names {
-    fn user(&mut self, uid: u32) -> Vec<u8> {
+    pub(crate) fn user(&mut self, uid: u32) -> Vec<u8> {
         self.users
             .entry(uid)
             .or_insert_with(|| {
@@ -513,7 +527,7 @@ impl Names {
             })
             .clone()
     }
-    fn group(&mut self, gid: u32) -> Vec<u8> {
+    pub(crate) fn group(&mut self, gid: u32) -> Vec<u8> {
         self.groups
             .entry(gid)
             .or_insert_with(|| {
@@ -973,7 +987,7 @@ mod tests {
                         (&*f).read_to_end(&mut b).unwrap();
                         b
                     }
-                    Content::None => Vec::new(),
+                    Content::None | Content::Generated(_) => Vec::new(),
                 };
                 out.push((item.entry.path.clone(), item.entry.kind, bytes));
             }

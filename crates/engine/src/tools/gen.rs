@@ -14,14 +14,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const PRESETS: [&str; 2] = ["hp-typical", "small-files"];
 
 /// Files are written through a buffer of at most this many bytes.
-const CHUNK: u64 = 1 << 20;
+pub(crate) const CHUNK: u64 = 1 << 20;
 /// 2024-01-01T00:00:00Z in seconds since the Unix epoch: file `i` gets this time plus
 /// `i` seconds, directory `k` (in creation order) this time plus `k` seconds.
 const BASE_TIME: u64 = 1_704_067_200;
 /// Trees with more directories than this are refused.
 const MAX_DIRS: u64 = 1_000_000;
 /// Spreads file numbers over the seed space.
-const SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +74,54 @@ impl GenOptions {
             }
             .into()),
         }
+    }
+}
+
+/// What a generator source names: `gen:` and then a preset, a total size and
+/// optionally a seed (`gen:hp-typical:100G`, `gen:small-files:2G:7`).
+pub const SOURCE_PREFIX: &str = "gen:";
+
+impl GenOptions {
+    /// The options of a generator source's text without its `gen:` prefix
+    /// (`PRESET:SIZE[:SEED]`). The preset's depth is raised, one level at a time,
+    /// until its tree has room for files that reach the total; `tapeloom gen` with
+    /// that `--depth` makes the same tree.
+    pub fn of_source(spec: &str) -> Result<GenOptions> {
+        let bad = |why: String| -> Error {
+            ToolError::GenSource {
+                spec: format!("{SOURCE_PREFIX}{spec}"),
+                why,
+            }
+            .into()
+        };
+        let mut parts = spec.split(':');
+        let preset = parts.next().unwrap_or_default();
+        let mut o = GenOptions::preset(preset).map_err(|e| bad(e.to_string()))?;
+        let total = parts
+            .next()
+            .ok_or_else(|| bad("it names no size".into()))
+            .and_then(|t| crate::size::parse(t).map_err(bad))?;
+        if let Some(seed) = parts.next() {
+            o.seed = seed
+                .parse()
+                .map_err(|_| bad(format!("seed '{seed}' is not a whole number")))?;
+        }
+        if parts.next().is_some() {
+            return Err(bad("it has more than three parts".into()));
+        }
+        let sizes = size_classes(o.min, o.max)?;
+        let round: u64 = sizes.iter().sum();
+        let files = (total / round + 1).saturating_mul(sizes.len() as u64);
+        loop {
+            let dirs = tree(o.depth, o.breadth)
+                .map_err(|_| bad(format!("{total} bytes need more than {MAX_DIRS} folders")))?;
+            if dirs.len() as u64 * u64::from(o.files_per_dir) >= files {
+                break;
+            }
+            o.depth += 1;
+        }
+        o.total = Some(total);
+        Ok(o)
     }
 }
 
@@ -297,7 +345,7 @@ pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
 }
 
 /// The power-of-two sizes from `min` to `max`.
-fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
+pub(crate) fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
     if !min.is_power_of_two() || !max.is_power_of_two() || min > max {
         return Err(ToolError::SizeClasses { min, max }.into());
     }
@@ -310,7 +358,7 @@ fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
 
 /// The directories relative to the root (the root itself first, as an empty path), in
 /// creation order: breadth first, children in index order.
-fn tree(depth: u32, breadth: u32) -> Result<Vec<PathBuf>> {
+pub(crate) fn tree(depth: u32, breadth: u32) -> Result<Vec<PathBuf>> {
     let too_big = || {
         Error::from(ToolError::TooManyDirs {
             depth,
@@ -405,7 +453,7 @@ fn write_file(
 }
 
 /// The fixed time of object `n`.
-fn time(n: u64) -> SystemTime {
+pub(crate) fn time(n: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(BASE_TIME.saturating_add(n))
 }
 

@@ -62,6 +62,22 @@ pub struct Args {
         value_parser = crate::commands::usize_in(..=tapeloom_device::MAX_MAIL_SLOTS as u64)
     )]
     mail_slots: usize,
+    /// What the cartridges keep of each data block: all (a library to back up to)
+    /// or none (labels, the index and each block's header only: for experiments at
+    /// full scale, whose drives write faster than this machine's disk; nothing
+    /// written to it can be restored).
+    #[arg(long, value_enum, default_value_t = Payload::All)]
+    payload: Payload,
+}
+
+/// What a virtual library's cartridges keep of each data block.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Payload {
+    /// Every byte.
+    All,
+    /// The header alone.
+    None,
 }
 
 fn prefix(s: &str) -> std::result::Result<String, String> {
@@ -81,6 +97,7 @@ pub struct Created {
     model: Option<String>,
     clock: Option<tapeloom_device::Clock>,
     scale: Option<f64>,
+    payload: Payload,
     barcodes: Vec<String>,
     /// Where it lives, for people.
     #[serde(skip)]
@@ -104,6 +121,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         cleaning: a.cleaning,
         prefix: a.prefix.clone(),
         mail_slots: a.mail_slots,
+        headers_only: a.payload == Payload::None,
     })?;
     match before {
         // On a shared catalog, only this library's old and new cartridges.
@@ -122,6 +140,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         model: a.model,
         clock: lib.config().clock,
         scale: lib.config().scale,
+        payload: a.payload,
         barcodes: lib.all_barcodes(),
         dir: home.library_dir(),
     })
@@ -136,5 +155,8 @@ impl Output for Created {
             output::bytes(self.capacity),
             self.dir.display()
         );
+        if self.payload == Payload::None {
+            outln!("its cartridges keep block headers only: for experiments, never for backups");
+        }
     }
 }

@@ -1,0 +1,126 @@
+//! The generator source (`gen:PRESET:SIZE[:SEED]`) and the library that keeps no
+//! payload (`library create --payload none`), the two parts of experiments at
+//! full scale.
+
+use crate::common::*;
+use std::os::unix::fs::MetadataExt;
+
+#[test]
+fn a_generator_source_backs_up_the_tree_that_gen_writes() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, gen, out) = (
+        t.path().join("home"),
+        t.path().join("gen"),
+        t.path().join("out"),
+    );
+    library(&home, 1, 2, "1G");
+    let b = ok(&home, &["backup", "gen:hp-typical:200M:7"]);
+    assert_eq!(b["status"], "ok", "{b}");
+    assert_eq!(b["source_files_opened"], 0, "{b}");
+    let g = ok(
+        &home,
+        &[
+            "gen",
+            "--preset",
+            "hp-typical",
+            "--total",
+            "200M",
+            "--seed",
+            "7",
+            gen.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(b["bytes"], g["bytes"], "{b} {g}");
+    let job = b["job_id"].to_string();
+    restores_identical(&home, &job, &gen, &out);
+    // Another seed makes other bytes.
+    let b2 = ok(&home, &["backup", "gen:hp-typical:200M:8"]);
+    let out2 = t.path().join("out2");
+    ok(
+        &home,
+        &[
+            "restore",
+            &b2["job_id"].to_string(),
+            "--to",
+            out2.to_str().unwrap(),
+        ],
+    );
+    let name = std::fs::read_dir(&out2)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.path().is_file())
+        .unwrap()
+        .file_name();
+    assert_ne!(
+        std::fs::read(out.join(&name)).unwrap(),
+        std::fs::read(out2.join(&name)).unwrap()
+    );
+}
+
+#[test]
+fn a_generator_source_that_cannot_be_read_is_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 1, 2, "1G");
+    for (spec, words) in [
+        ("gen:bogus:1G", &["gen:bogus:1G", "bogus"][..]),
+        ("gen:hp-typical", &["names no size"][..]),
+        ("gen:hp-typical:lots", &["lots"][..]),
+        ("gen:hp-typical:1G:x", &["seed 'x'"][..]),
+    ] {
+        let (code, _, err) = run(&home, &["backup".as_ref(), spec.as_ref()]);
+        assert_one_line_error(code, &err, words);
+    }
+}
+
+#[test]
+fn a_library_without_payload_keeps_headers_only_and_refuses_to_restore() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let made = ok(
+        &home,
+        &[
+            "library",
+            "create",
+            "--drives",
+            "1",
+            "--slots",
+            "2",
+            "--capacity",
+            "4G",
+            "--payload",
+            "none",
+        ],
+    );
+    assert_eq!(made["payload"], "none", "{made}");
+    let b = ok(&home, &["backup", "gen:hp-typical:512M"]);
+    assert_eq!(b["status"], "ok", "{b}");
+    let bytes = b["bytes"].as_u64().unwrap();
+    assert!(bytes > 400 << 20, "{b}");
+    // A second job appends after the first: the cartridge's end is where its
+    // index says.
+    let b2 = ok(&home, &["backup", "gen:small-files:16M"]);
+    assert_eq!(b2["volumes"], b["volumes"], "{b2}");
+    let data = home.join("library/tapes/TL0001L9.data");
+    let m = std::fs::metadata(&data).unwrap();
+    assert!(m.len() > bytes, "the data file is {} bytes long", m.len());
+    let on_disk = m.blocks() * 512;
+    assert!(
+        on_disk < bytes / 16,
+        "{on_disk} bytes on disk for {bytes} bytes written"
+    );
+    let jobs = ok(&home, &["jobs"]);
+    assert_eq!(jobs["jobs"].as_array().map(|j| j.len()), Some(2), "{jobs}");
+    let out = t.path().join("out");
+    let job = b["job_id"].to_string();
+    let (code, _, err) = run(
+        &home,
+        &[
+            "restore".as_ref(),
+            job.as_ref(),
+            "--to".as_ref(),
+            out.as_os_str(),
+        ],
+    );
+    assert_one_line_error(code, &err, &["keeps no payload", "TL0001L9"]);
+}
