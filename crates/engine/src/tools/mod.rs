@@ -6,4 +6,5 @@
 pub mod benchdrive;
 pub mod gen;
 pub mod pattern;
+pub mod plan;
 pub mod readrate;
