@@ -17,6 +17,7 @@ pub mod library;
 pub mod ls;
 pub mod man;
 pub mod migrate;
+pub mod plan;
 pub mod pool;
 pub mod queue;
 pub mod readrate;
@@ -68,6 +69,10 @@ pub enum Cmd {
     /// Read folders in parallel as a backup would (like HPreaddata) and say whether
     /// they can keep a drive streaming.
     Readrate(readrate::Args),
+    /// Predict a backup window (each drive's rate, backhitches, the stage's peak,
+    /// restore times) and answer sizing questions: --solve drives, concurrency or
+    /// stage.
+    Plan(plan::Args),
     /// Benchmarks.
     Bench(bench::Args),
     /// Drive models.
@@ -132,6 +137,7 @@ impl Cmd {
             Cmd::Library(a) => a.run(ctx),
             Cmd::Gen(a) => emit(&gen::run(a)?, json),
             Cmd::Readrate(a) => emit(&readrate::run(a)?, json),
+            Cmd::Plan(a) => emit(&plan::run(a, ctx)?, json),
             Cmd::Bench(a) => a.run(ctx),
             Cmd::Drive(a) => a.run(ctx),
             Cmd::Catalog(a) => a.run(ctx),
