@@ -680,7 +680,7 @@ pub enum HomeError {
 #[derive(Debug, Error)]
 pub enum ToolError {
     /// A generator source (`gen:PRESET:SIZE[:SEED]`) that cannot be read.
-    #[error("generator source '{spec}': {why} (write gen:PRESET:SIZE or gen:PRESET:SIZE:SEED, for example gen:hp-typical:100G)")]
+    #[error("generator source '{spec}': {why} (write gen:PRESET:SIZE[:SEED][@RATE], for example gen:hp-typical:100G or gen:hp-typical:100G:2@150MB)")]
     GenSource {
         /// The source as given.
         spec: String,

@@ -32,7 +32,7 @@ pub struct Args {
     readrate: Vec<PathBuf>,
     /// The streams of a past job in the catalog, each with its bytes and the rate
     /// it achieved (which the drive may have held down).
-    #[arg(long, value_name = "JOB")]
+    #[arg(long, value_name = "JOB", value_parser = super::parse_job_id)]
     history: Vec<i64>,
     /// The drives' LTO generation (lto1 .. lto10).
     #[arg(long, default_value = "lto9")]

@@ -43,6 +43,7 @@ mod offsite;
 mod options;
 mod overwrite;
 mod pipe;
+mod plan;
 mod point_in_time;
 mod pools;
 mod readback;

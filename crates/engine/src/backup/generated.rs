@@ -1,6 +1,7 @@
-//! A source that needs no disk: `gen:PRESET:SIZE[:SEED]` backs up the tree that
-//! `tapeloom gen` would write with those options, made in memory as the packer
-//! stores it. Its names, sizes, times and bytes are the generator's, so a restore
+//! A source that needs no disk: `gen:PRESET:SIZE[:SEED][@RATE]` backs up the
+//! tree that `tapeloom gen` would write with those options, made in memory as the
+//! packer stores it, no faster than RATE bytes per second when one is given (a
+//! source of a disk's speed, for experiments with sources of several speeds). Its names, sizes, times and bytes are the generator's, so a restore
 //! of such a job compares with a generated tree, and a backup from it measures the
 //! engine and the drives, never this machine's disks.
 //!
@@ -34,7 +35,33 @@ const DIR_MODE: u32 = 0o755;
 /// a path on disk.
 pub(crate) fn spec(path: &Path) -> Option<Result<GenOptions>> {
     let s = path.to_str()?.strip_prefix(SOURCE_PREFIX)?;
-    Some(GenOptions::of_source(s))
+    let (tree, rate) = s.split_once('@').unwrap_or((s, ""));
+    if !rate.is_empty() {
+        if let Err(e) = rate_of(s, rate) {
+            return Some(Err(e));
+        }
+    }
+    Some(GenOptions::of_source(tree))
+}
+
+/// The rate a generator source reads at, when it names one (`gen:...@150MB`: a
+/// source that reads no faster than 150 MB/s, as a disk of that speed would);
+/// `None` for one that reads at memory speed, or a path on disk.
+pub(crate) fn rate(path: &Path) -> Option<f64> {
+    let s = path.to_str()?.strip_prefix(SOURCE_PREFIX)?;
+    let (_, rate) = s.split_once('@')?;
+    rate_of(s, rate).ok()
+}
+
+fn rate_of(spec: &str, rate: &str) -> Result<f64> {
+    match crate::size::parse(rate.trim_end_matches("/s")) {
+        Ok(r) if r > 0 => Ok(r as f64),
+        _ => Err(crate::error::ToolError::GenSource {
+            spec: format!("{SOURCE_PREFIX}{spec}"),
+            why: format!("'{rate}' after @ is not a rate above 0 (for example 150MB)"),
+        }
+        .into()),
+    }
 }
 
 /// The bytes of the regular files source `path` holds, when it names a generator.

@@ -91,6 +91,11 @@ impl Shared {
     }
 }
 
+/// How far behind its schedule a rate-limited stream may fall and still catch up
+/// by sending faster than its rate: enough to absorb a late wake-up, far less than
+/// a drive's load, after which it would send a burst no real source reads at.
+const LIMIT_CREDIT: Duration = Duration::from_millis(100);
+
 /// The writer went away.
 pub(crate) struct Stopped;
 
@@ -134,6 +139,11 @@ impl Outlet {
             let now = self.started.elapsed();
             if due > now {
                 std::thread::sleep(due - now);
+            } else if now - due > LIMIT_CREDIT {
+                // Behind its schedule (it waited for the writer, or its drive was
+                // still loading): a source read at this rate would not have the
+                // time back, so the stream may not catch up faster than the rate.
+                self.started += now - due - LIMIT_CREDIT;
             }
         }
         self.shared.queued.fetch_add(1, Ordering::Relaxed);

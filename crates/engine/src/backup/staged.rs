@@ -714,7 +714,7 @@ pub(crate) fn start_spoolers(
             tx,
             Arc::clone(&shared),
             Arc::new(AtomicUsize::new(0)),
-            limit_rate,
+            crate::backup::generated::rate(&p.abs).or(limit_rate),
         );
         let id = p.id;
         threads.push(spawn(setup, p, out));

@@ -529,7 +529,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
             if job.feed.is_some() {
                 None
             } else {
-                job.opts.limit_rate
+                crate::backup::generated::rate(&p.abs).or(job.opts.limit_rate)
             },
         );
         let id = p.id;
