@@ -10,6 +10,7 @@ from the generator source `gen:hp-typical:SIZE:SEED` (2:1 data, made in memory),
 so no disk is read either. Every figure comes from the backup's JSON and the
 catalog's per-drive samples.
 
+  lto7     One LTO-7 model, one stream.
   lto9     One LTO-9 model, one stream.
   lto10    One LTO-10 model, one stream.
   lto9x2   Two LTO-9 models at once (`--drives 2`), two streams.
@@ -31,7 +32,7 @@ import argparse, json, os, shutil, sqlite3, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import Fail, log, parse_size, tapeloom_ok, REPO  # noqa: E402
 
-CASES = {"lto9": ("lto9", 1), "lto10": ("lto10", 1), "lto9x2": ("lto9", 2)}
+CASES = {"lto7": ("lto7", 1), "lto9": ("lto9", 1), "lto10": ("lto10", 1), "lto9x2": ("lto9", 2)}
 MB = 1e6
 
 

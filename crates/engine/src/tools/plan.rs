@@ -161,6 +161,11 @@ pub struct PlanOutcome {
     pub verdict: Vec<String>,
 }
 
+/// The share of its time a writer waits for data before it takes another stream.
+const DRY_SHARE: f64 = 0.2;
+/// How often a writer judges whether to take another stream, in seconds.
+const JUDGE_EVERY: f64 = 0.1;
+
 /// Blocks in the engine's buffer pool of a drive (`backup --buffers`).
 const BUFFERS: u64 = 64;
 
@@ -203,6 +208,8 @@ struct Sim {
     pool: usize,
     /// Backhitches while data streamed (the flush at the end is not one).
     hitches: u64,
+    /// When the writer last judged whether to take another stream.
+    judged: f64,
     bytes: f64,
     first: Option<f64>,
     /// When the last chunk was in the drive's buffer.
@@ -234,6 +241,7 @@ fn new_sim(input: &PlanInput) -> Sim {
         freed: VecDeque::new(),
         pool: ((BUFFERS * input.block) as f64 / chunk_of(input)).max(1.0) as usize,
         hitches: 0,
+        judged: 0.0,
         bytes: 0.0,
         first: None,
         last_data: loaded,
@@ -263,7 +271,13 @@ fn held_rate(input: &PlanInput, held: &[Held]) -> f64 {
 fn wants_more(input: &PlanInput, held: &[Held]) -> bool {
     match input.concurrency {
         Some(c) => held.len() < c.max(1),
-        None => held.is_empty() || held_rate(input, held) < top_rate(&input.model, input.ratio),
+        // The engine's writer takes another stream when it waited a fifth or more
+        // of the time: when its streams give less than four fifths of what the
+        // drive takes at its top speed.
+        None => {
+            held.is_empty()
+                || held_rate(input, held) < (1.0 - DRY_SHARE) * top_rate(&input.model, input.ratio)
+        }
     }
 }
 
@@ -337,14 +351,24 @@ fn simulate_direct(input: &PlanInput) -> Vec<Sim> {
         s.freed.push_back(host);
         let before = s.held.len();
         s.held.retain(|h| h.left > 0.5);
-        if s.held.len() < before
-            || wants_more(input, &s.held)
-            || next_ends_late(input, &s.held, &queue)
-        {
-            while wants_more(input, &s.held) || next_ends_late(input, &s.held, &queue) {
+        // As the engine's writer: a stream ended is replaced at once (a fixed
+        // concurrency), and once a window it takes one more stream when it waited
+        // too long or the next waiting one must start for the streams to end
+        // together.
+        let ended = s.held.len() < before;
+        if ended && input.concurrency.is_some() {
+            while wants_more(input, &s.held) {
                 match queue.pop() {
                     Some(i) => take(input, s, i),
                     None => break,
+                }
+            }
+        }
+        if s.host - s.judged >= JUDGE_EVERY || (ended && s.held.is_empty()) {
+            s.judged = s.host;
+            if wants_more(input, &s.held) || next_ends_late(input, &s.held, &queue) {
+                if let Some(i) = queue.pop() {
+                    take(input, s, i);
                 }
             }
         }
