@@ -12,8 +12,8 @@
 
 use crate::backup::source::{join_rel, Batch, Content, Fetched, Item, Names};
 use crate::error::Result;
-use crate::tools::gen::{size_classes, time, tree, GenOptions, Layout, CHUNK, SEED_MIX};
-use crate::tools::pattern::{fill, Noise, Pattern};
+use crate::tools::gen::{size_classes, time, tree, GenFile, GenOptions, Layout, CHUNK, SEED_MIX};
+use crate::tools::pattern::Pattern;
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -76,36 +76,6 @@ pub(crate) fn bytes(path: &Path) -> Option<u64> {
             .counts(&sizes)
             .1,
     )
-}
-
-/// One generated file's data: what the packer needs to make its bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GenFile {
-    seed: u64,
-    pattern: Pattern,
-    chunk: usize,
-}
-
-impl GenFile {
-    /// Makes the file's `size` bytes, handing them to `put` in pieces of at most
-    /// the generator's chunk; `scratch` is reused from file to file.
-    pub(crate) fn make<E>(
-        &self,
-        size: u64,
-        scratch: &mut Vec<u8>,
-        put: &mut impl FnMut(&[u8]) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        scratch.resize(self.chunk, 0);
-        let mut noise = Noise::new(self.seed);
-        let mut left = size;
-        while left > 0 {
-            let n = left.min(self.chunk as u64) as usize;
-            fill(self.pattern, &mut noise, &mut scratch[..n]);
-            put(&scratch[..n])?;
-            left -= n as u64;
-        }
-        Ok(())
-    }
 }
 
 /// Starts making the tree of `opts` under `root` (the stream's root in the job's

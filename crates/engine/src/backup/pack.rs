@@ -320,6 +320,31 @@ impl StreamState {
     }
 }
 
+/// Packs a generated file's bytes; returns their CRC32C.
+fn pack_generated(
+    pk: &mut Packer,
+    g: &crate::tools::gen::GenFile,
+    size: u64,
+) -> std::result::Result<u32, Stopped> {
+    let mut crc = 0u32;
+    let mut scratch = std::mem::take(&mut pk.scratch);
+    let made = g.make(size, &mut scratch, &mut |mut bytes: &[u8]| {
+        crc = crc32c::crc32c_append(crc, bytes);
+        pk.scan.read(bytes.len());
+        while !bytes.is_empty() {
+            let space = pk.p.space();
+            let n = space.len().min(bytes.len());
+            space[..n].copy_from_slice(&bytes[..n]);
+            pk.p.commit(n);
+            bytes = &bytes[n..];
+            pk.drain()?;
+        }
+        Ok(())
+    });
+    pk.scratch = scratch;
+    made.map(|()| crc)
+}
+
 fn pack_item(
     pk: &mut Packer,
     entry: Entry,
@@ -399,24 +424,7 @@ fn pack_item(
                     }
                 }
             }
-            Content::Generated(g) => {
-                let mut scratch = std::mem::take(&mut pk.scratch);
-                let made = g.make(entry.size, &mut scratch, &mut |mut bytes: &[u8]| {
-                    crc = crc32c::crc32c_append(crc, bytes);
-                    pk.scan.read(bytes.len());
-                    while !bytes.is_empty() {
-                        let space = pk.p.space();
-                        let n = space.len().min(bytes.len());
-                        space[..n].copy_from_slice(&bytes[..n]);
-                        pk.p.commit(n);
-                        bytes = &bytes[n..];
-                        pk.drain()?;
-                    }
-                    Ok(())
-                });
-                pk.scratch = scratch;
-                made?;
-            }
+            Content::Generated(g) => crc = pack_generated(pk, &g, entry.size)?,
             Content::None => {}
         }
         pk.p.record(Kind::FileEnd, &FileEnd { crc, status }.encode());

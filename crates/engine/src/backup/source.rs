@@ -56,8 +56,8 @@ pub enum Content {
     /// Open, to be streamed (dense, or by the sparse extents in the entry).
     File(File),
     /// Made by the dataset generator as the packer stores it (a generator source,
-    /// [`crate::backup::generated`]): the bytes `tapeloom gen` writes to this file.
-    Generated(crate::backup::generated::GenFile),
+    /// `gen:PRESET:SIZE`): the bytes `tapeloom gen` writes to this file.
+    Generated(crate::tools::gen::GenFile),
 }
 
 /// What the walker and readers send to the packer, in walk order.

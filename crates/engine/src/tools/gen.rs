@@ -125,6 +125,39 @@ impl GenOptions {
     }
 }
 
+/// One generated file's data: what the packer needs to make its bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenFile {
+    /// The file's own seed (the tree's seed mixed with the file's number).
+    pub seed: u64,
+    /// What its bytes look like to a compressor.
+    pub pattern: Pattern,
+    /// Bytes the generator makes at once.
+    pub chunk: usize,
+}
+
+impl GenFile {
+    /// Makes the file's `size` bytes, handing them to `put` in pieces of at most
+    /// the generator's chunk; `scratch` is reused from file to file.
+    pub(crate) fn make<E>(
+        &self,
+        size: u64,
+        scratch: &mut Vec<u8>,
+        put: &mut impl FnMut(&[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        scratch.resize(self.chunk, 0);
+        let mut noise = Noise::new(self.seed);
+        let mut left = size;
+        while left > 0 {
+            let n = left.min(self.chunk as u64) as usize;
+            fill(self.pattern, &mut noise, &mut scratch[..n]);
+            put(&scratch[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+}
+
 /// How many files one size class got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenClass {
