@@ -9,8 +9,8 @@
 //! blocks (a chunk is at most a 32nd of the drive's buffer, so the buffer's fill,
 //! the speed steps and the backhitches come out as they do block by block):
 //!
-//! - Each drive loads its cartridge first (the model's load time); the sources
-//!   start at once and wait, as the engine's bounded buffer pool makes them.
+//! - Each drive loads its cartridge first (the model's load time) and writes its
+//!   label and a filemark, which stops the tape once; its streams start then.
 //! - Streams are taken largest first. A drive holds a fixed number at once
 //!   (`concurrency`), or with `auto` as many as it takes for their rates to reach
 //!   the drive's top rate (the engine adds a stream whenever its writer waits);
@@ -161,6 +161,9 @@ pub struct PlanOutcome {
     pub verdict: Vec<String>,
 }
 
+/// Bytes of a volume label (`tapeloom_format::LABEL_LEN`).
+const LABEL_BYTES: f64 = tapeloom_format::LABEL_LEN as f64;
+
 /// The share of its time a writer waits for data before it takes another stream.
 const DRY_SHARE: f64 = 0.2;
 /// How often a writer judges whether to take another stream, in seconds.
@@ -208,6 +211,8 @@ struct Sim {
     pool: usize,
     /// Backhitches while data streamed (the flush at the end is not one).
     hitches: u64,
+    /// The stops the label's filemark cost, which are not backhitches of the data.
+    label_hitches: u64,
     /// When the writer last judged whether to take another stream.
     judged: f64,
     bytes: f64,
@@ -231,7 +236,12 @@ pub fn plan(input: &PlanInput) -> PlanOutcome {
 
 fn new_sim(input: &PlanInput) -> Sim {
     let mut model = TapeModel::new(input.model.clone());
-    let loaded = model.load(false);
+    model.load(false);
+    // A new cartridge is labelled first: the label and its filemark, which the
+    // drive writes to tape before it answers.
+    model.write(LABEL_BYTES, LABEL_BYTES, model.now);
+    let loaded = model.filemark(false);
+    let label_hitches = model.stats.backhitches;
     Sim {
         model,
         held: Vec::new(),
@@ -241,6 +251,7 @@ fn new_sim(input: &PlanInput) -> Sim {
         freed: VecDeque::new(),
         pool: ((BUFFERS * input.block) as f64 / chunk_of(input)).max(1.0) as usize,
         hitches: 0,
+        label_hitches,
         judged: 0.0,
         bytes: 0.0,
         first: None,
@@ -396,7 +407,7 @@ fn write(input: &PlanInput, s: &mut Sim, bytes: f64, offered: f64) {
 }
 
 fn finish(s: &mut Sim) {
-    s.hitches = s.model.stats.backhitches;
+    s.hitches = s.model.stats.backhitches - s.label_hitches;
     if s.bytes > 0.0 {
         s.last = s.model.flush();
     }
