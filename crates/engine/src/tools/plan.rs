@@ -9,8 +9,9 @@
 //! blocks (a chunk is at most a 32nd of the drive's buffer, so the buffer's fill,
 //! the speed steps and the backhitches come out as they do block by block):
 //!
-//! - Each drive loads its cartridge first (the model's load time) and writes its
-//!   label and a filemark, which stops the tape once; its streams start then.
+//! - Each drive loads a new cartridge first (the model's load time), rewinds
+//!   twice (to read what is at its start, then to write), and writes its label
+//!   and a filemark with the immediate bit; its streams start then.
 //! - Streams are taken largest first. A drive holds a fixed number at once
 //!   (`concurrency`), or with `auto` as many as it takes for their rates to reach
 //!   the drive's top rate (the engine adds a stream whenever its writer waits);
@@ -113,8 +114,11 @@ pub struct RestorePlan {
     pub one_file_locate_seconds: f64,
     /// Its read part: one command and one block.
     pub one_file_read_seconds: f64,
-    /// One stream of the job: the drive reads through the job's span (its extents
-    /// are spread over all of it), after the load.
+    /// One stream of the job, the slowest to restore: after the load, the drive
+    /// reaches the stream's first block and reads through to its last (an
+    /// interleaved stream's extents are spread over the job's whole span).
+    /// Through a stage, where the plan does not follow each stream, the whole
+    /// job's span.
     pub one_stream_seconds: f64,
     /// The whole job from one drive's cartridge, after the load.
     pub whole_job_seconds: f64,
@@ -172,6 +176,27 @@ const JUDGE_EVERY: f64 = 0.1;
 /// Blocks in the engine's buffer pool of a drive (`backup --buffers`).
 const BUFFERS: u64 = 64;
 
+/// The share of its streams' buffers a writer that ran dry waits to see filled
+/// before it writes again (the engine's `high_water`), and the longest it waits.
+const HIGH_WATER: f64 = 0.5;
+const HIGH_WATER_WAIT: f64 = 2.0;
+
+/// Bytes a writer holding `held` streams waits for after it ran dry: half of
+/// their buffers, each stream's buffer being the pool shared by the streams the
+/// engine expects a drive to hold (`Weaver::lane_cap`).
+fn high_water(input: &PlanInput, held: usize) -> f64 {
+    let expected = match input.concurrency {
+        Some(c) => c.max(1),
+        None => input
+            .sources
+            .len()
+            .div_ceil(input.drives.max(1))
+            .clamp(1, 4),
+    };
+    let lane_cap = (BUFFERS as usize / expected).max(2);
+    HIGH_WATER * (lane_cap * held.max(1)) as f64 * input.block as f64
+}
+
 /// Bytes of a chunk the simulation moves at once: a 32nd of the drive's buffer (at
 /// most 8 MiB), or for a large job whatever makes a drive's share about a million
 /// chunks, up to an 8th of the buffer. Within those bounds the chunk changes no
@@ -222,6 +247,9 @@ struct Sim {
     /// When the last chunk was on tape (the flush at the end done).
     last: f64,
     streams: Vec<String>,
+    /// Where each source's data lies on this drive's tape (native bytes, first
+    /// and last), for the restore of one stream.
+    spans: Vec<(f64, f64)>,
     done: bool,
 }
 
@@ -237,10 +265,14 @@ pub fn plan(input: &PlanInput) -> PlanOutcome {
 fn new_sim(input: &PlanInput) -> Sim {
     let mut model = TapeModel::new(input.model.clone());
     model.load(false);
-    // A new cartridge is labelled first: the label and its filemark, which the
-    // drive writes to tape before it answers.
+    // A new cartridge is mounted as the engine mounts it: a rewind to read what
+    // is at its start (a blank cartridge answers at once), a rewind to write its
+    // label, the label, and the label's filemark with the immediate bit (the
+    // drive goes on streaming into the job's first blocks).
+    model.rewind();
+    model.rewind();
     model.write(LABEL_BYTES, LABEL_BYTES, model.now);
-    let loaded = model.filemark(false);
+    let loaded = model.filemark(true);
     let label_hitches = model.stats.backhitches;
     Sim {
         model,
@@ -252,12 +284,13 @@ fn new_sim(input: &PlanInput) -> Sim {
         pool: ((BUFFERS * input.block) as f64 / chunk_of(input)).max(1.0) as usize,
         hitches: 0,
         label_hitches,
-        judged: 0.0,
+        judged: loaded,
         bytes: 0.0,
         first: None,
         last_data: loaded,
         last: loaded,
         streams: Vec::new(),
+        spans: vec![(f64::INFINITY, 0.0); input.sources.len()],
         done: false,
     }
 }
@@ -313,11 +346,14 @@ fn simulate_direct(input: &PlanInput) -> Vec<Sim> {
     let mut queue = order(input);
     queue.reverse();
     let mut sims: Vec<Sim> = (0..input.drives.max(1)).map(|_| new_sim(input)).collect();
-    // The drives take their first streams in turn.
+    // The drives take their first streams in turn: as many as a fixed
+    // concurrency says, or one with `auto` (the engine's writer starts with one
+    // and takes another once a window, below).
     loop {
         let mut took = false;
         for s in sims.iter_mut() {
-            if wants_more(input, &s.held) {
+            let first = input.concurrency.is_some() || s.held.is_empty();
+            if first && wants_more(input, &s.held) {
                 if let Some(i) = queue.pop() {
                     take(input, s, i);
                     took = true;
@@ -344,10 +380,16 @@ fn simulate_direct(input: &PlanInput) -> Vec<Sim> {
         let n = chunk.min(left);
         // Each held stream gives its share of the chunk as it reads.
         let mut given = 0.0;
+        let at = s.model.tape_pos;
         for h in s.held.iter_mut() {
             let part = (n * input.sources[h.source].rate / rate.max(1.0)).min(h.left);
             h.left -= part;
             given += part;
+            if part > 0.0 {
+                let span = &mut s.spans[h.source];
+                span.0 = span.0.min(at);
+                span.1 = span.1.max(at + part / input.ratio);
+            }
         }
         let given = if given <= 0.0 { n } else { given };
         let freed = if s.freed.len() >= s.pool {
@@ -356,7 +398,15 @@ fn simulate_direct(input: &PlanInput) -> Vec<Sim> {
             0.0
         };
         s.made = (s.made + given / rate).max(freed);
-        let offered = s.made.max(s.host);
+        let mut offered = s.made.max(s.host);
+        if s.made > s.host {
+            // The writer found nothing to write: as the engine's, it waits until
+            // its streams' buffers are half full again (a stream's end, or two
+            // seconds, end the wait sooner), and writes what they hold at once.
+            let want = (high_water(input, s.held.len()) - given).min(left - given);
+            let full = s.made + want.max(0.0) / rate;
+            offered = full.min(s.host + HIGH_WATER_WAIT).max(s.made);
+        }
         write(input, s, given, offered);
         let host = s.host;
         s.freed.push_back(host);
@@ -506,7 +556,7 @@ fn outcome(input: &PlanInput, sims: Vec<Sim>, stage_peak: u64) -> PlanOutcome {
         .max(1e-9);
     let cores_needed = input.cpu_per_gb * total as f64 / 1e9 / data_span;
     let cores_per_drive = input.cpu_per_gb * top_rate(&input.model, input.ratio) / 1e9;
-    let restore = restore(input, total);
+    let restore = restore(input, &sims);
     let binds = binds(input, cores_needed);
     let mut o = PlanOutcome {
         window_seconds: window,
@@ -523,23 +573,41 @@ fn outcome(input: &PlanInput, sims: Vec<Sim>, stage_peak: u64) -> PlanOutcome {
     o
 }
 
-fn restore(input: &PlanInput, total: u64) -> RestorePlan {
+fn restore(input: &PlanInput, sims: &[Sim]) -> RestorePlan {
     let p = &input.model;
-    let per_drive = total as f64 / input.drives.max(1) as f64 / input.ratio;
+    // The fullest drive's cartridge: its tape bytes, past the label.
+    let per_drive = sims
+        .iter()
+        .map(|s| s.model.stats.tape_bytes as f64 - LABEL_BYTES)
+        .fold(0.0, f64::max);
     let m = TapeModel::new(p.clone());
+    // The reader passes over what lies before the data it wants the cheaper
+    // way, as the engine's reader does with a drive model: a locate, or reading
+    // through.
+    let reach = |at: f64| m.locate_seconds(0.0, at).min(at / p.native());
     let at = input.restore_at.unwrap_or(per_drive / 2.0);
-    // The reader passes over what lies before the file the cheaper way, as the
-    // engine's reader does with a drive model: a locate, or reading through.
-    let locate = m.locate_seconds(0.0, at).min(at / p.native());
-    let block = 256.0 * 1024.0;
-    let read = p.command_s + block / p.native();
+    let locate = reach(at);
+    // One block, as the model reads it: its tape bytes at the native rate, or
+    // the command and its host bytes over the interface, whichever is longer.
+    let block = input.block as f64;
+    let read =
+        (block / input.ratio / p.native()).max(p.command_s + block / (p.interface_mb_s * 1e6));
     let span = per_drive / p.native();
+    // One stream: reached, then read through from its first block to its last
+    // (the others' extents between them are read too); the slowest stream.
+    let one_stream = sims
+        .iter()
+        .flat_map(|s| s.spans.iter())
+        .filter(|(a, b)| a.is_finite() && b > a)
+        .map(|&(a, b)| reach(a) + (b - a) / p.native())
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+        .unwrap_or(span);
     RestorePlan {
         one_file_seconds: p.load_s + locate + read,
         one_file_load_seconds: p.load_s,
         one_file_locate_seconds: locate,
         one_file_read_seconds: read,
-        one_stream_seconds: p.load_s + span,
+        one_stream_seconds: p.load_s + one_stream,
         whole_job_seconds: p.load_s + span,
         point_in_time_seconds: p.load_s + span,
     }
@@ -826,6 +894,22 @@ mod tests {
         assert!((bytes as f64 / 125e9 - 1.0).abs() < 0.05, "{bytes}");
         assert_eq!(o.drives[0].backhitches, 0);
         assert!(o.stage_peak_bytes <= bytes);
+    }
+
+    #[test]
+    fn a_stream_written_alone_restores_sooner_than_one_interleaved() {
+        // Four 100 MB/s streams: alone, each fills a quarter of the tape and its
+        // restore reads that quarter; interleaved (auto takes all four to reach
+        // the drive's 400 MB/s), each is spread over the whole job.
+        let mut alone = input(&[100.0; 4], 1);
+        alone.concurrency = Some(1);
+        let a = plan(&alone).restore;
+        assert!(a.one_stream_seconds < 0.5 * a.whole_job_seconds, "{a:?}");
+        let mixed = plan(&input(&[100.0; 4], 1)).restore;
+        assert!(
+            mixed.one_stream_seconds > 0.9 * mixed.whole_job_seconds,
+            "{mixed:?}"
+        );
     }
 
     #[test]
