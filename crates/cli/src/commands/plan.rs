@@ -16,10 +16,14 @@ use tapeloom_engine::tools::plan::{
     PlanStage,
 };
 
-/// CPU seconds per GB the engine spent writing 2:1 data to two LTO-9 models at
-/// once on a two-core machine (`bench/fullscale.py`); a site passes its own from a
-/// backup's `cpu_seconds_per_gb`.
-const CPU_PER_GB: f64 = 0.66;
+/// CPU seconds per GB the engine spent on a backup of 2:1 data on a two-core
+/// machine (`bench/cpu.py`, rounded up): written directly, through a disk stage,
+/// and by a server that receives it from a client over TLS and spools it (the
+/// client's own CPU is not the server's). A site passes its own with
+/// `--cpu-per-gb`, from a backup's `cpu_seconds_per_gb` or from that bench.
+const CPU_PER_GB_DIRECT: f64 = 0.5;
+const CPU_PER_GB_STAGED: f64 = 2.0;
+const CPU_PER_GB_SERVER: f64 = 4.0;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -66,9 +70,11 @@ pub struct Args {
     /// The media server's cores.
     #[arg(long, value_parser = cores)]
     cores: Option<f64>,
-    /// The engine's CPU seconds per GB written (a backup's cpu_seconds_per_gb).
-    #[arg(long, default_value_t = CPU_PER_GB, value_parser = cpu)]
-    cpu_per_gb: f64,
+    /// The engine's CPU seconds per GB written (a backup's cpu_seconds_per_gb);
+    /// by default 0.5 for a direct backup, 2 through a stage (--stage), and 4 for
+    /// a server receiving from clients (--network).
+    #[arg(long, value_parser = cpu)]
+    cpu_per_gb: Option<f64>,
     /// The window the backup must fit (for example 8h).
     #[arg(long, value_parser = crate::duration::parse)]
     window: Option<std::time::Duration>,
@@ -283,7 +289,13 @@ pub fn run(a: Args, ctx: &Context) -> Result<Plan> {
             rate: a.stage_rate as f64,
         }),
         network: a.network.map(|n| n as f64),
-        cpu_per_gb: a.cpu_per_gb,
+        cpu_per_gb: a.cpu_per_gb.unwrap_or(if a.network.is_some() {
+            CPU_PER_GB_SERVER
+        } else if a.stage.is_some() {
+            CPU_PER_GB_STAGED
+        } else {
+            CPU_PER_GB_DIRECT
+        }),
         cores: a.cores,
         window: a.window.map(|w| w.as_secs_f64()),
         restore_at: a.restore_at.map(|b| b as f64),

@@ -124,3 +124,19 @@ fn a_library_without_payload_keeps_headers_only_and_refuses_to_restore() {
     );
     assert_one_line_error(code, &err, &["keeps no payload", "TL0001L9"]);
 }
+
+#[test]
+fn a_clients_generator_source_is_held_to_its_rate() {
+    use crate::common::server_kit::{home_with_clients, Server};
+    let (_t, home, alice, _) = home_with_clients();
+    let s = Server::start(&home, None);
+    // 16 MiB at 4 MB/s: about 4 s. Without the rate the client sends it in a
+    // fraction of a second.
+    let t0 = std::time::Instant::now();
+    let doc = s.json(&alice, &["backup", "gen:hp-typical:16M:3@4MB"]);
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(doc["status"], "ok", "{doc}");
+    let bytes = doc["bytes"].as_f64().unwrap();
+    assert!(bytes > 15e6, "{doc}");
+    assert!(secs >= 0.8 * bytes / 4e6, "{bytes} bytes in {secs:.2} s");
+}

@@ -213,7 +213,8 @@ impl Iterator for Outgoing {
 /// Starts the walker, readers and packer of every stream of `plan`'s sources for
 /// job `tag` with blocks of `block_size`, each keeping `tail` bytes free after its
 /// payload (room for the nonce and tag of a receiver that encrypts:
-/// [`tapeloom_format::CRYPT_TAIL_LEN`], else 0), each stream held to `opts.limit_rate`.
+/// [`tapeloom_format::CRYPT_TAIL_LEN`], else 0), each stream held to its
+/// generator source's `@RATE`, else to `opts.limit_rate`.
 /// Each object is compared with `scan`'s base ([`Scan::from_tree`]; none for a
 /// full) as a local job compares it; `scan` counts what was read, and once every
 /// stream ended says what was deleted ([`Scan::deletions`]).
@@ -241,7 +242,7 @@ pub fn pack_streams(
             tx,
             Arc::new(Shared::default()),
             Arc::new(AtomicUsize::new(0)),
-            opts.limit_rate,
+            super::generated::rate(&p.abs).or(opts.limit_rate),
         );
         let stream = p.id;
         #[cfg(not(feature = "test-hooks"))]
