@@ -13,12 +13,16 @@
 //!   twice (to read what is at its start, then to write), and writes its label
 //!   and a filemark with the immediate bit; its streams start then.
 //! - Streams are taken largest first. A drive holds a fixed number at once
-//!   (`concurrency`), or with `auto` as many as it takes for their rates to reach
-//!   the drive's top rate (the engine adds a stream whenever its writer waits);
-//!   when a stream ends, the drive takes the next waiting one.
-//! - A drive is offered its streams' data as they read it, and takes it as fast as
-//!   its buffer lets it; a host slower than the lowest speed step lets the buffer
-//!   run dry, and the model counts a backhitch.
+//!   (`concurrency`), or with `auto` it starts with one and takes one more each
+//!   tenth of a second while their rates stay under four fifths of the drive's
+//!   top rate (the engine adds a stream when its writer waited a fifth of the
+//!   time); when a stream ends, the drive takes the next waiting one.
+//! - A drive is offered its streams' data as they read it (under its share of the
+//!   network, and of what the server's cores can process: `cores / cpu_per_gb`
+//!   GB/s), and takes it as fast as its buffer lets it; a host slower than the
+//!   lowest speed step lets the buffer run dry, and the model counts a backhitch.
+//!   A writer that found nothing to write waits, as the engine's does, until its
+//!   streams' buffers are half full, and then writes them at once.
 //! - Through a stage, the sources spool at their own rates (under the stage's disk
 //!   rate) from the start, while the drives load, and the drives start to despool
 //!   as the engine's start rule does before it knows a drive's rate: when the
@@ -302,10 +306,23 @@ fn order(input: &PlanInput) -> Vec<usize> {
     o
 }
 
-/// The rate of what a drive holds, under its share of the network.
+/// The most bytes per second the job can move in all: the network's rate, and
+/// what the server's cores can process (`cores / cpu_per_gb` GB/s).
+fn job_cap(input: &PlanInput) -> Option<f64> {
+    let cpu = input
+        .cores
+        .filter(|_| input.cpu_per_gb > 0.0)
+        .map(|c| c / input.cpu_per_gb * 1e9);
+    match (input.network, cpu) {
+        (Some(n), Some(c)) => Some(n.min(c)),
+        (n, c) => n.or(c),
+    }
+}
+
+/// The rate of what a drive holds, under its share of the network and the CPU.
 fn held_rate(input: &PlanInput, held: &[Held]) -> f64 {
     let r: f64 = held.iter().map(|h| input.sources[h.source].rate).sum();
-    match input.network {
+    match job_cap(input) {
         Some(n) => r.min(n / input.drives.max(1) as f64),
         None => r,
     }
@@ -472,8 +489,7 @@ fn simulate_staged(input: &PlanInput, stage: PlanStage) -> (Vec<Sim>, u64) {
     let total: f64 = input.sources.iter().map(|s| s.bytes as f64).sum();
     let spool_rate = {
         let r: f64 = input.sources.iter().map(|s| s.rate).sum();
-        input
-            .network
+        job_cap(input)
             .map_or(r, |n| r.min(n))
             .min(stage.rate)
             .max(1.0)
@@ -554,7 +570,23 @@ fn outcome(input: &PlanInput, sims: Vec<Sim>, stage_peak: u64) -> PlanOutcome {
         .map(|d| d.bytes as f64 / (d.mb_per_s * 1e6).max(1.0))
         .fold(0.0, f64::max)
         .max(1e-9);
-    let cores_needed = input.cpu_per_gb * total as f64 / 1e9 / data_span;
+    // The cores the job needs to run as fast as its sources, network, stage and
+    // drives let it (the CPU left out): what the simulation reached, or with a
+    // CPU that held it back, what it would have reached without.
+    let achieved = total as f64 / data_span;
+    let unheld = if job_cap(input) != input.network {
+        let mut free = input.clone();
+        free.cores = None;
+        let o = plan(&free);
+        let span = (o.drives.iter())
+            .map(|d| d.bytes as f64 / (d.mb_per_s * 1e6).max(1.0))
+            .fold(0.0, f64::max)
+            .max(1e-9);
+        total as f64 / span
+    } else {
+        achieved
+    };
+    let cores_needed = input.cpu_per_gb * unheld / 1e9;
     let cores_per_drive = input.cpu_per_gb * top_rate(&input.model, input.ratio) / 1e9;
     let restore = restore(input, &sims);
     let binds = binds(input, cores_needed);
@@ -910,6 +942,22 @@ mod tests {
             mixed.one_stream_seconds > 0.9 * mixed.whole_job_seconds,
             "{mixed:?}"
         );
+    }
+
+    #[test]
+    fn too_few_cores_hold_the_job_back() {
+        // Two 300 MB/s sources on two drives: 600 MB/s in all. At 2 CPU seconds
+        // per GB, one core moves 500 MB/s: the CPU binds and the job runs at that.
+        let mut i = input(&[300.0, 300.0], 2);
+        i.cpu_per_gb = 2.0;
+        let free = plan(&i);
+        i.cores = Some(1.0);
+        let held = plan(&i);
+        assert_eq!(held.binds, Bind::Cpu, "{held:?}");
+        assert!((held.cores_needed - 1.2).abs() < 0.05, "{held:?}");
+        let rate: f64 = held.drives.iter().map(|d| d.mb_per_s).sum();
+        assert!((rate - 500.0).abs() < 10.0, "{held:?}");
+        assert!(held.window_seconds > 1.15 * free.window_seconds, "{held:?}");
     }
 
     #[test]
