@@ -11,6 +11,7 @@ mod error;
 pub mod fsio;
 pub mod lto;
 mod null_drive;
+pub mod regenerate;
 pub mod scsi;
 #[cfg(any(test, feature = "testkit", feature = "faults"))]
 pub mod testkit;

@@ -136,7 +136,8 @@ impl VirtualTape {
 
     /// Makes the cartridge keep only the headers of the data blocks written to it
     /// from now on (`true`): their payload becomes a hole in the data file, and
-    /// reading such a block back is [`DeviceError::NoPayloadKept`]. Labels and the
+    /// reading such a block back is [`DeviceError::NoPayloadKept`] unless the
+    /// process's [`crate::regenerate`] makes it again. Labels and the
     /// blocks of stream 0 (a job's own records) are kept whole. For experiments
     /// whose drives write faster than this machine's disk.
     pub fn headers_only(mut self, yes: bool) -> Self {
@@ -399,17 +400,19 @@ impl TapeDrive for VirtualDrive {
         if len > buf.len() {
             return Err(DeviceError::BlockTooLarge { actual: len });
         }
-        if o.kind == KIND_HEADER_ONLY {
-            return Err(DeviceError::NoPayloadKept {
-                barcode: t.name.clone(),
-                lbn: t.pos as u64 - 1,
-            });
-        }
         let name = t.name.clone();
         io(
             || format!("read cartridge {name}"),
             t.data.read_exact_at(&mut buf[..len], o.offset),
         )?;
+        // The kept header and a hole: the payload is made again when its source
+        // was a generator.
+        if o.kind == KIND_HEADER_ONLY && !crate::regenerate::fill(&mut buf[..len]) {
+            return Err(DeviceError::NoPayloadKept {
+                barcode: name,
+                lbn: t.pos as u64 - 1,
+            });
+        }
         self.mount_read += len as u64;
         Ok(ReadOutcome::Block(len))
     }

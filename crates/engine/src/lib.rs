@@ -25,6 +25,7 @@ mod media;
 mod migrate;
 mod rebuild;
 mod recover;
+mod regen;
 mod restore;
 mod sampler;
 pub mod size;

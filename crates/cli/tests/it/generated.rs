@@ -74,7 +74,7 @@ fn a_generator_source_that_cannot_be_read_is_one_line() {
 }
 
 #[test]
-fn a_library_without_payload_keeps_headers_only_and_refuses_to_restore() {
+fn a_library_without_payload_keeps_headers_only_and_makes_generated_blocks_again() {
     let t = tempfile::tempdir().unwrap();
     let home = t.path().join("home");
     let made = ok(
@@ -99,7 +99,7 @@ fn a_library_without_payload_keeps_headers_only_and_refuses_to_restore() {
     assert!(bytes > 400 << 20, "{b}");
     // A second job appends after the first: the cartridge's end is where its
     // index says.
-    let b2 = ok(&home, &["backup", "gen:small-files:16M"]);
+    let b2 = ok(&home, &["backup", "gen:small-files:16M:5"]);
     assert_eq!(b2["volumes"], b["volumes"], "{b2}");
     let data = home.join("library/tapes/TL0001L9.data");
     let m = std::fs::metadata(&data).unwrap();
@@ -111,8 +111,38 @@ fn a_library_without_payload_keeps_headers_only_and_refuses_to_restore() {
     );
     let jobs = ok(&home, &["jobs"]);
     assert_eq!(jobs["jobs"].as_array().map(|j| j.len()), Some(2), "{jobs}");
+    // The generator's blocks are made again as they are read: the job verifies
+    // and restores as `gen` writes the tree.
+    let v = ok(&home, &["verify", &b["job_id"].to_string()]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v["blocks_checked"].as_u64().unwrap() > 1000, "{v}");
+    let gen = t.path().join("gen");
+    ok(
+        &home,
+        &[
+            "gen",
+            "--preset",
+            "small-files",
+            "--total",
+            "16M",
+            "--seed",
+            "5",
+            gen.to_str().unwrap(),
+        ],
+    );
+    restores_identical(
+        &home,
+        &b2["job_id"].to_string(),
+        &gen,
+        &t.path().join("out2"),
+    );
+    // Files from disk are not: their restore is refused in one line.
+    let src = t.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("a"), vec![7u8; 300_000]).unwrap();
+    let b3 = ok(&home, &["backup", src.to_str().unwrap()]);
     let out = t.path().join("out");
-    let job = b["job_id"].to_string();
+    let job = b3["job_id"].to_string();
     let (code, _, err) = run(
         &home,
         &[

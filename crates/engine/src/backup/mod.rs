@@ -34,6 +34,7 @@ pub use plan::{
 };
 pub use received::{BlockCheck, Checked, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
+pub(crate) use remote::pack_some;
 pub use remote::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{name_unstaged_streams, resume_job, resume_job_on, unfinished_staged_jobs};

@@ -221,8 +221,20 @@ impl Iterator for Outgoing {
 pub fn pack_streams(
     sources: &[PathBuf],
     opts: &BackupOptions,
+    facts: (u64, usize, usize),
+    scan: Arc<Scan>,
+) -> Result<Vec<Outgoing>> {
+    pack_some(sources, opts, facts, scan, None)
+}
+
+/// [`pack_streams`], of stream `only` alone when given: the names in its records
+/// are those of a job of all `sources`.
+pub(crate) fn pack_some(
+    sources: &[PathBuf],
+    opts: &BackupOptions,
     (tag, block_size, tail): (u64, usize, usize),
     scan: Arc<Scan>,
+    only: Option<u16>,
 ) -> Result<Vec<Outgoing>> {
     check_block_size(block_size)?;
     let plan = Plan::new(sources, opts)?;
@@ -236,7 +248,10 @@ pub fn pack_streams(
         scan: Arc::clone(&scan),
     };
     let mut out = Vec::new();
-    for p in pending(&plan) {
+    for p in pending(&plan)
+        .into_iter()
+        .filter(|p| only.is_none_or(|o| o == p.id))
+    {
         let (tx, rx) = sync_channel::<Msg>(16);
         let outlet = Outlet::new(
             tx,

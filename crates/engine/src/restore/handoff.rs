@@ -96,6 +96,7 @@ pub fn read_blocks(
     let names: HashMap<u16, String> = (cat.streams(job_id)?.into_iter())
         .map(|s| (s.stream, s.name))
         .collect();
+    crate::regen::know(job.tag, &names);
     let needed: BTreeSet<u16> = match whole {
         true => names.keys().copied().collect(),
         false => rows.iter().map(|r| r.stream).collect(),

@@ -257,6 +257,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
         .into_iter()
         .map(|s| (s.stream, s.name))
         .collect();
+    crate::regen::know(job.tag, &names);
     let needed: BTreeSet<u16> = if whole {
         names.keys().copied().collect()
     } else {
