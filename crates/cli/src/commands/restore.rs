@@ -182,7 +182,11 @@ struct Drive {
     modeled_seconds: Option<f64>,
     planned_seconds: Option<f64>,
     bound_seconds: Option<f64>,
+    /// Modeled seconds until this drive had the first wanted block.
+    first_block_seconds: Option<f64>,
     locates: u64,
+    /// Modeled seconds of its locates.
+    locate_seconds: Option<f64>,
     tape_alerts: Option<Vec<String>>,
     cartridges: Vec<CartridgeHealth>,
 }
@@ -338,7 +342,9 @@ impl Restored {
                     modeled_seconds: d.modeled_seconds,
                     planned_seconds: d.planned_seconds,
                     bound_seconds: d.bound_seconds,
+                    first_block_seconds: d.first_block_seconds,
                     locates: d.locates,
+                    locate_seconds: d.stats.as_ref().map(|s| s.locate_seconds),
                     tape_alerts: health::tape_alerts(&d.health),
                     cartridges: health::cartridges(&d.health),
                 })
