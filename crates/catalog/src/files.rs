@@ -367,7 +367,7 @@ impl Catalog {
             .conn
             .prepare_cached(
                 "SELECT path, type, size, mtime_ns, ctime_ns, ino, mode, uid, gid, \
-                 CASE WHEN type = 4 THEN link ELSE x'' END FROM files WHERE job_id = ?1 \
+                 CASE WHEN type = 4 THEN link END FROM files WHERE job_id = ?1 \
                  AND (?2 IS NULL OR path >= ?2) AND (?3 IS NULL OR path < ?3) ORDER BY path",
             )
             .doing(WHAT)?;
@@ -382,7 +382,7 @@ impl Catalog {
                 mode: r.get(6)?,
                 uid: r.get(7)?,
                 gid: r.get(8)?,
-                link: r.get(9)?,
+                link: r.get::<Option<Vec<u8>>>(9)?.unwrap_or_default(),
             })
         };
         while let Some(r) = rows.next().doing(WHAT)? {
@@ -548,6 +548,34 @@ mod tests {
         })
         .unwrap();
         v
+    }
+
+    both! {
+        /// Regression: the facts an incremental backup compares, read with
+        /// `x''` for a link, failed on PostgreSQL ("CASE types bit and bytea
+        /// cannot be matched").
+        fn an_incremental_reads_each_files_facts_and_a_links_target() {
+            let (_dir, c) = scratch();
+            let j = c.begin_job(1, "j", 0, 262144, &[]).unwrap();
+            let link = FileRow {
+                kind: 4,
+                link: b"a".to_vec(),
+                ..raw_row(b"b", 3)
+            };
+            c.add_files(j, &[raw_row(b"a", 2), link]).unwrap();
+            let mut seen = Vec::new();
+            c.for_each_facts(j, (None, None), |p, f| seen.push((p, f.kind, f.link)))
+                .unwrap();
+            assert_eq!(
+                seen,
+                vec![(b"a".to_vec(), 1, vec![]), (b"b".to_vec(), 4, b"a".to_vec())]
+            );
+            // A job's reasons (errors of no path) are forgotten, its files' kept.
+            c.add_error(j, b"", "the drive went away").unwrap();
+            c.add_error(j, b"x", "unreadable").unwrap();
+            c.clear_job_reasons(j).unwrap();
+            assert_eq!(c.errors(j).unwrap(), vec![(b"x".to_vec(), "unreadable".to_string())]);
+        }
     }
 
     both! {

@@ -277,8 +277,8 @@ impl Catalog {
     pub fn clear_job_reasons(&self, job: i64) -> Result<()> {
         self.conn
             .execute(
-                "DELETE FROM job_errors WHERE job_id = ?1 AND path = x''",
-                params![job],
+                "DELETE FROM job_errors WHERE job_id = ?1 AND path = ?2",
+                params![job, Vec::<u8>::new()],
             )
             .doing("forget why a job failed")?;
         Ok(())

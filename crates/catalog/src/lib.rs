@@ -48,7 +48,7 @@ pub use files::{Extent, FileFacts, FileRow};
 pub use hsm::{HsmFile, HsmRoot};
 pub use jobs::{Job, JobVolume, Stream, INTERRUPTED};
 pub use moves::BlockMove;
-pub use pools::{Pool, PoolKey, DEFAULT_POOL};
+pub use pools::{Pool, PoolKey, PoolRules, DEFAULT_POOL};
 pub use readback::LastVerify;
 pub use samples::{Mark, Phase, RecallSample, Sample, Series};
 pub use sets::{Tree, TreeFile};

@@ -53,6 +53,19 @@ impl Pool {
     }
 }
 
+/// A pool's rules kept beside its row: the pool its jobs are copied to, the
+/// share of expired data from which a cartridge is reclaimed, and its key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolRules {
+    /// The pool each job is copied to once it ends.
+    pub copy_to: Option<String>,
+    /// The share (percent) of expired data from which `repack --pool` reclaims a
+    /// cartridge.
+    pub reclaim: Option<u32>,
+    /// The key that encrypts its jobs.
+    pub key: Option<PoolKey>,
+}
+
 /// A pool's columns in the order [`pool_row`] reads them.
 const POOL_COLS: &str = "name, retention_s, max_jobs_per_volume, append, worm, created_ns";
 
@@ -76,6 +89,18 @@ impl Catalog {
     /// `default` always does); the cartridges are refused as by
     /// [`Catalog::assign_cartridges`], and then the pool is not created either.
     pub fn create_pool(&self, pool: &Pool, cartridges: &[String]) -> Result<()> {
+        self.create_pool_with(pool, cartridges, &PoolRules::default())
+    }
+
+    /// Records a new pool as [`Catalog::create_pool`] does, with its further
+    /// rules (copy pool, reclaim share, key), all in one transaction: a failure
+    /// at any of them records nothing.
+    pub fn create_pool_with(
+        &self,
+        pool: &Pool,
+        cartridges: &[String],
+        rules: &PoolRules,
+    ) -> Result<()> {
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
         if pool.name.is_empty() || pool.name.len() > 32 || !pool.name.chars().all(ok) {
             return Err(CatalogError::BadPoolName {
@@ -110,6 +135,15 @@ impl Catalog {
             Err(e) => return Err(e).doing("record a pool"),
         }
         self.assign_in_transaction(&pool.name, cartridges)?;
+        if let Some(to) = &rules.copy_to {
+            self.set_pool_copy(&pool.name, to)?;
+        }
+        if let Some(n) = rules.reclaim {
+            self.set_pool_reclaim(&pool.name, n)?;
+        }
+        if let Some(k) = &rules.key {
+            self.set_pool_key(&pool.name, k)?;
+        }
         tx.commit().doing("record a pool")
     }
 
@@ -366,6 +400,33 @@ mod tests {
             c.create_pool(&w, &[]).unwrap();
             assert_eq!(c.pool("weekly").unwrap(), Some(w));
             assert_eq!(c.pools().unwrap().len(), 2);
+        }
+    }
+
+    both! {
+        fn a_pool_and_its_rules_are_recorded_whole_or_not_at_all() {
+            let (_d, c) = scratch();
+            c.create_pool(&pool("vault"), &[]).unwrap();
+            let key = PoolKey {
+                key_file: "/k".into(),
+                fingerprint: "ab".repeat(16),
+            };
+            let rules = PoolRules {
+                copy_to: Some("vault".into()),
+                reclaim: Some(60),
+                key: Some(key.clone()),
+            };
+            c.create_pool_with(&pool("main"), &[], &rules).unwrap();
+            assert_eq!(c.pool_copy("main").unwrap().as_deref(), Some("vault"));
+            assert_eq!(c.pool_reclaim("main").unwrap(), Some(60));
+            assert_eq!(c.pool_key("main").unwrap(), Some(key));
+            // The last of its writes fails: neither the pool nor its copy pool
+            // nor its reclaim share is left behind.
+            c.conn.execute_batch("DROP TABLE pool_keys").unwrap();
+            assert!(c.create_pool_with(&pool("half"), &[], &rules).is_err());
+            assert_eq!(c.pool("half").unwrap(), None);
+            assert_eq!(c.pool_copy("half").unwrap(), None);
+            assert_eq!(c.pool_reclaim("half").unwrap(), None);
         }
     }
 

@@ -80,6 +80,15 @@ pub fn no_hint(_: &Error) -> Option<&'static str> {
     None
 }
 
+/// An operation's error as the command line reports it: the engine's own error
+/// when the engine failed, so that a hint for it is found ([`one_line`]).
+pub fn ops(e: tapeloom_ops::OpsError) -> anyhow::Error {
+    match e {
+        tapeloom_ops::OpsError::Engine(e) => anyhow::Error::new(*e),
+        other => anyhow::Error::new(other),
+    }
+}
+
 /// The error and its causes on one line, with how to get past it; control
 /// characters a name in it may hold are escaped (`escape_controls`).
 pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {

@@ -53,6 +53,19 @@ pub enum HsmError {
         /// The job.
         job: i64,
     },
+    /// An operation's rule refused, or its step failed (the pool's key).
+    #[error(transparent)]
+    Ops(#[from] tapeloom_ops::OpsError),
+    /// A migration's job that its pool's copy pool did not take.
+    #[error("the migration's job {job} could not be copied to pool {pool}: {source}; nothing was marked as on tape")]
+    NotCopied {
+        /// The job.
+        job: i64,
+        /// The copy pool.
+        pool: String,
+        /// Why the copy failed.
+        source: Box<tapeloom_engine::Error>,
+    },
     /// The daemon refused or did not answer a request.
     #[error("the hsm daemon did not {request} {}: {why}", path.display())]
     Daemon {

@@ -1,7 +1,8 @@
 //! `hsm migrate`: chosen files of a managed folder go to tape as one job of the
-//! folder's pool (through the disk stage when the home has one), the job is read
-//! back, and each file that did not change while it was read is marked
-//! premigrated: its data is on disk and on tape.
+//! folder's pool (through the disk stage when the home has one) with the pool's
+//! rules (its key, its copy pool: `tapeloom_ops::backup`), the job is read back,
+//! and each file that did not change while it was read is marked premigrated:
+//! its data is on disk and on tape, in every copy its pool asks for.
 
 use crate::error::{HsmError, Result};
 use crate::{
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tapeloom_catalog::JobState;
 use tapeloom_engine::{BackupOptions, Home, Only, Progress, Via};
+use tapeloom_ops::KeySource;
 
 /// Which files a migration takes.
 #[derive(Debug, Clone, Default)]
@@ -43,7 +45,12 @@ pub struct Migrated {
 
 /// Migrates the resident and dirty files under `paths` (every managed folder
 /// when none) that `opts` chooses.
-pub fn migrate(home: &Home, paths: &[PathBuf], opts: &MigrateOptions) -> Result<Migrated> {
+pub fn migrate(
+    home: &mut Home,
+    paths: &[PathBuf],
+    opts: &MigrateOptions,
+    keys: &dyn KeySource,
+) -> Result<Migrated> {
     let roots = roots(&home.catalog)?;
     let mut out = Migrated::default();
     let found = {
@@ -67,7 +74,7 @@ pub fn migrate(home: &Home, paths: &[PathBuf], opts: &MigrateOptions) -> Result<
         }
     }
     for (i, files) in by_root {
-        migrate_root(home, (&roots[i], opts.block_size), files, &mut out)?;
+        migrate_root(home, (&roots[i], opts.block_size), (files, keys), &mut out)?;
     }
     Ok(out)
 }
@@ -75,9 +82,9 @@ pub fn migrate(home: &Home, paths: &[PathBuf], opts: &MigrateOptions) -> Result<
 /// Writes `files` of managed folder `root` as one job, reads it back, and marks
 /// each unchanged file premigrated.
 fn migrate_root(
-    home: &Home,
+    home: &mut Home,
     (root, block_size): (&tapeloom_catalog::HsmRoot, Option<usize>),
-    files: Vec<Managed>,
+    (files, keys): (Vec<Managed>, &dyn KeySource),
     out: &mut Migrated,
 ) -> Result<()> {
     let dir = root_path(root);
@@ -97,12 +104,14 @@ fn migrate_root(
         block_size: block_size.unwrap_or(opts.block_size),
         ..opts
     };
-    let report = tapeloom_engine::backup(
+    let done = tapeloom_ops::backup::run(
         home,
         std::slice::from_ref(&dir),
-        &opts,
+        opts,
+        keys,
         Arc::new(Progress::default()),
     )?;
+    let report = done.report;
     let job = report.job_id;
     out.jobs.push(job);
     if !matches!(report.status, JobState::Ok | JobState::Partial) {
@@ -113,6 +122,15 @@ fn migrate_root(
     }
     if !tapeloom_engine::verify(home, job, None)?.ok {
         return Err(HsmError::NotVerified { job });
+    }
+    // A file is on tape only once every copy its pool asks for is.
+    if let Some(Err(e)) = done.copy {
+        let pool = tapeloom_ops::backup::copy_due(&home.catalog, job)?;
+        return Err(HsmError::NotCopied {
+            job,
+            pool: pool.unwrap_or_default(),
+            source: Box::new(e),
+        });
     }
     let cat = &home.catalog;
     for m in files {

@@ -1,5 +1,6 @@
 //! `hsm release`: premigrated files give their disk space back. A file is
-//! released only when its tape copy was read back, nobody has it open (a write
+//! released only when its tape copy was read back, every further copy its pool
+//! asks for is on tape (`tapeloom_ops::copies`), nobody has it open (a write
 //! lease, [`crate::sys`]), and its size, modification time and status change
 //! time are those recorded with its copy, checked under the lease right before
 //! the hole is punched. Its record says released before the hole is punched, so
@@ -132,6 +133,13 @@ fn release_one(home: &Home, m: &Managed) -> Result<Option<String>> {
     };
     if !rec.verified {
         return Ok(Some("its copy was not read back".into()));
+    }
+    let missing = tapeloom_ops::copies::missing(cat, stamp.job)?;
+    if !missing.is_empty() {
+        return Ok(Some(format!(
+            "its copy in pool {} is not on tape yet",
+            missing.join(", ")
+        )));
     }
     let path = &m.path;
     let Some(f) = crate::open_leased(path)? else {

@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::release::set_times;
 use crate::{files_under, record, root_path, roots, targets, Managed, State};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use tapeloom_catalog::HsmFile;
@@ -19,15 +19,37 @@ pub struct Counts {
     pub by_state: BTreeMap<State, (u64, u64)>,
     /// Bytes the files take on disk.
     pub disk_bytes: u64,
+    /// Files on tape (premigrated or released), by how many copies of their
+    /// job are on tape: the job's own cartridges and each whole further copy.
+    pub by_copies: BTreeMap<u32, u64>,
 }
 
 impl Counts {
-    fn add(&mut self, m: &Managed) {
+    fn add(&mut self, m: &Managed, copies: Option<u32>) {
         let e = self.by_state.entry(m.state()).or_default();
         e.0 += 1;
         e.1 += m.facts.size;
         self.disk_bytes += m.facts.blocks * 512;
+        if let Some(n) = copies {
+            *self.by_copies.entry(n).or_default() += 1;
+        }
     }
+}
+
+/// How many copies of the job a file on tape is in, each job asked once.
+fn copies_of(home: &Home, m: &Managed, seen: &mut HashMap<i64, u32>) -> Result<Option<u32>> {
+    if !matches!(m.state(), State::Premigrated | State::Released) {
+        return Ok(None);
+    }
+    let Some(stamp) = &m.stamp else {
+        return Ok(None);
+    };
+    if let Some(n) = seen.get(&stamp.job) {
+        return Ok(Some(*n));
+    }
+    let n = tapeloom_ops::copies::on_tape(&home.catalog, stamp.job)?;
+    seen.insert(stamp.job, n);
+    Ok(Some(n))
 }
 
 /// What `hsm status` reports.
@@ -47,15 +69,17 @@ pub fn status(home: &Home, paths: &[PathBuf], by_folder: bool) -> Result<Status>
     let roots = roots(&home.catalog)?;
     let mut out = Status::default();
     let mut folders: BTreeMap<PathBuf, Counts> = BTreeMap::new();
+    let mut seen = HashMap::new();
     for top in targets(&roots, paths)? {
         let mut counts = Counts::default();
         for m in files_under(std::slice::from_ref(&top), &mut |p, why| {
             out.skipped.push((p.to_path_buf(), why))
         }) {
-            counts.add(&m);
+            let copies = copies_of(home, &m, &mut seen)?;
+            counts.add(&m, copies);
             if by_folder {
                 let dir = m.path.parent().unwrap_or(Path::new("/")).to_path_buf();
-                folders.entry(dir).or_default().add(&m);
+                folders.entry(dir).or_default().add(&m, copies);
             }
         }
         out.roots.push((top, counts));

@@ -1,5 +1,5 @@
 //! The copies a pool asks for (`pool create NAME --copy-to POOL`) of the jobs
-//! clients write through the server. Once a client's job ends (ok or partial),
+//! the server writes, for its clients and its schedules. Once a client's job ends (ok or partial),
 //! its thread queues a copy of it: an entry of the server's queue (named `copy
 //! of job N`, from `copy after job N`), which waits for a free drive (and takes
 //! a second when one is free, so that one drive reads while the other writes),
@@ -40,14 +40,10 @@ pub fn after_job(shared: &Shared, job_id: i64, client: &str) {
     shared.queue.ended(entry, r.err());
 }
 
-/// The copy pool of the pool job `job_id` is in, if it names one.
-fn copy_pool(shared: &Shared, job_id: i64) -> tapeloom_engine::Result<Option<String>> {
-    let home = shared.drive_pool.enter(&shared.home)?;
-    let vols = home.catalog.job_volumes(job_id)?;
-    let Some(first) = vols.first() else {
-        return Ok(None);
-    };
-    Ok(home.catalog.pool_copy(&first.volume.pool)?)
+/// The pool job `job_id` must be copied to, if any (`tapeloom_ops::backup::copy_due`).
+fn copy_pool(shared: &Shared, job_id: i64) -> Result<Option<String>, String> {
+    let home = (shared.drive_pool.enter(&shared.home)).map_err(|e| e.to_string())?;
+    tapeloom_ops::backup::copy_due(&home.catalog, job_id).map_err(|e| e.to_string())
 }
 
 /// Waits for drives and the home, and copies the job.
@@ -67,13 +63,8 @@ fn run(
         .map_err(|e| format!("open the home: {e}"))?;
     shared.queue.set_state(entry, State::Writing);
     let read_drive = read.indexes.first().copied();
-    let opts = tapeloom_engine::CopyOptions {
-        to_pool: to_pool.to_string(),
-        read_drive,
-        write_drive: write.first().copied().or(read_drive),
-        ..Default::default()
-    };
-    let r = tapeloom_engine::copy_job(&home, job_id, &opts).map_err(|e| e.to_string());
+    let drives = (read_drive, write.first().copied().or(read_drive));
+    let r = tapeloom_ops::backup::copy(&home, job_id, to_pool, drives).map_err(|e| e.to_string());
     drop(home);
     shared.drive_pool.give(&write);
     r

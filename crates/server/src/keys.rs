@@ -76,6 +76,9 @@ pub enum PoolKeyError {
         /// Its fingerprint, as the client named it.
         fingerprint: String,
     },
+    /// The pool's key broke another rule of the operations layer.
+    #[error(transparent)]
+    Ops(Box<tapeloom_ops::OpsError>),
     /// The pool's key could not be read from the catalog.
     #[error("read pool {pool}'s key: {source}")]
     Catalog {
@@ -126,23 +129,18 @@ impl Keys {
         cat: &Catalog,
         pool: Option<&str>,
     ) -> Result<Option<MasterKey>, PoolKeyError> {
-        let Some(pool) = pool else {
-            return Ok(None);
-        };
-        let key = cat.pool_key(pool).map_err(|source| PoolKeyError::Catalog {
-            pool: pool.to_string(),
-            source,
-        })?;
-        let Some(k) = key else {
-            return Ok(None);
-        };
-        match self.by_fingerprint(&k.fingerprint) {
-            Some(m) => Ok(Some(m.clone())),
-            None => Err(PoolKeyError::NotHeld {
-                pool: pool.to_string(),
-                fingerprint: k.fingerprint.chars().take(16).collect(),
-            }),
-        }
+        use tapeloom_ops::OpsError;
+        tapeloom_ops::pool_key(cat, pool, self).map_err(|e| match e {
+            OpsError::Catalog(source) => PoolKeyError::Catalog {
+                pool: pool.unwrap_or_default().to_string(),
+                source,
+            },
+            OpsError::PoolKey { pool, short, .. } => PoolKeyError::NotHeld {
+                pool,
+                fingerprint: short,
+            },
+            other => PoolKeyError::Ops(Box::new(other)),
+        })
     }
 
     /// The key a client's job is encrypted with: the key of fingerprint `named`
@@ -177,6 +175,24 @@ impl Keys {
     pub fn data_key(&self, job: i64, record: &[u8]) -> Option<DataKey> {
         let (_, key) = tapeloom_engine::job_data_key(&self.0, job, record).ok()?;
         Some(key)
+    }
+}
+
+/// A key the server does not hold.
+#[derive(Debug, thiserror::Error)]
+#[error("this server does not hold it")]
+struct NotHeldHere;
+
+/// The server's keys are the ones it unlocked at its start.
+impl tapeloom_ops::KeySource for Keys {
+    fn master_key(
+        &self,
+        key: &tapeloom_catalog::PoolKey,
+    ) -> Result<MasterKey, Box<dyn std::error::Error + Send + Sync>> {
+        match self.by_fingerprint(&key.fingerprint) {
+            Some(m) => Ok(m.clone()),
+            None => Err(Box::new(NotHeldHere)),
+        }
     }
 }
 

@@ -52,9 +52,10 @@ pub enum ScheduleError {
     /// The catalog could not be read or the job's client recorded.
     #[error("the catalog: {0}")]
     Catalog(#[from] tapeloom_catalog::CatalogError),
-    /// The schedule's pool encrypts with a key the server does not hold.
+    /// The schedule's pool's rules refused the job (a key the server does not
+    /// hold).
     #[error(transparent)]
-    Key(#[from] super::keys::PoolKeyError),
+    Ops(#[from] tapeloom_ops::OpsError),
     /// The backup failed.
     /// The job's thread panicked (a bug of tapeloom's).
     #[error("the job panicked: {message}")]
@@ -212,6 +213,11 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
     shared
         .queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
+    // A job that ended whole is copied when its pool names a copy pool, as a
+    // client's job is: a queued job of its own, once the drive is free.
+    if let Ok(job) = r {
+        super::copies::after_job(shared, job, &s.client);
+    }
     r
 }
 
@@ -238,24 +244,22 @@ fn backup_in(
     home: &mut Home,
     (drives, stages): (&[usize], tapeloom_engine::StageSet),
 ) -> Result<i64, ScheduleError> {
-    // A pool's key the server holds encrypts the job, as a local backup's.
-    let encrypt = (shared.keys).for_pool(&home.catalog, s.pool.as_deref())?;
-    home.keys.extend(encrypt.clone());
     // The job is known by a tag chosen here (the server also records jobs that
     // failed before a drive, so the next id may be another's).
     let tag = super::backups::random_tag();
-    let opts = BackupOptions {
+    let mut opts = BackupOptions {
         name: s.name.clone(),
         set: s.set.clone(),
         level: s.level,
         pool: s.pool.clone(),
         job_tag: Some(tag),
-        encrypt,
         client: s.client.clone(),
         drives: DriveSet::List(drives.to_vec()),
         stages: Some(stages),
         ..BackupOptions::default()
     };
+    // The pool's rules, as for every job: its key, which the server must hold.
+    tapeloom_ops::backup::prepare(home, &mut opts, &shared.keys)?;
     let progress = Arc::new(Progress::default());
     let watcher = home
         .connect()

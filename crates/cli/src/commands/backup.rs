@@ -302,25 +302,12 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     let mut home = ctx.open_home()?;
     if let Some(f) = &encrypt {
         opts.encrypt = Some(super::key::unlock(f)?);
-    } else if let Some(pool) = &opts.pool {
-        // The pool's key, when it has one.
-        if let Some(k) = home.catalog.pool_key(pool)? {
-            let master = super::key::unlock(std::path::Path::new(&k.key_file))?;
-            if master.fingerprint().to_string() != k.fingerprint {
-                anyhow::bail!(
-                    "key file {} of pool {pool} holds key {}, not the pool's {}",
-                    k.key_file,
-                    master.fingerprint().short(),
-                    k.fingerprint
-                );
-            }
-            opts.encrypt = Some(master);
-        }
     }
-    // An encrypted job left on the stages with the same key goes on too.
-    home.keys.extend(opts.encrypt.clone());
-    // What earlier backups left on the stages goes to tape first.
+    // What earlier backups left on the stages goes to tape first; an encrypted
+    // job among them goes on with the key of this one's pool too.
     if opts.via != Via::Direct {
+        tapeloom_ops::backup::prepare(&mut home, &mut opts, &super::key::Passphrase)
+            .map_err(crate::error::ops)?;
         let done = super::stage::resume(&home)?;
         if !done.is_empty() && !ctx.json {
             done.print();
@@ -328,31 +315,17 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     }
     let progress = Arc::new(Progress::default());
     let bar = crate::progress::progress_bar(Arc::clone(&progress));
-    let r = tapeloom_engine::backup(&home, &sources, &opts, progress);
+    let r = tapeloom_ops::backup::run(&mut home, &sources, opts, &super::key::Passphrase, progress);
     if let Some(b) = bar {
         b.finish();
     }
-    let r = r?;
-    output::path_errors("tapeloom: warning: ", &r.errors);
-    let mut out = BackedUp::new(&r, drive_compression);
-    // A pool that names a copy pool has each of its jobs copied once it ends.
-    let pool = opts
-        .pool
-        .as_deref()
-        .unwrap_or(tapeloom_catalog::DEFAULT_POOL);
-    let ended = matches!(
-        r.status,
-        tapeloom_catalog::JobState::Ok | tapeloom_catalog::JobState::Partial
-    );
-    if let (true, Some(to_pool)) = (ended, home.catalog.pool_copy(pool)?) {
-        let copy = tapeloom_engine::CopyOptions {
-            to_pool,
-            ..Default::default()
-        };
-        match tapeloom_engine::copy_job(&home, r.job_id, &copy) {
-            Ok(c) => out.copy = Some(c),
-            Err(e) => out.copy_error = Some(e.to_string()),
-        }
+    let done = r.map_err(crate::error::ops)?;
+    output::path_errors("tapeloom: warning: ", &done.report.errors);
+    let mut out = BackedUp::new(&done.report, drive_compression);
+    match done.copy {
+        Some(Ok(c)) => out.copy = Some(c),
+        Some(Err(e)) => out.copy_error = Some(e.to_string()),
+        None => {}
     }
     Ok(out)
 }

@@ -162,7 +162,7 @@ impl Args {
 
 /// Runs a subcommand that holds the home while it runs.
 fn on_home(cmd: Cmd, ctx: &Context) -> Result<i32> {
-    let home = ctx.open_home()?;
+    let mut home = ctx.open_home()?;
     match cmd {
         Cmd::Manage(a) => {
             let r = tapeloom_hsm::manage(&home, &a.dir, &a.pool)?;
@@ -178,7 +178,7 @@ fn on_home(cmd: Cmd, ctx: &Context) -> Result<i32> {
                 min_size: a.min_size,
                 block_size: a.block_size,
             };
-            let r = tapeloom_hsm::migrate(&home, &a.paths, &opts)?;
+            let r = tapeloom_hsm::migrate(&mut home, &a.paths, &opts, &super::key::Passphrase)?;
             emit(&MigratedOut::from(r), ctx.json)
         }
         Cmd::Release(a) => {
@@ -457,6 +457,8 @@ struct CountsOut {
     files: BTreeMap<&'static str, u64>,
     bytes: BTreeMap<&'static str, u64>,
     disk_bytes: u64,
+    /// Files on tape by how many copies of them are on tape (as text: "1", "2").
+    tape_copies: BTreeMap<String, u64>,
 }
 
 impl CountsOut {
@@ -467,6 +469,9 @@ impl CountsOut {
             files: State::ALL.iter().map(|&s| (s.as_str(), of(s).0)).collect(),
             bytes: State::ALL.iter().map(|&s| (s.as_str(), of(s).1)).collect(),
             disk_bytes: c.disk_bytes,
+            tape_copies: (c.by_copies.iter())
+                .map(|(n, files)| (n.to_string(), *files))
+                .collect(),
         }
     }
 
@@ -477,8 +482,18 @@ impl CountsOut {
                 format!("{} {k} ({})", self.files[k], bytes(self.bytes[k]))
             })
             .collect();
+        let copies: Vec<String> = (self.tape_copies.iter())
+            .map(|(n, files)| match n.as_str() {
+                "1" => format!("{files} in 1 copy"),
+                _ => format!("{files} in {n} copies"),
+            })
+            .collect();
+        let on_tape = match copies.is_empty() {
+            true => String::new(),
+            false => format!("; on tape: {}", copies.join(", ")),
+        };
         outln!(
-            "{}: {}; {} on disk",
+            "{}: {}; {} on disk{on_tape}",
             escape_controls(&self.folder),
             parts.join(", "),
             bytes(self.disk_bytes)

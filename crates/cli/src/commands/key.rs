@@ -222,3 +222,16 @@ fn ask(prompt: &str) -> Result<Zeroizing<Vec<u8>>> {
         line.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),
     ))
 }
+
+/// The command line's keys: a pool's key file, unlocked with the passphrase
+/// ([`unlock`]).
+pub struct Passphrase;
+
+impl tapeloom_ops::KeySource for Passphrase {
+    fn master_key(
+        &self,
+        key: &tapeloom_catalog::PoolKey,
+    ) -> std::result::Result<MasterKey, Box<dyn std::error::Error + Send + Sync>> {
+        unlock(Path::new(&key.key_file)).map_err(Into::into)
+    }
+}

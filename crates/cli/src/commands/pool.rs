@@ -124,17 +124,6 @@ struct CartridgeOut {
 }
 
 fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
-    let created_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    let pool = Pool {
-        name: a.name,
-        retention_s: a.retention.map(|d| d.as_secs()),
-        max_jobs_per_volume: a.max_jobs_per_volume,
-        append: a.append,
-        worm: a.worm,
-        created_ns,
-    };
     // The key file is read (not unlocked) first: a wrong path creates no pool.
     let key = match &a.key {
         Some(f) => {
@@ -148,27 +137,21 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
         }
         None => None,
     };
-    if let Some(to) = &a.copy_to {
-        let known = home.catalog.pool(to)?.is_some();
-        if !known || *to == pool.name {
-            anyhow::bail!(
-                "pool {}: its copy pool {} must be another pool that exists (`tapeloom pool create {}` first)",
-                escape_controls(&pool.name),
-                escape_controls(to),
-                escape_controls(to)
-            );
-        }
-    }
-    home.catalog.create_pool(&pool, &a.cartridges)?;
-    if let Some(to) = &a.copy_to {
-        home.catalog.set_pool_copy(&pool.name, to)?;
-    }
-    if let Some(n) = a.reclaim {
-        home.catalog.set_pool_reclaim(&pool.name, n)?;
-    }
-    if let Some(k) = &key {
-        home.catalog.set_pool_key(&pool.name, k)?;
-    }
+    let new = tapeloom_ops::pools::NewPool {
+        pool: Pool {
+            name: a.name,
+            retention_s: a.retention.map(|d| d.as_secs()),
+            max_jobs_per_volume: a.max_jobs_per_volume,
+            append: a.append,
+            worm: a.worm,
+            created_ns: 0,
+        },
+        cartridges: a.cartridges,
+        key,
+        copy_to: a.copy_to,
+        reclaim: a.reclaim,
+    };
+    let pool = tapeloom_ops::pools::create(home, new).map_err(crate::error::ops)?;
     describe(home, &*home.library()?, &HashMap::new(), &pool)
 }
 

@@ -45,6 +45,7 @@ mod overwrite;
 mod pipe;
 mod plan;
 mod point_in_time;
+mod pool_rules;
 mod pools;
 mod readback;
 mod rebuild_sets;

@@ -1,0 +1,62 @@
+//! Why an operation was refused or failed.
+
+/// The result of an operation.
+pub type Result<T> = std::result::Result<T, OpsError>;
+
+/// Why an operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The catalog could not be read or written.
+    #[error(transparent)]
+    Catalog(#[from] tapeloom_catalog::CatalogError),
+    /// The engine failed (the job, the library, the home).
+    #[error(transparent)]
+    Engine(#[from] Box<tapeloom_engine::Error>),
+    /// The pool's key could not be had (not held by a server, or its key file
+    /// could not be unlocked).
+    #[error("pool {pool}: its key {short}: {source}")]
+    PoolKey {
+        /// The pool.
+        pool: String,
+        /// The key's fingerprint, its first 16 hex digits.
+        short: String,
+        /// Why the key could not be had.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The key file a pool names holds another key than the pool's.
+    #[error("key file {file} of pool {pool} holds key {held}, not the pool's {wanted}")]
+    WrongPoolKey {
+        /// The pool.
+        pool: String,
+        /// The key file the pool names.
+        file: String,
+        /// The short fingerprint of the key the file holds.
+        held: String,
+        /// The fingerprint the pool was given.
+        wanted: String,
+    },
+    /// A pool's copy pool must be another pool that exists.
+    #[error("pool {pool}: its copy pool {copy_pool} must be another pool that exists (`tapeloom pool create {copy_pool}` first)")]
+    BadCopyPool {
+        /// The pool being made.
+        pool: String,
+        /// The copy pool it names.
+        copy_pool: String,
+    },
+}
+
+impl From<tapeloom_engine::Error> for OpsError {
+    fn from(e: tapeloom_engine::Error) -> Self {
+        OpsError::Engine(Box::new(e))
+    }
+}
+
+impl OpsError {
+    /// The engine's error, when the engine failed.
+    pub fn engine(&self) -> Option<&tapeloom_engine::Error> {
+        match self {
+            OpsError::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
+}
