@@ -51,6 +51,15 @@ pub enum CatalogError {
         /// The newest schema version this tapeloom knows.
         known: i64,
     },
+    /// A catalog opened to read only whose schema is not this tapeloom's: it
+    /// would have to be migrated, and nothing may be written.
+    #[error("the catalog has schema version {found} and this tapeloom reads version {known}; on a read-only file system it cannot be migrated (open it once where it can be written)")]
+    SchemaToMigrate {
+        /// The catalog's schema version.
+        found: i64,
+        /// This tapeloom's schema version.
+        known: i64,
+    },
     /// A job's chain of bases in its set is broken: its base is no longer in the
     /// catalog.
     #[error("job {job} is relative to job {base}, which is no longer in the catalog")]

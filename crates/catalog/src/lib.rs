@@ -67,6 +67,22 @@ fn write_tx(conn: &Conn) -> db::Result<db::Tx<'_>> {
     conn.write_tx()
 }
 
+/// The URI that opens the SQLite file at `path` as immutable (`file:` with the
+/// characters a URI gives a meaning to escaped).
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'%' | b'?' | b'#' => uri.push_str(&format!("%{b:02X}")),
+            _ if b.is_ascii() => uri.push(b as char),
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
 /// The catalog database.
 pub struct Catalog {
     conn: Conn,
@@ -96,6 +112,40 @@ impl Catalog {
             host: String::new(),
         };
         c.migrate()?;
+        Ok(c)
+    }
+
+    /// Opens the catalog at `path` to read only, as a home on a read-only file
+    /// system must be (a snapshot, a disaster-recovery copy): nothing is
+    /// migrated or written, and every write fails. Without a write-ahead log
+    /// beside it the file is taken as immutable, since nothing can change it;
+    /// with one (a writer that did not close), the log is read too. The schema
+    /// must be this tapeloom's own ([`CatalogError::SchemaToMigrate`]).
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        use rusqlite::OpenFlags;
+        let fail = |source: rusqlite::Error| CatalogError::Open {
+            path: path.to_path_buf(),
+            source: source.into(),
+        };
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+        let conn = match Path::new(&wal).exists() {
+            true => Connection::open_with_flags(path, flags),
+            false => Connection::open_with_flags(immutable_uri(path), flags),
+        }
+        .map_err(fail)?;
+        (conn.busy_timeout(std::time::Duration::from_secs(30)))
+            .map_err(db::DbError::from)
+            .doing("set up the connection")?;
+        let c = Catalog {
+            conn: Conn::sqlite(conn),
+            host: String::new(),
+        };
+        let (found, known) = (c.schema_version()?, schema::MIGRATIONS.len() as i64);
+        if found != known {
+            return Err(CatalogError::SchemaToMigrate { found, known });
+        }
         Ok(c)
     }
 
@@ -402,6 +452,28 @@ mod tests {
         assert_eq!(c.job(j).unwrap().unwrap().name, "before");
         assert_eq!(c.begin_job(2, "after", 0, 262144, &[]).unwrap(), j + 1);
         server.stop().unwrap();
+    }
+
+    #[test]
+    fn a_catalog_opened_to_read_only_reads_and_refuses_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        // A name a URI would take apart.
+        let path = dir.path().join("a ?#%b.db");
+        let c = Catalog::open(&path).unwrap();
+        let j = c.begin_job(1, "kept", 0, 262144, &[]).unwrap();
+        drop(c);
+        let r = Catalog::open_read_only(&path).unwrap();
+        assert_eq!(r.job(j).unwrap().unwrap().name, "kept");
+        assert!(r.begin_job(2, "refused", 0, 262144, &[]).is_err());
+        // A catalog of an older schema is not migrated.
+        let old = Catalog::open(&dir.path().join("old.db")).unwrap();
+        old.conn.execute_batch("PRAGMA user_version = 3").unwrap();
+        drop(old);
+        let e = Catalog::open_read_only(&dir.path().join("old.db")).err();
+        assert!(
+            matches!(e, Some(CatalogError::SchemaToMigrate { found: 3, .. })),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::Catalog;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`. Append only: a catalog
 /// that has run a migration never runs it again.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: the first schema.
     "
     CREATE TABLE volumes (

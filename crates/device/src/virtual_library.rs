@@ -114,6 +114,10 @@ struct State {
 pub struct VirtualLibrary {
     dir: PathBuf,
     state: State,
+    /// Its folder is on a read-only file system (a snapshot of a home): the
+    /// robot's moves are kept in memory for this handle only, and nothing can be
+    /// written to a cartridge.
+    read_only: bool,
 }
 
 /// The barcode of the `i`-th cartridge (from 1) of a virtual library whose
@@ -223,6 +227,7 @@ impl VirtualLibrary {
         let lib = VirtualLibrary {
             dir: dir.to_path_buf(),
             state,
+            read_only: false,
         };
         lib.save()?;
         Ok(lib)
@@ -246,13 +251,27 @@ impl VirtualLibrary {
         {
             return Err(Corruption::LibraryLayout { path: p }.into());
         }
+        let read_only = matches!(
+            rustix::fs::access(dir, rustix::fs::Access::WRITE_OK),
+            Err(rustix::io::Errno::ROFS)
+        );
         Ok(VirtualLibrary {
             dir: dir.to_path_buf(),
             state,
+            read_only,
         })
     }
 
+    /// Whether its folder is on a read-only file system: moves are kept in
+    /// memory only, and cartridges can only be read.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     fn save(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let p = Self::state_path(&self.dir);
         let text = serde_json::to_string_pretty(&self.state)
             .map_err(|source| Corruption::Encode { source })?;

@@ -640,6 +640,12 @@ pub enum HomeError {
         #[source]
         source: std::io::Error,
     },
+    /// The home is on a read-only file system and the command writes to it.
+    #[error("home {} is on a read-only file system: this command writes to it (jobs, ls, restore, verify and library status read such a home)", dir.display())]
+    ReadOnly {
+        /// The home.
+        dir: PathBuf,
+    },
     /// The library holds jobs: replacing it would strand them.
     #[error("the library holds jobs (volume {barcode} has data); refusing to {what}")]
     HoldsJobs {

@@ -139,6 +139,15 @@ fn open_catalog(dir: &Path) -> Result<Catalog> {
     }
 }
 
+/// The catalog of the home at `dir` on a read-only file system: its SQLite file
+/// read as it is; a catalog it names elsewhere (PostgreSQL) as usual.
+fn open_catalog_to_read(dir: &Path) -> Result<Catalog> {
+    match catalog_url(dir)? {
+        Some(_) => open_catalog(dir),
+        None => Ok(Catalog::open_read_only(&dir.join(CATALOG_FILE))?),
+    }
+}
+
 /// The SQLite catalog file of the home at `dir` (used when it names no other).
 pub fn catalog_file(dir: &Path) -> PathBuf {
     dir.join(CATALOG_FILE)
@@ -173,7 +182,8 @@ fn injected_faults() -> Result<Option<tapeloom_device::testkit::faults::Faults>>
 /// own, and one library handle shared by all of them.
 pub struct Home {
     dir: PathBuf,
-    _lock: std::sync::Arc<nix::fcntl::Flock<File>>,
+    /// The home's lock; none on a home opened to read ([`Home::open_to_read`]).
+    _lock: Option<std::sync::Arc<nix::fcntl::Flock<File>>>,
     /// The one library handle of the home and its siblings, once one was made.
     shared: Option<crate::media::shared::SharedLibrary>,
     /// The catalog.
@@ -190,14 +200,18 @@ impl Home {
             format!("create home {}", dir.display())
         })?;
         let lock_path = dir.join("lock");
-        let f = io(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&lock_path),
-            || format!("open {}", lock_path.display()),
-        )?;
+        let opened = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path);
+        if matches!(&opened, Err(e) if e.raw_os_error() == Some(nix::libc::EROFS)) {
+            return Err(HomeError::ReadOnly {
+                dir: dir.to_path_buf(),
+            }
+            .into());
+        }
+        let f = io(opened, || format!("open {}", lock_path.display()))?;
         let _ = f.as_fd();
         let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(
             |(_, errno)| HomeError::Locked {
@@ -209,7 +223,7 @@ impl Home {
         catalog.recover_interrupted()?;
         let home = Home {
             dir: dir.to_path_buf(),
-            _lock: std::sync::Arc::new(lock),
+            _lock: Some(std::sync::Arc::new(lock)),
             shared: None,
             catalog,
             keys: Vec::new(),
@@ -234,6 +248,32 @@ impl Home {
         Ok(home)
     }
 
+    /// Opens `dir` as [`Home::open`] does; on a read-only file system (a
+    /// snapshot of a home, a disaster-recovery copy), opens it to read only: no
+    /// lock (nothing can change it), its SQLite catalog read as it is
+    /// ([`Catalog::open_read_only`]), and its virtual library's moves kept in
+    /// memory. Commands that only read (`jobs`, `ls`, `restore`, `verify`,
+    /// `library status`) open their home this way; a write then fails.
+    pub fn open_to_read(dir: &Path) -> Result<Self> {
+        match Self::open(dir) {
+            Err(Error::Home(HomeError::ReadOnly { .. })) => {}
+            other => return other,
+        }
+        let catalog = open_catalog_to_read(dir)?;
+        Ok(Home {
+            dir: dir.to_path_buf(),
+            _lock: None,
+            shared: None,
+            catalog,
+            keys: Vec::new(),
+        })
+    }
+
+    /// Whether this home was opened to read only ([`Home::open_to_read`]).
+    pub fn is_read_only(&self) -> bool {
+        self._lock.is_none()
+    }
+
     /// Opens the catalog of the home at `dir` without taking the home's lock, for a
     /// process that reads it while others change the home (the server): WAL lets
     /// readers run beside a writer. Interrupted jobs are not recovered (a job
@@ -254,7 +294,7 @@ impl Home {
         }
         Ok(Home {
             dir: self.dir.clone(),
-            _lock: std::sync::Arc::clone(&self._lock),
+            _lock: self._lock.clone(),
             shared: self.shared.clone(),
             catalog: self.connect()?,
             keys: self.keys.clone(),
@@ -263,7 +303,10 @@ impl Home {
 
     /// Another connection to the catalog, for a thread of its own.
     pub fn connect(&self) -> Result<Catalog> {
-        open_catalog(&self.dir)
+        match self.is_read_only() {
+            true => open_catalog_to_read(&self.dir),
+            false => open_catalog(&self.dir),
+        }
     }
 
     /// The home folder.

@@ -18,7 +18,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Jobs> {
     if let Some(server) = a.remote.resolve()? {
         return Ok(server.get_json("/api/jobs")?);
     }
-    let home = ctx.open_home()?;
+    let home = ctx.open_home_to_read()?;
     Ok(list(&home.catalog, |_| true)?)
 }
 

@@ -49,7 +49,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
         let query = path_q.map_or_else(String::new, |q| format!("?{q}"));
         return Ok(server.get_json(&format!("/api/jobs/{job}/files{query}"))?);
     }
-    let home = ctx.open_home()?;
+    let home = ctx.open_home_to_read()?;
     let Some(job) = job else {
         return list_set(&home.catalog, &a, path, ctx);
     };

@@ -172,6 +172,16 @@ impl Context {
         Ok(Home::open(&dir)?)
     }
 
+    /// Opens the home for a command that only reads it: also a home on a
+    /// read-only file system ([`Home::open_to_read`]).
+    pub fn open_home_to_read(&self) -> Result<Home> {
+        let dir = self
+            .home
+            .clone()
+            .unwrap_or_else(tapeloom_engine::default_home);
+        Ok(Home::open_to_read(&dir)?)
+    }
+
     /// Whether the output is for people.
     pub fn human(&self) -> bool {
         !self.json

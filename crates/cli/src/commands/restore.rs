@@ -253,7 +253,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         return Ok(out);
     }
     let out_dir = opts.to.clone();
-    let mut home = ctx.open_home()?;
+    let mut home = ctx.open_home_to_read()?;
     a.key.give(&mut home)?;
     let (r, set) = match (job, a.set) {
         (Some(job), _) => (tapeloom_engine::restore(&home, job, &opts)?, None),

@@ -110,7 +110,7 @@ fn one(job: i64, a: Args, ctx: &Context) -> Result<Verified> {
         }
         return tapeloom_client::verify::remote(&server, job, a.drive);
     }
-    let mut home = ctx.open_home()?;
+    let mut home = ctx.open_home_to_read()?;
     a.key.give(&mut home)?;
     let r = match a.copy {
         Some(n) => {

@@ -47,6 +47,7 @@ mod plan;
 mod point_in_time;
 mod pool_rules;
 mod pools;
+mod read_only_home;
 mod readback;
 mod rebuild_sets;
 mod rebuild_streams;

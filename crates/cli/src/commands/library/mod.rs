@@ -68,7 +68,11 @@ enum Cmd {
 impl Args {
     /// Runs the subcommand and prints its output.
     pub fn run(self, ctx: &Context) -> Result<i32> {
-        let mut home = ctx.open_home()?;
+        // Only `library status` reads a home on a read-only file system.
+        let mut home = match self.cmd {
+            Cmd::Status => ctx.open_home_to_read()?,
+            _ => ctx.open_home()?,
+        };
         let json = ctx.json;
         match self.cmd {
             Cmd::Status => emit(&status::run(&home)?, json),
