@@ -540,6 +540,9 @@ pub(crate) struct Sources {
     pub first: Option<CopyMap>,
     /// The copies a bad block is read from instead.
     pub others: Vec<Option<CopyMap>>,
+    /// The cartridges of the copies before the one read (in copy order) that
+    /// were passed over, with why: not in the library, or marked suspect.
+    pub passed_over: Vec<(String, String)>,
 }
 
 /// Chooses the copies of job `job_id` (whose own volumes are `vols`) a read
@@ -563,12 +566,14 @@ pub(crate) fn sources(
             return Ok(Sources {
                 first: own()?,
                 others: Vec::new(),
+                passed_over: Vec::new(),
             })
         }
         Some(n) => {
             return Ok(Sources {
                 first: Some(CopyMap::load(cat, job_id, n)?),
                 others: Vec::new(),
+                passed_over: Vec::new(),
             })
         }
         None => {}
@@ -577,9 +582,16 @@ pub(crate) fn sources(
     let judge = |vs: Vec<&tapeloom_catalog::Volume>| {
         let reachable = vs.iter().all(|v| here.contains(&v.barcode));
         let sound = vs.iter().all(|v| v.status != VolumeState::Suspect);
-        (reachable, sound)
+        let why = (vs.iter()).filter_map(|v| match (here.contains(&v.barcode), v.status) {
+            (false, _) => Some((v.barcode.clone(), "it is not in the library".to_string())),
+            (true, VolumeState::Suspect) => {
+                Some((v.barcode.clone(), "it is marked suspect".to_string()))
+            }
+            _ => None,
+        });
+        (reachable, sound, why.collect::<Vec<_>>())
     };
-    let mut all: Vec<(Option<CopyMap>, (bool, bool))> = match own()? {
+    let mut all: Vec<(Option<CopyMap>, (bool, bool, Vec<(String, String)>))> = match own()? {
         Some(map) => {
             let j = judge(map.cartridges());
             vec![(Some(map), j)]
@@ -594,9 +606,20 @@ pub(crate) fn sources(
         }
     }
     // Reachable and sound first, then reachable, then the rest; copy order within.
-    all.sort_by_key(|(_, (reachable, sound))| (!reachable, !sound));
+    let rank = |j: &(bool, bool, Vec<(String, String)>)| (!j.0, !j.1);
+    let best = all.iter().map(|(_, j)| rank(j)).min();
+    // The copies before the one read, in copy order, were passed over.
+    let chosen = all.iter().position(|(_, j)| Some(rank(j)) == best);
+    let passed_over = (all.iter().take(chosen.unwrap_or(0)))
+        .flat_map(|(_, j)| j.2.iter().cloned())
+        .collect();
+    all.sort_by_key(|(_, j)| rank(j));
     let mut it = all.into_iter();
     let first = it.next().and_then(|(m, _)| m);
-    let others = it.filter(|(_, (r, _))| *r).map(|(m, _)| m).collect();
-    Ok(Sources { first, others })
+    let others = it.filter(|(_, j)| j.0).map(|(m, _)| m).collect();
+    Ok(Sources {
+        first,
+        others,
+        passed_over,
+    })
 }

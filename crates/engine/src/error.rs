@@ -517,6 +517,13 @@ pub enum MediaError {
         /// What is wrong.
         problem: SegmentProblem,
     },
+    /// No copy of a job could be read: each cartridge tried, and why it could
+    /// not be mounted.
+    #[error("no copy of the job could be read: {}", tried_list(tried))]
+    NoCopyReadable {
+        /// Each cartridge tried, with why it was passed over.
+        tried: Vec<(String, String)>,
+    },
     /// The label found is not the volume's the job expects.
     #[error("cartridge {barcode} does not carry the label of volume {seq} of this job")]
     WrongVolume {
@@ -1034,4 +1041,14 @@ pub enum ReceiveError {
     /// The paths deleted since the job's base did not come, or are not paths.
     #[error("the paths deleted since the base: {0}")]
     Deletions(String),
+}
+
+/// Each cartridge tried and why it was passed over, on one line; a reason that
+/// names its cartridge already is given as it is.
+fn tried_list(tried: &[(String, String)]) -> String {
+    let one = |(b, why): &(String, String)| match why.contains(b.as_str()) {
+        true => why.clone(),
+        false => format!("cartridge {b}: {why}"),
+    };
+    tried.iter().map(one).collect::<Vec<_>>().join("; ")
 }

@@ -96,6 +96,34 @@ impl From<OverwriteArg> for Overwrite {
     }
 }
 
+/// A cartridge a read passed over, and why.
+#[derive(Serialize)]
+pub struct PassedOver {
+    barcode: String,
+    why: String,
+}
+
+/// The cartridges a read passed over, as the output gives them.
+pub fn passed_over(list: &[(String, String)]) -> Vec<PassedOver> {
+    (list.iter())
+        .map(|(barcode, why)| PassedOver {
+            barcode: barcode.clone(),
+            why: why.clone(),
+        })
+        .collect()
+}
+
+/// Says each cartridge a read passed over, one line each.
+pub fn print_passed_over(list: &[PassedOver], copy: u32) {
+    for p in list {
+        outln!(
+            "passed over cartridge {}: {}; read copy {copy} instead",
+            escape_controls(&p.barcode),
+            escape_controls(&p.why)
+        );
+    }
+}
+
 /// What a restore did, and at what rate.
 #[derive(Serialize)]
 pub struct Restored {
@@ -104,6 +132,9 @@ pub struct Restored {
     copy: u32,
     /// Bad blocks read from another copy of the job instead.
     from_other_copy: u64,
+    /// Cartridges passed over because they could not be mounted, with why; the
+    /// next copy of the job was read instead.
+    passed_over: Vec<PassedOver>,
     /// The backup set restored as it was at `job_id`, for `--set`.
     set: Option<String>,
     /// The set of the job restored alone, for the note on metadata-only files.
@@ -288,6 +319,7 @@ impl Restored {
             job_id,
             copy: r.copy_no,
             from_other_copy: r.from_other_copy,
+            passed_over: passed_over(&r.passed_over),
             set: None,
             set_of_job: String::new(),
             jobs: r.jobs.clone(),
@@ -365,6 +397,7 @@ impl Restored {
 
 impl Output for Restored {
     fn print(&self) {
+        print_passed_over(&self.passed_over, self.copy);
         let stage = match self.blocks_read_from_stage {
             0 => String::new(),
             n => format!(

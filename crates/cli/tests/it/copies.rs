@@ -316,3 +316,135 @@ fn a_clients_job_in_a_pool_with_a_copy_pool_is_copied_by_the_server_as_a_queued_
     assert_eq!(r["copy"], 2, "{r}");
     assert_same_tree(&src, &out);
 }
+
+/// What happens to a job's own cartridge before a restore that must then read
+/// the job's copy.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// Taken out of the library through a mail slot.
+    Removed,
+    /// Erased: the library shows a cartridge with no data.
+    Blank,
+    /// Holding another cartridge's data (another label).
+    Foreign,
+    /// Its load fails (a fault plan).
+    LoadFails,
+}
+
+/// A job in pool `main` copied to `vault`, its own cartridge then damaged as
+/// `how`; the restore reads copy 2, identical, and its JSON names the
+/// cartridge passed over and why.
+fn restore_past(how: Damage) {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library_with(&home, 2, 6, "64M", &["--mail-slots", "1"]);
+    ok(&home, &["pool", "create", "vault"]);
+    ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
+    let src = t.path().join("src");
+    tree(&src, 1);
+    let b = ok(&home, &["backup", p(&src), "--pool", "main"]);
+    let job = b["job_id"].to_string();
+    let own = b["volumes"][0].as_str().unwrap().to_string();
+    let other = t.path().join("other");
+    write(&other.join("x"), b"another job on another cartridge");
+    ok(&home, &["library", "unload"]);
+    let tapes = home.join("library/tapes");
+    let files = |b: &str| [format!("{b}.data"), format!("{b}.idx")];
+    let mut env = Vec::new();
+    let why = match how {
+        Damage::Removed => {
+            ok(&home, &["library", "export", &own]);
+            "not in the library"
+        }
+        Damage::Blank => {
+            for f in files(&own) {
+                std::fs::remove_file(tapes.join(f)).unwrap();
+            }
+            "does not carry the label"
+        }
+        Damage::Foreign => {
+            let o = ok(&home, &["backup", p(&other)]);
+            let theirs = o["volumes"][0].as_str().unwrap().to_string();
+            assert_ne!(theirs, own);
+            ok(&home, &["library", "unload"]);
+            for (from, to) in files(&theirs).iter().zip(files(&own)) {
+                std::fs::copy(tapes.join(from), tapes.join(to)).unwrap();
+            }
+            "does not carry the label"
+        }
+        Damage::LoadFails => {
+            env.push(("TAPELOOM_FAULTS", "move-fail@n=1"));
+            "mechanical positioning error"
+        }
+    };
+    let out = t.path().join("out");
+    let r = ok_env(&home, &env, &["restore", &job, "--to", p(&out)]);
+    assert_eq!(r["copy"], 2, "{how:?}: {r}");
+    assert_same_tree(&src, &out);
+    let passed = &r["passed_over"][0];
+    assert_eq!(passed["barcode"], own.as_str(), "{how:?}: {r}");
+    let said = passed["why"].as_str().unwrap();
+    assert!(said.contains(why), "{how:?}: {said}");
+}
+
+#[test]
+fn a_restore_reads_the_copy_past_a_removed_cartridge() {
+    restore_past(Damage::Removed);
+}
+
+#[test]
+fn a_restore_reads_the_copy_past_a_blank_cartridge() {
+    restore_past(Damage::Blank);
+}
+
+#[test]
+fn a_restore_reads_the_copy_past_a_cartridge_holding_another_label() {
+    restore_past(Damage::Foreign);
+}
+
+#[test]
+fn a_restore_reads_the_copy_past_a_cartridge_that_fails_to_load() {
+    if !test_hooks() {
+        return;
+    }
+    restore_past(Damage::LoadFails);
+}
+
+/// When no copy can serve, the restore fails in one line naming every
+/// cartridge it tried and why.
+#[test]
+fn a_restore_no_copy_can_serve_names_every_cartridge_tried() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library(&home, 2, 4, "64M");
+    ok(&home, &["pool", "create", "vault"]);
+    ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
+    let src = t.path().join("src");
+    tree(&src, 1);
+    let b = ok(&home, &["backup", p(&src), "--pool", "main"]);
+    let job = b["job_id"].to_string();
+    let own = b["volumes"][0].as_str().unwrap().to_string();
+    let copy = b["copy"]["cartridges"][0].as_str().unwrap().to_string();
+    ok(&home, &["library", "unload"]);
+    let tapes = home.join("library/tapes");
+    for bc in [&own, &copy] {
+        for ext in ["data", "idx"] {
+            std::fs::remove_file(tapes.join(format!("{bc}.{ext}"))).unwrap();
+        }
+    }
+    let out = t.path().join("out");
+    let (code, _, err) = run(
+        &home,
+        &[
+            OsStr::new("restore"),
+            OsStr::new(&job),
+            OsStr::new("--to"),
+            out.as_os_str(),
+        ],
+    );
+    assert_one_line_error(
+        code,
+        &err,
+        &["no copy of the job could be read", &own, &copy],
+    );
+}

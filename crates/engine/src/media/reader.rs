@@ -93,6 +93,10 @@ pub(crate) struct JobReader {
     resume: Option<(u32, u64)>,
     /// Bad blocks read from another copy instead.
     pub from_other_copy: u64,
+    /// Cartridges passed over because they could not be mounted (missing,
+    /// blank, carrying another label, failing to load): barcode and why, in the
+    /// order met. The next copy was read instead.
+    pub passed_over: Vec<(String, String)>,
     /// The drive other copies are read on.
     alt_drive: Option<usize>,
 }
@@ -266,6 +270,7 @@ impl JobReader {
             alts: Vec::new(),
             resume: None,
             from_other_copy: 0,
+            passed_over: Vec::new(),
             alt_drive: None,
         }
     }
@@ -450,6 +455,7 @@ impl JobReader {
     pub fn seek(&mut self, seq: u32, mut lbn: u64) -> Result<()> {
         self.ended = false;
         self.resume = None;
+        let asked = (seq, lbn);
         let (target, piece) = match &self.copy {
             None => (self.volume(seq)?.volume.clone(), (0, 0, u64::MAX)),
             Some(c) => {
@@ -468,7 +474,9 @@ impl JobReader {
             self.cur.is_some() && self.mounted_as.as_ref().map(|v| v.id) == Some(target.id);
         if !mounted {
             self.unload()?;
-            self.mount(&target, seq)?;
+            if let Err(e) = self.mount(&target, seq) {
+                return self.pass_over(&target.barcode, e, asked);
+            }
         }
         if let Some(c) = self.cur.as_mut() {
             c.0 = seq;
@@ -487,6 +495,31 @@ impl JobReader {
         }
         self.lbn = lbn;
         Ok(())
+    }
+
+    /// After cartridge `barcode` of the copy read could not be mounted (`e`):
+    /// reads the next copy from then on, at (`seq`, `lbn`) of the original,
+    /// noting the cartridge passed over and why. When no copy is left, the
+    /// error names every cartridge tried.
+    fn pass_over(&mut self, barcode: &str, e: Error, (seq, lbn): (u32, u64)) -> Result<()> {
+        let poisoned = matches!(e, Error::Media(MediaError::LibraryPoisoned));
+        if poisoned || self.alts.is_empty() {
+            if self.passed_over.is_empty() || poisoned {
+                return Err(e);
+            }
+            let mut tried = self.passed_over.clone();
+            tried.push((barcode.to_string(), e.to_string()));
+            return Err(MediaError::NoCopyReadable { tried }.into());
+        }
+        tracing::warn!(
+            cartridge = barcode,
+            "passed over: {e}; the next copy is read"
+        );
+        self.passed_over.push((barcode.to_string(), e.to_string()));
+        (self.copy, self.alt) = (self.alts.remove(0), None);
+        self.piece = (0, 0, u64::MAX);
+        self.lbn = UNKNOWN_LBN;
+        self.seek(seq, lbn)
     }
 
     /// Puts cartridge `v` into a drive and checks its label; the drive then

@@ -139,6 +139,8 @@ pub struct DriveRead {
     pub copy_no: u32,
     /// Bad blocks it read from another copy instead.
     pub from_other_copy: u64,
+    /// Cartridges it passed over, barcode and why ([`RestoreReport::passed_over`]).
+    pub passed_over: Vec<(String, String)>,
 }
 
 /// How a restore passes over unwanted blocks between two wanted runs of one volume.
@@ -199,6 +201,10 @@ pub struct RestoreReport {
     pub copy_no: u32,
     /// Bad blocks read from another copy instead.
     pub from_other_copy: u64,
+    /// Cartridges passed over because they could not be mounted (blank,
+    /// carrying another label, failing to load or at their label): barcode and
+    /// why. The next copy of the job was read in their place.
+    pub passed_over: Vec<(String, String)>,
     /// Where it read each stream it needed, by name, in stream order.
     pub stream_sources: Vec<(String, Source)>,
     /// Blocks read from chunk files on the stages.
@@ -358,6 +364,7 @@ pub(crate) fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) 
         report.read_through += d.read_through;
         report.reordered += d.reordered;
         report.from_other_copy += d.from_other_copy;
+        report.passed_over.extend(d.passed_over.iter().cloned());
         report.copy_no = report.copy_no.max(d.copy_no);
         report.health.extend(d.health.iter().cloned());
     }
@@ -446,7 +453,12 @@ pub(crate) fn read_tape(
         let mine: Vec<&(Chain, Vec<Run>)> = list.iter().map(|&i| &work[i]).collect();
         tasks.push((drive, mine, home.connect()?));
     }
-    let (reads, samples, marked) = read_all(&shared, tasks, |s, d, w, c| s.read(d, w, c))?;
+    let (mut reads, samples, marked) = read_all(&shared, tasks, |s, d, w, c| s.read(d, w, c))?;
+    // The cartridges of the copies passed over before the read, said first.
+    if let Some(first) = reads.first_mut() {
+        let before = ctx[0].sources.passed_over.iter().cloned();
+        first.passed_over.splice(0..0, before);
+    }
     // A home on a read-only file system keeps no figures of the read.
     if home.is_read_only() {
         return Ok((reads, chains.len()));
@@ -831,6 +843,7 @@ impl<'a, 'b> Reading<'a, 'b> {
             health: reader.take_health(),
             copy_no: reader.copy_no(),
             from_other_copy: reader.from_other_copy,
+            passed_over: reader.passed_over.clone(),
         };
         (out, self.sampler.out, reader.marks)
     }

@@ -489,7 +489,12 @@ impl SetRead {
             let mine: Vec<&Group> = list.iter().map(|&i| &self.groups[i]).collect();
             tasks.push((drive, mine, home.connect()?));
         }
-        let (reads, samples, marked) = read_all(&shared, tasks, read_groups)?;
+        let (mut reads, samples, marked) = read_all(&shared, tasks, read_groups)?;
+        // The cartridges of the copies passed over before the read, said first.
+        if let Some(first) = reads.first_mut() {
+            let before = (self.jobs.iter()).flat_map(|j| j.sources.passed_over.iter().cloned());
+            first.passed_over.splice(0..0, before);
+        }
         // A home on a read-only file system keeps no figures of the read.
         if home.is_read_only() {
             return Ok(reads);
