@@ -545,6 +545,14 @@ pub(crate) struct Sources {
     pub passed_over: Vec<(String, String)>,
 }
 
+/// How a copy stands for a read: all its cartridges in the library, none
+/// suspect, and why each that is not was passed over.
+struct Judged {
+    reachable: bool,
+    sound: bool,
+    why: Vec<(String, String)>,
+}
+
 /// Chooses the copies of job `job_id` (whose own volumes are `vols`) a read
 /// uses: the first copy whose cartridges are all in the library and none
 /// suspect, else the first all in the library, else the job's own (whose first
@@ -589,9 +597,13 @@ pub(crate) fn sources(
             }
             _ => None,
         });
-        (reachable, sound, why.collect::<Vec<_>>())
+        Judged {
+            reachable,
+            sound,
+            why: why.collect(),
+        }
     };
-    let mut all: Vec<(Option<CopyMap>, (bool, bool, Vec<(String, String)>))> = match own()? {
+    let mut all: Vec<(Option<CopyMap>, Judged)> = match own()? {
         Some(map) => {
             let j = judge(map.cartridges());
             vec![(Some(map), j)]
@@ -606,17 +618,17 @@ pub(crate) fn sources(
         }
     }
     // Reachable and sound first, then reachable, then the rest; copy order within.
-    let rank = |j: &(bool, bool, Vec<(String, String)>)| (!j.0, !j.1);
+    let rank = |j: &Judged| (!j.reachable, !j.sound);
     let best = all.iter().map(|(_, j)| rank(j)).min();
     // The copies before the one read, in copy order, were passed over.
     let chosen = all.iter().position(|(_, j)| Some(rank(j)) == best);
     let passed_over = (all.iter().take(chosen.unwrap_or(0)))
-        .flat_map(|(_, j)| j.2.iter().cloned())
+        .flat_map(|(_, j)| j.why.iter().cloned())
         .collect();
     all.sort_by_key(|(_, j)| rank(j));
     let mut it = all.into_iter();
     let first = it.next().and_then(|(m, _)| m);
-    let others = it.filter(|(_, j)| j.0).map(|(m, _)| m).collect();
+    let others = it.filter(|(_, j)| j.reachable).map(|(m, _)| m).collect();
     Ok(Sources {
         first,
         others,
