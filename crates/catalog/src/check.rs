@@ -221,7 +221,7 @@ impl Catalog {
         self.problems(
             "SELECT jv.job_id, jv.seq, jv.first_lbn, jv.last_lbn, j.status \
              FROM job_volumes jv JOIN jobs j ON j.id = jv.job_id \
-             WHERE (jv.last_lbn IS NULL AND j.status NOT IN ('running', 'failed')) \
+             WHERE (jv.last_lbn IS NULL AND j.status NOT IN ('running', 'failed', 'queued')) \
                 OR jv.last_lbn < jv.first_lbn \
              ORDER BY jv.job_id, jv.seq",
             ProblemKind::Segment,
@@ -560,7 +560,7 @@ mod tests {
             let (_d, c, j) = sound();
             sql(&c, "UPDATE job_volumes SET last_lbn = NULL");
             assert_eq!(kinds(&c), [(ProblemKind::Segment, Some(j))]);
-            for status in ["running", "failed"] {
+            for status in ["running", "failed", "queued"] {
                 sql(&c, &format!("UPDATE jobs SET status = '{status}'"));
                 assert_eq!(kinds(&c), [], "{status}");
             }

@@ -363,15 +363,24 @@ impl Catalog {
         mut f: impl FnMut(Vec<u8>, FileFacts),
     ) -> Result<()> {
         const WHAT: &str = "list files";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT path, type, size, mtime_ns, ctime_ns, ino, mode, uid, gid, \
-                 CASE WHEN type = 4 THEN link END FROM files WHERE job_id = ?1 \
-                 AND (?2 IS NULL OR path >= ?2) AND (?3 IS NULL OR path < ?3) ORDER BY path",
-            )
-            .doing(WHAT)?;
-        let mut rows = st.query(params![job, from, to]).doing(WHAT)?;
+        // Only the bounds given are parameters: PostgreSQL cannot tell the type
+        // of a parameter that is only ever NULL.
+        let mut sql = String::from(
+            "SELECT path, type, size, mtime_ns, ctime_ns, ino, mode, uid, gid, \
+             CASE WHEN type = 4 THEN link END FROM files WHERE job_id = ?1",
+        );
+        let mut args: Vec<&dyn crate::db::ToValue> = vec![&job];
+        if let Some(from) = &from {
+            args.push(from);
+            sql.push_str(&format!(" AND path >= ?{}", args.len()));
+        }
+        if let Some(to) = &to {
+            args.push(to);
+            sql.push_str(&format!(" AND path < ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY path");
+        let mut st = self.conn.prepare_cached(&sql).doing(WHAT)?;
+        let mut rows = st.query(&args).doing(WHAT)?;
         let facts = |r: &crate::db::Row| -> crate::db::Result<FileFacts> {
             Ok(FileFacts {
                 kind: r.get(1)?,
@@ -570,6 +579,16 @@ mod tests {
                 seen,
                 vec![(b"a".to_vec(), 1, vec![]), (b"b".to_vec(), 4, b"a".to_vec())]
             );
+            // A shard of the paths: from a bound, up to one, and between two.
+            for (range, want) in [
+                ((Some(&b"b"[..]), None), vec![b"b".to_vec()]),
+                ((None, Some(&b"b"[..])), vec![b"a".to_vec()]),
+                ((Some(&b"a"[..]), Some(&b"b"[..])), vec![b"a".to_vec()]),
+            ] {
+                let mut paths = Vec::new();
+                c.for_each_facts(j, range, |p, _| paths.push(p)).unwrap();
+                assert_eq!(paths, want, "{range:?}");
+            }
             // A job's reasons (errors of no path) are forgotten, its files' kept.
             c.add_error(j, b"", "the drive went away").unwrap();
             c.add_error(j, b"x", "unreadable").unwrap();

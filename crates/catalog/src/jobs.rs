@@ -105,6 +105,10 @@ pub(crate) fn job_row(r: &crate::db::Row) -> crate::db::Result<Job> {
 /// down): see [`Catalog::recover_interrupted`].
 pub const INTERRUPTED: &str = "interrupted: the process running the job stopped before it ended";
 
+/// The reason recorded of a job its process left running while its data was on
+/// a disk stage: it is queued to be resumed (see [`Catalog::recover_interrupted`]).
+pub const WAITS_ON_STAGE: &str = "its process stopped with its data on a disk stage, where it waits to be resumed (stage resume, or the server at its start)";
+
 /// A number of PostgreSQL's advisory locks: held while a job's id is chosen.
 const JOB_ID_LOCK: i64 = 0x7461_7065_6a6f_6273;
 
@@ -231,33 +235,59 @@ impl Catalog {
         Ok(())
     }
 
-    /// Marks jobs left `running` by a process that died as `failed`, each with
-    /// [`INTERRUPTED`] among its errors. Call only while holding the home's lock, so
-    /// that no job is really running.
+    /// Marks jobs left `running` by a process that died: `queued`, with
+    /// [`WAITS_ON_STAGE`] among its errors, when this host's stages hold chunks of
+    /// it (it will be resumed from them); else `failed`, with [`INTERRUPTED`].
+    /// Call only while holding the home's lock, so that no job is really running.
+    /// The ids of both, in id order.
     pub fn recover_interrupted(&self) -> Result<Vec<i64>> {
+        const STAGED: &str = "id IN (SELECT job_id FROM staged_chunks \
+             WHERE stage_id IN (SELECT id FROM stages WHERE host = ?2))";
         let run = || -> crate::db::Result<Vec<i64>> {
             let tx = write_tx(&self.conn)?;
             let ids = {
-                let mut st = tx.prepare("SELECT id FROM jobs WHERE status = ?1 AND host = ?2")?;
-
+                let mut st =
+                    tx.prepare("SELECT id FROM jobs WHERE status = ?1 AND host = ?2 ORDER BY id")?;
                 st.query_map(params![JobState::Running, self.host], |r| r.get(0))?
                     .collect::<crate::db::Result<_>>()?
             };
-            // Without a reason, a failed job would not say why (its process was
-            // killed, or its machine went down, before the job ended).
-            tx.execute(
-                "INSERT INTO job_errors (job_id, path, reason) \
-                 SELECT id, ?3, ?2 FROM jobs WHERE status = ?1 AND host = ?4",
-                params![JobState::Running, INTERRUPTED, b"".as_slice(), self.host],
-            )?;
-            tx.execute(
-                "UPDATE jobs SET status = ?2 WHERE status = ?1 AND host = ?3",
-                params![JobState::Running, JobState::Failed, self.host],
-            )?;
+            // Without a reason, a job would not say why it stopped (its process
+            // was killed, or its machine went down, before the job ended).
+            for (staged, why) in [(true, WAITS_ON_STAGE), (false, INTERRUPTED)] {
+                let which = match staged {
+                    true => STAGED.to_string(),
+                    false => format!("NOT {STAGED}"),
+                };
+                tx.execute(
+                    &format!(
+                        "INSERT INTO job_errors (job_id, path, reason) \
+                         SELECT id, ?3, ?4 FROM jobs WHERE status = ?1 AND host = ?2 AND {which}"
+                    ),
+                    params![JobState::Running, self.host, b"".as_slice(), why],
+                )?;
+                let to = match staged {
+                    true => JobState::Queued,
+                    false => JobState::Failed,
+                };
+                tx.execute(
+                    &format!(
+                        "UPDATE jobs SET status = ?3 WHERE status = ?1 AND host = ?2 AND {which}"
+                    ),
+                    params![JobState::Running, self.host, to],
+                )?;
+            }
             tx.commit()?;
             Ok(ids)
         };
-        run().doing("mark interrupted jobs failed")
+        run().doing("mark interrupted jobs failed or queued")
+    }
+
+    /// The reasons job `job` failed or waits for (its errors of no path).
+    pub fn job_reasons(&self, job: i64) -> Result<Vec<String>> {
+        Ok((self.errors(job)?.into_iter())
+            .filter(|(path, _)| path.is_empty())
+            .map(|(_, why)| why)
+            .collect())
     }
 
     /// Records that job `job` is encrypted: its master key's fingerprint (hex) and its

@@ -46,7 +46,7 @@ use error::Doing;
 pub use error::{CatalogError, Result};
 pub use files::{Extent, FileFacts, FileRow};
 pub use hsm::{HsmFile, HsmRoot};
-pub use jobs::{Job, JobVolume, Stream, INTERRUPTED};
+pub use jobs::{Job, JobVolume, Stream, INTERRUPTED, WAITS_ON_STAGE};
 pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, PoolRules, DEFAULT_POOL};
 pub use readback::LastVerify;
@@ -70,17 +70,11 @@ fn write_tx(conn: &Conn) -> db::Result<db::Tx<'_>> {
 /// The URI that opens the SQLite file at `path` as immutable (`file:` with the
 /// characters a URI gives a meaning to escaped).
 fn immutable_uri(path: &Path) -> String {
+    use percent_encoding::{percent_encode, CONTROLS};
     use std::os::unix::ffi::OsStrExt;
-    let mut uri = String::from("file:");
-    for &b in path.as_os_str().as_bytes() {
-        match b {
-            b'%' | b'?' | b'#' => uri.push_str(&format!("%{b:02X}")),
-            _ if b.is_ascii() => uri.push(b as char),
-            _ => uri.push_str(&format!("%{b:02X}")),
-        }
-    }
-    uri.push_str("?immutable=1");
-    uri
+    const IN_URI: &percent_encoding::AsciiSet = &CONTROLS.add(b'%').add(b'?').add(b'#');
+    let escaped = percent_encode(path.as_os_str().as_bytes(), IN_URI);
+    format!("file:{escaped}?immutable=1")
 }
 
 /// The catalog database.

@@ -16,8 +16,12 @@ pub enum JobState {
     Ok,
     /// Ended, and some source objects could not be read.
     Partial,
-    /// Did not end: its process died, or its tapes hold no `JobEnd`.
+    /// Did not end: its process died, or its tapes hold no `JobEnd`. Nothing more
+    /// of it reaches tape without a new backup.
     Failed,
+    /// Its process stopped while its data was on a disk stage, where it waits to
+    /// be resumed (`stage resume`, or a server at its start): it will reach tape.
+    Queued,
 }
 
 impl JobState {
@@ -28,6 +32,7 @@ impl JobState {
             JobState::Ok => "ok",
             JobState::Partial => "partial",
             JobState::Failed => "failed",
+            JobState::Queued => "queued",
         }
     }
 
@@ -37,7 +42,7 @@ impl JobState {
         match self {
             JobState::Ok => Some(JobStatus::Ok),
             JobState::Partial => Some(JobStatus::Partial),
-            JobState::Running | JobState::Failed => None,
+            JobState::Running | JobState::Failed | JobState::Queued => None,
         }
     }
 }
@@ -143,7 +148,11 @@ macro_rules! state_text {
     };
 }
 
-state_text!(JobState, "job state", [Running, Ok, Partial, Failed]);
+state_text!(
+    JobState,
+    "job state",
+    [Running, Ok, Partial, Failed, Queued]
+);
 state_text!(
     VolumeState,
     "volume state",
@@ -162,6 +171,7 @@ mod tests {
             JobState::Ok,
             JobState::Partial,
             JobState::Failed,
+            JobState::Queued,
         ] {
             assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
             assert_eq!(s.to_string(), s.as_str());
@@ -207,5 +217,6 @@ mod tests {
         }
         assert_eq!(JobState::Running.on_tape(), None);
         assert_eq!(JobState::Failed.on_tape(), None);
+        assert_eq!(JobState::Queued.on_tape(), None);
     }
 }

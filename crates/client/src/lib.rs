@@ -37,18 +37,21 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Bytes of an answer read whole (a JSON document), at most.
 const MAX_ANSWER: u64 = 1 << 30;
 
-/// `https://HOST:PORT` (a trailing `/` allowed; an IPv6 host in brackets).
+/// `https://HOST:PORT` (a trailing `/` allowed; an IPv6 host in brackets), read
+/// by `http::Uri`; no other path, no query.
 fn parse_url(url: &str) -> Result<(String, u16), ServerError> {
     let bad = || ServerError::BadUrl(url.to_string());
-    let rest = url.strip_prefix("https://").ok_or_else(bad)?;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
-    let port = port.parse::<u16>().map_err(|_| bad())?;
+    let uri: http::Uri = url.parse().map_err(|_| bad())?;
+    let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+    let bare = matches!(uri.path(), "" | "/") && uri.query().is_none();
+    let (Some(host), Some(port), true, true) = (uri.host(), uri.port_u16(), https, bare) else {
+        return Err(bad());
+    };
     let host = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    if host.is_empty() || host.contains('/') {
+    if host.is_empty() {
         return Err(bad());
     }
     Ok((host.to_string(), port))
@@ -517,6 +520,8 @@ mod tests {
             "https://:1",
             "https://a:x",
             "https://a/b:1",
+            "https://a:1/b",
+            "https://a:1?x",
         ] {
             assert!(
                 matches!(parse_url(bad), Err(ServerError::BadUrl(_))),

@@ -253,7 +253,7 @@ fn job_end(job: &Job) -> i64 {
 /// When a job of `pool` expires, nanoseconds since the epoch; `None` while it runs
 /// and when the pool keeps jobs forever or is WORM.
 pub fn job_expiry(job: &Job, pool: &Pool) -> Option<i64> {
-    if job.status == JobState::Running || pool.worm {
+    if matches!(job.status, JobState::Running | JobState::Queued) || pool.worm {
         return None;
     }
     let keep = i64::try_from(pool.retention_s?)

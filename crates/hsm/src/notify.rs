@@ -21,9 +21,7 @@ pub(crate) fn tell(home_dir: &Path, path: &Path, on: bool) -> Result<()> {
     let Ok(stream) = std::os::unix::net::UnixStream::connect(&sock) else {
         return Ok(());
     };
-    let hex: String = (path.as_os_str().as_bytes().iter())
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hex::encode(path.as_os_str().as_bytes());
     let verb = if on { "mark" } else { "unmark" };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let mut line = String::new();
@@ -48,12 +46,6 @@ pub(crate) fn tell(home_dir: &Path, path: &Path, on: bool) -> Result<()> {
 /// The path `hex` spells in hexadecimal.
 pub(crate) fn unhex(hex: &str) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    if hex.is_empty() || !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
+    let bytes = hex::decode(hex).ok().filter(|b| !b.is_empty())?;
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
 }

@@ -295,39 +295,30 @@ fn write_frame(w: &mut (impl FrameWrite + ?Sized), f: &Frame) -> io::Result<()> 
     }
 }
 
-/// `%XX` escapes decoded; anything else kept as it is.
+/// `%XX` escapes decoded; anything else kept as it is. None when a `%` is not
+/// followed by two hexadecimal digits (the crate would keep it as it is).
 pub fn percent_decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'%' {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        let hex = b
-            .get(i + 1..i + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok())?;
-        out.push(hex);
-        i += 3;
-    }
-    Some(out)
+    let whole = (b.iter().enumerate())
+        .filter(|(_, c)| **c == b'%')
+        .all(|(i, _)| {
+            b.get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+        });
+    whole.then(|| percent_encoding::percent_decode(b).collect())
 }
+
+/// What a query value escapes: all but the unreserved characters and `/`.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
 
 /// Bytes escaped for a query value: unreserved characters and `/` as they are.
 pub fn percent_encode(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len());
-    for &c in b {
-        if c.is_ascii_alphanumeric() || b"-._~/".contains(&c) {
-            s.push(c as char);
-        } else {
-            s.push_str(&format!("%{c:02X}"));
-        }
-    }
-    s
+    percent_encoding::percent_encode(b, QUERY_VALUE).to_string()
 }
 
 /// Blocks (kind 0), notes (1) and keepalives (any other kind) of test data.

@@ -3,7 +3,7 @@
 
 use crate::fmt::time;
 use serde::{Deserialize, Serialize};
-use tapeloom_catalog::Catalog;
+use tapeloom_catalog::{Catalog, JobState};
 
 /// Every job, oldest first.
 #[derive(Serialize, Deserialize)]
@@ -45,6 +45,10 @@ pub struct Job {
     /// (`migrate`, `repack`); `volumes` are then that copy's cartridges.
     #[serde(default)]
     pub moved_to: Option<u32>,
+    /// Why a failed job failed, or what a queued one waits for; none for any
+    /// other.
+    #[serde(default)]
+    pub why: Option<String>,
 }
 
 /// A further copy of a job.
@@ -83,6 +87,11 @@ pub fn list(
                 .map(|v| v.volume.barcode)
                 .collect(),
         };
+        let why = match j.status {
+            JobState::Failed | JobState::Queued => Some(cat.job_reasons(j.id)?.join("; ")),
+            _ => None,
+        }
+        .filter(|w| !w.is_empty());
         jobs.push(Job {
             job_id: j.id,
             name: j.name,
@@ -107,6 +116,7 @@ pub fn list(
             }),
             copies,
             moved_to,
+            why,
         });
     }
     Ok(Jobs { jobs })

@@ -398,6 +398,7 @@ fn catalog_levels(cat: &Catalog) -> tapeloom_catalog::Result<Registry> {
         JobState::Ok,
         JobState::Partial,
         JobState::Failed,
+        JobState::Queued,
     ] {
         declare(&jobs, StateLabel { state: s.as_str() });
     }

@@ -214,7 +214,7 @@ fn end_tickets(shared: &Shared, site: &Site, cat: &Catalog) -> tapeloom_catalog:
             continue;
         };
         let reason = match job.status {
-            JobState::Running => continue,
+            JobState::Running | JobState::Queued => continue,
             JobState::Failed if staged.contains(&job.id) => continue,
             JobState::Failed => Some("failed"),
             _ => None,

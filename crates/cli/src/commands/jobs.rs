@@ -55,6 +55,9 @@ impl Output for Jobs {
                     .map_or(String::new(), |c| format!("  (client {c})"))
             );
             outln!("{}", escape_controls(&line));
+            if let Some(why) = &j.why {
+                outln!("       {}: {}", j.status, escape_controls(why));
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ mod catalog_check;
 mod catalog_pg;
 mod completions;
 mod copies;
+mod doc_names;
 mod encrypt;
 mod expire;
 mod faults;

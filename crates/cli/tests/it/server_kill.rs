@@ -215,3 +215,73 @@ fn a_killed_server_writes_what_it_had_received_when_it_starts_again() {
     assert_eq!(code, 0, "{err}");
     assert_same_tree(&after, &out);
 }
+
+/// Three clients send everything to a one-drive server, which is then killed.
+/// From its restart on, the jobs waiting on the stage are listed as queued
+/// (saying why), never as failed, while the server resumes them one after
+/// another; all three end ok and restore identical.
+#[test]
+fn jobs_a_killed_server_will_resume_are_queued_never_failed() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, [c0, c1, admin]) = slow_home(t.path());
+    let c2 = token(&home, "c2");
+    let mut s = Server::start(&home, None);
+    let mut sent = Vec::new();
+    for (i, tok) in [&c0, &c1, &c2].into_iter().enumerate() {
+        let src = t.path().join(format!("src{i}"));
+        client_tree(&src, i as u64 + 1, 12_000_000);
+        let child = s.spawn_backup(tok, &src, None);
+        sent.push((tok.clone(), src, child));
+    }
+    // Every job's streams whole on the stage (the drive writes the first).
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = s.log();
+        let whole: std::collections::HashSet<&str> = (log.lines())
+            .filter(|l| l.contains("whole on the stage"))
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("job=")))
+            .collect();
+        if whole.len() == 3 {
+            break;
+        }
+        assert!(Instant::now() < until, "not all on the stage:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.kill9();
+    let sent: Vec<(String, PathBuf)> = (sent.into_iter())
+        .map(|(tok, src, c)| {
+            let _ = ended(c);
+            (tok, src)
+        })
+        .collect();
+    let s2 = Server::start(&home, None);
+    // From the restart until all three ended: never failed.
+    let until = Instant::now() + Duration::from_secs(180);
+    let mut seen_queued = false;
+    let cat = loop {
+        let jobs = s2.json(&admin, &["jobs"]);
+        let list = jobs["jobs"].as_array().unwrap().clone();
+        for j in &list {
+            assert_ne!(j["status"], "failed", "{j}");
+            if j["status"] == "queued" {
+                seen_queued = true;
+                let why = j["why"].as_str().unwrap_or_default();
+                assert!(why.contains("waits to be resumed"), "{j}");
+            }
+        }
+        if list.len() == 3 && list.iter().all(|j| j["status"] == "ok") {
+            break list;
+        }
+        assert!(Instant::now() < until, "not resumed: {jobs}\n{}", s2.log());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(seen_queued, "no job was seen waiting: {cat:?}");
+    for (i, (tok, src)) in sent.iter().enumerate() {
+        let mine = (cat.iter()).find(|j| j["client"] == format!("c{i}").as_str());
+        let job = mine.expect("a job of each client")["job_id"].to_string();
+        let out = t.path().join(format!("out{i}"));
+        let (code, _, err) = s2.client(tok, &["restore", &job, "--to", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert_same_tree(src, &out);
+    }
+}

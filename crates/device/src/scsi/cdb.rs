@@ -773,7 +773,7 @@ fn device_identifier(desc: &[u8], at: usize) -> Option<String> {
     let id = desc.get(at + 4..at + 4 + usize::from(len))?;
     let text = match code_set & 0x0F {
         // Binary.
-        1 => id.iter().map(|b| format!("{b:02x}")).collect(),
+        1 => hex::encode(id),
         // ASCII, UTF-8, and (leniently) anything else.
         _ => ascii(id),
     };

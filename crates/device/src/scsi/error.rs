@@ -343,8 +343,8 @@ pub enum SessionFailure {
     },
 }
 
-/// A response too short or inconsistent to use, from the parsers of
-/// [`cdb`](super::cdb).
+/// A response too short or inconsistent to use, from the parsers of the
+/// commands' answers (`cdb.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// Fewer bytes than the layout needs.

@@ -203,7 +203,7 @@ pub struct Scan {
     unlisted: Mutex<Vec<Vec<u8>>>,
     pub(crate) counts: ScanCounts,
     /// Only these objects are stored, when a backup stores only some.
-    pub(crate) only: Option<std::sync::Arc<super::plan::Only>>,
+    pub(crate) only: Option<std::sync::Arc<super::only::Only>>,
 }
 
 /// One path of a base's tree: what comparing an object with it needs.

@@ -16,6 +16,7 @@ pub(crate) mod generated;
 pub(crate) mod index;
 mod moved;
 pub(crate) mod mux;
+pub(crate) mod only;
 pub(crate) mod pack;
 pub(crate) mod plan;
 pub(crate) mod received;
@@ -29,9 +30,8 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
-pub use plan::{
-    BackupOptions, DespoolOrder, DriveSet, Interleave, Only, Via, DEFAULT_EXTENT_BYTES,
-};
+pub use only::Only;
+pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
 pub use received::{BlockCheck, Checked, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
 pub(crate) use remote::pack_some;

@@ -11,7 +11,7 @@
 
 use super::index::IndexSpool;
 use super::plan::{BackupOptions, DriveSet, Pending, Prior, Via};
-use super::staged::Feed;
+use super::staged::{Feed, STREAM_CUT};
 use super::weave::JobShared;
 use super::{estimate, mount_all, stop_staging, BackupReport, Progress};
 use crate::error::Result;
@@ -26,14 +26,15 @@ use std::time::Instant;
 use tapeloom_catalog::{ChunkFilter, ChunkState, JobState, StagedChunk};
 use tapeloom_format::{JobStart, StreamInfo, Timestamp};
 
-/// Jobs through the stages that ended without finishing: failed, with chunks
-/// recorded (spooled ones left to despool, or all on tape and the job's end not).
+/// Jobs through the stages that ended without finishing: queued (or failed, as
+/// an earlier tapeloom marked them), with chunks recorded (spooled ones left to
+/// despool, or all on tape and the job's end not).
 pub fn unfinished_staged_jobs(home: &Home) -> Result<Vec<i64>> {
     let jobs = home.catalog.jobs_with_chunks()?;
     let mut out = Vec::new();
     for id in jobs {
         match home.catalog.job(id)? {
-            Some(j) if j.status == JobState::Failed => out.push(id),
+            Some(j) if matches!(j.status, JobState::Queued | JobState::Failed) => out.push(id),
             _ => {}
         }
     }
@@ -242,10 +243,6 @@ fn name_what_was_cut(
     }
     Ok(())
 }
-
-/// Why a stream that stopped while spooling is not whole in its job.
-pub(crate) const STREAM_CUT: &str =
-    "the backup stopped while this stream was spooling: what was staged of it is in the job, the rest is not";
 
 /// Why an entry whose start left a full stage before it ended is not in its job.
 const ENTRY_CUT: &str = "the stage was full, so the start of this file went to tape before its end was staged, and the backup stopped before it ended: it is not in the job";

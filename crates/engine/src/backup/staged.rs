@@ -35,6 +35,10 @@ use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, StagedChunk};
 use tapeloom_format::{expand_block, PackedBlock, BLOCK_HEADER_LEN};
 
+/// Why a stream that stopped while spooling is not whole in its job.
+pub(crate) const STREAM_CUT: &str =
+    "the backup stopped while this stream was spooling: what was staged of it is in the job, the rest is not";
+
 /// One stream's side of the feed.
 #[derive(Default)]
 struct FeedStream {
@@ -897,7 +901,7 @@ fn despool_chunks(
         }
         out.other(Msg::Error(
             format!("<stream {name}>").into_bytes(),
-            crate::backup::resume::STREAM_CUT.into(),
+            STREAM_CUT.into(),
         ))
         .map_err(|_| Error::Stopped)?;
     }

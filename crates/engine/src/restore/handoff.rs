@@ -488,7 +488,7 @@ impl BlockVerify {
     fn barcode(&self, i: usize) -> String {
         match self.volumes.get(i) {
             Some((_, Some(b))) => b.clone(),
-            Some((uuid, None)) => uuid.iter().map(|b| format!("{b:02x}")).collect(),
+            Some((uuid, None)) => hex::encode(uuid),
             None => "?".to_string(),
         }
     }

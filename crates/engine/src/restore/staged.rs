@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result, StageError};
 use crate::media::reader::{Sink, Streams};
-use crate::restore::handoff::BlockSink;
+use crate::restore::BlockSink;
 use crate::stage::ChunkReader;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
