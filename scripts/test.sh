@@ -45,6 +45,10 @@ echo "== cargo test (test hooks)"
 # A test whose outside part (a program above, root, a mount namespace) is
 # missing fails here; under a plain `cargo test` it says so and passes.
 export TAPELOOM_TEST_REQUIRE_ALL=1
+# The catalog notes there the call site of each statement it runs on PostgreSQL
+# (its tests and the end-to-end suite's second run below); every one must have.
+statements=$(mktemp)
+export TAPELOOM_TEST_PG_STATEMENTS=$statements
 log=$(mktemp)
 set +e
 # Every test binary runs, also after one failed, so that the closing count is
@@ -57,8 +61,53 @@ set -e
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+# The end-to-end suite's own count: of the test binary tests/it/main.rs in a log
+# of cargo's, or of the one binary a log holds.
+e2e_count() {
+    awk -v all="${2:-}" '/Running tests\/it\/main.rs/ || all { on = 1 } on && /^test result:/ {
+             for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p = $(i-1); if ($i ~ /^failed;?$/) f = $(i-1) }
+             on = 0 }
+         END { printf "%d passed, %d failed", p, f }' "$1"
+}
+sqlite_e2e=$(e2e_count "$log")
+# The end-to-end test binary cargo built (run again below without cargo, which
+# could build anew what the trials are running).
+it_bin=$PWD/$(grep -o 'Running tests/it/main.rs ([^)]*)' "$log" | head -1 | sed 's/.*(\(.*\))/\1/')
 rm -f "$log"
+[ -x "$it_bin" ] || { echo "the end-to-end test binary was not found in cargo's output"; exit 1; }
 [ "$status" -eq 0 ] || exit "$status"
+# The end-to-end suite again, every home's catalog in PostgreSQL: a server of the
+# run's own (scripts/pg_server.sh) and the test hook TAPELOOM_TEST_PG_URL, with
+# which each new home gets a database of its own. It runs beside the trials
+# below, which wait on their commands more than on the cores. Not run there: a
+# test whose subject is the SQLite file itself or its copy into PostgreSQL;
+# those of one server taking several clients' jobs onto its stage at once, or
+# of a client's job waiting in that server's own queue: a server whose catalog
+# is PostgreSQL is a member of a site, which takes one backup per free drive and
+# keeps the others in the site's queue (docs/SITE.md); and the cut connection's
+# trials, whose client can send a stream again before the server has read its
+# first connection, which the server then refuses (a race that PostgreSQL's
+# slower writes meet often).
+pg_skip=(
+    catalog_check::an_unreadable_catalog_is_one_line_of_error
+    catalog_pg::
+    net_queue::slow_clients_wait_on_the_spool_and_the_drive_streams
+    schedule::a_scheduled_job_takes_its_clients_place
+    server_kill::a_killed_server_writes_what_it_had_received_when_it_starts_again
+    server_kill::jobs_a_killed_server_will_resume_are_queued_never_failed
+    server_stop::sigterm_drains_running_jobs_refuses_new_ones_and_exits_zero
+    server_resume::a_cut_connection_resumes_from_the_block_the_server_holds
+)
+pg_dir=$(mktemp -d -u /tmp/tapeloom-pg.XXXXXX)
+trap 'bash scripts/pg_server.sh stop "$pg_dir"' EXIT
+pg_url=$(bash scripts/pg_server.sh start "$pg_dir")
+pg_log=$(mktemp)
+skips=()
+for t in "${pg_skip[@]}"; do skips+=(--skip "$t"); done
+echo "== the end-to-end suite on PostgreSQL (beside the trials; ${#pg_skip[@]} tests not run there)"
+(cd crates/cli && TAPELOOM_TEST_PG_URL=$pg_url "$it_bin" --test-threads 4 "${skips[@]}") \
+    >"$pg_log" 2>&1 &
+pg_pid=$!
 # Commands killed with SIGKILL at random moments, then checked: backups (direct,
 # spanning, and through the stage while spooling and despooling), restores,
 # verifies and catalog rebuilds (bench/kill.py, bench/stage_kill.py), and the
@@ -95,6 +144,19 @@ print(f"hostile cases ({t['checks']} checks, {t['seconds']} s): {t['passed']} pa
 sys.exit(0 if d["pass"] else 1)
 PY
 rm -rf "$trials" "$work"
+# The end-to-end suite on PostgreSQL, started above.
+set +e
+wait "$pg_pid"
+pg_status=$?
+set -e
+grep -E '^test .* FAILED$|panicked at' "$pg_log" | head -40 || true
+echo "end-to-end suite on SQLite: $sqlite_e2e"
+echo "end-to-end suite on PostgreSQL: $(e2e_count "$pg_log" all)"
+rm -f "$pg_log"
+[ "$pg_status" -eq 0 ] || exit "$pg_status"
+echo "== every catalog statement ran on PostgreSQL"
+python3 scripts/pg_statements.py "$statements"
+rm -f "$statements"
 # The build users get (`cargo build --release`, as scripts/quickstart.sh builds it)
 # has no test hooks: with them set, a backup starts today, ends ok and verifies
 # (scripts/hooks_ignored.py). Only the crates whose features differ are compiled

@@ -71,6 +71,7 @@ impl Copied {
 /// PostgreSQL catalog has for ordering is not one (the destination makes its own).
 fn columns(conn: &Conn, table: &str) -> crate::db::Result<Vec<String>> {
     let rows = match conn.dialect() {
+        // SQLite only: PostgreSQL names its columns in the arm below.
         Dialect::Sqlite => conn.query_all(
             &format!("SELECT name FROM pragma_table_info('{table}')"),
             &[],
@@ -331,6 +332,14 @@ mod tests {
             // A catalog with rows of its own is not copied into.
             let e = from.copy_into(&to).unwrap_err();
             assert!(e.to_string().contains("not empty"), "{e}");
+            // And back: the copy (on PostgreSQL in the postgres variant) copied
+            // into a new SQLite file holds the same rows.
+            let back = Catalog::open(&dir.path().join("back.db")).unwrap();
+            let again = to.copy_into(&back).unwrap();
+            assert_eq!(again.rows("files"), 750);
+            for j in from.jobs().unwrap() {
+                assert_eq!(back.files(j.id, None).unwrap(), from.files(j.id, None).unwrap());
+            }
         }
     }
 }

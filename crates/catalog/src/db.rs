@@ -585,7 +585,9 @@ impl Conn {
     }
 
     /// Runs a statement that returns no rows; the number of rows it changed.
+    #[track_caller]
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<usize> {
+        self.note_ran(std::panic::Location::caller());
         match &self.backend {
             Backend::Sqlite(c) => {
                 let mut st = c.prepare_cached(sql)?;
@@ -600,7 +602,9 @@ impl Conn {
     }
 
     /// Runs statements separated by `;`, without parameters.
+    #[track_caller]
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
+        self.note_ran(std::panic::Location::caller());
         match &self.backend {
             Backend::Sqlite(c) => Ok(c.execute_batch(sql)?),
             Backend::Postgres(pg) => {
@@ -611,7 +615,9 @@ impl Conn {
     }
 
     /// The rows of a query.
+    #[track_caller]
     pub fn query_all(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.note_ran(std::panic::Location::caller());
         match &self.backend {
             Backend::Sqlite(c) => sqlite_rows(c, sql, params, usize::MAX),
             Backend::Postgres(pg) => {
@@ -622,6 +628,7 @@ impl Conn {
     }
 
     /// The first row of a query, read by `f`; [`DbError::NoRows`] when there is none.
+    #[track_caller]
     pub fn query_row<T>(
         &self,
         sql: &str,
@@ -644,6 +651,7 @@ impl Conn {
     /// binary form, each value as the column's type in `types`: the fast way in
     /// for many rows. The number of rows copied; an error on SQLite, which has no
     /// `COPY` (its inserts are fast as they are).
+    #[track_caller]
     pub fn copy_in(
         &self,
         table: &str,
@@ -651,6 +659,7 @@ impl Conn {
         types: &[Type],
         rows: &[Vec<Value>],
     ) -> Result<u64> {
+        self.note_ran(std::panic::Location::caller());
         let Backend::Postgres(pg) = &self.backend else {
             return Err(DbError::conversion(0, "COPY is PostgreSQL's"));
         };
@@ -697,6 +706,19 @@ impl Conn {
             outer,
             done: false,
         })
+    }
+
+    /// Notes that the statement at `at` (its call site in this crate) ran on
+    /// PostgreSQL: with the cargo feature `statement-log`, in the file that
+    /// `TAPELOOM_TEST_PG_STATEMENTS` names, once per call site and process. The
+    /// test command checks that every statement of the crate ran there.
+    #[inline]
+    fn note_ran(&self, at: &'static std::panic::Location<'static>) {
+        #[cfg(feature = "statement-log")]
+        if self.dialect() == Dialect::Postgres {
+            ran::note(at);
+        }
+        let _ = at;
     }
 
     /// Whether a transaction is open (begun by [`Conn::write_tx`]).
@@ -770,11 +792,13 @@ pub struct Stmt<'a> {
 
 impl Stmt<'_> {
     /// Runs the statement with `params`; the number of rows it changed.
+    #[track_caller]
     pub fn execute(&mut self, params: Params<'_>) -> Result<usize> {
         self.conn.execute(&self.sql, params)
     }
 
     /// The rows of the statement with `params`, each read by `f`.
+    #[track_caller]
     pub fn query_map<T>(
         &mut self,
         params: Params<'_>,
@@ -786,6 +810,7 @@ impl Stmt<'_> {
     }
 
     /// The rows of the statement with `params`.
+    #[track_caller]
     pub fn query(&mut self, params: Params<'_>) -> Result<Rows> {
         let rows = self.conn.query_all(&self.sql, params)?;
         Ok(Rows {
@@ -807,6 +832,7 @@ impl Stmt<'_> {
     }
 
     /// Runs the statement with the parameters bound; they are then cleared.
+    #[track_caller]
     pub fn raw_execute(&mut self) -> Result<usize> {
         let bound = std::mem::take(&mut self.bound);
         let refs: Vec<&dyn ToValue> = bound.iter().map(|v| v as &dyn ToValue).collect();
@@ -929,4 +955,40 @@ fn pg_row(r: &postgres::Row) -> Result<Row> {
         .map(|i| pg_value(r, i))
         .collect::<Result<Vec<_>>>()
         .map(Row)
+}
+
+/// The call sites of the statements run on PostgreSQL, written to the file
+/// `TAPELOOM_TEST_PG_STATEMENTS` names (the cargo feature `statement-log`).
+#[cfg(feature = "statement-log")]
+mod ran {
+    use std::collections::HashSet;
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+
+    static SEEN: OnceLock<Mutex<HashSet<(&'static str, u32)>>> = OnceLock::new();
+
+    /// Appends `at` as `FILE:LINE` on a line of its own, the first time.
+    pub(super) fn note(at: &'static std::panic::Location<'static>) {
+        let Some(path) = std::env::var_os("TAPELOOM_TEST_PG_STATEMENTS") else {
+            return;
+        };
+        let seen = SEEN.get_or_init(Mutex::default);
+        let new = seen
+            .lock()
+            .map(|mut s| s.insert((at.file(), at.line())))
+            .unwrap_or(false);
+        if !new {
+            return;
+        }
+        // One short write with O_APPEND: processes that note at once do not
+        // interleave their lines.
+        let line = format!("{}:{}\n", at.file(), at.line());
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }

@@ -51,6 +51,13 @@ pub enum CatalogError {
         /// The newest schema version this tapeloom knows.
         known: i64,
     },
+    /// A PostgreSQL database name to create that is not lowercase letters,
+    /// digits and `_` (at most 63).
+    #[error("{name:?} is not a database name of lowercase letters, digits and _ (at most 63)")]
+    BadDatabaseName {
+        /// The name given.
+        name: String,
+    },
     /// A catalog opened to read only whose schema is not this tapeloom's: it
     /// would have to be migrated, and nothing may be written.
     #[error("the catalog has schema version {found} and this tapeloom reads version {known}; on a read-only file system it cannot be migrated (open it once where it can be written)")]

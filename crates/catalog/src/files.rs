@@ -589,11 +589,15 @@ mod tests {
                 c.for_each_facts(j, range, |p, _| paths.push(p)).unwrap();
                 assert_eq!(paths, want, "{range:?}");
             }
-            // A job's reasons (errors of no path) are forgotten, its files' kept.
+            // A job running again forgets its reasons (errors of no path), and
+            // keeps its files'; put back to wait, it says why.
             c.add_error(j, b"", "the drive went away").unwrap();
             c.add_error(j, b"x", "unreadable").unwrap();
-            c.clear_job_reasons(j).unwrap();
+            c.set_job_running(j).unwrap();
             assert_eq!(c.errors(j).unwrap(), vec![(b"x".to_vec(), "unreadable".to_string())]);
+            c.requeue_job(j, "no drive").unwrap();
+            assert_eq!(c.job(j).unwrap().unwrap().status, crate::JobState::Queued);
+            assert_eq!(c.job_reasons(j).unwrap(), ["no drive"]);
         }
     }
 

@@ -302,27 +302,41 @@ impl Catalog {
         Ok(())
     }
 
-    /// Forgets the reasons job `job` failed for (its errors of no path): it goes
-    /// on, and a new failure says its own.
-    pub fn clear_job_reasons(&self, job: i64) -> Result<()> {
-        self.conn
-            .execute(
+    /// Marks a job that had failed or waited as running again, and forgets why
+    /// it stopped (its errors of no path), in one transaction: it goes on, and
+    /// a new failure says its own.
+    pub fn set_job_running(&self, job: i64) -> Result<()> {
+        let run = || -> crate::db::Result<()> {
+            let tx = write_tx(&self.conn)?;
+            tx.execute(
                 "DELETE FROM job_errors WHERE job_id = ?1 AND path = ?2",
                 params![job, Vec::<u8>::new()],
-            )
-            .doing("forget why a job failed")?;
-        Ok(())
-    }
-
-    /// Marks a job that had failed as running again: it goes on.
-    pub fn set_job_running(&self, job: i64) -> Result<()> {
-        self.conn
-            .execute(
+            )?;
+            tx.execute(
                 "UPDATE jobs SET status = ?2 WHERE id = ?1",
                 params![job, JobState::Running],
-            )
-            .doing("mark a job running again")?;
-        Ok(())
+            )?;
+            tx.commit()
+        };
+        run().doing("mark a job running again")
+    }
+
+    /// Puts a running job back to wait on its stage (`queued`), saying why
+    /// (`why`): a resume that could not go on, whose data is still staged.
+    pub fn requeue_job(&self, job: i64, why: &str) -> Result<()> {
+        let run = || -> crate::db::Result<()> {
+            let tx = write_tx(&self.conn)?;
+            tx.execute(
+                "INSERT INTO job_errors (job_id, path, reason) VALUES (?1, ?2, ?3)",
+                params![job, Vec::<u8>::new(), why],
+            )?;
+            tx.execute(
+                "UPDATE jobs SET status = ?2 WHERE id = ?1 AND status = ?3",
+                params![job, JobState::Queued, JobState::Running],
+            )?;
+            tx.commit()
+        };
+        run().doing("put a job back to wait on its stage")
     }
 
     /// Every job, oldest first.

@@ -67,6 +67,30 @@ fn write_tx(conn: &Conn) -> db::Result<db::Tx<'_>> {
     conn.write_tx()
 }
 
+/// A connection to the PostgreSQL server of `url`, with its configuration and
+/// TLS connector. A password not in the URL is taken from `PGPASSWORD`, else
+/// from the password file.
+fn pg_connect(url: &str) -> Result<(postgres::Client, postgres::Config, tls::Connector)> {
+    let fail = |source: db::DbError| CatalogError::Connect {
+        url: redact(url),
+        source,
+    };
+    let mut config: postgres::Config = url.parse().map_err(|e| fail(db::DbError::from(e)))?;
+    if config.get_password().is_none() {
+        if let Some(p) = std::env::var("PGPASSWORD")
+            .ok()
+            .or_else(|| passfile_password(&config))
+        {
+            config.password(p);
+        }
+    }
+    let tls = tls::connector().map_err(|e| fail(db::DbError::Tls(Box::new(e))))?;
+    let client = config
+        .connect(tls.clone())
+        .map_err(|e| fail(db::DbError::from(e)))?;
+    Ok((client, config, tls))
+}
+
 /// The URI that opens the SQLite file at `path` as immutable (`file:` with the
 /// characters a URI gives a meaning to escaped).
 fn immutable_uri(path: &Path) -> String {
@@ -148,29 +172,41 @@ impl Catalog {
     /// A password not in the URL is taken from `PGPASSWORD`, else from the password
     /// file (`PGPASSFILE`, default `~/.pgpass`), as PostgreSQL's own tools take it.
     pub fn connect(url: &str) -> Result<Self> {
-        let fail = |source: db::DbError| CatalogError::Connect {
-            url: redact(url),
-            source,
-        };
-        let mut config: postgres::Config = url.parse().map_err(|e| fail(db::DbError::from(e)))?;
-        if config.get_password().is_none() {
-            if let Some(p) = std::env::var("PGPASSWORD")
-                .ok()
-                .or_else(|| passfile_password(&config))
-            {
-                config.password(p);
-            }
-        }
-        let tls = tls::connector().map_err(|e| fail(db::DbError::Tls(Box::new(e))))?;
-        let client = config
-            .connect(tls.clone())
-            .map_err(|e| fail(db::DbError::from(e)))?;
+        let (client, config, tls) = pg_connect(url)?;
         let mut c = Catalog {
             conn: Conn::postgres(client, config, tls),
             host: String::new(),
         };
         c.migrate()?;
         Ok(c)
+    }
+
+    /// Creates the empty PostgreSQL database `name` (lowercase letters, digits
+    /// and `_`) on the server of `url`, as a user allowed to; the URL of the new
+    /// database, for [`Catalog::connect`]. One server can so keep the catalogs
+    /// of many homes (the end-to-end tests give each home its own).
+    pub fn create_database(url: &str, name: &str) -> Result<String> {
+        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+        if name.is_empty() || name.len() > 63 || !name.chars().all(ok) {
+            return Err(CatalogError::BadDatabaseName {
+                name: name.to_string(),
+            });
+        }
+        let (mut client, _, _) = pg_connect(url)?;
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .map_err(|e| CatalogError::Connect {
+                url: redact(url),
+                source: db::DbError::from(e),
+            })?;
+        let base = url.split('?').next().unwrap_or(url);
+        let at = base
+            .rfind('/')
+            .filter(|i| base[..*i].ends_with(|c| c != '/'));
+        Ok(match at {
+            Some(i) => format!("{}/{name}{}", &base[..i], &url[base.len()..]),
+            None => format!("{base}/{name}{}", &url[base.len()..]),
+        })
     }
 
     /// Which database the catalog is in.

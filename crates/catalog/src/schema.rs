@@ -758,7 +758,7 @@ impl Catalog {
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             let step = || -> crate::db::Result<()> {
                 let tx = self.conn.write_tx()?;
-                tx.execute_batch(sql)?;
+                tx.execute_batch(sql)?; // SQLite only: PostgreSQL migrates below
                 if let Some(c) = tx.as_sqlite() {
                     c.pragma_update(None, "user_version", (i + 1) as i64)?;
                 }

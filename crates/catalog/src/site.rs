@@ -540,6 +540,24 @@ mod tests {
             c.end_ticket(t, None).unwrap();
             assert_eq!(c.live_tickets().unwrap().len(), 1);
             assert_eq!(c.queue_counts().unwrap(), vec![(TicketState::Claimed, 1)]);
+            // A claim whose client did not come ends with why; only its claimer
+            // can drop it.
+            c.drop_claim(u, "b", "not mine").unwrap();
+            assert_eq!(c.ticket(u).unwrap().unwrap().state, TicketState::Claimed);
+            c.drop_claim(u, "a", "its client did not come").unwrap();
+            let dropped = c.ticket(u).unwrap().unwrap();
+            assert_eq!(dropped.state, TicketState::Ended);
+            assert_eq!(dropped.reason.as_deref(), Some("its client did not come"));
+        }
+    }
+
+    both! {
+        fn a_server_that_stops_says_so() {
+            let (_d, c) = scratch();
+            c.register_server("a", "https://a:1", "ab", "{}").unwrap();
+            assert_eq!(c.servers().unwrap()[0].state, "up");
+            c.server_stopped("a").unwrap();
+            assert_eq!(c.servers().unwrap()[0].state, "stopped");
         }
     }
 

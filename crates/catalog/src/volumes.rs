@@ -506,6 +506,21 @@ mod tests {
     }
 
     both! {
+        fn only_the_named_volumes_without_jobs_are_forgotten() {
+            let (_dir, c) = scratch();
+            let mut ids = Vec::new();
+            for bc in ["TL0001L9", "TL0002L9", "TL0003L9"] {
+                ids.push(c.add_volume(bc, [1; 16], "pool", 65536, 0).unwrap().id);
+            }
+            job_on(&c, 1, &[ids[0]]);
+            let named = ["TL0001L9".to_string(), "TL0002L9".to_string()];
+            assert_eq!(c.forget_unused_volumes_among(&named).unwrap(), 1);
+            let left: Vec<String> = c.volumes().unwrap().into_iter().map(|v| v.barcode).collect();
+            assert_eq!(left, ["TL0001L9", "TL0003L9"]);
+        }
+    }
+
+    both! {
         fn volumes_are_listed_by_barcode_with_their_state() {
             let (_dir, c) = scratch();
             for bc in ["TL0002L9", "TL0001L9"] {

@@ -148,6 +148,32 @@ fn open_catalog_to_read(dir: &Path) -> Result<Catalog> {
     }
 }
 
+/// The test hook `TAPELOOM_TEST_PG_URL` (a build with the feature `test-hooks`
+/// only): a new home gets a catalog of its own, a database made for it on that
+/// PostgreSQL server and named in its `home.toml`, instead of a SQLite file, so
+/// that the end-to-end tests run on PostgreSQL as they do on SQLite. A home that
+/// has either already is left as it is.
+#[cfg(feature = "test-hooks")]
+fn test_catalog(dir: &Path) -> Result<()> {
+    use std::hash::{Hash, Hasher};
+    let Ok(server) = std::env::var("TAPELOOM_TEST_PG_URL") else {
+        return Ok(());
+    };
+    if dir.join(HOME_CONFIG).exists() || dir.join(CATALOG_FILE).exists() {
+        return Ok(());
+    }
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    abs.hash(&mut h);
+    let name = format!("tl_{:016x}", h.finish());
+    let url = Catalog::create_database(&server, &name)?;
+    let text = format!("catalog = {:?}\n", url);
+    io(
+        tapeloom_device::fsio::write_atomic(&dir.join(HOME_CONFIG), text.as_bytes()),
+        || format!("write {}", dir.join(HOME_CONFIG).display()),
+    )
+}
+
 /// The SQLite catalog file of the home at `dir` (used when it names no other).
 pub fn catalog_file(dir: &Path) -> PathBuf {
     dir.join(CATALOG_FILE)
@@ -219,6 +245,8 @@ impl Home {
                 source: errno.into(),
             },
         )?;
+        #[cfg(feature = "test-hooks")]
+        test_catalog(dir)?;
         let catalog = open_catalog(dir)?;
         catalog.recover_interrupted()?;
         let home = Home {

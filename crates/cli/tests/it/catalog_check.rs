@@ -9,11 +9,10 @@ fn check(home: &Path) -> (i32, Value, String) {
     run(home, &[OsStr::new("catalog"), OsStr::new("check")])
 }
 
+/// What the foreign keys would refuse is what the check must find: `sql` with
+/// them off.
 fn corrupt(home: &Path, sql: &str) {
-    let c = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    // What the foreign keys would refuse is what the check must find.
-    c.pragma_update(None, "foreign_keys", "OFF").unwrap();
-    c.execute_batch(sql).unwrap();
+    sql_exec(home, sql);
 }
 
 fn kinds(v: &Value) -> Vec<(String, Value)> {
@@ -40,9 +39,10 @@ fn a_sound_catalog_passes_and_a_broken_one_is_named() {
     assert_eq!(v["problems"].as_array().unwrap().len(), 0);
 
     // A file row moved past the end of its segment.
+    let path = blob(&home, b"a/two");
     corrupt(
         &home,
-        "UPDATE files SET start_lbn = 100000, end_lbn = 100001 WHERE path = CAST('a/two' AS BLOB)",
+        &format!("UPDATE files SET start_lbn = 100000, end_lbn = 100001 WHERE path = {path}"),
     );
     let (code, v, err) = check(&home);
     assert_eq!(code, 1, "{v}");

@@ -286,18 +286,12 @@ fn a_clients_job_in_a_pool_with_a_copy_pool_is_copied_by_the_server_as_a_queued_
     // The copy is a job of the server's queue, for the job's client: it ends
     // with the copy whole in the catalog.
     let name = format!("copy of job {job}");
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (entry, state) = loop {
         let q = s.json(&admin, &["queue"]);
         let done = (q["recent"].as_array().unwrap().iter()).find(|e| e["name"] == name.as_str());
-        let state: Option<String> = db
-            .query_row(
-                "SELECT state FROM job_copies WHERE job_id = ?1 AND copy_no = 2",
-                [job],
-                |r| r.get(0),
-            )
-            .ok();
+        let query = format!("SELECT state FROM job_copies WHERE job_id = {job} AND copy_no = 2");
+        let state: Option<String> = sql(&home, &query).first().and_then(|r| r[0].clone());
         if let Some(e) = done {
             break (e.clone(), state);
         }

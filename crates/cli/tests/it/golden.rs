@@ -5,7 +5,6 @@
 //! the catalog is rebuilt from them alone, and they verify and restore.
 
 use crate::common::*;
-use tapeloom_catalog::Catalog;
 use tapeloom_format::{EntryType, Level};
 
 #[test]
@@ -60,7 +59,7 @@ fn version_4_sets_rebuild_with_their_chain_merge_and_restore() {
     let r = ok(&home, &["catalog", "rebuild"]);
     assert_eq!(r["jobs_added"], serde_json::json!([1, 2]), "{r}");
     assert_eq!(r["bad_blocks"], 0);
-    let cat = Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let cat = open_catalog(&home);
     let (full, inc) = (cat.job(1).unwrap().unwrap(), cat.job(2).unwrap().unwrap());
     assert_eq!(
         (full.set.as_str(), full.level, full.base),
@@ -179,7 +178,7 @@ fn check_golden(name: &str, env: &[(&str, &str)], key: &[&str]) {
     assert_eq!(jobs["jobs"][0]["name"], "golden");
     assert_eq!(jobs["jobs"][0]["status"], "ok");
     // A job from before backup sets is a set of its own, a full.
-    let cat = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let cat = open_catalog(&home);
     let j = cat.job(1).unwrap().unwrap();
     assert_eq!(
         (j.set.as_str(), j.level, j.base),

@@ -22,20 +22,13 @@ fn make_tree(src: &Path, dirs: usize, per: usize) {
 
 /// The rows of job `job` in the home's catalog: (path, type, meta_only).
 fn rows(home: &Path, job: i64) -> Vec<(String, i64, bool)> {
-    let c = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let mut st = c
-        .prepare("SELECT path, type, meta_only FROM files WHERE job_id = ?1 ORDER BY path")
-        .unwrap();
-    st.query_map([job], |r| {
-        Ok((
-            String::from_utf8_lossy(&r.get::<_, Vec<u8>>(0)?).into_owned(),
-            r.get(1)?,
-            r.get(2)?,
-        ))
-    })
-    .unwrap()
-    .map(|r| r.unwrap())
-    .collect()
+    let c = open_catalog(home);
+    (c.files(job, None).unwrap().into_iter())
+        .map(|r| {
+            let path = String::from_utf8_lossy(&r.path).into_owned();
+            (path, i64::from(r.kind), r.meta_only)
+        })
+        .collect()
 }
 
 fn size(p: &Path) -> u64 {
@@ -121,13 +114,8 @@ fn an_incremental_holds_exactly_what_changed_and_reads_nothing_else() {
     assert_eq!(meta_rows, meta);
     // Besides those, only directories whose listing changed.
     assert!(r.iter().all(|(p, k, m)| *m || data.contains(p) || *k == 2));
-    let c = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let gone: BTreeSet<String> = c
-        .prepare("SELECT path FROM deletions WHERE job_id = ?1")
-        .unwrap()
-        .query_map([inc_id], |r| r.get::<_, Vec<u8>>(0))
-        .unwrap()
-        .map(|p| String::from_utf8(p.unwrap()).unwrap())
+    let gone: BTreeSet<String> = (open_catalog(&home).deletions(inc_id).unwrap().into_iter())
+        .map(|(p, _)| String::from_utf8(p).unwrap())
         .collect();
     assert_eq!(gone, deleted);
     // The files unchanged since the base were neither opened nor stored.

@@ -51,14 +51,11 @@ fn value(text: &str, series: &str) -> Option<u64> {
 
 /// The bytes of the last sample of drive 0 stored with `job`.
 fn last_drive_sample(home: &Path, job: i64) -> u64 {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    db.query_row(
-        "SELECT bytes FROM samples WHERE job_id = ?1 AND op = 'backup' \
-         AND series = 'drive:0' ORDER BY t_ms DESC LIMIT 1",
-        [job],
-        |r| r.get::<_, i64>(0),
-    )
-    .unwrap() as u64
+    let q = format!(
+        "SELECT bytes FROM samples WHERE job_id = {job} AND op = 'backup' \
+         AND series = 'drive:0' ORDER BY t_ms DESC LIMIT 1"
+    );
+    sql_i64(home, &q) as u64
 }
 
 const DRIVE: &str = "tapeloom_drive_written_bytes_total{drive=\"0\"}";

@@ -199,7 +199,7 @@ fn streams_woven_in_turn_land_the_same_way_on_every_run() {
         args.extend_from_slice(rate);
         args.extend(srcs.iter().map(String::as_str));
         let b = ok(&home, &args);
-        let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+        let c = open_catalog(&home);
         c.extents(b["job_id"].as_i64().unwrap()).unwrap()
     };
     let slow = extents("slow", &["--limit-rate", "20MB"]);

@@ -13,32 +13,15 @@ use std::time::{Duration, Instant};
 /// The catalog's id of the job named `name` (waiting up to 20 s for the server to
 /// record it).
 fn job_named(home: &Path, name: &str) -> i64 {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    let q = format!("SELECT id FROM jobs WHERE name = '{name}'");
     for _ in 0..200 {
-        let id = db.query_row("SELECT id FROM jobs WHERE name = ?1", [name], |r| r.get(0));
-        if let Ok(id) = id {
-            return id;
+        let rows = sql(home, &q);
+        if let Some(id) = rows.first().and_then(|r| r[0].as_deref()) {
+            return id.parse().unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("no job {name} in the catalog");
-}
-
-/// The job's status in the catalog, and its errors' reasons.
-fn job_state(home: &Path, job: i64) -> (String, Vec<String>) {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let status: String = db
-        .query_row("SELECT status FROM jobs WHERE id = ?1", [job], |r| r.get(0))
-        .unwrap();
-    let mut st = db
-        .prepare("SELECT reason FROM job_errors WHERE job_id = ?1")
-        .unwrap();
-    let reasons = st
-        .query_map([job], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<Vec<String>, _>>()
-        .unwrap();
-    (status, reasons)
 }
 
 #[test]

@@ -74,22 +74,23 @@ fn ended_job(
     admin: &str,
     (backup, name): (u64, &str),
 ) -> (String, Vec<String>) {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let q = s.json(admin, &["queue"]);
         let over = (q["recent"].as_array().unwrap().iter()).find(|e| e["backup"] == backup);
-        let row = db.query_row("SELECT id, status FROM jobs WHERE name = ?1", [name], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        });
-        if let (Some(e), Ok((id, status))) = (over, row.as_ref()) {
+        let found = sql(
+            home,
+            &format!("SELECT id, status FROM jobs WHERE name = '{name}'"),
+        );
+        let row = found
+            .first()
+            .map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap()));
+        if let (Some(e), Some((id, status))) = (over, row.as_ref()) {
             assert_eq!(e["state"], "failed", "{name}: {e}");
-            let mut st = db
-                .prepare("SELECT reason FROM job_errors WHERE job_id = ?1")
-                .unwrap();
-            let mut reasons = (st.query_map([id], |r| r.get(0)).unwrap())
-                .collect::<Result<Vec<String>, _>>()
-                .unwrap();
+            let q = format!("SELECT reason FROM job_errors WHERE job_id = {id}");
+            let mut reasons: Vec<String> = (sql(home, &q).into_iter())
+                .filter_map(|r| r[0].clone())
+                .collect();
             reasons.extend(e["reason"].as_str().map(str::to_string));
             reasons.dedup();
             return (status.clone(), reasons);

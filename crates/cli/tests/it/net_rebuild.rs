@@ -8,13 +8,12 @@ use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tapeloom_catalog::Catalog;
 
 const SCHEDULE: &str = "nightly";
 
 /// Every job of the catalog by tag: (id, name, client).
 fn jobs_by_tag(home: &Path) -> BTreeMap<u64, (i64, String, Option<String>)> {
-    let cat = Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let cat = open_catalog(home);
     (cat.jobs().unwrap().into_iter())
         .map(|j| (j.tag, (j.id, j.name, j.client)))
         .collect()

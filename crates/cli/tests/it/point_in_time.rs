@@ -151,12 +151,8 @@ fn each_day_of_a_set_restores_and_lists_as_it_was() {
 
 /// The full gone from the catalog: every later job's tree is refused in one line.
 fn a_chain_without_its_base_is_refused(home: &Path, full: i64) {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
     // As a damaged catalog may leave it: the later jobs without their base.
-    db.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    db.execute("DELETE FROM jobs WHERE id = ?1", [full])
-        .unwrap();
-    drop(db);
+    sql_exec(home, &format!("DELETE FROM jobs WHERE id = {full}"));
     for args in [
         &["ls", "--set", "pit"][..],
         &["restore", "--set", "pit", "--to", "/nonexistent/x"],

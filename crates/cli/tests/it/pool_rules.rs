@@ -84,16 +84,12 @@ fn server_config(s: &Site, more: &str) -> PathBuf {
 /// Waits (up to 90 s) until the catalog holds a whole copy of some job: the
 /// server copies a job as a queued job of its own once the job ends.
 fn wait_for_a_copy(s: &Site, server: &Server) {
-    let db = rusqlite::Connection::open(s.home.join("catalog.sqlite")).unwrap();
     let until = Instant::now() + Duration::from_secs(90);
     loop {
-        let copies: i64 = db
-            .query_row(
-                "SELECT count(*) FROM job_copies WHERE state = 'ok'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap_or(0);
+        let copies = sql_i64(
+            &s.home,
+            "SELECT count(*) FROM job_copies WHERE state = 'ok'",
+        );
         if copies > 0 {
             return;
         }

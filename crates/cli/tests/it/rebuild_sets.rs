@@ -3,7 +3,7 @@
 //! the catalog held before it was lost; a later incremental finds nothing changed.
 
 use crate::common;
-use crate::common::{forget_catalog, ok, write};
+use crate::common::{forget_catalog, ok, open_catalog, write};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -26,7 +26,7 @@ struct JobView {
 }
 
 fn open(home: &Path) -> Catalog {
-    Catalog::open(&home.join("catalog.sqlite")).expect("open the catalog")
+    open_catalog(home)
 }
 
 /// Every job of the catalog, by tag.

@@ -4,11 +4,11 @@
 //! spans blocks (its stream table is larger than one) is found like any other.
 
 use crate::common;
-use crate::common::{forget_catalog, ok, run, write};
+use crate::common::{forget_catalog, ok, open_catalog, run, write};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use tapeloom_catalog::{Catalog, Extent, FileRow, Job, JobVolume, Stream};
+use tapeloom_catalog::{Extent, FileRow, Job, JobVolume, Stream};
 
 /// What the catalog holds of its jobs.
 #[derive(Debug, PartialEq)]
@@ -40,7 +40,7 @@ fn joined(mut x: Vec<Extent>) -> Vec<Extent> {
 }
 
 fn view(home: &Path) -> View {
-    let cat = Catalog::open(&home.join("catalog.sqlite")).expect("open the catalog");
+    let cat = open_catalog(home);
     let mut jobs = Vec::new();
     for mut j in cat.jobs().expect("jobs") {
         // Seconds are timed by the writer; the tapes give the start and end times.

@@ -160,14 +160,15 @@ fn undecodable() -> [(&'static str, Forge); 3] {
 /// Sets the size the catalog's row of `path` gives, as a catalog written from
 /// such a tape would.
 fn catalog_size(home: &Path, job: &str, path: &str, size: u64) {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let n = db
-        .execute(
-            "UPDATE files SET size = ?1 WHERE job_id = ?2 AND path = ?3",
-            rusqlite::params![size as i64, job.parse::<i64>().unwrap(), path.as_bytes()],
-        )
-        .unwrap();
-    assert_eq!(n, 1);
+    let (job, path) = (job.parse::<i64>().unwrap(), blob(home, path.as_bytes()));
+    let row = format!("job_id = {job} AND path = {path}");
+    assert_eq!(
+        sql_i64(home, &format!("SELECT count(*) FROM files WHERE {row}")),
+        1
+    );
+    // As the catalog keeps a size: a signed 64-bit number.
+    let size = size as i64;
+    sql_exec(home, &format!("UPDATE files SET size = {size} WHERE {row}"));
 }
 
 /// Runs `restore JOB --to OUT` and `more` arguments: (exit code, document,

@@ -23,9 +23,7 @@ fn home_with_jobs() -> (tempfile::TempDir, PathBuf, String, String) {
     ok(&home, &["backup", src.to_str().unwrap()]);
     let alice = token(&home, "alice");
     let root = admin_token(&home, "root");
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    db.execute("UPDATE jobs SET client = 'alice' WHERE id = 2", [])
-        .unwrap();
+    sql_exec(&home, "UPDATE jobs SET client = 'alice' WHERE id = 2");
     (t, home, alice, root)
 }
 

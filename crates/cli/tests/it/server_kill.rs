@@ -59,26 +59,9 @@ fn ended(mut c: Child) -> (i32, String) {
 }
 
 /// The catalog's jobs: (id, name, status, reasons).
-fn catalog_jobs(home: &Path) -> Vec<(i64, String, String, Vec<String>)> {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let mut st = db.prepare("SELECT id, name, status FROM jobs").unwrap();
-    let jobs: Vec<(i64, String, String)> = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut st = db
-        .prepare("SELECT reason FROM job_errors WHERE job_id = ?1")
-        .unwrap();
-    (jobs.into_iter())
-        .map(|(id, name, status)| {
-            let reasons = st
-                .query_map([id], |r| r.get(0))
-                .unwrap()
-                .collect::<Result<Vec<String>, _>>()
-                .unwrap();
-            (id, name, status, reasons)
-        })
+fn jobs_with_reasons(home: &Path) -> Vec<(i64, String, String, Vec<String>)> {
+    (catalog_jobs(home).into_iter())
+        .map(|(id, name, status)| (id, name, status, job_state(home, id).1))
         .collect()
 }
 
@@ -88,7 +71,7 @@ fn wait_resumed(home: &Path, secs: u64) -> Vec<(i64, String, String, Vec<String>
     let until = Instant::now() + Duration::from_secs(secs);
     loop {
         let left = server_kit::spooled_chunks(home);
-        let cat = catalog_jobs(home);
+        let cat = jobs_with_reasons(home);
         if left == 0 && cat.iter().all(|j| j.2 != "running") {
             return cat;
         }
@@ -258,9 +241,14 @@ fn jobs_a_killed_server_will_resume_are_queued_never_failed() {
     // From the restart until all three ended: never failed.
     let until = Instant::now() + Duration::from_secs(180);
     let mut seen_queued = false;
+    let mut seen = Vec::new();
     let cat = loop {
         let jobs = s2.json(&admin, &["jobs"]);
         let list = jobs["jobs"].as_array().unwrap().clone();
+        let now: Vec<String> = list.iter().map(|j| j["status"].to_string()).collect();
+        if seen.last() != Some(&now) {
+            seen.push(now);
+        }
         for j in &list {
             assert_ne!(j["status"], "failed", "{j}");
             if j["status"] == "queued" {
@@ -275,7 +263,11 @@ fn jobs_a_killed_server_will_resume_are_queued_never_failed() {
         assert!(Instant::now() < until, "not resumed: {jobs}\n{}", s2.log());
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(seen_queued, "no job was seen waiting: {cat:?}");
+    assert!(
+        seen_queued,
+        "no job was seen waiting: {seen:?}\n{}",
+        s2.log()
+    );
     for (i, (tok, src)) in sent.iter().enumerate() {
         let mine = (cat.iter()).find(|j| j["client"] == format!("c{i}").as_str());
         let job = mine.expect("a job of each client")["job_id"].to_string();

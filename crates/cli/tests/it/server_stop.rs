@@ -3,37 +3,13 @@
 //! panic in the drives' writer fails only its job.
 
 use crate::common::server_kit::{self, admin_token, home_with_clients, Server};
-use crate::common::{self, ok, write};
+use crate::common::{self, catalog_jobs, job_state, ok, write};
 use std::path::Path;
 use std::time::Duration;
 
-/// A job's status and reasons in the catalog.
-fn job_state(home: &Path, job: i64) -> (String, Vec<String>) {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let status: String = db
-        .query_row("SELECT status FROM jobs WHERE id = ?1", [job], |r| r.get(0))
-        .unwrap();
-    let mut q = db
-        .prepare("SELECT reason FROM job_errors WHERE job_id = ?1")
-        .unwrap();
-    let reasons = q
-        .query_map([job], |r| r.get::<_, String>(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    (status, reasons)
-}
-
 /// Every job of the catalog: (id, name, status).
 fn jobs(home: &Path) -> Vec<(i64, String, String)> {
-    let db = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
-    let mut q = db
-        .prepare("SELECT id, name, status FROM jobs ORDER BY id")
-        .unwrap();
-    q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    catalog_jobs(home)
 }
 
 /// A tree of `files` files of `size` bytes under `dir`.

@@ -500,12 +500,11 @@ const FIRST_FILE_STAGED: i64 = 300_000;
 /// Bytes the catalog of `home` records on its stages for the first stream of its
 /// running job (read beside the running backup: the catalog is in WAL mode).
 fn staged_bytes(home: &Path) -> i64 {
-    let Ok(db) = rusqlite::Connection::open(home.join("catalog.sqlite")) else {
-        return 0;
-    };
     let q = "SELECT coalesce(sum(bytes), 0) FROM staged_chunks WHERE stream = 1 AND job_id IN \
              (SELECT id FROM jobs WHERE status = 'running')";
-    db.query_row(q, [], |r| r.get(0)).unwrap_or(0)
+    let rows = sql_try(home, q).unwrap_or_default();
+    let n = rows.first().and_then(|r| r[0].as_deref()?.parse().ok());
+    n.unwrap_or(0)
 }
 
 #[test]

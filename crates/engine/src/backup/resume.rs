@@ -52,6 +52,26 @@ pub fn resume_job(home: &Home, job_id: i64, progress: Arc<Progress>) -> Result<B
 pub fn resume_job_on(
     home: &Home,
     job_id: i64,
+    on: (DriveSet, Option<&StageSet>),
+    progress: Arc<Progress>,
+) -> Result<BackupReport> {
+    // Why the job stopped (its process did) is no longer so: it runs again.
+    home.catalog.set_job_running(job_id)?;
+    let r = resume_running(home, job_id, on, progress);
+    if let Err(e) = &r {
+        // Its data is still on the stages: it waits there to be resumed again.
+        let why = format!("its resume stopped: {e}");
+        if let Err(e2) = home.catalog.requeue_job(job_id, &why) {
+            tracing::warn!(job = job_id, "put the job back to wait on its stage: {e2}");
+        }
+    }
+    r
+}
+
+/// [`resume_job_on`] of a job marked running.
+fn resume_running(
+    home: &Home,
+    job_id: i64,
     (drives, stages): (DriveSet, Option<&StageSet>),
     progress: Arc<Progress>,
 ) -> Result<BackupReport> {
@@ -72,8 +92,6 @@ pub fn resume_job_on(
         .map(|s| (s.stream, s.name))
         .collect();
     let rows = cat.files(job_id, None)?;
-    // Why the job failed (its process stopped) is no longer so: it goes on.
-    cat.clear_job_reasons(job_id)?;
     name_what_was_cut(home, job_id, &chunks, &names, &rows)?;
     let prior = prior(home, job_id, &rows)?;
     let extents = cat.extents(job_id)?;
@@ -146,7 +164,6 @@ pub fn resume_job_on(
         scan: Arc::default(),
         set: set_of(cat, &job)?,
     };
-    cat.set_job_running(job_id)?;
     let mounted = mount_all(
         home,
         &tapes,

@@ -218,10 +218,135 @@ pub fn holds_chunk_file(dir: &Path) -> bool {
     })
 }
 
-/// Deletes a home's catalog (and its WAL files), as if it were lost.
+/// Deletes a home's catalog (and its WAL files), as if it were lost; on
+/// PostgreSQL, every table of its database.
 pub fn forget_catalog(home: &Path) {
+    if catalog_url(home).is_some() {
+        sql_exec(home, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+        return;
+    }
     for f in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
         let _ = std::fs::remove_file(home.join(f));
+    }
+}
+
+/// The PostgreSQL catalog the home names in its `home.toml`, if any: under
+/// `TAPELOOM_TEST_PG_URL` every new home has one (`scripts/test.sh` runs the
+/// suite so a second time).
+pub fn catalog_url(home: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(home.join("home.toml")).ok()?;
+    let v: toml::Table = text.parse().ok()?;
+    v.get("catalog")?.as_str().map(str::to_string)
+}
+
+/// The home's catalog, on whichever database it is; on PostgreSQL working for
+/// the home's name, as the home's own commands do.
+pub fn open_catalog(home: &Path) -> tapeloom_catalog::Catalog {
+    match catalog_url(home) {
+        Some(url) => {
+            let mut c = tapeloom_catalog::Catalog::connect(&url).unwrap();
+            c.set_host(&tapeloom_engine::home_name(home).unwrap());
+            c
+        }
+        None => tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap(),
+    }
+}
+
+/// The rows `query` finds in the home's catalog (SQLite or PostgreSQL), each
+/// value as text (NULL as none). Values are written into the query: the two
+/// databases share no form of parameters here.
+pub fn sql(home: &Path, query: &str) -> Vec<Vec<Option<String>>> {
+    sql_try(home, query).unwrap_or_else(|e| panic!("{query}: {e}"))
+}
+
+/// [`sql`], or why it failed (a catalog not made yet, a busy one).
+pub fn sql_try(home: &Path, query: &str) -> Result<Vec<Vec<Option<String>>>, String> {
+    if let Some(url) = catalog_url(home) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).map_err(|e| e.to_string())?;
+        let rows = c.simple_query(query).map_err(|e| e.to_string())?;
+        return Ok((rows.iter())
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                }
+                _ => None,
+            })
+            .collect());
+    }
+    let file = home.join("catalog.sqlite");
+    if !file.exists() {
+        return Err(format!("{} does not exist", file.display()));
+    }
+    let c = rusqlite::Connection::open(file).map_err(|e| e.to_string())?;
+    let mut st = c.prepare(query).map_err(|e| e.to_string())?;
+    let n = st.column_count();
+    let rows = st.query_map([], |r| {
+        (0..n)
+            .map(|i| {
+                use rusqlite::types::ValueRef;
+                Ok(match r.get_ref(i)? {
+                    ValueRef::Null => None,
+                    ValueRef::Integer(v) => Some(v.to_string()),
+                    ValueRef::Real(v) => Some(v.to_string()),
+                    ValueRef::Text(t) | ValueRef::Blob(t) => {
+                        Some(String::from_utf8_lossy(t).into_owned())
+                    }
+                })
+            })
+            .collect::<rusqlite::Result<Vec<_>>>()
+    });
+    (rows.and_then(|r| r.collect::<rusqlite::Result<_>>())).map_err(|e| e.to_string())
+}
+
+/// A job's status and the reasons among its errors, from the home's catalog.
+pub fn job_state(home: &Path, job: i64) -> (String, Vec<String>) {
+    let status = sql(home, &format!("SELECT status FROM jobs WHERE id = {job}"));
+    let status = status[0][0].clone().unwrap();
+    let q = format!("SELECT reason FROM job_errors WHERE job_id = {job}");
+    let reasons = sql(home, &q).into_iter().filter_map(|r| r[0].clone());
+    (status, reasons.collect())
+}
+
+/// Every job of the home's catalog: (id, name, status), by id.
+pub fn catalog_jobs(home: &Path) -> Vec<(i64, String, String)> {
+    let rows = sql(home, "SELECT id, name, status FROM jobs ORDER BY id");
+    (rows.into_iter())
+        .map(|r| {
+            let text = |i: usize| r[i].clone().unwrap_or_default();
+            (text(0).parse().unwrap(), text(1), text(2))
+        })
+        .collect()
+}
+
+/// The one number `query` finds in the home's catalog.
+pub fn sql_i64(home: &Path, query: &str) -> i64 {
+    let rows = sql(home, query);
+    let v = rows.first().and_then(|r| r.first().cloned().flatten());
+    v.and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{query}: {rows:?}"))
+}
+
+/// Runs statements on the home's catalog (SQLite or PostgreSQL), as a damaged
+/// catalog or another tool might have left it (SQLite's foreign keys off).
+pub fn sql_exec(home: &Path, statements: &str) {
+    if let Some(url) = catalog_url(home) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        // Foreign keys off, as for SQLite (the tests connect as a superuser).
+        let all = format!("SET session_replication_role = replica; {statements}");
+        c.batch_execute(&all).unwrap();
+        return;
+    }
+    let c = rusqlite::Connection::open(home.join("catalog.sqlite")).unwrap();
+    c.execute_batch(&format!("PRAGMA foreign_keys = OFF; {statements}"))
+        .unwrap();
+}
+
+/// `bytes` as a literal of the home's catalog's SQL (a BLOB or a BYTEA).
+pub fn blob(home: &Path, bytes: &[u8]) -> String {
+    let hex = hex::encode(bytes);
+    match catalog_url(home) {
+        Some(_) => format!("'\\x{hex}'::bytea"),
+        None => format!("x'{hex}'"),
     }
 }
 
@@ -235,7 +360,7 @@ pub fn stage_chunk(
     blocks: usize,
 ) -> tapeloom_catalog::StagedChunk {
     use tapeloom_format::{Kind, StreamPacker};
-    let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let c = open_catalog(home);
     let s = c.stage_by_path(stage).unwrap().expect("a stage");
     let mut p = StreamPacker::new(stream, job as u64, 4096);
     for _ in 0..blocks {
@@ -254,7 +379,7 @@ pub fn stage_chunk(
 
 /// Marks chunk 0 of `stream` of `job` as on tape in the home's catalog.
 pub fn despool(home: &Path, job: i64, stream: u16) {
-    let c = tapeloom_catalog::Catalog::open(&home.join("catalog.sqlite")).unwrap();
+    let c = open_catalog(home);
     c.mark_chunk_despooled(job, stream, 0).unwrap();
 }
 

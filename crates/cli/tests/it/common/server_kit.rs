@@ -416,15 +416,10 @@ pub fn client_command(url: &str, fingerprint: &str, token: &str, args: &[&str]) 
 /// Chunks the catalog of `home` holds as spooled on its stages (not yet on
 /// tape); 1 when the catalog cannot be read now.
 pub fn spooled_chunks(home: &Path) -> i64 {
-    let Ok(db) = rusqlite::Connection::open(home.join("catalog.sqlite")) else {
-        return 1;
-    };
-    db.query_row(
-        "SELECT COUNT(*) FROM staged_chunks WHERE state = 'spooled'",
-        [],
-        |r| r.get(0),
-    )
-    .unwrap_or(1)
+    let q = "SELECT COUNT(*) FROM staged_chunks WHERE state = 'spooled'";
+    let rows = crate::common::sql_try(home, q).unwrap_or_default();
+    let n = rows.first().and_then(|r| r[0].as_deref()?.parse().ok());
+    n.unwrap_or(1)
 }
 
 /// A new token of `home` for client `name` (`server token add`).
