@@ -165,21 +165,18 @@ pub struct Context {
 impl Context {
     /// Opens (and locks) the home folder.
     pub fn open_home(&self) -> Result<Home> {
-        let dir = self
-            .home
-            .clone()
-            .unwrap_or_else(tapeloom_engine::default_home);
-        Ok(Home::open(&dir)?)
+        Ok(Home::open(&self.home_dir())?)
     }
 
     /// Opens the home for a command that only reads it: also a home on a
     /// read-only file system ([`Home::open_to_read`]).
     pub fn open_home_to_read(&self) -> Result<Home> {
-        let dir = self
-            .home
-            .clone()
-            .unwrap_or_else(tapeloom_engine::default_home);
-        Ok(Home::open_to_read(&dir)?)
+        Ok(Home::open_to_read(&self.home_dir())?)
+    }
+
+    /// The home folder: `--home`, else the default one.
+    fn home_dir(&self) -> std::path::PathBuf {
+        (self.home.clone()).unwrap_or_else(tapeloom_engine::default_home)
     }
 
     /// Whether the output is for people.

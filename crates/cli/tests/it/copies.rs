@@ -5,6 +5,7 @@
 
 use crate::common::*;
 use std::ffi::OsStr;
+use std::path::PathBuf;
 
 /// `args` refused with a one-line error naming all of `words`.
 fn refused(home: &std::path::Path, args: &[&str], words: &[&str]) {
@@ -325,23 +326,32 @@ enum Damage {
     LoadFails,
 }
 
+/// A job of pool `main`, copied to `vault`, on a library of two drives, six
+/// slots and a mail slot, its cartridges unloaded: (home, its source, the job,
+/// its own cartridge, its copy's cartridge).
+fn copied_job(t: &std::path::Path) -> (PathBuf, PathBuf, String, String, String) {
+    let home = t.join("home");
+    library_with(&home, 2, 6, "64M", &["--mail-slots", "1"]);
+    ok(&home, &["pool", "create", "vault"]);
+    ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
+    let src = t.join("src");
+    tree(&src, 1);
+    let b = ok(&home, &["backup", p(&src), "--pool", "main"]);
+    let job = b["job_id"].to_string();
+    let own = b["volumes"][0].as_str().unwrap().to_string();
+    let copy = b["copy"]["cartridges"][0].as_str().unwrap().to_string();
+    ok(&home, &["library", "unload"]);
+    (home, src, job, own, copy)
+}
+
 /// A job in pool `main` copied to `vault`, its own cartridge then damaged as
 /// `how`; the restore reads copy 2, identical, and its JSON names the
 /// cartridge passed over and why.
 fn restore_past(how: Damage) {
     let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    library_with(&home, 2, 6, "64M", &["--mail-slots", "1"]);
-    ok(&home, &["pool", "create", "vault"]);
-    ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
-    let src = t.path().join("src");
-    tree(&src, 1);
-    let b = ok(&home, &["backup", p(&src), "--pool", "main"]);
-    let job = b["job_id"].to_string();
-    let own = b["volumes"][0].as_str().unwrap().to_string();
+    let (home, src, job, own, _) = copied_job(t.path());
     let other = t.path().join("other");
     write(&other.join("x"), b"another job on another cartridge");
-    ok(&home, &["library", "unload"]);
     let tapes = home.join("library/tapes");
     let files = |b: &str| [format!("{b}.data"), format!("{b}.idx")];
     let mut env = Vec::new();
@@ -409,17 +419,7 @@ fn a_restore_reads_the_copy_past_a_cartridge_that_fails_to_load() {
 #[test]
 fn a_restore_no_copy_can_serve_names_every_cartridge_tried() {
     let t = tempfile::tempdir().unwrap();
-    let home = t.path().join("home");
-    library(&home, 2, 4, "64M");
-    ok(&home, &["pool", "create", "vault"]);
-    ok(&home, &["pool", "create", "main", "--copy-to", "vault"]);
-    let src = t.path().join("src");
-    tree(&src, 1);
-    let b = ok(&home, &["backup", p(&src), "--pool", "main"]);
-    let job = b["job_id"].to_string();
-    let own = b["volumes"][0].as_str().unwrap().to_string();
-    let copy = b["copy"]["cartridges"][0].as_str().unwrap().to_string();
-    ok(&home, &["library", "unload"]);
+    let (home, _, job, own, copy) = copied_job(t.path());
     let tapes = home.join("library/tapes");
     for bc in [&own, &copy] {
         for ext in ["data", "idx"] {
