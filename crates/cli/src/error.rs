@@ -85,7 +85,20 @@ pub fn no_hint(_: &Error) -> Option<&'static str> {
 pub fn ops(e: tapeloom_ops::OpsError) -> anyhow::Error {
     match e {
         tapeloom_ops::OpsError::Engine(e) => anyhow::Error::new(*e),
+        tapeloom_ops::OpsError::Catalog(e) => anyhow::Error::new(e),
         other => anyhow::Error::new(other),
+    }
+}
+
+/// An operation's result as the command line reports it (see [`ops`]).
+pub trait OpsResult<T> {
+    /// The result, its error as [`ops`] makes it.
+    fn ops(self) -> anyhow::Result<T>;
+}
+
+impl<T> OpsResult<T> for tapeloom_ops::Result<T> {
+    fn ops(self) -> anyhow::Result<T> {
+        self.map_err(ops)
     }
 }
 

@@ -27,7 +27,23 @@ pub fn now() -> Result<Timestamp> {
     if let Some(t) = hooked::now()? {
         return Ok(t);
     }
-    Ok(Timestamp::now())
+    Ok(system())
+}
+
+/// The system clock, which no test hook moves: for what is measured in real
+/// time (a sample's wall time, a stage chunk's age, a file's access time). This is
+/// the one place tapeloom reads `SystemTime::now`; `scripts/layers.py` fails on
+/// any other.
+pub fn system() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp::from_nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// [`system`] in nanoseconds since the Unix epoch.
+pub fn system_ns() -> i64 {
+    system().as_nanos()
 }
 
 /// How many times faster than real time the clock runs: none (real time). In a
@@ -72,7 +88,7 @@ mod hooked {
         let start = match START.get() {
             Some(s) => *s,
             None => {
-                let base = standing()?.unwrap_or_else(Timestamp::now);
+                let base = standing()?.unwrap_or_else(super::system);
                 *START.get_or_init(|| (Instant::now(), base))
             }
         };

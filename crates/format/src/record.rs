@@ -123,16 +123,6 @@ impl Timestamp {
             nanos: ns.rem_euclid(1_000_000_000) as u32,
         }
     }
-    /// The current time.
-    pub fn now() -> Self {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timestamp {
-            secs: d.as_secs() as i64,
-            nanos: d.subsec_nanos(),
-        }
-    }
 }
 
 /// The type of a file system object.

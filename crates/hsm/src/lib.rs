@@ -75,11 +75,9 @@ pub fn manage(home: &Home, dir: &Path, pool: &str) -> Result<HsmRoot> {
     root.ok_or(HsmError::NotManaged(abs))
 }
 
-/// Nanoseconds since the epoch.
+/// Nanoseconds since the epoch, on the system clock.
 pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
+    tapeloom_engine::clock::system_ns()
 }
 
 /// A managed folder's path.

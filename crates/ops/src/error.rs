@@ -35,6 +35,9 @@ pub enum OpsError {
         /// The fingerprint the pool was given.
         wanted: String,
     },
+    /// The system gave no random bytes.
+    #[error("read random bytes: {0}")]
+    Random(String),
     /// A pool's copy pool must be another pool that exists.
     #[error("pool {pool}: its copy pool {copy_pool} must be another pool that exists (`tapeloom pool create {copy_pool}` first)")]
     BadCopyPool {

@@ -16,11 +16,15 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod access;
 pub mod backup;
 pub mod copies;
 mod error;
 mod keys;
 pub mod pools;
+pub mod stages;
+pub mod tokens;
 
+pub use access::{Catalogued, Conn};
 pub use error::{OpsError, Result};
 pub use keys::{pool_key, KeySource, NoKeys};

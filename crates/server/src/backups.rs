@@ -356,10 +356,7 @@ pub fn random_tag() -> u64 {
     let mut b = [0u8; 8];
     if getrandom::fill(&mut b).is_err() {
         // No randomness: the time, which is unique enough for one server.
-        let ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(7, |d| d.as_nanos() as u64);
-        return ns;
+        return tapeloom_engine::clock::system_ns().unsigned_abs();
     }
     u64::from_le_bytes(b)
 }

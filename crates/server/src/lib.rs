@@ -63,16 +63,7 @@ use std::sync::Arc;
 use tapeloom_engine::Home;
 use tapeloom_proto::{tls, ServerError};
 
-/// What every token starts with, so one found in a file or a log is recognised.
-pub const TOKEN_PREFIX: &str = "tl_";
-
-/// The SHA-256 of a token, as the catalog keeps it.
-pub fn token_hash(token: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, token);
-    let mut h = [0; 32];
-    h.copy_from_slice(d.as_ref());
-    h
-}
+pub use tapeloom_ops::tokens::{hash as token_hash, PREFIX as TOKEN_PREFIX};
 
 /// A server bound to its address, its drives' thread and its schedules started,
 /// ready to serve ([`Server::serve`]).

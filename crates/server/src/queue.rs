@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::SystemTime;
 use tapeloom_engine::Progress;
 
 use super::metrics::{DriveTally, Jobs};
@@ -159,9 +158,7 @@ impl Queue {
     /// Adds a request of `client` for job `name` as number `backup` (a site's
     /// ticket's).
     pub fn add_as(&self, backup: u64, client: &str, name: &str, origin: &str) {
-        let queued_at = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let queued_at = u64::try_from(tapeloom_engine::clock::system().secs).unwrap_or(0);
         let entry = Entry {
             backup,
             job: None,

@@ -2,13 +2,11 @@
 //! (`backup --pool NAME`), each with its own rules.
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::output::{self, emit, Output};
 use anyhow::{Context as _, Result};
-use serde::Serialize;
-use std::collections::HashMap;
-use tapeloom_catalog::Pool;
-use tapeloom_device::TapeLibrary;
 use tapeloom_engine::{escape_controls, Home};
+use tapeloom_ops::pools::{self, Pool, PoolKey, PoolOut, Pools};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -76,51 +74,9 @@ impl Args {
         let home = ctx.open_home()?;
         match self.cmd {
             Cmd::Create(a) => emit(&create(a, &home)?, ctx.json),
-            Cmd::List => emit(&list(&home)?, ctx.json),
+            Cmd::List => emit(&pools::list(&home).ops()?, ctx.json),
         }
     }
-}
-
-/// A pool as `pool create` and `pool list` show it.
-#[derive(Serialize)]
-pub struct PoolOut {
-    name: String,
-    retention_s: Option<u64>,
-    max_jobs_per_volume: Option<u64>,
-    append: bool,
-    worm: bool,
-    cartridges: Vec<CartridgeOut>,
-    bytes_used: u64,
-    jobs: u64,
-    /// The key file that encrypts its jobs, if it has one.
-    key: Option<PoolKeyOut>,
-    /// The pool its jobs are copied to once they end, if any.
-    copy_to: Option<String>,
-    /// The share of expired data (percent) from which `repack --pool` reclaims
-    /// one of its cartridges, if any.
-    reclaim_percent: Option<u32>,
-}
-
-/// A pool's key file.
-#[derive(Serialize)]
-struct PoolKeyOut {
-    file: String,
-    fingerprint: String,
-}
-
-/// A cartridge of a pool: labelled into it, or assigned to it and still blank.
-#[derive(Serialize)]
-struct CartridgeOut {
-    barcode: String,
-    /// `labelled` or `assigned`.
-    state: String,
-    /// Bytes on it, where the library knows without loading it.
-    bytes_used: Option<u64>,
-    jobs: u64,
-    /// When it expires (RFC 3339, as `jobs` prints times): when every job on it
-    /// is past the pool's retention; null for never (no retention, WORM, no job
-    /// yet, suspect, or expired already).
-    expires: Option<String>,
 }
 
 fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
@@ -130,14 +86,14 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
             let kf = tapeloom_engine::read_key_file(f)?;
             let path = std::path::absolute(f)
                 .with_context(|| format!("resolve key file {}", f.display()))?;
-            Some(tapeloom_catalog::PoolKey {
+            Some(PoolKey {
                 key_file: path.to_string_lossy().into_owned(),
                 fingerprint: kf.fingerprint.to_string(),
             })
         }
         None => None,
     };
-    let new = tapeloom_ops::pools::NewPool {
+    let new = pools::NewPool {
         pool: Pool {
             name: a.name,
             retention_s: a.retention.map(|d| d.as_secs()),
@@ -151,103 +107,37 @@ fn create(a: CreateArgs, home: &Home) -> Result<PoolOut> {
         copy_to: a.copy_to,
         reclaim: a.reclaim,
     };
-    let pool = tapeloom_ops::pools::create(home, new).map_err(crate::error::ops)?;
-    describe(home, &*home.library()?, &HashMap::new(), &pool)
+    let pool = pools::create(home, new).ops()?;
+    pools::show(home, &pool).ops()
 }
 
-/// Every pool, by name.
-#[derive(Serialize)]
-pub struct Pools {
-    pools: Vec<PoolOut>,
-}
-
-fn list(home: &Home) -> Result<Pools> {
-    let lib = home.library()?;
-    let expiries = tapeloom_engine::expiries(home)?;
-    let pools = home
-        .catalog
-        .pools()?
-        .iter()
-        .map(|p| describe(home, &*lib, &expiries, p))
-        .collect::<Result<_>>()?;
-    Ok(Pools { pools })
-}
-
-/// A pool with its cartridges: its labelled volumes, then the barcodes assigned to
-/// it and not labelled yet.
-fn describe(
-    home: &Home,
-    lib: &dyn TapeLibrary,
-    expiries: &HashMap<String, i64>,
-    p: &Pool,
-) -> Result<PoolOut> {
-    let mut cartridges = Vec::new();
-    for v in home.catalog.volumes()?.iter().filter(|v| v.pool == p.name) {
-        cartridges.push(CartridgeOut {
-            barcode: v.barcode.clone(),
-            state: "labelled".into(),
-            bytes_used: lib.cartridge_bytes(&v.barcode),
-            jobs: home.catalog.jobs_on_volume(v.id)?,
-            expires: expiries.get(&v.barcode).map(|t| output::time(*t)),
-        });
-    }
-    for b in home.catalog.assigned_cartridges(&p.name)? {
-        if !cartridges.iter().any(|c| c.barcode == b) {
-            cartridges.push(CartridgeOut {
-                bytes_used: lib.cartridge_bytes(&b),
-                barcode: b,
-                state: "assigned".into(),
-                jobs: 0,
-                expires: None,
-            });
-        }
-    }
-    Ok(PoolOut {
-        key: home.catalog.pool_key(&p.name)?.map(|k| PoolKeyOut {
-            file: k.key_file,
-            fingerprint: k.fingerprint,
-        }),
-        copy_to: home.catalog.pool_copy(&p.name)?,
-        reclaim_percent: home.catalog.pool_reclaim(&p.name)?,
-        name: p.name.clone(),
-        retention_s: p.retention_s,
-        max_jobs_per_volume: p.max_jobs_per_volume,
-        append: p.append,
-        worm: p.worm,
-        bytes_used: cartridges.iter().filter_map(|c| c.bytes_used).sum(),
-        jobs: home.catalog.jobs_in_pool(&p.name)?,
-        cartridges,
-    })
-}
-
-impl PoolOut {
-    fn print_rules(&self) {
-        let retention = self.retention_s.map_or("forever".to_string(), duration);
-        let max = self
-            .max_jobs_per_volume
-            .map_or("no limit".to_string(), |n| n.to_string());
-        outln!(
+/// A pool's rules, on lines of their own.
+fn print_rules(p: &PoolOut) {
+    let retention = p.retention_s.map_or("forever".to_string(), duration);
+    let max = p
+        .max_jobs_per_volume
+        .map_or("no limit".to_string(), |n| n.to_string());
+    outln!(
             "pool {}: retention {retention}, jobs per volume {max}, append {}{}; {} cartridges, {}, {} jobs",
-            escape_controls(&self.name),
-            self.append,
-            if self.worm { ", WORM" } else { "" },
-            self.cartridges.len(),
-            output::bytes(self.bytes_used),
-            self.jobs
+            escape_controls(&p.name),
+            p.append,
+            if p.worm { ", WORM" } else { "" },
+            p.cartridges.len(),
+            output::bytes(p.bytes_used),
+            p.jobs
         );
-        if let Some(c) = &self.copy_to {
-            outln!("  jobs copied to pool {}", escape_controls(c));
-        }
-        if let Some(n) = self.reclaim_percent {
-            outln!("  a cartridge is reclaimed (`repack --pool`) at {n}% expired");
-        }
-        if let Some(k) = &self.key {
-            outln!(
-                "  jobs encrypted with key {} ({})",
-                k.fingerprint,
-                escape_controls(&k.file)
-            );
-        }
+    if let Some(c) = &p.copy_to {
+        outln!("  jobs copied to pool {}", escape_controls(c));
+    }
+    if let Some(n) = p.reclaim_percent {
+        outln!("  a cartridge is reclaimed (`repack --pool`) at {n}% expired");
+    }
+    if let Some(k) = &p.key {
+        outln!(
+            "  jobs encrypted with key {} ({})",
+            k.fingerprint,
+            escape_controls(&k.file)
+        );
     }
 }
 
@@ -266,14 +156,14 @@ fn duration(secs: u64) -> String {
 
 impl Output for PoolOut {
     fn print(&self) {
-        self.print_rules();
+        print_rules(self);
     }
 }
 
 impl Output for Pools {
     fn print(&self) {
         for p in &self.pools {
-            p.print_rules();
+            print_rules(p);
             for c in &p.cartridges {
                 let used = c.bytes_used.map_or("?".to_string(), output::bytes);
                 let expires = c

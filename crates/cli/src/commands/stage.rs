@@ -1,14 +1,14 @@
 //! `tapeloom stage ...`: the disk stages backups spool to before tape.
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::output::{self, emit, Output};
 use crate::size;
 use anyhow::Result;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tapeloom_catalog::{Catalog, ChunkFilter, ChunkState, Stage, StageUse};
-use tapeloom_engine::{escape_controls, stage as engine_stage};
+use tapeloom_engine::escape_controls;
+use tapeloom_ops::stages::{self, Added, List, Removed, Status};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -57,28 +57,10 @@ impl Args {
         let mut home = ctx.open_home()?;
         let json = ctx.json;
         match self.cmd {
-            Cmd::Add(a) => {
-                let s = engine_stage::add_stage(&home.catalog, &a.dir, a.size)?;
-                emit(&Added::from(&s), json)
-            }
-            Cmd::List => {
-                open_stages(&home.catalog)?;
-                emit(&list(&home.catalog)?, json)
-            }
-            Cmd::Remove(a) => {
-                let (s, deleted) = engine_stage::remove_stage(&mut home.catalog, &a.dir)?;
-                emit(
-                    &Removed {
-                        path: s.path.display().to_string(),
-                        chunk_files_deleted: deleted,
-                    },
-                    json,
-                )
-            }
-            Cmd::Status => {
-                open_stages(&home.catalog)?;
-                emit(&status(&home.catalog)?, json)
-            }
+            Cmd::Add(a) => emit(&stages::add(&home, &a.dir, a.size).ops()?, json),
+            Cmd::List => emit(&stages::list(&home).ops()?, json),
+            Cmd::Remove(a) => emit(&stages::remove(&mut home, &a.dir).ops()?, json),
+            Cmd::Status => emit(&stages::status(&home).ops()?, json),
             Cmd::Resume { key } => {
                 key.give(&mut home)?;
                 emit(&resume(&home)?, json)
@@ -123,29 +105,6 @@ pub fn resume(home: &tapeloom_engine::Home) -> Result<Resumed> {
     Ok(Resumed { jobs })
 }
 
-/// Deletes the files of kept chunks whose time ran out before the stages are shown.
-/// Only that: a backup may be spooling to them now.
-fn open_stages(catalog: &Catalog) -> Result<()> {
-    engine_stage::expire_kept_chunks(catalog)?;
-    Ok(())
-}
-
-/// The stage `stage add` added.
-#[derive(Serialize)]
-pub struct Added {
-    path: String,
-    size: u64,
-}
-
-impl From<&Stage> for Added {
-    fn from(s: &Stage) -> Self {
-        Added {
-            path: s.path.display().to_string(),
-            size: s.size_limit,
-        }
-    }
-}
-
 impl Output for Added {
     fn print(&self) {
         outln!(
@@ -156,13 +115,6 @@ impl Output for Added {
     }
 }
 
-/// The stage `stage remove` removed.
-#[derive(Serialize)]
-pub struct Removed {
-    path: String,
-    chunk_files_deleted: u64,
-}
-
 impl Output for Removed {
     fn print(&self) {
         outln!(
@@ -171,49 +123,6 @@ impl Output for Removed {
             self.chunk_files_deleted
         );
     }
-}
-
-/// One stage's size and use. `used` counts the chunks not yet on tape and those kept
-/// on the stage after tape.
-#[derive(Serialize)]
-struct StageRow {
-    path: String,
-    size: u64,
-    used: u64,
-    free: u64,
-}
-
-/// Every stage.
-#[derive(Serialize)]
-pub struct List {
-    stages: Vec<StageRow>,
-}
-
-fn stage_rows(catalog: &Catalog) -> Result<Vec<(Stage, StageRow)>> {
-    let usage = catalog.stage_use()?;
-    Ok(catalog
-        .stages()?
-        .into_iter()
-        .map(|s| {
-            let used = usage
-                .iter()
-                .find(|(id, _)| *id == s.id)
-                .map_or(0, |(_, u)| u.used());
-            let row = StageRow {
-                path: s.path.display().to_string(),
-                size: s.size_limit,
-                used,
-                free: s.size_limit.saturating_sub(used),
-            };
-            (s, row)
-        })
-        .collect())
-}
-
-fn list(catalog: &Catalog) -> Result<List> {
-    Ok(List {
-        stages: stage_rows(catalog)?.into_iter().map(|(_, r)| r).collect(),
-    })
 }
 
 impl Output for List {
@@ -233,79 +142,6 @@ impl Output for List {
             );
         }
     }
-}
-
-/// What one job's stream holds on a stage.
-#[derive(Serialize)]
-struct StreamUse {
-    job_id: i64,
-    stream: u16,
-    staged_bytes: u64,
-    staged_chunks: u64,
-    despooled_bytes: u64,
-    despooled_chunks: u64,
-    /// Of the despooled chunks, those whose files are kept on the stage.
-    kept_bytes: u64,
-    kept_chunks: u64,
-}
-
-/// One stage with what each job's streams hold on it.
-#[derive(Serialize)]
-struct StageStatus {
-    #[serde(flatten)]
-    stage: StageRow,
-    streams: Vec<StreamUse>,
-}
-
-/// Every stage with what it holds.
-#[derive(Serialize)]
-pub struct Status {
-    stages: Vec<StageStatus>,
-}
-
-fn status(catalog: &Catalog) -> Result<Status> {
-    let mut stages = Vec::new();
-    for (s, row) in stage_rows(catalog)? {
-        let mut by: BTreeMap<(i64, u16), StageUse> = BTreeMap::new();
-        for c in catalog.staged_chunks(&ChunkFilter {
-            stage: Some(s.id),
-            ..Default::default()
-        })? {
-            let u = by.entry((c.job_id, c.stream)).or_default();
-            match c.state {
-                ChunkState::Spooled => {
-                    u.spooled_bytes += c.bytes;
-                    u.spooled_chunks += 1;
-                }
-                ChunkState::Despooled => {
-                    u.despooled_bytes += c.bytes;
-                    u.despooled_chunks += 1;
-                }
-            }
-            if c.is_kept() {
-                u.kept_bytes += c.bytes;
-                u.kept_chunks += 1;
-            }
-        }
-        let streams = by
-            .into_iter()
-            .map(|((job_id, stream), u)| StreamUse {
-                job_id,
-                stream,
-                staged_bytes: u.spooled_bytes,
-                staged_chunks: u.spooled_chunks,
-                despooled_bytes: u.despooled_bytes,
-                despooled_chunks: u.despooled_chunks,
-                kept_bytes: u.kept_bytes,
-                kept_chunks: u.kept_chunks,
-            })
-            .collect();
-        stages.push(StageStatus {
-            stage: row,
-            streams,
-        });
-    }
-    Ok(Status { stages })
 }
 
 impl Output for Status {

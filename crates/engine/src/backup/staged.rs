@@ -386,8 +386,7 @@ impl Feed {
         }
         for c in gone {
             if let Some(keep) = self.keep {
-                let until = tapeloom_format::Timestamp::now()
-                    .as_nanos()
+                let until = crate::clock::system_ns()
                     .saturating_add(i64::try_from(keep.as_nanos()).unwrap_or(i64::MAX));
                 cat.mark_chunk_despooled_until(c.job_id, c.stream, c.seq, Some(until))?;
                 self.set.keep(StagedChunk {

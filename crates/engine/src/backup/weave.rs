@@ -972,9 +972,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
 
 /// This machine's clock now, in Unix nanoseconds.
 fn wall_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
+    crate::clock::system_ns()
 }
 
 #[cfg(test)]

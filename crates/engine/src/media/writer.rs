@@ -15,7 +15,7 @@ use std::time::Instant;
 use tapeloom_catalog::{Catalog, Phase, Volume, VolumeState};
 use tapeloom_device::{AlertAction, DeviceError, WriteOutcome};
 use tapeloom_format::{
-    JobStart, Kind, PackedBlock, Pos, StreamPacker, Timestamp, VolumeLabel, CONTINUATION_STREAM,
+    JobStart, Kind, PackedBlock, Pos, StreamPacker, VolumeLabel, CONTINUATION_STREAM,
     CONTROL_STREAM,
 };
 
@@ -1017,7 +1017,7 @@ impl VolumeWriter {
             self.cat.set_volume_status(v.id, VolumeState::Suspect)?;
             self.cat.add_volume_note(
                 v.id,
-                Timestamp::now().as_nanos(),
+                crate::clock::system_ns(),
                 &format!("suspect: {why}"),
             )?;
         }

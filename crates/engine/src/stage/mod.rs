@@ -81,7 +81,7 @@ pub(crate) fn prune_chunk_dirs(stage: &Path, rel: &str) {
 
 /// Nanoseconds since the epoch, now.
 fn now_ns() -> i64 {
-    tapeloom_format::Timestamp::now().as_nanos()
+    crate::clock::system_ns()
 }
 
 #[cfg(test)]

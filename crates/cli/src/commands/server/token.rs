@@ -2,15 +2,12 @@
 //! shown once, when it is made; the catalog keeps only its SHA-256.
 
 use crate::commands::Context;
+use crate::error::OpsResult;
 use crate::output::{self, emit, Output};
 use anyhow::Result;
 use serde::Serialize;
-use tapeloom_catalog::Token;
 use tapeloom_engine::escape_controls;
-use tapeloom_proto::ServerError;
-
-/// What every token starts with, so one found in a file or a log is recognised.
-pub use tapeloom_server::TOKEN_PREFIX as PREFIX;
+use tapeloom_ops::tokens::{self, Token};
 
 #[derive(clap::Subcommand)]
 pub enum Cmd {
@@ -30,25 +27,6 @@ pub enum Cmd {
         /// The token's name.
         name: String,
     },
-}
-
-pub use tapeloom_server::token_hash as hash;
-
-/// A new random token: the prefix and 32 random bytes in hex.
-fn new_token() -> Result<String, ServerError> {
-    let mut b = [0u8; 32];
-    getrandom::fill(&mut b).map_err(|e| ServerError::Io {
-        what: "read random bytes".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!("{PREFIX}{hex}"))
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// A token as the commands show it.
@@ -85,20 +63,18 @@ impl Cmd {
     /// Runs the subcommand and prints its output.
     pub fn run(self, ctx: &Context) -> Result<i32> {
         let home = ctx.open_home()?;
-        let cat = &home.catalog;
         match self {
             Cmd::Add { name, admin } => {
-                let token = new_token()?;
-                let t = cat.add_token(&name, &hash(token.as_bytes()), admin, now_ns())?;
+                let (t, token) = tokens::add(&home, &name, admin).ops()?;
                 emit(&TokenOut::new(t, Some(token)), ctx.json)
             }
             Cmd::List => {
-                let tokens = cat.tokens()?.into_iter();
+                let tokens = tokens::list(&home).ops()?.into_iter();
                 let tokens = tokens.map(|t| TokenOut::new(t, None)).collect();
                 emit(&Tokens { tokens }, ctx.json)
             }
             Cmd::Revoke { name } => {
-                let t = cat.revoke_token(&name, now_ns())?;
+                let t = tokens::revoke(&home, &name).ops()?;
                 emit(&TokenOut::new(t, None), ctx.json)
             }
         }
