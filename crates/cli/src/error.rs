@@ -36,26 +36,6 @@ pub enum CliError {
     /// `restore --recall` through a server.
     #[error("--recall brings stubs back from this machine's home: it takes no --server")]
     RecallNeedsHome,
-    /// `library export` with no empty import/export element left.
-    #[error("cartridge {barcode}: the library has no empty mail slot (import/export element) left; take the exported cartridges out first")]
-    NoFreeMailSlot {
-        /// The cartridge that could not go.
-        barcode: String,
-    },
-    /// `library import` of a cartridge that is in no mail slot.
-    #[error(
-        "cartridge {barcode} is in no mail slot of the library: put it into one, then import it"
-    )]
-    NotInMailSlot {
-        /// The cartridge.
-        barcode: String,
-    },
-    /// `library import` with no empty storage slot left.
-    #[error("cartridge {barcode}: the library has no empty slot to take it")]
-    NoFreeSlot {
-        /// The cartridge.
-        barcode: String,
-    },
     /// A model's `--scale` under the real clock's floor with the real clock.
     #[error("--scale {scale} needs --clock virtual: at the real clock a factor under {floor} would never end a read")]
     ScaleNeedsVirtualClock {

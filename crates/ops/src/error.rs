@@ -35,6 +35,37 @@ pub enum OpsError {
         /// The fingerprint the pool was given.
         wanted: String,
     },
+    /// The library or a drive failed.
+    #[error(transparent)]
+    Device(#[from] tapeloom_device::DeviceError),
+    /// The library failed at a step of an operation.
+    #[error("{what}: {source}")]
+    Library {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: Box<tapeloom_device::DeviceError>,
+    },
+    /// `library export` with no empty import/export element left.
+    #[error("cartridge {barcode}: the library has no empty mail slot (import/export element) left; take the exported cartridges out first")]
+    NoFreeMailSlot {
+        /// The cartridge that could not go.
+        barcode: String,
+    },
+    /// `library import` of a cartridge that is in no mail slot.
+    #[error(
+        "cartridge {barcode} is in no mail slot of the library: put it into one, then import it"
+    )]
+    NotInMailSlot {
+        /// The cartridge.
+        barcode: String,
+    },
+    /// `library import` with no empty storage slot left.
+    #[error("cartridge {barcode}: the library has no empty slot to take it")]
+    NoFreeSlot {
+        /// The cartridge.
+        barcode: String,
+    },
     /// The system gave no random bytes.
     #[error("read random bytes: {0}")]
     Random(String),

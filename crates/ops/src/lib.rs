@@ -21,6 +21,7 @@ pub mod backup;
 pub mod copies;
 mod error;
 mod keys;
+pub mod library;
 pub mod pools;
 pub mod stages;
 pub mod tokens;

@@ -1,6 +1,7 @@
 //! `library attach` and `library detach`: a SCSI library as the home's library, or
 //! back to the virtual one.
 
+use crate::error::OpsResult;
 use crate::output::Output;
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -61,8 +62,7 @@ pub fn attach(a: AttachArgs, home: &Home) -> Result<Attached> {
         });
     }
     let inv = tapeloom_device::Changer::inventory(&mut lib)?;
-    home.attach(&cfg, a.force)?;
-    home.catalog.forget_unused_volumes()?;
+    tapeloom_ops::library::attach(home, &cfg, a.force).ops()?;
     Ok(Attached {
         changer: a.changer,
         drives,
@@ -105,11 +105,10 @@ pub struct Detached {
 
 /// Goes back to the home's virtual library.
 pub fn detach(a: DetachArgs, home: &Home) -> Result<Detached> {
-    let lib = home.virtual_library()?;
-    home.detach(a.force)?;
+    let barcodes = tapeloom_ops::library::detach(home, a.force).ops()?;
     Ok(Detached {
         library: home.library_dir(),
-        barcodes: lib.all_barcodes(),
+        barcodes,
     })
 }
 

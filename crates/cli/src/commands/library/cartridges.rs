@@ -1,9 +1,11 @@
 //! `library load`, `unload`, `move` and `label`: one cartridge (or a few) at a time.
 
+use crate::error::OpsResult;
 use crate::output::Output;
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tapeloom_engine::{escape_controls, Home, MediaError};
+use tapeloom_engine::{escape_controls, Home};
+use tapeloom_ops::library::Moved;
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
@@ -127,28 +129,9 @@ pub struct MoveArgs {
     slot: usize,
 }
 
-/// A cartridge and the slot it is in now.
-#[derive(Serialize)]
-pub struct Moved {
-    barcode: String,
-    slot: usize,
-}
-
 /// A cartridge from a drive or slot into an empty slot.
 pub fn move_cartridge(a: MoveArgs, home: &Home) -> Result<Moved> {
-    let (barcode, to) = (a.barcode, a.slot);
-    let mut lib = home.library()?;
-    let inv = lib.inventory()?;
-    if let Some(d) = inv.drive_of(&barcode) {
-        lib.unload(d, Some(to))?;
-    } else if let Some(s) = inv.slot_of(&barcode).or(inv.mail_slot_of(&barcode)) {
-        if s != to {
-            lib.transfer(s, to)?;
-        }
-    } else {
-        return Err(tapeloom_engine::Error::Media(MediaError::NotInLibrary { barcode }).into());
-    }
-    Ok(Moved { barcode, slot: to })
+    tapeloom_ops::library::move_cartridge(home, a.barcode, a.slot).ops()
 }
 
 impl Output for Moved {

@@ -2,6 +2,7 @@
 
 use crate::commands::ClockArg;
 use crate::error::CliError;
+use crate::error::OpsResult;
 use crate::output::{self, Output};
 use crate::size;
 use anyhow::Result;
@@ -110,8 +111,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         let floor = size::SCALE.0;
         return Err(CliError::ScaleNeedsVirtualClock { scale, floor }.into());
     }
-    let before = home.site_barcodes();
-    let lib = home.create_library(LibraryConfig {
+    let cfg = LibraryConfig {
         drives: a.drives,
         slots: a.slots,
         capacity: a.capacity,
@@ -122,17 +122,8 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
         prefix: a.prefix.clone(),
         mail_slots: a.mail_slots,
         headers_only: a.payload == Payload::None,
-    })?;
-    match before {
-        // On a shared catalog, only this library's old and new cartridges.
-        Some(mut own) => {
-            own.extend(lib.all_barcodes());
-            home.catalog.forget_unused_volumes_among(&own)?;
-        }
-        None => {
-            home.catalog.forget_unused_volumes()?;
-        }
-    }
+    };
+    let lib = tapeloom_ops::library::create(home, cfg).ops()?;
     Ok(Created {
         drives: a.drives,
         slots: a.slots,

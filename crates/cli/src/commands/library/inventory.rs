@@ -1,10 +1,10 @@
 //! `library inventory`: what is in each drive, slot and mail slot.
 
+use crate::error::OpsResult;
 use crate::output::Output;
-use anyhow::{Context, Result};
-use serde::Serialize;
-use tapeloom_device::SlotElement;
+use anyhow::Result;
 use tapeloom_engine::{escape_controls, Home};
+pub use tapeloom_ops::library::Inventory;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -13,61 +13,9 @@ pub struct Args {
     rescan: bool,
 }
 
-/// Drives, slots and mail slots, with their cartridges.
-#[derive(Serialize)]
-pub struct Inventory {
-    drives: Vec<Drive>,
-    slots: Vec<Slot>,
-    import_export: Vec<Slot>,
-    /// The library's description, for the heading.
-    #[serde(skip)]
-    library: String,
-}
-
-/// A drive and the cartridge in it.
-#[derive(Serialize)]
-struct Drive {
-    index: usize,
-    device: String,
-    loaded: Option<String>,
-}
-
-/// A slot (or mail slot) and the cartridge in it.
-#[derive(Serialize)]
-pub struct Slot {
-    address: usize,
-    barcode: Option<String>,
-}
-
-/// The slots of an inventory.
-pub fn slots(s: &[SlotElement]) -> Vec<Slot> {
-    s.iter()
-        .map(|s| Slot {
-            address: s.address,
-            barcode: s.barcode.clone(),
-        })
-        .collect()
-}
-
+/// What is in each drive, slot and mail slot.
 pub fn run(a: Args, home: &Home) -> Result<Inventory> {
-    let mut lib = home.library()?;
-    if a.rescan {
-        lib.rescan().context("rescan the changer")?;
-    }
-    let inv = lib.inventory()?;
-    let drives = (inv.drives.iter())
-        .map(|d| Drive {
-            index: d.index,
-            device: lib.drive_device(d.index),
-            loaded: d.loaded.clone(),
-        })
-        .collect();
-    Ok(Inventory {
-        drives,
-        slots: slots(&inv.slots),
-        import_export: slots(&inv.import_export),
-        library: lib.describe(),
-    })
+    tapeloom_ops::library::inventory(home, a.rescan).ops()
 }
 
 impl Output for Inventory {

@@ -2,10 +2,11 @@
 //! library (a virtual library keeps it in `library.json`; on a SCSI library the tab
 //! is slid by hand, and the library says it cannot).
 
+use crate::error::OpsResult;
 use crate::output::Output;
-use anyhow::{Context as _, Result};
-use serde::Serialize;
+use anyhow::Result;
 use tapeloom_engine::Home;
+pub use tapeloom_ops::library::Protected;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,23 +18,9 @@ pub struct Args {
     off: bool,
 }
 
-/// The cartridges whose protection was set or cleared.
-#[derive(Serialize)]
-pub struct Protected {
-    barcodes: Vec<String>,
-    write_protected: bool,
-}
-
+/// Sets or clears the write protection of each cartridge.
 pub fn run(a: Args, home: &Home) -> Result<Protected> {
-    let mut lib = home.library()?;
-    for b in &a.barcodes {
-        lib.set_write_protected(b, !a.off)
-            .with_context(|| format!("protect {b}"))?;
-    }
-    Ok(Protected {
-        barcodes: a.barcodes,
-        write_protected: !a.off,
-    })
+    tapeloom_ops::library::protect(home, a.barcodes, !a.off).ops()
 }
 
 impl Output for Protected {
