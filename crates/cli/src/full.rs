@@ -3,7 +3,7 @@
 
 use nix::errno::Errno;
 use std::path::Path;
-use tapeloom_catalog::CatalogError;
+use tapeloom_ops::catalog::CatalogError;
 
 /// The advice to add to error `e` when it, or one of its causes, is a file system
 /// out of space (ENOSPC, EDQUOT, or SQLite's "database or disk is full").

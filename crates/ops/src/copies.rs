@@ -2,7 +2,30 @@
 
 use crate::backup::job_pool;
 use crate::error::Result;
+use crate::select::{self, Selection};
 use tapeloom_catalog::{Catalog, CopyState};
+use tapeloom_engine::{CopyOptions, CopyReport, Home};
+
+/// Copies each job `sel` names with `opts`, one after another; with `uncopied`,
+/// only those with no whole further copy yet. The copies written, and the jobs
+/// `uncopied` left alone.
+pub fn copy_jobs(
+    home: &Home,
+    sel: &Selection,
+    uncopied: bool,
+    opts: &CopyOptions,
+) -> Result<(Vec<CopyReport>, Vec<i64>)> {
+    let jobs = select::jobs(&home.catalog, sel)?;
+    let (jobs, skipped) = match uncopied {
+        true => select::uncopied(&home.catalog, jobs)?,
+        false => (jobs, Vec::new()),
+    };
+    let mut copies = Vec::new();
+    for id in jobs {
+        copies.push(tapeloom_engine::copy_job(home, id, opts)?);
+    }
+    Ok((copies, skipped))
+}
 
 /// The copy pools job `job`'s pool asks for that hold no whole copy of it yet:
 /// empty when every copy the pool asks for is on tape. A disk copy may be given

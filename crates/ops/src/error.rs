@@ -66,6 +66,12 @@ pub enum OpsError {
         /// The cartridge.
         barcode: String,
     },
+    /// A cartridge the catalog does not know.
+    #[error("the catalog knows no cartridge {0}")]
+    NoCartridge(String),
+    /// A pool the catalog does not know.
+    #[error("no pool {0} in the catalog")]
+    NoPool(String),
     /// The system gave no random bytes.
     #[error("read random bytes: {0}")]
     Random(String),

@@ -18,13 +18,18 @@
 
 mod access;
 pub mod backup;
+pub mod catalog;
 pub mod copies;
 mod error;
+pub mod history;
 mod keys;
 pub mod library;
+pub mod moves;
 pub mod pools;
+pub mod select;
 pub mod stages;
 pub mod tokens;
+pub mod verify;
 
 pub use access::{Catalogued, Conn};
 pub use error::{OpsError, Result};

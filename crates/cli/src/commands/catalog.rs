@@ -1,6 +1,7 @@
 //! `tapeloom catalog ...`: the catalog itself.
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::output::{emit, Output};
 use anyhow::Result;
 use serde::Serialize;
@@ -242,7 +243,7 @@ struct Problem {
 }
 
 fn check(ctx: &Context) -> Result<Checked> {
-    let r = ctx.open_home()?.catalog.check()?;
+    let r = tapeloom_ops::catalog::check(&ctx.open_home()?).ops()?;
     Ok(Checked {
         ok: r.ok(),
         jobs: r.jobs,
@@ -299,12 +300,8 @@ pub struct CopiedCatalog {
 }
 
 fn copy(ctx: &Context, to: &str) -> Result<CopiedCatalog> {
-    tapeloom_engine::refuse_password(to)?;
     let home = ctx.open_home()?;
-    let mut dest = tapeloom_catalog::Catalog::connect(to)?;
-    dest.set_host(&tapeloom_engine::home_name(home.dir())?);
-    let copied = home.catalog.copy_into(&dest)?;
-    let report = dest.check()?;
+    let (copied, report) = tapeloom_ops::catalog::copy(&home, to).ops()?;
     Ok(CopiedCatalog {
         to: to.to_string(),
         rows: copied.tables.into_iter().collect(),

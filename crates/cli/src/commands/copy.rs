@@ -4,11 +4,12 @@
 //! those with no copy yet).
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::Serialize;
-use tapeloom_catalog::{Catalog, CopyState, JobState};
 use tapeloom_engine::escape_controls;
+use tapeloom_ops::select::Selection;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -44,9 +45,9 @@ pub struct Copies {
     skipped: Vec<i64>,
 }
 
+/// Copies the jobs named.
 pub fn run(a: Args, ctx: &Context) -> Result<Copies> {
     let home = ctx.open_home()?;
-    let (jobs, skipped) = chosen(&home.catalog, &a)?;
     let opts = tapeloom_engine::CopyOptions {
         to_pool: a.to_pool.clone(),
         read_drive: a.read_drive,
@@ -54,47 +55,15 @@ pub fn run(a: Args, ctx: &Context) -> Result<Copies> {
         queue_bytes: 0,
         moving: None,
     };
-    let mut copies = Vec::new();
-    for id in jobs {
-        copies.push(tapeloom_engine::copy_job(&home, id, &opts)?);
-    }
+    let sel = Selection {
+        jobs: a.jobs,
+        set: a.set,
+        pool: a.pool,
+        volume: None,
+    };
+    let (copies, skipped) =
+        tapeloom_ops::copies::copy_jobs(&home, &sel, a.uncopied, &opts).ops()?;
     Ok(Copies { copies, skipped })
-}
-
-/// The jobs named, and those `--uncopied` leaves alone.
-fn chosen(cat: &Catalog, a: &Args) -> Result<(Vec<i64>, Vec<i64>)> {
-    let ended = |s: JobState| matches!(s, JobState::Ok | JobState::Partial);
-    let mut jobs: Vec<i64> = a.jobs.clone();
-    if let Some(set) = &a.set {
-        jobs = (cat.jobs()?.into_iter())
-            .filter(|j| &j.set == set && ended(j.status))
-            .map(|j| j.id)
-            .collect();
-    }
-    if let Some(pool) = &a.pool {
-        for j in cat.jobs()?.into_iter().filter(|j| ended(j.status)) {
-            let vols = cat.job_volumes(j.id)?;
-            if vols.first().is_some_and(|v| &v.volume.pool == pool) {
-                jobs.push(j.id);
-            }
-        }
-    }
-    if !a.uncopied {
-        return Ok((jobs, Vec::new()));
-    }
-    let (mut todo, mut skipped) = (Vec::new(), Vec::new());
-    for id in jobs {
-        // The copy a moved job is read from is its place, not a further copy.
-        let moved = cat.moved_to(id)?;
-        let copied =
-            (cat.copies(id)?.iter()).any(|c| c.state == CopyState::Ok && Some(c.copy_no) != moved);
-        if copied {
-            skipped.push(id);
-        } else {
-            todo.push(id);
-        }
-    }
-    Ok((todo, skipped))
 }
 
 impl Output for Copies {

@@ -230,7 +230,7 @@ pub struct Passphrase;
 impl tapeloom_ops::KeySource for Passphrase {
     fn master_key(
         &self,
-        key: &tapeloom_catalog::PoolKey,
+        key: &tapeloom_ops::pools::PoolKey,
     ) -> std::result::Result<MasterKey, Box<dyn std::error::Error + Send + Sync>> {
         unlock(Path::new(&key.key_file)).map_err(Into::into)
     }

@@ -6,11 +6,13 @@
 //! (`--pool`, most expired first, at most `--limit`).
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::output::{self, Output};
 use anyhow::Result;
 use serde::Serialize;
-use tapeloom_catalog::{Catalog, JobState};
 use tapeloom_engine::{escape_controls, Candidate, MoveOptions, Moved, Repacked};
+use tapeloom_ops::moves::{self, RepackWhat};
+use tapeloom_ops::select::Selection;
 
 #[derive(clap::Args)]
 pub struct MigrateArgs {
@@ -61,9 +63,9 @@ pub struct Migrated {
     moved: Vec<Moved>,
 }
 
+/// Moves the jobs named.
 pub fn migrate(a: MigrateArgs, ctx: &Context) -> Result<Migrated> {
     let home = ctx.open_home()?;
-    let jobs = chosen(&home.catalog, &a)?;
     let opts = MoveOptions {
         to_pool: a.to_pool.clone(),
         read_drive: a.read_drive,
@@ -71,38 +73,14 @@ pub fn migrate(a: MigrateArgs, ctx: &Context) -> Result<Migrated> {
         avoid: Vec::new(),
         relabel: false,
     };
-    let mut moved = Vec::new();
-    for id in jobs {
-        moved.push(tapeloom_engine::move_job(&home, id, &opts)?);
-    }
+    let sel = Selection {
+        jobs: a.jobs,
+        set: None,
+        pool: a.pool,
+        volume: a.volume,
+    };
+    let moved = moves::migrate(&home, &sel, &opts).ops()?;
     Ok(Migrated { moved })
-}
-
-/// The jobs `migrate` names: by id, by a cartridge their place is on, or by the
-/// pool of their place.
-fn chosen(cat: &Catalog, a: &MigrateArgs) -> Result<Vec<i64>> {
-    let ended = |s: JobState| matches!(s, JobState::Ok | JobState::Partial);
-    let mut jobs: Vec<i64> = a.jobs.clone();
-    if let Some(b) = &a.volume {
-        let v = (cat.volume_by_barcode(b)?).ok_or_else(|| {
-            anyhow::anyhow!("the catalog knows no cartridge {}", escape_controls(b))
-        })?;
-        for p in cat.places_on_volume(v.id)? {
-            let primary = p.copy_no == 1 || cat.moved_to(p.job_id)? == Some(p.copy_no);
-            if primary && !jobs.contains(&p.job_id) {
-                jobs.push(p.job_id);
-            }
-        }
-    }
-    if let Some(pool) = &a.pool {
-        for j in cat.jobs()?.into_iter().filter(|j| ended(j.status)) {
-            let vols = cat.job_volumes(j.id)?;
-            if vols.first().is_some_and(|v| &v.volume.pool == pool) {
-                jobs.push(j.id);
-            }
-        }
-    }
-    Ok(jobs)
 }
 
 /// The cartridges repacked.
@@ -113,32 +91,22 @@ pub struct Repacks {
     repacked: Vec<Repacked>,
 }
 
+/// Repacks the cartridges named, or those of a pool over its reclaim share.
 pub fn repack(a: RepackArgs, ctx: &Context) -> Result<Repacks> {
     let home = ctx.open_home()?;
-    let (barcodes, candidates) = match &a.pool {
-        Some(pool) => {
-            if home.catalog.pool(pool)?.is_none() {
-                anyhow::bail!("no pool {} in the catalog", escape_controls(pool));
-            }
-            let c = tapeloom_engine::reclaim_candidates(&home, pool)?;
-            let limit = a.limit.unwrap_or(u64::MAX) as usize;
-            let b: Vec<String> = c.iter().take(limit).map(|c| c.barcode.clone()).collect();
-            (b, c)
-        }
-        None => (a.barcodes.clone(), Vec::new()),
+    let what = match a.pool {
+        Some(pool) => RepackWhat::Pool {
+            pool,
+            limit: a.limit,
+        },
+        None => RepackWhat::Barcodes(a.barcodes),
     };
     let opts = MoveOptions {
-        to_pool: String::new(),
         read_drive: a.read_drive,
         write_drive: a.write_drive,
-        // No job moves onto a cartridge this repack is to empty.
-        avoid: barcodes.clone(),
-        relabel: true,
+        ..MoveOptions::default()
     };
-    let mut repacked = Vec::new();
-    for b in &barcodes {
-        repacked.push(tapeloom_engine::repack(&home, b, &opts)?);
-    }
+    let (candidates, repacked) = moves::repack(&home, what, &opts).ops()?;
     Ok(Repacks {
         candidates,
         repacked,

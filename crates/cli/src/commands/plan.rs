@@ -5,11 +5,11 @@
 //! taken from past jobs in the catalog.
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::size;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 use std::path::PathBuf;
-use tapeloom_catalog::Series;
 use tapeloom_engine::tools::benchdrive::model_params;
 use tapeloom_engine::tools::plan::{
     hours, plan, solve_concurrency, solve_drives, solve_stage, PlanInput, PlanOutcome, PlanSource,
@@ -232,26 +232,15 @@ fn from_readrate(path: &PathBuf) -> Result<Vec<PlanSource>> {
 /// its per-second samples.
 fn from_history(ctx: &Context, job: i64) -> Result<Vec<PlanSource>> {
     let home = ctx.open_home()?;
-    let samples = home.catalog.samples(job, "backup")?;
-    let mut out = Vec::new();
-    for st in home.catalog.streams(job)? {
-        let mine: Vec<_> = samples
-            .iter()
-            .filter(|s| matches!(&s.series, Series::Stream(n) if *n == st.name))
-            .collect();
-        let first = mine.iter().find(|s| s.bytes > 0);
-        let last = mine.last();
-        let (Some(first), Some(last)) = (first, last) else {
-            continue;
-        };
-        let span = last.t_ms.saturating_sub(first.t_ms).max(1) as f64 / 1000.0;
-        out.push(PlanSource {
+    let out: Vec<PlanSource> = (tapeloom_ops::history::backup_streams(&home, job).ops()?)
+        .into_iter()
+        .map(|st| PlanSource {
             name: format!("job {job} {}", st.name),
-            bytes: last.bytes,
-            rate: (last.bytes.saturating_sub(first.bytes) as f64 / span).max(1.0),
+            bytes: st.bytes,
+            rate: st.rate,
             files: 0,
-        });
-    }
+        })
+        .collect();
     if out.is_empty() {
         bail!("job {job} has no stream samples to plan from");
     }

@@ -4,6 +4,7 @@
 
 use super::Context;
 use crate::error::CliError;
+use crate::error::OpsResult;
 use crate::output::{self, mb_per_s, Output, PathError};
 use anyhow::Result;
 use serde::Serialize;
@@ -306,7 +307,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
         out.recalled = Some(back.files);
     }
     if r.meta_only > 0 {
-        out.set_of_job = (home.catalog.job(r.job)?).map_or_else(String::new, |j| j.set);
+        out.set_of_job = (tapeloom_ops::select::set_of(&home, r.job).ops()?).unwrap_or_default();
     }
     out.set = set;
     Ok(out)

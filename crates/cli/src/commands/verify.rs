@@ -11,6 +11,7 @@
 //! is marked suspect.
 
 use super::Context;
+use crate::error::OpsResult;
 use crate::net::Remote;
 use crate::output::Output;
 use anyhow::Result;
@@ -79,13 +80,12 @@ fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
-    let now = tapeloom_engine::clock::now()?.as_nanos();
-    let (due, skipped) = tapeloom_engine::read_back_due(&home.catalog, pool, a.older_than, now)?;
-    let mut jobs = Vec::new();
-    for id in due {
-        let r = tapeloom_engine::verify_as(&home, id, a.drive, "verify --pool")?;
-        jobs.push(Verified::new(id, r));
-    }
+    let (read, skipped) =
+        tapeloom_ops::verify::read_back_pool(&home, pool, a.older_than, a.drive, "verify --pool")
+            .ops()?;
+    let jobs: Vec<Verified> = (read.into_iter())
+        .map(|(id, r)| Verified::new(id, r))
+        .collect();
     Ok(PoolVerified {
         pool: pool.to_string(),
         ok: jobs.iter().all(|v| v.ok),
