@@ -55,3 +55,16 @@ pub fn find(at: &impl Catalogued, given: &[u8]) -> Result<Option<Token>> {
     }
     Ok(at.ops_catalog().token_by_hash(&hash(given))?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_prefixed() {
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_ne!(a, b);
+        assert!(a.starts_with(PREFIX) && a.len() == PREFIX.len() + 64);
+        assert_ne!(hash(a.as_bytes()), hash(b.as_bytes()));
+    }
+}

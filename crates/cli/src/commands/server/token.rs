@@ -119,16 +119,3 @@ impl Output for Tokens {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_random_and_prefixed() {
-        let (a, b) = (new_token().unwrap(), new_token().unwrap());
-        assert_ne!(a, b);
-        assert!(a.starts_with(PREFIX) && a.len() == PREFIX.len() + 64);
-        assert_ne!(hash(a.as_bytes()), hash(b.as_bytes()));
-    }
-}
