@@ -20,6 +20,7 @@ mod access;
 pub mod backup;
 pub mod copies;
 mod error;
+pub mod hsm;
 mod keys;
 pub mod pools;
 pub mod stages;
