@@ -231,7 +231,7 @@ struct Daemon {
 pub fn daemon(home_dir: &Path, opts: DaemonOptions, stop: &dyn Fn() -> bool) -> Result<Counters> {
     let roots: Vec<PathBuf> = {
         let home = Home::open(home_dir)?;
-        roots(&home.catalog)?.iter().map(root_path).collect()
+        roots(&home)?.iter().map(root_path).collect()
     };
     let group = Group::new().map_err(|source| HsmError::Io {
         what: "start watching (fanotify needs root and Linux 5.x; pre-content events Linux 6.14)"

@@ -16,9 +16,6 @@ pub enum HsmError {
     /// The engine (a backup, a verify or a restore) failed.
     #[error(transparent)]
     Engine(#[from] tapeloom_engine::Error),
-    /// The catalog failed.
-    #[error(transparent)]
-    Catalog(#[from] tapeloom_catalog::CatalogError),
     /// A path outside every managed folder.
     #[error("{} is in no managed folder (add one with hsm manage DIR)", .0.display())]
     NotManaged(PathBuf),
@@ -28,9 +25,6 @@ pub enum HsmError {
     /// A folder to manage that is not one.
     #[error("{} is not a folder", .0.display())]
     NotAFolder(PathBuf),
-    /// A managed folder inside another, or around one.
-    #[error("{} overlaps the managed folder {}", .0.display(), .1.display())]
-    Overlaps(PathBuf, PathBuf),
     /// A file's record that does not read.
     #[error("the record of {} does not read: {why}", path.display())]
     BadStamp {
@@ -53,7 +47,8 @@ pub enum HsmError {
         /// The job.
         job: i64,
     },
-    /// An operation's rule refused, or its step failed (the pool's key).
+    /// An operation's rule refused (a managed folder that overlaps another), or
+    /// its step failed (the catalog, the pool's key).
     #[error(transparent)]
     Ops(#[from] tapeloom_ops::OpsError),
     /// A migration's job that its pool's copy pool did not take.

@@ -42,47 +42,29 @@ pub use stamp::{Stamp, State, STAMP_ATTR};
 pub use status::{reconcile, status, Counts, Reconciled, Status};
 
 use error::io;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use tapeloom_catalog::{Catalog, HsmFile, HsmRoot};
 use tapeloom_engine::Home;
+use tapeloom_ops::hsm::{root_path, HsmRoot, TapeCopy};
+use tapeloom_ops::Catalogued;
 
 /// The pool a managed folder's files migrate to unless told otherwise.
 pub const DEFAULT_POOL: &str = "hsm";
 
 /// Records `dir` as a folder this home manages, its files migrating to `pool`
 /// (made when the catalog does not know it). A folder inside or around another
-/// managed folder is refused.
+/// managed folder is refused (`tapeloom_ops::hsm::manage`).
 pub fn manage(home: &Home, dir: &Path, pool: &str) -> Result<HsmRoot> {
     let abs = io(std::fs::canonicalize(dir), "find", dir)?;
     if !io(std::fs::metadata(&abs), "read", &abs)?.is_dir() {
         return Err(HsmError::NotAFolder(abs));
     }
-    let cat = &home.catalog;
-    for r in cat.hsm_roots()? {
-        let other = PathBuf::from(std::ffi::OsStr::from_bytes(&r.path));
-        if other != abs && (other.starts_with(&abs) || abs.starts_with(&other)) {
-            return Err(HsmError::Overlaps(abs, other));
-        }
-    }
-    if cat.pool(pool)?.is_none() {
-        cat.create_pool(&tapeloom_catalog::Pool::named(pool), &[])?;
-    }
-    let bytes = abs.as_os_str().as_bytes();
-    cat.add_hsm_root(bytes, pool, now_ns())?;
-    let root = cat.hsm_roots()?.into_iter().find(|r| r.path == bytes);
-    root.ok_or(HsmError::NotManaged(abs))
+    Ok(tapeloom_ops::hsm::manage(home, &abs, pool)?)
 }
 
 /// Nanoseconds since the epoch, on the system clock.
 pub(crate) fn now_ns() -> i64 {
     tapeloom_engine::clock::system_ns()
-}
-
-/// A managed folder's path.
-pub(crate) fn root_path(r: &HsmRoot) -> PathBuf {
-    PathBuf::from(std::ffi::OsStr::from_bytes(&r.path))
 }
 
 /// The managed folder `abs` is in, and its path relative to it.
@@ -94,8 +76,8 @@ pub(crate) fn root_of<'r>(roots: &'r [HsmRoot], abs: &Path) -> Option<(&'r HsmRo
 }
 
 /// The managed folders, refused when there are none.
-pub(crate) fn roots(cat: &Catalog) -> Result<Vec<HsmRoot>> {
-    let roots = cat.hsm_roots()?;
+pub(crate) fn roots(at: &impl Catalogued) -> Result<Vec<HsmRoot>> {
+    let roots = tapeloom_ops::hsm::roots(at)?;
     match roots.is_empty() {
         true => Err(HsmError::NothingManaged),
         false => Ok(roots),
@@ -215,25 +197,15 @@ pub(crate) fn files_under(
     out
 }
 
-/// The catalog's record of a file as its stamp, its entry in the job and its
-/// facts now give it.
-pub(crate) fn record(
-    path: &Path,
-    (stamp, entry): (&Stamp, &[u8]),
-    ctime_ns: i64,
-    verified: bool,
-) -> HsmFile {
-    HsmFile {
-        path: path.as_os_str().as_bytes().to_vec(),
-        state: stamp.state.as_str().to_string(),
-        job_id: stamp.job,
+/// The tape copy a file's record `stamp` names, the file's path in its job
+/// being `entry`: what the catalog records of it.
+pub(crate) fn copy_of(stamp: &Stamp, entry: &[u8]) -> TapeCopy {
+    TapeCopy {
+        job: stamp.job,
         entry: entry.to_vec(),
         size: stamp.size,
         mtime_ns: stamp.mtime_ns,
-        ctime_ns,
         crc: stamp.crc,
-        verified,
-        changed_ns: now_ns(),
     }
 }
 
@@ -267,38 +239,6 @@ pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
         Some(n) if n != ".." && n != "." => dir.join(n),
         _ => io(std::fs::canonicalize(p), "find", p)?,
     })
-}
-
-/// The entries of jobs by the inode number their files had, each job's read
-/// from the catalog once.
-#[derive(Default)]
-pub(crate) struct Entries {
-    jobs: std::collections::HashMap<i64, std::collections::HashMap<u64, Vec<u8>>>,
-}
-
-impl Entries {
-    /// The path in job `job` of the file whose record is `stamp`, found by its
-    /// inode number; else the catalog's record of the file at `path`.
-    pub(crate) fn of(
-        &mut self,
-        cat: &Catalog,
-        path: &Path,
-        stamp: &Stamp,
-    ) -> Result<Option<Vec<u8>>> {
-        if let std::collections::hash_map::Entry::Vacant(v) = self.jobs.entry(stamp.job) {
-            let rows = cat.files(stamp.job, None)?;
-            let by_ino = (rows.into_iter())
-                .filter(|r| r.ino != 0 && r.has_data())
-                .map(|r| (r.ino, r.path))
-                .collect();
-            v.insert(by_ino);
-        }
-        if let Some(e) = self.jobs.get(&stamp.job).and_then(|m| m.get(&stamp.ino)) {
-            return Ok(Some(e.clone()));
-        }
-        let rec = cat.hsm_file(path.as_os_str().as_bytes())?;
-        Ok(rec.filter(|r| r.job_id == stamp.job).map(|r| r.entry))
-    }
 }
 
 /// The file at `path` opened for reading and writing under a write lease

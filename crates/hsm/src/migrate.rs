@@ -6,15 +6,15 @@
 
 use crate::error::{HsmError, Result};
 use crate::{
-    files_under, record, root_of, root_path, roots, targets, Facts, Managed, Stamp, State,
+    copy_of, files_under, root_of, root_path, roots, targets, Facts, Managed, Stamp, State,
 };
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tapeloom_catalog::JobState;
-use tapeloom_engine::{BackupOptions, Home, Only, Progress, Via};
+use tapeloom_engine::{Home, Progress};
+use tapeloom_ops::hsm::HsmRoot;
 use tapeloom_ops::KeySource;
 
 /// Which files a migration takes.
@@ -51,7 +51,7 @@ pub fn migrate(
     opts: &MigrateOptions,
     keys: &dyn KeySource,
 ) -> Result<Migrated> {
-    let roots = roots(&home.catalog)?;
+    let roots = roots(home)?;
     let mut out = Migrated::default();
     let found = {
         let mut skipped = |p: &std::path::Path, why: String| {
@@ -83,27 +83,13 @@ pub fn migrate(
 /// each unchanged file premigrated.
 fn migrate_root(
     home: &mut Home,
-    (root, block_size): (&tapeloom_catalog::HsmRoot, Option<usize>),
+    (root, block_size): (&HsmRoot, Option<usize>),
     (files, keys): (Vec<Managed>, &dyn KeySource),
     out: &mut Migrated,
 ) -> Result<()> {
     let dir = root_path(root);
-    let via = match home.catalog.stages()?.is_empty() {
-        true => Via::Direct,
-        false => Via::Stage,
-    };
-    let opts = BackupOptions {
-        name: "hsm-migrate".into(),
-        pool: Some(root.pool.clone()),
-        set: Some(format!("hsm-{}", root.pool)),
-        via,
-        only: Some(Arc::new(Only::new(files.iter().map(|m| m.path.clone())))),
-        ..BackupOptions::default()
-    };
-    let opts = BackupOptions {
-        block_size: block_size.unwrap_or(opts.block_size),
-        ..opts
-    };
+    let paths = files.iter().map(|m| m.path.clone());
+    let opts = tapeloom_ops::hsm::migration(home, root, paths, block_size)?;
     let done = tapeloom_ops::backup::run(
         home,
         std::slice::from_ref(&dir),
@@ -114,7 +100,7 @@ fn migrate_root(
     let report = done.report;
     let job = report.job_id;
     out.jobs.push(job);
-    if !matches!(report.status, JobState::Ok | JobState::Partial) {
+    if !tapeloom_ops::hsm::job_ended(&report) {
         return Err(HsmError::JobFailed {
             job,
             status: report.status.as_str().to_string(),
@@ -125,20 +111,19 @@ fn migrate_root(
     }
     // A file is on tape only once every copy its pool asks for is.
     if let Some(Err(e)) = done.copy {
-        let pool = tapeloom_ops::backup::copy_due(&home.catalog, job)?;
+        let pool = tapeloom_ops::hsm::copy_pool(home, job)?;
         return Err(HsmError::NotCopied {
             job,
             pool: pool.unwrap_or_default(),
             source: Box::new(e),
         });
     }
-    let cat = &home.catalog;
     for m in files {
         let Ok(rel) = m.path.strip_prefix(&dir) else {
             continue;
         };
         let entry = rel.as_os_str().as_bytes().to_vec();
-        let Some(row) = cat.file(job, &entry)? else {
+        let Some(row) = tapeloom_ops::hsm::stored(home, job, &entry)? else {
             // Not stored: the job could not read it (its error is in the job).
             continue;
         };
@@ -163,7 +148,7 @@ fn migrate_root(
         stamp.write(&m.path)?;
         // Setting the record changed the file's ctime: the catalog keeps the new one.
         let after = Facts::read(&m.path)?;
-        cat.put_hsm_file(&record(&m.path, (&stamp, &entry), after.ctime_ns, true))?;
+        tapeloom_ops::hsm::migrated(home, &m.path, &copy_of(&stamp, &entry), after.ctime_ns)?;
         out.files += 1;
         out.bytes += row.size;
     }

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tapeloom_catalog::RecallSample;
+use tapeloom_ops::hsm::RecallSample;
 
 /// How often a sample is taken.
 const EVERY: Duration = Duration::from_secs(1);

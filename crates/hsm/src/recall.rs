@@ -12,7 +12,7 @@
 use crate::error::{io, Result};
 use crate::progress::Progress;
 use crate::release::set_times;
-use crate::{files_under, record, roots, targets, Facts, Managed, Stamp, State};
+use crate::{copy_of, files_under, roots, targets, Facts, Managed, Stamp, State};
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -72,7 +72,7 @@ pub struct Recalled {
 /// Recalls the released files under `paths`, read in `order`.
 pub fn recall(home: &Home, paths: &[PathBuf], order: RecallOrder) -> Result<Recalled> {
     let t0 = Instant::now();
-    let roots = roots(&home.catalog)?;
+    let roots = roots(home)?;
     let mut out = Recalled::default();
     let asks = released_under(&targets(&roots, paths)?, &mut out);
     recall_batch(home, asks, order, &mut out)?;
@@ -136,10 +136,10 @@ pub(crate) fn recall_batch(
     order: RecallOrder,
     out: &mut Recalled,
 ) -> Result<()> {
-    let mut entries = crate::Entries::default();
+    let mut entries = tapeloom_ops::hsm::Entries::default();
     let mut passes: Vec<Pass> = Vec::new();
     for a in asks {
-        let Some(e) = entries.of(&home.catalog, &a.path, &a.stamp)? else {
+        let Some(e) = entries.of(home, &a.path, (a.stamp.job, a.stamp.ino))? else {
             let why = format!("job {} has no entry of it", a.stamp.job);
             out.failed.push((a.path, why));
             continue;
@@ -163,9 +163,7 @@ pub(crate) fn recall_batch(
         read
     });
     let samples = progress.samples();
-    for job in out.jobs.iter().skip(jobs_before) {
-        home.catalog.set_recall_samples(*job, &samples)?;
-    }
+    tapeloom_ops::hsm::keep_recall_samples(home, &out.jobs[jobs_before..], &samples)?;
     read
 }
 
@@ -236,7 +234,7 @@ fn recall_pass(
     let bad: BTreeMap<Vec<u8>, String> = (report.errors.iter())
         .map(|(p, why)| (p.as_bytes().to_vec(), why.clone()))
         .collect();
-    let roots = home.catalog.hsm_roots()?;
+    let roots = tapeloom_ops::hsm::roots(home)?;
     for (a, entry) in files {
         if let Some(why) = bad.get(&entry) {
             progress.failed(1);
@@ -302,7 +300,6 @@ fn put_back(
             &opened
         }
     };
-    let cat = &home.catalog;
     let facts = Facts::of(&io(f.metadata(), "read", path)?);
     let stub = Managed {
         path: path.to_path_buf(),
@@ -334,7 +331,7 @@ fn put_back(
     )?;
     if managed {
         let after = Facts::of(&io(f.metadata(), "read", path)?);
-        cat.put_hsm_file(&record(path, (&back, entry), after.ctime_ns, true))?;
+        tapeloom_ops::hsm::recalled(home, path, &copy_of(&back, entry), after.ctime_ns)?;
     }
     Ok(None)
 }

@@ -11,11 +11,12 @@
 //! until it is under the low mark.
 
 use crate::error::{io, HsmError, Result};
-use crate::{files_under, record, roots, targets, Facts, Managed, State};
+use crate::{copy_of, files_under, roots, targets, Facts, Managed, State};
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use tapeloom_engine::Home;
+use tapeloom_ops::hsm::Release;
 use xattr::FileExt;
 
 /// Watermarks: release while a file system is fuller than `high` percent, until
@@ -56,8 +57,7 @@ pub struct Released {
 /// none); with `marks`, only while their file system is above the high mark,
 /// least recently read first, until it is under the low mark.
 pub fn release(home: &Home, paths: &[PathBuf], marks: Option<Marks>) -> Result<Released> {
-    let cat = &home.catalog;
-    let roots = roots(cat)?;
+    let roots = roots(home)?;
     let mut out = Released::default();
     let tops = targets(&roots, paths)?;
     let mut skipped = Vec::new();
@@ -120,32 +120,18 @@ fn fill(path: &Path) -> Result<f64> {
 
 /// Releases one premigrated file: none when it was, or why it was kept.
 fn release_one(home: &Home, m: &Managed) -> Result<Option<String>> {
-    let cat = &home.catalog;
-    use std::os::unix::ffi::OsStrExt;
     let Some(stamp) = &m.stamp else {
         return Ok(Some("not on tape".into()));
     };
-    let rec = cat.hsm_file(m.path.as_os_str().as_bytes())?;
-    let Some(rec) = rec.filter(|r| r.job_id == stamp.job) else {
-        return Ok(Some(
-            "the catalog has no record of its copy (run hsm reconcile)".into(),
-        ));
+    let (entry, ctime_ns) = match tapeloom_ops::hsm::may_release(home, &m.path, stamp.job)? {
+        Release::May { entry, ctime_ns } => (entry, ctime_ns),
+        Release::Kept(why) => return Ok(Some(why)),
     };
-    if !rec.verified {
-        return Ok(Some("its copy was not read back".into()));
-    }
-    let missing = tapeloom_ops::copies::missing(cat, stamp.job)?;
-    if !missing.is_empty() {
-        return Ok(Some(format!(
-            "its copy in pool {} is not on tape yet",
-            missing.join(", ")
-        )));
-    }
     let path = &m.path;
     let Some(f) = crate::open_leased(path)? else {
         return Ok(Some("it is open".into()));
     };
-    let done = punch(home, &f, path, (stamp, &rec.entry, rec.ctime_ns));
+    let done = punch(home, &f, path, (stamp, &entry, ctime_ns));
     let _ = crate::sys::unlease(f.as_fd());
     done
 }
@@ -184,8 +170,7 @@ fn punch(
     set_times(f, path, facts.atime_ns, facts.mtime_ns)?;
     io(f.sync_all(), "sync", path)?;
     let after = Facts::of(&io(f.metadata(), "read", path)?);
-    home.catalog
-        .put_hsm_file(&record(path, (&released, entry), after.ctime_ns, true))?;
+    tapeloom_ops::hsm::released(home, path, &copy_of(&released, entry), after.ctime_ns)?;
     // While the lease is held nobody can open the file: the daemon, when one
     // runs, marks it before anyone can read the stub.
     crate::notify::tell(home.dir(), path, true)?;

@@ -5,12 +5,12 @@
 
 use crate::error::Result;
 use crate::release::set_times;
-use crate::{files_under, record, root_path, roots, targets, Managed, State};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::{copy_of, files_under, root_path, roots, targets, Managed, State};
+use std::collections::{BTreeMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use tapeloom_catalog::HsmFile;
 use tapeloom_engine::Home;
+use tapeloom_ops::hsm::CopiesOnTape;
 
 /// Files and bytes in each state, and bytes on disk.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,19 +37,14 @@ impl Counts {
 }
 
 /// How many copies of the job a file on tape is in, each job asked once.
-fn copies_of(home: &Home, m: &Managed, seen: &mut HashMap<i64, u32>) -> Result<Option<u32>> {
+fn copies_of(home: &Home, m: &Managed, seen: &mut CopiesOnTape) -> Result<Option<u32>> {
     if !matches!(m.state(), State::Premigrated | State::Released) {
         return Ok(None);
     }
     let Some(stamp) = &m.stamp else {
         return Ok(None);
     };
-    if let Some(n) = seen.get(&stamp.job) {
-        return Ok(Some(*n));
-    }
-    let n = tapeloom_ops::copies::on_tape(&home.catalog, stamp.job)?;
-    seen.insert(stamp.job, n);
-    Ok(Some(n))
+    Ok(Some(seen.of(home, stamp.job)?))
 }
 
 /// What `hsm status` reports.
@@ -66,10 +61,10 @@ pub struct Status {
 
 /// Counts the managed files under `paths` (every managed folder when none).
 pub fn status(home: &Home, paths: &[PathBuf], by_folder: bool) -> Result<Status> {
-    let roots = roots(&home.catalog)?;
+    let roots = roots(home)?;
     let mut out = Status::default();
     let mut folders: BTreeMap<PathBuf, Counts> = BTreeMap::new();
-    let mut seen = HashMap::new();
+    let mut seen = CopiesOnTape::default();
     for top in targets(&roots, paths)? {
         let mut counts = Counts::default();
         for m in files_under(std::slice::from_ref(&top), &mut |p, why| {
@@ -119,11 +114,10 @@ impl Reconciled {
 /// Makes the catalog agree with the managed files' records (`check`: only
 /// says where they differ).
 pub fn reconcile(home: &Home, check: bool) -> Result<Reconciled> {
-    let cat = &home.catalog;
-    let roots = roots(cat)?;
+    let roots = roots(home)?;
     let mut out = Reconciled::default();
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
-    let mut entries = crate::Entries::default();
+    let mut entries = tapeloom_ops::hsm::Entries::default();
     for root in &roots {
         let top = root_path(root);
         let files = files_under(std::slice::from_ref(&top), &mut |p, why| {
@@ -147,43 +141,17 @@ pub fn reconcile(home: &Home, check: bool) -> Result<Reconciled> {
                     crate::release::release_again(&m.path, stamp)?;
                 }
             }
-            let had = cat.hsm_file(&key)?;
-            let Some(entry) = entries.of(cat, &m.path, stamp)? else {
+            let Some(entry) = entries.of(home, &m.path, (stamp.job, stamp.ino))? else {
                 let why = format!("job {} has no entry of it", stamp.job);
                 out.skipped.push((m.path.clone(), why));
                 continue;
             };
-            let mut want = record(&m.path, (stamp, &entry), m.facts.ctime_ns, true);
-            want.state = state.as_str().to_string();
-            if !agrees(had.as_ref(), &want) {
+            let copy = (&copy_of(stamp, &entry), state.as_str());
+            if tapeloom_ops::hsm::reconcile_file(home, &m.path, copy, m.facts.ctime_ns, check)? {
                 out.recorded.push(m.path.clone());
-                if !check {
-                    want.verified = had.as_ref().is_none_or(|h| h.verified);
-                    cat.put_hsm_file(&want)?;
-                }
             }
         }
     }
-    for f in cat.hsm_files(b"")? {
-        if !seen.contains(&f.path) {
-            out.forgotten
-                .push(PathBuf::from(std::ffi::OsStr::from_bytes(&f.path)));
-            if !check {
-                cat.forget_hsm_file(&f.path)?;
-            }
-        }
-    }
+    out.forgotten = tapeloom_ops::hsm::forget_unseen(home, &seen, check)?;
     Ok(out)
-}
-
-/// Whether the catalog's record `had` says what the file's own does.
-fn agrees(had: Option<&HsmFile>, want: &HsmFile) -> bool {
-    had.is_some_and(|h| {
-        h.state == want.state
-            && h.job_id == want.job_id
-            && h.entry == want.entry
-            && h.size == want.size
-            && h.mtime_ns == want.mtime_ns
-            && h.crc == want.crc
-    })
 }

@@ -83,6 +83,14 @@ pub enum OpsError {
         /// The copy pool it names.
         copy_pool: String,
     },
+    /// A folder to manage inside another managed folder, or around one.
+    #[error("{} overlaps the managed folder {}", folder.display(), managed.display())]
+    ManagedOverlap {
+        /// The folder to manage.
+        folder: std::path::PathBuf,
+        /// The managed folder it overlaps.
+        managed: std::path::PathBuf,
+    },
 }
 
 impl From<tapeloom_engine::Error> for OpsError {

@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod copies;
 mod error;
 pub mod history;
+pub mod hsm;
 mod keys;
 pub mod library;
 pub mod moves;
