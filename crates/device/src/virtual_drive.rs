@@ -137,8 +137,10 @@ impl VirtualTape {
     /// Makes the cartridge keep only the headers of the data blocks written to it
     /// from now on (`true`): their payload becomes a hole in the data file, and
     /// reading such a block back is [`DeviceError::NoPayloadKept`] unless the
-    /// process's [`crate::regenerate`] makes it again. Labels and the
-    /// blocks of stream 0 (a job's own records) are kept whole. For experiments
+    /// process's [`crate::regenerate`] makes it again. Labels and the blocks
+    /// of a job's own records are kept whole: stream 0 (`JobStart`, the index,
+    /// `JobEnd`) and stream 65535 (the `Continuation` that opens each further
+    /// cartridge of a job, and each segment after a filemark). For experiments
     /// whose drives write faster than this machine's disk.
     pub fn headers_only(mut self, yes: bool) -> Self {
         self.headers_only = yes;
@@ -201,7 +203,9 @@ impl VirtualTape {
         let what = || format!("write cartridge {}", self.name);
         let header_only = self.headers_only
             && kind == KIND_BLOCK
-            && tapeloom_format::block_stream(data).is_some_and(|s| s != 0);
+            && tapeloom_format::block_stream(data).is_some_and(|s| {
+                s != tapeloom_format::CONTROL_STREAM && s != tapeloom_format::CONTINUATION_STREAM
+            });
         let kind = if header_only {
             let kept = &data[..tapeloom_format::BLOCK_HEADER_LEN];
             io(what, self.data.write_all_at(kept, offset))?;

@@ -19,11 +19,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tapeloom_device::regenerate::{install, Regenerate};
 use tapeloom_format::{BlockHeader, BLOCK_HEADER_LEN};
 
-/// One stream: the sources of its job (in the order of their streams, which
-/// names each stream's records as the backup named them), its own, and once
-/// asked, its packer and the stream offset of the next block it gives.
+/// One stream: the sources of its job and their stream names (in the order of
+/// their streams, which names each stream's records as the backup named them),
+/// its own id, and once asked, its packer and the stream offset of the next
+/// block it gives.
 struct Stream {
-    sources: Arc<Vec<PathBuf>>,
+    job: Arc<(Vec<PathBuf>, Vec<Option<String>>)>,
     id: u16,
     packer: Option<(u64, Outgoing)>,
 }
@@ -36,12 +37,15 @@ struct Regenerator {
 
 static REGENERATOR: OnceLock<Arc<Regenerator>> = OnceLock::new();
 
-/// Says which sources the streams of the job tagged `tag` read (`names`: each
-/// stream's source, as the catalog has it), so that their blocks can be made
+/// Says which sources the streams of the job tagged `tag` read, and under which
+/// names (`streams`, as the catalog has them), so that their blocks can be made
 /// again when a cartridge kept no payload. Only a job whose every source was a
 /// generator is made again: nothing is read from disk.
-pub(crate) fn know(tag: u64, names: &HashMap<u16, String>) {
-    if names.is_empty() || !names.values().all(|n| n.starts_with(SOURCE_PREFIX)) {
+pub(crate) fn know(tag: u64, streams: &[tapeloom_catalog::Stream]) {
+    let generated = |s: &tapeloom_catalog::Stream| {
+        std::str::from_utf8(&s.source).is_ok_and(|t| t.starts_with(SOURCE_PREFIX))
+    };
+    if streams.is_empty() || !streams.iter().all(generated) {
         return;
     }
     let r = REGENERATOR.get_or_init(|| {
@@ -49,16 +53,21 @@ pub(crate) fn know(tag: u64, names: &HashMap<u16, String>) {
         install(r.clone());
         r
     });
-    let Ok(mut streams) = r.streams.lock() else {
+    let Ok(mut known) = r.streams.lock() else {
         return;
     };
-    let mut ids: Vec<u16> = names.keys().copied().collect();
-    ids.sort_unstable();
-    let sources = Arc::new(ids.iter().map(|id| PathBuf::from(&names[id])).collect());
-    for id in ids {
-        streams.entry((tag, id)).or_insert_with(|| Stream {
-            sources: Arc::clone(&sources),
-            id,
+    let mut sorted: Vec<&tapeloom_catalog::Stream> = streams.iter().collect();
+    sorted.sort_unstable_by_key(|s| s.stream);
+    // Every source was checked to be UTF-8 above.
+    let sources = (sorted.iter())
+        .map(|s| PathBuf::from(String::from_utf8_lossy(&s.source).into_owned()))
+        .collect();
+    let names = sorted.iter().map(|s| Some(s.name.clone())).collect();
+    let job = Arc::new((sources, names));
+    for s in sorted {
+        known.entry((tag, s.stream)).or_insert_with(|| Stream {
+            job: Arc::clone(&job),
+            id: s.stream,
             packer: None,
         });
     }
@@ -107,9 +116,13 @@ impl Regenerate for Regenerator {
 /// blocks of `size` bytes for the job tagged `tag`.
 fn next_block(s: &mut Stream, tag: u64, size: usize, offset: u64) -> Option<Vec<u8>> {
     if s.packer.as_ref().is_none_or(|(at, _)| *at > offset) {
-        let opts = BackupOptions::default();
+        let (sources, names) = &*s.job;
+        let opts = BackupOptions {
+            stream_names: names.clone(),
+            ..BackupOptions::default()
+        };
         let facts = (tag, size, 0);
-        let packer = pack_some(&s.sources, &opts, facts, Arc::default(), Some(s.id)).ok()?;
+        let packer = pack_some(sources, &opts, facts, Arc::default(), Some(s.id)).ok()?;
         s.packer = Some((0, packer.into_iter().next()?));
     }
     let (at, out) = s.packer.as_mut()?;

@@ -170,3 +170,56 @@ fn a_clients_generator_source_is_held_to_its_rate() {
     assert!(bytes > 15e6, "{doc}");
     assert!(secs >= 0.8 * bytes / 4e6, "{bytes} bytes in {secs:.2} s");
 }
+
+#[test]
+fn a_job_of_two_drives_on_a_library_without_payload_restores_as_gen_writes_it() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    library_with(&home, 2, 4, "4G", &["--payload", "none"]);
+    let b = ok(
+        &home,
+        &[
+            "backup",
+            "--drives",
+            "2",
+            "--stream",
+            "a=gen:small-files:16M:5",
+            "--stream",
+            "b=gen:hp-typical:24M:6",
+        ],
+    );
+    assert_eq!(b["status"], "ok", "{b}");
+    // Each drive wrote one stream to a cartridge of its own: the second
+    // cartridge opens with the job's continuation, then the second stream.
+    assert_eq!(b["volumes"].as_array().map(|v| v.len()), Some(2), "{b}");
+    let job = b["job_id"].to_string();
+    let v = ok(&home, &["verify", &job]);
+    assert_eq!(v["ok"], true, "{v}");
+    let gen = t.path().join("gen");
+    for (dir, preset, total, seed) in [
+        ("a", "small-files", "16M", "5"),
+        ("b", "hp-typical", "24M", "6"),
+    ] {
+        let to = gen.join(dir);
+        ok(
+            &home,
+            &[
+                "gen",
+                "--preset",
+                preset,
+                "--total",
+                total,
+                "--seed",
+                seed,
+                to.to_str().unwrap(),
+            ],
+        );
+    }
+    // The job's root is made up by the restore; each stream's tree is as `gen`
+    // writes it.
+    let out = t.path().join("out");
+    ok(&home, &["restore", &job, "--to", out.to_str().unwrap()]);
+    for dir in ["a", "b"] {
+        assert_same_tree(&gen.join(dir), &out.join(dir));
+    }
+}

@@ -210,10 +210,7 @@ impl JobReader {
             return Err(JobError::NothingOnTape(job_id).into());
         }
         let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
-        let names = (cat.streams(job_id)?.into_iter())
-            .map(|s| (s.stream, s.name))
-            .collect();
-        crate::regen::know(job.tag, &names);
+        crate::regen::know(job.tag, &cat.streams(job_id)?);
         let reader = JobReader::new(
             Arc::new(Mutex::new(home.library()?)),
             vols.clone(),

@@ -93,10 +93,9 @@ pub fn read_blocks(
     let expected = plan::expected(cat, job_id, &rows, whole)?;
     sink.selection(want.as_ref(), &plan::left_out(cat, job_id)?, &expected)?;
     drop(expected);
-    let names: HashMap<u16, String> = (cat.streams(job_id)?.into_iter())
-        .map(|s| (s.stream, s.name))
-        .collect();
-    crate::regen::know(job.tag, &names);
+    let streams = cat.streams(job_id)?;
+    crate::regen::know(job.tag, &streams);
+    let names: HashMap<u16, String> = streams.into_iter().map(|s| (s.stream, s.name)).collect();
     let needed: BTreeSet<u16> = match whole {
         true => names.keys().copied().collect(),
         false => rows.iter().map(|r| r.stream).collect(),

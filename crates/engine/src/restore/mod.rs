@@ -258,12 +258,9 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
-    let names: HashMap<u16, String> = cat
-        .streams(job_id)?
-        .into_iter()
-        .map(|s| (s.stream, s.name))
-        .collect();
-    crate::regen::know(job.tag, &names);
+    let streams = cat.streams(job_id)?;
+    crate::regen::know(job.tag, &streams);
+    let names: HashMap<u16, String> = streams.into_iter().map(|s| (s.stream, s.name)).collect();
     let needed: BTreeSet<u16> = if whole {
         names.keys().copied().collect()
     } else {
