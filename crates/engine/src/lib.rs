@@ -18,6 +18,7 @@ mod cpu;
 mod crypt;
 mod error;
 mod expire;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod home;
