@@ -13,14 +13,24 @@
 //! pool's key file with a passphrase, a server holds keys unlocked at its start.
 //! They say so through [`KeySource`]; the rule that the key must be the pool's
 //! (its fingerprint) is kept here.
+//!
+//! The documents the commands print with `--json` and the server answers with are
+//! made here too, from the catalog ([`jobs`], [`ls`], [`report`], [`library`])
+//! or from the engine's reports ([`docs`]); their shapes are the protocol's
+//! (`tapeloom_proto`).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod backup;
 pub mod copies;
+pub mod docs;
 mod error;
+pub mod jobs;
 mod keys;
+pub mod library;
+pub mod ls;
 pub mod pools;
+pub mod report;
 
 pub use error::{OpsError, Result};
 pub use keys::{pool_key, KeySource, NoKeys};

@@ -39,7 +39,7 @@ pub struct Args {
 /// The copies written.
 #[derive(Serialize)]
 pub struct Copies {
-    copies: Vec<tapeloom_engine::CopyReport>,
+    copies: Vec<tapeloom_proto::copy::Copied>,
     /// Jobs left alone by `--uncopied`: they have a copy.
     skipped: Vec<i64>,
 }
@@ -56,7 +56,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<Copies> {
     };
     let mut copies = Vec::new();
     for id in jobs {
-        copies.push(tapeloom_engine::copy_job(&home, id, &opts)?);
+        copies.push(tapeloom_ops::docs::copied(&tapeloom_engine::copy_job(
+            &home, id, &opts,
+        )?));
     }
     Ok(Copies { copies, skipped })
 }

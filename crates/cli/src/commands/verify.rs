@@ -84,7 +84,7 @@ fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
     let mut jobs = Vec::new();
     for id in due {
         let r = tapeloom_engine::verify_as(&home, id, a.drive, "verify --pool")?;
-        jobs.push(Verified::new(id, r));
+        jobs.push(tapeloom_ops::docs::verified(id, r));
     }
     Ok(PoolVerified {
         pool: pool.to_string(),
@@ -119,7 +119,7 @@ fn one(job: i64, a: Args, ctx: &Context) -> Result<Verified> {
         }
         None => tapeloom_engine::verify(&home, job, a.drive)?,
     };
-    Ok(Verified::new(job, r))
+    Ok(tapeloom_ops::docs::verified(job, r))
 }
 
 impl Output for Outcome {

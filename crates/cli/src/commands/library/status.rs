@@ -57,7 +57,7 @@ struct Cartridge {
     notes: Vec<String>,
 }
 
-pub use tapeloom_proto::library::cartridge_state;
+pub use tapeloom_ops::library::cartridge_state;
 
 pub fn run(home: &Home) -> Result<Status> {
     let mut lib = home.library().context("open the library")?;
