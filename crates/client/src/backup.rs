@@ -189,7 +189,8 @@ pub fn run(
 fn base_tree(server: &Server, job: u64) -> Result<BaseTree, ServerError> {
     let mut rows = Vec::new();
     server.get_reading(&format!("/api/backups/{job}/base"), |r| {
-        tapeloom_proto::base::read_tree(r, |row| rows.push(row)).map_err(ServerError::from)
+        tapeloom_proto::base::read_tree(r, |row| rows.push(crate::wire::base_row(row)))
+            .map_err(ServerError::from)
     })?;
     Ok(BaseTree { rows })
 }

@@ -15,6 +15,7 @@
 pub mod backup;
 pub mod restore;
 pub mod verify;
+mod wire;
 
 use bytes::Bytes;
 use hyper::body::Incoming;

@@ -190,7 +190,7 @@ impl Placing {
             JobNotice::Want(p) => br.want(p),
             JobNotice::LeftOut(p) => br.left_out(p),
             JobNotice::Bad(p, why) => br.bad(&p, &why),
-            JobNotice::Row(p, x) => br.expect(p, x),
+            JobNotice::Row(p, x) => br.expect(p, crate::wire::expect(x)),
             JobNotice::JobKey(_) => {}
         }
         Ok(())
@@ -328,7 +328,7 @@ impl SetPlacing {
         match note {
             Notice::Want(p) => job.data.push(p),
             Notice::Meta(p) => job.meta.push(p),
-            Notice::Row(p, x) => job.rows.push((p, x)),
+            Notice::Row(p, x) => job.rows.push((p, crate::wire::expect(x))),
             Notice::JobKey(record) => {
                 let key = tapeloom_engine::job_data_key(&self.keys, job.id, &record)?;
                 self.opened.insert(job.id, key);

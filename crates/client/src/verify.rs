@@ -61,7 +61,7 @@ pub fn keyed(server: &Server, job: i64, keys: Vec<MasterKey>) -> Result<Verified
     }
     let mut r = checking.done().finish();
     r.bytes_read_from_tape = t.bytes_read_from_tape;
-    Ok(Verified::new(job, r))
+    Ok(crate::wire::verified(job, r))
 }
 
 /// The part of a job's listing a verify through the server needs.
@@ -112,7 +112,7 @@ impl Checking {
             }
             JobNotice::LeftOut(p) => self.started(None).left_out(p),
             JobNotice::Bad(p, why) => self.started(None).bad(&p, &why),
-            JobNotice::Row(p, x) => self.started(None).expect(p, x),
+            JobNotice::Row(p, x) => self.started(None).expect(p, crate::wire::expect(x)),
             JobNotice::Want(_) => {}
         }
         Ok(())

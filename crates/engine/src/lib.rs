@@ -44,7 +44,7 @@ pub use backup::{
 };
 pub use backup::{choose_set, BaseRow, BaseTree, Deletions, Scan, ScanFigures, SetChoice};
 pub use compress::Compress;
-pub use copy::{copy_job, CopyOptions, CopyReport};
+pub use copy::{copy_job, CopyOptions, CopyReport, DriveFigures};
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{
     ChunkHeaderProblem, CopyError, CryptError, Error, HomeError, JobError, MediaError,

@@ -13,6 +13,11 @@
 //! pool's key file with a passphrase, a server holds keys unlocked at its start.
 //! They say so through [`KeySource`]; the rule that the key must be the pool's
 //! (its fingerprint) is kept here.
+//!
+//! The documents the commands print with `--json` and the server answers with are
+//! made here too, from the catalog ([`jobs`], [`ls`], [`report`], [`library`])
+//! or from the engine's reports ([`docs`]); their shapes are the protocol's
+//! (`tapeloom_proto`).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -20,13 +25,17 @@ mod access;
 pub mod backup;
 pub mod catalog;
 pub mod copies;
+pub mod docs;
 mod error;
 pub mod history;
 pub mod hsm;
+pub mod jobs;
 mod keys;
 pub mod library;
+pub mod ls;
 pub mod moves;
 pub mod pools;
+pub mod report;
 pub mod select;
 pub mod stages;
 pub mod tokens;

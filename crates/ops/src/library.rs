@@ -4,6 +4,7 @@
 
 use crate::error::{OpsError, Result};
 use serde::Serialize;
+use tapeloom_catalog::Volume;
 use tapeloom_device::{DriveHealth, SlotElement, VolumeStatistics};
 use tapeloom_device::{LibraryConfig, VirtualLibrary};
 use tapeloom_engine::{Home, MediaError};
@@ -316,7 +317,6 @@ pub struct Cartridge {
     pub notes: Vec<String>,
 }
 
-use tapeloom_proto::library::cartridge_state;
 
 /// The library's drives, slots and cartridges, with what the catalog knows of
 /// each.
@@ -382,4 +382,16 @@ pub fn status(home: &Home) -> Result<Status> {
         cartridges,
         capacity,
     })
+}
+
+/// What a cartridge is: cleaning, its volume's state when the catalog knows it,
+/// else blank or foreign by the bytes on it (`used`), or unknown.
+pub fn cartridge_state(barcode: &str, v: Option<&Volume>, used: Option<u64>) -> String {
+    match (v, used) {
+        _ if tapeloom_device::is_cleaning(barcode) => "cleaning".into(),
+        (Some(v), _) => v.status.to_string(),
+        (None, Some(0)) => "blank".into(),
+        (None, Some(_)) => "foreign".into(),
+        (None, None) => "unknown".into(),
+    }
 }

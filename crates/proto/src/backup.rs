@@ -3,10 +3,10 @@
 //! and the document of its end ([`BackedUp`]), which `tapeloom backup --json`
 //! prints for a local backup too.
 
-use crate::fmt::{mb_per_s, PathError};
-use crate::health::{self, CartridgeHealth};
+use crate::copy::Copied;
+use crate::fmt::PathError;
+use crate::health::CartridgeHealth;
 use serde::Serialize;
-use tapeloom_engine::{BackupReport, DespoolOrder, DriveReport};
 use tapeloom_format::Level;
 
 /// A job as a client asks for it.
@@ -162,7 +162,7 @@ pub struct BackedUp {
     /// The copy written once the job ended, when its pool names a copy pool
     /// (`pool create --copy-to`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub copy: Option<tapeloom_engine::CopyReport>,
+    pub copy: Option<Copied>,
     /// Why that copy could not be written (the job itself is whole).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy_error: Option<String>,
@@ -225,82 +225,6 @@ pub struct SetFigures {
     pub source_files_opened: u64,
 }
 
-impl BackedUp {
-    pub fn new(r: &BackupReport, drive_compression: String) -> Self {
-        BackedUp {
-            job_id: r.job_id,
-            status: r.status.as_str(),
-            set: SetFigures {
-                set: r.set.set.clone(),
-                level: r.set.level.name(),
-                base_job: r.set.base.as_ref().map(|b| b.id),
-                promoted: r.set.promoted.clone(),
-                unchanged: r.unchanged,
-                meta_only: r.meta_only,
-                deleted: r.deleted,
-                source_bytes_read: r.source_bytes_read,
-                source_files_opened: r.source_files_opened,
-            },
-            files: r.files,
-            bytes: r.bytes,
-            seconds: r.seconds,
-            mb_per_s: mb_per_s(r.bytes, r.seconds),
-            data_seconds: r.data_seconds,
-            data_mb_per_s: mb_per_s(r.bytes, r.data_seconds),
-            cpu_seconds: r.cpu_seconds,
-            cpu_seconds_per_gb: r
-                .cpu_seconds
-                .filter(|_| r.bytes > 0)
-                .map(|c| c / (r.bytes as f64 / 1e9)),
-            blocks: r.blocks,
-            volumes: r.volumes.clone(),
-            extents: r.extents,
-            filemarks: r.filemarks,
-            max_concurrency: r.max_concurrency,
-            streams: r
-                .streams
-                .iter()
-                .map(|s| Stream {
-                    name: s.name.clone(),
-                    bytes: s.bytes,
-                    files: s.files,
-                    seconds: s.seconds,
-                    mb_per_s: mb_per_s(s.bytes, s.seconds),
-                    drive: s.drive.unwrap_or(0),
-                    spool_mb_per_s: s.spool.map(|(b, secs)| mb_per_s(b, secs)),
-                    spool_seconds: s.spool.map(|(_, secs)| secs),
-                })
-                .collect(),
-            drives: r.drives.iter().map(Drive::new).collect(),
-            compression: Compression {
-                software: if r.software_compression {
-                    "zstd"
-                } else {
-                    "none"
-                },
-                drive: drive_compression,
-                raw_bytes: r.compression_raw_bytes,
-                stored_bytes: r.compression_stored_bytes,
-                ratio: r.compression_raw_bytes as f64 / r.compression_stored_bytes.max(1) as f64,
-                compressed_blocks: r.compressed_blocks.0,
-                stored_as_is_blocks: r.compressed_blocks.1,
-            },
-            via: if r.staged { "stage" } else { "direct" },
-            despool: r.despool.map(|d| match d {
-                DespoolOrder::Whole => "whole",
-                DespoolOrder::Early => "early",
-            }),
-            stage_waits: r.staged.then_some(StageWaits {
-                count: r.stage_waits.0,
-                seconds: r.stage_waits.1,
-            }),
-            errors: PathError::list(&r.errors),
-            copy: None,
-            copy_error: None,
-        }
-    }
-}
-
 /// One drive of a backup: rate, utilization against the drive's maximum at the
 /// data's compressibility (when the drive has a model), waits and backhitches:
 /// those while the drive's data streamed, and the stops after its last data block
@@ -343,75 +267,4 @@ pub struct Drive {
     /// The most the drive takes for this data (its top speed step times the
     /// data's compression ratio), when its model says.
     pub model_mb_per_s: Option<f64>,
-}
-
-/// The tape's time-weighted mean speed step over its top one, when it moved.
-fn speed_share(s: &tapeloom_device::DriveStats) -> Option<f64> {
-    let top = s.speed_steps_mb_s.last().copied()?;
-    let moving: f64 = s.seconds_at_step.iter().sum();
-    if moving <= 0.0 || top <= 0.0 {
-        return None;
-    }
-    let weighted: f64 = s
-        .speed_steps_mb_s
-        .iter()
-        .zip(&s.seconds_at_step)
-        .map(|(v, t)| v * t)
-        .sum();
-    Some(weighted / moving / top)
-}
-
-impl Drive {
-    pub fn new(r: &DriveReport) -> Self {
-        let mut d = Drive {
-            drive: r.drive.unwrap_or(0),
-            bytes: r.bytes,
-            mb_per_s: mb_per_s(r.bytes, r.seconds),
-            volumes: r.volumes.clone(),
-            streams: r.streams.clone(),
-            max_concurrency: r.max_concurrency,
-            filemarks: r.filemarks,
-            utilization: None,
-            backhitches: None,
-            stops_after_data: None,
-            compression_ratio: None,
-            modeled_seconds: None,
-            writer_waits: r.writer_waits,
-            writer_wait_seconds: r.writer_wait_seconds,
-            reader_waits: r.reader_waits,
-            reader_wait_seconds: r.reader_wait_seconds,
-            drive_compression: r.drive_compressed,
-            tape_alerts: health::tape_alerts(&r.health),
-            cartridges: health::cartridges(&r.health),
-            despool_mb_per_s: r.despool.as_ref().map(|x| mb_per_s(x.bytes, x.seconds)),
-            despool_max_mb_per_s: r
-                .despool
-                .as_ref()
-                .and_then(|x| x.max_bytes_per_s)
-                .map(|b| b / 1e6),
-            despool_seconds: r.despool.as_ref().map(|x| x.seconds),
-            streaming_speed_share: None,
-            data_span_ns: r.data_span_ns.map(|(a, b)| [a, b]),
-            data_span_mb_per_s: r
-                .data_span_ns
-                .filter(|(a, b)| b > a)
-                .map(|(a, b)| r.data_bytes as f64 / ((b - a) as f64 / 1e9) / 1e6),
-            model_mb_per_s: None,
-        };
-        if let Some(s) = &r.drive_stats {
-            let secs = (s.streaming_seconds + s.stopped_seconds).max(1e-9);
-            let ratio = s.compression_ratio();
-            let top = s.speed_steps_mb_s.last().copied().unwrap_or(0.0) * ratio;
-            let rate = s.host_bytes as f64 / secs / 1e6;
-            let streaming = r.backhitches.unwrap_or(s.backhitches);
-            d.utilization = (top > 0.0).then(|| (rate / top).min(1.0));
-            d.model_mb_per_s = (top > 0.0).then_some(top);
-            d.backhitches = Some(streaming);
-            d.stops_after_data = Some(s.backhitches.saturating_sub(streaming));
-            d.compression_ratio = Some(ratio);
-            d.modeled_seconds = Some(s.modeled_seconds);
-            d.streaming_speed_share = speed_share(s);
-        }
-        d
-    }
 }

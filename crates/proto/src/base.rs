@@ -14,8 +14,34 @@
 //! refuses anything else: a line too long, a row that does not parse, rows out of
 //! path order (or twice), a body cut short or with anything after its end.
 
+use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Write};
-use tapeloom_engine::BaseRow;
+
+/// One path of a base's tree: what the packing side compares an object with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseRow {
+    /// The path in the job's namespace.
+    pub path: Vec<u8>,
+    /// Entry type code (FORMAT.md 5.3).
+    pub kind: u8,
+    /// Logical size.
+    pub size: u64,
+    /// Modification time in nanoseconds.
+    pub mtime_ns: i64,
+    /// Status change time in nanoseconds (0 when not known).
+    pub ctime_ns: i64,
+    /// Inode number (0 when not known).
+    pub ino: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// A hard link's target (empty for every other type).
+    #[serde(default)]
+    pub link: Vec<u8>,
+}
 
 /// Bytes of a line at most, its `\n` included: a row whose path and link take
 /// some 120 KiB each (each byte a JSON number of up to four characters).
@@ -47,9 +73,9 @@ pub enum BaseError {
 }
 
 /// Writes `rows` (in path order) as a base's tree; how many.
-pub fn write_tree<'a>(
+pub fn write_tree(
     w: &mut impl Write,
-    rows: impl ExactSizeIterator<Item = &'a BaseRow>,
+    rows: impl ExactSizeIterator<Item = BaseRow>,
 ) -> io::Result<u64> {
     w.write_all(OPEN)?;
     w.write_all(b"\n")?;
@@ -57,7 +83,7 @@ pub fn write_tree<'a>(
     let mut line = Vec::with_capacity(256);
     for (i, row) in rows.enumerate() {
         line.clear();
-        serde_json::to_writer(&mut line, row).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut line, &row).map_err(io::Error::other)?;
         if i + 1 < last {
             line.push(b',');
         }
@@ -185,7 +211,7 @@ mod tests {
 
     fn written(rows: &[BaseRow]) -> Vec<u8> {
         let mut body = Vec::new();
-        write_tree(&mut body, rows.iter()).unwrap();
+        write_tree(&mut body, rows.iter().cloned()).unwrap();
         body
     }
 
@@ -205,7 +231,11 @@ mod tests {
         assert!(text.starts_with("{\"rows\":[\n{\"path\":[97],"), "{text}");
         assert!(text.ends_with("}\n]}\n"), "{text}");
         // Whole, it is the document a tree is as JSON.
-        let whole: tapeloom_engine::BaseTree = serde_json::from_slice(&body).unwrap();
+        #[derive(serde::Deserialize)]
+        struct Whole {
+            rows: Vec<BaseRow>,
+        }
+        let whole: Whole = serde_json::from_slice(&body).unwrap();
         assert_eq!(whole.rows, rows);
         assert_eq!(read(&body).unwrap(), rows);
         assert_eq!(read(&written(&[])).unwrap(), Vec::new());
@@ -250,7 +280,7 @@ mod tests {
             link: vec![255; MAX_LINE / 4],
             ..row(b"a")
         };
-        assert!(write_tree(&mut Vec::new(), [huge].iter()).is_err());
+        assert!(write_tree(&mut Vec::new(), [huge].into_iter()).is_err());
     }
 
     proptest::proptest! {

@@ -5,15 +5,18 @@
 //!   escapes of a query.
 //! - `backup`, `verify`, `restore`: each operation's documents and notes on the
 //!   wire. `base`: a base's tree, a row a line.
-//! - `jobs`, `ls`, `report`, `library`, `health`, `fmt`: the documents the commands
-//!   print with `--json` and the server answers with, made from a catalog.
+//! - `jobs`, `ls`, `report`, `health`, `copy`, `fmt`: the documents the commands
+//!   print with `--json` and the server answers with (`tapeloom_ops` makes them
+//!   from a catalog and the engine's reports).
 //! - `site`: what a server of a site tells its clients of the others.
 //! - `body`: HTTP bodies between hyper's tasks and the threads that make or
 //!   read them.
 //! - `tls`: the server's certificate and its fingerprint, and the client's
 //!   pinning verifier. `error`: [`ServerError`], what either end refuses.
 //!
-//! Nothing here opens a socket: the server (`tapeloom-server`)
+//! Every document is a type of this crate, whatever the engine's reports hold,
+//! and this crate depends on no tapeloom crate but `tapeloom-format`. Nothing here
+//! opens a socket: the server (`tapeloom-server`)
 //! and the client (`tapeloom-client`) carry these over their transport.
 
 #![forbid(unsafe_code)]
@@ -21,6 +24,7 @@
 pub mod backup;
 pub mod base;
 pub mod body;
+pub mod copy;
 pub mod duration;
 pub mod error;
 pub mod feed;
@@ -28,7 +32,6 @@ pub mod fmt;
 pub mod frame;
 pub mod health;
 pub mod jobs;
-pub mod library;
 pub mod ls;
 pub mod report;
 pub mod restore;

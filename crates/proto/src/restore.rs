@@ -29,7 +29,6 @@
 use super::error::ServerError;
 use crate::frame::Frame;
 use serde::{Deserialize, Serialize};
-use tapeloom_engine::Expect;
 
 /// Bytes of a trailer at most.
 pub const MAX_TRAILER: usize = 64 * 1024;
@@ -55,6 +54,18 @@ const OF: &str = "of-job";
 /// The prefix of the note of what the catalog lists of an entry: `row STREAM
 /// TYPE SIZE`.
 const ROW: &str = "row ";
+
+/// What the catalog lists of an entry a restore expects to meet on tape (a
+/// [`Notice::Row`]): its stream, type and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    /// The stream that holds it.
+    pub stream: u16,
+    /// Its type (FORMAT.md 5.3).
+    pub kind: u8,
+    /// Its logical size.
+    pub size: u64,
+}
 
 /// A job of a set's restore, as its note gives it (JSON in the note's path
 /// place).

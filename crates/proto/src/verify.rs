@@ -40,24 +40,3 @@ pub struct Pending {
     /// The job it reads.
     pub job_id: i64,
 }
-
-impl Verified {
-    /// The document of what the engine's verify of `job_id` found.
-    pub fn new(job_id: i64, r: tapeloom_engine::VerifyReport) -> Self {
-        Verified {
-            job_id,
-            ok: r.ok,
-            blocks_checked: r.blocks_checked,
-            bad_blocks: r
-                .bad_blocks
-                .into_iter()
-                .map(|(volume, block)| BadBlock { volume, block })
-                .collect(),
-            files_checked: r.files_checked,
-            files_affected: r.files_affected,
-            files_missing: r.files_missing,
-            bytes_read_from_tape: r.bytes_read_from_tape,
-            seconds: r.seconds,
-        }
-    }
-}

@@ -21,7 +21,7 @@ use crate::http::Request;
 use std::net::SocketAddr;
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{Error, JobError};
-use tapeloom_proto::{jobs, ls};
+use tapeloom_ops::{jobs, ls};
 use tracing::{error, warn};
 
 /// An answer to write.

@@ -1003,9 +1003,25 @@ fn send_base(conn: &mut Conn, tree: &BaseTree, alive: impl Fn()) -> std::io::Res
         if i % BASE_ROWS_ACTIVE == BASE_ROWS_ACTIVE - 1 {
             alive();
         }
-        r
+        wire_row(r)
     });
     tapeloom_proto::base::write_tree(&mut w, rows)
+}
+
+/// A row of a base's tree as the wire has it.
+fn wire_row(r: &tapeloom_engine::BaseRow) -> tapeloom_proto::base::BaseRow {
+    tapeloom_proto::base::BaseRow {
+        path: r.path.clone(),
+        kind: r.kind,
+        size: r.size,
+        mtime_ns: r.mtime_ns,
+        ctime_ns: r.ctime_ns,
+        ino: r.ino,
+        mode: r.mode,
+        uid: r.uid,
+        gid: r.gid,
+        link: r.link.clone(),
+    }
 }
 
 /// `POST /api/backups/ID/deletions` by `client`, its body (`length` bytes, `rest`

@@ -251,7 +251,7 @@ impl BlockSink for FrameOut<'_> {
             self.frame(Notice::LeftOut(p.clone()).frame()).map_err(io)?;
         }
         for (p, x) in expected {
-            self.note(Notice::Row(p.clone(), *x))?;
+            self.note(Notice::Row(p.clone(), wire_expect(x)))?;
         }
         Ok(())
     }
@@ -433,7 +433,7 @@ impl SetBlockSink for SetFrameOut<'_> {
                 self.out.note(Notice::Meta(p.clone()))?;
             }
             for (p, x) in &j.rows {
-                self.out.note(Notice::Row(p.clone(), *x))?;
+                self.out.note(Notice::Row(p.clone(), wire_expect(x)))?;
             }
         }
         for p in &sel.missing {
@@ -456,5 +456,14 @@ impl SetBlockSink for SetFrameOut<'_> {
             self.out.note(Notice::Bad(p.clone(), why.to_string()))?;
         }
         Ok(())
+    }
+}
+
+/// What the catalog lists of an entry, as a note of the answer gives it.
+fn wire_expect(x: &Expect) -> tapeloom_proto::restore::Expect {
+    tapeloom_proto::restore::Expect {
+        stream: x.stream,
+        kind: x.kind,
+        size: x.size,
     }
 }

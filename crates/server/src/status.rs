@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, Token};
 use tapeloom_device::{Inventory, TapeLibrary, VirtualLibrary};
 use tapeloom_engine::{Error, JobError, ScsiLibraryConfig, Series};
-use tapeloom_proto::{jobs, library, report};
+use tapeloom_ops::{jobs, library, report};
 
 /// The page: self-contained, it holds no data and asks for none without a token.
 const PAGE: &str = include_str!("status.html");
@@ -36,7 +36,7 @@ pub struct Status {
     /// The server's jobs that ended since it started, newest first.
     pub recent: Vec<Entry>,
     /// The catalog's last jobs, as `jobs --json` lists them, oldest first.
-    pub jobs: jobs::Jobs,
+    pub jobs: tapeloom_proto::jobs::Jobs,
     /// The site's servers and queue, when the server is one of several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<tapeloom_proto::site::SiteDoc>,
@@ -405,7 +405,7 @@ pub fn report_svg(cat: &Catalog, token: &Token, id: &str) -> Result<Answer, Erro
         }),
         Err(e) => match e.downcast::<Error>() {
             Ok(e) => Err(e),
-            Err(e) => match e.downcast_ref::<tapeloom_proto::report::NoSamples>() {
+            Err(e) => match e.downcast_ref::<report::NoSamples>() {
                 Some(no) => Ok(Answer::error(404, &no.to_string())),
                 _ => {
                     tracing::error!("draw job {id}: {e:#}");

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{Catalog, Token};
-use tapeloom_proto::verify::{Ask, Pending, Verified};
+use tapeloom_proto::verify::{Ask, Pending};
 
 /// How long a verify's outcome waits for its client to ask for it.
 const KEEP_OUTCOME: Duration = Duration::from_secs(3600);
@@ -176,7 +176,7 @@ fn run(
     let mut home = tapeloom_engine::Home::open(home).map_err(|e| e.to_string())?;
     home.keys = keys;
     let r = tapeloom_engine::verify(&home, job, drive).map_err(|e| e.to_string())?;
-    serde_json::to_vec(&Verified::new(job, r)).map_err(|e| e.to_string())
+    serde_json::to_vec(&tapeloom_ops::docs::verified(job, r)).map_err(|e| e.to_string())
 }
 
 /// `GET /api/verifies/N` by `token`.

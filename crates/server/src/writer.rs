@@ -33,7 +33,6 @@ use tapeloom_engine::{
     BackupOptions, DriveSet, Home, Inlet, Progress, ReceiveStop, Receiving, RemotePlan,
     RemoteStream, SetChoice,
 };
-use tapeloom_proto::backup::BackedUp;
 use tapeloom_proto::backup::Begin;
 use tracing::{error, warn};
 
@@ -444,7 +443,7 @@ fn write(
     match r {
         Ok(report) => {
             shared.metrics.job_errors(report.errors.len());
-            serde_json::to_vec(&BackedUp::new(&report, "on".into()))
+            serde_json::to_vec(&tapeloom_ops::docs::backed_up(&report, "on".into()))
                 .map_err(|e| format!("encode the job's document: {e}"))
         }
         Err(e) => {

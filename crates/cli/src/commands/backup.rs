@@ -321,9 +321,9 @@ pub fn run(a: Args, ctx: &Context) -> Result<BackedUp> {
     }
     let done = r.map_err(crate::error::ops)?;
     output::path_errors("tapeloom: warning: ", &done.report.errors);
-    let mut out = BackedUp::new(&done.report, drive_compression);
+    let mut out = tapeloom_ops::docs::backed_up(&done.report, drive_compression);
     match done.copy {
-        Some(Ok(c)) => out.copy = Some(c),
+        Some(Ok(c)) => out.copy = Some(tapeloom_ops::docs::copied(&c)),
         Some(Err(e)) => out.copy_error = Some(e.to_string()),
         None => {}
     }

@@ -40,7 +40,7 @@ pub struct Args {
 /// The copies written.
 #[derive(Serialize)]
 pub struct Copies {
-    copies: Vec<tapeloom_engine::CopyReport>,
+    copies: Vec<tapeloom_proto::copy::Copied>,
     /// Jobs left alone by `--uncopied`: they have a copy.
     skipped: Vec<i64>,
 }
@@ -63,6 +63,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Copies> {
     };
     let (copies, skipped) =
         tapeloom_ops::copies::copy_jobs(&home, &sel, a.uncopied, &opts).ops()?;
+    let copies = copies.iter().map(tapeloom_ops::docs::copied).collect();
     Ok(Copies { copies, skipped })
 }
 

@@ -6,7 +6,8 @@ use crate::net::Remote;
 use crate::output::{self, Output};
 use anyhow::Result;
 use tapeloom_engine::escape_controls;
-use tapeloom_proto::jobs::{list, Jobs};
+use tapeloom_ops::jobs::list;
+use tapeloom_proto::jobs::Jobs;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -9,7 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use tapeloom_catalog::Catalog;
 use tapeloom_engine::escape_controls;
-use tapeloom_proto::ls::{list_job, set_listing, Entry, Listing};
+use tapeloom_ops::ls::{list_job, set_listing};
+use tapeloom_proto::ls::{Entry, Listing};
 
 #[derive(clap::Args)]
 pub struct Args {

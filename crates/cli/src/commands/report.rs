@@ -1,5 +1,5 @@
 //! `tapeloom report JOB --out FILE`: a job's per-second samples drawn as plots
-//! (`tapeloom_proto::report` makes them).
+//! (`tapeloom_ops::report` makes them).
 
 use super::Context;
 use crate::output::Output;
@@ -22,7 +22,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Drawn> {
-    tapeloom_proto::report::draw(&ctx.open_home()?.catalog, a.job, &a.op, a.out)
+    tapeloom_ops::report::draw(&ctx.open_home()?.catalog, a.job, &a.op, a.out)
 }
 
 impl Output for Drawn {

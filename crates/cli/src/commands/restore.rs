@@ -14,7 +14,8 @@ use tapeloom_client::restore as remote;
 use tapeloom_engine::{
     escape_controls, Overwrite, ReadOrder, RestoreOptions, RestoreReport, SkipBy, Source,
 };
-use tapeloom_proto::health::{self, CartridgeHealth};
+use tapeloom_ops::docs as health;
+use tapeloom_proto::health::CartridgeHealth;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -100,7 +100,7 @@ pub fn resume(home: &tapeloom_engine::Home) -> Result<Resumed> {
         let progress = std::sync::Arc::new(tapeloom_engine::Progress::default());
         let r = tapeloom_engine::resume_job(home, id, progress)?;
         output::path_errors(&format!("tapeloom: warning: job {id}: "), &r.errors);
-        jobs.push(tapeloom_proto::backup::BackedUp::new(&r, "on".into()));
+        jobs.push(tapeloom_ops::docs::backed_up(&r, "on".into()));
     }
     Ok(Resumed { jobs })
 }

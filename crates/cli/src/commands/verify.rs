@@ -84,7 +84,7 @@ fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
         tapeloom_ops::verify::read_back_pool(&home, pool, a.older_than, a.drive, "verify --pool")
             .ops()?;
     let jobs: Vec<Verified> = (read.into_iter())
-        .map(|(id, r)| Verified::new(id, r))
+        .map(|(id, r)| tapeloom_ops::docs::verified(id, r))
         .collect();
     Ok(PoolVerified {
         pool: pool.to_string(),
@@ -119,7 +119,7 @@ fn one(job: i64, a: Args, ctx: &Context) -> Result<Verified> {
         }
         None => tapeloom_engine::verify(&home, job, a.drive)?,
     };
-    Ok(Verified::new(job, r))
+    Ok(tapeloom_ops::docs::verified(job, r))
 }
 
 impl Output for Outcome {
