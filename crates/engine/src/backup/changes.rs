@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use tapeloom_catalog::{Catalog, Job};
 use tapeloom_format::{EntryType, Level};
+pub use tapeloom_tree::{BaseRow, BaseTree};
 
 /// The set, level and base a job runs with.
 #[derive(Debug, Clone)]
@@ -204,48 +205,6 @@ pub struct Scan {
     pub(crate) counts: ScanCounts,
     /// Only these objects are stored, when a backup stores only some.
     pub(crate) only: Option<std::sync::Arc<super::only::Only>>,
-}
-
-/// One path of a base's tree: what comparing an object with it needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BaseRow {
-    /// The path in the job's namespace.
-    pub path: Vec<u8>,
-    /// Entry type code.
-    pub kind: u8,
-    /// Logical size.
-    pub size: u64,
-    /// Modification time in nanoseconds.
-    pub mtime_ns: i64,
-    /// Status change time in nanoseconds (0 when not known).
-    pub ctime_ns: i64,
-    /// Inode number (0 when not known).
-    pub ino: u64,
-    /// Permission bits.
-    pub mode: u32,
-    /// Owner.
-    pub uid: u32,
-    /// Group.
-    pub gid: u32,
-    /// A hard link's target (empty for every other type).
-    pub link: Vec<u8>,
-}
-
-/// A set's tree at a job's base, in path order, as the packing side of a job
-/// packed elsewhere compares with it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BaseTree {
-    /// Its paths, in order.
-    pub rows: Vec<BaseRow>,
-}
-
-impl BaseTree {
-    /// Whether the tree holds `path`.
-    pub fn holds(&self, path: &[u8]) -> bool {
-        self.rows
-            .binary_search_by(|r| r.path.as_slice().cmp(path))
-            .is_ok()
-    }
 }
 
 /// What a job's reading of its sources came to.

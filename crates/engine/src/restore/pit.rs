@@ -13,7 +13,6 @@ use crate::home::Home;
 use crate::media::reader::{SharedLibrary, Streams};
 use crate::restore::chains::Chain;
 use crate::restore::merge::{self, Group, Placed};
-use crate::restore::plan::Expect;
 use crate::restore::restorer::{Expected, Restorer, SetWant};
 use crate::restore::{
     chains, finish, plan_chains, read_all, which_drives, JobCtx, Read, Reading, RestoreOptions,
@@ -108,8 +107,12 @@ impl TreePlan {
     /// What the catalog lists of the entries read from each job: the rows
     /// planned, by job and path.
     pub(crate) fn expected(&self) -> Expected {
-        let of =
-            |rows: &[FileRow]| (rows.iter().map(|r| (r.path.clone(), Expect::of(r)))).collect();
+        let of = |rows: &[FileRow]| {
+            (rows
+                .iter()
+                .map(|r| (r.path.clone(), crate::restore::plan::expect_of(r))))
+            .collect()
+        };
         (self.rows.iter())
             .map(|(&job, rows)| (job, of(rows)))
             .collect()

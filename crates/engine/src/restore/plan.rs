@@ -5,7 +5,8 @@ use crate::error::{JobError, Result};
 use crate::restore::RestoreOptions;
 use std::collections::{HashMap, HashSet};
 use tapeloom_catalog::{Catalog, Extent, FileRow, JobVolume};
-use tapeloom_format::{Entry, EntryType};
+use tapeloom_format::EntryType;
+pub use tapeloom_tree::{normalize, Expect};
 
 /// Blocks between two wanted runs that are read through rather than skipped by locate.
 const READ_THROUGH: u64 = 2;
@@ -93,12 +94,12 @@ pub(crate) fn expected(
     let mut out = HashMap::new();
     if whole {
         cat.for_each_file(job_id, None, |r| {
-            out.insert(r.path.clone(), Expect::of(&r));
+            out.insert(r.path.clone(), expect_of(&r));
             Ok(())
         })?;
     }
     for r in rows {
-        out.insert(r.path.clone(), Expect::of(r));
+        out.insert(r.path.clone(), expect_of(r));
     }
     Ok(out)
 }
@@ -222,64 +223,12 @@ fn join(runs: &mut [Run], rows: &[FileRow]) {
     }
 }
 
-/// A path as the user typed it, in job-namespace form: no leading `./` or `/`, no
-/// trailing `/`; `.` for the root.
-pub fn normalize(p: &[u8]) -> Vec<u8> {
-    let mut p = p;
-    while let Some(r) = p.strip_prefix(b"./") {
-        p = r;
-    }
-    while let Some(r) = p.strip_prefix(b"/") {
-        p = r;
-    }
-    while p.len() > 1 && p.ends_with(b"/") {
-        p = &p[..p.len() - 1];
-    }
-    if p.is_empty() {
-        b".".to_vec()
-    } else {
-        p.to_vec()
-    }
-}
-
-/// An entry a restore expects to meet on tape, as the catalog lists it (its row,
-/// or the row the server read for it): its stream, type and size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expect {
-    /// The stream that holds it.
-    pub stream: u16,
-    /// Its type (FORMAT.md 5.3).
-    pub kind: u8,
-    /// Its logical size.
-    pub size: u64,
-}
-
-impl Expect {
-    /// The expectation of catalog row `r`.
-    pub(crate) fn of(r: &tapeloom_catalog::FileRow) -> Self {
-        Expect {
-            stream: r.stream,
-            kind: r.kind,
-            size: r.size,
-        }
-    }
-
-    /// Why entry `e`, met on tape, is not the one the catalog lists; `None` when
-    /// it is.
-    pub(crate) fn differs(&self, e: &Entry) -> Option<String> {
-        if self.kind != e.kind as u8 {
-            let listed = EntryType::from_u8(self.kind).map_or("unknown", |k| k.name());
-            return Some(format!(
-                "its entry on tape is a {}, the catalog's a {listed}",
-                e.kind.name()
-            ));
-        }
-        (e.has_data() && self.size != e.size).then(|| {
-            format!(
-                "its entry on tape gives {} bytes, the catalog {} bytes",
-                e.size, self.size
-            )
-        })
+/// The expectation of catalog row `r`.
+pub(crate) fn expect_of(r: &FileRow) -> Expect {
+    Expect {
+        stream: r.stream,
+        kind: r.kind,
+        size: r.size,
     }
 }
 

@@ -109,7 +109,7 @@ fn selection(cat: &Catalog, at: i64, plan: &TreePlan) -> Result<SetSelection> {
     for (&id, rows) in plan.rows.iter() {
         let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
         let mut rows: Vec<(Vec<u8>, Expect)> = (rows.iter())
-            .map(|r| (r.path.clone(), Expect::of(r)))
+            .map(|r| (r.path.clone(), crate::restore::plan::expect_of(r)))
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         jobs.push(SetJob {
