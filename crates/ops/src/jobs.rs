@@ -1,15 +1,17 @@
 //! The jobs of a catalog as the document `tapeloom jobs` prints and `GET /api/jobs`
 //! answers ([`tapeloom_proto::jobs::Jobs`]).
 
+use crate::Catalogued;
 use tapeloom_catalog::{Catalog, JobState};
 use tapeloom_proto::fmt::time;
 use tapeloom_proto::jobs::{Copy, Job, Jobs, Verified};
 
 /// The jobs `visible` lets through.
 pub fn list(
-    cat: &Catalog,
+    at: &impl Catalogued,
     visible: impl Fn(&tapeloom_catalog::Job) -> bool,
 ) -> tapeloom_catalog::Result<Jobs> {
+    let cat = at.ops_catalog();
     let mut jobs = Vec::new();
     for j in cat.jobs()?.into_iter().filter(|j| visible(j)) {
         let moved_to = cat.moved_to(j.id)?;

@@ -4,6 +4,7 @@
 //! entry with where its data starts in every copy.
 
 use std::collections::HashMap;
+use crate::Catalogued;
 use tapeloom_catalog::{Catalog, FileRow, JobVolume};
 use tapeloom_engine::{display_path, JobError};
 use tapeloom_proto::fmt::time;
@@ -58,11 +59,12 @@ fn place_moved(
 /// Hands each entry of job `job` under `path` (all when none) to `each`; refuses a
 /// job or a path the catalog does not have.
 pub fn list_job(
-    cat: &Catalog,
+    at: &impl Catalogued,
     job: i64,
     path: Option<&[u8]>,
     each: &mut dyn FnMut(Entry),
 ) -> tapeloom_engine::Result<()> {
+    let cat = at.ops_catalog();
     cat.job(job)?
         .ok_or(tapeloom_engine::Error::Job(JobError::NoJob(job)))?;
     let vols = cat.job_volumes(job)?;
@@ -97,12 +99,12 @@ pub fn list_job(
 
 /// Every entry of job `job` under `path`, as one document.
 pub fn job_listing(
-    cat: &Catalog,
+    at: &impl Catalogued,
     job: i64,
     path: Option<&[u8]>,
 ) -> tapeloom_engine::Result<Listing> {
     let mut entries = Vec::new();
-    list_job(cat, job, path, &mut |e| entries.push(e))?;
+    list_job(at, job, path, &mut |e| entries.push(e))?;
     Ok(Listing {
         job_id: job,
         set: None,
@@ -115,11 +117,12 @@ pub fn job_listing(
 /// holds; a tree with a row of a job it refuses is [`JobError::NoJob`] of the
 /// set's job, as for a set that does not exist.
 pub fn set_listing(
-    cat: &Catalog,
+    from: &impl Catalogued,
     (set, at, path): (&str, Option<&str>, Option<&[u8]>),
     visible: impl Fn(&tapeloom_catalog::Job) -> bool,
     mut each: impl FnMut(&Entry) -> bool,
 ) -> Result<Listing, tapeloom_engine::Error> {
+    let cat = from.ops_catalog();
     let paths: Vec<Vec<u8>> = path.iter().map(|p| p.to_vec()).collect();
     let (job, tree) = tapeloom_engine::set_tree(cat, set, at, &paths)?;
     let mut vols: HashMap<i64, (Vec<JobVolume>, Placed)> = HashMap::new();

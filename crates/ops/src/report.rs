@@ -5,6 +5,7 @@
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use crate::Catalogued;
 use tapeloom_catalog::{Catalog, Mark, Phase};
 use tapeloom_engine::{escape_controls, JobError, Series};
 use tapeloom_proto::health::CartridgeHealth;
@@ -198,7 +199,8 @@ impl Tracks {
 }
 
 /// Renders job `job`'s samples of operation `op` into `out` (.svg, .png or .html).
-pub fn draw(cat: &Catalog, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
+pub fn draw(at: &impl Catalogued, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
+    let cat = at.ops_catalog();
     let Plot {
         series,
         stage,
@@ -213,7 +215,8 @@ pub fn draw(cat: &Catalog, job: i64, op: &str, out: PathBuf) -> Result<Drawn> {
 }
 
 /// Job `job`'s figure of operation `op` as `report --out FILE.svg` draws it.
-pub fn svg(cat: &Catalog, job: i64, op: &str) -> Result<String> {
+pub fn svg(at: &impl Catalogued, job: i64, op: &str) -> Result<String> {
+    let cat = at.ops_catalog();
     let p = plot(cat, job, op)?;
     Ok(tapeloom_report::svg(&p.series, p.stage.as_ref())?)
 }

@@ -20,7 +20,7 @@ pub fn run(a: Args, ctx: &Context) -> Result<Jobs> {
         return Ok(server.get_json("/api/jobs")?);
     }
     let home = ctx.open_home_to_read()?;
-    Ok(list(&home.catalog, |_| true)?)
+    Ok(list(&home, |_| true)?)
 }
 
 impl Output for Jobs {

@@ -7,8 +7,7 @@ use crate::output::Output;
 use anyhow::Result;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use tapeloom_catalog::Catalog;
-use tapeloom_engine::escape_controls;
+use tapeloom_engine::{escape_controls, Home};
 use tapeloom_ops::ls::{list_job, set_listing};
 use tapeloom_proto::ls::{Entry, Listing};
 
@@ -52,11 +51,11 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
     }
     let home = ctx.open_home_to_read()?;
     let Some(job) = job else {
-        return list_set(&home.catalog, &a, path, ctx);
+        return list_set(&home, &a, path, ctx);
     };
     let path = path.as_ref().map(|p| p.as_os_str().as_bytes());
     let mut entries = Vec::new();
-    list_job(&home.catalog, job, path, &mut |e| {
+    list_job(&home, job, path, &mut |e| {
         if ctx.human() {
             print_entry(&e);
         } else {
@@ -71,12 +70,12 @@ pub fn run(a: Args, ctx: &Context) -> Result<Listing> {
 }
 
 /// `ls --set NAME [--at TIME] [PATH]`.
-fn list_set(cat: &Catalog, a: &Args, path: Option<PathBuf>, ctx: &Context) -> Result<Listing> {
+fn list_set(home: &Home, a: &Args, path: Option<PathBuf>, ctx: &Context) -> Result<Listing> {
     let set = a.set.clone().unwrap_or_default();
     let path = path.as_ref().map(|p| p.as_os_str().as_bytes());
     let human = ctx.human();
     let listing = set_listing(
-        cat,
+        home,
         (&set, a.at.as_deref(), path),
         |_| true,
         |e| {

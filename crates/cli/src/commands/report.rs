@@ -22,7 +22,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, ctx: &Context) -> Result<Drawn> {
-    tapeloom_ops::report::draw(&ctx.open_home()?.catalog, a.job, &a.op, a.out)
+    tapeloom_ops::report::draw(&ctx.open_home()?, a.job, &a.op, a.out)
 }
 
 impl Output for Drawn {
