@@ -46,6 +46,18 @@ pub enum OpsError {
         /// The copy pool it names.
         copy_pool: String,
     },
+    /// A job names a pool that does not exist.
+    #[error("no pool {pool}")]
+    NoPool {
+        /// The pool named.
+        pool: String,
+    },
+    /// A client's job names a set that holds other clients' jobs.
+    #[error("set {set} holds jobs that are not this client's: give another --set")]
+    OthersSet {
+        /// The set named.
+        set: String,
+    },
 }
 
 impl From<tapeloom_engine::Error> for OpsError {

@@ -18,10 +18,16 @@
 
 mod access;
 pub mod backup;
+pub mod clients;
 pub mod copies;
 mod error;
 mod keys;
+pub mod library;
+pub mod metrics;
 pub mod pools;
+pub mod read_back;
+pub mod site;
+pub mod spool;
 pub mod stages;
 pub mod tokens;
 
