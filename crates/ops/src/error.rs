@@ -91,6 +91,18 @@ pub enum OpsError {
         /// The managed folder it overlaps.
         managed: std::path::PathBuf,
     },
+    /// A job names a pool that does not exist.
+    #[error("no pool {pool}")]
+    UnknownPool {
+        /// The pool named.
+        pool: String,
+    },
+    /// A client's job names a set that holds other clients' jobs.
+    #[error("set {set} holds jobs that are not this client's: give another --set")]
+    OthersSet {
+        /// The set named.
+        set: String,
+    },
 }
 
 impl From<tapeloom_engine::Error> for OpsError {

@@ -24,6 +24,7 @@
 mod access;
 pub mod backup;
 pub mod catalog;
+pub mod clients;
 pub mod copies;
 pub mod docs;
 mod error;
@@ -33,11 +34,16 @@ pub mod jobs;
 mod keys;
 pub mod library;
 pub mod ls;
+pub mod metrics;
 pub mod moves;
 pub mod pools;
+pub mod read_back;
 pub mod report;
 pub mod select;
+pub mod site;
+pub mod spool;
 pub mod stages;
+pub mod status_page;
 pub mod tokens;
 pub mod verify;
 

@@ -3,8 +3,8 @@
 //! `GET /api/sets/NAME/files` answer ([`tapeloom_proto::ls::Listing`]), each
 //! entry with where its data starts in every copy.
 
-use std::collections::HashMap;
 use crate::Catalogued;
+use std::collections::HashMap;
 use tapeloom_catalog::{Catalog, FileRow, JobVolume};
 use tapeloom_engine::{display_path, JobError};
 use tapeloom_proto::fmt::time;

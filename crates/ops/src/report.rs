@@ -2,10 +2,10 @@
 //! figure of a job), and the summary of what they show
 //! ([`tapeloom_proto::report::Drawn`]).
 
+use crate::Catalogued;
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use crate::Catalogued;
 use tapeloom_catalog::{Catalog, Mark, Phase};
 use tapeloom_engine::{escape_controls, JobError, Series};
 use tapeloom_proto::health::CartridgeHealth;

@@ -19,9 +19,12 @@ use super::metrics::{self, Metrics};
 use super::serve::Shared;
 use crate::http::Request;
 use std::net::SocketAddr;
-use tapeloom_catalog::{Catalog, Token};
+use std::path::Path;
 use tapeloom_engine::{Error, JobError};
+pub use tapeloom_ops::clients::may_see;
+use tapeloom_ops::tokens::{self, Token};
 use tapeloom_ops::{jobs, ls};
+use tapeloom_ops::{Conn, OpsError};
 use tracing::{error, warn};
 
 /// An answer to write.
@@ -108,7 +111,7 @@ impl Refusal {
 
 /// The token a request carries, checked against the catalog (so a token revoked
 /// while the server runs is refused from its next request on).
-fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, Error> {
+fn authenticate(req: &Request, conn: &Conn) -> Result<Result<Token, Refusal>, OpsError> {
     let Some(value) = &req.authorization else {
         return Ok(Err(Refusal::NoToken));
     };
@@ -117,11 +120,7 @@ fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, 
     if !scheme.eq_ignore_ascii_case(b"bearer ") {
         return Ok(Err(Refusal::Unknown));
     }
-    let given = given.trim_ascii();
-    if !given.starts_with(crate::TOKEN_PREFIX.as_bytes()) {
-        return Ok(Err(Refusal::Unknown));
-    }
-    Ok(match cat.token_by_hash(&crate::token_hash(given))? {
+    Ok(match tokens::find(conn, given.trim_ascii())? {
         None => Err(Refusal::Unknown),
         Some(t) if t.revoked_ns.is_some() => Err(Refusal::Revoked(t.name)),
         Some(t) => Ok(t),
@@ -131,7 +130,7 @@ fn authenticate(req: &Request, cat: &Catalog) -> Result<Result<Token, Refusal>, 
 /// The token of `req` from `peer`, or the refusal to answer (logged on stderr).
 pub fn client(
     req: &Request,
-    cat: &Catalog,
+    conn: &Conn,
     metrics: &Metrics,
     peer: SocketAddr,
 ) -> Result<Token, Answer> {
@@ -141,7 +140,7 @@ pub fn client(
         warn!(peer = %peer, "refused {who}: {} {}: {r}", req.method, req.path);
         Answer::error(r.status(), &r.to_string())
     };
-    match authenticate(req, cat) {
+    match authenticate(req, conn) {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(r)) => Err(refuse(r)),
         Err(e) => Err(failed(&e, req, peer)),
@@ -149,7 +148,7 @@ pub fn client(
 }
 
 /// Answers `req` from `peer`; refusals and failures are logged on stderr.
-pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -> Answer {
+pub fn answer(req: &Request, conn: &Conn, shared: &Shared, peer: SocketAddr) -> Answer {
     if req.method == "GET" && matches!(req.path.as_str(), "/" | "/status") {
         return super::status::page();
     }
@@ -160,7 +159,7 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
         warn!(peer = %peer, "refused {who}: {} {}: {r}", req.method, req.path);
         Answer::error(r.status(), &r.to_string())
     };
-    let token = match authenticate(req, cat) {
+    let token = match authenticate(req, conn) {
         Ok(Ok(t)) => t,
         Ok(Err(r)) => return refuse(r),
         Err(e) => return failed(&e, req, peer),
@@ -169,22 +168,23 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
         return Answer::error(405, &format!("{} is not served", req.method));
     }
     let segments: Vec<&str> = req.path.trim_end_matches('/').split('/').collect();
+    let home = shared.home.as_path();
     let result = match segments.as_slice() {
-        ["", "api", "jobs"] => list_jobs(cat, &token),
+        ["", "api", "jobs"] => list_jobs(home, &token),
         ["", "api", "queue"] => Ok(queue_doc(shared, &token)),
-        ["", "api", "site"] => Ok(super::site::doc(shared, cat, &token)),
-        ["", "api", "status"] => super::status::answer(shared, cat, &token),
-        ["", "api", "jobs", id, "report.svg"] => super::status::report_svg(cat, &token, id),
-        ["", "api", "jobs", id, "files"] => list_files(cat, &token, id, req.param("path")),
-        ["", "api", "sets", "files"] => list_set(cat, &token, req),
+        ["", "api", "site"] => Ok(super::site::doc(shared, conn, &token)),
+        ["", "api", "status"] => super::status::answer(shared, conn, &token),
+        ["", "api", "jobs", id, "report.svg"] => super::status::report_svg(conn, &token, id),
+        ["", "api", "jobs", id, "files"] => list_files((home, conn), &token, id, req.param("path")),
+        ["", "api", "sets", "files"] => list_set(home, &token, req),
         ["", "metrics"] if !token.admin => return refuse(Refusal::NotAdmin(token.name)),
-        ["", "metrics"] => match metrics.render(cat, &shared.home) {
+        ["", "metrics"] => match metrics.render(conn, home) {
             Ok(text) => Ok(Answer {
                 status: 200,
                 content_type: metrics::CONTENT_TYPE,
                 body: text.into_bytes(),
             }),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         },
         _ => return Answer::error(404, &format!("no such resource: {}", req.path)),
     };
@@ -193,9 +193,9 @@ pub fn answer(req: &Request, cat: &Catalog, shared: &Shared, peer: SocketAddr) -
 
 /// An error met while answering: a job or path that is not there is 404; anything
 /// else is the server's own failure (500), logged.
-fn failed(e: &Error, req: &Request, peer: SocketAddr) -> Answer {
-    match e {
-        Error::Job(JobError::NoJob(_) | JobError::NoPath { .. }) => {
+fn failed(e: &OpsError, req: &Request, peer: SocketAddr) -> Answer {
+    match e.engine() {
+        Some(Error::Job(JobError::NoJob(_) | JobError::NoPath { .. })) => {
             Answer::error(404, &e.to_string())
         }
         _ => {
@@ -205,19 +205,15 @@ fn failed(e: &Error, req: &Request, peer: SocketAddr) -> Answer {
     }
 }
 
-/// Whether `token` may see a job `client` ran.
-pub fn may_see(token: &Token, client: Option<&str>) -> bool {
-    token.admin || client == Some(token.name.as_str())
-}
-
-fn list_jobs(cat: &Catalog, token: &Token) -> Result<Answer, Error> {
-    let doc = jobs::list(cat, |j| may_see(token, j.client.as_deref()))?;
+fn list_jobs(home: &Path, token: &Token) -> Result<Answer, OpsError> {
+    let cat = Conn::open(home)?;
+    let doc = jobs::list(&cat, |j| may_see(token, j.client.as_deref()))?;
     Ok(Answer::json(&doc))
 }
 
 /// `GET /api/sets/files?set=NAME[&at=TIME][&path=P]`: the set's tree at a point in
 /// time, when the token may see every job it takes rows from (else 404).
-fn list_set(cat: &Catalog, token: &Token, req: &Request) -> Result<Answer, Error> {
+fn list_set(home: &Path, token: &Token, req: &Request) -> Result<Answer, OpsError> {
     let text = |k| {
         req.param(k)
             .map(|v| String::from_utf8_lossy(v).into_owned())
@@ -227,8 +223,9 @@ fn list_set(cat: &Catalog, token: &Token, req: &Request) -> Result<Answer, Error
     };
     let path = req.param("path").filter(|p| !p.is_empty());
     let at = text("at");
+    let cat = Conn::open(home)?;
     let listing = ls::set_listing(
-        cat,
+        &cat,
         (&set, at.as_deref(), path),
         |j| may_see(token, j.client.as_deref()),
         |_| true,
@@ -237,21 +234,21 @@ fn list_set(cat: &Catalog, token: &Token, req: &Request) -> Result<Answer, Error
 }
 
 fn list_files(
-    cat: &Catalog,
+    (home, conn): (&Path, &Conn),
     token: &Token,
     id: &str,
     path: Option<&[u8]>,
-) -> Result<Answer, Error> {
+) -> Result<Answer, OpsError> {
     let Ok(id) = id.parse::<i64>() else {
         return Ok(Answer::error(404, &format!("no job {id}")));
     };
     // Another client's job is refused as one that does not exist.
-    let job = cat.job(id)?;
-    if !job.is_some_and(|j| may_see(token, j.client.as_deref())) {
-        return Err(Error::Job(JobError::NoJob(id)));
+    if tapeloom_ops::clients::job(conn, token, id)?.is_none() {
+        return Err(Error::Job(JobError::NoJob(id)).into());
     }
     let path = path.filter(|p| !p.is_empty());
-    Ok(Answer::json(&ls::job_listing(cat, id, path)?))
+    let cat = Conn::open(home)?;
+    Ok(Answer::json(&ls::job_listing(&cat, id, path)?))
 }
 
 /// `GET /api/queue`: the jobs waiting, receiving and writing, and the last that

@@ -46,6 +46,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_engine::{BaseTree, BlockCheck, Deletions, SetChoice};
 use tapeloom_format::Level;
+use tapeloom_ops::OpsError;
 use tapeloom_proto::backup::{level_named, Begin, Begun, State, StreamState, Waiting};
 use tapeloom_proto::frame::{Frame, Framed};
 
@@ -253,9 +254,9 @@ fn refused(shared: &Shared, doc: &Begin) -> Option<Answer> {
         return Some(Answer::error(409, &e.to_string()));
     }
     let pool = doc.pool.as_deref()?;
-    let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).ok()?;
+    let conn = tapeloom_ops::Conn::open(&shared.home).ok()?;
     // A pool whose key the server holds is encrypted by its drives' writers.
-    match shared.keys.for_pool(&cat, Some(pool)) {
+    match shared.keys.for_pool(&conn, Some(pool)) {
         Err(e @ super::keys::PoolKeyError::NotHeld { .. }) => {
             Some(Answer::error(409, &e.to_string()))
         }
@@ -277,20 +278,13 @@ fn owned_set(shared: &Shared, client: &str, doc: &Begin) -> Result<(), Answer> {
         tracing::warn!(set = %set, "read the set: {e}");
         Answer::error(503, &format!("set {set} cannot be read"))
     };
-    let cat = tapeloom_engine::Home::open_catalog_unlocked(&shared.home).map_err(|e| unread(&e))?;
-    if let Some(pool) = doc.pool.as_deref() {
-        match cat.pool(pool) {
-            Ok(Some(_)) => {}
-            Ok(None) => return Err(Answer::error(400, &format!("no pool {pool}"))),
-            Err(e) => return Err(unread(&e)),
-        }
+    let conn = tapeloom_ops::Conn::open(&shared.home).map_err(|e| unread(&e))?;
+    match tapeloom_ops::clients::check_set(&conn, client, &set, doc.pool.as_deref()) {
+        Ok(()) => Ok(()),
+        Err(e @ OpsError::UnknownPool { .. }) => Err(Answer::error(400, &e.to_string())),
+        Err(e @ OpsError::OthersSet { .. }) => Err(Answer::error(409, &e.to_string())),
+        Err(e) => Err(unread(&e)),
     }
-    let jobs = cat.set_jobs(&set).map_err(|e| unread(&e))?;
-    if jobs.iter().any(|j| j.client.as_deref() != Some(client)) {
-        let why = format!("set {set} holds jobs that are not this client's: give another --set");
-        return Err(Answer::error(409, &why));
-    }
-    Ok(())
 }
 
 /// The set, level and base of a job let in, and the base's tree.

@@ -40,10 +40,10 @@ pub fn after_job(shared: &Shared, job_id: i64, client: &str) {
     shared.queue.ended(entry, r.err());
 }
 
-/// The pool job `job_id` must be copied to, if any (`tapeloom_ops::backup::copy_due`).
-fn copy_pool(shared: &Shared, job_id: i64) -> Result<Option<String>, String> {
-    let home = (shared.drive_pool.enter(&shared.home)).map_err(|e| e.to_string())?;
-    tapeloom_ops::backup::copy_due(&home.catalog, job_id).map_err(|e| e.to_string())
+/// The pool job `job_id` must be copied to, if any (`tapeloom_ops::clients::copy_due`).
+fn copy_pool(shared: &Shared, job_id: i64) -> tapeloom_ops::Result<Option<String>> {
+    let conn = tapeloom_ops::Conn::open(&shared.home)?;
+    tapeloom_ops::clients::copy_due(&conn, job_id)
 }
 
 /// Waits for drives and the home, and copies the job.

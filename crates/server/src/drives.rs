@@ -112,7 +112,7 @@ impl Drives {
     /// A handle on the home for one job, the home opened (and its lock taken)
     /// when no other job holds it. The handle gives itself back when dropped,
     /// however the job ends.
-    pub fn enter(&self, dir: &Path) -> tapeloom_engine::Result<Entered<'_>> {
+    pub fn enter(&self, dir: &Path) -> tapeloom_ops::Result<Entered<'_>> {
         let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
         let (home, stages) = match self.sibling()? {
             Some(h) => h,
@@ -122,7 +122,7 @@ impl Drives {
                 let mine = home.sibling()?;
                 // Opened while no job of this server runs: the `.part` files it
                 // removes are a dead process's.
-                let (stages, _) = StageSet::open(&home.catalog)?;
+                let stages = tapeloom_ops::spool::open(&home)?;
                 let mut g = self.lock();
                 g.home = Some(home);
                 g.stages = Some(stages.clone());

@@ -1,7 +1,7 @@
 //! The key files the server holds (the configuration's `[[encryption_key]]`s),
 //! each unlocked once, at the start: the server does not start when one cannot
-//! be. Keys are known by their fingerprint, as pools (`Catalog::pool_key`) and
-//! jobs (their `JobKey` record) name them.
+//! be. Keys are known by their fingerprint, as pools (their key file's record in
+//! the catalog) and jobs (their `JobKey` record) name them.
 //!
 //! With a pool's key here, a client's backup or a schedule's job into that pool
 //! is encrypted by the drives' writers as it is written, as a local backup into
@@ -14,8 +14,8 @@
 use super::config::KeyEntry;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use tapeloom_catalog::{Catalog, CatalogError};
 use tapeloom_format::{open_block, BlockHeader, DataKey, Fingerprint, MasterKey, CRYPT_TAIL_LEN};
+use tapeloom_ops::{Catalogued, OpsError};
 use zeroize::Zeroizing;
 
 /// Why a configured key could not be unlocked: the server does not start.
@@ -85,7 +85,7 @@ pub enum PoolKeyError {
         /// The pool.
         pool: String,
         /// Why.
-        source: CatalogError,
+        source: Box<OpsError>,
     },
 }
 
@@ -126,14 +126,13 @@ impl Keys {
     /// held.
     pub fn for_pool(
         &self,
-        cat: &Catalog,
+        at: &impl Catalogued,
         pool: Option<&str>,
     ) -> Result<Option<MasterKey>, PoolKeyError> {
-        use tapeloom_ops::OpsError;
-        tapeloom_ops::pool_key(cat, pool, self).map_err(|e| match e {
-            OpsError::Catalog(source) => PoolKeyError::Catalog {
+        tapeloom_ops::clients::pool_key(at, pool, self).map_err(|e| match e {
+            e @ OpsError::Catalog(_) => PoolKeyError::Catalog {
                 pool: pool.unwrap_or_default().to_string(),
-                source,
+                source: Box::new(e),
             },
             OpsError::PoolKey { pool, short, .. } => PoolKeyError::NotHeld {
                 pool,
@@ -149,13 +148,13 @@ impl Keys {
     /// that key is not held.
     pub fn for_job(
         &self,
-        cat: &Catalog,
+        at: &impl Catalogued,
         pool: Option<&str>,
         named: Option<&str>,
     ) -> Result<Option<MasterKey>, PoolKeyError> {
         match named {
             Some(hex) => self.named(hex).map(|m| Some(m.clone())),
-            None => self.for_pool(cat, pool),
+            None => self.for_pool(at, pool),
         }
     }
 
@@ -187,7 +186,7 @@ struct NotHeldHere;
 impl tapeloom_ops::KeySource for Keys {
     fn master_key(
         &self,
-        key: &tapeloom_catalog::PoolKey,
+        key: &tapeloom_ops::pools::PoolKey,
     ) -> Result<MasterKey, Box<dyn std::error::Error + Send + Sync>> {
         match self.by_fingerprint(&key.fingerprint) {
             Some(m) => Ok(m.clone()),
@@ -202,8 +201,8 @@ pub fn sealed_with(home: &Path, pool: Option<&str>, named: Option<&str>) -> Opti
     if let Some(f) = named {
         return Some(f.to_string());
     }
-    let cat = tapeloom_engine::Home::open_catalog_unlocked(home).ok()?;
-    Some(cat.pool_key(pool?).ok()??.fingerprint)
+    let conn = tapeloom_ops::Conn::open(home).ok()?;
+    tapeloom_ops::clients::pool_fingerprint(&conn, pool?).ok()?
 }
 
 /// The bytes a client leaves free in each block of a job encrypted with the key

@@ -95,18 +95,18 @@ impl Server {
         let (site, unfinished, shared_catalog, barcodes) = {
             let home = Home::open(&dir)?;
             default_stage(&home, &config.queue)?;
-            let mut lib = home.library()?;
-            let inventory = lib.inventory().ok();
+            let lib = tapeloom_ops::status_page::at_start(&home)?;
             let site = serve::Site {
-                drives: inventory.as_ref().map_or(1, |i| i.drives.len()),
-                lowest_mb_s: lib.lowest_speed_mb_s(),
+                drives: lib.drives,
+                lowest_mb_s: lib.lowest_mb_s,
             };
-            name_cut_streams(&home)?;
+            // Streams cut by a server that stopped are named; jobs it left
+            // staged are resumed (`writer::recover`).
             (
                 site,
-                tapeloom_engine::unfinished_staged_jobs(&home)?,
-                home.catalog.dialect() == tapeloom_catalog::db::Dialect::Postgres,
-                inventory.map(|i| i.barcodes()).unwrap_or_default(),
+                tapeloom_ops::spool::recover(&home)?,
+                tapeloom_ops::site::is_shared(&home),
+                lib.barcodes,
             )
         };
         let identity = match &config.cert {
@@ -179,48 +179,17 @@ impl Server {
     }
 }
 
-/// Names the streams of the clients' jobs a server that stopped left with
-/// nothing staged as cut, among their errors: they are failed, and stay so.
-/// (Those with chunks are resumed: `writer::recover`.)
-fn name_cut_streams(home: &Home) -> Result<(), StartError> {
-    let cat = &home.catalog;
-    let e = tapeloom_engine::Error::from;
-    let staged = cat.jobs_with_chunks().map_err(e)?;
-    for j in cat.jobs().map_err(e)? {
-        if j.status != tapeloom_catalog::JobState::Failed
-            || j.client.is_none()
-            || staged.contains(&j.id)
-        {
-            continue;
-        }
-        let errors = cat.errors(j.id).map_err(e)?;
-        if errors
-            .iter()
-            .any(|(_, why)| why == tapeloom_catalog::INTERRUPTED)
-        {
-            tapeloom_engine::name_unstaged_streams(home, j.id)?;
-        }
-    }
-    Ok(())
-}
-
 /// Adds the stage clients' blocks wait on when the home has none: `spool_dir`
 /// (default HOME/stage), `spool_bytes` large.
 fn default_stage(home: &Home, q: &config::QueueLimits) -> Result<(), StartError> {
-    let stages = home
-        .catalog
-        .stages()
-        .map_err(tapeloom_engine::Error::from)?;
-    if !stages.is_empty() {
-        return Ok(());
-    }
     let dir = (q.spool_dir.clone()).unwrap_or_else(|| home.dir().join("stage"));
-    let stage = tapeloom_engine::stage::add_stage(&home.catalog, &dir, q.spool_bytes)?;
-    tracing::info!(
-        path = %stage.path.display(),
-        bytes = q.spool_bytes,
-        "added the stage clients' blocks wait on"
-    );
+    if let Some(path) = tapeloom_ops::spool::add_default(home, &dir, q.spool_bytes)? {
+        tracing::info!(
+            path = %path.display(),
+            bytes = q.spool_bytes,
+            "added the stage clients' blocks wait on"
+        );
+    }
     Ok(())
 }
 
@@ -248,6 +217,10 @@ pub enum StartError {
     /// The home, its catalog or its library.
     #[error(transparent)]
     Engine(#[from] tapeloom_engine::Error),
+    /// The home, its catalog, its library or its stages, as the operations
+    /// layer found them.
+    #[error(transparent)]
+    Ops(#[from] tapeloom_ops::OpsError),
     /// A schedule of the configuration.
     #[error(transparent)]
     Schedule(#[from] schedule::ScheduleError),

@@ -23,8 +23,9 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::PoisonError;
-use tapeloom_catalog::{Catalog, JobState, TicketState, VolumeState};
 use tapeloom_engine::{Latest, Progress, Series};
+use tapeloom_ops::metrics::{ByState, Figures};
+use tapeloom_ops::Catalogued;
 use tapeloom_proto::backup::State;
 
 /// The content type of the text format.
@@ -204,15 +205,16 @@ impl Metrics {
     }
 
     /// The text format: every series the server counts, then the catalog's
-    /// levels as `cat` holds them now, and the hierarchical storage's of the
+    /// levels as `at` holds them now, and the hierarchical storage's of the
     /// home at `home`.
     pub fn render(
         &self,
-        cat: &Catalog,
+        at: &impl Catalogued,
         home: &std::path::Path,
-    ) -> tapeloom_catalog::Result<String> {
-        let mut levels = catalog_levels(cat)?;
-        super::metrics_hsm::levels(cat, home, &mut levels)?;
+    ) -> tapeloom_ops::Result<String> {
+        let figures = tapeloom_ops::metrics::figures(at)?;
+        let mut levels = catalog_levels(&figures);
+        super::metrics_hsm::levels(figures.hsm.as_ref(), home, &mut levels);
         let mut s = String::new();
         // Writing to a String fails only when a value's own formatting does.
         let _ = prometheus_text::encode(&mut s, &self.registry);
@@ -389,60 +391,37 @@ impl Jobs {
     }
 }
 
-/// The catalog's levels as it holds them now: jobs and volumes by state, and per
-/// stage its bytes and its limit.
-fn catalog_levels(cat: &Catalog) -> tapeloom_catalog::Result<Registry> {
-    let jobs: Family<StateLabel, Gauge> = Family::default();
-    for s in [
-        JobState::Running,
-        JobState::Ok,
-        JobState::Partial,
-        JobState::Failed,
-        JobState::Queued,
-    ] {
-        declare(&jobs, StateLabel { state: s.as_str() });
+/// A gauge per state of `counts`.
+fn by_state(counts: &ByState) -> Family<StateLabel, Gauge> {
+    let family: Family<StateLabel, Gauge> = Family::default();
+    for (&state, &n) in counts {
+        family.get_or_create(&StateLabel { state }).set(n as i64);
     }
-    for j in cat.jobs()? {
-        jobs.get_or_create(&StateLabel {
-            state: j.status.as_str(),
-        })
-        .inc();
-    }
-    let volumes: Family<StateLabel, Gauge> = Family::default();
-    for s in [
-        VolumeState::Append,
-        VolumeState::Full,
-        VolumeState::Suspect,
-        VolumeState::Expired,
-    ] {
-        declare(&volumes, StateLabel { state: s.as_str() });
-    }
-    for v in cat.volumes()? {
-        volumes
-            .get_or_create(&StateLabel {
-                state: v.status.as_str(),
-            })
-            .inc();
-    }
+    family
+}
+
+/// The catalog's levels as it holds them now: jobs and volumes by state, per
+/// stage its bytes and its limit, and the site's queue and servers.
+fn catalog_levels(f: &Figures) -> Registry {
     let used: Family<StageLabel, Gauge<u64, AtomicU64>> = Family::default();
     let capacity: Family<StageLabel, Gauge<u64, AtomicU64>> = Family::default();
-    let usage: BTreeMap<i64, u64> = (cat.stage_use()?.into_iter())
-        .map(|(id, u)| (id, u.used()))
-        .collect();
-    for st in cat.stages()? {
+    for st in &f.stages {
         let label = StageLabel {
-            stage: st.path.to_string_lossy().into_owned(),
+            stage: st.path.clone(),
         };
-        let n = usage.get(&st.id).copied().unwrap_or(0);
-        used.get_or_create(&label).set(n);
-        capacity.get_or_create(&label).set(st.size_limit);
+        used.get_or_create(&label).set(st.used);
+        capacity.get_or_create(&label).set(st.limit);
     }
     let mut r = Registry::default();
-    r.register("tapeloom_jobs", "Jobs in the catalog, by state", jobs);
+    r.register(
+        "tapeloom_jobs",
+        "Jobs in the catalog, by state",
+        by_state(&f.jobs),
+    );
     r.register(
         "tapeloom_volumes",
         "Volumes in the catalog, by state",
-        volumes,
+        by_state(&f.volumes),
     );
     r.register(
         "tapeloom_stage_used_bytes",
@@ -454,53 +433,20 @@ fn catalog_levels(cat: &Catalog) -> tapeloom_catalog::Result<Registry> {
         "Bytes of chunk files tapeloom may keep on a stage (its limit)",
         capacity,
     );
-    site_levels(cat, &mut r)?;
-    Ok(r)
-}
-
-/// On a site's catalog (one servers registered in): the site's queue by state,
-/// and its servers by state.
-fn site_levels(cat: &Catalog, r: &mut Registry) -> tapeloom_catalog::Result<()> {
-    let servers = cat.servers()?;
-    if servers.is_empty() {
-        return Ok(());
+    // On a site's catalog (one servers registered in).
+    if let Some(site) = &f.site {
+        r.register(
+            "tapeloom_site_queue_jobs",
+            "Backups of the site's queue not ended, by state: queued, claimed by a server, begun",
+            by_state(&site.queue),
+        );
+        r.register(
+            "tapeloom_site_servers",
+            "Servers of the site, by what the catalog says of them: up, dead (taken for dead), stopped",
+            by_state(&site.servers),
+        );
     }
-    let queue: Family<StateLabel, Gauge> = Family::default();
-    for s in [
-        TicketState::Queued,
-        TicketState::Claimed,
-        TicketState::Begun,
-    ] {
-        declare(&queue, StateLabel { state: s.name() });
-    }
-    for (s, n) in cat.queue_counts()? {
-        queue
-            .get_or_create(&StateLabel { state: s.name() })
-            .set(n as i64);
-    }
-    let up: Family<StateLabel, Gauge> = Family::default();
-    for state in ["up", "dead", "stopped"] {
-        declare(&up, StateLabel { state });
-    }
-    for s in &servers {
-        let state = match s.state.as_str() {
-            "up" => "up",
-            "dead" => "dead",
-            _ => "stopped",
-        };
-        up.get_or_create(&StateLabel { state }).inc();
-    }
-    r.register(
-        "tapeloom_site_queue_jobs",
-        "Backups of the site's queue not ended, by state: queued, claimed by a server, begun",
-        queue,
-    );
-    r.register(
-        "tapeloom_site_servers",
-        "Servers of the site, by what the catalog says of them: up, dead (taken for dead), stopped",
-        up,
-    );
-    Ok(())
+    r
 }
 
 #[cfg(test)]
@@ -529,10 +475,10 @@ mod tests {
             .insert(Series::Drive(drive), latest);
     }
 
-    fn catalog() -> (tempfile::TempDir, Catalog) {
+    fn catalog() -> (tempfile::TempDir, tapeloom_engine::Home) {
         let d = tempfile::tempdir().unwrap();
-        let cat = Catalog::open(&d.path().join("c.db")).unwrap();
-        (d, cat)
+        let home = tapeloom_engine::Home::open(d.path()).unwrap();
+        (d, home)
     }
 
     #[test]
@@ -729,7 +675,8 @@ mod tests {
     #[test]
     fn a_stages_path_is_escaped_as_a_label_value() {
         let (_d, cat) = catalog();
-        cat.add_stage(std::path::Path::new("/a\"b"), 1 << 30, 0)
+        cat.catalog
+            .add_stage(std::path::Path::new("/a\"b"), 1 << 30, 0)
             .unwrap();
         let text = Metrics::default()
             .render(&cat, std::path::Path::new("/nonexistent"))

@@ -1,5 +1,6 @@
 //! The hierarchical storage's part of `GET /metrics`, when the home manages
-//! folders: files and bytes per state, from the catalog at each scrape; and,
+//! folders: files and bytes per state, from the catalog at each scrape
+//! (`tapeloom_ops::metrics`); and,
 //! while `hsm daemon` runs, what its status file in the home says: the reads
 //! waiting for a recall, the files and bytes recalled, and how long the reads
 //! waited (a histogram the daemon keeps in the buckets of
@@ -13,7 +14,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
-use tapeloom_catalog::Catalog;
+use tapeloom_ops::metrics::HsmFigures;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
@@ -39,24 +40,19 @@ impl EncodeMetric for Counted {
     }
 }
 
-/// Registers the hierarchical storage's series in `r`: nothing when the home
-/// manages no folder.
-pub(crate) fn levels(cat: &Catalog, home: &Path, r: &mut Registry) -> tapeloom_catalog::Result<()> {
-    if cat.hsm_roots()?.is_empty() {
-        return Ok(());
-    }
+/// Registers the hierarchical storage's series in `r`, from the catalog's
+/// figures `hsm`: nothing when the home manages no folder.
+pub(crate) fn levels(hsm: Option<&HsmFigures>, home: &Path, r: &mut Registry) {
+    let Some(hsm) = hsm else {
+        return;
+    };
     let files: Family<StateLabel, Gauge> = Family::default();
-    let bytes: Family<StateLabel, Gauge<u64, AtomicU64>> = Family::default();
-    let states = ["premigrated", "released", "dirty"];
-    for state in states {
-        let _ = files.get_or_create(&StateLabel { state });
-        let _ = bytes.get_or_create(&StateLabel { state });
+    for (&state, &n) in &hsm.files {
+        files.get_or_create(&StateLabel { state }).set(n as i64);
     }
-    for f in cat.hsm_files(b"")? {
-        if let Some(state) = states.iter().find(|s| **s == f.state) {
-            files.get_or_create(&StateLabel { state }).inc();
-            bytes.get_or_create(&StateLabel { state }).inc_by(f.size);
-        }
+    let bytes: Family<StateLabel, Gauge<u64, AtomicU64>> = Family::default();
+    for (&state, &n) in &hsm.bytes {
+        bytes.get_or_create(&StateLabel { state }).set(n);
     }
     r.register(
         "tapeloom_hsm_files",
@@ -69,7 +65,7 @@ pub(crate) fn levels(cat: &Catalog, home: &Path, r: &mut Registry) -> tapeloom_c
         bytes,
     );
     let Some(daemon) = tapeloom_hsm::running_status(home) else {
-        return Ok(());
+        return;
     };
     let n = |k: &str| daemon.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
     let waiting: Gauge = Gauge::default();
@@ -124,7 +120,6 @@ pub(crate) fn levels(cat: &Catalog, home: &Path, r: &mut Registry) -> tapeloom_c
         "How long reads of released files waited for their data (or their error), answered by the running daemon",
         counted,
     );
-    Ok(())
 }
 
 #[cfg(test)]

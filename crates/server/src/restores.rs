@@ -24,12 +24,13 @@ use crate::bridge::Conn;
 use crate::http::Request;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use tapeloom_catalog::{Catalog, Token};
 use tapeloom_engine::{
     BlockSink, Error, Expect, Home, JobError, RestoreOptions, RestoreReport, SetBlockSink,
     SetSelection,
 };
 use tapeloom_format::DataKey;
+use tapeloom_ops::clients::{self, Stream};
+use tapeloom_ops::tokens::Token;
 use tapeloom_proto::frame::Frame;
 use tapeloom_proto::restore::{JobNote, Notice, Trailer};
 
@@ -46,7 +47,7 @@ pub fn serve(
     shared: &Shared,
     (tls, peer): (&mut Conn, std::net::SocketAddr),
     req: &Request,
-    cat: &Catalog,
+    cat: &tapeloom_ops::Conn,
     id: &str,
 ) -> Served {
     let token = match api::client(req, cat, &shared.metrics, peer) {
@@ -94,7 +95,7 @@ pub fn serve(
             e => Answer::error(409, &e.to_string()),
         });
     }
-    let streams = cat.streams(id).unwrap_or_default();
+    let streams = clients::streams(cat, id).unwrap_or_default();
     if let Err(e) = out.end(read, &streams) {
         tracing::warn!(peer = %peer, job = id, "restore: {e}");
     }
@@ -123,11 +124,10 @@ fn asks_sealed(req: &Request) -> bool {
 
 /// The job `id` and, when it is encrypted, its `JobKey` record's body, when
 /// `token` may see it.
-fn visible(cat: &Catalog, token: &Token, id: &str) -> Option<(i64, Option<Vec<u8>>)> {
+fn visible(cat: &tapeloom_ops::Conn, token: &Token, id: &str) -> Option<(i64, Option<Vec<u8>>)> {
     let id = id.parse::<i64>().ok()?;
-    let job = cat.job(id).ok()??;
-    let key = job.key.map(|(_, record)| record);
-    api::may_see(token, job.client.as_deref()).then_some((id, key))
+    let job = clients::job(cat, token, id).ok()??;
+    Some((id, job.key.map(|(_, record)| record)))
 }
 
 /// The answer's body, written as the blocks come.
@@ -171,7 +171,7 @@ impl FrameOut<'_> {
     fn end(
         &mut self,
         read: Result<RestoreReport, Error>,
-        streams: &[tapeloom_catalog::Stream],
+        streams: &[Stream],
     ) -> std::io::Result<()> {
         let trailer = match read {
             Ok(r) => trailer(&r, streams),
@@ -193,7 +193,7 @@ impl FrameOut<'_> {
 }
 
 /// The figures of `r`, with the job's `streams` it read.
-fn trailer(r: &RestoreReport, streams: &[tapeloom_catalog::Stream]) -> Trailer {
+fn trailer(r: &RestoreReport, streams: &[Stream]) -> Trailer {
     let source = |name: &str| {
         let s = r.stream_sources.iter().find(|(n, _)| n == name);
         s.map(|(_, s)| s.as_str().to_string())
@@ -279,7 +279,7 @@ pub fn serve_set(
     shared: &Shared,
     (tls, peer): (&mut Conn, std::net::SocketAddr),
     req: &Request,
-    cat: &Catalog,
+    cat: &tapeloom_ops::Conn,
 ) -> Served {
     let token = match api::client(req, cat, &shared.metrics, peer) {
         Ok(t) => t,
@@ -294,14 +294,9 @@ pub fn serve_set(
         Err(a) => return Served::Refused(a),
     };
     let opts = asked_paths(req);
-    if shared.site.is_some() {
-        let read = tapeloom_engine::set_jobs_read(cat, &set, text("at").as_deref(), &opts);
-        // A set that does not plan is refused below, as when the server is alone.
-        if let Some(a) =
-            (read.ok()).and_then(|jobs| super::reads::route_set(shared, cat, &set, &jobs))
-        {
-            return Served::Refused(a);
-        }
+    let when = text("at");
+    if let Some(a) = super::reads::route_set(shared, cat, (&set, when.as_deref()), &opts) {
+        return Served::Refused(a);
     }
     let home = match Home::open(&shared.home) {
         Ok(h) => h,
@@ -322,8 +317,7 @@ pub fn serve_set(
         keys: (!asks_sealed(req)).then_some(&shared.keys),
         open: HashMap::new(),
     };
-    let read =
-        tapeloom_engine::read_set_blocks(&home, &set, text("at").as_deref(), &opts, &mut out);
+    let read = tapeloom_engine::read_set_blocks(&home, &set, when.as_deref(), &opts, &mut out);
     if !out.out.head {
         return Served::Refused(refused_set(read));
     }
@@ -342,12 +336,13 @@ pub fn serve_set(
 
 /// The jobs of set `set` that `token` may see; a 404 when it may see none (the
 /// set is another client's, or not there).
-fn visible_jobs(cat: &Catalog, token: &Token, set: &str) -> Result<HashSet<i64>, Answer> {
-    let jobs = (cat.set_jobs(set)).map_err(|e| Answer::error(503, &e.to_string()))?;
-    let allowed: HashSet<i64> = (jobs.into_iter())
-        .filter(|j| api::may_see(token, j.client.as_deref()))
-        .map(|j| j.id)
-        .collect();
+fn visible_jobs(
+    cat: &tapeloom_ops::Conn,
+    token: &Token,
+    set: &str,
+) -> Result<HashSet<i64>, Answer> {
+    let allowed =
+        (clients::set_jobs(cat, token, set)).map_err(|e| Answer::error(503, &e.to_string()))?;
     if allowed.is_empty() {
         let e = JobError::NoSet { set: set.into() };
         return Err(Answer::error(404, &e.to_string()));

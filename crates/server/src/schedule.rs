@@ -48,12 +48,9 @@ pub enum ScheduleError {
     Thread(#[source] std::io::Error),
     /// The home could not be opened.
     #[error("open the home: {0}")]
-    Home(#[source] Box<tapeloom_engine::Error>),
-    /// The catalog could not be read or the job's client recorded.
-    #[error("the catalog: {0}")]
-    Catalog(#[from] tapeloom_catalog::CatalogError),
+    Home(#[source] Box<tapeloom_ops::OpsError>),
     /// The schedule's pool's rules refused the job (a key the server does not
-    /// hold).
+    /// hold), or the catalog could not be read or the job's client recorded.
     #[error(transparent)]
     Ops(#[from] tapeloom_ops::OpsError),
     /// The backup failed.
@@ -163,10 +160,9 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
     }
 }
 
-/// A read-back schedule's run: each job of the pool not read back within its
-/// time, verified on a free drive, one after another, each result kept with its
-/// job (as run `schedule NAME`) and each cartridge with a bad block marked
-/// suspect ([`tapeloom_engine::verify_as`]).
+/// A read-back schedule's run on a free drive ([`tapeloom_ops::read_back::run`]):
+/// each job of the pool not read back within its time, verified, each result
+/// kept with its job (as run `schedule NAME`).
 fn read_back(
     shared: &Shared,
     name: &str,
@@ -177,22 +173,13 @@ fn read_back(
         return Err(ScheduleError::Stopping);
     };
     let home = shared.drive_pool.enter(&shared.home).map_err(home_err)?;
-    let now = tapeloom_engine::clock::now()
-        .map_err(|e| ScheduleError::Clock(Box::new(e)))?
-        .as_nanos();
-    let (due, recent) = tapeloom_engine::read_back_due(&home.catalog, &rb.pool, rb.older_than, now)
-        .map_err(home_err)?;
     let how = format!("schedule {name}");
-    let (mut ok, mut bad) = (0, Vec::new());
-    for job in due {
-        let at = drive.indexes.first().copied();
-        match tapeloom_engine::verify_as(&home, job, at, &how) {
-            Ok(r) if r.ok => ok += 1,
-            Ok(_) => bad.push(job),
-            Err(e) => warn!(schedule = %name, job, "read back: {e}"),
-        }
+    let at = drive.indexes.first().copied();
+    let r = tapeloom_ops::read_back::run(&home, &rb.pool, rb.older_than, (at, &how))?;
+    for (job, e) in &r.failed {
+        warn!(schedule = %name, job, "read back: {e}");
     }
-    info!(schedule = %name, pool = %rb.pool, ok, bad = ?bad, left_alone = recent.len(), "read back");
+    info!(schedule = %name, pool = %rb.pool, ok = r.ok, bad = ?r.bad, left_alone = r.left_alone, "read back");
     Ok(())
 }
 
@@ -261,9 +248,7 @@ fn backup_in(
     // The pool's rules, as for every job: its key, which the server must hold.
     tapeloom_ops::backup::prepare(home, &mut opts, &shared.keys)?;
     let progress = Arc::new(Progress::default());
-    let watcher = home
-        .connect()
-        .map_err(|e| ScheduleError::Home(Box::new(e)))?;
+    let watcher = tapeloom_ops::Conn::open(&shared.home)?;
     let ended = AtomicBool::new(false);
     let (r, seen) = std::thread::scope(|scope| {
         let (ended, shown) = (&ended, &progress);
@@ -289,7 +274,7 @@ fn backup_in(
     })?;
     shared.metrics.job_errors(report.errors.len());
     if seen != Some(report.job_id) {
-        home.catalog.set_job_client(report.job_id, &s.client)?;
+        tapeloom_ops::clients::record_for(&*home, report.job_id, &s.client)?;
         shared.queue.writing(entry, report.job_id, progress);
     }
     Ok(report.job_id)
@@ -299,17 +284,14 @@ fn backup_in(
 /// and its queue entry `entry` shown writing. None while it is not recorded yet.
 fn claim(
     shared: &Shared,
-    catalog: &tapeloom_catalog::Catalog,
+    conn: &tapeloom_ops::Conn,
     (entry, tag): (u64, u64),
     s: &Schedule,
     progress: &Arc<Progress>,
 ) -> Result<Option<i64>, ScheduleError> {
-    match catalog.job_by_tag(tag)? {
-        Some(j) => {
-            catalog.set_job_client(j.id, &s.client)?;
-            shared.queue.writing(entry, j.id, Arc::clone(progress));
-            Ok(Some(j.id))
-        }
-        None => Ok(None),
+    let job = tapeloom_ops::clients::record_by_tag(conn, tag, &s.client)?;
+    if let Some(id) = job {
+        shared.queue.writing(entry, id, Arc::clone(progress));
     }
+    Ok(job)
 }

@@ -23,7 +23,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tapeloom_engine::Home;
 use tapeloom_proto::body::Chunks;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
@@ -165,8 +164,8 @@ pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result
         shared.draining.store(true, Ordering::Release);
         if let Some(site) = &shared.site {
             // Its claims go back to the site's queue, for the other servers.
-            match Home::open_catalog_unlocked(&shared.home) {
-                Ok(cat) => site.stop(&cat),
+            match tapeloom_ops::Conn::open(&shared.home) {
+                Ok(conn) => site.stop(&conn),
                 Err(e) => tracing::warn!("site: open the catalog: {e}"),
             }
         }
@@ -450,7 +449,7 @@ fn route(
     mut req: http::Request,
     peer: SocketAddr,
 ) -> Result<Option<Answer>, HttpError> {
-    let cat = match Home::open_catalog_unlocked(&shared.home) {
+    let cat = match tapeloom_ops::Conn::open(&shared.home) {
         Ok(cat) => cat,
         Err(e) => {
             tracing::error!("open the catalog: {e}");

@@ -4,21 +4,23 @@
 //! (`GET /api/jobs/ID/report.svg`).
 //!
 //! The library is looked at as `library status` does, without the home's lock
-//! (a client's backup may hold it): its inventory only, nothing that moves a tape.
+//! (a client's backup may hold it): its inventory only, nothing that moves a tape
+//! (`tapeloom_ops::library::status`).
 
 use super::api::{may_see, Answer};
 use super::queue::{Entry, Live};
 use super::serve::Shared;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tapeloom_catalog::{Catalog, Token};
-use tapeloom_device::{Inventory, TapeLibrary, VirtualLibrary};
-use tapeloom_engine::{Error, JobError, ScsiLibraryConfig, Series};
-use tapeloom_ops::{jobs, library, report};
+use tapeloom_engine::{Error, JobError, Series};
+use tapeloom_ops::status_page::Cartridge;
+use tapeloom_ops::tokens::Token;
+use tapeloom_ops::{jobs, report};
+use tapeloom_ops::{Conn, OpsError};
 
 /// The page: self-contained, it holds no data and asks for none without a token.
 const PAGE: &str = include_str!("status.html");
@@ -55,6 +57,26 @@ pub struct LibraryView {
     pub cartridges: Vec<Cartridge>,
 }
 
+impl From<tapeloom_ops::status_page::Status> for LibraryView {
+    fn from(s: tapeloom_ops::status_page::Status) -> Self {
+        LibraryView {
+            description: s.description,
+            error: s.error,
+            drives: (s.drives.into_iter())
+                .map(|d| Drive {
+                    index: d.index,
+                    device: d.device,
+                    loaded: d.loaded,
+                    job: None,
+                    bytes: None,
+                    bytes_per_s: None,
+                })
+                .collect(),
+            cartridges: s.cartridges,
+        }
+    }
+}
+
 /// A drive, its cartridge, and the running job writing on it.
 #[derive(Serialize, Clone)]
 pub struct Drive {
@@ -70,23 +92,6 @@ pub struct Drive {
     pub bytes: Option<u64>,
     /// Its rate over the last seconds, bytes per second.
     pub bytes_per_s: Option<f64>,
-}
-
-/// A cartridge and what the catalog knows of it.
-#[derive(Serialize, Clone)]
-pub struct Cartridge {
-    /// Its barcode.
-    pub barcode: String,
-    /// `slot N` or `drive N`.
-    pub location: String,
-    /// As `library status` says: its volume's state, blank, foreign, cleaning.
-    pub state: String,
-    /// Its pool, labelled or assigned.
-    pub pool: Option<String>,
-    /// Bytes written on it, where the library knows without loading it.
-    pub bytes_used: Option<u64>,
-    /// Its capacity, where known.
-    pub capacity: Option<u64>,
 }
 
 /// A job not ended, with its figures per drive and per stream.
@@ -182,23 +187,21 @@ pub fn page() -> Answer {
 }
 
 /// `GET /api/status`: what `token` may see.
-pub fn answer(shared: &Shared, cat: &Catalog, token: &Token) -> Result<Answer, Error> {
+pub fn answer(shared: &Shared, conn: &Conn, token: &Token) -> Result<Answer, OpsError> {
     let now = Instant::now();
     let running: Vec<Running> = running(shared.queue.live(), &shared.status.rates, now)
         .into_iter()
         .filter(|r| may_see(token, Some(r.entry.client.as_str())))
         .collect();
-    let mut library = shared.status.library(&shared.home, cat, now)?;
+    let mut library = shared.status.library(&shared.home, conn, now)?;
     on_drives(&mut library.drives, &running);
     let mine = |e: &Entry| may_see(token, Some(e.client.as_str()));
     let doc = Status {
         library,
         recent: shared.queue.recent().into_iter().filter(mine).collect(),
-        jobs: jobs::list(cat, |j| may_see(token, j.client.as_deref()))?.last(LAST_JOBS),
+        jobs: jobs::list(conn, |j| may_see(token, j.client.as_deref()))?.last(LAST_JOBS),
         running,
-        site: super::site::view(shared, cat, token)
-            .transpose()
-            .map_err(Error::from)?,
+        site: super::site::view(shared, conn, token).transpose()?,
     };
     Ok(Answer::json(&doc))
 }
@@ -255,45 +258,11 @@ fn flows(l: Live) -> Running {
     }
 }
 
-/// Why the library could not be opened.
-#[derive(Debug, thiserror::Error)]
-enum LibraryError {
-    #[error("read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path} is damaged: {source}")]
-    Devices {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error(transparent)]
-    Device(#[from] tapeloom_device::DeviceError),
-}
-
-/// The home's library: the SCSI devices attached to it, else the virtual one.
-fn open_library(home: &Path) -> Result<Box<dyn TapeLibrary>, LibraryError> {
-    // The file `Home::attached` reads; the server holds no `Home` to ask.
-    let path = home.join("devices.json");
-    match std::fs::read(&path) {
-        Ok(text) => {
-            let cfg: ScsiLibraryConfig = serde_json::from_slice(&text)
-                .map_err(|source| LibraryError::Devices { path, source })?;
-            Ok(Box::new(tapeloom_device::scsi::ScsiLibrary::open(&cfg)?))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok(Box::new(VirtualLibrary::open(&home.join("library"))?))
-        }
-        Err(source) => Err(LibraryError::Read { path, source }),
-    }
-}
-
 impl Seen {
     /// The library's last look, looked at again when older than [`LOOK_EVERY`].
     /// The look (a changer's inventory may take seconds) runs with no lock held;
     /// while one runs, other requests are answered with the last look.
-    fn library(&self, home: &Path, cat: &Catalog, now: Instant) -> Result<LibraryView, Error> {
+    fn library(&self, home: &Path, conn: &Conn, now: Instant) -> Result<LibraryView, OpsError> {
         {
             let last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((at, view)) = &*last {
@@ -303,46 +272,13 @@ impl Seen {
                 }
             }
         }
-        let view = look_at_library(home, cat);
+        let view = tapeloom_ops::status_page::status(home, conn).map(LibraryView::from);
         self.looking.store(false, Ordering::Release);
         let view = view?;
         let mut last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
         *last = Some((now, view.clone()));
         Ok(view)
     }
-}
-
-/// The library's drives and cartridges; its error in the view when it cannot be
-/// looked at.
-fn look_at_library(home: &Path, cat: &Catalog) -> Result<LibraryView, Error> {
-    let looked = open_library(home).and_then(|mut lib| {
-        let inv = lib.inventory()?;
-        Ok((lib, inv))
-    });
-    let (lib, inv) = match looked {
-        Ok(l) => l,
-        Err(e) => {
-            return Ok(LibraryView {
-                error: Some(e.to_string()),
-                ..LibraryView::default()
-            })
-        }
-    };
-    Ok(LibraryView {
-        description: Some(lib.describe()),
-        error: None,
-        drives: (inv.drives.iter())
-            .map(|d| Drive {
-                index: d.index,
-                device: lib.drive_device(d.index),
-                loaded: d.loaded.clone(),
-                job: None,
-                bytes: None,
-                bytes_per_s: None,
-            })
-            .collect(),
-        cartridges: cartridges(lib.as_ref(), &inv, cat)?,
-    })
 }
 
 /// Each drive's running job (one the token may see), its bytes and rate there.
@@ -357,54 +293,23 @@ fn on_drives(drives: &mut [Drive], running: &[Running]) {
     }
 }
 
-fn cartridges(
-    lib: &dyn TapeLibrary,
-    inv: &Inventory,
-    cat: &Catalog,
-) -> Result<Vec<Cartridge>, Error> {
-    let vols = cat.volumes()?;
-    let mut out = Vec::new();
-    for b in inv.barcodes() {
-        let used = lib.cartridge_bytes(&b);
-        let v = vols.iter().find(|v| v.barcode == b);
-        let location = match (inv.slot_of(&b), inv.drive_of(&b)) {
-            (Some(s), _) => format!("slot {s}"),
-            (_, Some(d)) => format!("drive {d}"),
-            _ => "?".into(),
-        };
-        out.push(Cartridge {
-            state: library::cartridge_state(&b, v, used),
-            pool: match v {
-                Some(v) => Some(v.pool.clone()),
-                None => cat.pool_of_barcode(&b)?,
-            },
-            barcode: b,
-            location,
-            bytes_used: used,
-            capacity: lib.capacity(),
-        });
-    }
-    Ok(out)
-}
-
 /// `GET /api/jobs/ID/report.svg`: the plot of a job's backup, as `report` draws
 /// it; another client's job is one that does not exist.
-pub fn report_svg(cat: &Catalog, token: &Token, id: &str) -> Result<Answer, Error> {
+pub fn report_svg(conn: &Conn, token: &Token, id: &str) -> Result<Answer, OpsError> {
     let Ok(id) = id.parse::<i64>() else {
         return Ok(Answer::error(404, &format!("no job {id}")));
     };
-    let job = cat.job(id)?;
-    if !job.is_some_and(|j| may_see(token, j.client.as_deref())) {
-        return Err(Error::Job(JobError::NoJob(id)));
+    if tapeloom_ops::clients::job(conn, token, id)?.is_none() {
+        return Err(Error::Job(JobError::NoJob(id)).into());
     }
-    match report::svg(cat, id, "backup") {
+    match report::svg(conn, id, "backup") {
         Ok(svg) => Ok(Answer {
             status: 200,
             content_type: "image/svg+xml",
             body: svg.into_bytes(),
         }),
         Err(e) => match e.downcast::<Error>() {
-            Ok(e) => Err(e),
+            Ok(e) => Err(e.into()),
             Err(e) => match e.downcast_ref::<report::NoSamples>() {
                 Some(no) => Ok(Answer::error(404, &no.to_string())),
                 _ => {

@@ -24,7 +24,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tapeloom_catalog::{Catalog, Token};
+use tapeloom_ops::tokens::Token;
+use tapeloom_ops::Conn;
 use tapeloom_proto::verify::{Ask, Pending};
 
 /// How long a verify's outcome waits for its client to ask for it.
@@ -91,7 +92,7 @@ impl Verifies {
 pub fn route(
     shared: &Arc<Shared>,
     req: &Request,
-    cat: &Catalog,
+    cat: &Conn,
     peer: SocketAddr,
     segments: &[&str],
 ) -> Option<Answer> {
@@ -111,15 +112,15 @@ pub fn route(
 }
 
 /// `POST /api/jobs/ID/verify` by `token`.
-fn start(shared: &Arc<Shared>, (cat, token): (&Catalog, &Token), id: &str, body: &[u8]) -> Answer {
+fn start(shared: &Arc<Shared>, (cat, token): (&Conn, &Token), id: &str, body: &[u8]) -> Answer {
     let no = || Answer::error(404, &format!("no job {id}"));
     let Ok(job_id) = id.parse::<i64>() else {
         return no();
     };
     // Another client's job is refused as one that does not exist.
-    let job = match cat.job(job_id) {
-        Ok(Some(j)) if api::may_see(token, j.client.as_deref()) => j,
-        Ok(_) => return no(),
+    let job = match tapeloom_ops::clients::job(cat, token, job_id) {
+        Ok(Some(j)) => j,
+        Ok(None) => return no(),
         Err(e) => return Answer::error(500, &e.to_string()),
     };
     if let Some(a) = super::reads::route_read(shared, cat, job_id, &[]) {

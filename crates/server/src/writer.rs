@@ -28,11 +28,11 @@ use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tapeloom_catalog::{JobState, Stream};
 use tapeloom_engine::{
-    BackupOptions, DriveSet, Home, Inlet, Progress, ReceiveStop, Receiving, RemotePlan,
-    RemoteStream, SetChoice,
+    BackupOptions, DriveSet, Inlet, Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream,
+    SetChoice,
 };
+use tapeloom_ops::clients;
 use tapeloom_proto::backup::Begin;
 use tracing::{error, warn};
 
@@ -236,12 +236,8 @@ fn after_panic(shared: &Shared, backup: u64, why: &str) {
 /// Records job `job_id`, asked for at `asked_ns` and begun in the catalog, as
 /// failed for `why`.
 pub fn record_begun_failed(shared: &Shared, (job_id, asked_ns): (i64, i64), why: &str) {
-    let ended = tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos());
-    let recorded = Home::open_catalog_unlocked(&shared.home).and_then(|c| {
-        c.add_error(job_id, b"", why)?;
-        let secs = (ended - asked_ns).max(0) as f64 / 1e9;
-        Ok(c.finish_job(job_id, JobState::Failed, 0, 0, secs, ended)?)
-    });
+    let recorded = tapeloom_ops::Conn::open(&shared.home)
+        .and_then(|c| clients::fail_begun(&c, (job_id, asked_ns), why));
     if let Err(e) = recorded {
         error!(job = job_id, "record the job failed: {e}");
     }
@@ -285,14 +281,14 @@ fn begin(
     // Encrypted as it is written with the key its client named, else its pool's
     // (the server's own copies).
     opts.encrypt = (shared.keys)
-        .for_job(&home.catalog, opts.pool.as_deref(), named.as_deref())
+        .for_job(&**home, opts.pool.as_deref(), named.as_deref())
         .map_err(|e| e.to_string())?;
     // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
     opts.client = meta.client.clone();
     let idle = idle_limit(shared);
     let r = tapeloom_engine::receive_staged(home, &home.stages, (&plan, &opts), choice, idle)
         .map_err(|e| format!("the job did not begin: {e}"))?;
-    if let Err(e) = home.catalog.set_job_client(r.job_id, &meta.client) {
+    if let Err(e) = clients::record_for(&**home, r.job_id, &meta.client) {
         error!(job = r.job_id, "record the job's client: {e}");
     }
     Ok(r)
@@ -489,33 +485,13 @@ pub fn record_failed(shared: &Shared, meta: &Unwritten, why: &str) {
     }
 }
 
-fn record(home: &Path, m: &Unwritten, why: &str) -> Result<i64, tapeloom_engine::Error> {
-    let cat = Home::open_catalog_unlocked(home)?;
-    if let Some(j) = cat.job_by_tag(m.tag)? {
-        // Begun already: the engine recorded how it ended.
-        return Ok(j.id);
+fn record(home: &Path, m: &Unwritten, why: &str) -> tapeloom_ops::Result<()> {
+    let conn = tapeloom_ops::Conn::open(home)?;
+    // A job begun already: the engine recorded how it ended.
+    if let Some(id) = clients::record_failed(&conn, (&m.client, m.tag, m.asked_ns), &m.doc, why)? {
+        warn!(job = id, client = %m.client, "job failed: {why}");
     }
-    let streams: Vec<Stream> = (m.doc.streams.iter().enumerate())
-        .map(|(i, s)| Stream {
-            stream: i as u16 + 1,
-            name: s.name.clone(),
-            source: s.source.clone().into_bytes(),
-        })
-        .collect();
-    let id = cat.begin_job(
-        m.tag,
-        &m.doc.name,
-        m.asked_ns,
-        m.doc.block_size as u32,
-        &streams,
-    )?;
-    cat.set_job_client(id, &m.client)?;
-    cat.add_error(id, b"", why)?;
-    let now = tapeloom_engine::clock::now().map_or(0, |t| t.as_nanos());
-    let secs = (now - m.asked_ns).max(0) as f64 / 1e9;
-    cat.finish_job(id, JobState::Failed, 0, 0, secs, now)?;
-    warn!(job = id, client = %m.client, "job failed: {why}");
-    Ok(id)
+    Ok(())
 }
 
 /// Resumes, each on a thread of its own, the jobs `unfinished` that a server
@@ -547,9 +523,8 @@ fn resume(shared: &Shared, id: i64) {
     // An encrypted job goes on with its data key, which a key the server holds
     // unwraps.
     home.keys = shared.keys.all().to_vec();
-    let (client, name) = match home.catalog.job(id) {
-        Ok(Some(j)) => (j.client.unwrap_or_default(), j.name),
-        _ => return,
+    let Ok(Some((client, name))) = clients::owner(&*home, id) else {
+        return;
     };
     let entry = shared.queue.add(&client, &name, "resume");
     shared.queue.set_state(entry, State::Writing);
