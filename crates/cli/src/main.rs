@@ -88,6 +88,9 @@ fn main() {
 
 /// Runs the command and prints its output; returns the exit status.
 fn run(cli: Cli) -> anyhow::Result<i32> {
+    // Generator sources (`gen:PRESET:SIZE`) are made by the measuring tools'
+    // dataset generator, which the engine reaches through its trait.
+    tapeloom_engine::install_generator(std::sync::Arc::new(tapeloom_tools::gen::Generator));
     if let Some(url) = &cli.catalog {
         tapeloom_engine::use_catalog(url)?;
     }

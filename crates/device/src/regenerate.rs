@@ -1,8 +1,8 @@
 //! Payloads made again: a cartridge of a library that keeps no payload
 //! (`library create --payload none`) keeps only each data block's header, and a
 //! block whose data came from a generator source can be made again from the
-//! generator. The engine, which knows the generators, installs one
-//! [`Regenerate`] for the process; the virtual drive asks it for each block whose
+//! generator. The engine, which makes generator sources (through the generator
+//! installed in it), installs one [`Regenerate`] for the process; the virtual drive asks it for each block whose
 //! payload was not kept, and reads the block as if it had been.
 
 use std::sync::{Arc, OnceLock};

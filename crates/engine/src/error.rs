@@ -52,9 +52,6 @@ pub enum Error {
     /// The home folder's state.
     #[error(transparent)]
     Home(#[from] HomeError),
-    /// A measurement tool's input.
-    #[error(transparent)]
-    Tool(#[from] ToolError),
     /// A disk stage or a chunk file on it.
     #[error(transparent)]
     Stage(#[from] StageError),
@@ -194,6 +191,14 @@ pub enum OptionsError {
     /// No source given.
     #[error("nothing to back up: give at least one source")]
     NoSources,
+    /// A generator source (`gen:PRESET:SIZE[:SEED][@RATE]`) that cannot be read.
+    #[error("generator source '{spec}': {why} (write gen:PRESET:SIZE[:SEED][@RATE], for example gen:hp-typical:100G or gen:hp-typical:100G:2@150MB)")]
+    GenSource {
+        /// The source as given.
+        spec: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A rate limit of zero, negative or not a number.
     #[error("a stream's rate limit must be above 0 bytes per second, not {rate}")]
     RateLimit {
@@ -686,114 +691,6 @@ pub enum HomeError {
     BadNow {
         /// The variable's value.
         value: String,
-    },
-}
-
-/// A measurement tool's input that cannot be used.
-#[derive(Debug, Error)]
-pub enum ToolError {
-    /// A generator source (`gen:PRESET:SIZE[:SEED]`) that cannot be read.
-    #[error("generator source '{spec}': {why} (write gen:PRESET:SIZE[:SEED][@RATE], for example gen:hp-typical:100G or gen:hp-typical:100G:2@150MB)")]
-    GenSource {
-        /// The source as given.
-        spec: String,
-        /// What is wrong with it.
-        why: String,
-    },
-    /// No such drive model.
-    #[error("no drive model '{name}' (try lto1 .. lto10)")]
-    NoModel {
-        /// The name given.
-        name: String,
-    },
-    /// A scale that is not a positive number.
-    #[error("scale {scale} must be a positive number")]
-    Scale {
-        /// The scale.
-        scale: f64,
-    },
-    /// A block size out of range.
-    #[error("block size {size} is out of range (1 byte to 8 MiB)")]
-    BlockSize {
-        /// The size.
-        size: u64,
-    },
-    /// The modeled drive kept no statistics.
-    #[error("the modeled drive kept no statistics")]
-    NoStatistics,
-    /// An offset past the cartridge.
-    #[error("offset {offset} is beyond the {capacity_gb} GB of an {model} cartridge")]
-    BeyondCartridge {
-        /// The offset.
-        offset: u64,
-        /// The cartridge's capacity in GB.
-        capacity_gb: f64,
-        /// The model.
-        model: String,
-    },
-    /// Reading through backwards.
-    #[error("reading through goes forward only")]
-    ReadBackwards,
-    /// Spacing backwards or over empty files.
-    #[error("spacing over files goes forward, over files of at least 1 byte")]
-    SpaceBackwards,
-    /// A source rate on a library drive, which runs at its own pace.
-    #[error("a source rate works with a drive model only, not with a library drive")]
-    SourceRateOnLibrary,
-    /// No folder given to read.
-    #[error("no directories to read")]
-    NoDirectories,
-    /// No such dataset preset.
-    #[error("no dataset preset '{name}' (presets: {presets})")]
-    NoPreset {
-        /// The name given.
-        name: String,
-        /// The presets there are.
-        presets: String,
-    },
-    /// File sizes that are not powers of two in order.
-    #[error("file sizes {min} to {max}: both must be powers of two (at least 1 byte), the first no larger than the second")]
-    SizeClasses {
-        /// Smallest.
-        min: u64,
-        /// Largest.
-        max: u64,
-    },
-    /// A compressibility below 1 or above 100.
-    #[error("ratio {ratio} must be a number from 1 to 100")]
-    Ratio {
-        /// The ratio.
-        ratio: f64,
-    },
-    /// A tree too large.
-    #[error("a tree of depth {depth} and breadth {breadth} has more than {max} directories")]
-    TooManyDirs {
-        /// Depth.
-        depth: u32,
-        /// Breadth.
-        breadth: u32,
-        /// The limit.
-        max: u64,
-    },
-    /// The dataset's folder is a file.
-    #[error("{} exists and is not a directory", dir.display())]
-    NotADirectory {
-        /// The folder.
-        dir: PathBuf,
-    },
-    /// The dataset's folder holds something.
-    #[error("{} is not empty: the dataset needs an empty or new directory", dir.display())]
-    NotEmpty {
-        /// The folder.
-        dir: PathBuf,
-    },
-    /// The requested total is smaller than one file of the smallest class.
-    #[error("a total of {total} bytes is less than the smallest file ({min} bytes)")]
-    TotalTooSmall {
-        /// The total asked for.
-        total: u64,
-        /// The smallest file size.
-        min: u64,
     },
 }
 

@@ -32,30 +32,34 @@ mod sampler;
 pub mod size;
 pub mod stage;
 pub use stage::StageSet;
-pub mod tools;
 mod verify;
+pub mod walk;
 
 pub use backup::{
-    backup, drop_staged_job, name_unstaged_streams, pack_streams, receive_staged, resume_job,
-    resume_job_on, unfinished_staged_jobs, BackupOptions, BackupReport, BlockCheck, Checked,
-    Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave, Only, Outgoing, Piece,
-    Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream, StreamReport, Via,
-    DEFAULT_EXTENT_BYTES,
+    backup, drop_staged_job, install_generator, name_unstaged_streams, pack_streams,
+    receive_staged, resume_job, resume_job_on, unfinished_staged_jobs, BackupOptions, BackupReport,
+    BlockCheck, Checked, Closed, Despool, DespoolOrder, DriveReport, DriveSet, Inlet, Interleave,
+    Only, Outgoing, Piece, Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream,
+    StreamReport, Via, DEFAULT_EXTENT_BYTES,
 };
 pub use backup::{choose_set, BaseRow, BaseTree, Deletions, Scan, ScanFigures, SetChoice};
+pub use backup::{GeneratedFile, GeneratedTree, Generator};
+pub use backup::{DEFAULT_BUFFERS, DEFAULT_HIGH_WATER, DRY_SHARE, HIGH_WATER_WAIT, JUDGE_WINDOW};
 pub use compress::Compress;
 pub use copy::{copy_job, CopyOptions, CopyReport, DriveFigures};
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{
     ChunkHeaderProblem, CopyError, CryptError, Error, HomeError, JobError, MediaError,
-    OptionsError, PlaceError, ReceiveError, Result, StageError, ToolError,
+    OptionsError, PlaceError, ReceiveError, Result, StageError,
 };
 pub use expire::{expire, expiries, job_expiry, ExpireReport, ExpiredVolume};
 pub use home::{
     catalog_file, catalog_url, default_home, home_name, refuse_password, use_catalog, Home,
     Library, ScsiLibraryConfig, DEFAULT_CAPACITY, DEFAULT_DRIVES, DEFAULT_SLOTS,
 };
-pub use media::policy::{clean_drive, label, load_cartridge, unload_drives, Labelled};
+pub use media::policy::{
+    clean_drive, is_blank, label, load_cartridge, mount, unload_drives, Labelled,
+};
 pub use media::trim::{trim, Trimmed};
 pub use migrate::{move_job, reclaim_candidates, repack, Candidate, MoveOptions, Moved, Repacked};
 pub use rebuild::{rebuild, RebuildReport, Unusable};

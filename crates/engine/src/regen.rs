@@ -11,8 +11,8 @@
 //! running between blocks; a block before the packer's place starts it again.
 //! A source with `@RATE` is made again at that rate, as it was read.
 
+use crate::backup::generated::SOURCE_PREFIX;
 use crate::backup::{pack_some, BackupOptions, Outgoing, Piece};
-use crate::tools::gen::SOURCE_PREFIX;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};

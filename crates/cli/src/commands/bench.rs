@@ -7,12 +7,12 @@ use crate::size;
 use anyhow::Result;
 use serde::Serialize;
 use tapeloom_device::lto::Clock;
-use tapeloom_engine::tools::benchdrive::{
+use tapeloom_format::MAX_BLOCK_SIZE;
+use tapeloom_tools::benchdrive::{
     bench_drive, bench_library_drive, bench_locate, DriveBenchOptions, DriveBenchRow, LocateHow,
 };
-use tapeloom_engine::tools::pattern::Pattern;
-use tapeloom_engine::{Error, ToolError};
-use tapeloom_format::MAX_BLOCK_SIZE;
+use tapeloom_tools::pattern::Pattern;
+use tapeloom_tools::ToolError;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,13 +36,18 @@ impl Args {
             Cmd::Locate(a) => emit(&locate(a)?, ctx.json),
         }
     }
+}
 
-    /// How to get past a refusal.
-    pub fn hint(&self) -> crate::error::Hint {
-        |e| match e {
-            Error::Tool(ToolError::SourceRateOnLibrary) => Some("--source-rate needs --model"),
-            _ => None,
+/// A measuring tool's error as the command line reports it: the engine's own error
+/// when the engine failed (so that what the command line adds to it is found), and
+/// a refusal of `--source-rate` with how to get past it.
+fn reported(e: tapeloom_tools::Error) -> anyhow::Error {
+    match e {
+        tapeloom_tools::Error::Engine(e) => anyhow::Error::new(*e),
+        tapeloom_tools::Error::Tool(ToolError::SourceRateOnLibrary) => {
+            anyhow::anyhow!("{e} (--source-rate needs --model)")
         }
+        e => anyhow::Error::new(e),
     }
 }
 
@@ -162,7 +167,8 @@ fn drive(a: DriveArgs, ctx: &Context) -> Result<DriveBench> {
             (opts.model, opts.clock, opts.scale) = (String::new(), Clock::Virtual, 1.0);
             opts.compression = true;
             clock = "virtual";
-            let (model, rows) = bench_library_drive(&ctx.open_home()?, d, &opts)?;
+            let (model, rows) =
+                bench_library_drive(&ctx.open_home()?, d, &opts).map_err(reported)?;
             if model == "none" {
                 clock = "wall";
             }

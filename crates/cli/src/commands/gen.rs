@@ -5,8 +5,8 @@ use crate::size;
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
-use tapeloom_engine::tools::gen::{generate, GenOptions};
-use tapeloom_engine::tools::pattern::MAX_RATIO;
+use tapeloom_tools::gen::{generate, GenOptions};
+use tapeloom_tools::pattern::MAX_RATIO;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -111,7 +111,6 @@ impl Cmd {
         match self {
             Cmd::Backup(_) => backup::hint,
             Cmd::Library(a) => a.hint(),
-            Cmd::Bench(a) => a.hint(),
             Cmd::Restore(_) | Cmd::Verify(_) | Cmd::Catalog(_) | Cmd::Stage(_) => {
                 crate::error::key_hint
             }

@@ -1,6 +1,6 @@
 //! `tapeloom plan`: predict a backup window before buying or running anything,
 //! and answer the sizing questions (`--solve drives|concurrency|stage`). The
-//! simulation is the engine's (`tools::plan`); this module gathers its inputs:
+//! simulation is the measuring tools' (`tapeloom_tools::plan`); this module gathers its inputs:
 //! sources stated on the command line, read from `readrate --json` output, or
 //! taken from past jobs in the catalog.
 
@@ -10,8 +10,8 @@ use crate::size;
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 use std::path::PathBuf;
-use tapeloom_engine::tools::benchdrive::model_params;
-use tapeloom_engine::tools::plan::{
+use tapeloom_tools::benchdrive::model_params;
+use tapeloom_tools::plan::{
     hours, plan, solve_concurrency, solve_drives, solve_stage, PlanInput, PlanOutcome, PlanSource,
     PlanStage,
 };

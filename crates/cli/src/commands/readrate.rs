@@ -5,8 +5,8 @@ use crate::output::{Output, PathError};
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
-use tapeloom_engine::tools::benchdrive::model_params;
-use tapeloom_engine::tools::readrate::{read_rate, ReadRateOptions, StreamRate};
+use tapeloom_tools::benchdrive::model_params;
+use tapeloom_tools::readrate::{read_rate, ReadRateOptions, StreamRate};
 
 #[derive(clap::Args)]
 pub struct Args {

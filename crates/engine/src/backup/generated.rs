@@ -1,27 +1,88 @@
 //! A source that needs no disk: `gen:PRESET:SIZE[:SEED][@RATE]` backs up the
 //! tree that `tapeloom gen` would write with those options, made in memory as the
 //! packer stores it, no faster than RATE bytes per second when one is given (a
-//! source of a disk's speed, for experiments with sources of several speeds). Its names, sizes, times and bytes are the generator's, so a restore
-//! of such a job compares with a generated tree, and a backup from it measures the
-//! engine and the drives, never this machine's disks.
+//! source of a disk's speed, for experiments with sources of several speeds). Its
+//! names, sizes, times and bytes are the generator's, so a restore of such a job
+//! compares with a generated tree, and a backup from it measures the engine and the
+//! drives, never this machine's disks.
 //!
-//! The objects come in the order a walk of the generated tree gives (depth first, a
-//! folder before its contents, names in byte order). Each file's bytes are made in
-//! the generator's chunks of [`CHUNK`] bytes from the file's own seed, straight into
-//! the packer's block buffers.
+//! The dataset generator belongs to the measuring tools (`tapeloom-tools`), a crate
+//! above the engine. The engine reaches it through the [`Generator`] trait it
+//! defines here: the process installs one at its start ([`install_generator`]; the
+//! binary installs the tools' generator), and a source's text asks it for a
+//! [`GeneratedTree`]: its folders, the names, sizes and times of its files, and
+//! each file's bytes. Without a generator installed, a generator source is refused
+//! as one that cannot be read.
+//!
+//! This module turns such a tree into the objects a walk of it on disk would give,
+//! in the same order (depth first, a folder before its contents, names in byte
+//! order), with the modes and owner a umask of 022 and this user leave them. Each
+//! file's bytes are made by the generator straight into the packer's block buffers.
 
 use crate::backup::source::{join_rel, Batch, Content, Fetched, Item, Names};
-use crate::error::Result;
-use crate::tools::gen::{size_classes, time, tree, GenFile, GenOptions, Layout, CHUNK, SEED_MIX};
-use crate::tools::pattern::Pattern;
+use crate::error::{OptionsError, Result};
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::time::UNIX_EPOCH;
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 use tapeloom_format::{Entry, EntryType, Facts, Timestamp};
 
-pub use crate::tools::gen::SOURCE_PREFIX;
+/// What a generator source's text starts with.
+pub(crate) const SOURCE_PREFIX: &str = "gen:";
+
+/// Makes the trees that generator sources name.
+pub trait Generator: Send + Sync {
+    /// The tree that the text of a generator source names, given without its
+    /// `gen:` prefix and its `@RATE` (`hp-typical:100G:2`); `Err` says in one line
+    /// why the text names no tree.
+    fn tree(&self, spec: &str) -> std::result::Result<Arc<dyn GeneratedTree>, String>;
+}
+
+/// One tree a generator makes, as it would write it to disk.
+pub trait GeneratedTree: Send + Sync {
+    /// Its folders relative to its root: the root itself first (an empty path),
+    /// every other folder after its parent.
+    fn folders(&self) -> Vec<PathBuf>;
+    /// The modification time of folder `index` of [`GeneratedTree::folders`].
+    fn folder_time(&self, index: usize) -> SystemTime;
+    /// The files folder `index` holds, in any order.
+    fn files_in(&self, index: usize) -> Vec<GeneratedFile>;
+    /// Bytes of all its files.
+    fn bytes(&self) -> u64;
+    /// Makes the `size` bytes of file `number`, handing them to `put` in pieces;
+    /// `scratch` is reused from file to file. Stops when `put` breaks, and says so.
+    fn make(
+        &self,
+        number: u64,
+        size: u64,
+        scratch: &mut Vec<u8>,
+        put: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> ControlFlow<()>;
+}
+
+/// One file of a generated tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedFile {
+    /// Its number in the tree, unique among its files (from 0).
+    pub number: u64,
+    /// Its name in its folder.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its modification time.
+    pub mtime: SystemTime,
+}
+
+static GENERATOR: OnceLock<Arc<dyn Generator>> = OnceLock::new();
+
+/// Installs the process's generator of generator sources; the first one installed
+/// stays.
+pub fn install_generator(g: Arc<dyn Generator>) {
+    let _ = GENERATOR.set(g);
+}
 
 /// Objects per batch sent to the packer.
 const BATCH: usize = 128;
@@ -31,9 +92,14 @@ const IN_FLIGHT: usize = 8;
 const FILE_MODE: u32 = 0o644;
 const DIR_MODE: u32 = 0o755;
 
-/// The options of source `path` when it names a generator (`gen:...`); `None` for
-/// a path on disk.
-pub(crate) fn spec(path: &Path) -> Option<Result<GenOptions>> {
+/// Whether source `path` names a generator (`gen:...`), readable or not.
+pub(crate) fn is_generated(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with(SOURCE_PREFIX))
+}
+
+/// The tree of source `path` when it names a generator (`gen:...`); `None` for a
+/// path on disk.
+pub(crate) fn spec(path: &Path) -> Option<Result<Arc<dyn GeneratedTree>>> {
     let s = path.to_str()?.strip_prefix(SOURCE_PREFIX)?;
     let (tree, rate) = s.split_once('@').unwrap_or((s, ""));
     if !rate.is_empty() {
@@ -41,7 +107,17 @@ pub(crate) fn spec(path: &Path) -> Option<Result<GenOptions>> {
             return Some(Err(e));
         }
     }
-    Some(GenOptions::of_source(tree))
+    let made = match GENERATOR.get() {
+        Some(g) => g.tree(tree),
+        None => Err("no dataset generator is installed in this process".to_string()),
+    };
+    Some(made.map_err(|why| {
+        OptionsError::GenSource {
+            spec: format!("{SOURCE_PREFIX}{s}"),
+            why,
+        }
+        .into()
+    }))
 }
 
 /// The rate a generator source reads at, when it names one (`gen:...@150MB`: a
@@ -56,7 +132,7 @@ pub(crate) fn rate(path: &Path) -> Option<f64> {
 fn rate_of(spec: &str, rate: &str) -> Result<f64> {
     match crate::size::parse(rate.trim_end_matches("/s")) {
         Ok(r) if r > 0 => Ok(r as f64),
-        _ => Err(crate::error::ToolError::GenSource {
+        _ => Err(OptionsError::GenSource {
             spec: format!("{SOURCE_PREFIX}{spec}"),
             why: format!("'{rate}' after @ is not a rate above 0 (for example 150MB)"),
         }
@@ -66,31 +142,20 @@ fn rate_of(spec: &str, rate: &str) -> Result<f64> {
 
 /// The bytes of the regular files source `path` holds, when it names a generator.
 pub(crate) fn bytes(path: &Path) -> Option<u64> {
-    let o = spec(path)?.ok()?;
-    let sizes = size_classes(o.min, o.max).ok()?;
-    let dirs = tree(o.depth, o.breadth).ok()?;
-    let capacity = dirs.len() as u64 * u64::from(o.files_per_dir);
-    Some(
-        Layout::plan(&sizes, capacity, o.total)
-            .ok()?
-            .counts(&sizes)
-            .1,
-    )
+    Some(spec(path)?.ok()?.bytes())
 }
 
-/// Starts making the tree of `opts` under `root` (the stream's root in the job's
-/// namespace), as batches in walk order.
-pub(crate) fn start(opts: GenOptions, root: Vec<u8>) -> Receiver<Receiver<Batch>> {
+/// Starts making `tree` under `root` (the stream's root in the job's namespace), as
+/// batches in walk order.
+pub(crate) fn start(tree: Arc<dyn GeneratedTree>, root: Vec<u8>) -> Receiver<Receiver<Batch>> {
     let (order_tx, order_rx) = sync_channel::<Receiver<Batch>>(IN_FLIGHT);
     std::thread::spawn(move || {
         let mut out = Out {
             order: order_tx,
             items: Vec::with_capacity(BATCH),
         };
-        // The options were checked when the job was planned.
-        if let Ok(t) = Tree::new(&opts) {
-            let _ = t.walk(&opts, &root, &mut out).and_then(|()| out.flush());
-        }
+        let t = Tree::new(tree);
+        let _ = t.walk(&root, &mut out).and_then(|()| out.flush());
     });
     order_rx
 }
@@ -127,34 +192,25 @@ impl Out {
     }
 }
 
-/// The generated tree: its folders (breadth first, as the generator makes them),
-/// the files of each, and the folders below each.
+/// The generated tree: its folders (each after its parent, as the generator
+/// makes them) and the folders below each.
 struct Tree {
+    made: Arc<dyn GeneratedTree>,
     dirs: Vec<PathBuf>,
-    files: Vec<Vec<(u64, u64)>>,
     kids: Vec<Vec<usize>>,
-    pattern: Pattern,
-    chunk: usize,
     owner: (u32, u32),
     names: Names,
 }
 
-/// What one folder holds, in walk order: a file (number, size) or a folder.
+/// What one folder holds, in walk order: a file or a folder.
 enum Child {
-    File(u64, u64),
+    File(GeneratedFile),
     Dir(usize),
 }
 
 impl Tree {
-    fn new(o: &GenOptions) -> Result<Tree> {
-        let sizes = size_classes(o.min, o.max)?;
-        let dirs = tree(o.depth, o.breadth)?;
-        let fpd = u64::from(o.files_per_dir);
-        let layout = Layout::plan(&sizes, dirs.len() as u64 * fpd, o.total)?;
-        let mut files = vec![Vec::new(); dirs.len()];
-        for i in 0..layout.files() {
-            files[(i / fpd.max(1)) as usize].push((i, sizes[layout.class(i)]));
-        }
+    fn new(made: Arc<dyn GeneratedTree>) -> Tree {
+        let dirs = made.folders();
         let at: HashMap<&Path, usize> = dirs
             .iter()
             .enumerate()
@@ -166,46 +222,32 @@ impl Tree {
                 kids[p].push(k);
             }
         }
-        Ok(Tree {
+        Tree {
+            made,
             dirs,
-            files,
             kids,
-            pattern: if o.ratio > 1.0 {
-                Pattern::Ratio(o.ratio)
-            } else {
-                Pattern::Random
-            },
-            chunk: CHUNK.min(o.max) as usize,
             owner: (
                 nix::unistd::getuid().as_raw(),
                 nix::unistd::getgid().as_raw(),
             ),
             names: Names::default(),
-        })
+        }
     }
 
-    fn walk(mut self, o: &GenOptions, root: &[u8], out: &mut Out) -> std::result::Result<(), Gone> {
-        let e = self.entry(EntryType::Directory, root.to_vec(), 0, 0);
+    fn walk(mut self, root: &[u8], out: &mut Out) -> std::result::Result<(), Gone> {
+        let t = self.made.folder_time(0);
+        let e = self.entry(EntryType::Directory, root.to_vec(), dir_ino(0), 0, t);
         out.push(e, dir_ino(0), Content::None)?;
-        self.folder(0, root, o.seed, out)
+        self.folder(0, root, out)
     }
 
     /// The contents of folder `k`, whose path in the job's namespace is `rel`.
-    fn folder(
-        &mut self,
-        k: usize,
-        rel: &[u8],
-        seed: u64,
-        out: &mut Out,
-    ) -> std::result::Result<(), Gone> {
-        let mut children: Vec<(Vec<u8>, Child)> = self.files[k]
-            .iter()
-            .map(|&(i, size)| {
-                (
-                    format!("File{size}_{i:06}").into_bytes(),
-                    Child::File(i, size),
-                )
-            })
+    fn folder(&mut self, k: usize, rel: &[u8], out: &mut Out) -> std::result::Result<(), Gone> {
+        let mut children: Vec<(Vec<u8>, Child)> = self
+            .made
+            .files_in(k)
+            .into_iter()
+            .map(|f| (f.name.clone().into_bytes(), Child::File(f)))
             .chain(self.kids[k].iter().map(|&d| {
                 let name = self.dirs[d].file_name().map(|n| n.as_bytes().to_vec());
                 (name.unwrap_or_default(), Child::Dir(d))
@@ -215,28 +257,33 @@ impl Tree {
         for (name, child) in children {
             let path = join_rel(rel, &name);
             match child {
-                Child::File(i, size) => {
-                    let e = self.entry(EntryType::Regular, path, i, size);
-                    let g = GenFile {
-                        seed: seed ^ i.wrapping_mul(SEED_MIX),
-                        pattern: self.pattern,
-                        chunk: self.chunk,
-                    };
-                    out.push(e, i + 1, Content::Generated(g))?;
+                Child::File(f) => {
+                    let ino = f.number + 1;
+                    let e = self.entry(EntryType::Regular, path, ino, f.size, f.mtime);
+                    let content = Content::Generated(Arc::clone(&self.made), f.number);
+                    out.push(e, ino, content)?;
                 }
                 Child::Dir(d) => {
-                    let e = self.entry(EntryType::Directory, path.clone(), d as u64, 0);
+                    let t = self.made.folder_time(d);
+                    let e = self.entry(EntryType::Directory, path.clone(), dir_ino(d), 0, t);
                     out.push(e, dir_ino(d), Content::None)?;
-                    self.folder(d, &path, seed, out)?;
+                    self.folder(d, &path, out)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// The entry of object `n` (a file's number, or a folder's in creation order).
-    fn entry(&mut self, kind: EntryType, path: Vec<u8>, n: u64, size: u64) -> Entry {
-        let secs = time(n)
+    /// The entry of an object with inode number `ino`.
+    fn entry(
+        &mut self,
+        kind: EntryType,
+        path: Vec<u8>,
+        ino: u64,
+        size: u64,
+        mtime: SystemTime,
+    ) -> Entry {
+        let secs = mtime
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let t = Timestamp { secs, nanos: 0 };
@@ -261,14 +308,7 @@ impl Tree {
             xattrs: Vec::new(),
             sparse: None,
             meta_only: false,
-            facts: Some(Facts {
-                ctime: t,
-                ino: if kind == EntryType::Directory {
-                    dir_ino(n as usize)
-                } else {
-                    n + 1
-                },
-            }),
+            facts: Some(Facts { ctime: t, ino }),
         }
     }
 }
@@ -276,4 +316,103 @@ impl Tree {
 /// Folders get inode numbers above any file's.
 fn dir_ino(k: usize) -> u64 {
     (1 << 62) + k as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A tree of three folders: the root holds files `b` and `a10`, folder `m`
+    /// holds folder `m/k` and file `c`; folder `m/k` is empty. Each file's bytes
+    /// are its number, repeated.
+    struct Small;
+
+    impl GeneratedTree for Small {
+        fn folders(&self) -> Vec<PathBuf> {
+            vec![PathBuf::new(), PathBuf::from("m"), PathBuf::from("m/k")]
+        }
+        fn folder_time(&self, index: usize) -> SystemTime {
+            UNIX_EPOCH + Duration::from_secs(100 + index as u64)
+        }
+        fn files_in(&self, index: usize) -> Vec<GeneratedFile> {
+            let file = |number: u64, name: &str| GeneratedFile {
+                number,
+                name: name.to_string(),
+                size: 3 + number,
+                mtime: UNIX_EPOCH + Duration::from_secs(200 + number),
+            };
+            match index {
+                0 => vec![file(0, "b"), file(1, "a10")],
+                1 => vec![file(2, "c")],
+                _ => Vec::new(),
+            }
+        }
+        fn bytes(&self) -> u64 {
+            3 + 4 + 5
+        }
+        fn make(
+            &self,
+            number: u64,
+            size: u64,
+            _scratch: &mut Vec<u8>,
+            put: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+        ) -> ControlFlow<()> {
+            put(&vec![number as u8; size as usize])
+        }
+    }
+
+    #[test]
+    fn a_generated_tree_comes_in_walk_order_with_its_times_and_numbers() {
+        let order = start(Arc::new(Small), b"src".to_vec());
+        let mut got = Vec::new();
+        for batch in order {
+            let mut batch = batch.recv().unwrap();
+            for f in std::mem::take(&mut batch.items) {
+                let Fetched::Item(item) = f else {
+                    panic!("a generated tree has no errors");
+                };
+                let e = &item.entry;
+                let number = match &item.content {
+                    Content::Generated(_, n) => Some(*n),
+                    _ => None,
+                };
+                got.push((
+                    String::from_utf8(e.path.clone()).unwrap(),
+                    e.kind == EntryType::Directory,
+                    e.mtime.secs,
+                    e.size,
+                    number,
+                    e.facts.as_ref().map(|f| f.ino),
+                ));
+            }
+        }
+        let dir = |k: u64| Some((1 << 62) + k);
+        assert_eq!(
+            got,
+            [
+                ("src".to_string(), true, 100, 0, None, dir(0)),
+                ("src/a10".to_string(), false, 201, 4, Some(1), Some(2)),
+                ("src/b".to_string(), false, 200, 3, Some(0), Some(1)),
+                ("src/m".to_string(), true, 101, 0, None, dir(1)),
+                ("src/m/c".to_string(), false, 202, 5, Some(2), Some(3)),
+                ("src/m/k".to_string(), true, 102, 0, None, dir(2)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_generator_source_without_a_generator_or_with_a_bad_rate_is_refused() {
+        let e = spec(Path::new("gen:hp-typical:1G@0MB"))
+            .unwrap()
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("'0MB' after @"), "{e}");
+        assert_eq!(rate(Path::new("gen:hp-typical:1G@150MB")), Some(150e6));
+        assert!(spec(Path::new("/srv/data")).is_none());
+        assert!(is_generated(Path::new("gen:anything")));
+        // The engine's own tests install no generator.
+        let e = spec(Path::new("gen:hp-typical:1G")).unwrap().err().unwrap();
+        assert!(e.to_string().contains("no dataset generator"), "{e}");
+    }
 }

@@ -30,14 +30,19 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
+pub use generated::{install_generator, GeneratedFile, GeneratedTree, Generator};
 pub use only::Only;
-pub use plan::{BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_EXTENT_BYTES};
+pub use plan::{
+    BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_BUFFERS, DEFAULT_EXTENT_BYTES,
+    DEFAULT_HIGH_WATER,
+};
 pub use received::{BlockCheck, Checked, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
 pub(crate) use remote::pack_some;
 pub use remote::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{name_unstaged_streams, resume_job, resume_job_on, unfinished_staged_jobs};
+pub use weave::{DRY_SHARE, HIGH_WATER_WAIT, JUDGE_WINDOW};
 
 use crate::compress::{Compress, CompressionCounters};
 use crate::error::{Error, Result};

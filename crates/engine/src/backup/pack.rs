@@ -133,7 +133,7 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
     let scan = Arc::clone(&setup.scan);
     std::thread::spawn(move || {
         let fetched = match crate::backup::generated::spec(&abs) {
-            Some(Ok(opts)) => crate::backup::generated::start(opts, root.clone()),
+            Some(Ok(tree)) => crate::backup::generated::start(tree, root.clone()),
             // A generator's options were checked when the job was planned.
             Some(Err(_)) | None => crate::backup::source::start(
                 vec![(abs.clone(), root.clone())],
@@ -323,12 +323,14 @@ impl StreamState {
 /// Packs a generated file's bytes; returns their CRC32C.
 fn pack_generated(
     pk: &mut Packer,
-    g: &crate::tools::gen::GenFile,
+    tree: &dyn crate::backup::generated::GeneratedTree,
+    number: u64,
     size: u64,
 ) -> std::result::Result<u32, Stopped> {
     let mut crc = 0u32;
+    let mut stopped = None;
     let mut scratch = std::mem::take(&mut pk.scratch);
-    let made = g.make(size, &mut scratch, &mut |mut bytes: &[u8]| {
+    let _ = tree.make(number, size, &mut scratch, &mut |mut bytes: &[u8]| {
         crc = crc32c::crc32c_append(crc, bytes);
         pk.scan.read(bytes.len());
         while !bytes.is_empty() {
@@ -337,12 +339,18 @@ fn pack_generated(
             space[..n].copy_from_slice(&bytes[..n]);
             pk.p.commit(n);
             bytes = &bytes[n..];
-            pk.drain()?;
+            if let Err(s) = pk.drain() {
+                stopped = Some(s);
+                return std::ops::ControlFlow::Break(());
+            }
         }
-        Ok(())
+        std::ops::ControlFlow::Continue(())
     });
     pk.scratch = scratch;
-    made.map(|()| crc)
+    match stopped {
+        Some(s) => Err(s),
+        None => Ok(crc),
+    }
 }
 
 fn pack_item(
@@ -424,7 +432,9 @@ fn pack_item(
                     }
                 }
             }
-            Content::Generated(g) => crc = pack_generated(pk, &g, entry.size)?,
+            Content::Generated(tree, number) => {
+                crc = pack_generated(pk, &*tree, number, entry.size)?
+            }
             Content::None => {}
         }
         pk.p.record(Kind::FileEnd, &FileEnd { crc, status }.encode());

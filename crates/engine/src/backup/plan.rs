@@ -141,19 +141,27 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 16 << 30;
 /// and a 20 TB job needs about 300,000 extent rows.
 pub const DEFAULT_EXTENT_BYTES: u64 = 64 << 20;
 
+/// Default blocks in the pool between a drive's packers and its writer
+/// (`BackupOptions::buffers`).
+pub const DEFAULT_BUFFERS: usize = 64;
+
+/// Default fill of the pool a writer waits for before it starts, and after it ran
+/// dry (`BackupOptions::high_water`).
+pub const DEFAULT_HIGH_WATER: f64 = 0.5;
+
 impl Default for BackupOptions {
     fn default() -> Self {
         BackupOptions {
             name: String::new(),
             block_size: tapeloom_format::DEFAULT_BLOCK_SIZE,
-            buffers: 64,
+            buffers: DEFAULT_BUFFERS,
             readers: 4,
             drives: DriveSet::Count(1),
             concurrency: None,
             extent_blocks: (DEFAULT_EXTENT_BYTES / tapeloom_format::DEFAULT_BLOCK_SIZE as u64)
                 as usize,
             interleave: Interleave::Ready,
-            high_water: 0.5,
+            high_water: DEFAULT_HIGH_WATER,
             limit_rate: None,
             stream_names: Vec::new(),
             segment_bytes: DEFAULT_SEGMENT_BYTES,
@@ -237,8 +245,8 @@ impl Plan {
         }
         let mut abs = Vec::new();
         for s in sources {
-            if let Some(opts) = crate::backup::generated::spec(s) {
-                opts?;
+            if let Some(tree) = crate::backup::generated::spec(s) {
+                tree?;
                 abs.push(s.clone());
                 continue;
             }
@@ -268,7 +276,7 @@ impl Plan {
             .iter()
             .zip(&names)
             .map(|(a, n)| {
-                let is_dir = crate::backup::generated::spec(a).is_some()
+                let is_dir = crate::backup::generated::is_generated(a)
                     || std::fs::symlink_metadata(a)
                         .map(|m| m.is_dir())
                         .unwrap_or(false);

@@ -56,8 +56,9 @@ pub enum Content {
     /// Open, to be streamed (dense, or by the sparse extents in the entry).
     File(File),
     /// Made by the dataset generator as the packer stores it (a generator source,
-    /// `gen:PRESET:SIZE`): the bytes `tapeloom gen` writes to this file.
-    Generated(crate::tools::gen::GenFile),
+    /// `gen:PRESET:SIZE`): the bytes `tapeloom gen` writes to this file, by the
+    /// file's number in its tree.
+    Generated(Arc<dyn crate::backup::generated::GeneratedTree>, u64),
 }
 
 /// What the walker and readers send to the packer, in walk order.
@@ -987,7 +988,7 @@ mod tests {
                         (&*f).read_to_end(&mut b).unwrap();
                         b
                     }
-                    Content::None | Content::Generated(_) => Vec::new(),
+                    Content::None | Content::Generated(..) => Vec::new(),
                 };
                 out.push((item.entry.path.clone(), item.entry.kind, bytes));
             }

@@ -151,10 +151,16 @@ pub(crate) struct ConcurrencyRule {
     window_wait: Duration,
 }
 
-/// The span over which the writer's waits are judged.
-const WINDOW: Duration = Duration::from_millis(100);
+/// The span over which a writer's waits are judged: at the end of each, a writer
+/// with adaptive concurrency that waited [`DRY_SHARE`] of it or more takes another
+/// stream. The window planner of the measuring tools follows the same rule with
+/// these constants.
+pub const JUDGE_WINDOW: Duration = Duration::from_millis(100);
 /// The share of a window spent waiting that calls for one more stream.
-const DRY_SHARE: f64 = 0.2;
+pub const DRY_SHARE: f64 = 0.2;
+/// The longest a writer that ran dry waits for its streams' buffers to fill to the
+/// high-water mark (`BackupOptions::high_water`) before it writes again.
+pub const HIGH_WATER_WAIT: Duration = Duration::from_secs(2);
 
 impl ConcurrencyRule {
     /// A fixed number of streams at once, or `None` to adapt starting from one.
@@ -182,7 +188,7 @@ impl ConcurrencyRule {
         backlog: impl FnOnce() -> Option<Backlog>,
     ) -> usize {
         let span = now.saturating_duration_since(self.window_start);
-        if span >= WINDOW {
+        if span >= JUDGE_WINDOW {
             if !self.fixed && self.window_wait.as_secs_f64() >= DRY_SHARE * span.as_secs_f64() {
                 self.target = self.target.max(held) + 1;
             } else if !self.fixed && backlog().is_some_and(|b| b.next_ends_late(held)) {
@@ -583,7 +589,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
         let t = Instant::now();
         let queued = |w: &Self| w.shared.queued.load(Ordering::Relaxed);
         let waited = queued(self) < want;
-        while queued(self) < want && t.elapsed() < Duration::from_secs(2) {
+        while queued(self) < want && t.elapsed() < HIGH_WATER_WAIT {
             let seen = self.shared.rung();
             if self.shared.finished.load(Ordering::Relaxed) > self.lanes_done {
                 break;
@@ -1124,10 +1130,10 @@ mod tests {
         // concurrency never moves.
         let t0 = Instant::now();
         let mut r = ConcurrencyRule::new(None, t0);
-        assert_eq!(r.target(t0 + WINDOW, 7, || Some(b.clone())), 8);
-        assert_eq!(r.target(t0 + WINDOW, 7, || Some(b.clone())), 8);
+        assert_eq!(r.target(t0 + JUDGE_WINDOW, 7, || Some(b.clone())), 8);
+        assert_eq!(r.target(t0 + JUDGE_WINDOW, 7, || Some(b.clone())), 8);
         let mut f = ConcurrencyRule::new(Some(7), t0);
-        assert_eq!(f.target(t0 + WINDOW, 7, || Some(b.clone())), 7);
+        assert_eq!(f.target(t0 + JUDGE_WINDOW, 7, || Some(b.clone())), 7);
     }
 
     #[test]

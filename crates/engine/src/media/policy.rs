@@ -43,12 +43,12 @@ pub(crate) fn read_label(drive: &mut dyn TapeDrive) -> Result<Found> {
 
 /// Puts `barcode` into a drive (moving whatever is in the way), opens it and loads
 /// it. Uses `prefer` when given, else the drive already holding it, else an empty
-/// drive.
-pub(crate) fn mount(
+/// drive. Returns the drive's index and the open drive.
+pub fn mount(
     lib: &mut Library,
     barcode: &str,
     prefer: Option<usize>,
-) -> Result<(usize, Drive)> {
+) -> Result<(usize, Box<dyn TapeDrive>)> {
     let (i, mut d, moved) = place(lib, barcode, prefer)?;
     if moved {
         d.load()?;
@@ -112,6 +112,17 @@ pub(crate) fn place(
         })?;
     lib.load(slot, drive)?;
     Ok((drive, lib.open_tape_drive(drive)?, true))
+}
+
+/// Whether `barcode` holds nothing at all: the library says so where it knows
+/// without loading (a virtual cartridge); otherwise the cartridge is mounted in
+/// `drive` and its first block read.
+pub fn is_blank(lib: &mut Library, barcode: &str, drive: usize) -> Result<bool> {
+    if let Some(bytes) = lib.cartridge_bytes(barcode) {
+        return Ok(bytes == 0);
+    }
+    let (_, mut d) = mount(lib, barcode, Some(drive))?;
+    Ok(matches!(read_label(&mut *d)?, Found::Blank))
 }
 
 /// Puts `barcode` back into a slot if it is in a drive.

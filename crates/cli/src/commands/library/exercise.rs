@@ -6,8 +6,8 @@ use crate::output::Output;
 use anyhow::Result;
 use serde::Serialize;
 use std::time::Instant;
-use tapeloom_engine::tools::pattern::Noise;
 use tapeloom_engine::{Home, Library};
+use tapeloom_tools::pattern::Noise;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -32,6 +32,14 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use tapeloom_device::lto::{LtoParams, TapeModel};
+// The writer's rule for taking streams, with the writer's own constants: the share
+// of its time a writer waits for data before it takes another stream, how often it
+// judges, the blocks of a drive's buffer pool (`backup --buffers`), the share of
+// its streams' buffers a writer that ran dry waits to see filled before it writes
+// again (`backup --high-water`), and the longest it waits.
+use tapeloom_engine::{
+    DEFAULT_BUFFERS, DEFAULT_HIGH_WATER, DRY_SHARE, HIGH_WATER_WAIT, JUDGE_WINDOW,
+};
 
 /// One source of the job, as the planner sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,19 +181,6 @@ pub struct PlanOutcome {
 /// Bytes of a volume label (`tapeloom_format::LABEL_LEN`).
 const LABEL_BYTES: f64 = tapeloom_format::LABEL_LEN as f64;
 
-/// The share of its time a writer waits for data before it takes another stream.
-const DRY_SHARE: f64 = 0.2;
-/// How often a writer judges whether to take another stream, in seconds.
-const JUDGE_EVERY: f64 = 0.1;
-
-/// Blocks in the engine's buffer pool of a drive (`backup --buffers`).
-const BUFFERS: u64 = 64;
-
-/// The share of its streams' buffers a writer that ran dry waits to see filled
-/// before it writes again (the engine's `high_water`), and the longest it waits.
-const HIGH_WATER: f64 = 0.5;
-const HIGH_WATER_WAIT: f64 = 2.0;
-
 /// Bytes a writer holding `held` streams waits for after it ran dry: half of
 /// their buffers, each stream's buffer being the pool shared by the streams the
 /// engine expects a drive to hold (`Weaver::lane_cap`).
@@ -198,8 +193,8 @@ fn high_water(input: &PlanInput, held: usize) -> f64 {
             .div_ceil(input.drives.max(1))
             .clamp(1, 4),
     };
-    let lane_cap = (BUFFERS as usize / expected).max(2);
-    HIGH_WATER * (lane_cap * held.max(1)) as f64 * input.block as f64
+    let lane_cap = (DEFAULT_BUFFERS / expected).max(2);
+    DEFAULT_HIGH_WATER * (lane_cap * held.max(1)) as f64 * input.block as f64
 }
 
 /// Bytes of a chunk the simulation moves at once: a 32nd of the drive's buffer (at
@@ -286,7 +281,7 @@ fn new_sim(input: &PlanInput) -> Sim {
         // A drive starts its streams once its cartridge is mounted.
         made: loaded,
         freed: VecDeque::new(),
-        pool: ((BUFFERS * input.block) as f64 / chunk_of(input)).max(1.0) as usize,
+        pool: ((DEFAULT_BUFFERS as u64 * input.block) as f64 / chunk_of(input)).max(1.0) as usize,
         hitches: 0,
         label_hitches,
         judged: loaded,
@@ -423,7 +418,7 @@ fn simulate_direct(input: &PlanInput) -> Vec<Sim> {
             // seconds, end the wait sooner), and writes what they hold at once.
             let want = (high_water(input, s.held.len()) - given).min(left - given);
             let full = s.made + want.max(0.0) / rate;
-            offered = full.min(s.host + HIGH_WATER_WAIT).max(s.made);
+            offered = full.min(s.host + HIGH_WATER_WAIT.as_secs_f64()).max(s.made);
         }
         write(input, s, given, offered);
         let host = s.host;
@@ -443,7 +438,7 @@ fn simulate_direct(input: &PlanInput) -> Vec<Sim> {
                 }
             }
         }
-        if s.host - s.judged >= JUDGE_EVERY || (ended && s.held.is_empty()) {
+        if s.host - s.judged >= JUDGE_WINDOW.as_secs_f64() || (ended && s.held.is_empty()) {
             s.judged = s.host;
             if wants_more(input, &s.held) || next_ends_late(input, &s.held, &queue) {
                 if let Some(i) = queue.pop() {

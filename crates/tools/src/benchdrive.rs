@@ -1,10 +1,11 @@
 //! The memory-to-drive benchmark: blocks of patterned or random data from memory to a
 //! drive, for each block size, as the OpenBench Labs tape benchmark does.
 
-use crate::error::{MediaError, Result, ToolError};
-use crate::tools::pattern::{fill, Noise, Pattern};
+use crate::error::{Result, ToolError};
+use crate::pattern::{fill, Noise, Pattern};
 use tapeloom_device::lto::{generation, Clock, LtoDrive, LtoParams};
 use tapeloom_device::{NullDrive, TapeDrive};
+use tapeloom_engine::{Home, Library, MediaError};
 
 /// One benchmark setting.
 #[derive(Debug, Clone)]
@@ -52,7 +53,7 @@ pub struct DriveBenchRow {
 
 /// A blank cartridge the catalog does not know: where the library cannot tell
 /// without loading (real devices), the label block says.
-fn blank_cartridge(home: &crate::Home, lib: &mut crate::Library, drive: usize) -> Result<String> {
+fn blank_cartridge(home: &Home, lib: &mut Library, drive: usize) -> Result<String> {
     let known: Vec<String> = home
         .catalog
         .volumes()?
@@ -63,23 +64,11 @@ fn blank_cartridge(home: &crate::Home, lib: &mut crate::Library, drive: usize) -
         if known.contains(&b) || lib.is_write_protected(&b) {
             continue;
         }
-        match lib.cartridge_bytes(&b) {
-            Some(0) => {}
-            Some(_) => continue,
-            None => {
-                let (_, mut d) = crate::media::policy::mount(lib, &b, Some(drive))?;
-                let blank = matches!(
-                    crate::media::policy::read_label(&mut *d)?,
-                    crate::media::policy::Found::Blank
-                );
-                if !blank {
-                    continue;
-                }
-            }
+        if tapeloom_engine::is_blank(lib, &b, drive)? {
+            return Ok(b);
         }
-        return Ok(b);
     }
-    Err(MediaError::NoBlank.into())
+    Err(tapeloom_engine::Error::from(MediaError::NoBlank).into())
 }
 
 /// The parameters of a model by name, scaled.
@@ -216,7 +205,7 @@ pub fn bench_locate(model: &str, from: u64, to: u64, how: LocateHow) -> Result<L
 /// that is erased again afterwards. Rates are modeled when the library has a drive
 /// model, and measured on the wall clock otherwise.
 pub fn bench_library_drive(
-    home: &crate::Home,
+    home: &Home,
     drive: usize,
     opts: &DriveBenchOptions,
 ) -> Result<(String, Vec<DriveBenchRow>)> {
@@ -237,7 +226,7 @@ pub fn bench_library_drive(
             if bs == 0 || bs > 8 << 20 {
                 return Err(ToolError::BlockSize { size: bs as u64 }.into());
             }
-            let (_, mut d) = crate::media::policy::mount(&mut lib, &barcode, Some(drive))?;
+            let (_, mut d) = tapeloom_engine::mount(&mut lib, &barcode, Some(drive))?;
             d.rewind()?;
             // Time from the first block on: loading and rewinding are not the rate.
             let start = d.stats().unwrap_or_default();
@@ -305,14 +294,14 @@ pub fn bench_library_drive(
     }
     if !erased {
         drop(lib);
-        crate::media::policy::label(
+        tapeloom_engine::label(
             home,
             &barcode,
             "default",
             tapeloom_format::DEFAULT_BLOCK_SIZE as u32,
             true,
         )?;
-        crate::media::policy::unload_drives(home, None)?;
+        tapeloom_engine::unload_drives(home, None)?;
     }
     result?;
     Ok((model, rows))

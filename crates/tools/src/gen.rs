@@ -2,26 +2,34 @@
 //! with data of a chosen compressibility, as HP's HPcreatedata makes for assessing a
 //! backup. Everything (names, sizes, bytes and times) follows from the options, so the
 //! same options always give the same tree.
+//!
+//! [`generate`] writes the tree to disk (`tapeloom gen`); [`Generator`] makes the
+//! same tree for the engine, which backs up a generator source
+//! (`gen:PRESET:SIZE[:SEED]`) from memory through its trait
+//! `tapeloom_engine::Generator`.
 
 use crate::error::{io, Error, Result, ToolError};
-use crate::tools::pattern::{fill, Noise, Pattern};
+use crate::pattern::{fill, Noise, Pattern};
 use std::fs::{File, FileTimes, OpenOptions};
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tapeloom_engine::{GeneratedFile, GeneratedTree};
 
 /// The names [`GenOptions::preset`] knows.
 pub const PRESETS: [&str; 2] = ["hp-typical", "small-files"];
 
 /// Files are written through a buffer of at most this many bytes.
-pub(crate) const CHUNK: u64 = 1 << 20;
+const CHUNK: u64 = 1 << 20;
 /// 2024-01-01T00:00:00Z in seconds since the Unix epoch: file `i` gets this time plus
 /// `i` seconds, directory `k` (in creation order) this time plus `k` seconds.
 const BASE_TIME: u64 = 1_704_067_200;
 /// Trees with more directories than this are refused.
 const MAX_DIRS: u64 = 1_000_000;
 /// Spreads file numbers over the seed space.
-pub(crate) const SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+const SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,44 +85,35 @@ impl GenOptions {
     }
 }
 
-/// What a generator source names: `gen:` and then a preset, a total size and
-/// optionally a seed (`gen:hp-typical:100G`, `gen:small-files:2G:7`).
-pub const SOURCE_PREFIX: &str = "gen:";
-
 impl GenOptions {
     /// The options of a generator source's text without its `gen:` prefix
-    /// (`PRESET:SIZE[:SEED]`). The preset's depth is raised, one level at a time,
-    /// until its tree has room for files that reach the total; `tapeloom gen` with
-    /// that `--depth` makes the same tree.
-    pub fn of_source(spec: &str) -> Result<GenOptions> {
-        let bad = |why: String| -> Error {
-            ToolError::GenSource {
-                spec: format!("{SOURCE_PREFIX}{spec}"),
-                why,
-            }
-            .into()
-        };
+    /// (`PRESET:SIZE[:SEED]`, as in `gen:hp-typical:100G` or
+    /// `gen:small-files:2G:7`); `Err` says in one line why the text names no tree.
+    /// The preset's depth is raised, one level at a time, until its tree has room
+    /// for files that reach the total; `tapeloom gen` with that `--depth` makes the
+    /// same tree.
+    pub fn of_source(spec: &str) -> std::result::Result<GenOptions, String> {
         let mut parts = spec.split(':');
         let preset = parts.next().unwrap_or_default();
-        let mut o = GenOptions::preset(preset).map_err(|e| bad(e.to_string()))?;
+        let mut o = GenOptions::preset(preset).map_err(|e| e.to_string())?;
         let total = parts
             .next()
-            .ok_or_else(|| bad("it names no size".into()))
-            .and_then(|t| crate::size::parse(t).map_err(bad))?;
+            .ok_or_else(|| "it names no size".to_string())
+            .and_then(tapeloom_engine::size::parse)?;
         if let Some(seed) = parts.next() {
             o.seed = seed
                 .parse()
-                .map_err(|_| bad(format!("seed '{seed}' is not a whole number")))?;
+                .map_err(|_| format!("seed '{seed}' is not a whole number"))?;
         }
         if parts.next().is_some() {
-            return Err(bad("it has more than three parts".into()));
+            return Err("it has more than three parts".into());
         }
-        let sizes = size_classes(o.min, o.max)?;
+        let sizes = size_classes(o.min, o.max).map_err(|e| e.to_string())?;
         let round: u64 = sizes.iter().sum();
         let files = (total / round + 1).saturating_mul(sizes.len() as u64);
         loop {
             let dirs = tree(o.depth, o.breadth)
-                .map_err(|_| bad(format!("{total} bytes need more than {MAX_DIRS} folders")))?;
+                .map_err(|_| format!("{total} bytes need more than {MAX_DIRS} folders"))?;
             if dirs.len() as u64 * u64::from(o.files_per_dir) >= files {
                 break;
             }
@@ -125,37 +124,108 @@ impl GenOptions {
     }
 }
 
-/// One generated file's data: what the packer needs to make its bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GenFile {
-    /// The file's own seed (the tree's seed mixed with the file's number).
-    pub seed: u64,
-    /// What its bytes look like to a compressor.
-    pub pattern: Pattern,
-    /// Bytes the generator makes at once.
-    pub chunk: usize,
+/// The generator of generator sources for the engine: the binary installs it with
+/// `tapeloom_engine::install_generator`, and a backup of `gen:PRESET:SIZE[:SEED]`
+/// then stores the tree [`generate`] would write with [`GenOptions::of_source`].
+pub struct Generator;
+
+impl tapeloom_engine::Generator for Generator {
+    fn tree(&self, spec: &str) -> std::result::Result<Arc<dyn GeneratedTree>, String> {
+        let opts = GenOptions::of_source(spec)?;
+        let made = SourceTree::new(opts).map_err(|e| e.to_string())?;
+        Ok(Arc::new(made))
+    }
 }
 
-impl GenFile {
-    /// Makes the file's `size` bytes, handing them to `put` in pieces of at most
-    /// the generator's chunk; `scratch` is reused from file to file.
-    pub(crate) fn make<E>(
+/// The tree of a generator source: its options and what follows from them.
+struct SourceTree {
+    opts: GenOptions,
+    sizes: Vec<u64>,
+    dirs: Vec<PathBuf>,
+    layout: Layout,
+    pattern: Pattern,
+}
+
+impl SourceTree {
+    fn new(opts: GenOptions) -> Result<SourceTree> {
+        let sizes = size_classes(opts.min, opts.max)?;
+        let dirs = tree(opts.depth, opts.breadth)?;
+        let capacity = dirs.len() as u64 * u64::from(opts.files_per_dir);
+        let layout = Layout::plan(&sizes, capacity, opts.total)?;
+        Ok(SourceTree {
+            pattern: pattern_of(opts.ratio),
+            opts,
+            sizes,
+            dirs,
+            layout,
+        })
+    }
+}
+
+impl GeneratedTree for SourceTree {
+    fn folders(&self) -> Vec<PathBuf> {
+        self.dirs.clone()
+    }
+
+    fn folder_time(&self, index: usize) -> SystemTime {
+        time(index as u64)
+    }
+
+    fn files_in(&self, index: usize) -> Vec<GeneratedFile> {
+        // Folders are filled in order, files_per_dir files each, as generate does.
+        let per = u64::from(self.opts.files_per_dir);
+        let first = (index as u64).saturating_mul(per);
+        let end = first.saturating_add(per).min(self.layout.files());
+        (first..end)
+            .map(|i| {
+                let size = self.sizes[self.layout.class(i)];
+                GeneratedFile {
+                    number: i,
+                    name: file_name(size, i),
+                    size,
+                    mtime: time(i),
+                }
+            })
+            .collect()
+    }
+
+    fn bytes(&self) -> u64 {
+        self.layout.counts(&self.sizes).1
+    }
+
+    fn make(
         &self,
+        number: u64,
         size: u64,
         scratch: &mut Vec<u8>,
-        put: &mut impl FnMut(&[u8]) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        scratch.resize(self.chunk, 0);
-        let mut noise = Noise::new(self.seed);
+        put: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let chunk = CHUNK.min(self.opts.max) as usize;
+        scratch.resize(chunk, 0);
+        let mut noise = Noise::new(self.opts.seed ^ number.wrapping_mul(SEED_MIX));
         let mut left = size;
         while left > 0 {
-            let n = left.min(self.chunk as u64) as usize;
+            let n = left.min(chunk as u64) as usize;
             fill(self.pattern, &mut noise, &mut scratch[..n]);
             put(&scratch[..n])?;
             left -= n as u64;
         }
-        Ok(())
+        ControlFlow::Continue(())
     }
+}
+
+/// The data pattern of compressibility `ratio`.
+fn pattern_of(ratio: f64) -> Pattern {
+    if ratio > 1.0 {
+        Pattern::Ratio(ratio)
+    } else {
+        Pattern::Random
+    }
+}
+
+/// The name of file `i` of `size` bytes.
+fn file_name(size: u64, i: u64) -> String {
+    format!("File{size}_{i:06}")
 }
 
 /// How many files one size class got.
@@ -312,18 +382,14 @@ impl Layout {
 /// it (`i % classes` when there is no total, or a total of whole rounds).
 pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
     let sizes = size_classes(opts.min, opts.max)?;
-    if !(1.0..=super::pattern::MAX_RATIO).contains(&opts.ratio) {
+    if !(1.0..=crate::pattern::MAX_RATIO).contains(&opts.ratio) {
         return Err(ToolError::Ratio { ratio: opts.ratio }.into());
     }
     let dirs = tree(opts.depth, opts.breadth)?;
     let capacity = dirs.len() as u64 * u64::from(opts.files_per_dir);
     let layout = Layout::plan(&sizes, capacity, opts.total)?;
     let nfiles = layout.files();
-    let pattern = if opts.ratio > 1.0 {
-        Pattern::Ratio(opts.ratio)
-    } else {
-        Pattern::Random
-    };
+    let pattern = pattern_of(opts.ratio);
 
     prepare_root(dir)?;
     for d in &dirs[1..] {
@@ -344,7 +410,7 @@ pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
             }
             let class = layout.class(i);
             let size = sizes[class];
-            let path = dir.join(d).join(format!("File{size}_{i:06}"));
+            let path = dir.join(d).join(file_name(size, i));
             let mut noise = Noise::new(opts.seed ^ i.wrapping_mul(SEED_MIX));
             write_file(&path, size, pattern, &mut noise, &mut buf, time(i))?;
             counts[class] += 1;
@@ -378,7 +444,7 @@ pub fn generate(dir: &Path, opts: &GenOptions) -> Result<GenReport> {
 }
 
 /// The power-of-two sizes from `min` to `max`.
-pub(crate) fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
+fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
     if !min.is_power_of_two() || !max.is_power_of_two() || min > max {
         return Err(ToolError::SizeClasses { min, max }.into());
     }
@@ -391,7 +457,7 @@ pub(crate) fn size_classes(min: u64, max: u64) -> Result<Vec<u64>> {
 
 /// The directories relative to the root (the root itself first, as an empty path), in
 /// creation order: breadth first, children in index order.
-pub(crate) fn tree(depth: u32, breadth: u32) -> Result<Vec<PathBuf>> {
+fn tree(depth: u32, breadth: u32) -> Result<Vec<PathBuf>> {
     let too_big = || {
         Error::from(ToolError::TooManyDirs {
             depth,
@@ -486,7 +552,7 @@ fn write_file(
 }
 
 /// The fixed time of object `n`.
-pub(crate) fn time(n: u64) -> SystemTime {
+fn time(n: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(BASE_TIME.saturating_add(n))
 }
 
@@ -737,6 +803,63 @@ mod tests {
         generate(u.path(), &opts).unwrap();
         let data = std::fs::read(u.path().join("File4096_000000")).unwrap();
         assert_eq!(e.ratio(&data, 100.0), 1.0);
+    }
+
+    #[test]
+    fn a_generator_source_is_the_tree_gen_writes() {
+        use tapeloom_engine::Generator as _;
+        let made = Generator.tree("small-files:1M:5").unwrap();
+        let opts = GenOptions::of_source("small-files:1M:5").unwrap();
+        assert_eq!((opts.seed, opts.total), (5, Some(1 << 20)));
+        let t = tempfile::tempdir().unwrap();
+        let r = generate(t.path(), &opts).unwrap();
+        let disk = snapshot(t.path());
+        let mut seen = BTreeMap::new();
+        let mut scratch = Vec::new();
+        let folders = made.folders();
+        assert_eq!(folders.len() as u64, r.dirs);
+        for (k, f) in folders.iter().enumerate() {
+            let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+            if k > 0 {
+                assert_eq!(
+                    disk[f],
+                    (true, secs(made.folder_time(k)), Vec::new()),
+                    "{f:?}"
+                );
+            }
+            for file in made.files_in(k) {
+                let mut bytes = Vec::new();
+                let done = made.make(file.number, file.size, &mut scratch, &mut |b| {
+                    bytes.extend_from_slice(b);
+                    ControlFlow::Continue(())
+                });
+                assert_eq!(done, ControlFlow::Continue(()));
+                assert_eq!(bytes.len() as u64, file.size);
+                seen.insert(f.join(&file.name), (false, secs(file.mtime), bytes));
+            }
+        }
+        let files: BTreeMap<_, _> = disk.into_iter().filter(|(_, v)| !v.0).collect();
+        assert_eq!(seen.len() as u64, r.files);
+        assert_eq!(seen, files);
+        assert_eq!(made.bytes(), r.bytes);
+        // A stop asked for by the packer stops the file.
+        let file = &made.files_in(0)[0];
+        let mut pieces = 0;
+        let stopped = made.make(file.number, 3 << 20, &mut scratch, &mut |_| {
+            pieces += 1;
+            ControlFlow::Break(())
+        });
+        assert_eq!((stopped, pieces), (ControlFlow::Break(()), 1));
+        // Texts that name no tree say why.
+        for (spec, why) in [
+            ("nope:1G", "no dataset preset 'nope'"),
+            ("hp-typical", "names no size"),
+            ("hp-typical:1G:x", "seed 'x'"),
+            ("hp-typical:1G:1:2", "more than three parts"),
+        ] {
+            let e = Generator.tree(spec).err().unwrap();
+            assert!(e.contains(why), "{spec}: {e}");
+        }
     }
 
     #[test]

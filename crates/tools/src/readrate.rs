@@ -8,9 +8,7 @@
 //! order, to the stream's reader threads, which open each one by name in its
 //! directory, as a backup does, read it from start to end and throw the data away.
 
-use crate::backup::source::{walk_contents, Folder, Found, Walked};
 use crate::error::{io, Error, Result, ToolError};
-use rustix::fs::{FileType, OFlags};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
@@ -18,10 +16,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::thread::Builder;
 use std::time::Instant;
+use tapeloom_engine::display_path;
+use tapeloom_engine::walk::{walk_files, Walk, WalkedFile};
 
 /// Bytes per read.
 const BUF: usize = 1 << 20;
@@ -185,20 +184,20 @@ fn rate(n: u64, seconds: f64) -> f64 {
 }
 
 fn shown(p: &Path) -> String {
-    crate::display_path(p.as_os_str().as_bytes())
+    display_path(p.as_os_str().as_bytes())
 }
 
 /// A file to read: a source given as a file, or one the walker found.
 enum Target {
     Path(PathBuf),
-    Found(Found),
+    Found(WalkedFile),
 }
 
 impl Target {
     fn shown(&self) -> String {
         match self {
             Target::Path(p) => shown(p),
-            Target::Found(f) => shown(&f.abs()),
+            Target::Found(f) => shown(&f.path()),
         }
     }
 }
@@ -206,23 +205,18 @@ impl Target {
 /// Sends the regular files under `dir` in backup order, until the readers are gone.
 fn walk(dir: &Path, tx: &SyncSender<Target>, errors: &mut Vec<(String, String)>) {
     // A source given as a symlink to a directory is read; symlinks below it are not
-    // followed.
-    let root = match Folder::open(dir, b".".to_vec(), true) {
-        Ok(f) => Arc::new(f),
-        Err(e) => {
-            errors.push((shown(dir), format!("cannot list directory: {e}")));
-            return;
-        }
-    };
-    let _ = walk_contents(&root, &[], &mut |w| match w {
-        // Symlinks, devices, sockets and pipes hold no file data to back up.
-        Walked::Found(f) if f.kind == FileType::RegularFile => tx.send(Target::Found(f)),
-        Walked::Found(_) => Ok(()),
-        Walked::Unlisted(p, why, _) => {
-            errors.push((crate::display_path(&p), why));
+    // followed. Symlinks, devices, sockets and pipes hold no file data to back up,
+    // and the walker leaves them out.
+    let walked = walk_files(dir, &mut |w| match w {
+        Walk::File(f) => tx.send(Target::Found(f)),
+        Walk::Unlisted { path, why } => {
+            errors.push((display_path(&path), why));
             Ok(())
         }
     });
+    if let Err(e) = walked {
+        errors.push((shown(dir), format!("cannot list directory: {e}")));
+    }
 }
 
 /// Reads the files from `rx` until the list ends.
@@ -260,13 +254,7 @@ fn open(target: &Target, direct: bool) -> std::io::Result<File> {
             }
             o.open(path)
         }
-        Target::Found(f) => {
-            let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
-            if direct {
-                flags |= OFlags::DIRECT;
-            }
-            f.open(flags)
-        }
+        Target::Found(f) => f.open(direct),
     }
 }
 
