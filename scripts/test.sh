@@ -41,6 +41,10 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== cargo clippy (test hooks)"
 cargo clippy --workspace --all-targets --release --features tapeloom/test-hooks -- -D warnings
+# The front ends reach the catalog and the library only through the operations
+# crate, and only the engine's clock reads the system clock.
+echo "== layers"
+python3 scripts/layers.py
 echo "== cargo test (test hooks)"
 # A test whose outside part (a program above, root, a mount namespace) is
 # missing fails here; under a plain `cargo test` it says so and passes.

@@ -24,9 +24,6 @@ pub enum CliError {
         /// The extent size asked for.
         extent: u64,
     },
-    /// `library exercise` on a library it cannot exercise.
-    #[error("the library needs a cartridge in a slot and a drive to exercise")]
-    NothingToExercise,
     /// `restore` or `ls` without --set whose first argument is not a job id.
     #[error("'{0}' is not a job id (a backup set's tree is restored or listed with --set NAME)")]
     NotAJob(String),

@@ -72,6 +72,9 @@ pub enum OpsError {
     /// A pool the catalog does not know.
     #[error("no pool {0} in the catalog")]
     NoPool(String),
+    /// `library exercise` on a library it cannot exercise.
+    #[error("the library needs a cartridge in a slot and a drive to exercise")]
+    NothingToExercise,
     /// The system gave no random bytes.
     #[error("read random bytes: {0}")]
     Random(String),

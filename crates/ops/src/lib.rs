@@ -28,6 +28,7 @@ pub mod clients;
 pub mod copies;
 pub mod docs;
 mod error;
+pub mod exercise;
 pub mod history;
 pub mod hsm;
 pub mod jobs;
