@@ -46,7 +46,6 @@ pub mod spool;
 pub mod stages;
 pub mod status_page;
 pub mod tokens;
-pub mod verify;
 
 pub use access::{Catalogued, Conn};
 pub use error::{OpsError, Result};

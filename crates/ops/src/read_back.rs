@@ -45,3 +45,30 @@ pub fn run(
     }
     Ok(done)
 }
+
+/// A pool's jobs read back one after another, stopping at the first that cannot
+/// be read (`verify --pool`).
+pub struct PoolRead {
+    /// Each job read, with its report.
+    pub read: Vec<(i64, tapeloom_engine::VerifyReport)>,
+    /// The jobs left alone, read back within the time asked.
+    pub skipped: Vec<i64>,
+}
+
+/// Reads back each finished job of `pool` not read back within `older_than`
+/// (every one without it), on drive `drive` or any, recording each read-back as
+/// `how`; the first job that cannot be read ends it with its error.
+pub fn pool_jobs(
+    home: &Home,
+    pool: &str,
+    older_than: Option<Duration>,
+    (drive, how): (Option<usize>, &str),
+) -> Result<PoolRead> {
+    let now = tapeloom_engine::clock::now()?.as_nanos();
+    let (due, skipped) = tapeloom_engine::read_back_due(&home.catalog, pool, older_than, now)?;
+    let mut read = Vec::new();
+    for id in due {
+        read.push((id, tapeloom_engine::verify_as(home, id, drive, how)?));
+    }
+    Ok(PoolRead { read, skipped })
+}

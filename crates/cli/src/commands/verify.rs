@@ -80,10 +80,11 @@ fn pool_jobs(pool: &str, a: Args, ctx: &Context) -> Result<PoolVerified> {
     }
     let mut home = ctx.open_home()?;
     a.key.give(&mut home)?;
-    let (read, skipped) =
-        tapeloom_ops::verify::read_back_pool(&home, pool, a.older_than, a.drive, "verify --pool")
+    let r =
+        tapeloom_ops::read_back::pool_jobs(&home, pool, a.older_than, (a.drive, "verify --pool"))
             .ops()?;
-    let jobs: Vec<Verified> = (read.into_iter())
+    let skipped = r.skipped;
+    let jobs: Vec<Verified> = (r.read.into_iter())
         .map(|(id, r)| tapeloom_ops::docs::verified(id, r))
         .collect();
     Ok(PoolVerified {

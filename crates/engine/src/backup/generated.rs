@@ -19,10 +19,10 @@
 //! order), with the modes and owner a umask of 022 and this user leave them. Each
 //! file's bytes are made by the generator straight into the packer's block buffers.
 
+use crate::backup::generator::{GeneratedFile, GeneratedTree, Generator};
 use crate::backup::source::{join_rel, Batch, Content, Fetched, Item, Names};
 use crate::error::{OptionsError, Result};
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -32,49 +32,6 @@ use tapeloom_format::{Entry, EntryType, Facts, Timestamp};
 
 /// What a generator source's text starts with.
 pub(crate) const SOURCE_PREFIX: &str = "gen:";
-
-/// Makes the trees that generator sources name.
-pub trait Generator: Send + Sync {
-    /// The tree that the text of a generator source names, given without its
-    /// `gen:` prefix and its `@RATE` (`hp-typical:100G:2`); `Err` says in one line
-    /// why the text names no tree.
-    fn tree(&self, spec: &str) -> std::result::Result<Arc<dyn GeneratedTree>, String>;
-}
-
-/// One tree a generator makes, as it would write it to disk.
-pub trait GeneratedTree: Send + Sync {
-    /// Its folders relative to its root: the root itself first (an empty path),
-    /// every other folder after its parent.
-    fn folders(&self) -> Vec<PathBuf>;
-    /// The modification time of folder `index` of [`GeneratedTree::folders`].
-    fn folder_time(&self, index: usize) -> SystemTime;
-    /// The files folder `index` holds, in any order.
-    fn files_in(&self, index: usize) -> Vec<GeneratedFile>;
-    /// Bytes of all its files.
-    fn bytes(&self) -> u64;
-    /// Makes the `size` bytes of file `number`, handing them to `put` in pieces;
-    /// `scratch` is reused from file to file. Stops when `put` breaks, and says so.
-    fn make(
-        &self,
-        number: u64,
-        size: u64,
-        scratch: &mut Vec<u8>,
-        put: &mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> ControlFlow<()>;
-}
-
-/// One file of a generated tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GeneratedFile {
-    /// Its number in the tree, unique among its files (from 0).
-    pub number: u64,
-    /// Its name in its folder.
-    pub name: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// Its modification time.
-    pub mtime: SystemTime,
-}
 
 static GENERATOR: OnceLock<Arc<dyn Generator>> = OnceLock::new();
 
@@ -321,6 +278,7 @@ fn dir_ino(k: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::ControlFlow;
     use std::time::Duration;
 
     /// A tree of three folders: the root holds files `b` and `a10`, folder `m`

@@ -13,6 +13,7 @@
 pub(crate) mod changes;
 pub(crate) mod estimate;
 pub(crate) mod generated;
+mod generator;
 pub(crate) mod index;
 mod moved;
 pub(crate) mod mux;
@@ -30,7 +31,8 @@ pub(crate) mod staged;
 pub(crate) mod weave;
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
-pub use generated::{install_generator, GeneratedFile, GeneratedTree, Generator};
+pub use generated::install_generator;
+pub use generator::{GeneratedFile, GeneratedTree, Generator};
 pub use only::Only;
 pub use plan::{
     BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_BUFFERS, DEFAULT_EXTENT_BYTES,

@@ -323,7 +323,7 @@ impl StreamState {
 /// Packs a generated file's bytes; returns their CRC32C.
 fn pack_generated(
     pk: &mut Packer,
-    tree: &dyn crate::backup::generated::GeneratedTree,
+    tree: &dyn crate::backup::generator::GeneratedTree,
     number: u64,
     size: u64,
 ) -> std::result::Result<u32, Stopped> {

@@ -58,7 +58,7 @@ pub enum Content {
     /// Made by the dataset generator as the packer stores it (a generator source,
     /// `gen:PRESET:SIZE`): the bytes `tapeloom gen` writes to this file, by the
     /// file's number in its tree.
-    Generated(Arc<dyn crate::backup::generated::GeneratedTree>, u64),
+    Generated(Arc<dyn crate::backup::generator::GeneratedTree>, u64),
 }
 
 /// What the walker and readers send to the packer, in walk order.
