@@ -399,6 +399,7 @@ fn catalog_levels(cat: &Catalog) -> tapeloom_catalog::Result<Registry> {
         JobState::Partial,
         JobState::Failed,
         JobState::Queued,
+        JobState::Salvaged,
     ] {
         declare(&jobs, StateLabel { state: s.as_str() });
     }
