@@ -567,6 +567,10 @@ mod tests {
             assert_eq!(word("SELECT status FROM jobs"), "running");
             c.finish_job(j, JobState::Partial, 1, 2, 3.0, 4).unwrap();
             assert_eq!(word("SELECT status FROM jobs"), "partial");
+            // A job `catalog rebuild` salvaged from its blocks.
+            c.finish_job(j, JobState::Salvaged, 1, 2, 3.0, 4).unwrap();
+            assert_eq!(word("SELECT status FROM jobs"), "salvaged");
+            assert_eq!(c.job(j).unwrap().unwrap().status, JobState::Salvaged);
             c.set_volume_status(v.id, VolumeState::Full).unwrap();
             assert_eq!(word("SELECT status FROM volumes"), "full");
             // Rows written as words by any tapeloom read back as states.

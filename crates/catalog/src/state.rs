@@ -22,6 +22,12 @@ pub enum JobState {
     /// Its process stopped while its data was on a disk stage, where it waits to
     /// be resumed (`stage resume`, or a server at its start): it will reach tape.
     Queued,
+    /// Found on tape by `catalog rebuild` with a start record it could not use:
+    /// its files were read from its blocks as they are, with the block size and
+    /// streams the blocks show. It restores, but it is no member of a backup set,
+    /// and nothing else (copies, moves, verifies due) takes it as a job that
+    /// ended.
+    Salvaged,
 }
 
 impl JobState {
@@ -33,6 +39,7 @@ impl JobState {
             JobState::Partial => "partial",
             JobState::Failed => "failed",
             JobState::Queued => "queued",
+            JobState::Salvaged => "salvaged",
         }
     }
 
@@ -42,7 +49,7 @@ impl JobState {
         match self {
             JobState::Ok => Some(JobStatus::Ok),
             JobState::Partial => Some(JobStatus::Partial),
-            JobState::Running | JobState::Failed | JobState::Queued => None,
+            JobState::Running | JobState::Failed | JobState::Queued | JobState::Salvaged => None,
         }
     }
 }
@@ -151,7 +158,7 @@ macro_rules! state_text {
 state_text!(
     JobState,
     "job state",
-    [Running, Ok, Partial, Failed, Queued]
+    [Running, Ok, Partial, Failed, Queued, Salvaged]
 );
 state_text!(
     VolumeState,
@@ -172,6 +179,7 @@ mod tests {
             JobState::Partial,
             JobState::Failed,
             JobState::Queued,
+            JobState::Salvaged,
         ] {
             assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
             assert_eq!(s.to_string(), s.as_str());
@@ -188,12 +196,13 @@ mod tests {
             assert_eq!(s.as_str().parse::<ChunkState>(), Ok(s));
         }
         assert_eq!(
-            ["running", "ok", "partial", "failed", "append", "full"],
+            ["running", "ok", "partial", "failed", "salvaged", "append", "full"],
             [
                 JobState::Running.as_str(),
                 JobState::Ok.as_str(),
                 JobState::Partial.as_str(),
                 JobState::Failed.as_str(),
+                JobState::Salvaged.as_str(),
                 VolumeState::Append.as_str(),
                 VolumeState::Full.as_str()
             ]

@@ -20,6 +20,11 @@
 //! deletions, never file rows. A job from an older writer is its own set, a full.
 //! The client a job was run for (a server token's name, after the set fields) is
 //! recorded as the job's client, so the clients see their jobs again.
+//!
+//! A job whose start cannot be used is reported, then salvaged from its blocks
+//! alone (FORMAT.md 7.2): its block size, streams and segment order come from the
+//! blocks, and its files from its index or, when stream 0 cannot be read past the
+//! start, from its data streams ([`crate::recover`]). It is `salvaged`.
 
 use crate::crypt::JobCrypt;
 use crate::error::{MediaError, Result};
@@ -31,7 +36,7 @@ use tapeloom_catalog::{Catalog, CopyState, FileRow, JobState, Stream, Volume};
 use tapeloom_format::{
     open_block, BlockHeader, DataKey, Event, FormatError, IndexEntry, JobEnd, JobKey, JobStart,
     Kind, MasterKey, RecordDecoder, RecordHeader, SetInfo, CONTINUATION_STREAM, CONTROL_STREAM,
-    MAX_BLOCK_SIZE, MAX_START_LEN, RECORD_HEADER_LEN,
+    MAX_BLOCK_SIZE, MAX_START_LEN, MIN_BLOCK_SIZE, RECORD_HEADER_LEN,
 };
 
 /// What a rebuild found and added.
@@ -52,11 +57,15 @@ pub struct RebuildReport {
     pub files_added: u64,
     /// Blocks that failed their checks.
     pub bad_blocks: u64,
+    /// Jobs whose start could not be used (reported in `unusable`), added from
+    /// their blocks alone as `salvaged` jobs: see [`salvage`].
+    pub jobs_salvaged: Vec<i64>,
     /// Jobs relative to a base found on no cartridge read: their chains are broken.
     pub bases_missing: Vec<i64>,
     /// Blocks that begin a record the rebuild could not use, each with what it was:
-    /// a job start it could not read (the job is not added) or a record of a job's
-    /// control stream (the job's index is incomplete).
+    /// a job start it could not read (the job is salvaged, or missing when no data
+    /// block of it was found) or a record of a job's control stream (the job's
+    /// index is incomplete).
     pub unusable: Vec<Unusable>,
     /// Further copies of jobs added: (job, copy number).
     pub copies_added: Vec<(i64, u32)>,
@@ -95,6 +104,9 @@ struct Segment {
     /// A segment of a further copy of the job: its `CopyStart`. Such a segment
     /// is recorded as the copy's, not as one of the job's own.
     copy: Option<tapeloom_format::CopyStart>,
+    /// The longest block of the job in the segment: its block size, for a job
+    /// whose start cannot say (blocks of stream 0 are never compressed).
+    longest: usize,
 }
 
 /// A segment's first records as they are gathered: its `JobStart` (stream 0) or
@@ -112,6 +124,8 @@ struct Head {
     done: bool,
     /// Blocks the records were gathered from.
     blocks: u64,
+    /// Why the start could not be used, once found so.
+    unusable: Option<String>,
 }
 
 /// What a segment's gathered first records are so far.
@@ -252,11 +266,14 @@ impl Segment {
         }
         match self.head.read(more) {
             Gathered::More => return Ok(()),
-            Gathered::Unusable(what) => report.unusable.push(Unusable {
-                barcode: self.volume.barcode.clone(),
-                block: self.head.lbn,
-                what,
-            }),
+            Gathered::Unusable(what) => {
+                report.unusable.push(Unusable {
+                    barcode: self.volume.barcode.clone(),
+                    block: self.head.lbn,
+                    what: what.clone(),
+                });
+                self.head.unusable = Some(what);
+            }
             Gathered::Start(s, key, copy) => {
                 match copy {
                     // The copy's own segment number is no volume of the job's.
@@ -419,6 +436,7 @@ fn promoted(copies: &[Segment]) -> Option<(u16, Vec<Segment>)> {
             streams: BTreeSet::new(),
             landed: Vec::new(),
             copy: None,
+            longest: s.longest,
         });
         if first < e.first_lbn {
             e.first_lbn = first;
@@ -534,6 +552,10 @@ fn add_jobs(
             }
             None => None,
         };
+        if segs.iter().all(|s| s.start.is_none()) {
+            salvage(home, lib, (tag, segs), existing, report)?;
+            continue;
+        }
         let Some(added) = add_job(cat, tag, segs, existing, report)? else {
             continue;
         };
@@ -668,10 +690,12 @@ fn scan(
                     streams: BTreeSet::new(),
                     landed: Vec::new(),
                     copy: None,
+                    longest: 0,
                 },
             )
         });
         seg.last_lbn = this;
+        seg.longest = seg.longest.max(n);
         let payload = h.payload(&buf[..n]);
         seg.gather((&h, this, payload), keys, report)?;
         if h.stream != CONTROL_STREAM && h.stream != CONTINUATION_STREAM {
@@ -781,17 +805,7 @@ fn add_job(
         cat.set_job_client(id, &start.client)?;
     }
     add_segments(cat, id, &segs, existing.is_some())?;
-    // The data streams' extents, formed as the writer forms them from where its
-    // blocks landed (a job without an end gets its own from `recover`).
-    let mut extents = crate::backup::mux::Extents::default();
-    for s in &segs {
-        let seq = s.seq.unwrap_or_default();
-        for &(stream, offset, lbn) in &s.landed {
-            extents.landed(stream, offset, seq, lbn);
-        }
-    }
-    extents.finish();
-    cat.replace_extents(id, &extents.closed)?;
+    add_extents(cat, id, &segs)?;
     let (added, all) = add_index(cat, id, index, existing.is_some())?;
     let bytes: u64 = all
         .iter()
@@ -822,6 +836,127 @@ fn add_job(
         set: start.set,
         unended: end.is_none(),
     }))
+}
+
+/// Records the extents of a job's data streams, formed as the writer forms them
+/// from where its blocks landed (a job without an end gets its own from
+/// `recover`).
+fn add_extents(cat: &Catalog, id: i64, segs: &[Segment]) -> Result<()> {
+    let mut extents = crate::backup::mux::Extents::default();
+    for s in segs {
+        let seq = s.seq.unwrap_or_default();
+        for &(stream, offset, lbn) in &s.landed {
+            extents.landed(stream, offset, seq, lbn);
+        }
+    }
+    extents.finish();
+    cat.replace_extents(id, &extents.closed)?;
+    Ok(())
+}
+
+/// Adds a job whose start could not be used (or is on no cartridge read) from
+/// its blocks alone, as Bacula's `bextract` reads files without the job's
+/// records; the job is `salvaged`. What its start would have said is taken from
+/// the blocks: the block size is that of its longest block (blocks of stream 0
+/// are never compressed), its streams are those its blocks name, each named by
+/// its number, and its segments are ordered by their first stream 0 block, then
+/// by the stream offsets they begin at. When stream 0 still holds the job's
+/// index and `JobEnd` (the start's own bytes were damaged, not the records
+/// after it), the index gives the files; else they are read from the data
+/// streams, as `catalog recover` reads them. The start was reported where it
+/// was met; a job with no data block is not added.
+fn salvage(
+    home: &Home,
+    lib: &mut crate::home::Library,
+    (tag, mut segs): (u64, Vec<Segment>),
+    existing: Option<i64>,
+    report: &mut RebuildReport,
+) -> Result<()> {
+    let cat = &home.catalog;
+    let met = segs.iter().find_map(|s| {
+        let what = s.head.unusable.as_ref()?;
+        Some(format!("{} block {}: {what}", s.volume.barcode, s.head.lbn))
+    });
+    let met = match met {
+        Some(m) => m,
+        None => {
+            let s = segs.iter().find(|s| !s.head.done);
+            let Some(s) = s else { return Ok(()) };
+            report.unusable.push(Unusable {
+                barcode: s.volume.barcode.clone(),
+                block: s.first_lbn,
+                what: format!("blocks of job {tag:016x}, whose start is on no cartridge read"),
+            });
+            format!(
+                "{} block {}: on no cartridge read",
+                s.volume.barcode, s.first_lbn
+            )
+        }
+    };
+    if segs.iter().all(|s| s.landed.is_empty()) {
+        return Ok(());
+    }
+    segs.sort_by_cached_key(|s| {
+        let first = s.landed.iter().map(|l| l.1).min().unwrap_or(u64::MAX);
+        let opens = s.head.stream == Some(CONTROL_STREAM);
+        (!opens, first, s.volume.barcode.clone(), s.first_lbn)
+    });
+    for (seq, s) in (0u32..).zip(segs.iter_mut()) {
+        s.seq = Some(seq);
+    }
+    let longest = segs.iter().map(|s| s.longest).max().unwrap_or(0);
+    let block_size = longest
+        .next_multiple_of(4096)
+        .clamp(MIN_BLOCK_SIZE, MAX_BLOCK_SIZE);
+    let ids: BTreeSet<u16> = (segs.iter())
+        .flat_map(|s| s.landed.iter().map(|l| l.0))
+        .collect();
+    let streams: Vec<Stream> = (ids.into_iter())
+        .map(|id| Stream {
+            stream: id,
+            name: id.to_string(),
+            source: Vec::new(),
+        })
+        .collect();
+    // The damaged start is at the head of stream 0: what it does to the
+    // decoder was reported already.
+    let (index, end) = decode_control(&segs, &mut RebuildReport::default());
+    let now = crate::clock::now()?.as_nanos();
+    let ended = end.as_ref().map_or(now, |e| e.ended.as_nanos());
+    let id = match existing {
+        Some(id) => id,
+        None => {
+            let name = format!("salvaged {tag:016x}");
+            cat.begin_job(tag, &name, ended, block_size as u32, &streams)?
+        }
+    };
+    add_segments(cat, id, &segs, existing.is_some())?;
+    add_extents(cat, id, &segs)?;
+    let how = match end {
+        Some(_) => "from its index",
+        None => "from its data streams",
+    };
+    let why = format!(
+        "its start record could not be used ({met}); its files were salvaged {how}, \
+         its blocks read as {block_size} bytes long"
+    );
+    if end.is_some() {
+        let (added, all) = add_index(cat, id, index, existing.is_some())?;
+        let bytes =
+            (all.iter().filter(|r| r.has_data())).fold(0u64, |a, r| a.saturating_add(r.size));
+        cat.finish_job(id, JobState::Salvaged, all.len() as u64, bytes, 0.0, ended)?;
+        if !cat.job_reasons(id)?.contains(&why) {
+            cat.add_error(id, b"", &why)?;
+        }
+        report.files_added += added;
+    } else {
+        cat.finish_job(id, JobState::Failed, 0, 0, 0.0, ended)?;
+        let salvaged = (JobState::Salvaged, (&b""[..], why.as_str()));
+        let r = crate::recover::read_entries(cat, lib, &home.keys, id, salvaged)?;
+        report.files_added += r.files_added;
+    }
+    report.jobs_salvaged.push(id);
+    Ok(())
 }
 
 /// Records a job's segments, each in the chain inferred from the streams it holds.
@@ -994,6 +1129,7 @@ mod tests {
             streams: BTreeSet::new(),
             landed: Vec::new(),
             copy: None,
+            longest: 65536,
         }]
     }
 

@@ -65,6 +65,22 @@ pub(crate) fn recover_with(
     keys: &[tapeloom_format::MasterKey],
     job_id: i64,
 ) -> Result<RecoverReport> {
+    let why = (&b"<job>"[..], RECOVERED);
+    read_entries(cat, lib, keys, job_id, (JobState::Partial, why))
+}
+
+/// Reads the entries of job `job_id` (`failed`) from its data streams on tape,
+/// adds those the catalog lacks, and ends the job in `state`, with `why` (a path
+/// and the reason) among its errors: `partial` for a job that did not end
+/// ([`recover_with`]), `salvaged` for one whose start record could not be used
+/// (`catalog rebuild`; its reason has no path, so `jobs` shows it).
+pub(crate) fn read_entries(
+    cat: &Catalog,
+    lib: &mut Library,
+    keys: &[tapeloom_format::MasterKey],
+    job_id: i64,
+    (state, (path, why)): (JobState, (&[u8], &str)),
+) -> Result<RecoverReport> {
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
     let key = crate::crypt::JobCrypt::for_job(keys, &job)?.map(|c| c.data);
     if job.status != JobState::Failed {
@@ -129,13 +145,13 @@ pub(crate) fn recover_with(
     let ended = crate::clock::now()?.as_nanos();
     cat.finish_job(
         job_id,
-        JobState::Partial,
+        state,
         all.len() as u64,
         data_bytes(&all),
         job.seconds,
         ended,
     )?;
-    cat.add_error(job_id, b"<job>", RECOVERED)?;
+    cat.add_error(job_id, path, why)?;
     Ok(report)
 }
 

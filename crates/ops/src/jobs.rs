@@ -23,7 +23,9 @@ pub fn list(
                 .collect(),
         };
         let why = match j.status {
-            JobState::Failed | JobState::Queued => Some(cat.job_reasons(j.id)?.join("; ")),
+            JobState::Failed | JobState::Queued | JobState::Salvaged => {
+                Some(cat.job_reasons(j.id)?.join("; "))
+            }
             _ => None,
         }
         .filter(|w| !w.is_empty());

@@ -62,6 +62,7 @@ pub fn figures(at: &impl Catalogued) -> Result<Figures> {
         JobState::Partial,
         JobState::Failed,
         JobState::Queued,
+        JobState::Salvaged,
     ]
     .iter()
     .map(|s| (s.as_str(), 0))

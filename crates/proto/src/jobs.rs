@@ -43,8 +43,8 @@ pub struct Job {
     /// (`migrate`, `repack`); `volumes` are then that copy's cartridges.
     #[serde(default)]
     pub moved_to: Option<u32>,
-    /// Why a failed job failed, or what a queued one waits for; none for any
-    /// other.
+    /// Why a failed job failed, what a queued one waits for, or why a salvaged
+    /// one was; none for any other.
     #[serde(default)]
     pub why: Option<String>,
 }

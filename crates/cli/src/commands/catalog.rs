@@ -68,13 +68,17 @@ pub struct Rebuilt {
     jobs_known: u64,
     /// Jobs without an index whose entries were recovered from their data streams.
     jobs_recovered: Vec<i64>,
+    /// Jobs whose start record could not be used, added from their blocks alone
+    /// (state `salvaged`).
+    jobs_salvaged: Vec<i64>,
     files_added: u64,
     bad_blocks: u64,
     /// Jobs relative to a base on no cartridge read: their set's tree at them is
     /// not known, and a backup of the set relative to them runs as a full.
     bases_missing: Vec<i64>,
     /// Blocks that begin a record the rebuild could not use: a job start (the job
-    /// is not added) or a record of a job's index (the job lacks entries).
+    /// is salvaged from its blocks, or missing) or a record of a job's index (the
+    /// job lacks entries).
     unusable: Vec<UnusableBlock>,
     /// Further copies of jobs found on tape and added, each as
     /// `{"job": ID, "copy_no": N}`.
@@ -109,6 +113,7 @@ fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
         jobs_added: r.jobs_added,
         jobs_known: r.jobs_known,
         jobs_recovered: r.jobs_recovered,
+        jobs_salvaged: r.jobs_salvaged,
         files_added: r.files_added,
         bad_blocks: r.bad_blocks,
         bases_missing: r.bases_missing,
@@ -133,9 +138,10 @@ fn rebuild(ctx: &Context, key: &super::key::KeyArg) -> Result<Rebuilt> {
 impl Output for Rebuilt {
     fn print(&self) {
         outln!(
-            "read {} cartridges: {} jobs added ({} entries), {} already known, {} volumes added, {} bad blocks",
+            "read {} cartridges: {} jobs added, {} salvaged ({} entries), {} already known, {} volumes added, {} bad blocks",
             self.volumes_scanned,
             self.jobs_added.len(),
+            self.jobs_salvaged.len(),
             self.files_added,
             self.jobs_known,
             self.volumes_added,
@@ -157,14 +163,27 @@ impl Output for Rebuilt {
         for u in &self.unusable {
             outln!("{} block {}: unusable: {}", u.volume, u.block, u.what);
         }
+        for j in &self.jobs_salvaged {
+            outln!("job {j}: salvaged from its blocks, without its start record");
+        }
     }
 
     /// A job found on tape but not rebuilt whole is a loss: said, and exit 1.
     fn failure(&self) -> Option<String> {
+        let salvaged = match self.jobs_salvaged.as_slice() {
+            [] => String::new(),
+            jobs => {
+                let ids: Vec<String> = jobs.iter().map(i64::to_string).collect();
+                format!(
+                    "; salvaged from their blocks: job {} (`tapeloom jobs` shows them as salvaged)",
+                    ids.join(", ")
+                )
+            }
+        };
         match self.unusable.len() {
             0 => None,
             n => Some(format!(
-                "{n} blocks begin records the rebuild could not use; the jobs they belong to are missing or incomplete"
+                "{n} blocks begin records the rebuild could not use; the jobs they belong to are missing or incomplete{salvaged}"
             )),
         }
     }

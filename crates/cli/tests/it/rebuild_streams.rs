@@ -181,7 +181,7 @@ fn one_source_more_than_the_format_allows_is_refused_before_anything_is_written(
 
 /// Seals a block again after a change: its CRC over bytes 0..60 and 64.. (FORMAT.md
 /// 4.2), so that the change reaches the record decoder.
-fn reseal(block: &mut [u8]) {
+pub(crate) fn reseal(block: &mut [u8]) {
     let crc = crc32c::crc32c_append(crc32c::crc32c(&block[..60]), &block[64..]);
     block[60..64].copy_from_slice(&crc.to_le_bytes());
 }
@@ -240,6 +240,25 @@ fn an_absurd_job_start_makes_rebuild_fail_naming_its_volume_and_block() {
             v["jobs_added"].as_array().map(|a| a.len()),
             Some(0),
             "{what}: {v}"
+        );
+        // The job is salvaged from its blocks all the same, and its file restores.
+        let salvaged = v["jobs_salvaged"].as_array().cloned().unwrap_or_default();
+        assert_eq!(salvaged.len(), 1, "{what}: {v}");
+        let out = t.path().join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        ok(
+            &home,
+            &[
+                "restore",
+                &salvaged[0].to_string(),
+                "--to",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            std::fs::read(out.join("a.txt")).ok(),
+            Some(b"a".to_vec()),
+            "{what}"
         );
     }
 }
