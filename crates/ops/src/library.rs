@@ -317,7 +317,6 @@ pub struct Cartridge {
     pub notes: Vec<String>,
 }
 
-
 /// The library's drives, slots and cartridges, with what the catalog knows of
 /// each.
 pub fn status(home: &Home) -> Result<Status> {

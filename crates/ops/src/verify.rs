@@ -4,6 +4,10 @@
 use crate::error::Result;
 use tapeloom_engine::{Home, VerifyReport};
 
+/// The jobs read back, each with its report, and the jobs left alone as read back
+/// lately.
+pub type ReadBack = (Vec<(i64, VerifyReport)>, Vec<i64>);
+
 /// Reads back each finished job of `pool` not read back within `older_than`
 /// (every one without it), on drive `drive` or any, recording each read-back as
 /// `op`. Each job read with its report, and the jobs left alone as read back
@@ -14,7 +18,7 @@ pub fn read_back_pool(
     older_than: Option<std::time::Duration>,
     drive: Option<usize>,
     op: &str,
-) -> Result<(Vec<(i64, VerifyReport)>, Vec<i64>)> {
+) -> Result<ReadBack> {
     let now = tapeloom_engine::clock::now()?.as_nanos();
     let (due, skipped) = tapeloom_engine::read_back_due(&home.catalog, pool, older_than, now)?;
     let mut jobs = Vec::new();
