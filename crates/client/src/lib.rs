@@ -303,9 +303,9 @@ impl Server {
             serde_json::from_slice(body).map_err(|e| ServerError::BadAnswer(e.to_string()))?;
         eprintln!(
             "tapeloom: sent on to server {} ({}): {}",
-            tapeloom_engine::escape_controls(&sent.server.name),
-            tapeloom_engine::escape_controls(&sent.server.url),
-            tapeloom_engine::escape_controls(&sent.reason)
+            tapeloom_tree::escape_controls(&sent.server.name),
+            tapeloom_tree::escape_controls(&sent.server.url),
+            tapeloom_tree::escape_controls(&sent.reason)
         );
         self.follow(&sent.server)
     }

@@ -91,7 +91,7 @@ pub(crate) fn job_frames(
     };
     eprintln!(
         "tapeloom: {}",
-        tapeloom_engine::escape_controls(&split.reason)
+        tapeloom_tree::escape_controls(&split.reason)
     );
     let mut sum: Option<Trailer> = None;
     for (i, part) in split.parts.iter().enumerate() {
@@ -180,9 +180,7 @@ impl Placing {
                 let e = "the job's key after its first frame";
                 return Err(ServerError::BadAnswer(e.into()).into());
             }
-            self.key = Some(tapeloom_engine::job_data_key(
-                &self.keys, self.job, &record,
-            )?);
+            self.key = Some(tapeloom_tree::job_data_key(&self.keys, self.job, &record)?);
             return Ok(());
         }
         let br = self.started(opts)?;
@@ -330,7 +328,7 @@ impl SetPlacing {
             Notice::Meta(p) => job.meta.push(p),
             Notice::Row(p, x) => job.rows.push((p, crate::wire::expect(x))),
             Notice::JobKey(record) => {
-                let key = tapeloom_engine::job_data_key(&self.keys, job.id, &record)?;
+                let key = tapeloom_tree::job_data_key(&self.keys, job.id, &record)?;
                 self.opened.insert(job.id, key);
             }
             _ => return Err(bad("a job's note in a set's restore").into()),

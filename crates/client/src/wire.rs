@@ -5,8 +5,8 @@
 use tapeloom_proto::verify::{BadBlock, Verified};
 
 /// A row of a base's tree from the wire, as the scan compares with it.
-pub(crate) fn base_row(r: tapeloom_proto::base::BaseRow) -> tapeloom_engine::BaseRow {
-    tapeloom_engine::BaseRow {
+pub(crate) fn base_row(r: tapeloom_proto::base::BaseRow) -> tapeloom_tree::BaseRow {
+    tapeloom_tree::BaseRow {
         path: r.path,
         kind: r.kind,
         size: r.size,
@@ -21,8 +21,8 @@ pub(crate) fn base_row(r: tapeloom_proto::base::BaseRow) -> tapeloom_engine::Bas
 }
 
 /// What a note of the server says the catalog lists of an entry.
-pub(crate) fn expect(x: tapeloom_proto::restore::Expect) -> tapeloom_engine::Expect {
-    tapeloom_engine::Expect {
+pub(crate) fn expect(x: tapeloom_proto::restore::Expect) -> tapeloom_tree::Expect {
+    tapeloom_tree::Expect {
         stream: x.stream,
         kind: x.kind,
         size: x.size,

@@ -81,36 +81,18 @@ pub enum Error {
     },
 }
 
-/// An encrypted job without its key, or a key file that does not open.
-#[derive(Debug, Error)]
-pub enum CryptError {
-    /// The job is encrypted and no key was given.
-    #[error("job {job} is encrypted with key {fingerprint}; no key was given")]
-    NoKey {
-        /// The job's id (or tag, before it is in the catalog).
-        job: String,
-        /// Short fingerprint of the job's key.
-        fingerprint: String,
-    },
-    /// The job is encrypted with another key than the one given.
-    #[error("job {job} is encrypted with key {fingerprint}, not with the given key {given}")]
-    WrongKey {
-        /// The job's id (or tag).
-        job: String,
-        /// Short fingerprint of the job's key.
-        fingerprint: String,
-        /// Short fingerprint of the key given.
-        given: String,
-    },
-    /// A key file could not be decoded or unlocked.
-    #[error("key file {}: {source}", path.display())]
-    KeyFile {
-        /// The key file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: tapeloom_format::FormatError,
-    },
+pub use tapeloom_tree::CryptError;
+
+impl From<tapeloom_tree::Error> for Error {
+    /// A failure of the tree crate becomes the engine's variant of the same name,
+    /// with the same message.
+    fn from(e: tapeloom_tree::Error) -> Self {
+        match e {
+            tapeloom_tree::Error::Format(e) => Error::Format(e),
+            tapeloom_tree::Error::Io { what, source } => Error::Io { what, source },
+            tapeloom_tree::Error::Crypt(e) => Error::Crypt(e),
+        }
+    }
 }
 
 /// A job that is not there or lacks what was asked of it.

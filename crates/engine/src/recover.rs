@@ -82,7 +82,7 @@ pub(crate) fn read_entries(
     (state, (path, why)): (JobState, (&[u8], &str)),
 ) -> Result<RecoverReport> {
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
-    let key = crate::crypt::JobCrypt::for_job(keys, &job)?.map(|c| c.data);
+    let key = crate::crypt::for_job(keys, &job)?.map(|c| c.data);
     if job.status != JobState::Failed {
         return Err(JobError::NotFailed {
             id: job_id,

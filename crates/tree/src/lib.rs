@@ -1,11 +1,18 @@
 //! What packing and placing file trees needs and no catalog: how paths and
 //! names are shown to people ([`display_path`], [`escape_controls`]), a path in
 //! a job's namespace ([`normalize`]), a base's tree as an incremental compares
-//! with it ([`BaseTree`]), and what a restore expects of an entry ([`Expect`]).
+//! with it ([`BaseTree`]), what a restore expects of an entry ([`Expect`]), a
+//! job's keys ([`crypt`]), and what any of it can fail on ([`Error`]).
 //! The engine re-exports each; a client that packs and places here without a
 //! catalog uses them from this crate.
 
 #![forbid(unsafe_code)]
+
+pub mod crypt;
+mod error;
+
+pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
+pub use error::{io, CryptError, Error, Result};
 
 use std::borrow::Cow;
 use tapeloom_format::{Entry, EntryType};

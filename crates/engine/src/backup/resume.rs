@@ -101,7 +101,7 @@ fn resume_running(
         on_tape.entry(e.stream).or_default().push(e);
     }
     // An encrypted job goes on with its own data key (the master key must be given).
-    let crypt = crate::crypt::JobCrypt::for_job(&home.keys, &job)?;
+    let crypt = crate::crypt::for_job(&home.keys, &job)?;
     let tail = if crypt.is_some() {
         tapeloom_format::CRYPT_TAIL_LEN
     } else {

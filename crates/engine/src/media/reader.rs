@@ -209,7 +209,7 @@ impl JobReader {
         if vols.is_empty() {
             return Err(JobError::NothingOnTape(job_id).into());
         }
-        let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
+        let key = crate::crypt::for_job(&home.keys, &job)?.map(|c| c.data);
         crate::regen::know(job.tag, &cat.streams(job_id)?);
         let reader = JobReader::new(
             Arc::new(Mutex::new(home.library()?)),

@@ -255,7 +255,7 @@ pub fn restore(home: &Home, job_id: i64, opts: &RestoreOptions) -> Result<Restor
     let cat = &home.catalog;
     let job = cat.job(job_id)?.ok_or(JobError::NoJob(job_id))?;
     // Refused before anything is read, even when the job's blocks are on a stage.
-    let key = crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data);
+    let key = crate::crypt::for_job(&home.keys, &job)?.map(|c| c.data);
     let (want, rows) = select(cat, job_id, opts)?;
     let whole = want.is_none();
     let streams = cat.streams(job_id)?;

@@ -359,7 +359,7 @@ fn job_ctx(home: &Home, id: i64, rows: Vec<FileRow>, sealed: bool) -> Result<Job
     let job = cat.job(id)?.ok_or(JobError::NoJob(id))?;
     let key = match sealed {
         true => None,
-        false => crate::crypt::JobCrypt::for_job(&home.keys, &job)?.map(|c| c.data),
+        false => crate::crypt::for_job(&home.keys, &job)?.map(|c| c.data),
     };
     let vols = cat.job_volumes(id)?;
     if vols.is_empty() {
