@@ -311,7 +311,7 @@ mod tests {
     pub(crate) fn scratch() -> (tempfile::TempDir, Catalog) {
         let dir = tempfile::tempdir().unwrap();
         if ON_POSTGRES.with(std::cell::Cell::get) {
-            let server = tapeloom_device::testkit::postgres::server().unwrap();
+            let server = tapeloom_testkit::postgres::server().unwrap();
             let url = server.database().unwrap();
             return (dir, Catalog::connect(&url).unwrap());
         }
@@ -322,7 +322,7 @@ mod tests {
     /// Runs `body` with [`scratch`] giving PostgreSQL catalogs; without
     /// PostgreSQL the test says so and passes (or fails under the test command).
     pub(crate) fn on_postgres(body: impl FnOnce()) {
-        use tapeloom_device::testkit::{need::need, postgres};
+        use tapeloom_testkit::{need::need, postgres};
         if !need(postgres::server().map(|_| ())) {
             return;
         }
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn postgresql_is_reached_over_tls_when_the_url_requires_it() {
-        use tapeloom_device::testkit::{need::need, postgres};
+        use tapeloom_testkit::{need::need, postgres};
         if !need(postgres::server().map(|_| ())) {
             return;
         }
@@ -466,7 +466,7 @@ mod tests {
 
     #[test]
     fn a_lost_postgresql_connection_is_made_again_between_statements() {
-        use tapeloom_device::testkit::{need::need, postgres};
+        use tapeloom_testkit::{need::need, postgres};
         if !need(postgres::server().map(|_| ())) {
             return;
         }

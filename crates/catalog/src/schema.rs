@@ -956,7 +956,7 @@ mod tests {
     }
     #[test]
     fn a_postgresql_catalog_of_version_16_is_migrated_to_the_site_tables() {
-        use tapeloom_device::testkit::{need::need, postgres as pg};
+        use tapeloom_testkit::{need::need, postgres as pg};
         if !need(pg::server().map(|_| ())) {
             return;
         }

@@ -8,13 +8,13 @@
 
 pub mod alert;
 mod error;
+#[cfg(any(test, feature = "faults"))]
+pub mod faults;
 pub mod fsio;
 pub mod lto;
 mod null_drive;
 pub mod regenerate;
 pub mod scsi;
-#[cfg(any(test, feature = "testkit", feature = "faults"))]
-pub mod testkit;
 mod virtual_drive;
 mod virtual_index;
 mod virtual_library;

@@ -517,18 +517,6 @@ mod tests {
         )
     }
 
-    #[test]
-    fn conformance() {
-        let dir = tempfile::tempdir().unwrap();
-        let n = std::cell::Cell::new(0);
-        crate::testkit::conformance::run_all(&mut |capacity, ew| {
-            n.set(n.get() + 1);
-            let d = dir.path().join(n.get().to_string());
-            std::fs::create_dir(&d).unwrap();
-            Box::new(drive(&d, capacity, ew))
-        });
-    }
-
     /// Bytes of `path` in the page cache, as util-linux `fincore` counts them.
     fn cached(path: &Path) -> u64 {
         let out = std::process::Command::new("fincore")
@@ -542,7 +530,7 @@ mod tests {
 
     #[test]
     fn a_cartridge_being_written_holds_about_two_windows_of_page_cache() {
-        use crate::testkit::need::{need, program};
+        use tapeloom_testkit::need::{need, program};
         if !need(program("fincore", "util-linux-extra")) {
             return;
         }

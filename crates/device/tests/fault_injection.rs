@@ -4,14 +4,14 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use tapeloom_device::faults::{FaultPlan, FaultyLibrary};
 use tapeloom_device::scsi::sense::{HARDWARE_ERROR, ILLEGAL_REQUEST, MEDIUM_ERROR, NOT_READY};
 use tapeloom_device::scsi::{ScsiError, TransportError};
-use tapeloom_device::testkit::conformance::{self, library, Check, Skip};
-use tapeloom_device::testkit::faults::{FaultPlan, FaultyLibrary};
 use tapeloom_device::{
     AlertAction, Changer, ChangerError, DeviceError, LibraryConfig, ReadOutcome, TapeAlerts,
     TapeDrive, TapeLibrary, VirtualLibrary, WriteOutcome,
 };
+use tapeloom_testkit::conformance::{self, library, Check, Skip};
 
 fn virtual_library(dir: &Path, capacity: u64) -> VirtualLibrary {
     VirtualLibrary::create(

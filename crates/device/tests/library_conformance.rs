@@ -2,9 +2,9 @@
 //! drives) and on tgt's changer and drives over iSCSI.
 
 use tapeloom_device::scsi::ScsiLibrary;
-use tapeloom_device::testkit::conformance::{library, Check, Skip};
-use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{LibraryConfig, VirtualLibrary};
+use tapeloom_testkit::conformance::{library, Check, Skip};
+use tapeloom_testkit::tgt::{TgtLibrary, TgtOptions};
 
 fn virtual_library(dir: &std::path::Path, model: Option<&str>) -> VirtualLibrary {
     VirtualLibrary::create(

@@ -3,9 +3,9 @@
 
 use tapeloom_device::scsi::ssc::ScsiDrive;
 use tapeloom_device::scsi::ScsiLibrary;
-use tapeloom_device::testkit::conformance::{self, Check, Skip};
-use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, ReadOutcome, TapeDrive, TapeLibrary, WriteOutcome};
+use tapeloom_testkit::conformance::{self, Check, Skip};
+use tapeloom_testkit::tgt::{TgtLibrary, TgtOptions};
 
 fn start(dir: &std::path::Path, drives: usize, tapes: usize, tape_mb: u64) -> Option<TgtLibrary> {
     TgtLibrary::start_for_test(&TgtOptions::sized(

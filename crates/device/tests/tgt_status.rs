@@ -9,8 +9,8 @@ use tapeloom_device::scsi::{
     cdb, open_transport, CmdOutcome, DataDir, ScsiLibrary, ScsiTransport, TransportOpener,
     STATUS_GOOD,
 };
-use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, Result, TapeDrive, TapeLibrary};
+use tapeloom_testkit::tgt::{TgtLibrary, TgtOptions};
 
 /// Commands that move a tape or the robot, or change a setting: REWIND, INITIALIZE
 /// ELEMENT STATUS, READ(6), WRITE(6), WRITE FILEMARKS(6), SPACE(6), MODE

@@ -2,11 +2,11 @@
 //!
 //! These tests need tgt (tgtd, tgtadm, tgtimg), libiscsi and root: without them
 //! each says so and passes, or fails under `TAPELOOM_TEST_REQUIRE_ALL=1`
-//! (`tapeloom_device::testkit::need`).
+//! (`tapeloom_testkit::need`).
 use std::time::Duration;
 use tapeloom_device::scsi::{open_transport, CmdOutcome, DataDir, ScsiTransport};
-use tapeloom_device::testkit::need::need;
-use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
+use tapeloom_testkit::need::need;
+use tapeloom_testkit::tgt::{TgtLibrary, TgtOptions};
 
 const T: Duration = Duration::from_secs(30);
 const GOOD: u8 = 0x00;

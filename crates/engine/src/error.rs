@@ -655,7 +655,7 @@ pub enum HomeError {
     FaultSpec {
         /// What is wrong with it.
         #[source]
-        source: tapeloom_device::testkit::faults::FaultSpecError,
+        source: tapeloom_device::faults::FaultSpecError,
     },
     /// The home's configuration file cannot be read or does not parse.
     #[error("{}: {why}", path.display())]

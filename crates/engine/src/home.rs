@@ -186,9 +186,9 @@ const DEVICES_FILE: &str = "devices.json";
 /// `test-hooks` only). Parsed once per process and shared by every library
 /// opened, so a fault that fires once fires once in the process.
 #[cfg(feature = "test-hooks")]
-fn injected_faults() -> Result<Option<tapeloom_device::testkit::faults::Faults>> {
+fn injected_faults() -> Result<Option<tapeloom_device::faults::Faults>> {
     use std::sync::OnceLock;
-    use tapeloom_device::testkit::faults::{FaultPlan, FaultSpecError, Faults};
+    use tapeloom_device::faults::{FaultPlan, FaultSpecError, Faults};
     static FAULTS: OnceLock<std::result::Result<Option<Faults>, FaultSpecError>> = OnceLock::new();
     FAULTS
         .get_or_init(|| match std::env::var("TAPELOOM_FAULTS") {

@@ -6,7 +6,7 @@ use crate::common::keyed::{key_create, PASSPHRASE};
 use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
-use tapeloom_device::testkit::{need::need, postgres};
+use tapeloom_testkit::{need::need, postgres};
 
 const WITH_PASSPHRASE: [(&str, &str); 1] = [("TAPELOOM_PASSPHRASE", PASSPHRASE)];
 

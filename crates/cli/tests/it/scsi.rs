@@ -4,8 +4,8 @@
 use crate::common::*;
 use tapeloom_device::scsi::ssc::ScsiDrive;
 use tapeloom_device::scsi::{ScsiLibrary, ScsiLibraryConfig};
-use tapeloom_device::testkit::tgt::{TgtLibrary, TgtOptions};
 use tapeloom_device::{Changer, TapeDrive};
+use tapeloom_testkit::tgt::{TgtLibrary, TgtOptions};
 
 /// A tgt library of its own in `dir`, or `None` (the test returns) when tgt is
 /// not there ([`TgtLibrary::start_for_test`]).

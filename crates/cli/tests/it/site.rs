@@ -11,7 +11,7 @@ use crate::common::server_kit::{admin_token, client_tree, get, token, Server};
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tapeloom_device::testkit::{need::need, postgres};
+use tapeloom_testkit::{need::need, postgres};
 
 /// A home named `name` on catalog `url`, its library of one drive with
 /// barcodes starting `prefix`, and a server configuration with a heartbeat

@@ -463,24 +463,6 @@ mod tests {
     use crate::NullDrive;
 
     #[test]
-    fn conformance_on_the_virtual_drive() {
-        let dir = tempfile::tempdir().unwrap();
-        let n = std::cell::Cell::new(0);
-        crate::testkit::conformance::run_all(&mut |capacity, ew| {
-            n.set(n.get() + 1);
-            let d = dir.path().join(n.get().to_string());
-            std::fs::create_dir(&d).unwrap();
-            let tape = crate::VirtualTape::open(&d, "T1", capacity, ew, false).unwrap();
-            Box::new(LtoDrive::new(
-                crate::VirtualDrive::new("v", Some(tape)),
-                generation("lto3").unwrap(),
-                Clock::Virtual,
-                true,
-            ))
-        });
-    }
-
-    #[test]
     fn random_data_does_not_compress_and_zeros_do() {
         let mut e = CompressionEstimator::new();
         let mut x = 88172645463325252u64;

@@ -209,8 +209,7 @@ fn library() -> std::result::Result<&'static Lib, TransportError> {
 
 /// Loads libiscsi now (it is otherwise loaded by the first transport opened): an
 /// error when it is missing or too old, naming the package to install.
-#[cfg(any(test, feature = "testkit"))]
-pub(crate) fn load() -> std::result::Result<(), TransportError> {
+pub fn load() -> std::result::Result<(), TransportError> {
     library().map(|_| ())
 }
 

@@ -22,8 +22,7 @@ pub use error::{
     AddressProblem, ConnectFailure, ParseError, PositionFlag, ScsiError, SessionFailure,
     TransportError,
 };
-#[cfg(any(test, feature = "testkit"))]
-pub(crate) use iscsi::load as load_iscsi;
+pub use iscsi::load as load_iscsi;
 pub use library::{ScsiLibrary, ScsiLibraryConfig, TransportOpener};
 
 use crate::Result;

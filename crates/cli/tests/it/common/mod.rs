@@ -9,7 +9,7 @@ pub mod server_kit;
 mod tree;
 
 pub use keys::check_keys;
-pub use tapeloom_device::testkit::need::{need, program};
+pub use tapeloom_testkit::need::{need, program};
 pub use tree::{
     assert_same_tree, copy_tree, ino, is_empty_or_absent, meta, noise, numbered_files, rich_tree,
     set_times, source_tree, tree, write,

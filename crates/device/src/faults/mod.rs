@@ -16,6 +16,15 @@
 //! fault and the place (cartridge or drive, block, or move number), not by a
 //! stream of draws, so the same seed fails the same blocks whatever the order in
 //! which threads reach them.
+//!
+//! This is the one part of what tests share that stays in the device crate, behind
+//! its cargo feature `faults`; the rest is the test kit, the crate
+//! `tapeloom-testkit`, which only tests use. Fault injection is not only for tests:
+//! a binary built with the engine's test hooks wraps its library in a
+//! [`FaultyLibrary`] at run time when `TAPELOOM_FAULTS` names a plan, so the
+//! engine, a library crate of the product, depends on it, and the engine must not
+//! depend on the test kit (a PostgreSQL server and tgt for tests). The faults wrap
+//! the drives and the changer, so they belong beside them.
 
 mod drive;
 mod plan;

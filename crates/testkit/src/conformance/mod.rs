@@ -1,8 +1,8 @@
 //! Conformance suites: the checks every implementation of a trait must pass.
 //!
-//! - [`drive`] (its functions also re-exported here): every [`TapeDrive`](crate::TapeDrive),
+//! - [`drive`] (its functions also re-exported here): every [`TapeDrive`](tapeloom_device::TapeDrive),
 //!   called with a factory of fresh drives.
-//! - [`library`]: every [`TapeLibrary`](crate::TapeLibrary) (changer, drives,
+//! - [`library`]: every [`TapeLibrary`](tapeloom_device::TapeLibrary) (changer, drives,
 //!   refusals), called with a library in its starting state.
 //!
 //! An implementation that cannot do what one check needs (tgt has no end of

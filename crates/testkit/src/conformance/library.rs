@@ -10,8 +10,8 @@
 //! 3B/0E source empty).
 
 use super::{Check, Outcome, Skip};
-use crate::scsi::sense::ILLEGAL_REQUEST;
-use crate::{ChangerError, DeviceError, Inventory, ReadOutcome, TapeLibrary};
+use tapeloom_device::scsi::sense::ILLEGAL_REQUEST;
+use tapeloom_device::{ChangerError, DeviceError, Inventory, ReadOutcome, TapeLibrary};
 
 /// Runs every check but those in `skips`.
 pub fn run_all(lib: &mut dyn TapeLibrary, skips: &[Skip]) -> Outcome {

@@ -59,13 +59,13 @@
 //!   force on the drive: ILLEGAL REQUEST 53/02. Destination full: ILLEGAL REQUEST
 //!   3B/0D; source empty: 3B/0E. A slot's descriptor shows the source element of a
 //!   tape moved back (byte 9 = 80h, bytes 10-11 = the drive's address).
-use crate::{DeviceError, Result};
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tapeloom_device::{DeviceError, Result};
 
 /// Directory of tgtd's control sockets (`socket.N` for control port N).
 const SOCKET_DIR: &str = "/var/run/tgtd";
@@ -376,7 +376,7 @@ impl TgtLibrary {
                 "tgtd needs root (its control socket is in {SOCKET_DIR})"
             ));
         }
-        crate::scsi::load_iscsi().map_err(|e| e.to_string())
+        tapeloom_device::scsi::load_iscsi().map_err(|e| e.to_string())
     }
 
     /// For tests: starts a library as described in `opts`, or panics with a line
@@ -390,9 +390,9 @@ impl TgtLibrary {
         Some(TgtLibrary::start(opts).unwrap_or_else(|e| panic!("starting tgt: {e}")))
     }
 
-    /// The library's changer and drives, as [`crate::scsi::ScsiLibrary::open`] takes them.
-    pub fn config(&self) -> crate::scsi::ScsiLibraryConfig {
-        crate::scsi::ScsiLibraryConfig {
+    /// The library's changer and drives, as [`tapeloom_device::scsi::ScsiLibrary::open`] takes them.
+    pub fn config(&self) -> tapeloom_device::scsi::ScsiLibraryConfig {
+        tapeloom_device::scsi::ScsiLibraryConfig {
             changer: self.changer_url.clone(),
             drives: self.drive_urls.clone(),
         }

@@ -9,7 +9,7 @@
 //! writes 1,000 blocks of 4 KiB).
 
 use super::{Check, Outcome, Skip};
-use crate::{DeviceError, ReadOutcome, TapeDrive, WriteOutcome};
+use tapeloom_device::{DeviceError, ReadOutcome, TapeDrive, WriteOutcome};
 
 /// A factory of fresh drives: (capacity, early-warning zone) -> drive.
 pub type Factory<'a> = dyn FnMut(u64, u64) -> Box<dyn TapeDrive> + 'a;
