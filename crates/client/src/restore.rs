@@ -180,7 +180,10 @@ impl Placing {
                 let e = "the job's key after its first frame";
                 return Err(ServerError::BadAnswer(e.into()).into());
             }
-            self.key = Some(tapeloom_tree::job_data_key(&self.keys, self.job, &record)?);
+            self.key = Some(
+                tapeloom_tree::job_data_key(&self.keys, self.job, &record)
+                    .map_err(tapeloom_engine::Error::from)?,
+            );
             return Ok(());
         }
         let br = self.started(opts)?;
@@ -328,7 +331,8 @@ impl SetPlacing {
             Notice::Meta(p) => job.meta.push(p),
             Notice::Row(p, x) => job.rows.push((p, crate::wire::expect(x))),
             Notice::JobKey(record) => {
-                let key = tapeloom_tree::job_data_key(&self.keys, job.id, &record)?;
+                let key = tapeloom_tree::job_data_key(&self.keys, job.id, &record)
+                    .map_err(tapeloom_engine::Error::from)?;
                 self.opened.insert(job.id, key);
             }
             _ => return Err(bad("a job's note in a set's restore").into()),

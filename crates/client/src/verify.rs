@@ -103,7 +103,8 @@ impl Checking {
         }
         match note.of_job()? {
             JobNotice::JobKey(record) if self.bv.is_none() => {
-                let key = tapeloom_tree::job_data_key(&self.keys, self.job, &record)?;
+                let key = tapeloom_tree::job_data_key(&self.keys, self.job, &record)
+                    .map_err(tapeloom_engine::Error::from)?;
                 self.started(Some(key));
             }
             JobNotice::JobKey(_) => {

@@ -161,7 +161,7 @@ mod tests {
             .unwrap();
         let f = figures(&home).unwrap();
         assert_eq!(f.jobs.get("failed"), Some(&0));
-        assert_eq!(f.jobs.len(), 5);
+        assert_eq!(f.jobs.len(), 6);
         assert_eq!(f.volumes.get("expired"), Some(&0));
         assert_eq!(f.stages.len(), 1);
         assert_eq!((f.stages[0].used, f.stages[0].limit), (0, 1 << 20));
