@@ -67,6 +67,17 @@ pub fn ops(e: tapeloom_ops::OpsError) -> anyhow::Error {
     }
 }
 
+/// An error of the tree crate (a client's packing or placing, or a key it
+/// opens) as the command line reports it: the engine's variant of the same name
+/// and message, so that a hint for it is found ([`one_line`]). Any other error
+/// is returned as it is.
+pub fn engine(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast::<tapeloom_tree::Error>() {
+        Ok(e) => anyhow::Error::new(Error::from(e)),
+        Err(e) => e,
+    }
+}
+
 /// An operation's result as the command line reports it (see [`ops`]).
 pub trait OpsResult<T> {
     /// The result, its error as [`ops`] makes it.
@@ -135,5 +146,21 @@ mod tests {
         assert!(!one_line(&e(), no_hint).contains("--force"));
         let force: Hint = |_| Some("--force to do it anyway");
         assert!(one_line(&e(), force).ends_with("(--force to do it anyway)"));
+    }
+
+    #[test]
+    fn a_tree_error_gets_the_hint_of_the_engines_variant() {
+        let e = || {
+            anyhow::Error::new(tapeloom_tree::Error::Crypt(
+                tapeloom_tree::CryptError::NoKey {
+                    job: "7".into(),
+                    fingerprint: "0123abcd".into(),
+                },
+            ))
+        };
+        assert!(!one_line(&e(), key_hint).contains("--key"));
+        let line = one_line(&engine(e()), key_hint);
+        assert!(line.ends_with("(give --key FILE)"), "{line}");
+        assert!(line.starts_with("job 7 is encrypted"), "{line}");
     }
 }

@@ -76,6 +76,7 @@ fn main() {
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
+            let e = error::engine(e);
             let mut line = error::one_line(&e, hint);
             if let Some(full) = full::hint(&e, &home) {
                 line = format!("{line}; {full}");

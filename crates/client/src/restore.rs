@@ -5,9 +5,13 @@
 use crate::{Server, ServerError};
 use anyhow::Result;
 use std::collections::HashMap;
-use tapeloom_engine::{
-    BlockRestore, RestoreOptions, RestoreReport, SetBlockRestore, SetJob, SetSelection, Source,
+use tapeloom_tree::restore::{
+    BlockRestore, RestoreOptions, SetBlockRestore, SetJob, SetSelection, Source,
 };
+
+/// What a restore through a server did: the reading's figures are the server's,
+/// and it names no drive of this machine.
+pub type RestoreReport = tapeloom_tree::restore::RestoreReport<()>;
 use tapeloom_format::{DataKey, MasterKey, MAX_BLOCK_SIZE};
 use tapeloom_proto::frame::{percent_encode, Frame};
 use tapeloom_proto::restore::{JobNotice, Notice, Trailer};
@@ -180,10 +184,7 @@ impl Placing {
                 let e = "the job's key after its first frame";
                 return Err(ServerError::BadAnswer(e.into()).into());
             }
-            self.key = Some(
-                tapeloom_tree::job_data_key(&self.keys, self.job, &record)
-                    .map_err(tapeloom_engine::Error::from)?,
-            );
+            self.key = Some(tapeloom_tree::job_data_key(&self.keys, self.job, &record)?);
             return Ok(());
         }
         let br = self.started(opts)?;
@@ -331,8 +332,7 @@ impl SetPlacing {
             Notice::Meta(p) => job.meta.push(p),
             Notice::Row(p, x) => job.rows.push((p, crate::wire::expect(x))),
             Notice::JobKey(record) => {
-                let key = tapeloom_tree::job_data_key(&self.keys, job.id, &record)
-                    .map_err(tapeloom_engine::Error::from)?;
+                let key = tapeloom_tree::job_data_key(&self.keys, job.id, &record)?;
                 self.opened.insert(job.id, key);
             }
             _ => return Err(bad("a job's note in a set's restore").into()),

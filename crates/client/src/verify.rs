@@ -5,11 +5,11 @@
 use crate::{Server, ServerError};
 use anyhow::Result;
 use serde::Deserialize;
-use tapeloom_engine::{BlockVerify, Listed};
 use tapeloom_format::{DataKey, MasterKey};
 use tapeloom_proto::frame::Frame;
 use tapeloom_proto::restore::{JobNotice, Notice};
 use tapeloom_proto::verify::{Ask, Pending, Verified};
+use tapeloom_tree::verify::{BlockVerify, Listed};
 
 /// Verifies job `job` on `server`'s drives: the server answers at once or, for a
 /// long reading, with the number of its verify, asked again until it is over.
@@ -103,8 +103,7 @@ impl Checking {
         }
         match note.of_job()? {
             JobNotice::JobKey(record) if self.bv.is_none() => {
-                let key = tapeloom_tree::job_data_key(&self.keys, self.job, &record)
-                    .map_err(tapeloom_engine::Error::from)?;
+                let key = tapeloom_tree::job_data_key(&self.keys, self.job, &record)?;
                 self.started(Some(key));
             }
             JobNotice::JobKey(_) => {

@@ -30,7 +30,7 @@ pub(crate) fn expect(x: tapeloom_proto::restore::Expect) -> tapeloom_tree::Expec
 }
 
 /// The document of what the verify of job `job_id` found here.
-pub(crate) fn verified(job_id: i64, r: tapeloom_engine::VerifyReport) -> Verified {
+pub(crate) fn verified(job_id: i64, r: tapeloom_tree::verify::VerifyReport) -> Verified {
     Verified {
         job_id,
         ok: r.ok,

@@ -9,10 +9,13 @@
 #![forbid(unsafe_code)]
 
 pub mod crypt;
+pub mod decode;
 mod error;
+pub mod restore;
+pub mod verify;
 
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
-pub use error::{io, CryptError, Error, Result};
+pub use error::{io, sys, CryptError, Error, OptionsError, PlaceError, Result};
 
 use std::borrow::Cow;
 use tapeloom_format::{Entry, EntryType};

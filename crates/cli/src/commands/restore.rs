@@ -281,6 +281,8 @@ pub fn run(a: Args, ctx: &Context) -> Result<Restored> {
             }
         };
         output::path_errors("tapeloom: ", &r.errors);
+        // The server's drives read the blocks: its report names none here.
+        let r: RestoreReport = r.with_drives(Vec::new());
         let mut out = Restored::new(r.job, &r);
         out.set = set;
         return Ok(out);

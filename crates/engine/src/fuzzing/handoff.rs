@@ -26,7 +26,11 @@ pub fn handoff(data: &[u8]) -> Outcome {
         },
         ..RestoreOptions::default()
     };
-    let Some(mut br) = no_panic("a restore's start", BlockRestore::new(&opts))? else {
+    let Some(mut br) = no_panic(
+        "a restore's start",
+        BlockRestore::new(&opts).map_err(crate::Error::from),
+    )?
+    else {
         return Ok(());
     };
     if f & 2 != 0 {
@@ -43,10 +47,11 @@ pub fn handoff(data: &[u8]) -> Outcome {
             b[..4].copy_from_slice(BLOCK_MAGIC);
             reseal_block(&mut b);
         }
-        if no_panic("a block", br.block(&b))?.is_none() {
+        if no_panic("a block", br.block(&b).map_err(crate::Error::from))?.is_none() {
             break;
         }
     }
-    no_panic("the restore's end", br.finish(&Default::default()))?;
+    let end = br.finish(&Default::default()).map_err(crate::Error::from);
+    no_panic("the restore's end", end)?;
     check_beside(&to)
 }

@@ -7,12 +7,13 @@
 
 use super::merge::Step;
 use super::order::{self, Unit};
-use super::restorer::SetWant;
 use super::{lock, DriveRead, Reading, Shared};
 use crate::error::{JobError, Result};
-use crate::media::reader::{JobReader, Streams};
+use crate::media::reader::JobReader;
 use std::collections::{HashMap, HashSet};
 use tapeloom_catalog::Catalog;
+use tapeloom_tree::decode::Streams;
+use tapeloom_tree::restore::restorer::SetWant;
 
 /// Where the drive stands between cartridges: its reader, the job it reads now,
 /// and each job's decoders.

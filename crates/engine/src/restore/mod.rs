@@ -5,8 +5,9 @@
 //! each chain to a drive, so a job written by several drives is read by as many at
 //! once. On each drive a job reader (`crate::media::reader`) reads the runs of its
 //! chains, passing over the gaps by locate or read-through, whichever the drive
-//! model says is cheaper; the [`restorer`], which all drives share, places what
-//! they decode with [`place`] and [`writers`]. A stream wholly on a disk stage is
+//! model says is cheaper; the restorer of the tree crate
+//! (`tapeloom_tree::restore::restorer`), which all drives share, places what they
+//! decode. A stream wholly on a disk stage is
 //! read from its chunk files instead ([`staged`]), before the drives start, by the
 //! same decoding and placing; when every stream wanted is, no cartridge is mounted.
 //!
@@ -21,84 +22,41 @@ pub(crate) mod chains;
 pub(crate) mod handoff;
 pub(crate) mod merge;
 pub(crate) mod order;
-pub(crate) mod overwrite;
 pub(crate) mod pit;
-pub(crate) mod place;
 pub(crate) mod plan;
-pub(crate) mod restorer;
 pub(crate) mod set_handoff;
 pub(crate) mod staged;
-pub(crate) mod writers;
 
-pub use handoff::{read_blocks, BlockRestore, BlockSink};
-pub use handoff::{BlockVerify, Listed};
-pub use order::ReadOrder;
-pub use overwrite::{Kept, Overwrite};
+pub use handoff::{read_blocks, BlockSink};
 pub use pit::{
     restore_files, restore_files_in_order, restore_set, set_job, set_jobs_read, set_tree,
 };
 pub use plan::normalize;
 pub use plan::Expect;
-pub use set_handoff::{read_set_blocks, SetBlockRestore, SetBlockSink, SetJob, SetSelection};
-pub use staged::Source;
+pub use set_handoff::{read_set_blocks, SetBlockSink};
+pub use tapeloom_tree::restore::{
+    BlockRestore, Kept, Overwrite, ReadOrder, RestoreOptions, SetBlockRestore, SetJob,
+    SetSelection, SkipBy, Source,
+};
+pub use tapeloom_tree::verify::{BlockVerify, Listed};
 
 use crate::error::{Error, JobError, MediaError, OptionsError, Result};
 use crate::home::Home;
-use crate::media::reader::{Got, JobReader, SharedLibrary, Streams};
+use crate::media::reader::{Got, JobReader, SharedLibrary};
 use crate::sampler::{Marked, Sampler};
 use chains::{assign, Chain};
 use plan::{plan_runs, select, Hints, Run};
-use restorer::Restorer;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{Catalog, FileRow, JobVolume, Sample};
 use tapeloom_device::{DriveHealth, DriveStats};
+use tapeloom_tree::decode::Streams;
+use tapeloom_tree::restore::restorer::Restorer;
 
-/// How to restore.
-#[derive(Debug, Clone, Default)]
-pub struct RestoreOptions {
-    /// Where to put the restored tree.
-    pub to: PathBuf,
-    /// Paths (files or directories) of the job to restore; all when empty.
-    pub paths: Vec<Vec<u8>>,
-    /// Drive to read with, when the user chose one (then it is the only one).
-    pub drive: Option<usize>,
-    /// Most drives to read with at once (the first ones of the library); all when
-    /// `None`. No more are used than the job has chains.
-    pub drives: Option<usize>,
-    /// Restore only this stream (by name).
-    pub stream: Option<String>,
-    /// How to pass over data that is not wanted between two wanted runs.
-    pub skip_by: SkipBy,
-    /// What to do with an object already at a restored path.
-    pub overwrite: Overwrite,
-    /// Read only the blocks on these cartridges (by barcode), and nothing from a
-    /// disk stage; all when empty. A server of a site reads so its part of a job
-    /// whose cartridges sit in two libraries: handed on in the job's volume order,
-    /// the parts make the same blocks as one reading.
-    pub volumes: Vec<String>,
-    /// In what order each cartridge's wanted runs are read. Blocks handed on to be
-    /// placed elsewhere are always read in block order.
-    pub order: ReadOrder,
-    /// The operation the drives' per-second samples, marks and health are kept
-    /// under with the job (`report --op`); `restore` when none. A later reading
-    /// of the same operation replaces them.
-    pub samples_as: Option<String>,
-    /// Read this copy of the job only (1: its own cartridges); else the first
-    /// copy whose cartridges are in the library and sound, and a bad block from
-    /// another copy.
-    pub copy: Option<u32>,
-}
-
-impl RestoreOptions {
-    /// The operation samples are kept under.
-    pub(crate) fn op(&self) -> &str {
-        self.samples_as.as_deref().unwrap_or("restore")
-    }
-}
+/// What a restore did, with what each drive read.
+pub type RestoreReport = tapeloom_tree::restore::RestoreReport<DriveRead>;
 
 /// What one drive of a restore read.
 #[derive(Debug, Clone, Default)]
@@ -141,108 +99,6 @@ pub struct DriveRead {
     pub from_other_copy: u64,
     /// Cartridges it passed over, barcode and why ([`RestoreReport::passed_over`]).
     pub passed_over: Vec<(String, String)>,
-}
-
-/// How a restore passes over unwanted blocks between two wanted runs of one volume.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SkipBy {
-    /// Whichever the drive's model says is faster; without a model, read through
-    /// gaps of a few blocks and locate over longer ones.
-    #[default]
-    Auto,
-    /// Always locate.
-    Locate,
-    /// Always read through.
-    Read,
-}
-
-/// What a restore did.
-#[derive(Debug, Clone, Default)]
-pub struct RestoreReport {
-    /// Objects restored.
-    pub files: u64,
-    /// File data bytes restored.
-    pub bytes: u64,
-    /// Blocks read from tape.
-    pub blocks_read: u64,
-    /// Bytes read from tape.
-    pub bytes_read_from_tape: u64,
-    /// Locates done.
-    pub locates: u64,
-    /// Cartridges mounted.
-    pub mounts: u64,
-    /// Cartridges the changer moved into a drive (a cartridge already in its drive
-    /// is mounted without one).
-    pub loads: u64,
-    /// Gaps between wanted runs passed by reading through.
-    pub read_through: u64,
-    /// Cartridges whose runs were read in another order than the block order,
-    /// because the drive's model said that order was faster.
-    pub reordered: u64,
-    /// Modeled seconds the drives' reading plans predicted (the longest of the
-    /// drives), when they planned with a timing model: beside `modeled_seconds`,
-    /// how well the plan knew the tape.
-    pub planned_seconds: Option<f64>,
-    /// Wall-clock seconds.
-    pub seconds: f64,
-    /// Modeled seconds of the restore, when the drives have a timing model: the
-    /// longest of the drives' times, since they read at once.
-    pub modeled_seconds: Option<f64>,
-    /// Modeled seconds until the first wanted block was under the head, on the
-    /// drive that got there first: the rest of `modeled_seconds` is reading (and
-    /// passing over what lies between the wanted runs).
-    pub first_block_seconds: Option<f64>,
-    /// Data bytes restored per stream, by name.
-    pub streams: Vec<(String, u64)>,
-    /// Where the restore read the streams it needed: all from the stages, all from
-    /// tape, or some from each.
-    pub source: Source,
-    /// The copy of the job it read from tape (1: its own cartridges; 0: none).
-    pub copy_no: u32,
-    /// Bad blocks read from another copy instead.
-    pub from_other_copy: u64,
-    /// Cartridges passed over because they could not be mounted (blank,
-    /// carrying another label, failing to load or at their label): barcode and
-    /// why. The next copy of the job was read in their place.
-    pub passed_over: Vec<(String, String)>,
-    /// Where it read each stream it needed, by name, in stream order.
-    pub stream_sources: Vec<(String, Source)>,
-    /// Blocks read from chunk files on the stages.
-    pub blocks_read_from_stage: u64,
-    /// Bytes of chunk files read from the stages.
-    pub bytes_read_from_stage: u64,
-    /// The first drive's statistics (of its last cartridge), when it keeps them.
-    pub drive_stats: Option<tapeloom_device::DriveStats>,
-    /// The model's lower bound for the same reads on the same drives: on each drive,
-    /// every wanted block read at full speed, every gap passed the cheaper way (locate
-    /// or read through), plus loads and unloads; the longest of the drives. With no
-    /// overheads beyond the tape's physics, this is the best any restore of these
-    /// blocks can do with this sharing of chains.
-    pub bound_seconds: Option<f64>,
-    /// The chains of cartridges the job's drives wrote (1 for a job of one drive).
-    pub chains: usize,
-    /// What each drive read, in drive order.
-    pub drives: Vec<DriveRead>,
-    /// Objects that could not be restored: path and reason.
-    pub errors: Vec<(String, String)>,
-    /// Objects already at their path that differ from the backed-up ones and were
-    /// kept (`--overwrite`): path and why. Not errors.
-    pub skipped: Vec<(String, Kept)>,
-    /// Objects already at their path and identical to the backed-up ones, left as
-    /// they were (counted in `files` too).
-    pub unchanged: u64,
-    /// What the drive said about each cartridge at the end of its mount.
-    pub health: Vec<(String, tapeloom_device::DriveHealth)>,
-    /// Files the job holds as metadata alone (their data is in an earlier job of
-    /// its set), left out of a one-job restore.
-    pub meta_only: u64,
-    /// The job restored, or the job a set's tree stands at.
-    pub job: i64,
-    /// The jobs read from: the job restored, or those a set's tree needs.
-    pub jobs: Vec<i64>,
-    /// Blocks of the runs a set's restore planned to read (each block once);
-    /// blocks passed over by reading through come on top.
-    pub blocks_planned: u64,
 }
 
 /// What one drive's reader brings back: its figures, samples and marks.
@@ -328,23 +184,11 @@ pub(crate) fn finish(
     rs: Mutex<Restorer>,
     reads: Vec<DriveRead>,
 ) -> Result<(RestoreReport, HashMap<u16, u64>)> {
-    let mut rs = rs.into_inner().map_err(|_| Error::Panicked {
+    let rs = rs.into_inner().map_err(|_| Error::Panicked {
         what: "a drive's reader",
     })?;
-    if let Some(w) = rs.writers.take() {
-        let (files, bytes, errors) = w.finish();
-        rs.report.files += files;
-        rs.report.bytes += bytes;
-        rs.report.errors.extend(errors);
-    }
-    rs.finish_set();
-    rs.finish_dirs();
-    rs.unmet();
-    let per_stream = std::mem::take(&mut rs.per_stream);
-    let mut report = rs.report;
-    // A file named for a bad block may also have failed its checksum: name it once.
-    let mut seen = HashSet::new();
-    report.errors.retain(|e| seen.insert(e.0.clone()));
+    let (placed, per_stream) = rs.finish();
+    let mut report = placed.with_drives(Vec::new());
     add_drives(&mut report, reads);
     Ok((report, per_stream))
 }
@@ -363,9 +207,7 @@ pub(crate) fn add_drives(report: &mut RestoreReport, mut reads: Vec<DriveRead>) 
         report.from_other_copy += d.from_other_copy;
         report.passed_over.extend(d.passed_over.iter().cloned());
         report.copy_no = report.copy_no.max(d.copy_no);
-        report.health.extend(d.health.iter().cloned());
     }
-    report.drive_stats = reads.first().and_then(|d| d.stats.clone());
     // The drives read at once: the restore takes as long as the slowest.
     let longest = |f: fn(&DriveRead) -> Option<f64>| reads.iter().filter_map(f).reduce(f64::max);
     report.modeled_seconds = longest(|d| d.modeled_seconds);

@@ -24,17 +24,6 @@ use tapeloom_device::Travel;
 /// greedy walk looks at every unit left at each step.
 pub(crate) const MAX_PLANNED: usize = 4096;
 
-/// In what order a restore reads the runs of each cartridge.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ReadOrder {
-    /// The order the drive's timing model says is fastest, else the drive's own
-    /// recommended order, else block order.
-    #[default]
-    Planned,
-    /// Block order, as written.
-    Block,
-}
-
 /// A piece of one cartridge's reading, read whole in block order.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Unit {

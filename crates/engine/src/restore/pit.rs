@@ -10,10 +10,9 @@
 
 use crate::error::{JobError, Result};
 use crate::home::Home;
-use crate::media::reader::{SharedLibrary, Streams};
+use crate::media::reader::SharedLibrary;
 use crate::restore::chains::Chain;
 use crate::restore::merge::{self, Group, Placed};
-use crate::restore::restorer::{Expected, Restorer, SetWant};
 use crate::restore::{
     chains, finish, plan_chains, read_all, which_drives, JobCtx, Read, Reading, RestoreOptions,
     RestoreReport, Shared, Source,
@@ -24,6 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{Catalog, Extent, FileRow, Job, JobState, Tree};
 use tapeloom_format::EntryType;
+use tapeloom_tree::decode::Streams;
+use tapeloom_tree::restore::restorer::{Expected, Restorer, SetWant};
+use tapeloom_tree::restore::NO_DATA;
 
 /// The job of set `set` a point-in-time restore or listing stands at: the set's
 /// last job that ended ok or partial and started at or before `at` (an RFC 3339
@@ -90,10 +92,6 @@ pub fn set_tree(
     }
     Ok((job, out))
 }
-
-/// Why a file of a set's tree cannot be restored: no job of its chain holds its
-/// data.
-pub(crate) const NO_DATA: &str = "no job of its chain holds its data";
 
 /// What a tree needs of each job: the rows to read, by job; what the restorer
 /// takes from each; and files whose data no job of the chain holds.

@@ -5,36 +5,13 @@
 //! restorer as the blocks a drive reads.
 
 use crate::error::{Error, Result, StageError};
-use crate::media::reader::{Sink, Streams};
 use crate::restore::BlockSink;
 use crate::stage::ChunkReader;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use tapeloom_catalog::{Catalog, ChunkFilter, StagedChunk};
 use tapeloom_format::expand_block;
-
-/// Where a restore read a stream, or the streams it restored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Source {
-    /// Chunk files on the disk stages.
-    Stage,
-    /// Tape.
-    #[default]
-    Tape,
-    /// Some streams from the stages, the others from tape.
-    StageAndTape,
-}
-
-impl Source {
-    /// The word for it: `stage`, `tape`, or `stage+tape`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Stage => "stage",
-            Source::Tape => "tape",
-            Source::StageAndTape => "stage+tape",
-        }
-    }
-}
+use tapeloom_tree::decode::{Sink, Streams};
 
 /// What reading from the stages took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

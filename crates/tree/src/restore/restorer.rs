@@ -6,13 +6,13 @@
 //! restore (local, per path, a set's, from the stage, handed from a server) ends
 //! its entries here, so each one that is not restored whole is named.
 
+use crate::decode::Sink;
 use crate::error::Result;
-use crate::media::reader::Sink;
 use crate::restore::overwrite::{Overwrite, Verdict};
 use crate::restore::place::{Placer, TempFile};
-use crate::restore::plan::Expect;
 use crate::restore::writers::{Writers, SMALL};
 use crate::restore::RestoreReport;
+use crate::Expect;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
 use tapeloom_format::{Entry, EntryType, Event, FileEnd, Kind};
@@ -37,11 +37,11 @@ pub(crate) struct Open {
 /// wants that the catalog lists. An entry met is taken out; those left at the
 /// end were never met, and are named. A job without a map expects nothing
 /// known.
-pub(crate) type Expected = HashMap<i64, HashMap<Vec<u8>, Expect>>;
+pub type Expected = HashMap<i64, HashMap<Vec<u8>, Expect>>;
 
 /// Why a file's data on tape is not as long as its entry says: `stored` bytes
 /// where its size (or its sparse extents) give another length.
-pub(crate) fn length_mismatch(e: &Entry, stored: u64) -> String {
+pub fn length_mismatch(e: &Entry, stored: u64) -> String {
     match e.sparse {
         None => format!(
             "its data on tape is {stored} bytes, its entry's size {} bytes",
@@ -56,7 +56,7 @@ pub(crate) fn length_mismatch(e: &Entry, stored: u64) -> String {
 
 /// What a set's point-in-time restore takes from each job, by job id.
 #[derive(Debug, Default)]
-pub(crate) struct SetWant {
+pub struct SetWant {
     /// Entries placed from the job, with their data.
     pub data: HashMap<i64, HashSet<Vec<u8>>>,
     /// Metadata-only entries whose metadata goes over data placed from an earlier
@@ -64,21 +64,21 @@ pub(crate) struct SetWant {
     pub meta: HashMap<i64, HashSet<Vec<u8>>>,
 }
 
-pub(crate) struct Restorer {
+pub struct Restorer {
     pub(crate) placer: Placer,
-    pub(crate) want: Option<HashSet<Vec<u8>>>,
+    pub want: Option<HashSet<Vec<u8>>>,
     /// Entries the job left out, though their records may be partly on tape
-    /// ([`crate::restore::plan::left_out`]).
-    pub(crate) left_out: HashSet<Vec<u8>>,
+    /// (the engine's `plan::left_out`).
+    pub left_out: HashSet<Vec<u8>>,
     /// Entries whose data is being read, by lane, job and stream.
     pub(crate) open: HashMap<(usize, i64, u16), Open>,
     /// The job whose records are being fed (set by the reader before each feed).
-    pub(crate) job: i64,
+    pub job: i64,
     /// The decoding the records come from (set with `job`): drives that read
     /// parts of one stream at once each keep their own entries open.
-    pub(crate) lane: usize,
+    pub lane: usize,
     /// A set's point-in-time restore: what each job gives it.
-    pub(crate) set: Option<SetWant>,
+    pub set: Option<SetWant>,
     /// A set's hard links, made once every file is placed (their targets may come
     /// from later jobs than they do).
     pub(crate) links: Vec<Entry>,
@@ -88,13 +88,13 @@ pub(crate) struct Restorer {
     /// Metadata-only files a one-job restore left out (hard links to them go too).
     pub(crate) meta_left_out: HashSet<Vec<u8>>,
     pub(crate) dirs: Vec<Entry>,
-    pub(crate) report: RestoreReport,
+    pub(crate) report: RestoreReport<()>,
     /// Small-file writers; taken when the reading is done.
     pub(crate) writers: Option<Writers>,
     /// Data bytes restored per stream, for the samples.
-    pub(crate) per_stream: HashMap<u16, u64>,
+    pub per_stream: HashMap<u16, u64>,
     /// The entries the restore expects to meet, as the catalog lists them.
-    pub(crate) expected: Expected,
+    pub expected: Expected,
     /// Why records of a stream did not decode, by job and stream (the first
     /// reason): said of the entries of that stream never met.
     damaged: HashMap<(i64, u16), String>,
@@ -102,7 +102,7 @@ pub(crate) struct Restorer {
 
 impl Restorer {
     /// A restorer placing entries under `to`, over what is there by `overwrite`;
-    /// `want` as [`crate::restore::plan::select`] gives it.
+    /// `want` as the engine's `plan::select` gives it.
     pub fn new(
         to: &std::path::Path,
         overwrite: Overwrite,
@@ -428,6 +428,28 @@ impl Restorer {
             o.stored += n as u64;
             rest = &rest[n..];
         }
+    }
+
+    /// Ends the placing once the reading is done: the writers' files, then a
+    /// set's hard links and newer metadata, then directories' metadata, then the
+    /// entries never met. Returns what was placed, each error named once, and
+    /// the data bytes restored per stream.
+    pub fn finish(mut self) -> (RestoreReport<()>, HashMap<u16, u64>) {
+        if let Some(w) = self.writers.take() {
+            let (files, bytes, errors) = w.finish();
+            self.report.files += files;
+            self.report.bytes += bytes;
+            self.report.errors.extend(errors);
+        }
+        self.finish_set();
+        self.finish_dirs();
+        self.unmet();
+        let per_stream = std::mem::take(&mut self.per_stream);
+        let mut report = std::mem::take(&mut self.report);
+        // A file named for a bad block may also have failed its checksum: name it once.
+        let mut seen = HashSet::new();
+        report.errors.retain(|e| seen.insert(e.0.clone()));
+        (report, per_stream)
     }
 
     pub fn finish_dirs(&mut self) {
