@@ -18,13 +18,31 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tapeloom_engine::{
-    escape_controls, BackupOptions, BaseTree, Outgoing, Piece, RemotePlan, Scan,
-};
-use tapeloom_format::Fingerprint;
+use tapeloom_format::{Fingerprint, Level};
 use tapeloom_proto::backup::{Begin, BeginStream, Begun, StreamState, Waiting};
 use tapeloom_proto::frame::{Frame, Framed};
 use tapeloom_proto::site::{SentOn, SiteDoc, SiteServer, SENT_ON};
+use tapeloom_tree::pack::{Outgoing, PackOptions, Piece, RemotePlan, Scan};
+use tapeloom_tree::{escape_controls, BaseTree};
+
+/// What a backup through a server asks for: how this machine packs its sources,
+/// and what the server is told of the job.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// How the sources are packed: the job's and streams' names, readers, rate.
+    pub pack: PackOptions,
+    /// The backup set; `None` for the set named after the job.
+    pub set: Option<String>,
+    /// The media pool; `None` for the default pool.
+    pub pool: Option<String>,
+    /// Block size in bytes (the server may choose another).
+    pub block_size: usize,
+    /// The level asked for (a set without a full gets a full).
+    pub level: Level,
+    /// The fingerprint of the key the server encrypts the job with, when one is
+    /// named.
+    pub encrypt: Option<Fingerprint>,
+}
 
 /// What the server says of the job: the document of `tapeloom backup --json`.
 #[derive(serde::Serialize)]
@@ -91,14 +109,11 @@ impl NotSealed {
     }
 }
 
-/// Backs up `sources` through `server`, encrypted there with the server's copy
-/// of the key of fingerprint `encrypt` when one is named.
-pub fn run(
-    server: &Server,
-    sources: &[PathBuf],
-    (opts, encrypt): (&BackupOptions, Option<Fingerprint>),
-) -> Result<Sent> {
-    let plan = RemotePlan::of_sources(sources, opts)?;
+/// Backs up `sources` through `server` as `asked`, encrypted there with the
+/// server's copy of the key of fingerprint `asked.encrypt` when one is named.
+pub fn run(server: &Server, sources: &[PathBuf], asked: &Asked) -> Result<Sent> {
+    let (opts, encrypt) = (asked, asked.encrypt);
+    let plan = RemotePlan::of_sources(sources, &asked.pack)?;
     let begin = Begin {
         name: plan.name,
         set: opts.set.clone(),
@@ -120,9 +135,9 @@ pub fn run(
         Some(_) => Scan::from_tree(base_tree(server, begun.backup)?),
         None => Scan::default(),
     });
-    let mut streams = tapeloom_engine::pack_streams(
+    let mut streams = tapeloom_tree::pack::pack_streams(
         sources,
-        opts,
+        &asked.pack,
         (begun.tag, begun.block_size, begun.tail),
         scan.clone(),
     )?;

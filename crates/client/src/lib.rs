@@ -5,8 +5,8 @@
 //!
 //! Requests are HTTP/1.1 on hyper over tokio and tokio-rustls, one connection
 //! each: a stream's blocks go as a chunked body, so any HTTP stack (a reverse
-//! proxy, a load balancer) can carry them. The callers are threads (the engine's
-//! packers, the restore's placing): each request runs on the `Server`'s own
+//! proxy, a load balancer) can carry them. The callers are threads (the tree
+//! crate's packers, the restore's placing): each request runs on the `Server`'s own
 //! runtime and its bodies cross over as `tapeloom_proto::body` says. The
 //! server's certificate is pinned by its fingerprint.
 

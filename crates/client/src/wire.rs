@@ -1,6 +1,6 @@
-//! The engine's values of what the server sends: the client reads the protocol's
-//! documents (`tapeloom_proto`) and hands the engine its own types, and makes
-//! the protocol's document of what the engine found.
+//! The tree crate's values of what the server sends: the client reads the
+//! protocol's documents (`tapeloom_proto`) and hands the packing and placing its
+//! own types, and makes the protocol's document of what a verify here found.
 
 use tapeloom_proto::verify::{BadBlock, Verified};
 

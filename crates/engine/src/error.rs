@@ -93,6 +93,7 @@ impl From<tapeloom_tree::Error> for Error {
             tapeloom_tree::Error::Crypt(e) => Error::Crypt(e),
             tapeloom_tree::Error::Options(e) => Error::Options(e),
             tapeloom_tree::Error::Place(e) => Error::Place(e),
+            tapeloom_tree::Error::BadPlan(why) => Error::Received(ReceiveError::BadPlan(why)),
         }
     }
 }

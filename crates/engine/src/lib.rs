@@ -12,7 +12,6 @@
 
 mod backup;
 pub mod clock;
-mod compress;
 mod copy;
 mod cpu;
 mod crypt;
@@ -29,11 +28,9 @@ mod recover;
 mod regen;
 mod restore;
 mod sampler;
-pub mod size;
 pub mod stage;
 pub use stage::StageSet;
 mod verify;
-pub mod walk;
 
 pub use backup::{
     backup, drop_staged_job, install_generator, name_unstaged_streams, pack_streams,
@@ -45,7 +42,6 @@ pub use backup::{
 pub use backup::{choose_set, BaseRow, BaseTree, Deletions, Scan, ScanFigures, SetChoice};
 pub use backup::{GeneratedFile, GeneratedTree, Generator};
 pub use backup::{DEFAULT_BUFFERS, DEFAULT_HIGH_WATER, DRY_SHARE, HIGH_WATER_WAIT, JUDGE_WINDOW};
-pub use compress::Compress;
 pub use copy::{copy_job, CopyOptions, CopyReport, DriveFigures};
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{
@@ -72,6 +68,7 @@ pub use restore::{
 };
 pub use restore::{BlockVerify, Listed};
 pub use sampler::{Latest, Live, Series};
+pub use tapeloom_tree::pack::Compress;
 pub use verify::{read_back_due, verify, verify_as, verify_copy_as, VerifyReport};
 
-pub use tapeloom_tree::{display_path, escape_controls};
+pub use tapeloom_tree::{display_path, escape_controls, size, walk};

@@ -293,10 +293,7 @@ impl Reading {
                     ) else {
                         continue;
                     };
-                    let mut row = d.row;
-                    (row.start_seq, row.start_lbn) = st;
-                    (row.end_seq, row.end_lbn) = en;
-                    s.done.push(row);
+                    s.done.push(crate::backup::mux::landed(d.row, st, en));
                 }
             }
             Err(e) => s.broken = Some(e.to_string()),

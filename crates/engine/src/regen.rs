@@ -122,7 +122,7 @@ fn next_block(s: &mut Stream, tag: u64, size: usize, offset: u64) -> Option<Vec<
             ..BackupOptions::default()
         };
         let facts = (tag, size, 0);
-        let packer = pack_some(sources, &opts, facts, Arc::default(), Some(s.id)).ok()?;
+        let packer = pack_some(sources, &opts.pack(), facts, Arc::default(), Some(s.id)).ok()?;
         s.packer = Some((0, packer.into_iter().next()?));
     }
     let (at, out) = s.packer.as_mut()?;

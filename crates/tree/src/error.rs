@@ -31,6 +31,10 @@ pub enum Error {
     /// A restored object that cannot be placed safely.
     #[error(transparent)]
     Place(#[from] PlaceError),
+    /// A job's description (a backup packed on another machine) that no job can
+    /// be run from.
+    #[error("the job's description: {0}")]
+    BadPlan(&'static str),
 }
 
 /// An encrypted job without its key, or a key file that does not open.

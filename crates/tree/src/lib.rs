@@ -1,18 +1,32 @@
-//! What packing and placing file trees needs and no catalog: how paths and
-//! names are shown to people ([`display_path`], [`escape_controls`]), a path in
-//! a job's namespace ([`normalize`]), a base's tree as an incremental compares
-//! with it ([`BaseTree`]), what a restore expects of an entry ([`Expect`]), a
-//! job's keys ([`crypt`]), and what any of it can fail on ([`Error`]).
-//! The engine re-exports each; a client that packs and places here without a
-//! catalog uses them from this crate.
+//! What packing and placing file trees needs and no catalog, so that a client
+//! packs and places on its own machine with it, and the engine around its
+//! catalog and drives with the same code:
+//!
+//! - packing ([`pack`]): the walk and the reading of files, the comparison with
+//!   a base's tree ([`BaseTree`]), the packer of each stream and its channel,
+//!   compression, generated sources, and the packing side of a job written on
+//!   another machine; the walk alone is [`walk`], sizes people write [`size`];
+//! - placing ([`restore`]): a restore's options and report, the placer and the
+//!   restorer every restore ends its entries in, what a restore expects of an
+//!   entry ([`Expect`]), and restores fed with blocks read on another machine;
+//! - decoding ([`decode`]) a job's interleaved streams into records, and
+//!   checking them as a verify does ([`verify`]);
+//! - how paths and names are shown to people ([`display_path`],
+//!   [`escape_controls`]), a path in a job's namespace ([`normalize`]), a job's
+//!   keys ([`crypt`]), and what any of it can fail on ([`Error`]).
+//!
+//! The engine re-exports what its users name under its own paths.
 
 #![forbid(unsafe_code)]
 
 pub mod crypt;
 pub mod decode;
 mod error;
+pub mod pack;
 pub mod restore;
+pub mod size;
 pub mod verify;
+pub mod walk;
 
 pub use crypt::{create_key_file, job_data_key, open_key_file, read_key_file, write_key_file};
 pub use error::{io, sys, CryptError, Error, OptionsError, PlaceError, Result};

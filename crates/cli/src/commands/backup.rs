@@ -291,7 +291,16 @@ pub fn run_any(a: Args, ctx: &Context, json: bool) -> Result<i32> {
         None => None,
     };
     let (sources, opts) = a.options()?;
-    let sent = tapeloom_client::backup::run(&server, &sources, (&opts, encrypt))?;
+    opts.check_in_turn()?;
+    let asked = tapeloom_client::backup::Asked {
+        pack: opts.pack(),
+        set: opts.set,
+        pool: opts.pool,
+        block_size: opts.block_size,
+        level: opts.level,
+        encrypt,
+    };
+    let sent = tapeloom_client::backup::run(&server, &sources, &asked)?;
     output::emit(&sent, json)
 }
 

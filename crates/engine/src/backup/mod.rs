@@ -1,24 +1,20 @@
 //! The backup data path.
 //!
-//! Threads: per stream, the walker and readers of [`source`] and a packer
-//! ([`pack`]) that turns objects into records and blocks; per drive, one writer
-//! ([`weave`]) which alone talks to its drive and has its own catalog connection.
-//! Each writer interleaves the streams it holds in extents of consecutive blocks
-//! (see [`mux`]). When every drive is done, the first writes the index ([`index`])
-//! and the job's end.
+//! Threads: per stream, the walker and readers and a packer of the tree crate
+//! (`tapeloom_tree::pack`) that turn objects into records and blocks; per drive,
+//! one writer ([`weave`]) which alone talks to its drive and has its own catalog
+//! connection. Each writer interleaves the streams it holds in extents of
+//! consecutive blocks (see [`mux`]). When every drive is done, the first writes
+//! the index ([`index`]) and the job's end.
 //!
 //! [`plan`] decides what a job does before anything is read; [`report`] holds what
 //! it tells when it ends.
 
 pub(crate) mod changes;
 pub(crate) mod estimate;
-pub(crate) mod generated;
-mod generator;
 pub(crate) mod index;
 mod moved;
 pub(crate) mod mux;
-pub(crate) mod only;
-pub(crate) mod pack;
 pub(crate) mod plan;
 pub(crate) mod received;
 mod receiving;
@@ -26,34 +22,32 @@ pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod resume;
 pub(crate) use resume::job_start;
-pub(crate) mod source;
 pub(crate) mod staged;
 pub(crate) mod weave;
+pub(crate) use tapeloom_tree::pack::{generated, packer as pack};
 
 pub use changes::{choose_set, BaseRow, BaseTree, Scan, ScanFigures, SetChoice};
-pub use generated::install_generator;
-pub use generator::{GeneratedFile, GeneratedTree, Generator};
-pub use only::Only;
 pub use plan::{
     BackupOptions, DespoolOrder, DriveSet, Interleave, Via, DEFAULT_BUFFERS, DEFAULT_EXTENT_BYTES,
     DEFAULT_HIGH_WATER,
 };
 pub use received::{BlockCheck, Checked, Closed, Deletions, Inlet};
 pub use receiving::{drop_staged_job, receive_staged, ReceiveStop, Receiving};
-pub(crate) use remote::pack_some;
-pub use remote::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use report::{BackupReport, Despool, DriveReport, Progress, StreamReport};
 pub use resume::{name_unstaged_streams, resume_job, resume_job_on, unfinished_staged_jobs};
+pub use tapeloom_tree::pack::generated::install_generator;
+pub use tapeloom_tree::pack::generator::{GeneratedFile, GeneratedTree, Generator};
+pub(crate) use tapeloom_tree::pack::remote::pack_some;
+pub use tapeloom_tree::pack::Only;
+pub use tapeloom_tree::pack::{pack_streams, Outgoing, Piece, RemotePlan, RemoteStream};
 pub use weave::{DRY_SHARE, HIGH_WATER_WAIT, JUDGE_WINDOW};
 
-use crate::compress::{Compress, CompressionCounters};
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::media::random_uuid;
 use crate::media::writer::{Tapes, VolumeWriter};
 use plan::Pending;
-use plan::{resolve_drives, Plan};
-use std::collections::VecDeque;
+use plan::{plan, resolve_drives, Plan};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +55,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tapeloom_catalog::{JobState, Phase, Stream};
 use tapeloom_format::{check_block_size, JobEnd, JobStart, JobStatus};
+use tapeloom_tree::pack::compress::{Compress, CompressionCounters};
 use weave::{JobShared, Weaver, Woven};
 
 /// The pool the job writes to (`default` when it names none), with its rules; an
@@ -87,7 +82,7 @@ pub fn backup(
 ) -> Result<BackupReport> {
     let t0 = Instant::now();
     check_block_size(opts.block_size)?;
-    let plan = Plan::new(sources, opts)?;
+    let plan = plan(sources, opts)?;
     if opts.via == Via::Stage && home.catalog.stages()?.is_empty() {
         // Refused before the job is recorded: nothing was begun.
         return Err(crate::error::StageError::NoStages.into());
@@ -131,7 +126,7 @@ pub fn backup(
         skip: std::fs::metadata(home.dir())
             .map(|m| vec![(m.dev(), m.ino())])
             .unwrap_or_default(),
-        pending: Mutex::new(pending(&plan)),
+        pending: Mutex::new(Pending::of(&plan)),
         progress,
         t0,
         stop: AtomicBool::new(false),
@@ -320,20 +315,6 @@ fn begin_job(
         client: opts.client.clone(),
     };
     Ok((job_id, start))
-}
-
-/// The job's streams, in the order drives take them.
-fn pending(plan: &Plan) -> VecDeque<Pending> {
-    plan.streams()
-        .into_iter()
-        .zip(plan.sources.iter().zip(&plan.roots))
-        .map(|(s, (a, r))| Pending {
-            id: s.id,
-            name: s.name,
-            abs: a.clone(),
-            root: r.clone(),
-        })
-        .collect()
 }
 
 /// One writer per drive, each with its own catalog connection. The first carries

@@ -1,13 +1,11 @@
 //! What a backup will do, decided before anything is read: its options, its streams
 //! (names, sources, where each lands in the job's namespace) and its drives.
 
-use super::only::Only;
-use crate::compress::Compress;
-use crate::error::{io, OptionsError, Result};
-use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
+use crate::error::{OptionsError, Result};
 use std::path::PathBuf;
-use tapeloom_format::StreamInfo;
+use tapeloom_tree::pack::plan::PackOptions;
+pub(crate) use tapeloom_tree::pack::plan::{Pending, Plan};
+use tapeloom_tree::pack::{Compress, Only};
 
 /// How to run a backup.
 #[derive(Debug, Clone)]
@@ -183,15 +181,6 @@ impl Default for BackupOptions {
     }
 }
 
-/// A stream not yet started: id, source, and its root in the job's namespace.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    pub id: u16,
-    pub name: String,
-    pub abs: PathBuf,
-    pub root: Vec<u8>,
-}
-
 /// What a job that goes on after its process died had already done: its files
 /// (entries), data bytes, stored bytes and volumes, counted into its end.
 #[derive(Debug, Clone, Default)]
@@ -204,174 +193,42 @@ pub(crate) struct Prior {
     pub errors: Vec<(String, String)>,
 }
 
-/// The streams of a job: checked sources, their names and their roots.
-#[derive(Debug, Clone)]
-pub(crate) struct Plan {
-    /// Absolute source paths.
-    pub sources: Vec<PathBuf>,
-    /// Stream names, unique, each a valid folder name.
-    pub names: Vec<String>,
-    /// Where each stream's root lies in the job's namespace: `.` for a single
-    /// directory, else a top-level name.
-    pub roots: Vec<Vec<u8>>,
-    /// The job's name.
-    pub job_name: String,
+/// The streams of a job of `sources` with `opts`: the checks of the tree crate's
+/// `Plan::new`, and [`BackupOptions::check_in_turn`].
+pub(crate) fn plan(sources: &[PathBuf], opts: &BackupOptions) -> Result<Plan> {
+    opts.check_in_turn()?;
+    Ok(Plan::new(sources, &opts.pack())?)
 }
 
-impl Plan {
-    /// Checks the options and the sources and names the streams.
-    pub fn new(sources: &[PathBuf], opts: &BackupOptions) -> Result<Plan> {
-        if let Some(rate) = opts.limit_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
-            return Err(OptionsError::RateLimit { rate }.into());
+impl BackupOptions {
+    /// What packing the job's sources takes of its options.
+    pub fn pack(&self) -> PackOptions {
+        PackOptions {
+            name: self.name.clone(),
+            stream_names: self.stream_names.clone(),
+            readers: self.readers,
+            limit_rate: self.limit_rate,
         }
-        if sources.is_empty() {
-            return Err(OptionsError::NoSources.into());
+    }
+
+    /// Refuses streams woven in turn with options that would leave their order
+    /// to timing.
+    pub fn check_in_turn(&self) -> Result<()> {
+        if self.interleave != Interleave::InTurn {
+            return Ok(());
         }
-        if opts.interleave == Interleave::InTurn {
-            let needs = if opts.concurrency.is_none() {
-                Some("a fixed concurrency")
-            } else if opts.via != Via::Direct {
-                Some("a direct backup, not one through the stages")
-            } else {
-                None
-            };
-            if let Some(needs) = needs {
-                return Err(OptionsError::InTurn { needs }.into());
-            }
-        }
-        if sources.len() > tapeloom_format::MAX_STREAMS {
-            let count = sources.len();
-            return Err(OptionsError::TooManyStreams { count }.into());
-        }
-        let mut abs = Vec::new();
-        for s in sources {
-            if let Some(tree) = crate::backup::generated::spec(s) {
-                tree?;
-                abs.push(s.clone());
-                continue;
-            }
-            let a = io(std::path::absolute(s), || format!("source {}", s.display()))?;
-            io(std::fs::symlink_metadata(&a), || {
-                format!("source {}", s.display())
-            })?;
-            abs.push(a);
-        }
-        let mut names = stream_names(&abs);
-        for (n, given) in names.iter_mut().zip(&opts.stream_names) {
-            if let Some(g) = given {
-                *n = g.clone();
-            }
-        }
-        for (i, n) in names.iter().enumerate() {
-            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
-                return Err(OptionsError::StreamName { name: n.clone() }.into());
-            }
-            if names[..i].contains(n) {
-                return Err(OptionsError::DuplicateStream { name: n.clone() }.into());
-            }
-        }
-        let single = abs.len() == 1;
-        // The namespace: one source is the root itself; several are top-level folders.
-        let roots = abs
-            .iter()
-            .zip(&names)
-            .map(|(a, n)| {
-                let is_dir = crate::backup::generated::is_generated(a)
-                    || std::fs::symlink_metadata(a)
-                        .map(|m| m.is_dir())
-                        .unwrap_or(false);
-                if single && is_dir {
-                    b".".to_vec()
-                } else if single {
-                    a.file_name()
-                        .map(|f| f.as_bytes().to_vec())
-                        .unwrap_or_else(|| n.as_bytes().to_vec())
-                } else {
-                    n.as_bytes().to_vec()
-                }
-            })
-            .collect();
-        let job_name = if opts.name.is_empty() {
-            default_job_name(&names)
+        let needs = if self.concurrency.is_none() {
+            Some("a fixed concurrency")
+        } else if self.via != Via::Direct {
+            Some("a direct backup, not one through the stages")
         } else {
-            opts.name.clone()
+            None
         };
-        Ok(Plan {
-            sources: abs,
-            names,
-            roots,
-            job_name,
-        })
-    }
-
-    /// The streams as the job start record and the catalog describe them.
-    pub fn streams(&self) -> Vec<StreamInfo> {
-        self.sources
-            .iter()
-            .zip(&self.names)
-            .enumerate()
-            .map(|(i, (a, n))| StreamInfo {
-                id: (i + 1) as u16,
-                name: n.clone(),
-                source: a.as_os_str().as_bytes().to_vec(),
-            })
-            .collect()
-    }
-}
-
-/// The longest name a job is given after its streams (a job's name is a file name:
-/// the server and the sets refuse longer ones).
-const JOB_NAME_MAX: usize = 255;
-
-/// A job's name when none is given: its streams' names joined by commas, or as many
-/// of them as fit in [`JOB_NAME_MAX`] bytes followed by how many more there are.
-fn default_job_name(names: &[String]) -> String {
-    let all = names.join(",");
-    if all.len() <= JOB_NAME_MAX {
-        return all;
-    }
-    let mut out = String::new();
-    for (i, n) in names.iter().enumerate() {
-        let rest = format!(",+{} more", names.len() - i);
-        let sep = if out.is_empty() { "" } else { "," };
-        if out.len() + sep.len() + n.len() + rest.len() > JOB_NAME_MAX {
-            if out.is_empty() {
-                // Even the first name is too long: cut it at a character boundary.
-                let rest = format!(",+{} more", names.len() - 1);
-                let mut cut = (JOB_NAME_MAX - rest.len()).min(n.len());
-                while !n.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                return format!("{}{rest}", &n[..cut]);
-            }
-            return out + &rest;
+        match needs {
+            Some(needs) => Err(OptionsError::InTurn { needs }.into()),
+            None => Ok(()),
         }
-        out.push_str(sep);
-        out.push_str(n);
     }
-    out
-}
-
-/// Names streams after the last component of their source, made unique.
-pub(crate) fn stream_names(sources: &[PathBuf]) -> Vec<String> {
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    sources
-        .iter()
-        .map(|s| {
-            let base = s
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "root".into());
-            let n = seen.entry(base.clone()).or_insert(0);
-            *n += 1;
-            if *n == 1 {
-                base
-            } else {
-                format!("{base}-{n}")
-            }
-        })
-        .collect()
 }
 
 /// Which drives a job uses.
@@ -442,32 +299,7 @@ pub(crate) fn resolve_drives(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_default_job_name_fits_a_file_name() {
-        let names = |n: usize, len: usize| -> Vec<String> {
-            (0..n).map(|i| format!("{i:0len$}")).collect()
-        };
-        assert_eq!(super::default_job_name(&names(3, 2)), "00,01,02");
-        let many = super::default_job_name(&names(1200, 86));
-        assert!(many.len() <= 255, "{}", many.len());
-        assert!(many.ends_with(",+1198 more"), "{many}");
-        let wide: Vec<String> = vec!["é".repeat(127), "b".into()];
-        let one = super::default_job_name(&wide);
-        assert!(one.len() <= 255 && one.ends_with("é,+1 more"), "{one}");
-    }
-
     use super::*;
-
-    #[test]
-    fn stream_names_are_unique() {
-        let names = stream_names(&[
-            PathBuf::from("/a/data"),
-            PathBuf::from("/b/data"),
-            PathBuf::from("/"),
-            PathBuf::from("/c/data"),
-        ]);
-        assert_eq!(names, vec!["data", "data-2", "root", "data-3"]);
-    }
 
     #[test]
     fn drive_sets_parse_and_resolve() {
@@ -516,7 +348,7 @@ mod tests {
             via,
             ..Default::default()
         };
-        let needs = |opts: BackupOptions| match Plan::new(std::slice::from_ref(&a), &opts) {
+        let needs = |opts: BackupOptions| match plan(std::slice::from_ref(&a), &opts) {
             Err(crate::Error::Options(OptionsError::InTurn { needs })) => Some(needs),
             Err(e) => panic!("{e}"),
             Ok(_) => None,
@@ -546,11 +378,11 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            Plan::new(std::slice::from_ref(&a), &opts),
+            plan(std::slice::from_ref(&a), &opts),
             Err(crate::Error::Options(OptionsError::RateLimit { .. }))
         ));
         assert!(matches!(
-            Plan::new(&[], &BackupOptions::default()),
+            plan(&[], &BackupOptions::default()),
             Err(crate::Error::Options(OptionsError::NoSources))
         ));
         let twice = BackupOptions {
@@ -558,13 +390,13 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            Plan::new(&[a.clone(), a.clone()], &twice),
+            plan(&[a.clone(), a.clone()], &twice),
             Err(crate::Error::Options(OptionsError::DuplicateStream { .. }))
         ));
-        let one = Plan::new(std::slice::from_ref(&a), &BackupOptions::default()).unwrap();
+        let one = plan(std::slice::from_ref(&a), &BackupOptions::default()).unwrap();
         assert_eq!(one.roots, vec![b".".to_vec()]);
         assert_eq!(one.job_name, "a");
-        let two = Plan::new(&[a.clone(), a], &BackupOptions::default()).unwrap();
+        let two = plan(&[a.clone(), a], &BackupOptions::default()).unwrap();
         assert_eq!(two.roots, vec![b"a".to_vec(), b"a-2".to_vec()]);
     }
 }

@@ -15,10 +15,10 @@ use super::changes::SetChoice;
 use super::mux::{Msg, Outlet, Shared};
 use super::plan::{BackupOptions, DespoolOrder, DriveSet, Plan};
 use super::received::{self, Deletions, Inlet, Received};
-use super::remote::{job_crypt, record_failure, RemotePlan};
+use super::remote::{job_crypt, record_failure};
 use super::staged::{spool_stream, Feed, SPOOL_QUEUE};
 use super::weave::JobShared;
-use super::{begin_job, job_pool, mount_all, pending, run_and_finish, stop_staging};
+use super::{begin_job, job_pool, mount_all, run_and_finish, stop_staging};
 use super::{BackupReport, Progress};
 use crate::crypt::JobCrypt;
 use crate::error::{Error, Result};
@@ -32,6 +32,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tapeloom_catalog::{ChunkFilter, ChunkState};
 use tapeloom_format::{check_block_size, JobStart, CRYPT_TAIL_LEN};
+use tapeloom_tree::pack::plan::Pending;
+use tapeloom_tree::pack::RemotePlan;
 
 /// A job being received onto the stages, not yet written.
 pub struct Receiving {
@@ -225,7 +227,7 @@ impl Receiving {
             tag: self.tag,
             job_id: self.job_id,
             skip: Vec::new(),
-            pending: Mutex::new(pending(&self.plan)),
+            pending: Mutex::new(Pending::of(&self.plan)),
             progress,
             t0: self.t0,
             stop: AtomicBool::new(false),
@@ -303,10 +305,10 @@ fn drop_staged(home: &Home, job_id: i64, set: &StageSet) -> Result<()> {
 mod tests {
     use super::*;
     use crate::backup::changes::choose_set;
-    use crate::backup::remote::{pack_streams, Piece};
     use std::path::{Path, PathBuf};
     use tapeloom_catalog::JobState;
     use tapeloom_format::Level;
+    use tapeloom_tree::pack::{pack_streams, Piece};
 
     const TAG: u64 = 77;
     const BLOCK: usize = 64 << 10;
@@ -333,11 +335,16 @@ mod tests {
             job_tag: Some(TAG),
             ..BackupOptions::default()
         };
-        let plan = RemotePlan::of_sources(&[src.to_path_buf()], &opts).unwrap();
+        let plan = RemotePlan::of_sources(&[src.to_path_buf()], &opts.pack()).unwrap();
         let (choice, _) = choose_set(home.dir(), &plan.name, Level::Full).unwrap();
         let idle = Duration::from_secs(30);
         let mut r = receive_staged(home, stages, (&plan, &opts), choice, idle).unwrap();
-        let packed = pack_streams(&[src.to_path_buf()], &opts, (TAG, BLOCK, 0), Arc::default());
+        let packed = pack_streams(
+            &[src.to_path_buf()],
+            &opts.pack(),
+            (TAG, BLOCK, 0),
+            Arc::default(),
+        );
         for (inlet, stream) in r.take_inlets().into_iter().zip(packed.unwrap()) {
             for piece in stream {
                 match piece {

@@ -45,7 +45,7 @@ pub(crate) struct JobShared<'a> {
     /// Whether packers compress their blocks (zstd).
     pub software: bool,
     /// What they did.
-    pub counters: Arc<crate::compress::CompressionCounters>,
+    pub counters: Arc<tapeloom_tree::pack::compress::CompressionCounters>,
     /// Each stream's estimated size.
     pub estimates: Arc<Estimates>,
     /// Drives writing the job.
@@ -873,9 +873,7 @@ impl<'j, 'w> Weaver<'j, 'w> {
         for d in done {
             let s = landed.get(d.start_block, "entry start")?;
             let e = landed.get(d.end_block, "entry end")?;
-            let mut row = d.row;
-            (row.start_seq, row.start_lbn) = s;
-            (row.end_seq, row.end_lbn) = e;
+            let row = crate::backup::mux::landed(d.row, s, e);
             self.report.files += 1;
             let sr = self.per_stream.get_mut(&id);
             let data = row.has_data().then_some(row.size);

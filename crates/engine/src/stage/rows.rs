@@ -14,11 +14,11 @@
 
 use crate::backup::mux::Done;
 use crate::error::{Error, Result, StageError};
-use tapeloom_catalog::FileRow;
 use tapeloom_format::{
     Entry, Event, FileEnd, FileStatus, Kind, RecordDecoder, RecordHeader, StreamEnd,
     BLOCK_HEADER_LEN, MAX_BLOCK_SIZE, NO_RECORD, RECORD_HEADER_LEN,
 };
+use tapeloom_tree::pack::mux::PackedRow;
 
 /// Body length of a `FileEnd` record (FORMAT.md 5.4).
 const FILE_END_LEN: u64 = 8;
@@ -83,7 +83,7 @@ struct Walk {
 
 /// A regular file whose `Data` and `FileEnd` records are still to come.
 struct Open {
-    row: FileRow,
+    row: PackedRow,
     start_block: u64,
     stored: u64,
     /// Stream offset after the entry's last record.
@@ -436,8 +436,8 @@ impl Walk {
 
     /// The catalog row of an entry whose record starts at `start_off`, as pack_item
     /// fills it in.
-    fn row(&self, e: Entry, start_off: u32) -> FileRow {
-        FileRow {
+    fn row(&self, e: Entry, start_off: u32) -> PackedRow {
+        PackedRow {
             path: e.path,
             stream: self.stream,
             kind: e.kind as u8,
@@ -446,11 +446,7 @@ impl Walk {
             gid: e.gid,
             size: e.size,
             mtime_ns: e.mtime.as_nanos(),
-            start_seq: 0,
-            start_lbn: 0,
             start_off,
-            end_seq: 0,
-            end_lbn: 0,
             crc: 0,
             link: e.link,
             ctime_ns: e.facts.map_or(0, |f| f.ctime.as_nanos()),

@@ -3,7 +3,6 @@
 use super::*;
 use crate::backup::mux::{Msg, Outlet, Shared};
 use crate::backup::pack::{pack_stream, HostPath};
-use crate::compress::{CompressionCounters, Compressor};
 use proptest::prelude::*;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -12,6 +11,8 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use tapeloom_format::EntryType;
 use tapeloom_format::{expand_block, FormatError, StreamPacker, Timestamp};
+use tapeloom_tree::pack::compress::{CompressionCounters, Compressor};
+use tapeloom_tree::pack::mux::PackedRow;
 
 const STREAM: u16 = 3;
 const BLOCK: usize = 4096;
@@ -29,7 +30,7 @@ struct Sent {
     seq: u64,
     first_record: u32,
     payload: Vec<u8>,
-    done: Vec<(FileRow, u64, u64)>,
+    done: Vec<(PackedRow, u64, u64)>,
     keep_from: u64,
 }
 
@@ -116,7 +117,7 @@ fn pack(root: &Path, zstd: bool) -> Packed {
     let abs = root.to_path_buf();
     let packer = std::thread::spawn(move || {
         let scan: Arc<crate::backup::changes::Scan> = Arc::default();
-        let fetched = crate::backup::source::start(
+        let fetched = tapeloom_tree::pack::source::start(
             vec![(abs.clone(), b".".to_vec())],
             2,
             vec![],
@@ -409,7 +410,7 @@ fn blocks_out_of_sequence_are_refused() {
 
 /// Feeds the packed blocks with block `lost` lost; returns the rows (entry, start
 /// and end block) and what was reported lost.
-fn replay_without(p: &Packed, lost: u64) -> (Vec<(FileRow, u64, u64)>, Vec<Lost>) {
+fn replay_without(p: &Packed, lost: u64) -> (Vec<(PackedRow, u64, u64)>, Vec<Lost>) {
     let mut rows = StreamRows::new(STREAM);
     let (mut kept, mut keep_from, mut offset) = (Vec::new(), 0, 0u64);
     for b in &p.blocks {

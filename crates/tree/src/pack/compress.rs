@@ -60,7 +60,7 @@ pub struct CompressionCounters {
 }
 
 /// One stream's compressor.
-pub(crate) struct Compressor {
+pub struct Compressor {
     cctx: zstd::bulk::Compressor<'static>,
     out: Vec<u8>,
 }

@@ -7,7 +7,7 @@
 //! in batches, one channel message each way per batch; a batch's small files are read
 //! into one buffer, which goes back to a pool once the batch is packed.
 
-use crate::backup::changes::{judge, Now, Scan, Verdict};
+use crate::pack::scan::{judge, Now, Scan, Verdict};
 use nix::unistd::{lseek, Whence};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::collections::HashMap;
@@ -58,7 +58,7 @@ pub enum Content {
     /// Made by the dataset generator as the packer stores it (a generator source,
     /// `gen:PRESET:SIZE`): the bytes `tapeloom gen` writes to this file, by the
     /// file's number in its tree.
-    Generated(Arc<dyn crate::backup::generator::GeneratedTree>, u64),
+    Generated(Arc<dyn crate::pack::generator::GeneratedTree>, u64),
 }
 
 /// What the walker and readers send to the packer, in walk order.
@@ -93,7 +93,7 @@ pub struct Batch {
 
 impl Batch {
     /// A batch of objects whose data needs no buffer (a generator source's).
-    pub(crate) fn of(items: Vec<Fetched>) -> Batch {
+    pub fn of(items: Vec<Fetched>) -> Batch {
         Batch {
             items,
             data: Vec::new(),
@@ -131,7 +131,7 @@ impl Pool {
 
 /// A directory being walked: open (unless too deep) so that its objects are opened
 /// by name.
-pub(crate) struct Folder {
+pub struct Folder {
     fd: Option<OwnedFd>,
     /// Its path on the host, as given.
     abs: PathBuf,
@@ -142,7 +142,7 @@ pub(crate) struct Folder {
 impl Folder {
     /// A directory found from the root path `abs`, following a symlink there when
     /// `follow`; `rel` is its name in the job's namespace.
-    pub(crate) fn open(abs: &Path, rel: Vec<u8>, follow: bool) -> std::io::Result<Folder> {
+    pub fn open(abs: &Path, rel: Vec<u8>, follow: bool) -> std::io::Result<Folder> {
         let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         if !follow {
             flags |= OFlags::NOFOLLOW;
@@ -158,7 +158,7 @@ impl Folder {
 
 /// An object the walker found: `name` in directory `dir`, and its type as the
 /// directory listing gave it.
-pub(crate) struct Found {
+pub struct Found {
     pub dir: Arc<Folder>,
     pub name: CString,
     pub kind: FileType,
@@ -200,7 +200,7 @@ impl Found {
     }
 }
 
-pub(crate) fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
+pub fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
     if dir == b"." {
         return name.to_vec();
     }
@@ -212,7 +212,7 @@ pub(crate) fn join_rel(dir: &[u8], name: &[u8]) -> Vec<u8> {
 }
 
 /// What the walker reports, in walk order.
-pub(crate) enum Walked {
+pub enum Walked {
     /// An object.
     Found(Found),
     /// A directory whose contents could not be listed: its path, why, and its path
@@ -223,7 +223,7 @@ pub(crate) enum Walked {
 /// Lists the contents of `dir` depth first: a directory before its contents, names
 /// in byte order, symlinks not followed. Directories in `skip` (device, inode) are
 /// left out with their contents. Stops with the first error `sink` returns.
-pub(crate) fn walk_contents<E>(
+pub fn walk_contents<E>(
     dir: &Arc<Folder>,
     skip: &[(u64, u64)],
     sink: &mut impl FnMut(Walked) -> Result<(), E>,
@@ -348,7 +348,7 @@ struct Work {
 /// tapeloom home, so a backup never reads its own tapes. `scan` counts what is read
 /// and, for a job with a base, leaves unchanged objects unread. Returns the ordered
 /// batches.
-pub(crate) fn start(
+pub fn start(
     sources: Vec<(PathBuf, Vec<u8>)>,
     readers: usize,
     skip: Vec<(u64, u64)>,
@@ -488,7 +488,7 @@ fn fetch_batch(jobs: Vec<Job>, names: &mut Names, pool: &Arc<Pool>, scan: &Scan)
 
 /// A batch's buffer: `buf[..used]` holds small files read so far; `buf` keeps its
 /// length (zeroed once) for the next batch that takes it from the pool.
-pub(crate) struct Data<'s> {
+pub struct Data<'s> {
     buf: Vec<u8>,
     used: usize,
     scan: &'s Scan,
@@ -496,7 +496,7 @@ pub(crate) struct Data<'s> {
 
 impl<'s> Data<'s> {
     /// An empty buffer counting into `scan`.
-    pub(crate) fn new(scan: &'s Scan) -> Self {
+    pub fn new(scan: &'s Scan) -> Self {
         Data {
             buf: Vec::new(),
             used: 0,
@@ -504,19 +504,19 @@ impl<'s> Data<'s> {
         }
     }
     /// The bytes read so far.
-    pub(crate) fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         &self.buf
     }
 }
 
 #[derive(Default)]
-pub(crate) struct Names {
+pub struct Names {
     users: HashMap<u32, Vec<u8>>,
     groups: HashMap<u32, Vec<u8>>,
 }
 
 impl Names {
-    pub(crate) fn user(&mut self, uid: u32) -> Vec<u8> {
+    pub fn user(&mut self, uid: u32) -> Vec<u8> {
         self.users
             .entry(uid)
             .or_insert_with(|| {
@@ -528,7 +528,7 @@ impl Names {
             })
             .clone()
     }
-    pub(crate) fn group(&mut self, gid: u32) -> Vec<u8> {
+    pub fn group(&mut self, gid: u32) -> Vec<u8> {
         self.groups
             .entry(gid)
             .or_insert_with(|| {
@@ -619,7 +619,7 @@ fn settle(
 
 /// A regular file's metadata, read by path, for an entry without data (a file
 /// that is no longer regular is fetched whole).
-pub(crate) fn fetch_meta(abs: &Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
+pub fn fetch_meta(abs: &Path, rel: Vec<u8>, names: &mut Names) -> Fetched {
     let md = match std::fs::symlink_metadata(abs) {
         Ok(m) => m,
         Err(e) => return err(abs, e),
@@ -653,7 +653,7 @@ fn fetch_root(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> F
 }
 
 /// Reads one object's metadata (and a small file's data) by its path.
-pub(crate) fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
+pub fn fetch(abs: &Path, rel: Vec<u8>, names: &mut Names, data: &mut Data) -> Fetched {
     let md = match std::fs::symlink_metadata(abs) {
         Ok(m) => m,
         Err(e) => return err(abs, e),

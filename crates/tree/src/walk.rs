@@ -4,7 +4,7 @@
 //! names in byte order, symlinks not followed), each opened by name in its folder
 //! as a backup opens it.
 
-use crate::backup::source::{walk_contents, Folder, Found, Walked};
+use crate::pack::source::{walk_contents, Folder, Found, Walked};
 use rustix::fs::{FileType, OFlags};
 use std::fs::File;
 use std::path::{Path, PathBuf};

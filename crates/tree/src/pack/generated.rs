@@ -19,9 +19,9 @@
 //! order), with the modes and owner a umask of 022 and this user leave them. Each
 //! file's bytes are made by the generator straight into the packer's block buffers.
 
-use crate::backup::generator::{GeneratedFile, GeneratedTree, Generator};
-use crate::backup::source::{join_rel, Batch, Content, Fetched, Item, Names};
 use crate::error::{OptionsError, Result};
+use crate::pack::generator::{GeneratedFile, GeneratedTree, Generator};
+use crate::pack::source::{join_rel, Batch, Content, Fetched, Item, Names};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tapeloom_format::{Entry, EntryType, Facts, Timestamp};
 
 /// What a generator source's text starts with.
-pub(crate) const SOURCE_PREFIX: &str = "gen:";
+pub const SOURCE_PREFIX: &str = "gen:";
 
 static GENERATOR: OnceLock<Arc<dyn Generator>> = OnceLock::new();
 
@@ -50,13 +50,13 @@ const FILE_MODE: u32 = 0o644;
 const DIR_MODE: u32 = 0o755;
 
 /// Whether source `path` names a generator (`gen:...`), readable or not.
-pub(crate) fn is_generated(path: &Path) -> bool {
+pub fn is_generated(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with(SOURCE_PREFIX))
 }
 
 /// The tree of source `path` when it names a generator (`gen:...`); `None` for a
 /// path on disk.
-pub(crate) fn spec(path: &Path) -> Option<Result<Arc<dyn GeneratedTree>>> {
+pub fn spec(path: &Path) -> Option<Result<Arc<dyn GeneratedTree>>> {
     let s = path.to_str()?.strip_prefix(SOURCE_PREFIX)?;
     let (tree, rate) = s.split_once('@').unwrap_or((s, ""));
     if !rate.is_empty() {
@@ -80,7 +80,7 @@ pub(crate) fn spec(path: &Path) -> Option<Result<Arc<dyn GeneratedTree>>> {
 /// The rate a generator source reads at, when it names one (`gen:...@150MB`: a
 /// source that reads no faster than 150 MB/s, as a disk of that speed would);
 /// `None` for one that reads at memory speed, or a path on disk.
-pub(crate) fn rate(path: &Path) -> Option<f64> {
+pub fn rate(path: &Path) -> Option<f64> {
     let s = path.to_str()?.strip_prefix(SOURCE_PREFIX)?;
     let (_, rate) = s.split_once('@')?;
     rate_of(s, rate).ok()
@@ -98,13 +98,13 @@ fn rate_of(spec: &str, rate: &str) -> Result<f64> {
 }
 
 /// The bytes of the regular files source `path` holds, when it names a generator.
-pub(crate) fn bytes(path: &Path) -> Option<u64> {
+pub fn bytes(path: &Path) -> Option<u64> {
     Some(spec(path)?.ok()?.bytes())
 }
 
 /// Starts making `tree` under `root` (the stream's root in the job's namespace), as
 /// batches in walk order.
-pub(crate) fn start(tree: Arc<dyn GeneratedTree>, root: Vec<u8>) -> Receiver<Receiver<Batch>> {
+pub fn start(tree: Arc<dyn GeneratedTree>, root: Vec<u8>) -> Receiver<Receiver<Batch>> {
     let (order_tx, order_rx) = sync_channel::<Receiver<Batch>>(IN_FLIGHT);
     std::thread::spawn(move || {
         let mut out = Out {

@@ -3,30 +3,30 @@
 //! stored by extent, a CRC32C per file), compresses blocks when asked, and hands
 //! them to its lane of the buffer pool.
 
-use crate::backup::changes::Scan;
-use crate::backup::mux::{Done, Msg, Outlet, Stopped};
-use crate::backup::plan::Pending;
-use crate::backup::source::{Batch, Content, Data, Fetched, Item, Names, Same};
-use crate::compress::{CompressionCounters, Compressor};
+use crate::pack::compress::{CompressionCounters, Compressor};
+use crate::pack::mux::PackedRow;
+use crate::pack::mux::{Done, Msg, Outlet, Stopped};
+use crate::pack::plan::Pending;
+use crate::pack::scan::Scan;
+use crate::pack::source::{Batch, Content, Data, Fetched, Item, Names, Same};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use tapeloom_catalog::FileRow;
 use tapeloom_format::{
     Entry, EntryType, FileEnd, FileStatus, Kind, PackedBlock, StreamEnd, StreamPacker,
 };
 
 /// Turns a path of the job namespace back into the path on this host, for errors.
-pub(crate) struct HostPath {
+pub struct HostPath {
     pub abs: PathBuf,
     pub root: Vec<u8>,
 }
 
 impl HostPath {
-    pub(crate) fn of(&self, rel: &[u8]) -> Vec<u8> {
+    pub fn of(&self, rel: &[u8]) -> Vec<u8> {
         let abs = self.abs.as_os_str().as_bytes();
         if rel == self.root.as_slice() {
             return abs.to_vec();
@@ -103,7 +103,7 @@ impl Packer {
 }
 
 /// What a stream's packer is started with.
-pub(crate) struct PackerSetup {
+pub struct PackerSetup {
     /// The job's tag.
     pub tag: u64,
     /// Block size in bytes.
@@ -122,7 +122,7 @@ pub(crate) struct PackerSetup {
 }
 
 /// Starts a stream's walker, readers and packer, sending its blocks to `out`.
-pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread::JoinHandle<()> {
+pub fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread::JoinHandle<()> {
     let Pending { id, abs, root, .. } = p;
     let comp = setup
         .counters
@@ -132,10 +132,10 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
     let skip = setup.skip.clone();
     let scan = Arc::clone(&setup.scan);
     std::thread::spawn(move || {
-        let fetched = match crate::backup::generated::spec(&abs) {
-            Some(Ok(tree)) => crate::backup::generated::start(tree, root.clone()),
+        let fetched = match crate::pack::generated::spec(&abs) {
+            Some(Ok(tree)) => crate::pack::generated::start(tree, root.clone()),
             // A generator's options were checked when the job was planned.
-            Some(Err(_)) | None => crate::backup::source::start(
+            Some(Err(_)) | None => crate::pack::source::start(
                 vec![(abs.clone(), root.clone())],
                 readers,
                 skip,
@@ -147,7 +147,7 @@ pub(crate) fn spawn(setup: &PackerSetup, p: Pending, out: Outlet) -> std::thread
     })
 }
 
-pub(crate) fn pack_stream(
+pub fn pack_stream(
     stream: u16,
     tag: u64,
     (block_size, tail): (usize, usize),
@@ -312,7 +312,7 @@ impl StreamState {
         let abs = PathBuf::from(std::ffi::OsStr::from_bytes(&host.of(&path)));
         let scan = Arc::clone(&pk.scan);
         let mut data = Data::new(&scan);
-        match crate::backup::source::fetch(&abs, path, &mut self.names, &mut data) {
+        match crate::pack::source::fetch(&abs, path, &mut self.names, &mut data) {
             Fetched::Item(item) => self.item(pk, *item, data.bytes(), host),
             Fetched::Error(p, why) => pk.error(p, why),
             Fetched::Same(_) => Ok(()),
@@ -323,7 +323,7 @@ impl StreamState {
 /// Packs a generated file's bytes; returns their CRC32C.
 fn pack_generated(
     pk: &mut Packer,
-    tree: &dyn crate::backup::generator::GeneratedTree,
+    tree: &dyn crate::pack::generator::GeneratedTree,
     number: u64,
     size: u64,
 ) -> std::result::Result<u32, Stopped> {
@@ -444,7 +444,7 @@ fn pack_item(
     }
     let end_block = pk.p.current_seq();
     pk.waiting.push(Done {
-        row: FileRow {
+        row: PackedRow {
             path: entry.path,
             stream: pk.stream,
             kind: entry.kind as u8,
@@ -453,11 +453,7 @@ fn pack_item(
             gid: entry.gid,
             size: entry.size,
             mtime_ns: entry.mtime.as_nanos(),
-            start_seq: 0,
-            start_lbn: 0,
             start_off,
-            end_seq: 0,
-            end_lbn: 0,
             crc,
             link: entry.link,
             ctime_ns: entry.facts.map_or(0, |f| f.ctime.as_nanos()),
