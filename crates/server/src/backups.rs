@@ -34,12 +34,12 @@
 //! (`super::writer`). Only
 //! the token that began a job may send its streams or ask for its end.
 
-use super::api::Answer;
 use super::inlet::{Closed, Item, StreamInlet};
 use super::queue::Counters;
 use super::serve::Shared;
 use super::writer;
 use crate::bridge::Conn;
+use crate::http::Answer;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod auth;
 mod backups;
 mod bridge;
 mod calendar;

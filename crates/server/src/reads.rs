@@ -9,8 +9,8 @@
 //! refused in one line that names them. `tapeloom_ops::site` decides where;
 //! this module answers as it says.
 
-use super::api::Answer;
 use super::serve::Shared;
+use crate::http::Answer;
 use tapeloom_engine::RestoreOptions;
 use tapeloom_ops::site::{self as ops_site, ReadAt, Refusal};
 use tapeloom_ops::Conn;

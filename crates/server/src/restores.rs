@@ -18,9 +18,10 @@
 //! key; any other encrypted job's key record is among the notes before the
 //! blocks.
 
-use super::api::{self, Answer};
 use super::serve::Shared;
+use crate::auth;
 use crate::bridge::Conn;
+use crate::http::Answer;
 use crate::http::Request;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -50,7 +51,7 @@ pub fn serve(
     cat: &tapeloom_ops::Conn,
     id: &str,
 ) -> Served {
-    let token = match api::client(req, cat, &shared.metrics, peer) {
+    let token = match auth::client(req, cat, &shared.metrics, peer) {
         Ok(t) => t,
         Err(a) => return Served::Refused(a),
     };
@@ -281,7 +282,7 @@ pub fn serve_set(
     req: &Request,
     cat: &tapeloom_ops::Conn,
 ) -> Served {
-    let token = match api::client(req, cat, &shared.metrics, peer) {
+    let token = match auth::client(req, cat, &shared.metrics, peer) {
         Ok(t) => t,
         Err(a) => return Served::Refused(a),
     };

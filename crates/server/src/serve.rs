@@ -7,13 +7,15 @@
 //! tree), which may last hours, and control requests (everything else), so the
 //! status page, `/metrics` and the queue answer whatever number of uploads run.
 
-use super::api::{self, Answer};
+use super::api;
 use super::backups::{self, Backups};
 use super::config::{Limits, QueueLimits};
 use super::metrics::Metrics;
 use super::queue::Queue;
 use super::restores::{self, Served};
+use crate::auth;
 use crate::bridge::{Conn, Deadlined, Head};
+use crate::http::Answer;
 use crate::http::{self, HttpError};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -490,7 +492,7 @@ fn route(
     if !backup_route {
         return Ok(Some(api::answer(&req, &cat, shared, peer)));
     }
-    let token = match api::client(&req, &cat, &shared.metrics, peer) {
+    let token = match auth::client(&req, &cat, &shared.metrics, peer) {
         Ok(t) => t,
         Err(a) => return Ok(Some(a)),
     };

@@ -21,12 +21,13 @@
 //!
 //! Scheduled jobs are the server's own and are not queued in the site.
 
-use super::api::{may_see, Answer};
 use super::serve::Shared;
+use crate::http::Answer;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+use tapeloom_ops::clients::may_see;
 use tapeloom_ops::site::{self as ops_site, Claim, Member, Ticket};
 use tapeloom_ops::tokens::Token;
 use tapeloom_ops::Conn;

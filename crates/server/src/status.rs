@@ -7,9 +7,9 @@
 //! (a client's backup may hold it): its inventory only, nothing that moves a tape
 //! (`tapeloom_ops::library::status`).
 
-use super::api::{may_see, Answer};
 use super::queue::{Entry, Live};
 use super::serve::Shared;
+use crate::http::Answer;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_engine::{Error, JobError, Series};
+use tapeloom_ops::clients::may_see;
 use tapeloom_ops::status_page::Cartridge;
 use tapeloom_ops::tokens::Token;
 use tapeloom_ops::{jobs, report};

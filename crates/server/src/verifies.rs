@@ -14,10 +14,11 @@
 //! A damaged job is not a failure here: its document says `ok: false`, as a local
 //! verify's does, and the client exits as the local command does.
 
-use super::api::{self, Answer};
 use super::backups::LONG_POLL;
 use super::metrics::ThreadKind;
 use super::serve::Shared;
+use crate::auth;
+use crate::http::Answer;
 use crate::http::Request;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -101,7 +102,7 @@ pub fn route(
         ("GET", ["", "api", "verifies", n]) => Err(*n),
         _ => return None,
     };
-    let token = match api::client(req, cat, &shared.metrics, peer) {
+    let token = match auth::client(req, cat, &shared.metrics, peer) {
         Ok(t) => t,
         Err(a) => return Some(a),
     };
