@@ -11,14 +11,19 @@
 //!   on the server's drives (`verifies.rs`).
 //! - `GET /`, `GET /status`: the status page, no token needed; `GET /api/status`
 //!   and `GET /api/jobs/ID/report.svg`, what it shows (`status.rs`).
+//! - `GET /api/site`: the site's servers and queue (`site.rs`).
 //!
 //! A client token sees the jobs it ran; another client's job is answered as a job
 //! that does not exist (404), whatever is asked of it. An admin token sees all.
 
-use super::metrics;
-use super::serve::Shared;
 use crate::auth;
 use crate::http::{failed, Answer, Request};
+use crate::metrics;
+use crate::queue::Entry;
+use crate::seen::Seen;
+use crate::site::Site;
+use crate::status;
+use crate::work::Work;
 use std::net::SocketAddr;
 use std::path::Path;
 use tapeloom_engine::{Error, JobError};
@@ -27,12 +32,18 @@ use tapeloom_ops::tokens::Token;
 use tapeloom_ops::{jobs, ls};
 use tapeloom_ops::{Conn, OpsError};
 
-/// Answers `req` from `peer`; refusals and failures are logged on stderr.
-pub fn answer(req: &Request, conn: &Conn, shared: &Shared, peer: SocketAddr) -> Answer {
+/// Answers `req` from `peer` from the jobs' state `work` and what the status
+/// page saw (`seen`); refusals and failures are logged on stderr.
+pub fn answer(
+    req: &Request,
+    conn: &Conn,
+    (work, seen): (&Work, &Seen),
+    peer: SocketAddr,
+) -> Answer {
     if req.method == "GET" && matches!(req.path.as_str(), "/" | "/status") {
-        return super::status::page();
+        return status::page();
     }
-    let metrics = &shared.metrics;
+    let metrics = &work.metrics;
     let token = match auth::client(req, conn, metrics, peer) {
         Ok(t) => t,
         Err(a) => return a,
@@ -41,13 +52,16 @@ pub fn answer(req: &Request, conn: &Conn, shared: &Shared, peer: SocketAddr) -> 
         return Answer::error(405, &format!("{} is not served", req.method));
     }
     let segments: Vec<&str> = req.path.trim_end_matches('/').split('/').collect();
-    let home = shared.home.as_path();
+    let home = work.home.as_path();
     let result = match segments.as_slice() {
         ["", "api", "jobs"] => list_jobs(home, &token),
-        ["", "api", "queue"] => Ok(queue_doc(shared, &token)),
-        ["", "api", "site"] => Ok(super::site::doc(shared, conn, &token)),
-        ["", "api", "status"] => super::status::answer(shared, conn, &token),
-        ["", "api", "jobs", id, "report.svg"] => super::status::report_svg(conn, &token, id),
+        ["", "api", "queue"] => Ok(queue_doc(work, &token)),
+        ["", "api", "site"] => Ok(site_doc(work.site.as_ref(), conn, &token)),
+        ["", "api", "status"] => {
+            let site = work.site.as_ref();
+            status::answer((&work.queue, seen), (home, site), conn, &token)
+        }
+        ["", "api", "jobs", id, "report.svg"] => status::report_svg(conn, &token, id),
         ["", "api", "jobs", id, "files"] => list_files((home, conn), &token, id, req.param("path")),
         ["", "api", "sets", "files"] => list_set(home, &token, req),
         ["", "metrics"] if !token.admin => return auth::not_admin(token, req, metrics, peer),
@@ -112,7 +126,7 @@ fn list_files(
 
 /// `GET /api/queue`: the jobs waiting, receiving and writing, and the last that
 /// ended; a client's token sees its own.
-fn queue_doc(shared: &Shared, token: &Token) -> Answer {
+fn queue_doc(work: &Work, token: &Token) -> Answer {
     #[derive(serde::Serialize)]
     struct Doc {
         waiting: usize,
@@ -120,20 +134,28 @@ fn queue_doc(shared: &Shared, token: &Token) -> Answer {
         drives_busy: usize,
         spool_used_bytes: u64,
         spool_bytes: u64,
-        queue: Vec<super::queue::Entry>,
-        recent: Vec<super::queue::Entry>,
+        queue: Vec<Entry>,
+        recent: Vec<Entry>,
     }
-    let mine = |e: &super::queue::Entry| may_see(token, Some(e.client.as_str()));
-    let q = &shared.queue;
-    let (used, size) =
-        (shared.drive_pool.stage_use()).unwrap_or((0, shared.queue_limits.spool_bytes));
+    let mine = |e: &Entry| may_see(token, Some(e.client.as_str()));
+    let q = &work.queue;
+    let (used, size) = (work.drive_pool.stage_use()).unwrap_or((0, work.queue_limits.spool_bytes));
     Answer::json(&Doc {
         waiting: q.waiting(),
-        drives: shared.drives,
-        drives_busy: shared.drive_pool.busy(),
+        drives: work.drives,
+        drives_busy: work.drive_pool.busy(),
         spool_used_bytes: used,
         spool_bytes: size,
         queue: q.entries().into_iter().filter(mine).collect(),
         recent: q.recent().into_iter().filter(mine).collect(),
     })
+}
+
+/// `GET /api/site`: the servers, and the site's queue as `token` may see it.
+fn site_doc(site: Option<&Site>, conn: &Conn, token: &Token) -> Answer {
+    match crate::site::view(site, conn, token) {
+        None => Answer::error(404, "this server is alone: its catalog is not a site's"),
+        Some(Ok(d)) => Answer::json(&d),
+        Some(Err(e)) => Answer::error(503, &format!("the site cannot be read: {e}")),
+    }
 }

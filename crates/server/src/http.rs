@@ -52,6 +52,10 @@ impl Default for Limits {
 /// Headers a request may have.
 pub const MAX_HEADERS: usize = 64;
 
+/// How long a request waits for a place in the queue or for its job's end before
+/// the server answers `202`, and the client asks again.
+pub const LONG_POLL: Duration = Duration::from_secs(20);
+
 /// Why a request could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
