@@ -6,6 +6,10 @@
 //! two budgets: bulk requests (a stream's blocks, a restore's answer, a base's
 //! tree), which may last hours, and control requests (everything else), so the
 //! status page, `/metrics` and the queue answer whatever number of uploads run.
+//!
+//! It is the dispatcher: [`route`] gives each route the parts of the server's
+//! state it uses (the jobs' [`Work`], the verifies, what the status page saw),
+//! and no route imports this module.
 
 use crate::admission;
 use crate::api;
