@@ -10,7 +10,7 @@
 //! [`Deadlined`] bounds the other direction: a client that leaves an answer
 //! unread for the timeout is dropped.
 
-use crate::api::Answer;
+use crate::http::Answer;
 use hyper::body::Incoming;
 use std::future::Future;
 use std::io::{self, Read, Write};

@@ -1,10 +1,17 @@
-//! A request as the routes see it, read from hyper's parts under the server's
-//! limits: its method, path, query (percent-decoded), token, and its body read
-//! whole (at most `max_body_bytes`) for the routes that take one. Bodies are
-//! framed as HTTP says (`Content-Length` or chunked); hyper reads the framing.
+//! A request as the routes see it, and their answer. The request is read from
+//! hyper's parts under the server's limits: its method, path, query
+//! (percent-decoded), token, and its body read whole (at most `max_body_bytes`)
+//! for the routes that take one. Bodies are framed as HTTP says
+//! (`Content-Length` or chunked); hyper reads the framing. An answer is a status,
+//! a content type and a body: a JSON document, or a refusal of one line
+//! ([`Answer::error`]); [`failed`] turns an error of the operations into its
+//! status.
 
 use std::io::{self, Read};
+use std::net::SocketAddr;
 use std::time::Duration;
+use tapeloom_engine::{Error, JobError};
+use tapeloom_ops::OpsError;
 use tapeloom_proto::frame::percent_decode;
 
 /// What bounds the server's connections and requests, so no client can hold its
@@ -44,6 +51,10 @@ impl Default for Limits {
 
 /// Headers a request may have.
 pub const MAX_HEADERS: usize = 64;
+
+/// How long a request waits for a place in the queue or for its job's end before
+/// the server answers `202`, and the client asks again.
+pub const LONG_POLL: Duration = Duration::from_secs(20);
 
 /// Why a request could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +139,71 @@ impl Request {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// An answer to write.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its content type.
+    pub content_type: &'static str,
+    /// Its body.
+    pub body: Vec<u8>,
+}
+
+const JSON: &str = "application/json";
+
+impl Answer {
+    /// A JSON document.
+    pub fn json(doc: &impl serde::Serialize) -> Answer {
+        match serde_json::to_vec(doc) {
+            Ok(body) => Answer {
+                status: 200,
+                content_type: JSON,
+                body,
+            },
+            Err(e) => Answer::error(500, &format!("encode the answer: {e}")),
+        }
+    }
+
+    /// A JSON document already encoded.
+    pub fn raw_json(body: Vec<u8>) -> Answer {
+        Answer {
+            status: 200,
+            content_type: JSON,
+            body,
+        }
+    }
+
+    /// A refusal: `{"error": "..."}` with the reason on one line.
+    pub fn error(status: u16, why: &str) -> Answer {
+        #[derive(serde::Serialize)]
+        struct Body {
+            error: String,
+        }
+        let doc = Body {
+            error: why.replace(['\n', '\r'], " "),
+        };
+        Answer {
+            status,
+            content_type: JSON,
+            body: serde_json::to_vec(&doc).unwrap_or_default(),
+        }
+    }
+}
+
+/// An error met while answering: a job or path that is not there is 404; anything
+/// else is the server's own failure (500), logged.
+pub fn failed(e: &OpsError, req: &Request, peer: SocketAddr) -> Answer {
+    match e.engine() {
+        Some(Error::Job(JobError::NoJob(_) | JobError::NoPath { .. })) => {
+            Answer::error(404, &e.to_string())
+        }
+        _ => {
+            tracing::error!(peer = %peer, "{} {}: {e}", req.method, req.path);
+            Answer::error(500, &e.to_string())
+        }
     }
 }
 

@@ -6,23 +6,35 @@
 //!
 //! - `config.rs`: the TOML configuration, flags over it.
 //! - `serve.rs`: the listener (hyper on tokio, a task per connection, each request
-//!   answered on the blocking pool through `bridge.rs`); `http.rs` reads a
-//!   request under the limits and writes an answer.
-//! - `api.rs`: tokens, who sees what, the routes. `metrics.rs`: the counters and
-//!   gauges of `GET /metrics` (`prometheus-client`), bumped where their events
-//!   happen.
-//! - `backups.rs`: backups clients pack: the queue's protocol, limits, and the
-//!   receiving of their streams onto the spool (`spool.rs`); `writer.rs`: the
-//!   drives' thread, which hands the jobs to the free drives, one job on each
-//!   (`drives.rs`: which drives jobs hold, and the home they share).
-//! - `queue.rs`: what the queue, the status page and `/metrics` show of the jobs.
-//! - `verifies.rs`: a client's verify, read on the server's drives.
-//!   `restores.rs`: a client's restore, read on the server's drives.
-//! - `status.rs`: the status page and `GET /api/status`.
+//!   answered on the blocking pool through `bridge.rs`) and the dispatcher, which
+//!   gives each route the parts of the server's state it uses; `http.rs` reads a
+//!   request under the limits and holds the answer, `auth.rs` checks its token.
+//! - The routes: `api.rs` (the catalog's JSON, the queue, `/metrics`, and the
+//!   dispatch of the status page's and the site's), `backups.rs` (backups
+//!   clients pack: the queue's protocol, limits, and the receiving of their
+//!   streams onto the stages), `restores.rs` and `verifies.rs` (a client's
+//!   restore or verify, read on the server's drives, or sent on by `reads.rs`
+//!   to the server of its site that holds the cartridges), `status.rs` (the
+//!   status page and `GET /api/status`).
+//! - The state the routes and the threads share, each in a module that imports
+//!   no route: `work.rs` (what the jobs share), `backup_jobs.rs` (the backups
+//!   clients began), `queue.rs` (what the queue, the status page and `/metrics`
+//!   show of the jobs), `drives.rs` (which drives jobs hold, and the home they
+//!   share), `verify_runs.rs`, `seen.rs` (what the status page saw), `site.rs`
+//!   (the server's place in its site), `keys.rs` (the `[[encryption_key]]` key
+//!   files the server holds, unlocked at its start) and `metrics.rs` (the
+//!   counters and gauges of `GET /metrics`, `prometheus-client`, bumped where
+//!   their events happen).
+//! - The jobs: `admission.rs` lets a backup into the queue; `writer.rs` is the
+//!   drives' thread, which hands the jobs to the free drives, one job on each,
+//!   and each job's thread; `copies.rs` the copies a pool asks for;
+//!   `tickets.rs` the site's thread and the backups asked of a site.
 //! - `calendar.rs`: calendar expressions. `schedule.rs`: the `[[schedule]]` jobs
 //!   the server runs itself.
-//! - `keys.rs`: the `[[encryption_key]]` key files the server holds, unlocked at
-//!   its start.
+//!
+//! A route imports the state modules and `http.rs`, never the dispatcher, and
+//! the state modules import no route: there is no import cycle among the
+//! modules (`tests/module_imports.rs`).
 //!
 //! The server holds no lock on the home but while a job is on its drives (or a
 //! restore reads): it reads the catalog beside the commands that change it
@@ -35,7 +47,10 @@
 
 #![forbid(unsafe_code)]
 
+mod admission;
 mod api;
+mod auth;
+mod backup_jobs;
 mod backups;
 mod bridge;
 mod calendar;
@@ -51,10 +66,14 @@ mod queue;
 mod reads;
 mod restores;
 mod schedule;
+mod seen;
 mod serve;
 mod site;
 mod status;
+mod tickets;
 mod verifies;
+mod verify_runs;
+mod work;
 mod writer;
 
 use std::net::{SocketAddr, TcpListener};
@@ -96,7 +115,7 @@ impl Server {
             let home = Home::open(&dir)?;
             default_stage(&home, &config.queue)?;
             let lib = tapeloom_ops::status_page::at_start(&home)?;
-            let site = serve::Site {
+            let site = work::Library {
                 drives: lib.drives,
                 lowest_mb_s: lib.lowest_mb_s,
             };
@@ -123,37 +142,38 @@ impl Server {
             what: "read the address listened on".into(),
             source,
         })?;
-        let mut shared = serve::Shared::new(dir.clone(), (config.limits, config.queue), tls, &site);
-        shared.keys = keys;
-        shared.queue = queue::Queue::new(shared.metrics.jobs());
+        let mut work = work::Work::new(dir.clone(), (config.limits, config.queue), &site);
+        work.keys = keys;
+        work.queue = queue::Queue::new(work.metrics.jobs());
         if shared_catalog {
             // A PostgreSQL catalog may be shared: the server joins its site.
             let url = (config.site.url.clone()).unwrap_or_else(|| format!("https://{addr}"));
-            shared.site = Some(site::Site::new(
+            work.site = Some(site::Site::new(
                 tapeloom_engine::home_name(&dir)?,
                 (url, fingerprint.clone()),
                 config.site.timeout,
                 (site.drives, barcodes),
             ));
-            shared.queue = queue::Queue::numbered_from(shared.metrics.jobs(), site::OWN_NUMBERS);
+            work.queue = queue::Queue::numbered_from(work.metrics.jobs(), site::OWN_NUMBERS);
         }
-        let shared = Arc::new(shared);
-        writer::recover(&shared, unfinished);
-        if let Some(s) = &shared.site {
-            site::start(&shared, s).map_err(|why| ServerError::Io {
+        let work = Arc::new(work);
+        writer::recover(&work, unfinished);
+        if let Some(s) = &work.site {
+            tickets::start(&work, s).map_err(|why| ServerError::Io {
                 what: "join the site".into(),
                 source: std::io::Error::other(why),
             })?;
         }
-        writer::start(shared.clone()).map_err(|source| ServerError::Io {
+        writer::start(work.clone()).map_err(|source| ServerError::Io {
             what: "start the drives' thread".into(),
             source,
         })?;
-        schedule::start(Arc::clone(&shared), config.schedules)?;
-        sample_drives(Arc::clone(&shared)).map_err(|source| ServerError::Io {
+        schedule::start(Arc::clone(&work), config.schedules)?;
+        sample_drives(Arc::clone(&work)).map_err(|source| ServerError::Io {
             what: "start the drives' sampling thread".into(),
             source,
         })?;
+        let shared = Arc::new(serve::Shared::new(work, tls));
         Ok(Server {
             listener,
             addr,
@@ -195,11 +215,11 @@ fn default_stage(home: &Home, q: &config::QueueLimits) -> Result<(), StartError>
 
 /// Starts the thread that counts what the running jobs' drives wrote, as often as
 /// the engine samples them.
-fn sample_drives(shared: Arc<serve::Shared>) -> std::io::Result<()> {
+fn sample_drives(work: Arc<work::Work>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("drive metrics".into())
         .spawn(move || loop {
-            shared.queue.sample();
+            work.queue.sample();
             std::thread::sleep(std::time::Duration::from_secs(1));
         })
         .map(|_| ())

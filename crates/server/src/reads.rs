@@ -9,8 +9,8 @@
 //! refused in one line that names them. `tapeloom_ops::site` decides where;
 //! this module answers as it says.
 
-use super::api::Answer;
-use super::serve::Shared;
+use crate::http::Answer;
+use crate::site::Site;
 use tapeloom_engine::RestoreOptions;
 use tapeloom_ops::site::{self as ops_site, ReadAt, Refusal};
 use tapeloom_ops::Conn;
@@ -20,8 +20,8 @@ use tapeloom_proto::site::SPLIT;
 /// (`volume=`; all of the job's when empty): none when this server's library
 /// holds them (or the server is alone); else the answer that sends the client
 /// on, splits the reading, or refuses it.
-pub fn route_read(shared: &Shared, conn: &Conn, job: i64, asked: &[String]) -> Option<Answer> {
-    let site = shared.site.as_ref()?;
+pub fn route_read(site: Option<&Site>, conn: &Conn, job: i64, asked: &[String]) -> Option<Answer> {
+    let site = site?;
     answer(ops_site::read_at(conn, &site.member, job, asked))
 }
 
@@ -31,12 +31,12 @@ pub fn route_read(shared: &Shared, conn: &Conn, job: i64, asked: &[String]) -> O
 /// refusal naming the libraries that hold them (a set is not read in parts) or
 /// the server that is down.
 pub fn route_set(
-    shared: &Shared,
+    site: Option<&Site>,
     conn: &Conn,
     (set, when): (&str, Option<&str>),
     opts: &RestoreOptions,
 ) -> Option<Answer> {
-    let site = shared.site.as_ref()?;
+    let site = site?;
     answer(ops_site::set_read_at(conn, &site.member, (set, when), opts))
 }
 
@@ -44,7 +44,7 @@ pub fn route_set(
 fn answer(at: tapeloom_ops::Result<ReadAt>) -> Option<Answer> {
     Some(match at {
         Ok(ReadAt::Here) => return None,
-        Ok(ReadAt::SentOn { server, reason }) => super::site::sent_on_to(server, None, reason),
+        Ok(ReadAt::SentOn { server, reason }) => crate::tickets::sent_on_to(server, None, reason),
         Ok(ReadAt::Split(split)) => {
             let mut a = Answer::json(&split);
             a.status = SPLIT;

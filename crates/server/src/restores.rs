@@ -6,7 +6,7 @@
 //! nothing is read. An encrypted job is read without its key: its blocks go out
 //! sealed, after a note with its wrapped data key (from the catalog), which only
 //! the client's key file opens. But when the server holds the job's key
-//! (`super::keys`) and the client did not ask for the blocks sealed
+//! (`keys.rs`) and the client did not ask for the blocks sealed
 //! (`sealed=1`, which a client given `--key` asks), the server opens each block
 //! and sends it in clear, over TLS: that client needs no key file.
 //!
@@ -18,12 +18,13 @@
 //! key; any other encrypted job's key record is among the notes before the
 //! blocks.
 
-use super::api::{self, Answer};
-use super::serve::Shared;
 use crate::bridge::Conn;
-use crate::http::Request;
+use crate::http::{Answer, Request};
+use crate::keys::Keys;
+use crate::site::Site;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::path::Path;
 use tapeloom_engine::{
     BlockSink, Error, Expect, Home, JobError, RestoreOptions, RestoreReport, SetBlockSink,
     SetSelection,
@@ -42,37 +43,34 @@ pub enum Served {
     Streamed,
 }
 
-/// Serves the restore of job `id` to `token`.
+/// Serves the restore of job `id` to `token`, read in the home at `home` with the
+/// key files `keys` the server holds, when its `site` does not send it on.
 pub fn serve(
-    shared: &Shared,
+    (home, keys, site): (&Path, &Keys, Option<&Site>),
     (tls, peer): (&mut Conn, std::net::SocketAddr),
     req: &Request,
-    cat: &tapeloom_ops::Conn,
+    (cat, token): (&tapeloom_ops::Conn, &Token),
     id: &str,
 ) -> Served {
-    let token = match api::client(req, cat, &shared.metrics, peer) {
-        Ok(t) => t,
-        Err(a) => return Served::Refused(a),
-    };
-    let Some((id, key)) = visible(cat, &token, id) else {
+    let Some((id, key)) = visible(cat, token, id) else {
         return Served::Refused(Answer::error(404, &format!("no job {id}")));
     };
     let opts = asked_paths(req);
-    if let Some(a) = super::reads::route_read(shared, cat, id, &opts.volumes) {
+    if let Some(a) = crate::reads::route_read(site, cat, id, &opts.volumes) {
         return Served::Refused(a);
     }
-    let mut home = match Home::open(&shared.home) {
+    let mut home = match Home::open(home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
     };
     let sealed = asks_sealed(req);
     let open = (key.as_ref())
         .filter(|_| !sealed)
-        .and_then(|record| shared.keys.data_key(id, record));
+        .and_then(|record| keys.data_key(id, record));
     if open.is_some() {
         // The reader checks each block with the key too, and names the entries of
         // one that does not open as a local restore does.
-        home.keys = shared.keys.all().to_vec();
+        home.keys = keys.all().to_vec();
     }
     let mut out = FrameOut {
         tls,
@@ -111,7 +109,7 @@ fn asked_paths(req: &Request) -> RestoreOptions {
             .filter(|(k, _)| k == "path")
             .map(|(_, v)| v.clone())
             .collect(),
-        volumes: super::reads::asked_volumes(&req.query),
+        volumes: crate::reads::asked_volumes(&req.query),
         ..RestoreOptions::default()
     }
 }
@@ -258,7 +256,7 @@ impl BlockSink for FrameOut<'_> {
 
     fn block(&mut self, block: &[u8]) -> tapeloom_engine::Result<()> {
         let opened =
-            (self.open.as_ref()).and_then(|k| super::keys::opened(k, block, &mut self.scratch));
+            (self.open.as_ref()).and_then(|k| crate::keys::opened(k, block, &mut self.scratch));
         self.raw(0, opened.as_deref().unwrap_or(block)).map_err(io)
     }
 
@@ -274,31 +272,27 @@ impl BlockSink for FrameOut<'_> {
 /// Serves `GET /api/sets/restore?set=NAME[&at=TIME][&path=P...]`: the blocks of a
 /// set's point-in-time restore. A token may restore a set when it may see every
 /// job the restore reads (else 404, as for a set that does not exist, and
-/// nothing is read).
+/// nothing is read). It is read as [`serve`] reads a job.
 pub fn serve_set(
-    shared: &Shared,
+    (home, keys, site): (&Path, &Keys, Option<&Site>),
     (tls, peer): (&mut Conn, std::net::SocketAddr),
     req: &Request,
-    cat: &tapeloom_ops::Conn,
+    (cat, token): (&tapeloom_ops::Conn, &Token),
 ) -> Served {
-    let token = match api::client(req, cat, &shared.metrics, peer) {
-        Ok(t) => t,
-        Err(a) => return Served::Refused(a),
-    };
     let text = |k| (req.param(k)).map(|v| String::from_utf8_lossy(v).into_owned());
     let Some(set) = text("set").filter(|s| !s.is_empty()) else {
         return Served::Refused(Answer::error(400, "a set's restore needs set=NAME"));
     };
-    let allowed = match visible_jobs(cat, &token, &set) {
+    let allowed = match visible_jobs(cat, token, &set) {
         Ok(a) => a,
         Err(a) => return Served::Refused(a),
     };
     let opts = asked_paths(req);
     let when = text("at");
-    if let Some(a) = super::reads::route_set(shared, cat, (&set, when.as_deref()), &opts) {
+    if let Some(a) = crate::reads::route_set(site, cat, (&set, when.as_deref()), &opts) {
         return Served::Refused(a);
     }
-    let home = match Home::open(&shared.home) {
+    let home = match Home::open(home) {
         Ok(h) => h,
         Err(e) => return Served::Refused(Answer::error(409, &e.to_string())),
     };
@@ -314,7 +308,7 @@ pub fn serve_set(
         set: set.clone(),
         allowed,
         last: None,
-        keys: (!asks_sealed(req)).then_some(&shared.keys),
+        keys: (!asks_sealed(req)).then_some(keys),
         open: HashMap::new(),
     };
     let read = tapeloom_engine::read_set_blocks(&home, &set, when.as_deref(), &opts, &mut out);
@@ -377,7 +371,7 @@ struct SetFrameOut<'a> {
     /// The job of the last block or bad entry sent.
     last: Option<i64>,
     /// The server's keys, when the client did not ask the blocks sealed.
-    keys: Option<&'a super::keys::Keys>,
+    keys: Option<&'a crate::keys::Keys>,
     /// The data key of each encrypted job whose blocks the server opens.
     open: HashMap<i64, DataKey>,
 }
@@ -441,7 +435,7 @@ impl SetBlockSink for SetFrameOut<'_> {
         self.of(job)?;
         let out = &mut self.out;
         let opened =
-            (self.open.get(&job)).and_then(|k| super::keys::opened(k, block, &mut out.scratch));
+            (self.open.get(&job)).and_then(|k| crate::keys::opened(k, block, &mut out.scratch));
         out.raw(0, opened.as_deref().unwrap_or(block)).map_err(io)
     }
 

@@ -12,9 +12,9 @@
 //! that time. Times missed while the server was down, or while the host slept,
 //! are not caught up: the scheduler goes on from the next time to come.
 
-use super::config::Schedule;
-use super::metrics::ThreadKind;
-use super::serve::Shared;
+use crate::config::Schedule;
+use crate::metrics::ThreadKind;
+use crate::work::Work;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -70,7 +70,7 @@ pub enum ScheduleError {
 }
 
 /// Starts the scheduler's thread, when there are schedules.
-pub fn start(shared: Arc<Shared>, schedules: Vec<Schedule>) -> Result<(), ScheduleError> {
+pub fn start(work: Arc<Work>, schedules: Vec<Schedule>) -> Result<(), ScheduleError> {
     if schedules.is_empty() {
         return Ok(());
     }
@@ -78,7 +78,7 @@ pub fn start(shared: Arc<Shared>, schedules: Vec<Schedule>) -> Result<(), Schedu
     let now = now_secs()?;
     std::thread::Builder::new()
         .name("scheduler".into())
-        .spawn(move || run(&shared, &schedules, speed, now))
+        .spawn(move || run(&work, &schedules, speed, now))
         .map_err(ScheduleError::Thread)?;
     Ok(())
 }
@@ -90,7 +90,7 @@ fn now_secs() -> Result<f64, ScheduleError> {
 }
 
 /// The scheduler's loop: waits for each next time and starts the jobs due then.
-fn run(shared: &Arc<Shared>, schedules: &[Schedule], speed: f64, start: f64) {
+fn run(work: &Arc<Work>, schedules: &[Schedule], speed: f64, start: f64) {
     let running = Arc::new(Mutex::new(HashSet::new()));
     let mut after = start.floor() as i64;
     loop {
@@ -110,7 +110,7 @@ fn run(shared: &Arc<Shared>, schedules: &[Schedule], speed: f64, start: f64) {
         };
         for s in schedules {
             if s.calendar.matches(due) {
-                launch(shared, s, &running);
+                launch(work, s, &running);
             }
         }
         // Times that passed while the host slept are not caught up.
@@ -131,8 +131,8 @@ fn wait_until(due: i64, speed: f64) -> Result<f64, ScheduleError> {
 }
 
 /// Starts schedule `s`'s job on a thread of its own, unless its last one still runs.
-fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String>>>) {
-    if shared.draining() {
+fn launch(work: &Arc<Work>, s: &Schedule, running: &Arc<Mutex<HashSet<String>>>) {
+    if work.draining() {
         warn!(schedule = %s.name, "the server is stopping; this time is skipped");
         return;
     }
@@ -141,13 +141,13 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
         warn!(schedule = %s.name, "its last job still runs; this time is skipped");
         return;
     }
-    let (shared, s2, running2) = (Arc::clone(shared), s.clone(), Arc::clone(running));
+    let (work, s2, running2) = (Arc::clone(work), s.clone(), Arc::clone(running));
     let spawned = std::thread::Builder::new()
         .name(format!("schedule {}", s.name))
         .spawn(move || {
             let r = match &s2.verify {
-                Some(rb) => read_back(&shared, &s2.name, rb),
-                None => run_scheduled(&shared, &s2).map(|_| ()),
+                Some(rb) => read_back(&work, &s2.name, rb),
+                None => run_scheduled(&work, &s2).map(|_| ()),
             };
             if let Err(e) = r {
                 warn!(schedule = %s2.name, "{e}");
@@ -163,16 +163,12 @@ fn launch(shared: &Arc<Shared>, s: &Schedule, running: &Arc<Mutex<HashSet<String
 /// A read-back schedule's run on a free drive ([`tapeloom_ops::read_back::run`]):
 /// each job of the pool not read back within its time, verified, each result
 /// kept with its job (as run `schedule NAME`).
-fn read_back(
-    shared: &Shared,
-    name: &str,
-    rb: &crate::config::ReadBack,
-) -> Result<(), ScheduleError> {
+fn read_back(work: &Work, name: &str, rb: &crate::config::ReadBack) -> Result<(), ScheduleError> {
     let home_err = |e| ScheduleError::Home(Box::new(e));
-    let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
+    let Some(drive) = work.drive_pool.wait_for_one(|| work.draining()) else {
         return Err(ScheduleError::Stopping);
     };
-    let home = shared.drive_pool.enter(&shared.home).map_err(home_err)?;
+    let home = work.drive_pool.enter(&work.home).map_err(home_err)?;
     let how = format!("schedule {name}");
     let at = drive.indexes.first().copied();
     let r = tapeloom_ops::read_back::run(&home, &rb.pool, rb.older_than, (at, &how))?;
@@ -184,26 +180,25 @@ fn read_back(
 }
 
 /// Runs one scheduled job from its queue entry to its end; its job id.
-pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError> {
+pub fn run_scheduled(work: &Work, s: &Schedule) -> Result<i64, ScheduleError> {
     let origin = format!("schedule {}", s.name);
-    let entry = shared.queue.add(&s.client, &s.name, &origin);
-    super::backups::enter_scheduled(shared, entry, &s.client);
+    let entry = work.queue.add(&s.client, &s.name, &origin);
+    crate::admission::enter_scheduled(work, entry, &s.client);
     // A panic fails this job only: counted, its queue entry ended, and the
     // schedule runs again at its next time.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backup(shared, entry, s)))
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backup(work, entry, s)))
         .unwrap_or_else(|panic| {
-            shared.metrics.panicked(ThreadKind::Schedule);
+            work.metrics.panicked(ThreadKind::Schedule);
             Err(ScheduleError::Panicked {
-                message: super::writer::panic_message(&panic),
+                message: crate::writer::panic_message(&panic),
             })
         });
-    shared
-        .queue
+    work.queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
     // A job that ended whole is copied when its pool names a copy pool, as a
     // client's job is: a queued job of its own, once the drive is free.
     if let Ok(job) = r {
-        super::copies::after_job(shared, job, &s.client);
+        crate::copies::after_job(work, job, &s.client);
     }
     r
 }
@@ -212,28 +207,28 @@ pub fn run_scheduled(shared: &Shared, s: &Schedule) -> Result<i64, ScheduleError
 /// shown writing in the queue as soon as it is seen.
 ///
 /// It runs on a free drive beside the clients' jobs, through the home and the
-/// stages they share (`super::drives`).
-fn backup(shared: &Shared, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
+/// stages they share (`drives.rs`).
+fn backup(work: &Work, entry: u64, s: &Schedule) -> Result<i64, ScheduleError> {
     let home_err = |e| ScheduleError::Home(Box::new(e));
-    let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
+    let Some(drive) = work.drive_pool.wait_for_one(|| work.draining()) else {
         return Err(ScheduleError::Stopping);
     };
-    let mut home = shared.drive_pool.enter(&shared.home).map_err(home_err)?;
+    let mut home = work.drive_pool.enter(&work.home).map_err(home_err)?;
     let stages = home.stages.clone();
-    backup_in(shared, (entry, s), &mut home, (&drive.indexes, stages))
+    backup_in(work, (entry, s), &mut home, (&drive.indexes, stages))
 }
 
 /// The backup of a scheduled job in `home`, on `drives` when given (else as a
 /// local backup chooses).
 fn backup_in(
-    shared: &Shared,
+    work: &Work,
     (entry, s): (u64, &Schedule),
     home: &mut Home,
     (drives, stages): (&[usize], tapeloom_engine::StageSet),
 ) -> Result<i64, ScheduleError> {
     // The job is known by a tag chosen here (the server also records jobs that
     // failed before a drive, so the next id may be another's).
-    let tag = super::backups::random_tag();
+    let tag = crate::backup_jobs::random_tag();
     let mut opts = BackupOptions {
         name: s.name.clone(),
         set: s.set.clone(),
@@ -246,15 +241,15 @@ fn backup_in(
         ..BackupOptions::default()
     };
     // The pool's rules, as for every job: its key, which the server must hold.
-    tapeloom_ops::backup::prepare(home, &mut opts, &shared.keys)?;
+    tapeloom_ops::backup::prepare(home, &mut opts, &work.keys)?;
     let progress = Arc::new(Progress::default());
-    let watcher = tapeloom_ops::Conn::open(&shared.home)?;
+    let watcher = tapeloom_ops::Conn::open(&work.home)?;
     let ended = AtomicBool::new(false);
     let (r, seen) = std::thread::scope(|scope| {
         let (ended, shown) = (&ended, &progress);
         let w = scope.spawn(move || loop {
             let last = ended.load(Ordering::Acquire);
-            match claim(shared, &watcher, (entry, tag), s, shown) {
+            match claim(work, &watcher, (entry, tag), s, shown) {
                 Ok(Some(id)) => return Some(id),
                 Ok(None) if last => return None,
                 Ok(None) => std::thread::sleep(WATCH),
@@ -272,10 +267,10 @@ fn backup_in(
         job: seen,
         source: Box::new(e),
     })?;
-    shared.metrics.job_errors(report.errors.len());
+    work.metrics.job_errors(report.errors.len());
     if seen != Some(report.job_id) {
         tapeloom_ops::clients::record_for(&*home, report.job_id, &s.client)?;
-        shared.queue.writing(entry, report.job_id, progress);
+        work.queue.writing(entry, report.job_id, progress);
     }
     Ok(report.job_id)
 }
@@ -283,7 +278,7 @@ fn backup_in(
 /// The job of tag `tag` once it is recorded: recorded for the schedule's client
 /// and its queue entry `entry` shown writing. None while it is not recorded yet.
 fn claim(
-    shared: &Shared,
+    work: &Work,
     conn: &tapeloom_ops::Conn,
     (entry, tag): (u64, u64),
     s: &Schedule,
@@ -291,7 +286,7 @@ fn claim(
 ) -> Result<Option<i64>, ScheduleError> {
     let job = tapeloom_ops::clients::record_by_tag(conn, tag, &s.client)?;
     if let Some(id) = job {
-        shared.queue.writing(entry, id, Arc::clone(progress));
+        work.queue.writing(entry, id, Arc::clone(progress));
     }
     Ok(job)
 }

@@ -6,123 +6,66 @@
 //! two budgets: bulk requests (a stream's blocks, a restore's answer, a base's
 //! tree), which may last hours, and control requests (everything else), so the
 //! status page, `/metrics` and the queue answer whatever number of uploads run.
+//!
+//! It is the dispatcher: [`route`] gives each route the parts of the server's
+//! state it uses (the jobs' [`Work`], the verifies, what the status page saw),
+//! and no route imports this module.
 
-use super::api::{self, Answer};
-use super::backups::{self, Backups};
-use super::config::{Limits, QueueLimits};
-use super::metrics::Metrics;
-use super::queue::Queue;
-use super::restores::{self, Served};
+use crate::admission;
+use crate::api;
+use crate::auth;
+use crate::backups;
 use crate::bridge::{Conn, Deadlined, Head};
-use crate::http::{self, HttpError};
+use crate::http::{self, Answer, HttpError};
+use crate::metrics::ThreadKind;
+use crate::restores::{self, Served};
+use crate::seen::Seen;
+use crate::verifies;
+use crate::verify_runs::Verifies;
+use crate::work::Work;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tapeloom_proto::body::Chunks;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 
-/// What every connection's thread shares.
+/// What every connection's task shares: the state of the routes, each of which
+/// takes the parts it uses, and the listener's own.
 pub struct Shared {
-    /// The home whose catalog is served.
-    pub home: PathBuf,
-    /// The limits.
-    pub limits: Limits,
+    /// What the server's jobs share, with the home, the limits and the counters.
+    work: Arc<Work>,
+    /// The verifies clients asked for.
+    verifies: Arc<Verifies>,
+    /// What the status page saw: its rates' figures, the library's last look.
+    seen: Seen,
     /// The TLS configuration.
-    pub tls: Arc<rustls::ServerConfig>,
-    /// The counters.
-    pub metrics: Metrics,
+    tls: Arc<rustls::ServerConfig>,
     /// Connections open.
     active: AtomicUsize,
-    /// Set once the server was told to stop (SIGTERM, SIGINT): it takes no new job.
-    draining: AtomicBool,
-    /// Set once the drain's grace ran out: the jobs stop where they are.
-    halting: AtomicBool,
     /// Control requests being answered.
     control: Arc<Semaphore>,
     /// Bulk requests being answered.
     bulk: Arc<Semaphore>,
-    /// The backups clients began.
-    pub backups: Backups,
-    /// The jobs, from their request to their end.
-    pub queue: Queue,
-    /// The queue's limits.
-    pub queue_limits: QueueLimits,
-    /// Drives of the library.
-    pub drives: usize,
-    /// Which drives the running jobs hold, and the home they share.
-    pub drive_pool: super::drives::Drives,
-    /// MB/s a client must send for its job to go to a drive before it is whole.
-    pub start_rate_mb_s: f64,
-    /// What the status page saw: its rates' figures, the library's last look.
-    pub status: super::status::Seen,
-    /// The verifies clients asked for.
-    pub verifies: super::verifies::Verifies,
-    /// The key files' master keys the server holds.
-    pub keys: super::keys::Keys,
-    /// The server among the others of its site, when its catalog is shared.
-    pub site: Option<super::site::Site>,
-}
-
-/// What the server knows of its library when it starts.
-pub struct Site {
-    /// Drives of the library.
-    pub drives: usize,
-    /// Their lowest speed step in MB/s, where known.
-    pub lowest_mb_s: Option<f64>,
 }
 
 impl Shared {
-    /// The state of a server of `home`.
-    pub fn new(
-        home: PathBuf,
-        (limits, queue_limits): (Limits, QueueLimits),
-        tls: Arc<rustls::ServerConfig>,
-        site: &Site,
-    ) -> Self {
-        let metrics = Metrics::default();
-        let busy = metrics.jobs().drives_busy();
+    /// The state of a server whose jobs share `work`, served over `tls`.
+    pub fn new(work: Arc<Work>, tls: Arc<rustls::ServerConfig>) -> Self {
+        let l = work.limits;
         Shared {
-            backups: Backups::default(),
-            start_rate_mb_s: (queue_limits.start_rate_mb_s)
-                .or(site.lowest_mb_s)
-                .unwrap_or(0.0),
-            home,
-            limits,
-            tls,
-            metrics,
-            active: AtomicUsize::new(0),
-            draining: AtomicBool::new(false),
-            halting: AtomicBool::new(false),
-            control: Arc::new(Semaphore::new(limits.max_requests)),
-            bulk: Arc::new(Semaphore::new(limits.max_streams)),
-            queue: Queue::default(),
-            queue_limits,
-            drives: site.drives,
-            drive_pool: super::drives::Drives::new(site.drives, busy),
-            status: Default::default(),
+            work,
             verifies: Default::default(),
-            keys: Default::default(),
-            site: None,
+            seen: Default::default(),
+            tls,
+            active: AtomicUsize::new(0),
+            control: Arc::new(Semaphore::new(l.max_requests)),
+            bulk: Arc::new(Semaphore::new(l.max_streams)),
         }
-    }
-}
-
-impl Shared {
-    /// Whether the server was told to stop.
-    pub fn draining(&self) -> bool {
-        self.draining.load(Ordering::Acquire)
-    }
-
-    /// Whether the server stops its jobs where they are, leaving them on the
-    /// stages for its next start.
-    pub fn halting(&self) -> bool {
-        self.halting.load(Ordering::Acquire)
     }
 }
 
@@ -149,7 +92,7 @@ const CUT_GRACE: Duration = Duration::from_secs(8);
 /// on for [`DRAIN_GRACE`], those still running are cut with what they wrote
 /// recorded, and the server returns, all within 30 s.
 pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
-    let l = shared.limits;
+    let l = shared.work.limits;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(NET_THREADS)
         .max_blocking_threads(l.max_requests + l.max_streams + 16)
@@ -161,16 +104,17 @@ pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result
         let accepting = tokio::spawn(accept(listener, shared.clone()));
         let signal = stop.await;
         tracing::info!("{signal}: the server stops taking jobs and drains");
-        shared.draining.store(true, Ordering::Release);
-        if let Some(site) = &shared.site {
+        let work = &shared.work;
+        work.drain();
+        if let Some(site) = &work.site {
             // Its claims go back to the site's queue, for the other servers.
-            match tapeloom_ops::Conn::open(&shared.home) {
+            match tapeloom_ops::Conn::open(&work.home) {
                 Ok(conn) => site.stop(&conn),
                 Err(e) => tracing::warn!("site: open the catalog: {e}"),
             }
         }
-        backups::stop_admitting(&shared);
-        drain(&shared).await;
+        admission::stop_admitting(work);
+        drain(work).await;
         accepting.abort();
         Ok::<(), io::Error>(())
     })?;
@@ -201,25 +145,25 @@ fn told_to_stop() -> io::Result<impl std::future::Future<Output = &'static str>>
 /// nothing more to send); then stops the rest where they are and waits
 /// [`CUT_GRACE`] at most for their threads. A job stopped so keeps what it staged,
 /// and the next start writes it (`writer::recover`).
-async fn drain(shared: &Arc<Shared>) {
-    let wait_for = |d: Duration, done: fn(&Shared) -> bool| {
-        let shared = shared.clone();
+async fn drain(work: &Arc<Work>) {
+    let wait_for = |d: Duration, done: fn(&Work) -> bool| {
+        let work = work.clone();
         async move {
             let until = tokio::time::Instant::now() + d;
-            while !done(&shared) && tokio::time::Instant::now() < until {
+            while !done(&work) && tokio::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     };
-    wait_for(DRAIN_GRACE, backups::all_staged).await;
-    if backups::any_open(shared) {
-        shared.halting.store(true, Ordering::Release);
-        let s = shared.clone();
+    wait_for(DRAIN_GRACE, |w| w.backups.all_staged()).await;
+    if work.backups.any_open() {
+        work.halt();
+        let w = work.clone();
         let why =
             "the server stopped (SIGTERM): the job goes on from the stages when it starts again";
-        let _ = tokio::task::spawn_blocking(move || backups::halt_all(&s, why)).await;
-        wait_for(CUT_GRACE, |s| {
-            !backups::any_open(s) || backups::all_halted(s)
+        let _ = tokio::task::spawn_blocking(move || w.backups.halt_all(why)).await;
+        wait_for(CUT_GRACE, |w| {
+            !w.backups.any_open() || w.backups.all_halted()
         })
         .await;
     }
@@ -241,9 +185,9 @@ async fn accept(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Res
                 continue;
             }
         };
-        if shared.active.fetch_add(1, Ordering::AcqRel) >= shared.limits.max_connections {
+        if shared.active.fetch_add(1, Ordering::AcqRel) >= shared.work.limits.max_connections {
             shared.active.fetch_sub(1, Ordering::AcqRel);
-            shared.metrics.dropped();
+            shared.work.metrics.dropped();
             continue;
         }
         let slot = Slot(shared.clone());
@@ -251,7 +195,7 @@ async fn accept(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Res
         tokio::spawn(async move {
             let shared = &slot.0;
             if let Err(e) = connection(sock, peer, tls, shared).await {
-                shared.metrics.dropped();
+                shared.work.metrics.dropped();
                 tracing::info!(peer = %peer, "connection dropped: {e}");
             }
         });
@@ -265,7 +209,7 @@ async fn connection(
     tls: tokio_rustls::TlsAcceptor,
     shared: &Arc<Shared>,
 ) -> io::Result<()> {
-    let l = shared.limits;
+    let l = shared.work.limits;
     sock.set_nodelay(true)?;
     let stream = tokio::time::timeout(l.timeout, tls.accept(sock))
         .await
@@ -335,7 +279,7 @@ async fn respond(
         false => &shared.control,
     };
     let Ok(permit) = budget.clone().try_acquire_owned() else {
-        shared.metrics.answered(503);
+        shared.work.metrics.answered(503);
         let a = Answer::error(503, "the server is busy: try again in a second");
         return Ok(response(whole(a)));
     };
@@ -343,7 +287,7 @@ async fn respond(
         Ok(r) => r,
         Err(e) => {
             let a = Answer::error(e.status().unwrap_or(400), &e.to_string());
-            shared.metrics.answered(a.status);
+            shared.work.metrics.answered(a.status);
             return Ok(response(whole(a)));
         }
     };
@@ -352,7 +296,7 @@ async fn respond(
         tokio::runtime::Handle::current(),
         body,
         tx,
-        shared.limits.timeout,
+        shared.work.limits.timeout,
     );
     tokio::task::spawn_blocking(move || {
         answer(&shared, conn, request, peer);
@@ -407,25 +351,23 @@ fn answer(shared: &Arc<Shared>, mut conn: Conn, req: http::Request, peer: Socket
     let a = match routed {
         Ok(Ok(Some(a))) => a,
         Ok(Ok(None)) => {
-            shared.metrics.answered(200);
+            shared.work.metrics.answered(200);
             return;
         }
         Ok(Err(e)) => match refused_request(e, peer) {
             Some(a) => a,
             None => {
-                shared.metrics.dropped();
+                shared.work.metrics.dropped();
                 return;
             }
         },
         Err(_) => {
-            shared
-                .metrics
-                .panicked(super::metrics::ThreadKind::Connection);
+            shared.work.metrics.panicked(ThreadKind::Connection);
             tracing::error!(peer = %peer, "a request's answer panicked");
             Answer::error(500, "the server failed to answer: see its log")
         }
     };
-    shared.metrics.answered(a.status);
+    shared.work.metrics.answered(a.status);
     if conn.answered() {
         tracing::warn!(peer = %peer, "{}", String::from_utf8_lossy(&a.body));
     }
@@ -449,7 +391,7 @@ fn route(
     mut req: http::Request,
     peer: SocketAddr,
 ) -> Result<Option<Answer>, HttpError> {
-    let cat = match tapeloom_ops::Conn::open(&shared.home) {
+    let cat = match tapeloom_ops::Conn::open(&shared.work.home) {
         Ok(cat) => cat,
         Err(e) => {
             tracing::error!("open the catalog: {e}");
@@ -466,50 +408,69 @@ fn route(
         && req.method == "POST"
         && matches!(segments.as_slice(), [_, _, _, _, "deletions"]);
     if !(streamed || deletions) {
-        req.body = http::read_body(conn, shared.limits.max_body_bytes, req.length)?;
+        req.body = http::read_body(conn, shared.work.limits.max_body_bytes, req.length)?;
     }
-    if let ("GET", ["", "api", "jobs", id, "restore"]) = (req.method.as_str(), &segments[..]) {
-        return Ok(
-            match restores::serve(shared, (conn, peer), &req, &cat, id) {
-                Served::Refused(a) => Some(a),
-                Served::Streamed => None,
-            },
-        );
+    let restoring = match (req.method.as_str(), &segments[..]) {
+        ("GET", ["", "api", "jobs", id, "restore"]) => Some(Some(*id)),
+        ("GET", ["", "api", "sets", "restore"]) => Some(None),
+        _ => None,
+    };
+    if let Some(job) = restoring {
+        return Ok(restore(shared, (conn, peer), &req, &cat, job));
     }
-    if let ("GET", ["", "api", "sets", "restore"]) = (req.method.as_str(), &segments[..]) {
-        return Ok(
-            match restores::serve_set(shared, (conn, peer), &req, &cat) {
-                Served::Refused(a) => Some(a),
-                Served::Streamed => None,
-            },
-        );
-    }
-    if let Some(a) = super::verifies::route(shared, &req, &cat, peer, &segments) {
+    let work = &shared.work;
+    let verifying = (work, &shared.verifies);
+    if let Some(a) = verifies::route(verifying, &req, &cat, peer, &segments) {
         return Ok(Some(a));
     }
     if !backup_route {
-        return Ok(Some(api::answer(&req, &cat, shared, peer)));
+        return Ok(Some(api::answer(&req, &cat, (work, &shared.seen), peer)));
     }
-    let token = match api::client(&req, &cat, &shared.metrics, peer) {
+    let token = match auth::client(&req, &cat, &work.metrics, peer) {
         Ok(t) => t,
         Err(a) => return Ok(Some(a)),
     };
     let client = token.name.as_str();
     // A base's tree is written as it is read, not held as one answer.
     if let ("GET", [_, _, _, id, "base"]) = (req.method.as_str(), segments.as_slice()) {
-        return Ok(backups::base(shared, client, id, conn));
+        return Ok(backups::base(work, client, id, conn));
     }
     Ok(Some(match (req.method.as_str(), segments.as_slice()) {
-        ("POST", [_, _, _]) => backups::begin(shared, client, &req.body),
-        ("POST", [_, _, _, id, "admit"]) => backups::admit(shared, client, id),
+        ("POST", [_, _, _]) => backups::begin(work, client, &req.body),
+        ("POST", [_, _, _, id, "admit"]) => backups::admit(work, client, id),
         ("POST", [_, _, _, id, "streams", n]) => {
-            backups::receive(shared, client, (id, n, req.param("from")), conn)
+            backups::receive(work, client, (id, n, req.param("from")), conn)
         }
-        ("GET", [_, _, _, id, "streams", n]) => backups::stream_state(shared, client, (id, n)),
-        ("GET", [_, _, _, id]) => backups::outcome(shared, client, id),
+        ("GET", [_, _, _, id, "streams", n]) => backups::stream_state(work, client, (id, n)),
+        ("GET", [_, _, _, id]) => backups::outcome(work, client, id),
         ("POST", [_, _, _, id, "deletions"]) => {
-            backups::deletions(shared, client, id, (conn, req.length))
+            backups::deletions(work, client, id, (conn, req.length))
         }
         _ => Answer::error(404, &format!("no such resource: {}", req.path)),
     }))
+}
+
+/// Answers a job's restore (`job`) or a set's (none): streamed as it is read,
+/// else the refusal.
+fn restore(
+    shared: &Shared,
+    (conn, peer): (&mut Conn, SocketAddr),
+    req: &http::Request,
+    cat: &tapeloom_ops::Conn,
+    job: Option<&str>,
+) -> Option<Answer> {
+    let work = &shared.work;
+    let token = match auth::client(req, cat, &work.metrics, peer) {
+        Ok(t) => t,
+        Err(a) => return Some(a),
+    };
+    let from = (work.home.as_path(), &work.keys, work.site.as_ref());
+    let served = match job {
+        Some(id) => restores::serve(from, (conn, peer), req, (cat, &token), id),
+        None => restores::serve_set(from, (conn, peer), req, (cat, &token)),
+    };
+    match served {
+        Served::Refused(a) => Some(a),
+        Served::Streamed => None,
+    }
 }

@@ -3,21 +3,19 @@
 //! rates per drive and per stream, the last jobs, and a job's plot
 //! (`GET /api/jobs/ID/report.svg`).
 //!
-//! The library is looked at as `library status` does, without the home's lock
-//! (a client's backup may hold it): its inventory only, nothing that moves a tape
-//! (`tapeloom_ops::library::status`).
+//! What earlier requests saw, from which the rates are taken, and the library's
+//! last look are in `seen.rs`.
 
-use super::api::{may_see, Answer};
-use super::queue::{Entry, Live};
-use super::serve::Shared;
+use crate::http::Answer;
+use crate::queue::{Entry, Live, Queue};
+use crate::seen::{Drive, LibraryView, Rates, Seen};
+use crate::site::Site;
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::PoisonError;
+use std::time::Instant;
 use tapeloom_engine::{Error, JobError, Series};
-use tapeloom_ops::status_page::Cartridge;
+use tapeloom_ops::clients::may_see;
 use tapeloom_ops::tokens::Token;
 use tapeloom_ops::{jobs, report};
 use tapeloom_ops::{Conn, OpsError};
@@ -42,56 +40,6 @@ pub struct Status {
     /// The site's servers and queue, when the server is one of several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<tapeloom_proto::site::SiteDoc>,
-}
-
-/// The library as its inventory says, or why it could not be looked at.
-#[derive(Serialize, Default, Clone)]
-pub struct LibraryView {
-    /// What it is (`virtual library in ...`, `SCSI library ...`).
-    pub description: Option<String>,
-    /// Why the library could not be looked at.
-    pub error: Option<String>,
-    /// Its drives.
-    pub drives: Vec<Drive>,
-    /// Its cartridges.
-    pub cartridges: Vec<Cartridge>,
-}
-
-impl From<tapeloom_ops::status_page::Status> for LibraryView {
-    fn from(s: tapeloom_ops::status_page::Status) -> Self {
-        LibraryView {
-            description: s.description,
-            error: s.error,
-            drives: (s.drives.into_iter())
-                .map(|d| Drive {
-                    index: d.index,
-                    device: d.device,
-                    loaded: d.loaded,
-                    job: None,
-                    bytes: None,
-                    bytes_per_s: None,
-                })
-                .collect(),
-            cartridges: s.cartridges,
-        }
-    }
-}
-
-/// A drive, its cartridge, and the running job writing on it.
-#[derive(Serialize, Clone)]
-pub struct Drive {
-    /// Its index.
-    pub index: usize,
-    /// Its device, for people.
-    pub device: String,
-    /// The barcode of the cartridge in it.
-    pub loaded: Option<String>,
-    /// The job writing on it (one the token may see).
-    pub job: Option<i64>,
-    /// The bytes that job wrote on it so far.
-    pub bytes: Option<u64>,
-    /// Its rate over the last seconds, bytes per second.
-    pub bytes_per_s: Option<f64>,
 }
 
 /// A job not ended, with its figures per drive and per stream.
@@ -125,58 +73,6 @@ pub struct Flow {
     key: String,
 }
 
-/// Rates are taken over this much of the latest figures.
-const WINDOW: Duration = Duration::from_secs(5);
-/// A rate needs figures at least this far apart.
-const SHORTEST: Duration = Duration::from_millis(500);
-/// Figures kept per series, at most (many pages polling at once).
-const KEPT: usize = 64;
-
-/// The library is looked at once in this long at most, however many pages ask
-/// (a real changer answers each look with a READ ELEMENT STATUS).
-const LOOK_EVERY: Duration = Duration::from_secs(2);
-
-/// What earlier requests saw.
-#[derive(Default)]
-pub struct Seen {
-    rates: Rates,
-    /// The library's last look, and when.
-    library: Mutex<Option<(Instant, LibraryView)>>,
-    /// Whether a request looks at the library now.
-    looking: AtomicBool,
-}
-
-/// The figures seen by earlier looks, from which rates are taken.
-#[derive(Default)]
-struct Rates(Mutex<HashMap<String, VecDeque<(Instant, u64)>>>);
-
-impl Rates {
-    /// Records `figures` (key, bytes so far) seen at `now`, forgets the series not
-    /// among them, and gives each the rate since the oldest figure in the window.
-    fn observe(&self, now: Instant, figures: &[(&str, u64)]) -> HashMap<String, f64> {
-        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.retain(|k, _| figures.iter().any(|(f, _)| f == k));
-        let mut rates = HashMap::new();
-        for &(key, bytes) in figures {
-            let q = seen.entry(key.to_string()).or_default();
-            while q.len() >= KEPT
-                || (q.len() > 1 && q.front().is_some_and(|(t, _)| now - *t > WINDOW))
-            {
-                q.pop_front();
-            }
-            q.push_back((now, bytes));
-            if let Some(&(t0, b0)) = q.front() {
-                let dt = now.saturating_duration_since(t0);
-                if dt >= SHORTEST {
-                    let rate = bytes.saturating_sub(b0) as f64 / dt.as_secs_f64();
-                    rates.insert(key.to_string(), rate);
-                }
-            }
-        }
-        rates
-    }
-}
-
 /// `GET /` and `GET /status`: the page.
 pub fn page() -> Answer {
     Answer {
@@ -186,22 +82,29 @@ pub fn page() -> Answer {
     }
 }
 
-/// `GET /api/status`: what `token` may see.
-pub fn answer(shared: &Shared, conn: &Conn, token: &Token) -> Result<Answer, OpsError> {
+/// `GET /api/status`: what `token` may see of the `queue`, of the library of the
+/// home at `home` (its last look in `seen`), of its catalog (`conn`) and of its
+/// `site`.
+pub fn answer(
+    (queue, seen): (&Queue, &Seen),
+    (home, site): (&Path, Option<&Site>),
+    conn: &Conn,
+    token: &Token,
+) -> Result<Answer, OpsError> {
     let now = Instant::now();
-    let running: Vec<Running> = running(shared.queue.live(), &shared.status.rates, now)
+    let running: Vec<Running> = running(queue.live(), &seen.rates, now)
         .into_iter()
         .filter(|r| may_see(token, Some(r.entry.client.as_str())))
         .collect();
-    let mut library = shared.status.library(&shared.home, conn, now)?;
+    let mut library = seen.library(home, conn, now)?;
     on_drives(&mut library.drives, &running);
     let mine = |e: &Entry| may_see(token, Some(e.client.as_str()));
     let doc = Status {
         library,
-        recent: shared.queue.recent().into_iter().filter(mine).collect(),
+        recent: queue.recent().into_iter().filter(mine).collect(),
         jobs: jobs::list(conn, |j| may_see(token, j.client.as_deref()))?.last(LAST_JOBS),
         running,
-        site: super::site::view(shared, conn, token).transpose()?,
+        site: crate::site::view(site, conn, token).transpose()?,
     };
     Ok(Answer::json(&doc))
 }
@@ -258,29 +161,6 @@ fn flows(l: Live) -> Running {
     }
 }
 
-impl Seen {
-    /// The library's last look, looked at again when older than [`LOOK_EVERY`].
-    /// The look (a changer's inventory may take seconds) runs with no lock held;
-    /// while one runs, other requests are answered with the last look.
-    fn library(&self, home: &Path, conn: &Conn, now: Instant) -> Result<LibraryView, OpsError> {
-        {
-            let last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((at, view)) = &*last {
-                let fresh = now.saturating_duration_since(*at) < LOOK_EVERY;
-                if fresh || self.looking.swap(true, Ordering::AcqRel) {
-                    return Ok(view.clone());
-                }
-            }
-        }
-        let view = tapeloom_ops::status_page::status(home, conn).map(LibraryView::from);
-        self.looking.store(false, Ordering::Release);
-        let view = view?;
-        let mut last = self.library.lock().unwrap_or_else(PoisonError::into_inner);
-        *last = Some((now, view.clone()));
-        Ok(view)
-    }
-}
-
 /// Each drive's running job (one the token may see), its bytes and rate there.
 fn on_drives(drives: &mut [Drive], running: &[Running]) {
     for d in drives {
@@ -318,30 +198,5 @@ pub fn report_svg(conn: &Conn, token: &Token, id: &str) -> Result<Answer, OpsErr
                 }
             },
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_rate_is_taken_over_the_window_and_forgotten_with_its_series() {
-        let r = Rates::default();
-        let t0 = Instant::now();
-        assert!(r.observe(t0, &[("a", 0)]).is_empty());
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        let got = r.observe(at(1), &[("a", 1000)]);
-        assert_eq!(got.get("a"), Some(&1000.0));
-        // Older figures leave the window: the rate is that of the last seconds.
-        for s in 2..=10 {
-            r.observe(at(s), &[("a", 1000 + (s - 1) * 10)]);
-        }
-        let got = r.observe(at(11), &[("a", 1100)]);
-        let a = got["a"];
-        assert!((9.0..=11.0).contains(&a), "{a}");
-        // A series not seen is forgotten: seen again, it has no rate yet.
-        r.observe(at(12), &[("b", 5)]);
-        assert!(r.observe(at(12), &[("a", 2000)]).is_empty());
     }
 }

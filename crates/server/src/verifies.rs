@@ -2,9 +2,9 @@
 //!
 //! - `POST /api/jobs/ID/verify` (an optional `commands::verify::Ask` document: the
 //!   drive to read with): the token may see the job (else 404, nothing read); an
-//!   encrypted job is read with the server's key for it (`super::keys`), and
-//!   refused (409) when it holds none. A thread opens the home with its lock (so it waits for a job on
-//!   the drives to end) and runs the engine's verify as `tapeloom verify` does.
+//!   encrypted job is read with the server's key for it (`keys.rs`), and
+//!   refused (409) when it holds none. A thread opens the home with its lock (so
+//!   it waits for a job on the drives to end) and runs the engine's verify as `tapeloom verify` does.
 //!   The answer, within [`LONG_POLL`], is the document of `tapeloom verify --json`,
 //!   the reading's failure (409), or `202` and a `commands::verify::Pending`
 //!   document with the verify's number.
@@ -14,83 +14,24 @@
 //! A damaged job is not a failure here: its document says `ok: false`, as a local
 //! verify's does, and the client exits as the local command does.
 
-use super::api::{self, Answer};
-use super::backups::LONG_POLL;
-use super::metrics::ThreadKind;
-use super::serve::Shared;
-use crate::http::Request;
-use std::collections::BTreeMap;
+use crate::auth;
+use crate::http::{Answer, Request, LONG_POLL};
+use crate::metrics::ThreadKind;
+use crate::verify_runs::{Outcome, Verifies};
+use crate::work::Work;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
 use tapeloom_ops::tokens::Token;
 use tapeloom_ops::Conn;
 use tapeloom_proto::verify::{Ask, Pending};
 
-/// How long a verify's outcome waits for its client to ask for it.
-const KEEP_OUTCOME: Duration = Duration::from_secs(3600);
-
-/// The verifies clients asked for, by number.
-#[derive(Default)]
-pub struct Verifies {
-    runs: Mutex<Runs>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct Runs {
-    /// The last number given.
-    last: u64,
-    by_number: BTreeMap<u64, Run>,
-}
-
-/// One verify.
-struct Run {
-    /// The name of the token that asked.
-    client: String,
-    job: i64,
-    outcome: Option<Outcome>,
-    ended: Option<Instant>,
-}
-
-/// A verify's end: the document of `tapeloom verify --json`, or why the job could
-/// not be read (answered 409).
-type Outcome = Result<Vec<u8>, String>;
-
-impl Verifies {
-    fn lock(&self) -> MutexGuard<'_, Runs> {
-        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A new verify of `job` for `client`: its number.
-    fn add(&self, client: &str, job: i64) -> u64 {
-        let mut runs = self.lock();
-        (runs.by_number).retain(|_, r| r.ended.is_none_or(|t| t.elapsed() < KEEP_OUTCOME));
-        runs.last += 1;
-        let number = runs.last;
-        let run = Run {
-            client: client.to_string(),
-            job,
-            outcome: None,
-            ended: None,
-        };
-        runs.by_number.insert(number, run);
-        number
-    }
-
-    fn end(&self, number: u64, outcome: Outcome) {
-        if let Some(r) = self.lock().by_number.get_mut(&number) {
-            r.outcome = Some(outcome);
-            r.ended = Some(Instant::now());
-        }
-        self.changed.notify_all();
-    }
-}
-
-/// Answers the verify routes; none for any other request.
+/// Answers the verify routes, the verifies being `runs` and the jobs' state
+/// `work` (the home, its keys and site, the counters); none for any other
+/// request.
 pub fn route(
-    shared: &Arc<Shared>,
+    (work, runs): (&Arc<Work>, &Arc<Verifies>),
     req: &Request,
     cat: &Conn,
     peer: SocketAddr,
@@ -101,18 +42,23 @@ pub fn route(
         ("GET", ["", "api", "verifies", n]) => Err(*n),
         _ => return None,
     };
-    let token = match api::client(req, cat, &shared.metrics, peer) {
+    let token = match auth::client(req, cat, &work.metrics, peer) {
         Ok(t) => t,
         Err(a) => return Some(a),
     };
     Some(match begin {
-        Ok(id) => start(shared, (cat, &token), id, &req.body),
-        Err(n) => outcome(shared, &token, n),
+        Ok(id) => start((work, runs), (cat, &token), id, &req.body),
+        Err(n) => outcome(runs, &token, n),
     })
 }
 
 /// `POST /api/jobs/ID/verify` by `token`.
-fn start(shared: &Arc<Shared>, (cat, token): (&Conn, &Token), id: &str, body: &[u8]) -> Answer {
+fn start(
+    (work, runs): (&Arc<Work>, &Arc<Verifies>),
+    (cat, token): (&Conn, &Token),
+    id: &str,
+    body: &[u8],
+) -> Answer {
     let no = || Answer::error(404, &format!("no job {id}"));
     let Ok(job_id) = id.parse::<i64>() else {
         return no();
@@ -123,11 +69,11 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Conn, &Token), id: &str, body: &[
         Ok(None) => return no(),
         Err(e) => return Answer::error(500, &e.to_string()),
     };
-    if let Some(a) = super::reads::route_read(shared, cat, job_id, &[]) {
+    if let Some(a) = crate::reads::route_read(work.site.as_ref(), cat, job_id, &[]) {
         return a;
     }
     if let Some((fingerprint, _)) = &job.key {
-        if shared.keys.by_fingerprint(fingerprint).is_none() {
+        if work.keys.by_fingerprint(fingerprint).is_none() {
             let short: String = fingerprint.chars().take(16).collect();
             let why = format!(
                 "job {job_id} is encrypted with key {short}, which this server does not hold: \
@@ -144,8 +90,8 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Conn, &Token), id: &str, body: &[
             Err(e) => return Answer::error(400, &format!("not a verify document: {e}")),
         },
     };
-    let number = shared.verifies.add(&token.name, job_id);
-    let (s, home) = (shared.clone(), shared.home.clone());
+    let number = runs.add(&token.name, job_id);
+    let (s, r, home) = (work.clone(), runs.clone(), work.home.clone());
     let spawned = std::thread::Builder::new()
         .name("verify".into())
         .spawn(move || {
@@ -158,13 +104,13 @@ fn start(shared: &Arc<Shared>, (cat, token): (&Conn, &Token), id: &str, body: &[
             if let Err(why) = &outcome {
                 tracing::warn!(job = job_id, "verify failed: {why}");
             }
-            s.verifies.end(number, outcome);
+            r.end(number, outcome);
         });
     if let Err(e) = spawned {
-        shared.verifies.end(number, Err(e.to_string()));
+        runs.end(number, Err(e.to_string()));
         return Answer::error(503, &format!("start a verify's thread: {e}"));
     }
-    wait(shared, number)
+    wait(runs, number)
 }
 
 /// Verifies job `job` of the home at `home` on `drive` (any when none), with the
@@ -181,22 +127,21 @@ fn run(
 }
 
 /// `GET /api/verifies/N` by `token`.
-fn outcome(shared: &Shared, token: &Token, n: &str) -> Answer {
+fn outcome(runs: &Verifies, token: &Token, n: &str) -> Answer {
     let no = || Answer::error(404, &format!("no verify {n}"));
     let Ok(number) = n.parse::<u64>() else {
         return no();
     };
-    match shared.verifies.lock().by_number.get(&number) {
+    match runs.lock().by_number.get(&number) {
         Some(r) if r.client == token.name => {}
         _ => return no(),
     }
-    wait(shared, number)
+    wait(runs, number)
 }
 
 /// Waits up to [`LONG_POLL`] for verify `number`'s end: its answer, or `202`.
-fn wait(shared: &Shared, number: u64) -> Answer {
+fn wait(v: &Verifies, number: u64) -> Answer {
     let until = Instant::now() + LONG_POLL;
-    let v = &shared.verifies;
     let mut runs = v.lock();
     loop {
         let Some(run) = runs.by_number.get(&number) else {

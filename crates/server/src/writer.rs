@@ -1,5 +1,5 @@
 //! Each client's job on a thread of its own, from its admission to its end, and
-//! the thread that hands the free drives (`super::drives`) to the jobs.
+//! the thread that hands the free drives (`drives.rs`) to the jobs.
 //!
 //! A job let in is begun in the catalog at once and its streams are received onto
 //! the home's stages (`tapeloom_engine::receive_staged`): what its client sent and
@@ -17,12 +17,16 @@
 //!
 //! A slow client's job thus waits on the stages until it is whole, and the drives
 //! serve the others meanwhile: a drive never waits for a slow client.
+//!
+//! A job's failure ([`fail`]) and its end ([`ended`]) are told here, whoever
+//! finds them (a request, the job's thread, the drives' thread): to the jobs'
+//! state, the catalog, the queue and the site.
 
-use super::backups::{self, Job, Outcome};
-use super::drives::Entered;
-use super::metrics::ThreadKind;
-use super::queue::State;
-use super::serve::Shared;
+use crate::backup_jobs::{Job, Outcome, Unwritten};
+use crate::drives::Entered;
+use crate::metrics::ThreadKind;
+use crate::queue::State;
+use crate::work::Work;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -36,31 +40,19 @@ use tapeloom_ops::clients;
 use tapeloom_proto::backup::Begin;
 use tracing::{error, warn};
 
-/// A client's job as it asked for it, before it is begun in the catalog.
-pub struct Unwritten {
-    /// Its client.
-    pub client: String,
-    /// Its tag.
-    pub tag: u64,
-    /// When it was asked for.
-    pub asked_ns: i64,
-    /// As asked for.
-    pub doc: Begin,
-}
-
 /// Starts the thread that hands the free drives to the jobs due: each job due
 /// is given the drives it takes (see [`next_job`]), as long as a drive is free.
-pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
+pub fn start(work: Arc<Work>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("drives".into())
         .spawn(move || loop {
-            let Some((backup, drives, grant)) = next_job(&shared) else {
+            let Some((backup, drives, grant)) = next_job(&work) else {
                 continue;
             };
             if grant.send(drives.clone()).is_err() {
                 // Its thread is gone (it panicked): the drives go to the next job.
-                shared.drive_pool.give(&drives);
-                backups::ended(&shared, backup, Err("the job's thread is gone".into()));
+                work.drive_pool.give(&drives);
+                ended(&work, backup, Err("the job's thread is gone".into()));
             }
         })
         .map(|_| ())
@@ -83,13 +75,13 @@ pub struct Started {
 /// and writes it. A job whose thread panics fails with the panic's message, is
 /// counted in `/metrics`, and its drives go to the next jobs.
 pub fn start_job(
-    shared: &Arc<Shared>,
+    work: &Arc<Work>,
     backup: u64,
     meta: Unwritten,
     choice: SetChoice,
 ) -> Result<Started, String> {
     let (tx, rx) = sync_channel(1);
-    let s = Arc::clone(shared);
+    let s = Arc::clone(work);
     std::thread::Builder::new()
         .name(format!("job {backup}"))
         .spawn(move || job_life(&s, backup, (meta, choice), tx))
@@ -100,7 +92,7 @@ pub fn start_job(
 
 /// Job `backup` from its admission to its end, under a panic guard.
 fn job_life(
-    shared: &Shared,
+    work: &Work,
     backup: u64,
     (meta, choice): (Unwritten, SetChoice),
     started: SyncSender<Result<Started, String>>,
@@ -108,7 +100,7 @@ fn job_life(
     let held = std::cell::RefCell::new(Vec::new());
     let client = meta.client.clone();
     let lived = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        live(shared, backup, (meta, choice), &started, &held)
+        live(work, backup, (meta, choice), &started, &held)
     }));
     let copy_due = match &lived {
         Ok(Some(Ok(doc))) => ended_whole(doc),
@@ -118,23 +110,23 @@ fn job_life(
         Ok(None) => None,
         Ok(Some(o)) => Some(o),
         Err(panic) => {
-            shared.metrics.panicked(ThreadKind::DriveWriter);
+            work.metrics.panicked(ThreadKind::DriveWriter);
             let why = format!("the drive's writer panicked: {}", panic_message(&panic));
             error!(backup, "{why}");
             let _ = started.try_send(Err(why.clone()));
-            after_panic(shared, backup, &why);
+            after_panic(work, backup, &why);
             Some(Err(why))
         }
     };
     if let Some(outcome) = outcome {
         // Ended first, so that a job shown writing always holds its drives.
-        backups::ended(shared, backup, outcome);
+        ended(work, backup, outcome);
     }
-    shared.drive_pool.give(&held.borrow());
-    shared.backups.changed.notify_all();
+    work.drive_pool.give(&held.borrow());
+    work.backups.changed.notify_all();
     // A job that ended whole is copied when its pool names a copy pool.
     if let Some(job_id) = copy_due {
-        super::copies::after_job(shared, job_id, &client);
+        crate::copies::after_job(work, job_id, &client);
     }
 }
 
@@ -147,22 +139,22 @@ fn ended_whole(doc: &[u8]) -> Option<i64> {
 
 /// Begins job `backup` on the stages, tells `started`, waits for drives (put in
 /// `held`) and writes the job; its outcome, none when the job failed before it
-/// was given drives (`backups::fail` ended it).
+/// was given drives ([`fail`] ended it).
 fn live(
-    shared: &Shared,
+    work: &Work,
     backup: u64,
     (meta, choice): (Unwritten, SetChoice),
     started: &SyncSender<Result<Started, String>>,
     held: &std::cell::RefCell<Vec<usize>>,
 ) -> Option<Outcome> {
-    let home = match shared.drive_pool.enter(&shared.home) {
+    let home = match work.drive_pool.enter(&work.home) {
         Ok(h) => h,
         Err(e) => {
             let _ = started.send(Err(format!("open the home: {e}")));
             return None;
         }
     };
-    let mut receiving = match begin(shared, &home, &meta, choice) {
+    let mut receiving = match begin(work, &home, &meta, choice) {
         Ok(r) => r,
         Err(why) => {
             let _ = started.send(Err(why));
@@ -180,16 +172,16 @@ fn live(
         let why = "the request that let the job in went away";
         let job_id = receiving.job_id;
         receiving.abandon(&home);
-        record_begun_failed(shared, (job_id, meta.asked_ns), why);
+        record_begun_failed(work, (job_id, meta.asked_ns), why);
         return None;
     }
-    let Some(given) = wait_for_drives(shared, backup, &drives) else {
-        match failure(shared, backup) {
-            // `backups::fail` recorded why.
+    let Some(given) = wait_for_drives(work, backup, &drives) else {
+        match failure(work, backup) {
+            // `fail` recorded why.
             Some(_) => receiving.abandon(&home),
             None => {
                 // The server stops: the job stays on the stages for its next start.
-                if let Some(j) = shared.backups.lock().get_mut(&backup) {
+                if let Some(j) = work.backups.lock().get_mut(&backup) {
                     j.halted = true;
                 }
                 drop(receiving);
@@ -198,7 +190,7 @@ fn live(
         return None;
     };
     *held.borrow_mut() = given.clone();
-    Some(write(shared, backup, (&home, receiving), &given))
+    Some(write(work, backup, (&home, receiving), &given))
 }
 
 /// What a panic said.
@@ -211,9 +203,9 @@ pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// Fails job `backup` whose thread panicked for `why`: its receiving stopped,
 /// and the job recorded failed (the panic left it running in the catalog, or
 /// never began it). What it staged stays for the next start.
-fn after_panic(shared: &Shared, backup: u64, why: &str) {
+fn after_panic(work: &Work, backup: u64, why: &str) {
     let (meta, job_id) = {
-        let mut jobs = shared.backups.lock();
+        let mut jobs = work.backups.lock();
         let Some(job) = jobs.get_mut(&backup) else {
             return;
         };
@@ -226,17 +218,17 @@ fn after_panic(shared: &Shared, backup: u64, why: &str) {
         };
         (meta, job.staging.as_ref().map(|(id, _)| *id))
     };
-    backups::close(shared, backup, why);
+    work.backups.close(backup, why);
     let Some(id) = job_id else {
-        return record_failed(shared, &meta, why);
+        return record_failed(work, &meta, why);
     };
-    record_begun_failed(shared, (id, meta.asked_ns), why);
+    record_begun_failed(work, (id, meta.asked_ns), why);
 }
 
 /// Records job `job_id`, asked for at `asked_ns` and begun in the catalog, as
 /// failed for `why`.
-pub fn record_begun_failed(shared: &Shared, (job_id, asked_ns): (i64, i64), why: &str) {
-    let recorded = tapeloom_ops::Conn::open(&shared.home)
+pub fn record_begun_failed(work: &Work, (job_id, asked_ns): (i64, i64), why: &str) {
+    let recorded = tapeloom_ops::Conn::open(&work.home)
         .and_then(|c| clients::fail_begun(&c, (job_id, asked_ns), why));
     if let Err(e) = recorded {
         error!(job = job_id, "record the job failed: {e}");
@@ -244,22 +236,83 @@ pub fn record_begun_failed(shared: &Shared, (job_id, asked_ns): (i64, i64), why:
     warn!(job = job_id, "job failed: {why}");
 }
 
+/// Fails job `backup` for `why`: nothing more is taken of it. A job not yet let
+/// in is over at once (recorded failed in the catalog, after the jobs' lock is
+/// released); one let in is given up by its own thread (`writer`), which
+/// deletes what it staged and records it.
+pub fn fail(work: &Work, backup: u64, why: &str) {
+    let mut jobs = work.backups.lock();
+    let Some(job) = jobs.get_mut(&backup) else {
+        return;
+    };
+    if job.failed.is_some() || job.outcome.is_some() {
+        return;
+    }
+    job.failed = Some(why.to_string());
+    let begun = job.staging.as_ref().map(|(id, _)| (*id, job.asked_ns));
+    let unbegun = begun.is_none() && !job.admitting;
+    let unwritten = (job.state != State::Writing).then(|| {
+        job.outcome = Some(Err(why.to_string()));
+        job.state = State::Failed;
+        job.ended = Some(Instant::now());
+        Unwritten {
+            client: job.client.clone(),
+            tag: job.tag,
+            asked_ns: job.asked_ns,
+            doc: job.doc.clone(),
+        }
+    });
+    drop(jobs);
+    work.backups.close(backup, why);
+    work.backups.changed.notify_all();
+    if let Some(meta) = unwritten {
+        if unbegun {
+            record_failed(work, &meta, why);
+        }
+        // Its thread deletes what it staged.
+        if let Some(b) = begun {
+            record_begun_failed(work, b, why);
+        }
+        work.queue.ended(backup, Some(why.to_string()));
+        work.backups.changed.notify_all();
+    }
+}
+
+/// The job's end is over: its outcome kept for its client.
+pub fn ended(work: &Work, backup: u64, outcome: Outcome) {
+    let why = outcome.as_ref().err().cloned();
+    if let Some(j) = work.backups.lock().get_mut(&backup) {
+        j.state = if why.is_some() {
+            State::Failed
+        } else {
+            State::Ended
+        };
+        j.outcome = Some(outcome);
+        j.ended = Some(Instant::now());
+    }
+    if let Some(site) = &work.site {
+        site.ended(&work.home, backup, why.as_deref());
+    }
+    work.queue.ended(backup, why);
+    work.backups.changed.notify_all();
+}
+
 /// Why job `backup` failed, if it did.
-fn failure(shared: &Shared, backup: u64) -> Option<String> {
-    (shared.backups.lock().get(&backup)).and_then(|j| j.failed.clone())
+fn failure(work: &Work, backup: u64) -> Option<String> {
+    (work.backups.lock().get(&backup)).and_then(|j| j.failed.clone())
 }
 
 /// Waits until job `backup` is given drives; none once it failed or the server
 /// stops its jobs, unless the drives' thread took its grant already (the drives
 /// are on their way: the job takes them, and fails on them).
-fn wait_for_drives(shared: &Shared, backup: u64, rx: &Receiver<Vec<usize>>) -> Option<Vec<usize>> {
+fn wait_for_drives(work: &Work, backup: u64, rx: &Receiver<Vec<usize>>) -> Option<Vec<usize>> {
     loop {
         match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(d) => return Some(d),
             Err(RecvTimeoutError::Timeout) => {
-                let jobs = shared.backups.lock();
+                let jobs = work.backups.lock();
                 let j = jobs.get(&backup)?;
-                if j.grant.is_some() && (shared.halting() || j.failed.is_some()) {
+                if j.grant.is_some() && (work.halting() || j.failed.is_some()) {
                     return None;
                 }
             }
@@ -271,7 +324,7 @@ fn wait_for_drives(shared: &Shared, backup: u64, rx: &Receiver<Vec<usize>>) -> O
 /// Records the job in the catalog and starts receiving its streams onto the
 /// stages.
 fn begin(
-    shared: &Shared,
+    work: &Work,
     home: &Entered<'_>,
     meta: &Unwritten,
     choice: SetChoice,
@@ -280,12 +333,12 @@ fn begin(
     let (mut opts, plan) = job_of(meta.doc.clone(), meta.tag);
     // Encrypted as it is written with the key its client named, else its pool's
     // (the server's own copies).
-    opts.encrypt = (shared.keys)
+    opts.encrypt = (work.keys)
         .for_job(&**home, opts.pool.as_deref(), named.as_deref())
         .map_err(|e| e.to_string())?;
     // On tape with the job, so a catalog rebuilt from the cartridges keeps it.
     opts.client = meta.client.clone();
-    let idle = idle_limit(shared);
+    let idle = idle_limit(work);
     let r = tapeloom_engine::receive_staged(home, &home.stages, (&plan, &opts), choice, idle)
         .map_err(|e| format!("the job did not begin: {e}"))?;
     if let Err(e) = clients::record_for(&**home, r.job_id, &meta.client) {
@@ -298,20 +351,20 @@ fn begin(
 /// or no drive is free. The job is marked writing before it is handed over, with
 /// the drives it takes: as many as it has streams, less one for each other job
 /// that is being received (they will want a drive soon), at least one.
-fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>, SyncSender<Vec<usize>>)> {
-    reap(shared);
-    let b = &shared.backups;
-    let free = shared.drive_pool.free();
+fn next_job(work: &Work) -> Option<(u64, Vec<usize>, SyncSender<Vec<usize>>)> {
+    reap(work);
+    let b = &work.backups;
+    let free = work.drive_pool.free();
     let mut jobs = b.lock();
-    if free == 0 || shared.halting() {
+    if free == 0 || work.halting() {
         b.wait(jobs, Instant::now() + Duration::from_millis(250));
         return None;
     }
-    let n = match pick(shared, &jobs) {
+    let n = match pick(work, &jobs) {
         Some(n) => n,
         None => {
             jobs = b.wait(jobs, Instant::now() + Duration::from_millis(250))?;
-            pick(shared, &jobs)?
+            pick(work, &jobs)?
         }
     };
     let others = (jobs.iter())
@@ -325,7 +378,7 @@ fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>, SyncSender<Vec<usize>>)
         .min(free.saturating_sub(others))
         .max(1);
     let grant = job.grant.take()?;
-    let drives = shared.drive_pool.take(want);
+    let drives = work.drive_pool.take(want);
     if drives.is_empty() {
         job.grant = Some(grant);
         return None;
@@ -339,39 +392,39 @@ fn next_job(shared: &Shared) -> Option<(u64, Vec<usize>, SyncSender<Vec<usize>>)
 /// limit while none of them waited for room on the stages (a client that began a
 /// job and went away before it sent all its streams would hold its place for
 /// ever). Each job's bytes held on the stages are counted anew.
-fn reap(shared: &Shared) {
-    for j in shared.backups.lock().values() {
+fn reap(work: &Work) {
+    for j in work.backups.lock().values() {
         if let Some((_, stop)) = j.staging.as_ref().filter(|_| j.outcome.is_none()) {
             j.counters.held_now(stop.held_bytes());
         }
     }
     // A stream whose connection broke off, and whose client did not come back:
     // sooner than the engine's idle limit, so the job's reason names the cut.
-    for (n, why) in backups::abandoned(shared, shared.limits.timeout * 2) {
-        backups::fail(shared, n, &why);
+    for (n, why) in work.backups.abandoned(work.limits.timeout * 2) {
+        fail(work, n, &why);
     }
-    let idle = idle_limit(shared);
-    if shared.backups.pressed() {
+    let idle = idle_limit(work);
+    if work.backups.pressed() {
         return;
     }
-    let silent: Vec<u64> = (shared.backups.lock().iter())
+    let silent: Vec<u64> = (work.backups.lock().iter())
         .filter(|(_, j)| j.state == State::Receiving && j.failed.is_none() && !j.complete())
         .filter(|(_, j)| j.active.elapsed() > idle)
         .map(|(n, _)| *n)
         .collect();
     for n in silent {
         let why = format!("the client sent nothing for {} s", idle.as_secs());
-        backups::fail(shared, n, &why);
+        fail(work, n, &why);
     }
 }
 
 /// How long a client may send nothing before its job fails: four timeouts.
-fn idle_limit(shared: &Shared) -> Duration {
-    shared.limits.timeout * 4
+fn idle_limit(work: &Work) -> Duration {
+    work.limits.timeout * 4
 }
 
 /// The job the drives take next, if one is due (see the module's rules).
-fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
+fn pick(work: &Work, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
     let ready = || {
         jobs.iter()
             .filter(|(_, j)| j.state == State::Receiving && j.failed.is_none())
@@ -386,7 +439,7 @@ fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
             return Some(*n);
         }
     }
-    let floor = shared.start_rate_mb_s * 1e6;
+    let floor = work.start_rate_mb_s * 1e6;
     ready()
         .find(|(_, j)| {
             floor <= 0.0
@@ -403,13 +456,13 @@ fn pick(shared: &Shared, jobs: &BTreeMap<u64, Job>) -> Option<u64> {
 /// server does not take) leaves nothing on the stages; one that failed otherwise
 /// (a drive, or the server stopping) leaves what it staged for the next start.
 fn write(
-    shared: &Shared,
+    work: &Work,
     backup: u64,
     (home, receiving): (&Entered<'_>, Receiving),
     drives: &[usize],
 ) -> Outcome {
     let job_id = receiving.job_id;
-    let deletions = shared
+    let deletions = work
         .backups
         .lock()
         .get_mut(&backup)
@@ -418,33 +471,32 @@ fn write(
         receiving.abandon(home);
         return Err(format!("backup {backup} is gone"));
     };
-    shared.queue.set_state(backup, State::Writing);
+    work.queue.set_state(backup, State::Writing);
     let progress = Arc::new(Progress::default());
-    shared.queue.writing(backup, job_id, progress.clone());
+    work.queue.writing(backup, job_id, progress.clone());
     #[cfg(feature = "test-hooks")]
     if std::env::var("TAPELOOM_TEST_PANIC_JOB").is_ok_and(|n| {
-        shared
-            .backups
+        work.backups
             .lock()
             .get(&backup)
             .is_some_and(|j| j.doc.name == n)
     }) {
         panic!("TAPELOOM_TEST_PANIC_JOB: a panic injected into job {backup}");
     }
-    let client = (shared.backups.lock().get(&backup)).map_or(String::new(), |j| j.client.clone());
+    let client = (work.backups.lock().get(&backup)).map_or(String::new(), |j| j.client.clone());
     let r = receiving.write(home, DriveSet::List(drives.to_vec()), deletions, progress);
-    if let Some(j) = shared.backups.lock().get(&backup) {
+    if let Some(j) = work.backups.lock().get(&backup) {
         j.counters.held_now(0);
     }
     match r {
         Ok(report) => {
-            shared.metrics.job_errors(report.errors.len());
+            work.metrics.job_errors(report.errors.len());
             serde_json::to_vec(&tapeloom_ops::docs::backed_up(&report, "on".into()))
                 .map_err(|e| format!("encode the job's document: {e}"))
         }
         Err(e) => {
             warn!(job = job_id, client = %client, "job failed: {e}");
-            if failure(shared, backup).is_some() {
+            if failure(work, backup).is_some() {
                 if let Err(e) = tapeloom_engine::drop_staged_job(home, job_id, &home.stages) {
                     error!(job = job_id, "delete what the job staged: {e}");
                 }
@@ -479,8 +531,8 @@ pub fn job_of(doc: Begin, tag: u64) -> (BackupOptions, RemotePlan) {
 
 /// Records a job that never reached a drive as failed for `why`, so its client
 /// and the admin see it among the jobs.
-pub fn record_failed(shared: &Shared, meta: &Unwritten, why: &str) {
-    if let Err(e) = record(&shared.home, meta, why) {
+pub fn record_failed(work: &Work, meta: &Unwritten, why: &str) {
+    if let Err(e) = record(&work.home, meta, why) {
         error!(client = %meta.client, "record failed job {}: {e}", meta.doc.name);
     }
 }
@@ -499,9 +551,9 @@ fn record(home: &Path, m: &Unwritten, why: &str) -> tapeloom_ops::Result<()> {
 /// as `stage resume` does, each is written from what it staged on a free drive;
 /// a stream whose end was staged is whole, a cut one is named among the job's
 /// errors and the job ends partial.
-pub fn recover(shared: &Arc<Shared>, unfinished: Vec<i64>) {
+pub fn recover(work: &Arc<Work>, unfinished: Vec<i64>) {
     for id in unfinished {
-        let s = Arc::clone(shared);
+        let s = Arc::clone(work);
         let spawned = std::thread::Builder::new()
             .name(format!("resume {id}"))
             .spawn(move || resume(&s, id));
@@ -512,33 +564,33 @@ pub fn recover(shared: &Arc<Shared>, unfinished: Vec<i64>) {
 }
 
 /// Resumes job `id` on a free drive, shown in the queue as it goes.
-fn resume(shared: &Shared, id: i64) {
-    let Some(drive) = shared.drive_pool.wait_for_one(|| shared.draining()) else {
+fn resume(work: &Work, id: i64) {
+    let Some(drive) = work.drive_pool.wait_for_one(|| work.draining()) else {
         return;
     };
-    let mut home = match shared.drive_pool.enter(&shared.home) {
+    let mut home = match work.drive_pool.enter(&work.home) {
         Ok(h) => h,
         Err(e) => return error!(job = id, "open the home to resume the job: {e}"),
     };
     // An encrypted job goes on with its data key, which a key the server holds
     // unwraps.
-    home.keys = shared.keys.all().to_vec();
+    home.keys = work.keys.all().to_vec();
     let Ok(Some((client, name))) = clients::owner(&*home, id) else {
         return;
     };
-    let entry = shared.queue.add(&client, &name, "resume");
-    shared.queue.set_state(entry, State::Writing);
+    let entry = work.queue.add(&client, &name, "resume");
+    work.queue.set_state(entry, State::Writing);
     let progress = Arc::new(Progress::default());
-    shared.queue.writing(entry, id, progress.clone());
+    work.queue.writing(entry, id, progress.clone());
     let on = (DriveSet::List(drive.indexes.clone()), Some(&home.stages));
     match tapeloom_engine::resume_job_on(&home, id, on, progress) {
         Ok(r) => {
             tracing::info!(job = id, status = %r.status, "resumed a job the server had left on the stages");
-            shared.queue.ended(entry, None);
+            work.queue.ended(entry, None);
         }
         Err(e) => {
             warn!(job = id, "resume the job: {e}");
-            shared.queue.ended(entry, Some(e.to_string()));
+            work.queue.ended(entry, Some(e.to_string()));
         }
     }
 }
