@@ -72,6 +72,7 @@ pub struct Server {
     addr: SocketAddr,
     fingerprint: String,
     shared: Arc<serve::Shared>,
+    s3: Option<serve::S3Front>,
 }
 
 /// Where a server is and how clients pin it.
@@ -81,6 +82,10 @@ pub struct Listening {
     pub url: String,
     /// The certificate's SHA-256, which clients pin.
     pub fingerprint: String,
+    /// Where the S3 front end listens (`https://` or `http://` and the
+    /// address), when it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_url: Option<String>,
 }
 
 impl Server {
@@ -123,6 +128,10 @@ impl Server {
             what: "read the address listened on".into(),
             source,
         })?;
+        let s3 = match &config.s3 {
+            Some(s) => Some(serve::S3Front::bind(&dir, s)?),
+            None => None,
+        };
         let mut shared = serve::Shared::new(dir.clone(), (config.limits, config.queue), tls, &site);
         shared.keys = keys;
         shared.queue = queue::Queue::new(shared.metrics.jobs());
@@ -159,6 +168,7 @@ impl Server {
             addr,
             fingerprint,
             shared,
+            s3,
         })
     }
 
@@ -167,12 +177,13 @@ impl Server {
         Listening {
             url: format!("https://{}", self.addr),
             fingerprint: self.fingerprint.clone(),
+            s3_url: self.s3.as_ref().map(serve::S3Front::url),
         }
     }
 
     /// Serves until the process is stopped.
     pub fn serve(self) -> Result<(), ServerError> {
-        serve::serve(self.listener, self.shared).map_err(|source| ServerError::Io {
+        serve::serve(self.listener, self.shared, self.s3).map_err(|source| ServerError::Io {
             what: "serve".into(),
             source,
         })
@@ -224,4 +235,7 @@ pub enum StartError {
     /// A schedule of the configuration.
     #[error(transparent)]
     Schedule(#[from] schedule::ScheduleError),
+    /// The S3 front end could not start.
+    #[error(transparent)]
+    S3(#[from] tapeloom_s3::Error),
 }

@@ -142,6 +142,12 @@ pub fn secret(at: &impl Catalogued, access_key: &str) -> Result<Option<(S3Key, S
     }
 }
 
+/// The key whose id is `access_key`, unless there is none or it was revoked.
+pub fn find(at: &impl Catalogued, access_key: &str) -> Result<Option<S3Key>> {
+    let k = at.ops_catalog().s3_key(access_key)?;
+    Ok(k.filter(|k| k.revoked_ns.is_none()))
+}
+
 /// Whether `key` may use bucket `bucket`.
 pub fn may_use(key: &S3Key, bucket: &str) -> bool {
     key.buckets.is_empty() || key.buckets.iter().any(|b| b == bucket)

@@ -198,6 +198,12 @@ pub(crate) fn shown(key: &[u8]) -> String {
     tapeloom_engine::escape_controls(&String::from_utf8_lossy(key)).into_owned()
 }
 
+/// Now by the system's clock, in seconds since the epoch: what a signature's
+/// time and a presigned URL's expiry are compared with.
+pub fn wall_s() -> i64 {
+    tapeloom_engine::clock::system_ns() / 1_000_000_000
+}
+
 /// Now, in nanoseconds since the epoch, by the engine's clock.
 fn now_ns() -> crate::Result<i64> {
     Ok(tapeloom_engine::clock::now()?.as_nanos())

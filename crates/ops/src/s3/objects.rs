@@ -60,6 +60,9 @@ pub struct Meta {
     pub checksums: Checksums,
     /// Whether the checksums are of the whole object (S3's FULL_OBJECT type).
     pub full_object: bool,
+    /// The checksum algorithm a multipart upload was begun with, lower case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
     /// The parts it was uploaded in; empty for a single PUT.
     pub parts: Vec<PartMeta>,
 }

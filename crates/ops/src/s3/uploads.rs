@@ -110,36 +110,50 @@ pub fn chosen(at: &impl Catalogued, u: &Upload, asked: &[(i64, String)]) -> Resu
     Ok(out)
 }
 
-/// Completes upload `u` with `parts` (as [`chosen`] gave them) into one object
-/// whose entity tag is `etag` and whose checksums are in `meta`: the parts'
-/// files are joined into one data file, flushed, and the object replaces the
+/// Joins the data files of `parts` (as [`chosen`] gave them) of upload `u` into
+/// one new data file, flushed: its name and size, and the parts as an object
+/// keeps them.
+pub fn join(store: &Store, u: &Upload, parts: &[Part]) -> Result<(String, u64, Vec<PartMeta>)> {
+    let (file, mut out) = store.create()?;
+    let joined = (|| {
+        let mut size = 0;
+        let mut kept = Vec::with_capacity(parts.len());
+        for p in parts {
+            let io = |source| OpsError::Io {
+                what: format!("join part {} of upload {}", p.number, u.id),
+                source,
+            };
+            let mut f = std::fs::File::open(store.path(&p.file)).map_err(io)?;
+            size += std::io::copy(&mut f, &mut out).map_err(io)?;
+            kept.push(PartMeta {
+                size: p.size,
+                checksums: serde_json::from_str(&p.meta).unwrap_or_default(),
+            });
+        }
+        store.sync(&out)?;
+        Ok((size, kept))
+    })();
+    match joined {
+        Ok((size, kept)) => Ok((file, size, kept)),
+        Err(e) => {
+            store.remove(&file)?;
+            Err(e)
+        }
+    }
+}
+
+/// Ends upload `u` with the object whose data file `file` [`join`] made: the
+/// object, whose entity tag is `etag` and whose meta is `meta`, replaces the
 /// one of the same key in the same transaction that ends the upload. Every
 /// part's file goes, used or not.
-pub fn complete(
+pub fn finish(
     at: &impl Catalogued,
     store: &Store,
     u: &Upload,
-    parts: &[Part],
+    (file, size): (String, u64),
     etag: String,
-    mut meta: Meta,
+    meta: &Meta,
 ) -> Result<S3Object> {
-    let (file, mut out) = store.create()?;
-    let mut size = 0;
-    for p in parts {
-        let path = store.path(&p.file);
-        let io = |source| OpsError::Io {
-            what: format!("join part {} of upload {}", p.number, u.id),
-            source,
-        };
-        let mut f = std::fs::File::open(&path).map_err(io)?;
-        size += std::io::copy(&mut f, &mut out).map_err(io)?;
-        let checksums = serde_json::from_str(&p.meta).unwrap_or_default();
-        meta.parts.push(PartMeta {
-            size: p.size,
-            checksums,
-        });
-    }
-    store.sync(&out)?;
     let mut row = S3Object {
         id: 0,
         bucket: u.bucket.clone(),
@@ -151,7 +165,7 @@ pub fn complete(
         file,
         created_ns: now_ns()?,
     };
-    let all = self::parts(at, u)?;
+    let all = parts(at, u)?;
     let stored = at.ops_catalog().end_upload(&u.id, Some(&row))?;
     if let Some((id, old)) = stored {
         row.id = id;
