@@ -52,7 +52,7 @@ pub struct S3Object {
     pub key: Vec<u8>,
     /// Its size in bytes.
     pub size: u64,
-    /// Its entity tag, quoted as S3 sends it.
+    /// Its entity tag, without the quotes S3 sends it in.
     pub etag: String,
     /// Its storage class (`STANDARD`, `GLACIER` or `DEEP_ARCHIVE`).
     pub class: String,
@@ -88,7 +88,7 @@ pub struct Part {
     pub number: u32,
     /// Its size in bytes.
     pub size: u64,
-    /// Its entity tag, quoted.
+    /// Its entity tag, without quotes.
     pub etag: String,
     /// Its checksums, as JSON.
     pub meta: String,

@@ -87,7 +87,7 @@ pub struct New {
     pub key: Vec<u8>,
     /// Its size in bytes.
     pub size: u64,
-    /// Its entity tag, quoted.
+    /// Its entity tag, without quotes.
     pub etag: String,
     /// Its storage class, checked by [`super::storage_class`].
     pub class: &'static str,
