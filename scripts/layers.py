@@ -2,8 +2,8 @@
 """Checks the layers: the front ends reach the catalog and the library only
 through the operations crate, and only the engine's clock reads the system clock.
 
-The front ends are the command line (crates/cli), the server (crates/server) and
-the HSM (crates/hsm). In their sources, outside comments and test modules, this
+The front ends are the command line (crates/cli), the server (crates/server),
+the HSM (crates/hsm) and the S3 front end (crates/s3). In their sources, outside comments and test modules, this
 fails on:
   - a use of the catalog crate (`tapeloom_catalog`) or of the catalog of a home
     (`.catalog.`, `.catalog)`, `&home.catalog`, ...);
@@ -19,7 +19,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FRONT_ENDS = ["crates/cli", "crates/server", "crates/hsm"]
+FRONT_ENDS = ["crates/cli", "crates/server", "crates/hsm", "crates/s3"]
 DIRECT = [
     (re.compile(r"\btapeloom_catalog\b"), "the catalog crate"),
     (re.compile(r"\.catalog\b(?!\s*\()"), "a home's catalog"),

@@ -26,11 +26,22 @@ command -v iscsi-inq >/dev/null || need_debian+=(libiscsi-bin)
 # The catalog's tests run on PostgreSQL too (a server each test process starts).
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_debian+=(postgresql)
 command -v curl >/dev/null || need_debian+=(curl)
+# The S3 tests' clients (boto3, aws-cli) come from PyPI into a virtual environment.
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_debian+=(python3-venv)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update
     $SUDO apt-get install -y "${need_debian[@]}"
 fi
+
+# The S3 front end's tests run boto3 and aws-cli (awscli v1, with botocore's
+# checksum defaults since 1.36) from PyPI, in a virtual environment of the run's own.
+s3_venv=target/s3-venv
+if ! "$s3_venv/bin/python" -c 'import boto3, awscli' 2>/dev/null; then
+    python3 -m venv "$s3_venv"
+    "$s3_venv/bin/pip" install --quiet --disable-pip-version-check boto3 awscli
+fi
+export TAPELOOM_TEST_S3_PYTHON=$PWD/$s3_venv/bin/python
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -46,6 +46,11 @@ const TABLES: &[(&str, &str)] = &[
     ("id_floor", "name"),
     ("hsm_roots", "host, path"),
     ("hsm_files", "host, path"),
+    ("s3_keys", "access_key"),
+    ("s3_buckets", "name"),
+    ("s3_objects", "id"),
+    ("s3_uploads", "id"),
+    ("s3_parts", "upload, number"),
 ];
 
 /// Rows per statement when copying.
@@ -116,7 +121,7 @@ impl Catalog {
             copied.push((table.to_string(), n));
         }
         if to.conn.dialect() == Dialect::Postgres {
-            for table in ["volumes", "stages"] {
+            for table in ["volumes", "stages", "s3_objects"] {
                 to.conn
                     .query_row(
                         &format!(

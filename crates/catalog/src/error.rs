@@ -219,6 +219,30 @@ pub enum CatalogError {
         /// The name given.
         name: String,
     },
+    /// An S3 key with this name exists already (revoked or not).
+    #[error("S3 key {name} exists already")]
+    S3KeyExists {
+        /// The key's name.
+        name: String,
+    },
+    /// No S3 key with this name.
+    #[error("no S3 key {name}")]
+    NoS3Key {
+        /// The name asked for.
+        name: String,
+    },
+    /// A bucket with this name exists already.
+    #[error("bucket {name} exists already")]
+    BucketExists {
+        /// The bucket's name.
+        name: String,
+    },
+    /// The bucket holds objects or uploads.
+    #[error("bucket {name} is not empty")]
+    BucketNotEmpty {
+        /// The bucket's name.
+        name: String,
+    },
 }
 
 /// Job ids as `1, 2, 3`.

@@ -90,6 +90,15 @@ impl<T> OpsResult<T> for tapeloom_ops::Result<T> {
     }
 }
 
+impl<T> OpsResult<T> for tapeloom_ops::s3::Result<T> {
+    fn ops(self) -> anyhow::Result<T> {
+        self.map_err(|e| match e {
+            tapeloom_ops::s3::S3Failure::Failed(e) => ops(e),
+            refused => anyhow::Error::new(refused),
+        })
+    }
+}
+
 /// The error and its causes on one line, with how to get past it; control
 /// characters a name in it may hold are escaped (`escape_controls`).
 pub fn one_line(e: &anyhow::Error, hint: Hint) -> String {

@@ -75,6 +75,30 @@ pub enum OpsError {
     /// `library exercise` on a library it cannot exercise.
     #[error("the library needs a cartridge in a slot and a drive to exercise")]
     NothingToExercise,
+    /// A name that does not fit what it names.
+    #[error("{what} must be 1 to 64 letters, digits, '.', '_' or '-': '{name}' is not")]
+    BadName {
+        /// What the name is for.
+        what: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// A file or folder could not be read or written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A sealed secret could not be opened with the home's key file.
+    #[error("{what}: it does not open with {}: was the file replaced?", file.display())]
+    Unseal {
+        /// What was being opened.
+        what: String,
+        /// The key file.
+        file: std::path::PathBuf,
+    },
     /// The system gave no random bytes.
     #[error("read random bytes: {0}")]
     Random(String),

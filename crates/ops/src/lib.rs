@@ -40,6 +40,7 @@ pub mod moves;
 pub mod pools;
 pub mod read_back;
 pub mod report;
+pub mod s3;
 pub mod select;
 pub mod site;
 pub mod spool;

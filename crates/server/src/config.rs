@@ -37,6 +37,33 @@ pub struct File {
     /// The server among others on one catalog (`[site]`).
     #[serde(default)]
     pub site: FileSite,
+    /// The S3 front end (`[s3]`).
+    #[serde(default)]
+    pub s3: FileS3,
+}
+
+/// `[s3]` as written: where the S3 front end listens (none: it is off).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileS3 {
+    /// `ADDR:PORT` to serve S3 on.
+    pub listen: Option<String>,
+    /// Whether S3 is served over plain HTTP (for loopback, or a TLS proxy in
+    /// front) rather than over TLS with the server's certificate.
+    pub plain: Option<bool>,
+    /// The domain of virtual-hosted addressing (`BUCKET.DOMAIN`).
+    pub domain: Option<String>,
+}
+
+/// The S3 front end's settings in force.
+#[derive(Debug, Clone)]
+pub struct S3Settings {
+    /// `ADDR:PORT` to serve S3 on.
+    pub listen: String,
+    /// Plain HTTP rather than TLS.
+    pub plain: bool,
+    /// The domain of virtual-hosted addressing.
+    pub domain: Option<String>,
 }
 
 /// `[site]` as written: how the server stands among the servers that share its
@@ -284,6 +311,8 @@ pub struct Config {
     pub keys: Vec<KeyEntry>,
     /// The site.
     pub site: SiteSettings,
+    /// The S3 front end; none when it is off.
+    pub s3: Option<S3Settings>,
 }
 
 impl File {
@@ -360,8 +389,14 @@ impl File {
         if !(1..=MAX_TIMEOUT_SECONDS).contains(&site.timeout.as_secs()) {
             return Err(ServerError::BadSite);
         }
+        let s3 = flags.s3.listen.or(self.s3.listen).map(|listen| S3Settings {
+            listen,
+            plain: flags.s3.plain.or(self.s3.plain).unwrap_or(false),
+            domain: flags.s3.domain.or(self.s3.domain),
+        });
         Ok(Config {
             site,
+            s3,
             queue,
             schedules: self.schedule,
             keys: self.encryption_key,

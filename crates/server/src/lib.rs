@@ -91,6 +91,7 @@ pub struct Server {
     addr: SocketAddr,
     fingerprint: String,
     shared: Arc<serve::Shared>,
+    s3: Option<serve::S3Front>,
 }
 
 /// Where a server is and how clients pin it.
@@ -100,6 +101,10 @@ pub struct Listening {
     pub url: String,
     /// The certificate's SHA-256, which clients pin.
     pub fingerprint: String,
+    /// Where the S3 front end listens (`https://` or `http://` and the
+    /// address), when it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_url: Option<String>,
 }
 
 impl Server {
@@ -142,6 +147,10 @@ impl Server {
             what: "read the address listened on".into(),
             source,
         })?;
+        let s3 = match &config.s3 {
+            Some(s) => Some(serve::S3Front::bind(&dir, s)?),
+            None => None,
+        };
         let mut work = work::Work::new(dir.clone(), (config.limits, config.queue), &site);
         work.keys = keys;
         work.queue = queue::Queue::new(work.metrics.jobs());
@@ -179,6 +188,7 @@ impl Server {
             addr,
             fingerprint,
             shared,
+            s3,
         })
     }
 
@@ -187,12 +197,13 @@ impl Server {
         Listening {
             url: format!("https://{}", self.addr),
             fingerprint: self.fingerprint.clone(),
+            s3_url: self.s3.as_ref().map(serve::S3Front::url),
         }
     }
 
     /// Serves until the process is stopped.
     pub fn serve(self) -> Result<(), ServerError> {
-        serve::serve(self.listener, self.shared).map_err(|source| ServerError::Io {
+        serve::serve(self.listener, self.shared, self.s3).map_err(|source| ServerError::Io {
             what: "serve".into(),
             source,
         })
@@ -244,4 +255,7 @@ pub enum StartError {
     /// A schedule of the configuration.
     #[error(transparent)]
     Schedule(#[from] schedule::ScheduleError),
+    /// The S3 front end could not start.
+    #[error(transparent)]
+    S3(#[from] tapeloom_s3::Error),
 }

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tapeloom_proto::body::Chunks;
+use tapeloom_proto::ServerError;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 
@@ -91,7 +92,11 @@ const CUT_GRACE: Duration = Duration::from_secs(8);
 /// then drains: no new job is taken (503 with `Retry-After`), the jobs let in go
 /// on for [`DRAIN_GRACE`], those still running are cut with what they wrote
 /// recorded, and the server returns, all within 30 s.
-pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+pub fn serve(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    s3: Option<S3Front>,
+) -> io::Result<()> {
     let l = shared.work.limits;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(NET_THREADS)
@@ -102,7 +107,20 @@ pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result
     rt.block_on(async {
         let stop = told_to_stop()?;
         let accepting = tokio::spawn(accept(listener, shared.clone()));
+        let s3_stop = Arc::new(tokio::sync::Notify::new());
+        if let Some(front) = s3 {
+            let tls = (!front.plain).then(|| tokio_rustls::TlsAcceptor::from(shared.tls.clone()));
+            front.listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(front.listener)?;
+            tokio::spawn(tapeloom_s3::serve(
+                listener,
+                tls,
+                front.service,
+                s3_stop.clone(),
+            ));
+        }
         let signal = stop.await;
+        s3_stop.notify_waiters();
         tracing::info!("{signal}: the server stops taking jobs and drains");
         let work = &shared.work;
         work.drain();
@@ -122,6 +140,49 @@ pub fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result
     rt.shutdown_timeout(Duration::from_secs(1));
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The S3 front end, bound: its listener and its service.
+pub(crate) struct S3Front {
+    listener: std::net::TcpListener,
+    addr: std::net::SocketAddr,
+    plain: bool,
+    service: tapeloom_s3::Service,
+}
+
+impl S3Front {
+    /// Binds the S3 front end of home `dir` as `s` says.
+    pub(crate) fn bind(
+        dir: &std::path::Path,
+        s: &super::config::S3Settings,
+    ) -> Result<S3Front, super::StartError> {
+        let config = tapeloom_s3::Config {
+            home: dir.to_path_buf(),
+            domain: s.domain.clone(),
+        };
+        let service = tapeloom_s3::service(&config)?;
+        let listener =
+            std::net::TcpListener::bind(&s.listen).map_err(|source| ServerError::Io {
+                what: format!("listen for S3 on {}", s.listen),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ServerError::Io {
+            what: "read the address S3 is served on".into(),
+            source,
+        })?;
+        Ok(S3Front {
+            listener,
+            addr,
+            plain: s.plain,
+            service,
+        })
+    }
+
+    /// Where clients reach it.
+    pub(crate) fn url(&self) -> String {
+        let scheme = if self.plain { "http" } else { "https" };
+        format!("{scheme}://{}", self.addr)
+    }
 }
 
 /// Resolves at the first SIGTERM or SIGINT, with its name.

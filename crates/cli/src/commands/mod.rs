@@ -23,6 +23,7 @@ pub mod queue;
 pub mod readrate;
 pub mod report;
 pub mod restore;
+pub mod s3;
 pub mod server;
 pub mod stage;
 pub mod verify;
@@ -97,6 +98,8 @@ pub enum Cmd {
     /// Serve the home's catalog to clients over TLS (in the foreground), and manage
     /// the tokens they give.
     Server(server::Args),
+    /// The S3 front end's access keys and buckets (`server --s3-listen` serves S3).
+    S3(s3::Args),
     /// Print a shell completion script (for example: tapeloom completions bash >
     /// /etc/bash_completion.d/tapeloom).
     Completions(completions::Args),
@@ -146,6 +149,7 @@ impl Cmd {
             Cmd::Hsm(a) => a.run(ctx),
             Cmd::Expire(a) => emit(&expire::run(a, ctx)?, json),
             Cmd::Server(a) => a.run(ctx),
+            Cmd::S3(a) => a.run(ctx),
             Cmd::Queue(a) => emit(&queue::run(a, ctx)?, json),
             Cmd::Completions(a) => completions::run(a, &mut cli()),
             Cmd::Man(a) => man::run(a, cli()),

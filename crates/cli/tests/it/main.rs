@@ -56,6 +56,7 @@ mod recover;
 mod report;
 mod restore_whole;
 mod roundtrip;
+mod s3;
 mod salvage;
 mod schedule;
 mod scsi;

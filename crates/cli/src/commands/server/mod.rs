@@ -43,6 +43,18 @@ pub struct Args {
     /// The certificate's private key (PEM), with --cert.
     #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
+    /// Also serve S3 on this address and port (docs/S3.md), over TLS with the
+    /// server's certificate unless --s3-plain. Default: the configuration's
+    /// `[s3] listen`, else no S3.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
+    s3_listen: Option<String>,
+    /// Serve S3 over plain HTTP: for loopback, or behind a TLS proxy.
+    #[arg(long)]
+    s3_plain: bool,
+    /// The domain of S3's virtual-hosted addressing (BUCKET.DOMAIN); path-style
+    /// addressing works always.
+    #[arg(long, value_name = "DOMAIN")]
+    s3_domain: Option<String>,
     /// The least severe events the log on stderr shows. Default: what RUST_LOG
     /// says, else info.
     #[arg(long, value_name = "LEVEL", value_enum)]
@@ -60,6 +72,9 @@ impl crate::output::Output for Listening {
     fn print(&self) {
         outln!("listening on {}", self.url);
         outln!("certificate fingerprint (SHA-256) {}", self.fingerprint);
+        if let Some(u) = &self.s3_url {
+            outln!("S3 on {u}");
+        }
     }
 }
 
@@ -85,6 +100,11 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
         listen: a.listen,
         cert: a.cert,
         key: a.key,
+        s3: config::FileS3 {
+            listen: a.s3_listen,
+            plain: a.s3_plain.then_some(true),
+            domain: a.s3_domain,
+        },
         ..config::File::default()
     };
     let config = file.resolve(flags)?;

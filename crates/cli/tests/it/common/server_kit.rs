@@ -26,11 +26,34 @@ impl Server {
 
     /// A server started with the variables `env` set.
     pub fn start_with_env(home: &Path, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
+        Self::start_with(home, config, env, &[]).0
+    }
+
+    /// A server that also serves S3 on a free port of 127.0.0.1 (over plain
+    /// HTTP when `plain`), and the S3 front end's URL.
+    pub fn start_s3(home: &Path, plain: bool) -> (Server, String) {
+        let mut args = vec!["--s3-listen", "127.0.0.1:0"];
+        if plain {
+            args.push("--s3-plain");
+        }
+        let (server, s3) = Self::start_with(home, None, &[], &args);
+        (server, s3.expect("the server names where it serves S3"))
+    }
+
+    /// A server started with the variables `env` set and the further flags
+    /// `args`, and the URL of its S3 front end when it has one.
+    fn start_with(
+        home: &Path,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> (Server, Option<String>) {
         let mut cmd = Command::new(bin());
         cmd.envs(env.iter().copied());
         cmd.arg("--home")
             .arg(home)
-            .args(["server", "--listen", "127.0.0.1:0"]);
+            .args(["server", "--listen", "127.0.0.1:0"])
+            .args(args);
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
         }
@@ -63,14 +86,16 @@ impl Server {
         };
         let url = line("listening on ");
         let fingerprint = line("certificate fingerprint (SHA-256) ");
+        let s3 = args.contains(&"--s3-listen").then(|| line("S3 on "));
         let addr = url.strip_prefix("https://").unwrap().to_string();
-        Server {
+        let server = Server {
             child,
             url,
             addr,
             fingerprint,
             stderr,
-        }
+        };
+        (server, s3)
     }
 
     /// Runs a client command against this server with `token`; (exit code,

@@ -1,0 +1,87 @@
+//! The S3 stage: the folder `s3/` of the server's home, where each object's
+//! data is kept in a file of its own (`s3/data/NAME`, NAME random) from the
+//! moment its PUT is answered. A file is written and flushed to disk (fsync of
+//! the file and of its folder) before the object's row is committed; a server
+//! killed in between leaves a file no row names, which [`Store::sweep`] removes
+//! when the server starts again.
+
+use crate::{OpsError, Result};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// The S3 stage of a home.
+#[derive(Debug, Clone)]
+pub struct Store {
+    data: PathBuf,
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> OpsError {
+    move |source| OpsError::Io { what, source }
+}
+
+impl Store {
+    /// The S3 stage of home `home`, made when missing.
+    pub fn open(home: &Path) -> Result<Store> {
+        let data = home.join("s3").join("data");
+        std::fs::create_dir_all(&data).map_err(io(format!("make {}", data.display())))?;
+        Ok(Store { data })
+    }
+
+    /// A new, empty data file: its name and the file, open to write.
+    pub fn create(&self) -> Result<(String, File)> {
+        let mut b = [0u8; 12];
+        getrandom::fill(&mut b).map_err(|e| OpsError::Random(e.to_string()))?;
+        let name = hex::encode(b);
+        let path = self.path(&name);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io(format!("make {}", path.display())))?;
+        Ok((name, f))
+    }
+
+    /// The path of data file `name`.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.data.join(name)
+    }
+
+    /// Flushes data file `f` and the stage's folder to disk, so that the file
+    /// and its name survive a crash from here on.
+    pub fn sync(&self, f: &File) -> Result<()> {
+        f.sync_all().map_err(io("flush an object's data".into()))?;
+        let dir = File::open(&self.data).map_err(io(format!("open {}", self.data.display())))?;
+        dir.sync_all()
+            .map_err(io(format!("flush {}", self.data.display())))
+    }
+
+    /// Removes data file `name`; one already gone is not an error.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        match std::fs::remove_file(self.path(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io(format!("remove {}", self.path(name).display()))(e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes every data file that no row of the catalog names (left by a
+    /// server killed between writing a file and committing its row); the number
+    /// removed. Run it only while no request writes.
+    pub fn sweep(&self, at: &impl crate::Catalogued) -> Result<usize> {
+        let kept: std::collections::HashSet<String> =
+            at.ops_catalog().s3_files()?.into_iter().collect();
+        let read =
+            std::fs::read_dir(&self.data).map_err(io(format!("read {}", self.data.display())))?;
+        let mut removed = 0;
+        for e in read {
+            let e = e.map_err(io(format!("read {}", self.data.display())))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !kept.contains(&name) {
+                self.remove(&name)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}

@@ -1,0 +1,33 @@
+//! The operations layer's refusals and failures as S3's errors.
+
+use s3s::{S3Error, S3ErrorCode};
+use tapeloom_ops::s3::S3Failure;
+
+/// S3's error for `f`: a refusal with its code and message, a failure as 500
+/// InternalError (logged, since the client sees only that the server failed).
+pub(crate) fn s3(f: S3Failure) -> S3Error {
+    match f {
+        S3Failure::Refused(r) => {
+            let code =
+                S3ErrorCode::from_bytes(r.code().as_bytes()).unwrap_or(S3ErrorCode::InvalidRequest);
+            S3Error::with_message(code, r.to_string())
+        }
+        S3Failure::Failed(e) => {
+            tracing::error!("S3: {e}");
+            S3Error::with_message(S3ErrorCode::InternalError, e.to_string())
+        }
+    }
+}
+
+/// S3's error for a request whose catalog work could not run (its thread
+/// panicked or the runtime is stopping).
+pub(crate) fn join(e: tokio::task::JoinError) -> S3Error {
+    tracing::error!("S3: a request's work failed: {e}");
+    S3Error::with_message(S3ErrorCode::InternalError, "the server failed: see its log")
+}
+
+/// 500 InternalError for a failure of this server's disk or catalog.
+pub(crate) fn internal(e: impl std::fmt::Display) -> S3Error {
+    tracing::error!("S3: {e}");
+    S3Error::with_message(S3ErrorCode::InternalError, e.to_string())
+}

@@ -1,0 +1,565 @@
+//! The S3 operations: each parses what s3s decoded, runs the operation of
+//! `tapeloom_ops::s3` on a blocking thread, and answers in s3s's types. An
+//! operation not listed here answers 501 NotImplemented (s3s's default).
+
+use crate::body::{self, Asked};
+use crate::error::{join, s3};
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tapeloom_ops::s3::objects::{self, Checksums, Meta};
+use tapeloom_ops::s3::{buckets, storage_class, S3Object, Store};
+use tapeloom_ops::Conn;
+
+/// What every request shares: the home and its S3 stage.
+pub(crate) struct Shared {
+    /// The server's home.
+    pub home: PathBuf,
+    /// Its S3 stage.
+    pub store: Store,
+}
+
+/// The S3 front end, as s3s calls it.
+#[derive(Clone)]
+pub(crate) struct Front(pub(crate) Arc<Shared>);
+
+/// Runs `f` with a connection to the catalog on a blocking thread.
+pub(crate) async fn run<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    f: impl FnOnce(&Conn, &Store) -> tapeloom_ops::s3::Result<T> + Send + 'static,
+) -> S3Result<T> {
+    let shared = shared.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let conn = Conn::open(&shared.home)?;
+        f(&conn, &shared.store)
+    })
+    .await
+    .map_err(join)?;
+    r.map_err(s3)
+}
+
+/// A time of the catalog (nanoseconds since the epoch) as S3 sends one:
+/// listings show its milliseconds, headers whole seconds.
+pub(crate) fn stamp(ns: i64) -> Timestamp {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    Timestamp::from(t)
+}
+
+/// The same time cut to whole seconds, as conditional headers compare it.
+fn second(ns: i64) -> Timestamp {
+    stamp(ns - ns.rem_euclid(1_000_000_000))
+}
+
+/// The checksums sent in an upload's headers.
+pub(crate) fn given(
+    crc32: Option<String>,
+    crc32c: Option<String>,
+    crc64nvme: Option<String>,
+    sha1: Option<String>,
+    sha256: Option<String>,
+) -> Checksums {
+    Checksums {
+        crc32,
+        crc32c,
+        crc64nvme,
+        sha1,
+        sha256,
+    }
+}
+
+/// Whether an object of class `class` is kept on tape only once archived, and
+/// so must be restored before it is read.
+fn archived(class: &str) -> bool {
+    class != "STANDARD"
+}
+
+/// The storage class S3 names in a HEAD or a listing: none for STANDARD.
+fn class_header(class: &str) -> Option<StorageClass> {
+    (class != "STANDARD").then(|| StorageClass::from(class.to_string()))
+}
+
+/// The checksum type S3 names for an object's checksums.
+fn checksum_type(m: &Meta) -> Option<ChecksumType> {
+    let any = m.checksums != Checksums::default();
+    let t = match m.parts.is_empty() || m.full_object {
+        true => "FULL_OBJECT",
+        false => "COMPOSITE",
+    };
+    any.then(|| ChecksumType::from(t.to_string()))
+}
+
+/// Checks the conditional headers of a GET or HEAD against `o`: 412 when
+/// If-Match or If-Unmodified-Since fails, 304 when If-None-Match or
+/// If-Modified-Since does.
+fn conditions(
+    o: &S3Object,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> S3Result<()> {
+    let matches =
+        |c: &ETagCondition| c.is_any() || c.as_etag().is_some_and(|e| e.value() == o.etag);
+    let modified = second(o.created_ns);
+    if let Some(c) = if_match {
+        if !matches(c) {
+            return Err(s3_error!(
+                PreconditionFailed,
+                "If-Match: the entity tag is {}",
+                o.etag
+            ));
+        }
+    } else if if_unmodified_since.is_some_and(|t| modified > *t) {
+        return Err(s3_error!(
+            PreconditionFailed,
+            "If-Unmodified-Since: it was modified since"
+        ));
+    }
+    if let Some(c) = if_none_match {
+        if matches(c) {
+            return Err(s3_error!(NotModified));
+        }
+    } else if if_modified_since.is_some_and(|t| modified <= *t) {
+        return Err(s3_error!(NotModified));
+    }
+    Ok(())
+}
+
+/// The answer to a read of an archived object that is not restored.
+fn not_restored(o: &S3Object) -> s3s::S3Error {
+    s3_error!(
+        InvalidObjectState,
+        "the object is in storage class {}: restore it first (RestoreObject)",
+        o.class
+    )
+}
+
+/// What an upload keeps besides its data, from its headers.
+pub(crate) struct Headers {
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_language: Option<String>,
+    pub cache_control: Option<String>,
+    pub expires: Option<Timestamp>,
+    pub metadata: Option<Metadata>,
+}
+
+impl Headers {
+    pub(crate) fn meta(self) -> Meta {
+        let expires = self.expires.and_then(|t| {
+            let mut b = Vec::new();
+            t.format(TimestampFormat::HttpDate, &mut b).ok()?;
+            String::from_utf8(b).ok()
+        });
+        Meta {
+            content_type: self.content_type,
+            content_encoding: self.content_encoding,
+            content_disposition: self.content_disposition,
+            content_language: self.content_language,
+            cache_control: self.cache_control,
+            expires,
+            user: self.metadata.unwrap_or_default().into_iter().collect(),
+            ..Meta::default()
+        }
+    }
+}
+
+fn expires_of(m: &Meta) -> Option<Timestamp> {
+    m.expires
+        .as_deref()
+        .and_then(|e| Timestamp::parse(TimestampFormat::HttpDate, e).ok())
+}
+
+#[async_trait::async_trait]
+impl S3 for Front {
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let access_key = req.credentials.map(|c| c.access_key).unwrap_or_default();
+        let key = crate::access::key_of(&self.0, &access_key).await?;
+        let all = run(&self.0, move |c, _| buckets::list(c, Some(&key))).await?;
+        let buckets = all
+            .into_iter()
+            .map(|b| Bucket {
+                name: Some(b.name),
+                creation_date: Some(stamp(b.created_ns)),
+                bucket_region: None,
+            })
+            .collect();
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            owner: Some(owner()),
+            ..Default::default()
+        }))
+    }
+
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let name = req.input.bucket;
+        let location = format!("/{name}");
+        run(&self.0, move |c, _| buckets::create(c, &name, None)).await?;
+        Ok(S3Response::new(CreateBucketOutput {
+            location: Some(location),
+        }))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        let name = req.input.bucket;
+        run(&self.0, move |c, _| buckets::get(c, &name)).await?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let name = req.input.bucket;
+        run(&self.0, move |c, _| buckets::delete(c, &name)).await?;
+        Ok(S3Response::new(DeleteBucketOutput {}))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        let name = req.input.bucket;
+        run(&self.0, move |c, _| buckets::get(c, &name)).await?;
+        Ok(S3Response::new(GetBucketLocationOutput::default()))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let i = req.input;
+        let class = storage_class(i.storage_class.as_ref().map(StorageClass::as_str))
+            .map_err(|r| s3(r.into()))?;
+        tapeloom_ops::s3::check_key(i.key.as_bytes()).map_err(|r| s3(r.into()))?;
+        let (bucket, name) = (i.bucket.clone(), i.bucket.clone());
+        run(&self.0, move |c, _| buckets::get(c, &name)).await?;
+        let sent = given(
+            i.checksum_crc32,
+            i.checksum_crc32c,
+            i.checksum_crc64nvme,
+            i.checksum_sha1,
+            i.checksum_sha256,
+        );
+        let asked = Asked::of(&req.headers, sent, i.content_md5);
+        let got = body::receive(&self.0.store, i.body, asked, req.trailing_headers).await?;
+        let headers = Headers {
+            content_type: i.content_type,
+            content_encoding: i.content_encoding,
+            content_disposition: i.content_disposition,
+            content_language: i.content_language,
+            cache_control: i.cache_control,
+            expires: i.expires,
+            metadata: i.metadata,
+        };
+        let mut meta = headers.meta();
+        meta.checksums = got.checksums.clone();
+        meta.full_object = true;
+        let new = objects::New {
+            bucket,
+            key: i.key.into_bytes(),
+            size: got.size,
+            etag: got.md5,
+            class,
+            meta,
+            file: got.file,
+        };
+        let o = run(&self.0, move |c, s| objects::put(c, s, new)).await?;
+        let m = Meta::of(&o);
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(o.etag)),
+            checksum_crc32: m.checksums.crc32,
+            checksum_crc32c: m.checksums.crc32c,
+            checksum_crc64nvme: m.checksums.crc64nvme,
+            checksum_sha1: m.checksums.sha1,
+            checksum_sha256: m.checksums.sha256,
+            checksum_type: Some(ChecksumType::from("FULL_OBJECT".to_string())),
+            size: Some(o.size as i64),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let i = req.input;
+        if i.part_number.is_some() {
+            return Err(s3_error!(NotImplemented, "a GET of one part is not built"));
+        }
+        let (bucket, key) = (i.bucket.clone(), i.key.clone());
+        let o = run(&self.0, move |c, _| {
+            objects::get(c, &bucket, key.as_bytes())
+        })
+        .await?;
+        conditions(
+            &o,
+            i.if_match.as_ref(),
+            i.if_none_match.as_ref(),
+            i.if_modified_since.as_ref(),
+            i.if_unmodified_since.as_ref(),
+        )?;
+        if archived(&o.class) {
+            return Err(not_restored(&o));
+        }
+        let whole = 0..o.size;
+        let range = match &i.range {
+            Some(r) => r.check(o.size).map_err(|_| {
+                s3_error!(
+                    InvalidRange,
+                    "the range is outside the object's {} bytes",
+                    o.size
+                )
+            })?,
+            None => whole.clone(),
+        };
+        let content_range = (i.range.is_some()).then(|| {
+            format!(
+                "bytes {}-{}/{}",
+                range.start,
+                range.end.saturating_sub(1),
+                o.size
+            )
+        });
+        let m = Meta::of(&o);
+        let full = range == whole
+            && i.checksum_mode
+                .as_ref()
+                .is_some_and(|c| c.as_str() == "ENABLED");
+        let blob = body::send(self.0.store.path(&o.file), range.clone()).await?;
+        let sums = if full {
+            m.checksums.clone()
+        } else {
+            Checksums::default()
+        };
+        Ok(S3Response::new(GetObjectOutput {
+            body: Some(blob),
+            accept_ranges: Some("bytes".into()),
+            content_length: Some((range.end - range.start) as i64),
+            content_range,
+            content_type: m.content_type.clone(),
+            content_encoding: m.content_encoding.clone(),
+            content_disposition: m.content_disposition.clone(),
+            content_language: m.content_language.clone(),
+            cache_control: m.cache_control.clone(),
+            expires: expires_of(&m),
+            e_tag: Some(ETag::Strong(o.etag.clone())),
+            last_modified: Some(stamp(o.created_ns)),
+            metadata: Some(m.user.clone().into_iter().collect()),
+            storage_class: class_header(&o.class),
+            parts_count: (!m.parts.is_empty()).then_some(m.parts.len() as i32),
+            checksum_crc32: sums.crc32,
+            checksum_crc32c: sums.crc32c,
+            checksum_crc64nvme: sums.crc64nvme,
+            checksum_sha1: sums.sha1,
+            checksum_sha256: sums.sha256,
+            checksum_type: if full { checksum_type(&m) } else { None },
+            ..Default::default()
+        }))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let i = req.input;
+        let (bucket, key) = (i.bucket.clone(), i.key.clone());
+        let o = run(&self.0, move |c, _| {
+            objects::get(c, &bucket, key.as_bytes())
+        })
+        .await?;
+        conditions(
+            &o,
+            i.if_match.as_ref(),
+            i.if_none_match.as_ref(),
+            i.if_modified_since.as_ref(),
+            i.if_unmodified_since.as_ref(),
+        )?;
+        let m = Meta::of(&o);
+        let with_sums = i
+            .checksum_mode
+            .as_ref()
+            .is_some_and(|c| c.as_str() == "ENABLED");
+        let sums = if with_sums {
+            m.checksums.clone()
+        } else {
+            Checksums::default()
+        };
+        Ok(S3Response::new(HeadObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            content_length: Some(o.size as i64),
+            content_type: m.content_type.clone(),
+            content_encoding: m.content_encoding.clone(),
+            content_disposition: m.content_disposition.clone(),
+            content_language: m.content_language.clone(),
+            cache_control: m.cache_control.clone(),
+            expires: expires_of(&m),
+            e_tag: Some(ETag::Strong(o.etag.clone())),
+            last_modified: Some(stamp(o.created_ns)),
+            metadata: Some(m.user.clone().into_iter().collect()),
+            storage_class: class_header(&o.class),
+            parts_count: (!m.parts.is_empty()).then_some(m.parts.len() as i32),
+            checksum_crc32: sums.crc32,
+            checksum_crc32c: sums.crc32c,
+            checksum_crc64nvme: sums.crc64nvme,
+            checksum_sha1: sums.sha1,
+            checksum_sha256: sums.sha256,
+            checksum_type: if with_sums { checksum_type(&m) } else { None },
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let (bucket, key) = (req.input.bucket, req.input.key);
+        run(&self.0, move |c, s| {
+            objects::delete(c, s, &bucket, key.as_bytes())
+        })
+        .await?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let bucket = req.input.bucket;
+        let quiet = req.input.delete.quiet.unwrap_or(false);
+        let keys: Vec<String> = req
+            .input
+            .delete
+            .objects
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        if keys.len() > 1000 {
+            return Err(s3_error!(
+                MalformedXML,
+                "at most 1,000 keys may be deleted at once"
+            ));
+        }
+        let done = run(&self.0, move |c, s| {
+            let mut done = Vec::with_capacity(keys.len());
+            for k in keys {
+                let r = objects::delete(c, s, &bucket, k.as_bytes());
+                done.push((k, r.map(|_| ())));
+            }
+            Ok(done)
+        })
+        .await?;
+        let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        for (k, r) in done {
+            match r {
+                Ok(()) if quiet => {}
+                Ok(()) => deleted.push(DeletedObject {
+                    key: Some(k),
+                    ..Default::default()
+                }),
+                Err(f) => {
+                    let e = s3(f);
+                    errors.push(Error {
+                        code: Some(e.code().as_str().to_string()),
+                        key: Some(k),
+                        message: e.message().map(str::to_string),
+                        version_id: None,
+                    });
+                }
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        }))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        crate::multipart::copy_object(&self.0, req).await
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        crate::listing::v2(&self.0, req.input).await
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        crate::listing::v1(&self.0, req.input).await
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        crate::multipart::create(&self.0, req.input).await
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        crate::multipart::upload_part(&self.0, req).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        crate::multipart::complete(&self.0, req.input).await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        crate::multipart::abort(&self.0, req.input).await
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        crate::multipart::list_parts(&self.0, req.input).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        crate::multipart::list_uploads(&self.0, req.input).await
+    }
+}
+
+/// The owner every bucket and object is shown with: the server itself.
+pub(crate) fn owner() -> Owner {
+    Owner {
+        display_name: Some("tapeloom".into()),
+        id: Some("tapeloom".into()),
+    }
+}
+
+/// Whether an object must be restored before it is read.
+pub(crate) fn must_restore(o: &S3Object) -> Option<s3s::S3Error> {
+    archived(&o.class).then(|| not_restored(o))
+}

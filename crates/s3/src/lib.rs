@@ -1,0 +1,124 @@
+//! tapeloom's S3 front end: buckets and objects over the S3 API, each operation
+//! done by the operations layer (`tapeloom_ops::s3`), so a bucket's objects take
+//! their pool's rules as every job does.
+//!
+//! The S3 surface itself (routing path-style and virtual-hosted requests,
+//! checking SigV4 signatures in headers and presigned URLs, decoding every
+//! payload form, the signed and unsigned `aws-chunked` bodies with their
+//! trailers included, and writing each operation's XML) is the `s3s` crate's,
+//! pinned at one release. It is kept behind this crate: only this crate names
+//! it, and the rest of tapeloom sees [`serve`] and [`Config`].
+//!
+//! Each request's catalog work runs on a thread of tokio's blocking pool with a
+//! connection of its own ([`tapeloom_ops::Conn`]); bodies are streamed to and
+//! from the S3 stage's files ([`tapeloom_ops::s3::Store`]) without being held
+//! whole in memory.
+
+mod access;
+mod body;
+mod error;
+mod front;
+mod listing;
+mod multipart;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What the S3 front end serves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's home, whose catalog and S3 stage it uses.
+    pub home: PathBuf,
+    /// The domain of virtual-hosted addressing (`BUCKET.DOMAIN`); path-style
+    /// only when none.
+    pub domain: Option<String>,
+}
+
+/// The S3 front end's service, for [`serve`].
+pub type Service = s3s::service::S3Service;
+
+/// Why the S3 front end cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Its home could not be used.
+    #[error(transparent)]
+    Ops(#[from] tapeloom_ops::OpsError),
+    /// `--s3-domain` is not a domain name.
+    #[error("--s3-domain {0}: not a domain name")]
+    BadDomain(String),
+}
+
+/// The S3 service of `config`, for hyper; it sweeps the S3 stage of the data
+/// files a killed server left first.
+pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
+    let store = tapeloom_ops::s3::Store::open(&config.home)?;
+    let conn = tapeloom_ops::Conn::open(&config.home)?;
+    let swept = store.sweep(&conn)?;
+    if swept > 0 {
+        tracing::info!(
+            files = swept,
+            "removed data files of uploads a stop cut short"
+        );
+    }
+    let shared = Arc::new(front::Shared {
+        home: config.home.clone(),
+        store,
+    });
+    let mut b = s3s::service::S3ServiceBuilder::new(front::Front(shared.clone()));
+    b.set_auth(access::Keys(shared.clone()));
+    b.set_access(access::Keys(shared));
+    if let Some(domain) = &config.domain {
+        let host = s3s::host::SingleDomain::new(domain);
+        b.set_host(host.map_err(|_| Error::BadDomain(domain.clone()))?);
+    }
+    Ok(b.build())
+}
+
+/// Serves S3 on `listener` until `stop` is notified: over TLS with `tls`, in
+/// plain HTTP without it. Each connection is served by hyper (HTTP/1.1, and
+/// HTTP/2 where the client asks for it).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    service: s3s::service::S3Service,
+    stop: Arc<tokio::sync::Notify>,
+) {
+    let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
+        hyper_util::rt::TokioExecutor::new(),
+    ));
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("S3: accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = stop.notified() => return,
+        };
+        let (svc, builder, tls) = (service.clone(), builder.clone(), tls.clone());
+        tokio::spawn(async move {
+            let r = match tls {
+                Some(tls) => match tls.accept(tcp).await {
+                    Ok(s) => {
+                        let io = hyper_util::rt::TokioIo::new(s);
+                        builder.serve_connection(io, svc).await
+                    }
+                    Err(e) => {
+                        tracing::debug!(peer = %peer, "S3: TLS: {e}");
+                        return;
+                    }
+                },
+                None => {
+                    let io = hyper_util::rt::TokioIo::new(tcp);
+                    builder.serve_connection(io, svc).await
+                }
+            };
+            if let Err(e) = r {
+                tracing::debug!(peer = %peer, "S3: connection: {e}");
+            }
+        });
+    }
+}
