@@ -2,35 +2,19 @@
 //! not revoked (no anonymous access), a presigned URL may live at most seven
 //! days, and a key made for some buckets sees only those and makes none.
 
-use crate::front::Shared;
+use crate::shared::{key_of, Shared};
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::path::S3Path;
 use s3s::{s3_error, S3Result};
 use std::sync::Arc;
-use tapeloom_ops::s3::{keys, S3Key};
+use tapeloom_ops::s3::keys;
 
 /// The access keys of the catalog, for checking signatures and access.
 pub(crate) struct Keys(pub(crate) Arc<Shared>);
 
 /// The longest a presigned URL may live: seven days, as in AWS.
 const MAX_PRESIGNED_S: u64 = 7 * 24 * 3600;
-
-/// The key whose id is `access_key`, revoked ones not.
-pub(crate) async fn key_of(shared: &Arc<Shared>, access_key: &str) -> S3Result<S3Key> {
-    let (home, id) = (shared.home.clone(), access_key.to_string());
-    let found = tokio::task::spawn_blocking(move || {
-        let conn = tapeloom_ops::Conn::open(&home)?;
-        keys::find(&conn, &id)
-    })
-    .await
-    .map_err(crate::error::join)?;
-    match found {
-        Ok(Some(k)) => Ok(k),
-        Ok(None) => Err(s3_error!(InvalidAccessKeyId)),
-        Err(e) => Err(crate::error::internal(e)),
-    }
-}
 
 #[async_trait::async_trait]
 impl S3Auth for Keys {

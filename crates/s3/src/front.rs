@@ -3,77 +3,17 @@
 //! operation not listed here answers 501 NotImplemented (s3s's default).
 
 use crate::body::{self, Asked};
-use crate::error::{join, s3};
+use crate::error::s3;
+use crate::shared::{archived, given, not_restored, owner, run, second, stamp, Headers, Shared};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
-use std::path::PathBuf;
 use std::sync::Arc;
 use tapeloom_ops::s3::objects::{self, Checksums, Meta};
-use tapeloom_ops::s3::{buckets, storage_class, S3Object, Store};
-use tapeloom_ops::Conn;
-
-/// What every request shares: the home and its S3 stage.
-pub(crate) struct Shared {
-    /// The server's home.
-    pub home: PathBuf,
-    /// Its S3 stage.
-    pub store: Store,
-}
+use tapeloom_ops::s3::{buckets, storage_class, S3Object};
 
 /// The S3 front end, as s3s calls it.
 #[derive(Clone)]
 pub(crate) struct Front(pub(crate) Arc<Shared>);
-
-/// Runs `f` with a connection to the catalog on a blocking thread.
-pub(crate) async fn run<T: Send + 'static>(
-    shared: &Arc<Shared>,
-    f: impl FnOnce(&Conn, &Store) -> tapeloom_ops::s3::Result<T> + Send + 'static,
-) -> S3Result<T> {
-    let shared = shared.clone();
-    let r = tokio::task::spawn_blocking(move || {
-        let conn = Conn::open(&shared.home)?;
-        f(&conn, &shared.store)
-    })
-    .await
-    .map_err(join)?;
-    r.map_err(s3)
-}
-
-/// A time of the catalog (nanoseconds since the epoch) as S3 sends one:
-/// listings show its milliseconds, headers whole seconds.
-pub(crate) fn stamp(ns: i64) -> Timestamp {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    Timestamp::from(t)
-}
-
-/// The same time cut to whole seconds, as conditional headers compare it.
-fn second(ns: i64) -> Timestamp {
-    stamp(ns - ns.rem_euclid(1_000_000_000))
-}
-
-/// The checksums sent in an upload's headers.
-pub(crate) fn given(
-    crc32: Option<String>,
-    crc32c: Option<String>,
-    crc64nvme: Option<String>,
-    sha1: Option<String>,
-    sha256: Option<String>,
-) -> Checksums {
-    Checksums {
-        crc32,
-        crc32c,
-        crc64nvme,
-        sha1,
-        sha256,
-    }
-}
-
-/// Whether an object of class `class` is kept on tape only once archived, and
-/// so must be restored before it is read.
-fn archived(class: &str) -> bool {
-    class != "STANDARD"
-}
 
 /// The storage class S3 names in a HEAD or a listing: none for STANDARD.
 fn class_header(class: &str) -> Option<StorageClass> {
@@ -127,46 +67,6 @@ fn conditions(
     Ok(())
 }
 
-/// The answer to a read of an archived object that is not restored.
-fn not_restored(o: &S3Object) -> s3s::S3Error {
-    s3_error!(
-        InvalidObjectState,
-        "the object is in storage class {}: restore it first (RestoreObject)",
-        o.class
-    )
-}
-
-/// What an upload keeps besides its data, from its headers.
-pub(crate) struct Headers {
-    pub content_type: Option<String>,
-    pub content_encoding: Option<String>,
-    pub content_disposition: Option<String>,
-    pub content_language: Option<String>,
-    pub cache_control: Option<String>,
-    pub expires: Option<Timestamp>,
-    pub metadata: Option<Metadata>,
-}
-
-impl Headers {
-    pub(crate) fn meta(self) -> Meta {
-        let expires = self.expires.and_then(|t| {
-            let mut b = Vec::new();
-            t.format(TimestampFormat::HttpDate, &mut b).ok()?;
-            String::from_utf8(b).ok()
-        });
-        Meta {
-            content_type: self.content_type,
-            content_encoding: self.content_encoding,
-            content_disposition: self.content_disposition,
-            content_language: self.content_language,
-            cache_control: self.cache_control,
-            expires,
-            user: self.metadata.unwrap_or_default().into_iter().collect(),
-            ..Meta::default()
-        }
-    }
-}
-
 fn expires_of(m: &Meta) -> Option<Timestamp> {
     m.expires
         .as_deref()
@@ -180,7 +80,7 @@ impl S3 for Front {
         req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
         let access_key = req.credentials.map(|c| c.access_key).unwrap_or_default();
-        let key = crate::access::key_of(&self.0, &access_key).await?;
+        let key = crate::shared::key_of(&self.0, &access_key).await?;
         let all = run(&self.0, move |c, _| buckets::list(c, Some(&key))).await?;
         let buckets = all
             .into_iter()
@@ -549,17 +449,4 @@ impl S3 for Front {
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         crate::multipart::list_uploads(&self.0, req.input).await
     }
-}
-
-/// The owner every bucket and object is shown with: the server itself.
-pub(crate) fn owner() -> Owner {
-    Owner {
-        display_name: Some("tapeloom".into()),
-        id: Some("tapeloom".into()),
-    }
-}
-
-/// Whether an object must be restored before it is read.
-pub(crate) fn must_restore(o: &S3Object) -> Option<s3s::S3Error> {
-    archived(&o.class).then(|| not_restored(o))
 }

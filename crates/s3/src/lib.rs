@@ -20,6 +20,7 @@ mod error;
 mod front;
 mod listing;
 mod multipart;
+mod shared;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,7 +61,7 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
             "removed data files of uploads a stop cut short"
         );
     }
-    let shared = Arc::new(front::Shared {
+    let shared = Arc::new(shared::Shared {
         home: config.home.clone(),
         store,
     });

@@ -3,7 +3,7 @@
 //! before, in hex; with `encoding-type=url` keys and prefixes are sent
 //! percent-encoded, as S3 sends them.
 
-use crate::front::{run, stamp, Shared};
+use crate::shared::{run, stamp, Shared};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use s3s::dto::*;
 use s3s::{s3_error, S3Response, S3Result};

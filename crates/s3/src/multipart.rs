@@ -5,7 +5,7 @@
 //! computed over the joined object.
 
 use crate::body::{self, Asked};
-use crate::front::{given, must_restore, owner, run, stamp, Headers, Shared};
+use crate::shared::{given, must_restore, owner, run, stamp, Headers, Shared};
 use base64::Engine as _;
 use s3s::crypto::Checksum as _;
 use s3s::dto::*;

@@ -2,35 +2,13 @@
 //! objects take that pool's rules (its key, its copy pool, its retention) as
 //! every job of the pool does.
 
-use super::{now_ns, Bucket, Refused, Result, S3Key};
+use super::{check_bucket_name, may_use, now_ns, Bucket, Refused, Result, S3Key};
 use crate::access::Catalogued;
 use tapeloom_catalog::DEFAULT_POOL;
 
-/// Checks that `name` can name a bucket as S3 allows: 3 to 63 lower-case
-/// letters, digits, `.` and `-`, beginning and ending with a letter or digit,
-/// no `..`, and not an IPv4 address.
-pub fn check_name(name: &str) -> std::result::Result<(), Refused> {
-    let b = name.as_bytes();
-    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'.' || *c == b'-';
-    let ends = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    let good = (3..=63).contains(&b.len())
-        && b.iter().all(ok)
-        && ends(b.first())
-        && ends(b.last())
-        && !name.contains("..")
-        && name.parse::<std::net::Ipv4Addr>().is_err();
-    if good {
-        Ok(())
-    } else {
-        Err(Refused::BadBucketName {
-            name: tapeloom_engine::escape_controls(name).into_owned(),
-        })
-    }
-}
-
 /// Makes bucket `name`, whose objects go to `pool` (the default pool when none).
 pub fn create(at: &impl Catalogued, name: &str, pool: Option<&str>) -> Result<Bucket> {
-    check_name(name)?;
+    check_bucket_name(name)?;
     let pool = pool.unwrap_or(DEFAULT_POOL);
     if pool != DEFAULT_POOL && at.ops_catalog().pool(pool)?.is_none() {
         return Err(Refused::NoPool { pool: pool.into() }.into());
@@ -48,10 +26,7 @@ pub fn create(at: &impl Catalogued, name: &str, pool: Option<&str>) -> Result<Bu
 pub fn list(at: &impl Catalogued, key: Option<&S3Key>) -> Result<Vec<Bucket>> {
     let all = at.ops_catalog().buckets()?;
     Ok(match key {
-        Some(k) => all
-            .into_iter()
-            .filter(|b| super::keys::may_use(k, &b.name))
-            .collect(),
+        Some(k) => all.into_iter().filter(|b| may_use(k, &b.name)).collect(),
         None => all,
     })
 }
@@ -79,7 +54,7 @@ mod tests {
     #[test]
     fn bucket_names_follow_s3s_rules() {
         for good in ["abc", "my-bucket.2026", "a".repeat(63).as_str()] {
-            assert!(check_name(good).is_ok(), "{good}");
+            assert!(check_bucket_name(good).is_ok(), "{good}");
         }
         for bad in [
             "ab",
@@ -92,7 +67,7 @@ mod tests {
             &"a".repeat(64),
         ] {
             assert_eq!(
-                check_name(bad).unwrap_err().code(),
+                check_bucket_name(bad).unwrap_err().code(),
                 "InvalidBucketName",
                 "{bad}"
             );

@@ -104,7 +104,7 @@ pub fn add(at: &impl Catalogued, name: &str, buckets: &[String]) -> super::Resul
         .into());
     }
     for b in buckets {
-        super::buckets::check_name(b)?;
+        super::check_bucket_name(b)?;
     }
     let access_key = format!("{PREFIX}{}", random(18, UPPER)?);
     let secret = random(40, MIXED)?;
@@ -148,10 +148,7 @@ pub fn find(at: &impl Catalogued, access_key: &str) -> Result<Option<S3Key>> {
     Ok(k.filter(|k| k.revoked_ns.is_none()))
 }
 
-/// Whether `key` may use bucket `bucket`.
-pub fn may_use(key: &S3Key, bucket: &str) -> bool {
-    key.buckets.is_empty() || key.buckets.iter().any(|b| b == bucket)
-}
+pub use super::may_use;
 
 /// Whether `key` may make buckets: only a key for every bucket may.
 pub fn may_create(key: &S3Key) -> std::result::Result<(), Refused> {

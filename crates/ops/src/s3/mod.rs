@@ -193,6 +193,33 @@ pub fn check_key(key: &[u8]) -> std::result::Result<(), Refused> {
     Ok(())
 }
 
+/// Checks that `name` can name a bucket as S3 allows: 3 to 63 lower-case
+/// letters, digits, `.` and `-`, beginning and ending with a letter or digit,
+/// no `..`, and not an IPv4 address.
+pub fn check_bucket_name(name: &str) -> std::result::Result<(), Refused> {
+    let b = name.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'.' || *c == b'-';
+    let ends = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let good = (3..=63).contains(&b.len())
+        && b.iter().all(ok)
+        && ends(b.first())
+        && ends(b.last())
+        && !name.contains("..")
+        && name.parse::<std::net::Ipv4Addr>().is_err();
+    if good {
+        Ok(())
+    } else {
+        Err(Refused::BadBucketName {
+            name: tapeloom_engine::escape_controls(name).into_owned(),
+        })
+    }
+}
+
+/// Whether `key` may use bucket `bucket`.
+pub fn may_use(key: &S3Key, bucket: &str) -> bool {
+    key.buckets.is_empty() || key.buckets.iter().any(|b| b == bucket)
+}
+
 /// A key as a message shows it.
 pub(crate) fn shown(key: &[u8]) -> String {
     tapeloom_engine::escape_controls(&String::from_utf8_lossy(key)).into_owned()
