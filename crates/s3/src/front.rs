@@ -73,6 +73,37 @@ fn expires_of(m: &Meta) -> Option<Timestamp> {
         .and_then(|e| Timestamp::parse(TimestampFormat::HttpDate, e).ok())
 }
 
+/// The answer of GetObject or HeadObject (`$out`) for object `$o` with meta
+/// `$m`: the stored headers, the entity tag, the time, the class, and the
+/// checksums `$sums` (typed when `$typed`), with the fields `$extra` of the
+/// one operation.
+macro_rules! object_answer {
+    ($out:ident, $o:expr, $m:expr, $sums:expr, $typed:expr, { $($extra:tt)* }) => {
+        $out {
+            $($extra)*
+            accept_ranges: Some("bytes".into()),
+            content_type: $m.content_type.clone(),
+            content_encoding: $m.content_encoding.clone(),
+            content_disposition: $m.content_disposition.clone(),
+            content_language: $m.content_language.clone(),
+            cache_control: $m.cache_control.clone(),
+            expires: expires_of(&$m),
+            e_tag: Some(ETag::Strong($o.etag.clone())),
+            last_modified: Some(stamp($o.created_ns)),
+            metadata: Some($m.user.clone().into_iter().collect()),
+            storage_class: class_header(&$o.class),
+            parts_count: (!$m.parts.is_empty()).then_some($m.parts.len() as i32),
+            checksum_crc32: $sums.crc32,
+            checksum_crc32c: $sums.crc32c,
+            checksum_crc64nvme: $sums.crc64nvme,
+            checksum_sha1: $sums.sha1,
+            checksum_sha256: $sums.sha256,
+            checksum_type: if $typed { checksum_type(&$m) } else { None },
+            ..Default::default()
+        }
+    };
+}
+
 #[async_trait::async_trait]
 impl S3 for Front {
     async fn list_buckets(
@@ -244,30 +275,13 @@ impl S3 for Front {
         } else {
             Checksums::default()
         };
-        Ok(S3Response::new(GetObjectOutput {
-            body: Some(blob),
-            accept_ranges: Some("bytes".into()),
-            content_length: Some((range.end - range.start) as i64),
-            content_range,
-            content_type: m.content_type.clone(),
-            content_encoding: m.content_encoding.clone(),
-            content_disposition: m.content_disposition.clone(),
-            content_language: m.content_language.clone(),
-            cache_control: m.cache_control.clone(),
-            expires: expires_of(&m),
-            e_tag: Some(ETag::Strong(o.etag.clone())),
-            last_modified: Some(stamp(o.created_ns)),
-            metadata: Some(m.user.clone().into_iter().collect()),
-            storage_class: class_header(&o.class),
-            parts_count: (!m.parts.is_empty()).then_some(m.parts.len() as i32),
-            checksum_crc32: sums.crc32,
-            checksum_crc32c: sums.crc32c,
-            checksum_crc64nvme: sums.crc64nvme,
-            checksum_sha1: sums.sha1,
-            checksum_sha256: sums.sha256,
-            checksum_type: if full { checksum_type(&m) } else { None },
-            ..Default::default()
-        }))
+        Ok(S3Response::new(
+            object_answer!(GetObjectOutput, o, m, sums, full, {
+                body: Some(blob),
+                content_length: Some((range.end - range.start) as i64),
+                content_range,
+            }),
+        ))
     }
 
     async fn head_object(
@@ -297,28 +311,11 @@ impl S3 for Front {
         } else {
             Checksums::default()
         };
-        Ok(S3Response::new(HeadObjectOutput {
-            accept_ranges: Some("bytes".into()),
-            content_length: Some(o.size as i64),
-            content_type: m.content_type.clone(),
-            content_encoding: m.content_encoding.clone(),
-            content_disposition: m.content_disposition.clone(),
-            content_language: m.content_language.clone(),
-            cache_control: m.cache_control.clone(),
-            expires: expires_of(&m),
-            e_tag: Some(ETag::Strong(o.etag.clone())),
-            last_modified: Some(stamp(o.created_ns)),
-            metadata: Some(m.user.clone().into_iter().collect()),
-            storage_class: class_header(&o.class),
-            parts_count: (!m.parts.is_empty()).then_some(m.parts.len() as i32),
-            checksum_crc32: sums.crc32,
-            checksum_crc32c: sums.crc32c,
-            checksum_crc64nvme: sums.crc64nvme,
-            checksum_sha1: sums.sha1,
-            checksum_sha256: sums.sha256,
-            checksum_type: if with_sums { checksum_type(&m) } else { None },
-            ..Default::default()
-        }))
+        Ok(S3Response::new(
+            object_answer!(HeadObjectOutput, o, m, sums, with_sums, {
+                content_length: Some(o.size as i64),
+            }),
+        ))
     }
 
     async fn delete_object(

@@ -109,6 +109,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
         let answer = hyper::service::Service::call(&self.0, req);
         Box::pin(async move {
             let mut r = answer.await?;
+            with_storage_class(&mut r);
             if close {
                 let v = http::HeaderValue::from_static("close");
                 r.headers_mut().insert(http::header::CONNECTION, v);
@@ -116,6 +117,28 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
             Ok(r)
         })
     }
+}
+
+/// Moves the storage class an InvalidObjectState error carries in a header
+/// ([`shared::not_restored`]) into its XML body, as `<StorageClass>`, where S3
+/// sends it.
+fn with_storage_class(r: &mut s3s::HttpResponse) {
+    let Some(class) = r.headers_mut().remove(shared::STORAGE_CLASS_MARK) else {
+        return;
+    };
+    let Some(body) = r.body_mut().take_bytes() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&body);
+    let class = String::from_utf8_lossy(class.as_bytes());
+    let with = text.replacen(
+        "</Error>",
+        &format!("<StorageClass>{class}</StorageClass></Error>"),
+        1,
+    );
+    *r.body_mut() = s3s::Body::from(with);
+    let xml = http::HeaderValue::from_static("application/xml");
+    r.headers_mut().insert(http::header::CONTENT_TYPE, xml);
 }
 
 /// Serves S3 on `listener` until `stop` is notified: over TLS with `tls`, in

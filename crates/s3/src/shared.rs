@@ -71,13 +71,26 @@ pub(crate) fn archived(class: &str) -> bool {
 }
 
 /// The answer to a read of an archived object that is not restored.
+/// S3 names the object's storage class in this error's body, which s3s's error
+/// cannot hold: the class goes in the header [`STORAGE_CLASS_MARK`], and the
+/// service moves it into the body ([`crate::with_storage_class`]).
 pub(crate) fn not_restored(o: &S3Object) -> s3s::S3Error {
-    s3_error!(
+    let mut e = s3_error!(
         InvalidObjectState,
         "the object is in storage class {}: restore it first (RestoreObject)",
         o.class
-    )
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&o.class) {
+        let mut h = http::HeaderMap::new();
+        h.insert(STORAGE_CLASS_MARK, v);
+        e.set_headers(h);
+    }
+    e
 }
+
+/// The header an error carries its object's storage class in, on its way to
+/// the error's body.
+pub(crate) const STORAGE_CLASS_MARK: &str = "x-tapeloom-storage-class";
 
 /// What an upload keeps besides its data, from its headers.
 pub(crate) struct Headers {

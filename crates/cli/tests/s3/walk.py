@@ -93,6 +93,10 @@ s3.put_object(Bucket=B, Key="cold/x", Body=b"cold data", StorageClass="GLACIER")
 h = s3.head_object(Bucket=B, Key="cold/x")
 check("head_object of a GLACIER object", h.get("StorageClass") == "GLACIER" and "Restore" not in h, h)
 check("get_object of a GLACIER object not restored", code_of(lambda: s3.get_object(Bucket=B, Key="cold/x")) == ("InvalidObjectState", 403))
+try:
+    s3.get_object(Bucket=B, Key="cold/x")
+except ClientError as e:
+    check("InvalidObjectState names the storage class", e.response["Error"].get("StorageClass") == "GLACIER", e.response["Error"])
 check("an unknown storage class", code_of(lambda: s3.put_object(Bucket=B, Key="k", Body=b"", StorageClass="ONEZONE_IA"))[0] == "InvalidStorageClass")
 
 # Listings: prefixes, delimiters, pages.
