@@ -76,25 +76,27 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
 }
 
 /// The S3 service, which closes the connection after answering a request that
-/// asked for `100 Continue` with an empty body.
+/// asked for `100 Continue` when its body may be left unread: an empty body, or
+/// a request refused (an answer other than 2xx), perhaps before its body was
+/// read.
 ///
-/// hyper sends no `100 Continue` for an empty body (none is needed) and
-/// answers at once. botocore, which asks for `100 Continue` on every PutObject,
-/// takes such an answer as final, but keeps that answer's status line for the
-/// next request on the same connection, whose real status line it then reads
-/// as a header and whose answer it waits for until its read timeout (60 s).
-/// Closing the connection after such an answer makes botocore open a new one.
+/// A client that asked for `100 Continue` and got a final answer instead sends
+/// no body. hyper, which answered without reading the body, would read the
+/// next request's first bytes as that body (the next request then arrives as
+/// `ELETE /...` and fails its signature), and botocore keeps such an answer's
+/// status line for the next request on the connection and then waits a minute
+/// for it. Closing the connection makes the client open a new one, as RFC 9110
+/// (section 10.1.1) lets a server do.
 #[derive(Clone)]
 struct Closing(Service);
 
-/// Whether `req` asks for `100 Continue` with an empty body.
-fn empty_expecting(req: &http::Request<hyper::body::Incoming>) -> bool {
+/// Whether `req` asks for `100 Continue`, and whether its body is empty.
+fn expecting(req: &http::Request<hyper::body::Incoming>) -> (bool, bool) {
     let h = req.headers();
     let expects = (h.get(http::header::EXPECT))
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    expects
-        && h.get(http::header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() == b"0")
+    let empty = (h.get(http::header::CONTENT_LENGTH)).is_some_and(|v| v.as_bytes() == b"0");
+    (expects, empty)
 }
 
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
@@ -105,12 +107,12 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
     >;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
-        let close = empty_expecting(&req);
+        let (expects, empty) = expecting(&req);
         let answer = hyper::service::Service::call(&self.0, req);
         Box::pin(async move {
             let mut r = answer.await?;
             with_storage_class(&mut r);
-            if close {
+            if expects && (empty || !r.status().is_success()) {
                 let v = http::HeaderValue::from_static("close");
                 r.headers_mut().insert(http::header::CONNECTION, v);
             }
