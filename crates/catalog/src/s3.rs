@@ -1,5 +1,7 @@
-//! The S3 front end's rows (schema 24): its access keys, its buckets (each named
-//! for the pool its objects go to), its objects and their multipart uploads.
+//! The S3 front end's rows (schemas 25 and 26): its access keys, its buckets
+//! (each named for the pool its objects go to, with how its objects are gathered
+//! into archive jobs), its objects (with the job that holds each on tape and
+//! its restore) and their multipart uploads.
 //!
 //! An access key's secret is kept sealed (`sealed`): the operations layer seals
 //! it with a key file kept in the home, outside the catalog, so a copy of the
@@ -39,10 +41,56 @@ pub struct Bucket {
     pub pool: String,
     /// When it was made, nanoseconds since the epoch.
     pub created_ns: i64,
+    /// When a batch of its objects is written to tape.
+    pub batching: Batching,
+}
+
+/// When a batch of a bucket's objects closes and is written to tape: as soon as
+/// its oldest object has waited `age_s` seconds, or it holds `objects` objects
+/// or `bytes` bytes, whichever comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// The longest an object waits for tape, in seconds.
+    pub age_s: i64,
+    /// The most objects in one batch.
+    pub objects: u64,
+    /// The most bytes in one batch (an object larger goes alone).
+    pub bytes: u64,
+}
+
+impl Default for Batching {
+    /// Five minutes, 10,000 objects or 4 GiB: a batch is large enough that an
+    /// LTO drive streams it for seconds (4 GiB is about ten seconds of LTO-9),
+    /// and an object waits at most five minutes for tape.
+    fn default() -> Batching {
+        Batching {
+            age_s: 300,
+            objects: 10_000,
+            bytes: 4 << 30,
+        }
+    }
+}
+
+/// An object's restore from tape: asked (and running until it ends), then
+/// restored into the restore cache until its expiry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restore {
+    /// When the restore running now was asked; none when none runs.
+    pub asked_ns: Option<i64>,
+    /// The days the restored copy is kept, as last asked.
+    pub days: Option<i64>,
+    /// The tier asked (`Standard`, `Bulk` or `Expedited`).
+    pub tier: Option<String>,
+    /// The restored copy's data file in the S3 stage; none when there is none.
+    pub file: Option<String>,
+    /// When the restored copy expires, nanoseconds since the epoch.
+    pub until_ns: Option<i64>,
+    /// When the restored copy was last restored or read.
+    pub used_ns: Option<i64>,
 }
 
 /// An object as the catalog keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct S3Object {
     /// Its id, which also names its data file.
     pub id: i64,
@@ -62,6 +110,13 @@ pub struct S3Object {
     pub file: String,
     /// When it was stored, nanoseconds since the epoch.
     pub created_ns: i64,
+    /// The job that holds it on tape; none while it waits for tape.
+    pub job_id: Option<i64>,
+    /// When its data file was removed, the object being on tape only (its
+    /// `file` still names its entry in its job); none while the file is kept.
+    pub released_ns: Option<i64>,
+    /// Its restore from tape.
+    pub restore: Restore,
 }
 
 /// A multipart upload in progress.
@@ -110,9 +165,11 @@ fn key_row(r: &crate::db::Row) -> crate::db::Result<S3Key> {
     })
 }
 
-const OBJECT_COLS: &str = "id, bucket, key, size, etag, class, meta, file, created_ns";
+pub(crate) const OBJECT_COLS: &str = "id, bucket, key, size, etag, class, meta, file, created_ns, \
+     job_id, released_ns, restore_asked_ns, restore_days, restore_tier, restored_file, \
+     restored_until_ns, restored_used_ns";
 
-fn object_row(r: &crate::db::Row) -> crate::db::Result<S3Object> {
+pub(crate) fn object_row(r: &crate::db::Row) -> crate::db::Result<S3Object> {
     Ok(S3Object {
         id: r.get(0)?,
         bucket: r.get(1)?,
@@ -123,6 +180,16 @@ fn object_row(r: &crate::db::Row) -> crate::db::Result<S3Object> {
         meta: r.get(6)?,
         file: r.get(7)?,
         created_ns: r.get(8)?,
+        job_id: r.get(9)?,
+        released_ns: r.get(10)?,
+        restore: Restore {
+            asked_ns: r.get(11)?,
+            days: r.get(12)?,
+            tier: r.get(13)?,
+            file: r.get(14)?,
+            until_ns: r.get(15)?,
+            used_ns: r.get(16)?,
+        },
     })
 }
 
@@ -218,8 +285,16 @@ impl Catalog {
     /// Records a new bucket.
     pub fn create_bucket(&self, b: &Bucket) -> Result<()> {
         let r = self.conn.execute(
-            "INSERT INTO s3_buckets (name, pool, created_ns) VALUES (?1, ?2, ?3)",
-            params![b.name, b.pool, b.created_ns],
+            "INSERT INTO s3_buckets (name, pool, created_ns, batch_age_s, batch_objects, \
+             batch_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                b.name,
+                b.pool,
+                b.created_ns,
+                b.batching.age_s,
+                b.batching.objects.min(i64::MAX as u64) as i64,
+                b.batching.bytes.min(i64::MAX as u64) as i64
+            ],
         );
         match r {
             Ok(_) => Ok(()),
@@ -233,14 +308,20 @@ impl Catalog {
     /// Every bucket, by name.
     pub fn buckets(&self) -> Result<Vec<Bucket>> {
         let run = || -> crate::db::Result<Vec<Bucket>> {
-            let mut st = self
-                .conn
-                .prepare("SELECT name, pool, created_ns FROM s3_buckets ORDER BY name")?;
+            let mut st = self.conn.prepare(
+                "SELECT name, pool, created_ns, batch_age_s, batch_objects, batch_bytes \
+                 FROM s3_buckets ORDER BY name",
+            )?;
             st.query_map(params![], |r| {
                 Ok(Bucket {
                     name: r.get(0)?,
                     pool: r.get(1)?,
                     created_ns: r.get(2)?,
+                    batching: Batching {
+                        age_s: r.get(3)?,
+                        objects: r.get::<i64>(4)?.max(0) as u64,
+                        bytes: r.get::<i64>(5)?.max(0) as u64,
+                    },
                 })
             })?
             .collect()
@@ -309,7 +390,8 @@ impl Catalog {
         let old = self.object(bucket, key)?;
         if let Some(old) = &old {
             (self.conn.execute(
-                "UPDATE s3_objects SET deleted_ns = ?2 WHERE id = ?1",
+                "UPDATE s3_objects SET deleted_ns = ?2, restore_asked_ns = NULL, \
+                 restored_file = NULL, restored_until_ns = NULL WHERE id = ?1",
                 params![old.id, now_ns],
             ))
             .doing("delete an object")?;
@@ -457,7 +539,8 @@ impl Catalog {
     pub fn s3_files(&self) -> Result<Vec<String>> {
         let run = || -> crate::db::Result<Vec<String>> {
             let mut st = self.conn.prepare(
-                "SELECT file FROM s3_objects WHERE deleted_ns IS NULL \
+                "SELECT file FROM s3_objects WHERE deleted_ns IS NULL AND released_ns IS NULL \
+                 UNION SELECT restored_file FROM s3_objects WHERE restored_file IS NOT NULL \
                  UNION SELECT file FROM s3_parts",
             )?;
             st.query_map(params![], |r| r.get(0))?.collect()
@@ -467,12 +550,12 @@ impl Catalog {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::tests::both;
     use crate::tests::scratch;
 
-    fn object(bucket: &str, key: &str, file: &str) -> NewObject {
+    pub(crate) fn object(bucket: &str, key: &str, file: &str) -> NewObject {
         S3Object {
             id: 0,
             bucket: bucket.into(),
@@ -483,6 +566,7 @@ mod tests {
             meta: "{}".into(),
             file: file.into(),
             created_ns: 7,
+            ..S3Object::default()
         }
     }
 
@@ -510,7 +594,7 @@ mod tests {
     both! {
         fn objects_replace_list_in_byte_order_and_delete() {
             let (_d, c) = scratch();
-            let b = Bucket { name: "b".into(), pool: "default".into(), created_ns: 1 };
+            let b = Bucket { name: "b".into(), pool: "default".into(), created_ns: 1, batching: Batching::default() };
             c.create_bucket(&b).unwrap();
             assert!(matches!(c.create_bucket(&b), Err(CatalogError::BucketExists { .. })));
             assert_eq!(c.buckets().unwrap(), vec![b]);
@@ -544,7 +628,7 @@ mod tests {
     both! {
         fn an_upload_keeps_its_last_part_of_each_number_and_ends_as_one_object() {
             let (_d, c) = scratch();
-            c.create_bucket(&Bucket { name: "b".into(), pool: "default".into(), created_ns: 1 }).unwrap();
+            c.create_bucket(&Bucket { name: "b".into(), pool: "default".into(), created_ns: 1, batching: Batching::default() }).unwrap();
             let u = Upload {
                 id: "u1".into(),
                 bucket: "b".into(),

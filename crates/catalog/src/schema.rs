@@ -401,7 +401,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         percent INTEGER NOT NULL
     );
     ",
-    // 24: the S3 front end: its access keys (the secret sealed with a key file
+    // 25: the S3 front end: its access keys (the secret sealed with a key file
     // the home keeps outside the catalog), its buckets and the pool of each, its
     // objects (a deleted one keeps its row until its tape space comes back) and
     // the multipart uploads in progress with their parts.
@@ -449,6 +449,25 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         file TEXT NOT NULL,
         PRIMARY KEY (upload, number)
     );
+    ",
+    // 26: the S3 front end's tape side: how each bucket's objects are gathered
+    // into archive jobs (a batch closes on age, count or size), the job that
+    // holds each object on tape, when its disk copy was released, and its
+    // restore (asked, then restored into the restore cache until an expiry).
+    "
+    ALTER TABLE s3_buckets ADD COLUMN batch_age_s INTEGER NOT NULL DEFAULT 300;
+    ALTER TABLE s3_buckets ADD COLUMN batch_objects INTEGER NOT NULL DEFAULT 10000;
+    ALTER TABLE s3_buckets ADD COLUMN batch_bytes INTEGER NOT NULL DEFAULT 4294967296;
+    ALTER TABLE s3_objects ADD COLUMN job_id INTEGER;
+    ALTER TABLE s3_objects ADD COLUMN released_ns INTEGER;
+    ALTER TABLE s3_objects ADD COLUMN restore_asked_ns INTEGER;
+    ALTER TABLE s3_objects ADD COLUMN restore_days INTEGER;
+    ALTER TABLE s3_objects ADD COLUMN restore_tier TEXT;
+    ALTER TABLE s3_objects ADD COLUMN restored_file TEXT;
+    ALTER TABLE s3_objects ADD COLUMN restored_until_ns INTEGER;
+    ALTER TABLE s3_objects ADD COLUMN restored_used_ns INTEGER;
+    CREATE INDEX s3_objects_to_archive ON s3_objects (id) WHERE job_id IS NULL AND deleted_ns IS NULL;
+    CREATE INDEX s3_objects_restoring ON s3_objects (restore_asked_ns) WHERE restore_asked_ns IS NOT NULL;
     ",
 ];
 
@@ -586,7 +605,7 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
         percent BIGINT NOT NULL
     );
     ",
-    // 24: as SQLite's 24.
+    // 25: as SQLite's 25.
     "
     CREATE TABLE s3_keys (
         access_key TEXT PRIMARY KEY,
@@ -631,6 +650,22 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
         file TEXT NOT NULL,
         PRIMARY KEY (upload, number)
     );
+    ",
+    // 26: as SQLite's 26.
+    "
+    ALTER TABLE s3_buckets ADD COLUMN batch_age_s BIGINT NOT NULL DEFAULT 300;
+    ALTER TABLE s3_buckets ADD COLUMN batch_objects BIGINT NOT NULL DEFAULT 10000;
+    ALTER TABLE s3_buckets ADD COLUMN batch_bytes BIGINT NOT NULL DEFAULT 4294967296;
+    ALTER TABLE s3_objects ADD COLUMN job_id BIGINT;
+    ALTER TABLE s3_objects ADD COLUMN released_ns BIGINT;
+    ALTER TABLE s3_objects ADD COLUMN restore_asked_ns BIGINT;
+    ALTER TABLE s3_objects ADD COLUMN restore_days BIGINT;
+    ALTER TABLE s3_objects ADD COLUMN restore_tier TEXT;
+    ALTER TABLE s3_objects ADD COLUMN restored_file TEXT;
+    ALTER TABLE s3_objects ADD COLUMN restored_until_ns BIGINT;
+    ALTER TABLE s3_objects ADD COLUMN restored_used_ns BIGINT;
+    CREATE INDEX s3_objects_to_archive ON s3_objects (id) WHERE job_id IS NULL AND deleted_ns IS NULL;
+    CREATE INDEX s3_objects_restoring ON s3_objects (restore_asked_ns) WHERE restore_asked_ns IS NOT NULL;
     ",
 ];
 

@@ -4,12 +4,13 @@
 
 use crate::body::{self, Asked};
 use crate::error::s3;
-use crate::shared::{archived, given, not_restored, owner, run, second, stamp, Headers, Shared};
+use crate::restore::restore_header;
+use crate::shared::{given, not_restored, owner, run, second, stamp, Headers, Shared};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
 use std::sync::Arc;
 use tapeloom_ops::s3::objects::{self, Checksums, Meta};
-use tapeloom_ops::s3::{buckets, storage_class, S3Object};
+use tapeloom_ops::s3::{buckets, restores, storage_class, Batching, S3Object};
 
 /// The S3 front end, as s3s calls it.
 #[derive(Clone)]
@@ -74,13 +75,14 @@ fn expires_of(m: &Meta) -> Option<Timestamp> {
 }
 
 /// The answer of GetObject or HeadObject (`$out`) for object `$o` with meta
-/// `$m`: the stored headers, the entity tag, the time, the class, and the
-/// checksums `$sums` (typed when `$typed`), with the fields `$extra` of the
-/// one operation.
+/// `$m`: the stored headers, the entity tag, the time, the class, the
+/// checksums `$sums` (typed when `$typed`) and the restore state `$state`, with
+/// the fields `$extra` of the one operation.
 macro_rules! object_answer {
-    ($out:ident, $o:expr, $m:expr, $sums:expr, $typed:expr, { $($extra:tt)* }) => {
+    ($out:ident, $o:expr, $m:expr, $sums:expr, $typed:expr, $state:expr, { $($extra:tt)* }) => {
         $out {
             $($extra)*
+            restore: restore_header($state),
             accept_ranges: Some("bytes".into()),
             content_type: $m.content_type.clone(),
             content_encoding: $m.content_encoding.clone(),
@@ -134,7 +136,10 @@ impl S3 for Front {
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         let name = req.input.bucket;
         let location = format!("/{name}");
-        run(&self.0, move |c, _| buckets::create(c, &name, None)).await?;
+        run(&self.0, move |c, _| {
+            buckets::create(c, &name, None, Batching::default())
+        })
+        .await?;
         Ok(S3Response::new(CreateBucketOutput {
             location: Some(location),
         }))
@@ -231,8 +236,10 @@ impl S3 for Front {
             return Err(s3_error!(NotImplemented, "a GET of one part is not built"));
         }
         let (bucket, key) = (i.bucket.clone(), i.key.clone());
-        let o = run(&self.0, move |c, _| {
-            objects::get(c, &bucket, key.as_bytes())
+        let (o, state, file) = run(&self.0, move |c, _| {
+            let o = objects::get(c, &bucket, key.as_bytes())?;
+            let (file, state) = (restores::readable(c, &o)?, restores::state_now(&o)?);
+            Ok((o, state, file))
         })
         .await?;
         conditions(
@@ -242,9 +249,9 @@ impl S3 for Front {
             i.if_modified_since.as_ref(),
             i.if_unmodified_since.as_ref(),
         )?;
-        if archived(&o.class) {
+        let Some(file) = file else {
             return Err(not_restored(&o));
-        }
+        };
         let whole = 0..o.size;
         let range = match &i.range {
             Some(r) => r.check(o.size).map_err(|_| {
@@ -269,14 +276,14 @@ impl S3 for Front {
             && i.checksum_mode
                 .as_ref()
                 .is_some_and(|c| c.as_str() == "ENABLED");
-        let blob = body::send(self.0.store.path(&o.file), range.clone()).await?;
+        let blob = body::send(self.0.store.path(&file), range.clone()).await?;
         let sums = if full {
             m.checksums.clone()
         } else {
             Checksums::default()
         };
         Ok(S3Response::new(
-            object_answer!(GetObjectOutput, o, m, sums, full, {
+            object_answer!(GetObjectOutput, o, m, sums, full, state, {
                 body: Some(blob),
                 content_length: Some((range.end - range.start) as i64),
                 content_range,
@@ -290,8 +297,10 @@ impl S3 for Front {
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let i = req.input;
         let (bucket, key) = (i.bucket.clone(), i.key.clone());
-        let o = run(&self.0, move |c, _| {
-            objects::get(c, &bucket, key.as_bytes())
+        let (o, state) = run(&self.0, move |c, _| {
+            let o = objects::get(c, &bucket, key.as_bytes())?;
+            let state = restores::state_now(&o)?;
+            Ok((o, state))
         })
         .await?;
         conditions(
@@ -312,7 +321,7 @@ impl S3 for Front {
             Checksums::default()
         };
         Ok(S3Response::new(
-            object_answer!(HeadObjectOutput, o, m, sums, with_sums, {
+            object_answer!(HeadObjectOutput, o, m, sums, with_sums, state, {
                 content_length: Some(o.size as i64),
             }),
         ))
@@ -438,6 +447,13 @@ impl S3 for Front {
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
         crate::multipart::list_parts(&self.0, req.input).await
+    }
+
+    async fn restore_object(
+        &self,
+        req: S3Request<RestoreObjectInput>,
+    ) -> S3Result<S3Response<RestoreObjectOutput>> {
+        crate::restore::restore_object(&self.0, req.input).await
     }
 
     async fn list_multipart_uploads(

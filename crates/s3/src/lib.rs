@@ -20,6 +20,7 @@ mod error;
 mod front;
 mod listing;
 mod multipart;
+mod restore;
 mod shared;
 
 use std::path::PathBuf;
@@ -33,6 +34,8 @@ pub struct Config {
     /// The domain of virtual-hosted addressing (`BUCKET.DOMAIN`); path-style
     /// only when none.
     pub domain: Option<String>,
+    /// The restore windows and the restore cache's limit.
+    pub restores: tapeloom_ops::s3::restores::Settings,
 }
 
 /// The S3 front end's service, for [`serve`].
@@ -64,6 +67,7 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
     let shared = Arc::new(shared::Shared {
         home: config.home.clone(),
         store,
+        restores: config.restores,
     });
     let mut b = s3s::service::S3ServiceBuilder::new(front::Front(shared.clone()));
     b.set_auth(access::Keys(shared.clone()));
@@ -112,6 +116,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
         Box::pin(async move {
             let mut r = answer.await?;
             with_storage_class(&mut r);
+            with_status(&mut r);
             if expects && (empty || !r.status().is_success()) {
                 let v = http::HeaderValue::from_static("close");
                 r.headers_mut().insert(http::header::CONNECTION, v);
@@ -141,6 +146,21 @@ fn with_storage_class(r: &mut s3s::HttpResponse) {
     *r.body_mut() = s3s::Body::from(with);
     let xml = http::HeaderValue::from_static("application/xml");
     r.headers_mut().insert(http::header::CONTENT_TYPE, xml);
+}
+
+/// Sets the status an answer carries in a header ([`shared::STATUS_MARK`]):
+/// s3s answers every operation that succeeds with 200, and RestoreObject must
+/// answer 202 when a restore starts.
+fn with_status(r: &mut s3s::HttpResponse) {
+    let Some(v) = r.headers_mut().remove(shared::STATUS_MARK) else {
+        return;
+    };
+    let code = std::str::from_utf8(v.as_bytes())
+        .ok()
+        .and_then(|s| s.parse().ok());
+    if let Some(status) = code.and_then(|c: u16| http::StatusCode::from_u16(c).ok()) {
+        *r.status_mut() = status;
+    }
 }
 
 /// Serves S3 on `listener` until `stop` is notified: over TLS with `tls`, in

@@ -3,6 +3,7 @@
 //! before, in hex; with `encoding-type=url` keys and prefixes are sent
 //! percent-encoded, as S3 sends them.
 
+use crate::restore::restore_status;
 use crate::shared::{run, stamp, Shared};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use s3s::dto::*;
@@ -35,9 +36,10 @@ async fn page(shared: &Arc<Shared>, bucket: String, ask: Ask) -> S3Result<Listin
     run(shared, move |c, _| objects::list(c, &bucket, &ask)).await
 }
 
-fn contents(l: &Listing, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
+fn contents(l: &Listing, url: bool, status: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
     let objects = (l.objects.iter())
         .map(|o| Object {
+            restore_status: status.then(|| restore_status(o, l.now_ns)).flatten(),
             key: Some(shown(&o.key, url)),
             e_tag: Some(ETag::Strong(o.etag.clone())),
             last_modified: Some(stamp(o.created_ns)),
@@ -84,7 +86,9 @@ pub(crate) async fn v2(
         max: max_keys(i.max_keys),
     };
     let l = page(shared, i.bucket.clone(), ask).await?;
-    let (objects, prefixes) = contents(&l, url);
+    let status = (i.optional_object_attributes.iter().flatten())
+        .any(|a| a.as_str() == OptionalObjectAttributes::RESTORE_STATUS);
+    let (objects, prefixes) = contents(&l, url, status);
     let next = (l.truncated)
         .then(|| l.last.as_deref().map(hex::encode))
         .flatten();
@@ -119,7 +123,7 @@ pub(crate) async fn v1(
         max: max_keys(i.max_keys),
     };
     let l = page(shared, i.bucket.clone(), ask).await?;
-    let (objects, prefixes) = contents(&l, url);
+    let (objects, prefixes) = contents(&l, url, false);
     let next = (l.truncated && i.delimiter.is_some())
         .then(|| l.last.as_deref().map(|k| shown(k, url)))
         .flatten();

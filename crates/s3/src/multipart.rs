@@ -5,14 +5,14 @@
 //! computed over the joined object.
 
 use crate::body::{self, Asked};
-use crate::shared::{given, must_restore, owner, run, stamp, Headers, Shared};
+use crate::shared::{given, not_restored, owner, run, stamp, Headers, Shared};
 use base64::Engine as _;
 use s3s::crypto::Checksum as _;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use std::sync::Arc;
 use tapeloom_ops::s3::objects::{self, Checksums, Meta, PartMeta};
-use tapeloom_ops::s3::{storage_class, uploads, Part};
+use tapeloom_ops::s3::{restores, storage_class, uploads, Part};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
@@ -404,10 +404,15 @@ pub(crate) async fn copy_object(
     let class = storage_class(i.storage_class.as_ref().map(StorageClass::as_str))
         .map_err(|r| crate::error::s3(r.into()))?;
     let (b, k) = (from_bucket.clone(), from_key.clone());
-    let src = run(shared, move |c, _| objects::get(c, &b, k.as_bytes())).await?;
-    if let Some(e) = must_restore(&src) {
-        return Err(e);
-    }
+    let (src, file) = run(shared, move |c, _| {
+        let o = objects::get(c, &b, k.as_bytes())?;
+        let file = restores::readable(c, &o)?;
+        Ok((o, file))
+    })
+    .await?;
+    let Some(file) = file else {
+        return Err(not_restored(&src));
+    };
     let replace = i
         .metadata_directive
         .as_ref()
@@ -429,7 +434,7 @@ pub(crate) async fn copy_object(
     meta.full_object = true;
     let (bucket, key) = (i.bucket.clone(), i.key.clone());
     let o = run(shared, move |c, s| {
-        let (file, size, md5, sums) = copy_data(s, &src)?;
+        let (file, size, md5, sums) = copy_data(s, &file)?;
         meta.checksums = sums;
         let new = objects::New {
             bucket,
@@ -457,7 +462,7 @@ pub(crate) async fn copy_object(
 /// MD5 and CRC64NVME.
 fn copy_data(
     s: &tapeloom_ops::s3::Store,
-    src: &tapeloom_ops::s3::S3Object,
+    from: &str,
 ) -> tapeloom_ops::s3::Result<(String, u64, String, Checksums)> {
     use std::io::{Read, Write};
     let (file, mut out) = s.create()?;
@@ -465,7 +470,7 @@ fn copy_data(
         what: "copy an object's data".into(),
         source,
     };
-    let mut f = std::fs::File::open(s.path(&src.file)).map_err(io)?;
+    let mut f = std::fs::File::open(s.path(from)).map_err(io)?;
     let (mut md5, mut crc) = (s3s::crypto::Md5::new(), s3s::crypto::Crc64Nvme::new());
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;

@@ -17,6 +17,8 @@ pub(crate) struct Shared {
     pub home: PathBuf,
     /// Its S3 stage.
     pub store: Store,
+    /// The restore windows and the restore cache's limit.
+    pub restores: tapeloom_ops::s3::restores::Settings,
 }
 
 /// Runs `f` with a connection to the catalog on a blocking thread.
@@ -64,12 +66,6 @@ pub(crate) fn given(
     }
 }
 
-/// Whether an object of class `class` is kept on tape only once archived, and
-/// so must be restored before it is read.
-pub(crate) fn archived(class: &str) -> bool {
-    class != "STANDARD"
-}
-
 /// The answer to a read of an archived object that is not restored.
 /// S3 names the object's storage class in this error's body, which s3s's error
 /// cannot hold: the class goes in the header [`STORAGE_CLASS_MARK`], and the
@@ -91,6 +87,10 @@ pub(crate) fn not_restored(o: &S3Object) -> s3s::S3Error {
 /// The header an error carries its object's storage class in, on its way to
 /// the error's body.
 pub(crate) const STORAGE_CLASS_MARK: &str = "x-tapeloom-storage-class";
+
+/// The header an answer carries the status it must have in, when s3s would
+/// answer another.
+pub(crate) const STATUS_MARK: &str = "x-tapeloom-status";
 
 /// What an upload keeps besides its data, from its headers.
 pub(crate) struct Headers {
@@ -129,11 +129,6 @@ pub(crate) fn owner() -> Owner {
         display_name: Some("tapeloom".into()),
         id: Some("tapeloom".into()),
     }
-}
-
-/// Whether an object must be restored before it is read.
-pub(crate) fn must_restore(o: &S3Object) -> Option<s3s::S3Error> {
-    archived(&o.class).then(|| not_restored(o))
 }
 
 /// The key whose id is `access_key`, revoked ones not.

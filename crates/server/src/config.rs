@@ -53,6 +53,12 @@ pub struct FileS3 {
     pub plain: Option<bool>,
     /// The domain of virtual-hosted addressing (`BUCKET.DOMAIN`).
     pub domain: Option<String>,
+    /// The restore cache's limit in bytes.
+    pub cache_bytes: Option<u64>,
+    /// How long Standard restores gather before they are read, in seconds.
+    pub standard_window_seconds: Option<u64>,
+    /// How long Bulk restores gather before they are read, in seconds.
+    pub bulk_window_seconds: Option<u64>,
 }
 
 /// The S3 front end's settings in force.
@@ -64,6 +70,8 @@ pub struct S3Settings {
     pub plain: bool,
     /// The domain of virtual-hosted addressing.
     pub domain: Option<String>,
+    /// The restore windows and the restore cache's limit.
+    pub restores: tapeloom_ops::s3::restores::Settings,
 }
 
 /// `[site]` as written: how the server stands among the servers that share its
@@ -389,10 +397,24 @@ impl File {
         if !(1..=MAX_TIMEOUT_SECONDS).contains(&site.timeout.as_secs()) {
             return Err(ServerError::BadSite);
         }
-        let s3 = flags.s3.listen.or(self.s3.listen).map(|listen| S3Settings {
+        let (f, c) = (flags.s3, self.s3);
+        let d = tapeloom_ops::s3::restores::Settings::default();
+        let secs =
+            |a: Option<u64>, b: Option<u64>, or: Duration| a.or(b).map_or(or, Duration::from_secs);
+        let restores = tapeloom_ops::s3::restores::Settings {
+            standard: secs(
+                f.standard_window_seconds,
+                c.standard_window_seconds,
+                d.standard,
+            ),
+            bulk: secs(f.bulk_window_seconds, c.bulk_window_seconds, d.bulk),
+            cache_bytes: f.cache_bytes.or(c.cache_bytes).unwrap_or(d.cache_bytes),
+        };
+        let s3 = f.listen.or(c.listen).map(|listen| S3Settings {
             listen,
-            plain: flags.s3.plain.or(self.s3.plain).unwrap_or(false),
-            domain: flags.s3.domain.or(self.s3.domain),
+            plain: f.plain.or(c.plain).unwrap_or(false),
+            domain: f.domain.or(c.domain),
+            restores,
         });
         Ok(Config {
             site,

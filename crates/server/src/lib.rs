@@ -65,6 +65,7 @@ mod metrics_hsm;
 mod queue;
 mod reads;
 mod restores;
+mod s3_tape;
 mod schedule;
 mod seen;
 mod serve;
@@ -178,6 +179,12 @@ impl Server {
             source,
         })?;
         schedule::start(Arc::clone(&work), config.schedules)?;
+        if let Some(s) = &config.s3 {
+            s3_tape::start(&work, s.restores).map_err(|source| ServerError::Io {
+                what: "start the S3 front end's tape threads".into(),
+                source,
+            })?;
+        }
         sample_drives(Arc::clone(&work)).map_err(|source| ServerError::Io {
             what: "start the drives' sampling thread".into(),
             source,

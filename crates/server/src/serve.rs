@@ -159,6 +159,7 @@ impl S3Front {
         let config = tapeloom_s3::Config {
             home: dir.to_path_buf(),
             domain: s.domain.clone(),
+            restores: s.restores,
         };
         let service = tapeloom_s3::service(&config)?;
         let listener =

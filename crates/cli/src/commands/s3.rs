@@ -5,10 +5,11 @@
 use crate::commands::Context;
 use crate::error::OpsResult;
 use crate::output::{self, emit, Output};
+use crate::size;
 use anyhow::Result;
 use serde::Serialize;
 use tapeloom_engine::escape_controls;
-use tapeloom_ops::s3::{buckets, keys, Bucket, S3Key};
+use tapeloom_ops::s3::{buckets, keys, Batching, Bucket, S3Key};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -58,6 +59,19 @@ enum BucketCmd {
         /// apply). Default: the default pool.
         #[arg(long, value_name = "POOL")]
         pool: Option<String>,
+        /// The longest an object waits on disk before its batch goes to tape,
+        /// in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = Batching::default().age_s,
+              value_parser = clap::value_parser!(i64).range(0..=31_536_000))]
+        batch_age: i64,
+        /// The most objects in one batch.
+        #[arg(long, value_name = "N", default_value_t = Batching::default().objects,
+              value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+        batch_objects: u64,
+        /// The most bytes in one batch (a larger object goes alone).
+        #[arg(long, value_name = "SIZE", default_value = "4G",
+              value_parser = size::within(1, size::MAX))]
+        batch_size: u64,
     },
     /// Every bucket and its pool.
     List,
@@ -153,8 +167,19 @@ impl Args {
                 let k = k.ok_or_else(|| anyhow::anyhow!("no S3 key {name}"))?;
                 emit(&KeyOut::new(k, None), ctx.json)
             }
-            Cmd::Bucket(BucketCmd::Create { name, pool }) => {
-                let b = buckets::create(&home, &name, pool.as_deref()).ops()?;
+            Cmd::Bucket(BucketCmd::Create {
+                name,
+                pool,
+                batch_age,
+                batch_objects,
+                batch_size,
+            }) => {
+                let batching = Batching {
+                    age_s: batch_age,
+                    objects: batch_objects,
+                    bytes: batch_size,
+                };
+                let b = buckets::create(&home, &name, pool.as_deref(), batching).ops()?;
                 emit(&BucketOut::from(b), ctx.json)
             }
             Cmd::Bucket(BucketCmd::List) => {

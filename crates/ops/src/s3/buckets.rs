@@ -2,12 +2,18 @@
 //! objects take that pool's rules (its key, its copy pool, its retention) as
 //! every job of the pool does.
 
-use super::{check_bucket_name, may_use, now_ns, Bucket, Refused, Result, S3Key};
+use super::{check_bucket_name, may_use, now_ns, Batching, Bucket, Refused, Result, S3Key};
 use crate::access::Catalogued;
 use tapeloom_catalog::DEFAULT_POOL;
 
-/// Makes bucket `name`, whose objects go to `pool` (the default pool when none).
-pub fn create(at: &impl Catalogued, name: &str, pool: Option<&str>) -> Result<Bucket> {
+/// Makes bucket `name`, whose objects go to `pool` (the default pool when none)
+/// in batches that close as `batching` says.
+pub fn create(
+    at: &impl Catalogued,
+    name: &str,
+    pool: Option<&str>,
+    batching: Batching,
+) -> Result<Bucket> {
     check_bucket_name(name)?;
     let pool = pool.unwrap_or(DEFAULT_POOL);
     if pool != DEFAULT_POOL && at.ops_catalog().pool(pool)?.is_none() {
@@ -17,6 +23,7 @@ pub fn create(at: &impl Catalogued, name: &str, pool: Option<&str>) -> Result<Bu
         name: name.to_string(),
         pool: pool.to_string(),
         created_ns: now_ns()?,
+        batching,
     };
     at.ops_catalog().create_bucket(&b)?;
     Ok(b)

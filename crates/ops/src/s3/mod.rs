@@ -1,6 +1,7 @@
 //! The S3 front end's operations: access keys ([`keys`]), buckets ([`buckets`]),
-//! objects kept in the S3 stage ([`objects`], [`Store`]) and multipart uploads
-//! ([`uploads`]). The front end (`tapeloom-s3`) parses requests, checks their
+//! objects kept in the S3 stage ([`objects`], [`Store`]), multipart uploads
+//! ([`uploads`]), their archiving to tape in batches ([`tape`]) and their
+//! restores ([`restores`]). The front end (`tapeloom-s3`) parses requests, checks their
 //! signatures and streams bodies; every rule of what is stored, where and for
 //! whom is kept here, so that a bucket's objects follow their pool's rules as
 //! every job does.
@@ -11,11 +12,13 @@
 pub mod buckets;
 pub mod keys;
 pub mod objects;
+pub mod restores;
 mod store;
+pub mod tape;
 pub mod uploads;
 
 pub use store::Store;
-pub use tapeloom_catalog::{Bucket, Part, S3Key, S3Object, Upload};
+pub use tapeloom_catalog::{Batching, Bucket, Part, Restore, S3Key, S3Object, Upload};
 
 /// Why an S3 operation failed: refused for a reason S3 has a code for, or
 /// failed as any operation can.
@@ -135,6 +138,32 @@ pub enum Refused {
         /// The key's name.
         key: String,
     },
+    /// A restore's tier other than Standard, Bulk and Expedited.
+    #[error("tier {tier} is not one of Standard, Bulk and Expedited")]
+    BadTier {
+        /// The tier asked for.
+        tier: String,
+    },
+    /// A restore's days outside 1 to 36,500.
+    #[error("a restore keeps its copy for 1 to 36,500 days, not {days}")]
+    BadDays {
+        /// The days asked for.
+        days: i64,
+    },
+    /// A restore of an object that is not archived (STANDARD).
+    #[error("the object is in storage class {class}, which is read without a restore")]
+    NotArchived {
+        /// Its class.
+        class: String,
+    },
+    /// The restore cache has no room: its copies have not expired.
+    #[error("the restore cache holds {used} of its {limit} bytes in copies that have not expired and restores that run: ask again later")]
+    SlowDown {
+        /// Its bytes in use.
+        used: u64,
+        /// Its limit.
+        limit: u64,
+    },
     /// A part number outside 1 to 10,000.
     #[error("part number {number} is not between 1 and 10,000")]
     BadPartNumber {
@@ -162,6 +191,10 @@ impl Refused {
             Refused::EntityTooSmall { .. } => "EntityTooSmall",
             Refused::BadPartNumber { .. } => "InvalidArgument",
             Refused::NotYours { .. } => "AccessDenied",
+            Refused::BadTier { .. } => "MalformedXML",
+            Refused::BadDays { .. } => "InvalidArgument",
+            Refused::NotArchived { .. } => "InvalidObjectState",
+            Refused::SlowDown { .. } => "SlowDown",
         }
     }
 }

@@ -112,13 +112,25 @@ pub fn put(at: &impl Catalogued, store: &Store, new: New) -> Result<S3Object> {
         meta: new.meta.to_json(),
         file: new.file,
         created_ns: now_ns()?,
+        ..S3Object::default()
     };
     let (id, old) = at.ops_catalog().put_object(&row)?;
     row.id = id;
     if let Some(old) = old {
-        store.remove(&old.file)?;
+        forget(store, &old)?;
     }
     Ok(row)
+}
+
+/// Removes the data files of object `o`, deleted or replaced: its own (gone
+/// already when it was released) and its restored copy. Its copy on tape stays
+/// until its job's space is reclaimed.
+pub(crate) fn forget(store: &Store, o: &S3Object) -> Result<()> {
+    store.remove(&o.file)?;
+    if let Some(f) = &o.restore.file {
+        store.remove(f)?;
+    }
+    Ok(())
 }
 
 /// The object of `bucket` and `key`, or [`Refused::NoSuchKey`].
@@ -148,7 +160,7 @@ pub fn delete(
     buckets::get(at, bucket)?;
     let old = at.ops_catalog().delete_object(bucket, key, now_ns()?)?;
     if let Some(o) = &old {
-        store.remove(&o.file)?;
+        forget(store, o)?;
     }
     Ok(old)
 }
@@ -164,6 +176,9 @@ pub struct Listing {
     pub truncated: bool,
     /// The last key or prefix of the page, from which the next page goes on.
     pub last: Option<Vec<u8>>,
+    /// When it was read, by the engine's clock: what each object's restore
+    /// state is of ([`super::restores::state`]).
+    pub now_ns: i64,
 }
 
 /// What a listing asks for.
@@ -190,7 +205,10 @@ fn rolled<'k>(key: &'k [u8], ask: &Ask) -> Option<&'k [u8]> {
 /// A page of the live objects of `bucket` as S3's ListObjects asks for it.
 pub fn list(at: &impl Catalogued, bucket: &str, ask: &Ask) -> Result<Listing> {
     buckets::get(at, bucket)?;
-    let mut out = Listing::default();
+    let mut out = Listing {
+        now_ns: now_ns()?,
+        ..Listing::default()
+    };
     let mut cursor = ask.after.clone();
     const PAGE: usize = 1000;
     loop {
@@ -262,7 +280,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let home = tapeloom_engine::Home::open(d.path()).unwrap();
         let store = Store::open(d.path()).unwrap();
-        buckets::create(&home, "bkt", None).unwrap();
+        buckets::create(&home, "bkt", None, super::super::Batching::default()).unwrap();
         for k in ["a/1", "a/2", "b", "c/x/1", "c/y", "d"] {
             stored(&home, &store, k);
         }

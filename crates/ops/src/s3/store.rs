@@ -24,6 +24,10 @@ impl Store {
     pub fn open(home: &Path) -> Result<Store> {
         let data = home.join("s3").join("data");
         std::fs::create_dir_all(&data).map_err(io(format!("make {}", data.display())))?;
+        // Absolute, as a backup names the files it keeps ([`Store::dir`]).
+        let data = data
+            .canonicalize()
+            .map_err(io(format!("find {}", data.display())))?;
         Ok(Store { data })
     }
 
@@ -39,6 +43,49 @@ impl Store {
             .open(&path)
             .map_err(io(format!("make {}", path.display())))?;
         Ok((name, f))
+    }
+
+    /// The folder of the data files: the source of the jobs that archive them,
+    /// in which each object's entry is its data file's name.
+    pub fn dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// A new, empty folder beside the data files, for a restore to write its
+    /// files into before [`Store::adopt`] takes them.
+    pub fn scratch(&self) -> Result<tempfile::TempDir> {
+        let parent = self.data.parent().unwrap_or(&self.data).join("restoring");
+        std::fs::create_dir_all(&parent).map_err(io(format!("make {}", parent.display())))?;
+        tempfile::tempdir_in(&parent).map_err(io(format!("make a folder in {}", parent.display())))
+    }
+
+    /// Moves the file at `path` (on the same file system) into the stage under
+    /// a new name, flushed: its name.
+    pub fn adopt(&self, path: &Path) -> Result<String> {
+        let (name, f) = self.create()?;
+        drop(f);
+        let to = self.path(&name);
+        std::fs::rename(path, &to).map_err(io(format!(
+            "move {} to {}",
+            path.display(),
+            to.display()
+        )))?;
+        let f = File::open(&to).map_err(io(format!("open {}", to.display())))?;
+        self.sync(&f)?;
+        Ok(name)
+    }
+
+    /// A second name for data file `name` (a hard link), flushed: how an object
+    /// whose data is still on disk is restored.
+    pub fn link(&self, name: &str) -> Result<String> {
+        let (new, f) = self.create()?;
+        drop(f);
+        let to = self.path(&new);
+        std::fs::remove_file(&to).map_err(io(format!("remove {}", to.display())))?;
+        std::fs::hard_link(self.path(name), &to).map_err(io(format!("link {}", to.display())))?;
+        let f = File::open(&to).map_err(io(format!("open {}", to.display())))?;
+        self.sync(&f)?;
+        Ok(new)
     }
 
     /// The path of data file `name`.

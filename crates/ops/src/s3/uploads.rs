@@ -164,13 +164,14 @@ pub fn finish(
         meta: meta.to_json(),
         file,
         created_ns: now_ns()?,
+        ..S3Object::default()
     };
     let all = parts(at, u)?;
     let stored = at.ops_catalog().end_upload(&u.id, Some(&row))?;
     if let Some((id, old)) = stored {
         row.id = id;
         if let Some(old) = old {
-            store.remove(&old.file)?;
+            super::objects::forget(store, &old)?;
         }
     }
     for p in all {

@@ -55,6 +55,19 @@ pub struct Args {
     /// addressing works always.
     #[arg(long, value_name = "DOMAIN")]
     s3_domain: Option<String>,
+    /// The restore cache's limit: restored copies of archived objects are kept
+    /// in it until they expire. Default: the configuration's `[s3]
+    /// cache_bytes`, else 64G.
+    #[arg(long, value_name = "SIZE", value_parser = crate::size::within(1, crate::size::MAX))]
+    s3_cache: Option<u64>,
+    /// How long Standard restores gather before they are read, in seconds.
+    /// Default: the configuration's, else 60.
+    #[arg(long, value_name = "SECS")]
+    s3_standard_window: Option<u64>,
+    /// How long Bulk restores gather before they are read, in seconds.
+    /// Default: the configuration's, else 600.
+    #[arg(long, value_name = "SECS")]
+    s3_bulk_window: Option<u64>,
     /// The least severe events the log on stderr shows. Default: what RUST_LOG
     /// says, else info.
     #[arg(long, value_name = "LEVEL", value_enum)]
@@ -104,6 +117,9 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
             listen: a.s3_listen,
             plain: a.s3_plain.then_some(true),
             domain: a.s3_domain,
+            cache_bytes: a.s3_cache,
+            standard_window_seconds: a.s3_standard_window,
+            bulk_window_seconds: a.s3_bulk_window,
         },
         ..config::File::default()
     };

@@ -1,0 +1,245 @@
+//! Objects to tape: which wait, gathered into batches per bucket ([`due`]);
+//! the backup that archives a batch ([`archive_options`]); what the catalog
+//! records once its job ends ([`archived`]); and the release of the disk copy
+//! of an object kept on tape only ([`releasable`], [`release`]).
+//!
+//! A batch is one job of the bucket's pool (named and in the set `s3-BUCKET`),
+//! whose source is the S3 stage's folder and which holds only the batch's data
+//! files: many small objects are one stream of blocks, not a tape file each,
+//! and an object is one contiguous file of its job, whatever parts it was
+//! uploaded in. The job follows its pool's rules as every job does (its key,
+//! its copy pool, its retention).
+//!
+//! A GLACIER or DEEP_ARCHIVE object's disk copy goes only once its job was read
+//! back whole and every copy its pool asks for is on tape, as an HSM release's.
+
+use super::{now_ns, Bucket, Result, S3Object, Store};
+use crate::access::Catalogued;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tapeloom_engine::{BackupOptions, BackupReport, Only, Via};
+
+/// The most objects one look at the catalog considers for batches.
+const LOOK: usize = 200_000;
+
+/// A batch of one bucket's objects due for tape.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The bucket.
+    pub bucket: Bucket,
+    /// Its objects, oldest first.
+    pub objects: Vec<S3Object>,
+}
+
+impl Batch {
+    /// Its bytes.
+    pub fn bytes(&self) -> u64 {
+        self.objects.iter().map(|o| o.size).sum()
+    }
+}
+
+/// The batches due for tape now: per bucket, its waiting objects cut into
+/// batches of at most its count and size; a full batch is due, and so is the
+/// last one once its oldest object has waited the bucket's age.
+pub fn due(at: &impl Catalogued) -> Result<Vec<Batch>> {
+    let cat = at.ops_catalog();
+    let now = now_ns()?;
+    let buckets: BTreeMap<String, Bucket> = (cat.buckets()?.into_iter())
+        .map(|b| (b.name.clone(), b))
+        .collect();
+    let mut waiting: BTreeMap<String, Vec<S3Object>> = BTreeMap::new();
+    for o in cat.objects_to_archive(LOOK)? {
+        waiting.entry(o.bucket.clone()).or_default().push(o);
+    }
+    let mut out = Vec::new();
+    for (name, objects) in waiting {
+        let Some(bucket) = buckets.get(&name) else {
+            continue;
+        };
+        out.extend(cut(bucket, objects, now));
+    }
+    Ok(out)
+}
+
+/// `objects` of `bucket` cut into its batches, those due at `now`.
+fn cut(bucket: &Bucket, objects: Vec<S3Object>, now: i64) -> Vec<Batch> {
+    let b = bucket.batching;
+    let mut batches = Vec::new();
+    let mut open = Batch {
+        bucket: bucket.clone(),
+        objects: Vec::new(),
+    };
+    let mut bytes = 0u64;
+    for o in objects {
+        let over = bytes.saturating_add(o.size) > b.bytes || open.objects.len() as u64 >= b.objects;
+        if over && !open.objects.is_empty() {
+            let full = std::mem::take(&mut open.objects);
+            batches.push(Batch {
+                bucket: bucket.clone(),
+                objects: full,
+            });
+            bytes = 0;
+        }
+        bytes = bytes.saturating_add(o.size);
+        open.objects.push(o);
+    }
+    let age_ns = b.age_s.saturating_mul(1_000_000_000);
+    let full = bytes >= b.bytes || open.objects.len() as u64 >= b.objects;
+    let old = (open.objects.first()).is_some_and(|o| now.saturating_sub(o.created_ns) >= age_ns);
+    if !open.objects.is_empty() && (full || old) {
+        batches.push(open);
+    }
+    batches
+}
+
+/// The name, and the set, of the jobs that archive bucket `bucket`'s objects.
+pub fn job_name(bucket: &str) -> String {
+    format!("s3-{bucket}")
+}
+
+/// The backup that archives `batch`: a job of its bucket's pool, named and in
+/// the set `s3-BUCKET`, of the S3 stage's folder holding only the batch's data
+/// files, through the disk stage when the home has one.
+pub fn archive_options(
+    at: &impl Catalogued,
+    store: &Store,
+    batch: &Batch,
+) -> Result<BackupOptions> {
+    let via = match at.ops_catalog().stages()?.is_empty() {
+        true => Via::Direct,
+        false => Via::Stage,
+    };
+    let files = (batch.objects.iter()).map(|o| store.path(&o.file));
+    Ok(BackupOptions {
+        name: job_name(&batch.bucket.name),
+        pool: Some(batch.bucket.pool.clone()),
+        set: Some(job_name(&batch.bucket.name)),
+        via,
+        only: Some(Arc::new(Only::new(files))),
+        ..BackupOptions::default()
+    })
+}
+
+/// What the catalog recorded of a batch's job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Archived {
+    /// The objects the job holds whole, now recorded as on tape.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The objects it does not hold (deleted while it ran, or unreadable); they
+    /// wait for the next batch when they are still live.
+    pub missed: u64,
+}
+
+/// Records each object of `batch` that the job of `report` holds whole (an
+/// entry of its data file's name and size) as on tape in that job. Nothing is
+/// recorded of a job that did not end ok or partial.
+pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> Result<Archived> {
+    let mut out = Archived::default();
+    if !crate::hsm::job_ended(report) {
+        out.missed = batch.objects.len() as u64;
+        return Ok(out);
+    }
+    let cat = at.ops_catalog();
+    let mut ids = Vec::new();
+    for o in &batch.objects {
+        let whole = (cat.file(report.job_id, o.file.as_bytes())?)
+            .is_some_and(|row| row.size == o.size && !row.meta_only);
+        match whole {
+            true => {
+                ids.push(o.id);
+                out.objects += 1;
+                out.bytes += o.size;
+            }
+            false => out.missed += 1,
+        }
+    }
+    cat.objects_archived(&ids, report.job_id)?;
+    Ok(out)
+}
+
+/// The archived objects (at most `limit`) whose disk copy may go now: of a
+/// class kept on tape only, their job read back whole and every copy their
+/// pool asks for on tape.
+pub fn releasable(at: &impl Catalogued, limit: usize) -> Result<Vec<S3Object>> {
+    let cat = at.ops_catalog();
+    let mut ok_jobs: BTreeMap<i64, bool> = BTreeMap::new();
+    let mut out = Vec::new();
+    for o in cat.objects_to_release(limit)? {
+        let Some(job) = o.job_id else { continue };
+        let ok = match ok_jobs.get(&job) {
+            Some(ok) => *ok,
+            None => {
+                let read_back = cat.last_verify(job)?.is_some_and(|v| v.ok);
+                let ok = read_back && crate::copies::missing(cat, job)?.is_empty();
+                ok_jobs.insert(job, ok);
+                ok
+            }
+        };
+        if ok {
+            out.push(o);
+        }
+    }
+    Ok(out)
+}
+
+/// Releases object `o`'s disk copy: recorded first, then its data file removed
+/// (a server killed in between leaves a file that the sweep at its next start
+/// removes). False when the object was deleted or released meanwhile.
+pub fn release(at: &impl Catalogued, store: &Store, o: &S3Object) -> Result<bool> {
+    if !at.ops_catalog().release_object(o.id, now_ns()?)? {
+        return Ok(false);
+    }
+    store.remove(&o.file)?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tapeloom_catalog::Batching;
+
+    fn object(id: i64, size: u64, created_ns: i64) -> S3Object {
+        S3Object {
+            id,
+            bucket: "b".into(),
+            size,
+            created_ns,
+            ..S3Object::default()
+        }
+    }
+
+    #[test]
+    fn a_batch_closes_on_count_size_or_age() {
+        let bucket = Bucket {
+            name: "b".into(),
+            pool: "default".into(),
+            created_ns: 0,
+            batching: Batching {
+                age_s: 10,
+                objects: 3,
+                bytes: 100,
+            },
+        };
+        let ids = |bs: &[Batch]| -> Vec<Vec<i64>> {
+            bs.iter()
+                .map(|b| b.objects.iter().map(|o| o.id).collect())
+                .collect()
+        };
+        let s = 1_000_000_000;
+        // Two young objects: nothing is due; once the first is 10 s old, both are.
+        let young = vec![object(1, 10, 5 * s), object(2, 10, 6 * s)];
+        assert!(cut(&bucket, young.clone(), 14 * s).is_empty());
+        assert_eq!(ids(&cut(&bucket, young, 15 * s)), vec![vec![1, 2]]);
+        // Seven young objects: two full batches of three; the seventh waits.
+        let many: Vec<_> = (1..=7).map(|i| object(i, 1, 100 * s)).collect();
+        assert_eq!(
+            ids(&cut(&bucket, many, 100 * s)),
+            vec![vec![1, 2, 3], vec![4, 5, 6]]
+        );
+        // Sizes: 60 + 60 is over 100, so each goes alone; a 500-byte object too.
+        let big = vec![object(1, 60, 0), object(2, 60, 0), object(3, 500, 0)];
+        assert_eq!(ids(&cut(&bucket, big, 0)), vec![vec![1], vec![2], vec![3]]);
+    }
+}

@@ -1,0 +1,263 @@
+//! The S3 front end's tape side, run by the server: one thread archives the
+//! buckets' objects to tape in batches, another reads the restores asked of
+//! archived objects. Both take drives as a scheduled job does (a free drive of
+//! the server's, the home the jobs share) and show in the server's queue, so
+//! that the status page and `/metrics` count them with the clients' jobs.
+//!
+//! The rules are the operations layer's (`tapeloom_ops::s3::tape` and
+//! `tapeloom_ops::s3::restores`): which objects make a batch and when it is
+//! due, the job that archives it (its pool's rules applied as for every job),
+//! when an object's disk copy may go, how restores gather per tier and how the
+//! restore cache is kept. Everything either thread does is recorded in the
+//! catalog as it goes, so a server killed at any moment starts again where it
+//! was: a batch whose job did not end is archived again, a restore asked is
+//! read again.
+
+use crate::work::Work;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tapeloom_engine::{BackupOptions, DriveSet, Progress, RestoreOptions};
+use tapeloom_ops::s3::restores::{self, Settings};
+use tapeloom_ops::s3::tape::{self, Batch};
+use tapeloom_ops::s3::{S3Object, Store};
+use tapeloom_ops::Conn;
+use tracing::{info, warn};
+
+/// How long a thread waits before it looks again when there was nothing to do.
+const IDLE: Duration = Duration::from_millis(500);
+
+/// How long a thread waits after a failure before it tries again.
+const AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// The client name the S3 front end's jobs are shown under in the queue.
+const CLIENT: &str = "s3";
+
+/// Why an archive or a restore could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TapeError {
+    /// The server stops: the work waits for its next start.
+    #[error("the server is stopping")]
+    Stopping,
+    /// The catalog, the home or a pool's rules.
+    #[error(transparent)]
+    Ops(#[from] tapeloom_ops::OpsError),
+    /// An S3 rule or the S3 stage.
+    #[error(transparent)]
+    S3(#[from] tapeloom_ops::s3::S3Failure),
+    /// A batch's job held none of its objects.
+    #[error("job {job} could not read any object of its batch")]
+    NothingArchived {
+        /// The job.
+        job: i64,
+    },
+    /// The engine's backup, verify or restore.
+    #[error(transparent)]
+    Engine(#[from] Box<tapeloom_engine::Error>),
+}
+
+impl From<tapeloom_engine::Error> for TapeError {
+    fn from(e: tapeloom_engine::Error) -> TapeError {
+        TapeError::Engine(Box::new(e))
+    }
+}
+
+/// Starts the archiving and the restoring threads.
+pub fn start(work: &Arc<Work>, settings: Settings) -> std::io::Result<()> {
+    let w = Arc::clone(work);
+    std::thread::Builder::new()
+        .name("s3-archive".into())
+        .spawn(move || run_loop(&w, "archive", archive_once))?;
+    let w = Arc::clone(work);
+    std::thread::Builder::new()
+        .name("s3-restore".into())
+        .spawn(move || run_loop(&w, "restore", |w| restore_once(w, &settings)))?;
+    Ok(())
+}
+
+/// Runs `once` until the server drains: at once again when it did something,
+/// after a short wait when it had nothing to do or failed.
+fn run_loop(work: &Work, what: &str, once: impl Fn(&Work) -> Result<bool, TapeError>) {
+    while !work.draining() {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| once(work)));
+        match r {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => std::thread::sleep(IDLE),
+            Ok(Err(TapeError::Stopping)) => return,
+            Ok(Err(e)) => {
+                warn!("S3 {what}: {e}");
+                std::thread::sleep(AFTER_FAILURE);
+            }
+            Err(panic) => {
+                warn!(
+                    "S3 {what}: panicked: {}",
+                    crate::writer::panic_message(&panic)
+                );
+                std::thread::sleep(AFTER_FAILURE);
+            }
+        }
+    }
+}
+
+/// Releases the disk copies that may go, then archives the first batch due;
+/// whether there was a batch.
+fn archive_once(work: &Work) -> Result<bool, TapeError> {
+    let conn = Conn::open(&work.home)?;
+    let store = Store::open(&work.home)?;
+    release(&conn, &store)?;
+    let Some(batch) = tape::due(&conn)?.into_iter().next() else {
+        return Ok(false);
+    };
+    let name = tape::job_name(&batch.bucket.name);
+    let entry = work
+        .queue
+        .add(CLIENT, &name, &format!("S3 bucket {}", batch.bucket.name));
+    crate::admission::enter_scheduled(work, entry, CLIENT);
+    let r = archive(work, &store, (entry, &batch));
+    work.queue
+        .ended(entry, r.as_ref().err().map(ToString::to_string));
+    let (job, done) = r?;
+    if done.objects == 0 {
+        // Nothing could be read (the files are gone): the batch is not tried
+        // again at once.
+        return Err(TapeError::NothingArchived { job });
+    }
+    // The pool's copy, as for every job: a queued job of its own.
+    crate::copies::after_job(work, job, CLIENT);
+    release(&conn, &store)?;
+    Ok(true)
+}
+
+/// Writes `batch` as one job on a free drive, records what it holds, and reads
+/// it back when it holds objects whose disk copy will go; the job's id and what
+/// it holds.
+fn archive(
+    work: &Work,
+    store: &Store,
+    (entry, batch): (u64, &Batch),
+) -> Result<(i64, tape::Archived), TapeError> {
+    let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
+    let mut home = work.drive_pool.enter(&work.home)?;
+    let stages = home.stages.clone();
+    let opts = tape::archive_options(&*home, store, batch)?;
+    let mut opts = BackupOptions {
+        drives: DriveSet::List(drive.indexes.clone()),
+        stages: Some(stages),
+        ..opts
+    };
+    tapeloom_ops::backup::prepare(&mut home, &mut opts, &work.keys)?;
+    let progress = Arc::new(Progress::default());
+    let sources = [store.dir().to_path_buf()];
+    let report = tapeloom_engine::backup(&home, &sources, &opts, Arc::clone(&progress))?;
+    work.queue.writing(entry, report.job_id, progress);
+    let done = tape::archived(&*home, batch, &report)?;
+    info!(
+        bucket = %batch.bucket.name,
+        job = report.job_id,
+        objects = done.objects,
+        bytes = done.bytes,
+        missed = done.missed,
+        "S3 objects archived"
+    );
+    let kept_on_tape = (batch.objects.iter()).any(|o| restores::archived_class(&o.class));
+    if kept_on_tape && done.objects > 0 {
+        let at = drive.indexes.first().copied();
+        let v = tapeloom_engine::verify_as(&home, report.job_id, at, "s3 archive")?;
+        if !v.ok {
+            warn!(
+                job = report.job_id,
+                "S3 archive: the job did not read back whole; its objects keep their disk copies"
+            );
+        }
+    }
+    Ok((report.job_id, done))
+}
+
+/// Removes the disk copies of archived objects that may go.
+fn release(conn: &Conn, store: &Store) -> Result<(), TapeError> {
+    let mut n = 0u64;
+    for o in tape::releasable(conn, 10_000)? {
+        if tape::release(conn, store, &o)? {
+            n += 1;
+        }
+    }
+    if n > 0 {
+        info!(objects = n, "S3 disk copies released");
+    }
+    Ok(())
+}
+
+/// Reads the restores due, if any: those whose data is still on disk at once,
+/// the others in one reading on a free drive; whether there were any.
+fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
+    let conn = Conn::open(&work.home)?;
+    let store = Store::open(&work.home)?;
+    let due = restores::due(&conn, settings)?;
+    if due.is_empty() {
+        return Ok(false);
+    }
+    let (on_disk, on_tape): (Vec<S3Object>, Vec<S3Object>) =
+        (due.into_iter()).partition(|o| o.released_ns.is_none() || o.job_id.is_none());
+    for o in &on_disk {
+        restores::from_disk(&conn, &store, o)?;
+    }
+    if on_tape.is_empty() {
+        return Ok(true);
+    }
+    let entry = work.queue.add(CLIENT, "s3-restore", "S3 restores");
+    crate::admission::enter_scheduled(work, entry, CLIENT);
+    let r = read(work, &store, &on_tape);
+    work.queue
+        .ended(entry, r.as_ref().err().map(ToString::to_string));
+    let (done, failed) = r?;
+    info!(objects = done, failed, "S3 restores read");
+    Ok(true)
+}
+
+/// Reads the objects `asked` from tape in one reading (each cartridge mounted
+/// once, its files in the order its drive's model says is fastest) into a
+/// scratch folder of the S3 stage, then keeps each whole one in the restore
+/// cache; how many were kept and how many failed.
+fn read(work: &Work, store: &Store, asked: &[S3Object]) -> Result<(u64, u64), TapeError> {
+    let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
+    let home = work.drive_pool.enter(&work.home)?;
+    let scratch = store.scratch()?;
+    let mut files: BTreeMap<i64, Vec<Vec<u8>>> = BTreeMap::new();
+    for o in asked {
+        if let Some(job) = o.job_id {
+            files
+                .entry(job)
+                .or_default()
+                .push(o.file.as_bytes().to_vec());
+        }
+    }
+    let opts = RestoreOptions {
+        to: scratch.path().to_path_buf(),
+        drive: drive.indexes.first().copied(),
+        samples_as: Some("s3-restore".into()),
+        ..RestoreOptions::default()
+    };
+    let report = tapeloom_engine::restore_files(&home, &files, &opts)?;
+    for (path, why) in &report.errors {
+        warn!("S3 restore: {path}: {why}");
+    }
+    info!(
+        objects = asked.len(),
+        loads = report.loads,
+        mounts = report.mounts,
+        modeled_seconds = ?report.modeled_seconds,
+        planned_seconds = ?report.planned_seconds,
+        "S3 restores: one reading"
+    );
+    drop(home);
+    drop(drive);
+    let (mut kept, mut failed) = (0, 0);
+    for o in asked {
+        let path = scratch.path().join(&o.file);
+        match restores::finished(&tapeloom_ops::Conn::open(&work.home)?, store, o, &path)? {
+            true => kept += 1,
+            false => failed += 1,
+        }
+    }
+    Ok((kept, failed))
+}
