@@ -58,6 +58,7 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
     let store = tapeloom_ops::s3::Store::open(&config.home)?;
     let conn = tapeloom_ops::Conn::open(&config.home)?;
     let swept = store.sweep(&conn)?;
+    store.clear_scratch()?;
     if swept > 0 {
         tracing::info!(
             files = swept,

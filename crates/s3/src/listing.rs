@@ -57,6 +57,13 @@ fn contents(l: &Listing, url: bool, status: bool) -> (Vec<Object>, Vec<CommonPre
     (objects, prefixes)
 }
 
+/// Whether a listing asks for each object's RestoreStatus
+/// (`x-amz-optional-object-attributes: RestoreStatus`): V2 and V1 alike, as
+/// rclone asks it of V1.
+fn with_status(asked: &Option<OptionalObjectAttributesList>) -> bool {
+    (asked.iter().flatten()).any(|a| a.as_str() == OptionalObjectAttributes::RESTORE_STATUS)
+}
+
 fn is_url(e: &Option<EncodingType>) -> S3Result<bool> {
     match e.as_ref().map(EncodingType::as_str) {
         None => Ok(false),
@@ -86,9 +93,7 @@ pub(crate) async fn v2(
         max: max_keys(i.max_keys),
     };
     let l = page(shared, i.bucket.clone(), ask).await?;
-    let status = (i.optional_object_attributes.iter().flatten())
-        .any(|a| a.as_str() == OptionalObjectAttributes::RESTORE_STATUS);
-    let (objects, prefixes) = contents(&l, url, status);
+    let (objects, prefixes) = contents(&l, url, with_status(&i.optional_object_attributes));
     let next = (l.truncated)
         .then(|| l.last.as_deref().map(hex::encode))
         .flatten();
@@ -123,7 +128,7 @@ pub(crate) async fn v1(
         max: max_keys(i.max_keys),
     };
     let l = page(shared, i.bucket.clone(), ask).await?;
-    let (objects, prefixes) = contents(&l, url, false);
+    let (objects, prefixes) = contents(&l, url, with_status(&i.optional_object_attributes));
     let next = (l.truncated && i.delimiter.is_some())
         .then(|| l.last.as_deref().map(|k| shown(k, url)))
         .flatten();

@@ -59,6 +59,9 @@ pub struct FileS3 {
     pub standard_window_seconds: Option<u64>,
     /// How long Bulk restores gather before they are read, in seconds.
     pub bulk_window_seconds: Option<u64>,
+    /// The order a batch of restores is read in: `planned` (the default),
+    /// `block`, or `asked` (one after another, for comparison).
+    pub restore_order: Option<String>,
 }
 
 /// The S3 front end's settings in force.
@@ -409,6 +412,11 @@ impl File {
             ),
             bulk: secs(f.bulk_window_seconds, c.bulk_window_seconds, d.bulk),
             cache_bytes: f.cache_bytes.or(c.cache_bytes).unwrap_or(d.cache_bytes),
+            order: match f.restore_order.or(c.restore_order) {
+                None => d.order,
+                Some(o) => tapeloom_ops::s3::restores::Order::named(&o)
+                    .ok_or(ServerError::BadRestoreOrder(o))?,
+            },
         };
         let s3 = f.listen.or(c.listen).map(|listen| S3Settings {
             listen,

@@ -17,8 +17,8 @@ use crate::work::Work;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tapeloom_engine::{BackupOptions, DriveSet, Progress, RestoreOptions};
-use tapeloom_ops::s3::restores::{self, Settings};
+use tapeloom_engine::{BackupOptions, DriveSet, Progress, ReadOrder, RestoreOptions};
+use tapeloom_ops::s3::restores::{self, Order, Settings};
 use tapeloom_ops::s3::tape::{self, Batch};
 use tapeloom_ops::s3::{S3Object, Store};
 use tapeloom_ops::Conn;
@@ -105,15 +105,20 @@ fn archive_once(work: &Work) -> Result<bool, TapeError> {
     let conn = Conn::open(&work.home)?;
     let store = Store::open(&work.home)?;
     release(&conn, &store)?;
-    let Some(batch) = tape::due(&conn)?.into_iter().next() else {
+    let Some(mut batch) = tape::due(&conn)?.into_iter().next() else {
         return Ok(false);
     };
+    let folder = tape::gather(&store, &mut batch)?;
+    if batch.objects.is_empty() {
+        // Every object of it was deleted meanwhile.
+        return Ok(true);
+    }
     let name = tape::job_name(&batch.bucket.name);
     let entry = work
         .queue
         .add(CLIENT, &name, &format!("S3 bucket {}", batch.bucket.name));
     crate::admission::enter_scheduled(work, entry, CLIENT);
-    let r = archive(work, &store, (entry, &batch));
+    let r = archive(work, (folder.path(), entry, &batch));
     work.queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
     let (job, done) = r?;
@@ -128,18 +133,18 @@ fn archive_once(work: &Work) -> Result<bool, TapeError> {
     Ok(true)
 }
 
-/// Writes `batch` as one job on a free drive, records what it holds, and reads
+/// Writes `batch` as one job of `folder` (its data files' second names) on a
+/// free drive, records what it holds, and reads
 /// it back when it holds objects whose disk copy will go; the job's id and what
 /// it holds.
 fn archive(
     work: &Work,
-    store: &Store,
-    (entry, batch): (u64, &Batch),
+    (folder, entry, batch): (&std::path::Path, u64, &Batch),
 ) -> Result<(i64, tape::Archived), TapeError> {
     let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
     let mut home = work.drive_pool.enter(&work.home)?;
     let stages = home.stages.clone();
-    let opts = tape::archive_options(&*home, store, batch)?;
+    let opts = tape::archive_options(&*home, batch)?;
     let mut opts = BackupOptions {
         drives: DriveSet::List(drive.indexes.clone()),
         stages: Some(stages),
@@ -147,7 +152,7 @@ fn archive(
     };
     tapeloom_ops::backup::prepare(&mut home, &mut opts, &work.keys)?;
     let progress = Arc::new(Progress::default());
-    let sources = [store.dir().to_path_buf()];
+    let sources = [folder.to_path_buf()];
     let report = tapeloom_engine::backup(&home, &sources, &opts, Arc::clone(&progress))?;
     work.queue.writing(entry, report.job_id, progress);
     let done = tape::archived(&*home, batch, &report)?;
@@ -206,7 +211,7 @@ fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
     }
     let entry = work.queue.add(CLIENT, "s3-restore", "S3 restores");
     crate::admission::enter_scheduled(work, entry, CLIENT);
-    let r = read(work, &store, &on_tape);
+    let r = read(work, &store, (&on_tape, settings.order));
     work.queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
     let (done, failed) = r?;
@@ -214,11 +219,16 @@ fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
     Ok(true)
 }
 
-/// Reads the objects `asked` from tape in one reading (each cartridge mounted
-/// once, its files in the order its drive's model says is fastest) into a
+/// Reads the objects `asked` from tape in `order` (planned: one reading, each
+/// cartridge mounted once, its files in the order its drive's model says is
+/// fastest) into a
 /// scratch folder of the S3 stage, then keeps each whole one in the restore
 /// cache; how many were kept and how many failed.
-fn read(work: &Work, store: &Store, asked: &[S3Object]) -> Result<(u64, u64), TapeError> {
+fn read(
+    work: &Work,
+    store: &Store,
+    (asked, order): (&[S3Object], Order),
+) -> Result<(u64, u64), TapeError> {
     let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
     let home = work.drive_pool.enter(&work.home)?;
     let scratch = store.scratch()?;
@@ -235,18 +245,34 @@ fn read(work: &Work, store: &Store, asked: &[S3Object]) -> Result<(u64, u64), Ta
         to: scratch.path().to_path_buf(),
         drive: drive.indexes.first().copied(),
         samples_as: Some("s3-restore".into()),
+        order: match order {
+            Order::Block => ReadOrder::Block,
+            Order::Planned | Order::Asked => ReadOrder::Planned,
+        },
         ..RestoreOptions::default()
     };
-    let report = tapeloom_engine::restore_files(&home, &files, &opts)?;
+    let report = match order {
+        Order::Asked => {
+            let one_by_one: Vec<(i64, Vec<u8>)> = (asked.iter())
+                .filter_map(|o| Some((o.job_id?, o.file.as_bytes().to_vec())))
+                .collect();
+            tapeloom_engine::restore_files_in_order(&home, &one_by_one, &opts)?
+        }
+        Order::Planned | Order::Block => tapeloom_engine::restore_files(&home, &files, &opts)?,
+    };
     for (path, why) in &report.errors {
         warn!("S3 restore: {path}: {why}");
     }
+    // One line a benchmark can read: what the reading took on the drives'
+    // model (-1 when the drives have none) and what its plan predicted.
     info!(
         objects = asked.len(),
+        order = ?order,
         loads = report.loads,
         mounts = report.mounts,
-        modeled_seconds = ?report.modeled_seconds,
-        planned_seconds = ?report.planned_seconds,
+        reordered = report.reordered,
+        modeled_seconds = report.modeled_seconds.unwrap_or(-1.0),
+        planned_seconds = report.planned_seconds.unwrap_or(-1.0),
         "S3 restores: one reading"
     );
     drop(home);

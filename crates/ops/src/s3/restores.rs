@@ -57,8 +57,36 @@ impl Tier {
     }
 }
 
-/// How long restores of each tier gather before they are read, and how large
-/// the restore cache may grow.
+/// In what order a batch of restores is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Order {
+    /// One reading of the whole batch, each cartridge mounted once and its
+    /// objects read in the order the drive's model says is fastest (else the
+    /// drive's own recommended order, else block order).
+    #[default]
+    Planned,
+    /// One reading of the whole batch, each cartridge's objects in block order.
+    Block,
+    /// One object after another in the order they were asked, each read on its
+    /// own: how a server that serves each request alone would go, kept for
+    /// comparison.
+    Asked,
+}
+
+impl Order {
+    /// The order named `name` (`planned`, `block` or `asked`).
+    pub fn named(name: &str) -> Option<Order> {
+        match name {
+            "planned" => Some(Order::Planned),
+            "block" => Some(Order::Block),
+            "asked" => Some(Order::Asked),
+            _ => None,
+        }
+    }
+}
+
+/// How long restores of each tier gather before they are read, how large the
+/// restore cache may grow, and in what order restores are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// Standard's window.
@@ -67,6 +95,8 @@ pub struct Settings {
     pub bulk: Duration,
     /// The restore cache's limit in bytes.
     pub cache_bytes: u64,
+    /// The order a batch is read in.
+    pub order: Order,
 }
 
 impl Default for Settings {
@@ -78,6 +108,7 @@ impl Default for Settings {
             standard: Duration::from_secs(60),
             bulk: Duration::from_secs(600),
             cache_bytes: 64 << 30,
+            order: Order::Planned,
         }
     }
 }

@@ -9,6 +9,12 @@ use crate::{OpsError, Result};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+/// The folder of the batches being archived, beside the data files.
+const BATCHES: &str = "batches";
+
+/// The folder of the restores being read, beside the data files.
+const RESTORING: &str = "restoring";
+
 /// The S3 stage of a home.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -45,18 +51,50 @@ impl Store {
         Ok((name, f))
     }
 
-    /// The folder of the data files: the source of the jobs that archive them,
-    /// in which each object's entry is its data file's name.
-    pub fn dir(&self) -> &Path {
-        &self.data
-    }
-
     /// A new, empty folder beside the data files, for a restore to write its
     /// files into before [`Store::adopt`] takes them.
     pub fn scratch(&self) -> Result<tempfile::TempDir> {
-        let parent = self.data.parent().unwrap_or(&self.data).join("restoring");
+        self.folder_in(RESTORING)
+    }
+
+    /// A new folder beside the data files holding a second name (a hard link)
+    /// of each data file of `names` that is still there: the source of the job
+    /// that archives them, which a delete of one of them does not change. The
+    /// names linked, in the order given.
+    pub fn batch(&self, names: &[&str]) -> Result<(tempfile::TempDir, Vec<String>)> {
+        let dir = self.folder_in(BATCHES)?;
+        let mut linked = Vec::with_capacity(names.len());
+        for name in names {
+            let to = dir.path().join(name);
+            match std::fs::hard_link(self.path(name), &to) {
+                Ok(()) => linked.push(name.to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(format!("link {}", to.display()))(e)),
+            }
+        }
+        Ok((dir, linked))
+    }
+
+    fn folder_in(&self, kind: &str) -> Result<tempfile::TempDir> {
+        let parent = self.data.parent().unwrap_or(&self.data).join(kind);
         std::fs::create_dir_all(&parent).map_err(io(format!("make {}", parent.display())))?;
         tempfile::tempdir_in(&parent).map_err(io(format!("make a folder in {}", parent.display())))
+    }
+
+    /// Removes the folders of batches and restores a stop cut short; run it
+    /// only while no batch is archived and no restore runs (at the start of
+    /// the server).
+    pub fn clear_scratch(&self) -> Result<()> {
+        for kind in [BATCHES, RESTORING] {
+            let dir = self.data.parent().unwrap_or(&self.data).join(kind);
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io(format!("remove {}", dir.display()))(e));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Moves the file at `path` (on the same file system) into the stage under

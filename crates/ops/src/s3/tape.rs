@@ -4,8 +4,8 @@
 //! of an object kept on tape only ([`releasable`], [`release`]).
 //!
 //! A batch is one job of the bucket's pool (named and in the set `s3-BUCKET`),
-//! whose source is the S3 stage's folder and which holds only the batch's data
-//! files: many small objects are one stream of blocks, not a tape file each,
+//! whose source is a folder of second names (hard links) of the batch's data
+//! files ([`gather`]): many small objects are one stream of blocks, not a tape file each,
 //! and an object is one contiguous file of its job, whatever parts it was
 //! uploaded in. The job follows its pool's rules as every job does (its key,
 //! its copy pool, its retention).
@@ -16,8 +16,7 @@
 use super::{now_ns, Bucket, Result, S3Object, Store};
 use crate::access::Catalogued;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use tapeloom_engine::{BackupOptions, BackupReport, Only, Via};
+use tapeloom_engine::{BackupOptions, BackupReport, Via};
 
 /// The most objects one look at the catalog considers for batches.
 const LOOK: usize = 200_000;
@@ -97,25 +96,31 @@ pub fn job_name(bucket: &str) -> String {
     format!("s3-{bucket}")
 }
 
+/// The folder a batch's job backs up: a second name of each data file of
+/// `batch` that is still there (an object deleted since is left out), so that
+/// each object's entry in the job is its data file's name, and a delete while
+/// the job runs does not cut it. `batch` keeps only the objects linked.
+pub fn gather(store: &Store, batch: &mut Batch) -> Result<tempfile::TempDir> {
+    let names: Vec<&str> = batch.objects.iter().map(|o| o.file.as_str()).collect();
+    let (dir, linked) = store.batch(&names)?;
+    let linked: std::collections::HashSet<String> = linked.into_iter().collect();
+    batch.objects.retain(|o| linked.contains(&o.file));
+    Ok(dir)
+}
+
 /// The backup that archives `batch`: a job of its bucket's pool, named and in
-/// the set `s3-BUCKET`, of the S3 stage's folder holding only the batch's data
-/// files, through the disk stage when the home has one.
-pub fn archive_options(
-    at: &impl Catalogued,
-    store: &Store,
-    batch: &Batch,
-) -> Result<BackupOptions> {
+/// the set `s3-BUCKET`, of the batch's folder ([`gather`]), through the disk
+/// stage when the home has one.
+pub fn archive_options(at: &impl Catalogued, batch: &Batch) -> Result<BackupOptions> {
     let via = match at.ops_catalog().stages()?.is_empty() {
         true => Via::Direct,
         false => Via::Stage,
     };
-    let files = (batch.objects.iter()).map(|o| store.path(&o.file));
     Ok(BackupOptions {
         name: job_name(&batch.bucket.name),
         pool: Some(batch.bucket.pool.clone()),
         set: Some(job_name(&batch.bucket.name)),
         via,
-        only: Some(Arc::new(Only::new(files))),
         ..BackupOptions::default()
     })
 }

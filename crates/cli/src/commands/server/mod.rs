@@ -68,6 +68,11 @@ pub struct Args {
     /// Default: the configuration's, else 600.
     #[arg(long, value_name = "SECS")]
     s3_bulk_window: Option<u64>,
+    /// The order a batch of S3 restores is read in: planned (each cartridge
+    /// once, in the order its drive's model says is fastest), block, or asked
+    /// (one object after another, as they came: for comparison).
+    #[arg(long, value_name = "ORDER", value_parser = ["planned", "block", "asked"])]
+    s3_restore_order: Option<String>,
     /// The least severe events the log on stderr shows. Default: what RUST_LOG
     /// says, else info.
     #[arg(long, value_name = "LEVEL", value_enum)]
@@ -120,6 +125,7 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
             cache_bytes: a.s3_cache,
             standard_window_seconds: a.s3_standard_window,
             bulk_window_seconds: a.s3_bulk_window,
+            restore_order: a.s3_restore_order,
         },
         ..config::File::default()
     };
