@@ -1,7 +1,7 @@
 //! The operations layer's refusals and failures as S3's errors.
 
 use s3s::{S3Error, S3ErrorCode};
-use tapeloom_ops::s3::S3Failure;
+use tapeloom_ops::s3::{Refused, S3Failure};
 
 /// S3's error for `f`: a refusal with its code and message, a failure as 500
 /// InternalError (logged, since the client sees only that the server failed).
@@ -10,7 +10,12 @@ pub(crate) fn s3(f: S3Failure) -> S3Error {
         S3Failure::Refused(r) => {
             let code =
                 S3ErrorCode::from_bytes(r.code().as_bytes()).unwrap_or(S3ErrorCode::InvalidRequest);
-            S3Error::with_message(code, r.to_string())
+            let mut e = S3Error::with_message(code, r.to_string());
+            // S3 names the object's class in an InvalidObjectState error's body.
+            if let Refused::NotArchived { class } = &r {
+                crate::shared::mark_class(&mut e, class);
+            }
+            e
         }
         S3Failure::Failed(e) => {
             tracing::error!("S3: {e}");

@@ -76,12 +76,17 @@ pub(crate) fn not_restored(o: &S3Object) -> s3s::S3Error {
         "the object is in storage class {}: restore it first (RestoreObject)",
         o.class
     );
-    if let Ok(v) = http::HeaderValue::from_str(&o.class) {
+    mark_class(&mut e, &o.class);
+    e
+}
+
+/// Marks error `e` with the storage class `class` its body must name.
+pub(crate) fn mark_class(e: &mut s3s::S3Error, class: &str) {
+    if let Ok(v) = http::HeaderValue::from_str(class) {
         let mut h = http::HeaderMap::new();
         h.insert(STORAGE_CLASS_MARK, v);
         e.set_headers(h);
     }
-    e
 }
 
 /// The header an error carries its object's storage class in, on its way to

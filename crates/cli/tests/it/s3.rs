@@ -123,3 +123,51 @@ fn restic_s3cmd_and_rclone_store_a_tree_and_read_it_back_identical() {
     ];
     report(&py, "clients.py", &args, dir.path(), 11);
 }
+
+/// The Python that has boto3 and moto's server: the test command's virtual
+/// environment's.
+fn python_with_moto() -> Result<PathBuf, String> {
+    let p = python()?;
+    let found = Command::new(&p)
+        .args(["-c", "import moto.server"])
+        .output();
+    match found {
+        Ok(o) if o.status.success() => Ok(p),
+        _ => Err(format!(
+            "{} has no moto (pip install 'moto[server]')",
+            p.display()
+        )),
+    }
+}
+
+/// Objects of each storage class go to tape and come back as AWS says they
+/// do: bench/s3_moto.py walks every state (PUT, GET, HEAD, RestoreObject to
+/// start, while it runs and once ended, listings with RestoreStatus, the
+/// expiry, delete, bad input) against tapeloom, whose bucket is archived to a
+/// virtual library and whose restores are read back from it, and against
+/// moto's server, and no step may differ.
+#[test]
+fn storage_classes_go_to_tape_and_answer_as_the_reference_does() {
+    let py = match python_with_moto() {
+        Ok(p) => p,
+        Err(e) => {
+            need(Err::<(), String>(e));
+            return;
+        }
+    };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(py)
+        .arg(repo.join("bench/s3_moto.py"))
+        .args(["--bin", crate::common::bin()])
+        .arg("--work")
+        .arg(dir.path().join("work"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
+    assert!(report["compared"].as_u64().unwrap() >= 40, "{report}");
+    assert!(out.status.success(), "{report}");
+}
