@@ -201,6 +201,10 @@ fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
     if due.is_empty() {
         return Ok(false);
     }
+    let due = mine(work, &conn, &store, due)?;
+    if due.is_empty() {
+        return Ok(false);
+    }
     let (on_disk, on_tape): (Vec<S3Object>, Vec<S3Object>) =
         (due.into_iter()).partition(|o| o.released_ns.is_none() || o.job_id.is_none());
     for o in &on_disk {
@@ -217,6 +221,33 @@ fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
     let (done, failed) = r?;
     info!(objects = done, failed, "S3 restores read");
     Ok(true)
+}
+
+/// The restores of `due` this server can serve: all of them, but on a site of
+/// several servers only those whose data file is on its disk or whose job's
+/// cartridges are all in its library (the others are the other servers').
+fn mine(
+    work: &Work,
+    conn: &Conn,
+    store: &Store,
+    due: Vec<S3Object>,
+) -> Result<Vec<S3Object>, TapeError> {
+    let Some(site) = &work.site else {
+        return Ok(due);
+    };
+    let mut out = Vec::new();
+    for o in due {
+        let here = match (o.released_ns, o.job_id) {
+            (None, _) | (_, None) => store.path(&o.file).exists(),
+            (Some(_), Some(job)) => {
+                (restores::cartridges(conn, job)?.iter()).all(|b| site.member.barcodes.contains(b))
+            }
+        };
+        if here {
+            out.push(o);
+        }
+    }
+    Ok(out)
 }
 
 /// Reads the objects `asked` from tape in `order` (planned: one reading, each

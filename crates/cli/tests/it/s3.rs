@@ -128,9 +128,7 @@ fn restic_s3cmd_and_rclone_store_a_tree_and_read_it_back_identical() {
 /// environment's.
 fn python_with_moto() -> Result<PathBuf, String> {
     let p = python()?;
-    let found = Command::new(&p)
-        .args(["-c", "import moto.server"])
-        .output();
+    let found = Command::new(&p).args(["-c", "import moto.server"]).output();
     match found {
         Ok(o) if o.status.success() => Ok(p),
         _ => Err(format!(

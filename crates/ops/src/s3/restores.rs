@@ -319,6 +319,12 @@ fn keep(at: &impl Catalogued, store: &Store, o: &S3Object, name: String) -> Resu
     }
 }
 
+/// The cartridges (barcodes) that hold job `job`, in the job's order.
+pub fn cartridges(at: &impl Catalogued, job: i64) -> Result<Vec<String>> {
+    let vols = at.ops_catalog().job_volumes(job)?;
+    Ok(vols.into_iter().map(|v| v.volume.barcode).collect())
+}
+
 /// Gives up the restore of `o` (its data could not be read): it may be asked
 /// again.
 pub fn failed(at: &impl Catalogued, o: &S3Object) -> Result<()> {
