@@ -68,6 +68,27 @@ fn conditions(
     Ok(())
 }
 
+/// The bytes of part `number` of an object of `size` bytes uploaded in the
+/// parts of `m` (an object uploaded whole is its one part): S3's
+/// InvalidPartNumber for a part it does not have.
+fn part_range(m: &Meta, size: u64, number: i32) -> S3Result<std::ops::Range<u64>> {
+    let sizes: Vec<u64> = match m.parts.is_empty() {
+        true => vec![size],
+        false => m.parts.iter().map(|p| p.size).collect(),
+    };
+    let n = usize::try_from(number).unwrap_or(0);
+    if n == 0 || n > sizes.len() {
+        // s3s has no InvalidPartNumber: S3's code and its 416 are set here.
+        let code = s3s::S3ErrorCode::Custom("InvalidPartNumber".into());
+        let msg = format!("the object has {} parts, not a part {number}", sizes.len());
+        let mut e = s3s::S3Error::with_message(code, msg);
+        e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+        return Err(e);
+    }
+    let start: u64 = sizes[..n - 1].iter().sum();
+    Ok(start..start + sizes[n - 1])
+}
+
 fn expires_of(m: &Meta) -> Option<Timestamp> {
     m.expires
         .as_deref()
@@ -232,8 +253,11 @@ impl S3 for Front {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let i = req.input;
-        if i.part_number.is_some() {
-            return Err(s3_error!(NotImplemented, "a GET of one part is not built"));
+        if i.part_number.is_some() && i.range.is_some() {
+            return Err(s3_error!(
+                InvalidRequest,
+                "a GET may give a Range or a partNumber, not both"
+            ));
         }
         let (bucket, key) = (i.bucket.clone(), i.key.clone());
         let (o, state, file) = run(&self.0, move |c, _| {
@@ -253,17 +277,19 @@ impl S3 for Front {
             return Err(not_restored(&o));
         };
         let whole = 0..o.size;
-        let range = match &i.range {
-            Some(r) => r.check(o.size).map_err(|_| {
+        let m = Meta::of(&o);
+        let range = match (&i.range, i.part_number) {
+            (Some(r), _) => r.check(o.size).map_err(|_| {
                 s3_error!(
                     InvalidRange,
                     "the range is outside the object's {} bytes",
                     o.size
                 )
             })?,
-            None => whole.clone(),
+            (None, Some(n)) => part_range(&m, o.size, n)?,
+            (None, None) => whole.clone(),
         };
-        let content_range = (i.range.is_some()).then(|| {
+        let content_range = (i.range.is_some() || i.part_number.is_some()).then(|| {
             format!(
                 "bytes {}-{}/{}",
                 range.start,
@@ -271,7 +297,6 @@ impl S3 for Front {
                 o.size
             )
         });
-        let m = Meta::of(&o);
         let full = range == whole
             && i.checksum_mode
                 .as_ref()
@@ -320,9 +345,18 @@ impl S3 for Front {
         } else {
             Checksums::default()
         };
+        let range = match i.part_number {
+            Some(n) => part_range(&m, o.size, n)?,
+            None => 0..o.size,
+        };
+        let content_range = i.part_number.map(|_| {
+            let last = range.end.saturating_sub(1);
+            format!("bytes {}-{last}/{}", range.start, o.size)
+        });
         Ok(S3Response::new(
             object_answer!(HeadObjectOutput, o, m, sums, with_sums, state, {
-                content_length: Some(o.size as i64),
+                content_length: Some((range.end - range.start) as i64),
+                content_range,
             }),
         ))
     }
@@ -397,7 +431,7 @@ impl S3 for Front {
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
-        crate::multipart::copy_object(&self.0, req).await
+        crate::copy::copy_object(&self.0, req).await
     }
 
     async fn list_objects_v2(
@@ -426,6 +460,13 @@ impl S3 for Front {
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
         crate::multipart::upload_part(&self.0, req).await
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        crate::copy::upload_part_copy(&self.0, req).await
     }
 
     async fn complete_multipart_upload(

@@ -16,6 +16,7 @@
 
 mod access;
 mod body;
+mod copy;
 mod error;
 mod front;
 mod listing;

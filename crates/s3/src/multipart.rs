@@ -5,14 +5,14 @@
 //! computed over the joined object.
 
 use crate::body::{self, Asked};
-use crate::shared::{given, not_restored, owner, run, stamp, Headers, Shared};
+use crate::shared::{given, owner, run, stamp, Headers, Shared};
 use base64::Engine as _;
 use s3s::crypto::Checksum as _;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use std::sync::Arc;
-use tapeloom_ops::s3::objects::{self, Checksums, Meta, PartMeta};
-use tapeloom_ops::s3::{restores, storage_class, uploads, Part};
+use tapeloom_ops::s3::objects::{Checksums, Meta, PartMeta};
+use tapeloom_ops::s3::{storage_class, uploads, Part};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
@@ -128,7 +128,7 @@ fn get(c: &Checksums, alg: &str) -> Option<String> {
     }
 }
 
-fn set(c: &mut Checksums, alg: &str, v: String) {
+pub(crate) fn set_sum(c: &mut Checksums, alg: &str, v: String) {
     match alg {
         "crc32" => c.crc32 = Some(v),
         "crc32c" => c.crc32c = Some(v),
@@ -152,7 +152,7 @@ fn composite(parts: &[PartMeta]) -> Checksums {
         if let Some(d) = decoded {
             let refs: Vec<&[u8]> = d.iter().map(Vec::as_slice).collect();
             if let Some(v) = digest(alg, &refs) {
-                set(&mut out, alg, format!("{v}-{}", parts.len()));
+                set_sum(&mut out, alg, format!("{v}-{}", parts.len()));
             }
         }
     }
@@ -162,32 +162,64 @@ fn composite(parts: &[PartMeta]) -> Checksums {
 /// The checksum `alg` of the whole data file `path`.
 fn whole(path: std::path::PathBuf, alg: String) -> std::io::Result<Option<String>> {
     use std::io::Read;
+    let Some(mut d) = digest_of(&alg) else {
+        return Ok(None);
+    };
     let mut f = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut chunks: Vec<Vec<u8>> = Vec::new();
     // Hashing piece by piece keeps at most one MiB in memory.
-    fn go<C: s3s::crypto::Checksum>(
-        f: &mut std::fs::File,
-        buf: &mut [u8],
-    ) -> std::io::Result<String> {
-        let mut c = C::new();
-        loop {
-            let n = f.read(buf)?;
-            if n == 0 {
-                return Ok(B64.encode(c.finalize().as_ref()));
-            }
-            c.update(&buf[..n]);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(Some(d.finish()));
+        }
+        d.update(&buf[..n]);
+    }
+}
+
+/// A checksum of one of S3's algorithms, made piece by piece.
+pub(crate) enum Running {
+    Crc32(s3s::crypto::Crc32),
+    Crc32c(s3s::crypto::Crc32c),
+    Crc64Nvme(s3s::crypto::Crc64Nvme),
+    Sha1(s3s::crypto::Sha1),
+    Sha256(s3s::crypto::Sha256),
+}
+
+/// The running checksum of algorithm `alg` (lower case); none for another name.
+pub(crate) fn digest_of(alg: &str) -> Option<Running> {
+    use s3s::crypto as c;
+    Some(match alg {
+        "crc32" => Running::Crc32(c::Crc32::new()),
+        "crc32c" => Running::Crc32c(c::Crc32c::new()),
+        "crc64nvme" => Running::Crc64Nvme(c::Crc64Nvme::new()),
+        "sha1" => Running::Sha1(c::Sha1::new()),
+        "sha256" => Running::Sha256(c::Sha256::new()),
+        _ => return None,
+    })
+}
+
+impl Running {
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        match self {
+            Running::Crc32(c) => c.update(data),
+            Running::Crc32c(c) => c.update(data),
+            Running::Crc64Nvme(c) => c.update(data),
+            Running::Sha1(c) => c.update(data),
+            Running::Sha256(c) => c.update(data),
         }
     }
-    chunks.clear();
-    Ok(Some(match alg.as_str() {
-        "crc32" => go::<s3s::crypto::Crc32>(&mut f, &mut buf)?,
-        "crc32c" => go::<s3s::crypto::Crc32c>(&mut f, &mut buf)?,
-        "crc64nvme" => go::<s3s::crypto::Crc64Nvme>(&mut f, &mut buf)?,
-        "sha1" => go::<s3s::crypto::Sha1>(&mut f, &mut buf)?,
-        "sha256" => go::<s3s::crypto::Sha256>(&mut f, &mut buf)?,
-        _ => return Ok(None),
-    }))
+
+    /// The checksum, base64 as S3 sends it.
+    pub(crate) fn finish(self) -> String {
+        match self {
+            Running::Crc32(c) => B64.encode(c.finalize().as_ref()),
+            Running::Crc32c(c) => B64.encode(c.finalize().as_ref()),
+            Running::Crc64Nvme(c) => B64.encode(c.finalize().as_ref()),
+            Running::Sha1(c) => B64.encode(c.finalize().as_ref()),
+            Running::Sha256(c) => B64.encode(c.finalize().as_ref()),
+        }
+    }
 }
 
 /// The entity tag of an object made of parts with MD5s `etags` (hex).
@@ -241,7 +273,7 @@ pub(crate) async fn complete(
                 .map_err(crate::error::internal)?;
             let mut c = Checksums::default();
             if let (alg, Some(v)) = v {
-                set(&mut c, &alg, v);
+                set_sum(&mut c, &alg, v);
             }
             c
         }
@@ -383,111 +415,4 @@ pub(crate) async fn list_uploads(
         uploads: Some(listed),
         ..Default::default()
     }))
-}
-
-/// CopyObject: the source's data copied into a new data file, with the
-/// source's metadata, or the request's with `x-amz-metadata-directive: REPLACE`.
-pub(crate) async fn copy_object(
-    shared: &Arc<Shared>,
-    req: S3Request<CopyObjectInput>,
-) -> S3Result<S3Response<CopyObjectOutput>> {
-    let i = req.input;
-    let (from_bucket, from_key) = match &i.copy_source {
-        CopySource::Bucket { bucket, key, .. } => (bucket.to_string(), key.to_string()),
-        _ => {
-            return Err(s3_error!(
-                NotImplemented,
-                "only a copy source of a bucket and a key is built"
-            ))
-        }
-    };
-    let class = storage_class(i.storage_class.as_ref().map(StorageClass::as_str))
-        .map_err(|r| crate::error::s3(r.into()))?;
-    let (b, k) = (from_bucket.clone(), from_key.clone());
-    let (src, file) = run(shared, move |c, _| {
-        let o = objects::get(c, &b, k.as_bytes())?;
-        let file = restores::readable(c, &o)?;
-        Ok((o, file))
-    })
-    .await?;
-    let Some(file) = file else {
-        return Err(not_restored(&src));
-    };
-    let replace = i
-        .metadata_directive
-        .as_ref()
-        .is_some_and(|d| d.as_str() == "REPLACE");
-    let mut meta = match replace {
-        true => Headers {
-            content_type: i.content_type,
-            content_encoding: i.content_encoding,
-            content_disposition: i.content_disposition,
-            content_language: i.content_language,
-            cache_control: i.cache_control,
-            expires: i.expires,
-            metadata: i.metadata,
-        }
-        .meta(),
-        false => Meta::of(&src),
-    };
-    meta.parts = Vec::new();
-    meta.full_object = true;
-    let (bucket, key) = (i.bucket.clone(), i.key.clone());
-    let o = run(shared, move |c, s| {
-        let (file, size, md5, sums) = copy_data(s, &file)?;
-        meta.checksums = sums;
-        let new = objects::New {
-            bucket,
-            key: key.into_bytes(),
-            size,
-            etag: md5,
-            class,
-            meta,
-            file,
-        };
-        objects::put(c, s, new)
-    })
-    .await?;
-    Ok(S3Response::new(CopyObjectOutput {
-        copy_object_result: Some(CopyObjectResult {
-            e_tag: Some(ETag::Strong(o.etag)),
-            last_modified: Some(stamp(o.created_ns)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }))
-}
-
-/// Copies the data of `src` into a new data file, flushed: its name, size,
-/// MD5 and CRC64NVME.
-fn copy_data(
-    s: &tapeloom_ops::s3::Store,
-    from: &str,
-) -> tapeloom_ops::s3::Result<(String, u64, String, Checksums)> {
-    use std::io::{Read, Write};
-    let (file, mut out) = s.create()?;
-    let io = |source| tapeloom_ops::OpsError::Io {
-        what: "copy an object's data".into(),
-        source,
-    };
-    let mut f = std::fs::File::open(s.path(from)).map_err(io)?;
-    let (mut md5, mut crc) = (s3s::crypto::Md5::new(), s3s::crypto::Crc64Nvme::new());
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        md5.update(&buf[..n]);
-        crc.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(io)?;
-        size += n as u64;
-    }
-    s.sync(&out)?;
-    let sums = Checksums {
-        crc64nvme: Some(B64.encode(crc.finalize())),
-        ..Checksums::default()
-    };
-    Ok((file, size, hex::encode(md5.finalize()), sums))
 }

@@ -138,6 +138,30 @@ done = s3.complete_multipart_upload(Bucket=B, Key="big", UploadId=mp["UploadId"]
 want = hashlib.md5(hashlib.md5(p1).digest() + hashlib.md5(p2).digest()).hexdigest() + "-2"
 check("a multipart ETag as AWS forms it", done["ETag"].strip('"') == want, done["ETag"])
 check("the multipart object reads back", s3.get_object(Bucket=B, Key="big")["Body"].read() == p1 + p2)
+g2 = s3.get_object(Bucket=B, Key="big", PartNumber=2)
+check("GET of part 2 gives its bytes and the parts' count",
+      g2["Body"].read() == p2 and g2.get("PartsCount") == 2 and g2["ResponseMetadata"]["HTTPStatusCode"] == 206,
+      {k: g2.get(k) for k in ("PartsCount", "ContentRange")})
+check("HEAD of part 1 gives its length", s3.head_object(Bucket=B, Key="big", PartNumber=1)["ContentLength"] == len(p1))
+check("GET of a part the object does not have",
+      code_of(lambda: s3.get_object(Bucket=B, Key="big", PartNumber=3)) == ("InvalidPartNumber", 416))
+# UploadPartCopy: a part copied from a range of an object, another whole.
+mp = s3.create_multipart_upload(Bucket=B, Key="copied", ChecksumAlgorithm="CRC32")
+c1 = s3.upload_part_copy(Bucket=B, Key="copied", UploadId=mp["UploadId"], PartNumber=1,
+                         CopySource={"Bucket": B, "Key": "big"}, CopySourceRange=f"bytes=0-{(5 << 20) - 1}")
+c2 = s3.upload_part_copy(Bucket=B, Key="copied", UploadId=mp["UploadId"], PartNumber=2,
+                         CopySource={"Bucket": B, "Key": "big"})
+check("upload_part_copy gives the part's MD5 and CRC32",
+      c1["CopyPartResult"]["ETag"].strip('"') == hashlib.md5(p1).hexdigest()
+      and c1["CopyPartResult"].get("ChecksumCRC32") is not None, c1["CopyPartResult"])
+s3.complete_multipart_upload(Bucket=B, Key="copied", UploadId=mp["UploadId"], MultipartUpload={"Parts": [
+    {"PartNumber": 1, "ETag": c1["CopyPartResult"]["ETag"], "ChecksumCRC32": c1["CopyPartResult"]["ChecksumCRC32"]},
+    {"PartNumber": 2, "ETag": c2["CopyPartResult"]["ETag"], "ChecksumCRC32": c2["CopyPartResult"]["ChecksumCRC32"]}]})
+check("an object of copied parts reads back",
+      s3.get_object(Bucket=B, Key="copied")["Body"].read() == p1 + p1 + p2)
+check("a copy range past the source's end", code_of(lambda: s3.upload_part_copy(
+    Bucket=B, Key="copied", UploadId="x", PartNumber=1, CopySource={"Bucket": B, "Key": "big"},
+    CopySourceRange="bytes=0-99999999"))[0] in ("InvalidArgument", "NoSuchUpload"))
 mp = s3.create_multipart_upload(Bucket=B, Key="small-parts")
 e1 = s3.upload_part(Bucket=B, Key="small-parts", UploadId=mp["UploadId"], PartNumber=1, Body=b"x" * 1000)
 e2 = s3.upload_part(Bucket=B, Key="small-parts", UploadId=mp["UploadId"], PartNumber=2, Body=b"y")
@@ -195,6 +219,8 @@ check("a limited key on another bucket", code_of(lambda: lim.list_objects_v2(Buc
 check("a limited key makes no bucket", code_of(lambda: lim.create_bucket(Bucket="other"))[0] == "AccessDenied")
 lim.put_object(Bucket="limited", Key="mine", Body=b"ok")
 check("a limited key uses its bucket", lim.get_object(Bucket="limited", Key="mine")["Body"].read() == b"ok")
+check("a limited key copies nothing out of another bucket", code_of(lambda: lim.copy_object(
+    Bucket="limited", Key="stolen", CopySource={"Bucket": B, "Key": "big"}))[0] == "AccessDenied")
 
 # aws-cli as its users run it: a multipart cp, a sync twice, a presign, rm --recursive.
 env = dict(os.environ, AWS_ACCESS_KEY_ID=ak, AWS_SECRET_ACCESS_KEY=sk, AWS_DEFAULT_REGION="us-east-1")
