@@ -103,6 +103,18 @@ impl Catalog {
         Ok(n > 0)
     }
 
+    /// The jobs that hold an object still live: they must not expire.
+    pub fn s3_live_jobs(&self) -> Result<Vec<i64>> {
+        let run = || -> crate::db::Result<Vec<i64>> {
+            let mut st = self.conn.prepare(
+                "SELECT DISTINCT job_id FROM s3_objects \
+                 WHERE job_id IS NOT NULL AND deleted_ns IS NULL ORDER BY job_id",
+            )?;
+            st.query_map(params![], |r| r.get(0))?.collect()
+        };
+        run().doing("list the jobs of live S3 objects")
+    }
+
     /// Every live object whose restore runs, the longest asked first.
     pub fn restores_asked(&self) -> Result<Vec<S3Object>> {
         self.objects_where(
@@ -238,6 +250,7 @@ mod tests {
             assert_eq!(ids(c.objects_to_archive(10).unwrap()), vec![id, sid]);
             c.objects_archived(&[id, sid], 42).unwrap();
             assert!(c.objects_to_archive(10).unwrap().is_empty());
+            assert_eq!(c.s3_live_jobs().unwrap(), vec![42]);
             // Only the GLACIER object's disk copy may go.
             assert_eq!(ids(c.objects_to_release(10).unwrap()), vec![id]);
             assert!(c.release_object(id, 50).unwrap());
@@ -254,6 +267,8 @@ mod tests {
             let o = c.object("b", b"g").unwrap().unwrap();
             assert_eq!((o.restore.asked_ns, o.restore.file.as_deref(), o.restore.until_ns), (None, Some("r1"), Some(1000)));
             assert_eq!(c.restore_cache_bytes().unwrap(), (3, 0));
+            c.restored_used(id, 75).unwrap();
+            assert_eq!(c.restored_copies().unwrap()[0].restore.used_ns, Some(75));
             assert!(c.keep_restored(id, 3, 2000).unwrap());
             assert_eq!(c.object("b", b"g").unwrap().unwrap().restore.until_ns, Some(2000));
             let mut files = c.s3_files().unwrap();
@@ -263,10 +278,17 @@ mod tests {
             assert!(c.drop_restored(id, "r1").unwrap());
             assert!(!c.drop_restored(id, "r1").unwrap());
             assert!(!c.keep_restored(id, 3, 3000).unwrap());
+            // A restore given up may be asked again.
+            assert!(c.ask_restore(id, 1, "Bulk", 76).unwrap());
+            c.fail_restore(id).unwrap();
+            assert!(c.restores_asked().unwrap().is_empty());
             // A restore whose object was deleted meanwhile is not kept.
             assert!(c.ask_restore(id, 1, "Standard", 80).unwrap());
             c.delete_object("b", b"g", 90).unwrap();
             assert!(c.restores_asked().unwrap().is_empty());
+            assert_eq!(c.s3_live_jobs().unwrap(), vec![42]);
+            c.delete_object("b", b"s", 91).unwrap();
+            assert!(c.s3_live_jobs().unwrap().is_empty());
             assert_eq!(c.end_restore(id, "r2", 1000, 95).unwrap(), RestoreEnd::Gone);
         }
     }

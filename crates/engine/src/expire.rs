@@ -202,6 +202,12 @@ fn schedule(cat: &tapeloom_catalog::Catalog) -> Result<Schedule> {
         .keys()
         .map(|j| (*j, own(*j).unwrap_or(NEVER)))
         .collect();
+    // A job that holds an S3 object still live is kept: the object's only copy
+    // may be on it. Once every object of it is deleted, its pool's retention
+    // counts as for every job.
+    for j in cat.s3_live_jobs()? {
+        job_at.insert(j, NEVER);
+    }
     keep_chains(&mut job_at, &jobs);
     let expiry = |j: i64| -> Option<i64> { job_at.get(&j).copied().filter(|t| *t != NEVER) };
     // When each volume expires: when its last job does, and a job spanning
