@@ -75,10 +75,36 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
     b.set_auth(access::Keys(shared.clone()));
     b.set_access(access::Keys(shared));
     if let Some(domain) = &config.domain {
-        let host = s3s::host::SingleDomain::new(domain);
-        b.set_host(host.map_err(|_| Error::BadDomain(domain.clone()))?);
+        s3s::host::SingleDomain::new(domain).map_err(|_| Error::BadDomain(domain.clone()))?;
+        b.set_host(Domain(domain.to_ascii_lowercase()));
     }
     Ok(b.build())
+}
+
+/// Virtual-hosted addressing under one domain: a request to `BUCKET.DOMAIN`
+/// (with or without a port) names its bucket in its host; a request to any
+/// other host (the domain itself, `localhost`, an address) is path-style.
+///
+/// s3s's own `SingleDomain` compares the host with its port and takes any
+/// other host for a bucket's own name (a CNAME), so that path-style requests to
+/// `localhost:9000` would name a bucket `localhost:9000`.
+struct Domain(String);
+
+impl s3s::host::S3Host for Domain {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> s3s::S3Result<s3s::host::VirtualHost<'a>> {
+        let name = match host.rsplit_once(':') {
+            Some((h, port)) if port.parse::<u16>().is_ok() => h,
+            _ => host,
+        };
+        let bucket = (name.len() > self.0.len() + 1)
+            .then(|| name.split_at(name.len() - self.0.len()))
+            .filter(|(head, tail)| tail.eq_ignore_ascii_case(&self.0) && head.ends_with('.'))
+            .map(|(head, _)| &head[..head.len() - 1]);
+        Ok(match bucket {
+            Some(b) => s3s::host::VirtualHost::new(self.0.as_str()).with_bucket(b),
+            None => s3s::host::VirtualHost::new(name),
+        })
+    }
 }
 
 /// The S3 service, which closes the connection after answering a request that
@@ -211,5 +237,23 @@ pub async fn serve(
                 tracing::debug!(peer = %peer, "S3: connection: {e}");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use s3s::host::S3Host;
+
+    #[test]
+    fn a_bucket_is_named_in_the_host_only_under_the_domain() {
+        let d = Domain("s3.test".into());
+        let bucket = |h: &str| d.parse_host_header(h).unwrap().bucket().map(str::to_string);
+        assert_eq!(bucket("photos.s3.test:9000").as_deref(), Some("photos"));
+        assert_eq!(bucket("a.b.S3.TEST").as_deref(), Some("a.b"));
+        assert_eq!(bucket("s3.test:9000"), None);
+        assert_eq!(bucket("localhost:9000"), None);
+        assert_eq!(bucket("xs3.test"), None);
+        assert_eq!(bucket(".s3.test"), None);
     }
 }

@@ -259,6 +259,33 @@ with tempfile.TemporaryDirectory() as d:
     check("aws s3 rm --recursive", rc == 0, err)
     left = s3.list_objects_v2(Bucket=B).get("KeyCount", -1)
     check("the bucket is empty after rm --recursive", left == 0, left)
+# Virtual-hosted addressing, when the server was given --s3-domain (the
+# environment's S3_DOMAIN): BUCKET.DOMAIN is looked up here as the address of
+# the endpoint, as a DNS wildcard would give it.
+domain = os.environ.get("S3_DOMAIN")
+if domain:
+    import socket
+    import urllib.parse
+    host = urllib.parse.urlsplit(endpoint).hostname
+    real = socket.getaddrinfo
+
+    def lookup(name, *rest, **kw):
+        if isinstance(name, str) and name.endswith("." + domain):
+            name = host
+        return real(name, *rest, **kw)
+
+    socket.getaddrinfo = lookup
+    port = urllib.parse.urlsplit(endpoint).port
+    vh = boto3.client("s3", endpoint_url=f"http://{domain}:{port}", aws_access_key_id=ak,
+                      aws_secret_access_key=sk, region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}))
+    vh.put_object(Bucket=B, Key="vhost/a", Body=b"virtual")
+    check("virtual-hosted PUT and GET",
+          vh.get_object(Bucket=B, Key="vhost/a")["Body"].read() == b"virtual")
+    check("virtual-hosted listing",
+          [o["Key"] for o in vh.list_objects_v2(Bucket=B, Prefix="vhost/").get("Contents", [])] == ["vhost/a"])
+    vh.delete_object(Bucket=B, Key="vhost/a")
+    socket.getaddrinfo = real
 s3.delete_bucket(Bucket=B)
 check("delete_bucket of an empty bucket", B not in [b["Name"] for b in s3.list_buckets()["Buckets"]])
 

@@ -32,10 +32,16 @@ impl Server {
     /// A server that also serves S3 on a free port of 127.0.0.1 (over plain
     /// HTTP when `plain`), and the S3 front end's URL.
     pub fn start_s3(home: &Path, plain: bool) -> (Server, String) {
+        Self::start_s3_with(home, plain, &[])
+    }
+
+    /// [`Server::start_s3`] with the further flags `more`.
+    pub fn start_s3_with(home: &Path, plain: bool, more: &[&str]) -> (Server, String) {
         let mut args = vec!["--s3-listen", "127.0.0.1:0"];
         if plain {
             args.push("--s3-plain");
         }
+        args.extend(more);
         let (server, s3) = Self::start_with(home, None, &[], &args);
         (server, s3.expect("the server names where it serves S3"))
     }
