@@ -27,6 +27,9 @@ pub enum ServerError {
     /// A heartbeat timeout of nothing.
     #[error("site: heartbeat_timeout_seconds takes a number from 1 to 86400")]
     BadSite,
+    /// An S3 budget of nothing.
+    #[error("s3: max_requests and max_streams take a number from 1")]
+    BadS3Limits,
     /// A queue limit of nothing.
     #[error("queue: max_jobs_per_client, max_jobs_per_drive and spool_bytes take a number from 1, start_rate_mb_s one from 0")]
     BadQueue,

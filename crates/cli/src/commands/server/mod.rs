@@ -68,6 +68,16 @@ pub struct Args {
     /// Default: the configuration's, else 600.
     #[arg(long, value_name = "SECS")]
     s3_bulk_window: Option<u64>,
+    /// S3 control requests (every request but uploads and downloads) answered
+    /// at once; more are answered 503 SlowDown. Default: the configuration's
+    /// `[s3] max_requests`, else 128.
+    #[arg(long, value_name = "N", value_parser = crate::commands::usize_in(1..=65_536))]
+    s3_max_requests: Option<usize>,
+    /// S3 bulk requests (PutObject, UploadPart, GetObject) answered at once;
+    /// more are answered 503 SlowDown. Default: the configuration's `[s3]
+    /// max_streams`, else 64.
+    #[arg(long, value_name = "N", value_parser = crate::commands::usize_in(1..=65_536))]
+    s3_max_streams: Option<usize>,
     /// The least severe events the log on stderr shows. Default: what RUST_LOG
     /// says, else info.
     #[arg(long, value_name = "LEVEL", value_enum)]
@@ -120,6 +130,8 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
             cache_bytes: a.s3_cache,
             standard_window_seconds: a.s3_standard_window,
             bulk_window_seconds: a.s3_bulk_window,
+            max_requests: a.s3_max_requests,
+            max_streams: a.s3_max_streams,
         },
         ..config::File::default()
     };
