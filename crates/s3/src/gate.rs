@@ -2,10 +2,9 @@
 //! its place in one of two budgets, and the counting of what it sends and is
 //! sent.
 //!
-//! A request is classed from its method, its path and its query alone, before
-//! anything of it is read: a request with a streaming body (PutObject,
-//! UploadPart, and GetObject, whose answer is the stream) is bulk, any other
-//! is control. Each class has its own budget of requests answered at once
+//! A request is classed from its head alone, before anything of it is read:
+//! a request with a streaming body (PutObject, UploadPart, PostObject, and
+//! GetObject, whose answer is the stream) is bulk, any other is control. Each class has its own budget of requests answered at once
 //! ([`Limits`]), so that listings and HEADs answer however many uploads run.
 //! A request over its budget is answered 503 SlowDown with `Retry-After: 1`
 //! at once, and is never queued; a request over a limit of its head
@@ -160,6 +159,16 @@ pub(crate) fn classify(
         true => !path.is_empty(),
         false => path.split_once('/').is_some_and(|(_, key)| !key.is_empty()),
     };
+    let form = (headers.get(http::header::CONTENT_TYPE))
+        .is_some_and(|v| v.as_bytes().starts_with(b"multipart/form-data"));
+    if *method == Method::POST && !has_key && form {
+        // A browser's upload through an HTML form (PostObject).
+        return Class {
+            name: "PostObject",
+            budget: Budget::Bulk,
+            upload: true,
+        };
+    }
     if !has_key {
         return control;
     }
@@ -428,6 +437,9 @@ mod tests {
             let c = class(m.clone(), uri, &[], None);
             assert_eq!(name(c), (UNKNOWN, Budget::Control, false), "{m} {uri}");
         }
+        let form = [("content-type", "multipart/form-data; boundary=x")];
+        let post = class(Method::POST, "/b", &form, None);
+        assert_eq!(name(post), ("PostObject", Budget::Bulk, true));
         let copy = class(Method::PUT, "/b/k", &[("x-amz-copy-source", "/b/j")], None);
         assert_eq!(copy.budget, Budget::Control);
         // Virtual-hosted: the bucket is in the host, the key is the path.

@@ -115,18 +115,22 @@ fn expecting(req: &http::Request<hyper::body::Incoming>) -> (bool, bool) {
 
 impl Service {
     /// The answer to a request refused before s3s saw it: counted, its body
-    /// (if any) read a little and dropped, its connection closed after it.
+    /// (if any) read a little and dropped, its connection closed after it. The
+    /// body of a request that waits for `100 Continue` is not read: its client
+    /// sends none once it has the answer.
     fn refuse(
         &self,
         req: http::Request<hyper::body::Incoming>,
         name: &'static str,
         (code, message): (s3s::S3ErrorCode, &str),
     ) -> s3s::HttpResponse {
-        let (_, empty) = expecting(&req);
+        let (expects, empty) = expecting(&req);
         let mut r = gate::refusal(code, message);
         self.watch.answered(name, r.status().as_u16());
         if !empty {
-            gate::drain(req.into_body());
+            if !expects {
+                gate::drain(req.into_body());
+            }
             let v = http::HeaderValue::from_static("close");
             r.headers_mut().insert(http::header::CONNECTION, v);
         }

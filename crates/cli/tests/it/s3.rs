@@ -178,7 +178,7 @@ impl Raw {
     /// Opens a connection to the host of `url` (`http://HOST:PORT/...`) and
     /// sends the head of a `method` request on its path and query, with a body
     /// of `length` bytes to come, and `first` of them.
-    fn begin(method: &str, url: &str, length: usize, first: &[u8]) -> Raw {
+    fn begin(method: &str, url: &str, length: u64, first: &[u8]) -> Raw {
         let rest = url.strip_prefix("http://").expect("a plain HTTP URL");
         let (host, target) = rest.split_at(rest.find('/').unwrap());
         let mut sock = TcpStream::connect(host).unwrap();
@@ -233,11 +233,11 @@ fn a_full_bulk_budget_answers_slow_down_while_a_listing_answers_and_metrics_coun
     let body = vec![7u8; 4096];
     let slow: Vec<Raw> = [a, b]
         .iter()
-        .map(|u| Raw::begin("PUT", u, body.len(), &body[..2048]))
+        .map(|u| Raw::begin("PUT", u, 4096, &body[..2048]))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     // A third is refused at once, before its body is read.
-    let (status, head, xml) = Raw::begin("PUT", c, body.len(), &body).finish(&[]);
+    let (status, head, xml) = Raw::begin("PUT", c, 4096, &body).finish(&[]);
     assert_eq!(status, 503, "{head}{xml}");
     assert!(head.contains("\r\nretry-after: 1"), "{head}");
     assert!(xml.contains("<Code>SlowDown</Code>"), "{xml}");
@@ -257,6 +257,10 @@ fn a_full_bulk_budget_answers_slow_down_while_a_listing_answers_and_metrics_coun
         "{xml}"
     );
     assert!(!xml.contains("<Key>c</Key>"), "{xml}");
+    // An upload whose head says it is over 5 GiB is refused before its body.
+    let (status, _, xml) = Raw::begin("PUT", c, 6 << 30, &[]).finish(&[]);
+    assert_eq!(status, 400, "{xml}");
+    assert!(xml.contains("<Code>EntityTooLarge</Code>"), "{xml}");
 
     let (status, text) = get(&server.addr, "/metrics", Some(&admin));
     assert_eq!(status, 200, "{text}");
@@ -272,6 +276,7 @@ fn a_full_bulk_budget_answers_slow_down_while_a_listing_answers_and_metrics_coun
     };
     assert_eq!(req("PutObject", 200), Some(2.0), "{text}");
     assert_eq!(req("PutObject", 503), Some(1.0), "{text}");
+    assert_eq!(req("PutObject", 400), Some(1.0), "{text}");
     assert_eq!(req("ListObjectsV2", 200), Some(2.0), "{text}");
     assert_eq!(
         value("tapeloom_s3_slow_down_total{budget=\"bulk\"}"),
@@ -337,7 +342,7 @@ fn sigterm_lets_an_upload_under_way_finish_and_takes_no_new_connection() {
     let (mut server, url) = Server::start_s3_with(&home, &["--s3-plain"]);
     let urls = presigned(&py, &url, (&ak, &sk), "drain", &["a"]);
     let body = vec![1u8; 1 << 16];
-    let upload = Raw::begin("PUT", &urls[0], body.len(), &body[..1000]);
+    let upload = Raw::begin("PUT", &urls[0], 1 << 16, &body[..1000]);
     std::thread::sleep(Duration::from_millis(300));
     let pid = nix::unistd::Pid::from_raw(server.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
