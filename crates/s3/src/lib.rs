@@ -7,7 +7,11 @@
 //! payload form, the signed and unsigned `aws-chunked` bodies with their
 //! trailers included, and writing each operation's XML) is the `s3s` crate's,
 //! pinned at one release. It is kept behind this crate: only this crate names
-//! it, and the rest of tapeloom sees [`serve`] and [`Config`].
+//! it, and the rest of tapeloom sees [`serve`], [`Config`], the [`Service`]
+//! with its [`Limits`], and the [`Watch`] it tells what it answers.
+//!
+//! Every request passes `gate.rs` before s3s reads it: the limits of its head,
+//! and its place in the budget of control or of bulk requests.
 //!
 //! Each request's catalog work runs on a thread of tokio's blocking pool with a
 //! connection of its own ([`tapeloom_ops::Conn`]); bodies are streamed to and
