@@ -53,7 +53,7 @@ pub use moves::BlockMove;
 pub use pools::{Pool, PoolKey, PoolRules, DEFAULT_POOL};
 pub use readback::LastVerify;
 pub use s3::{Batching, Bucket, NewObject, Part, Restore, S3Key, S3Object, Upload};
-pub use s3_tape::RestoreEnd;
+pub use s3_tape::{RestoreEnd, S3Waiting};
 pub use samples::{Mark, Phase, RecallSample, Sample, Series};
 pub use sets::{Tree, TreeFile};
 pub use site::{Reaped, ServerRow, Ticket, TicketState};

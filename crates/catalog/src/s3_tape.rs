@@ -26,6 +26,18 @@ pub enum RestoreEnd {
     Gone,
 }
 
+/// What waits on the S3 front end's tape side now, for its metrics and its
+/// status page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct S3Waiting {
+    /// Live objects not yet on tape.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Restores asked and not yet ended.
+    pub restores: u64,
+}
+
 fn clamp(n: u64) -> i64 {
     n.min(i64::MAX as u64) as i64
 }
@@ -211,6 +223,27 @@ impl Catalog {
         Ok(n > 0)
     }
 
+    /// What waits for tape and for a restore now.
+    pub fn s3_waiting(&self) -> Result<S3Waiting> {
+        let (objects, bytes, restores): (i64, Option<i64>, i64) = (self.conn.query_row(
+            "SELECT (SELECT COUNT(*) FROM s3_objects \
+                     WHERE job_id IS NULL AND deleted_ns IS NULL), \
+                    (SELECT CAST(SUM(size) AS BIGINT) FROM s3_objects \
+                     WHERE job_id IS NULL AND deleted_ns IS NULL), \
+                    (SELECT COUNT(*) FROM s3_objects \
+                     WHERE restore_asked_ns IS NOT NULL AND deleted_ns IS NULL)",
+            params![],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        ))
+        .doing("count what waits for tape")?;
+        let n = |v: i64| v.max(0) as u64;
+        Ok(S3Waiting {
+            objects: n(objects),
+            bytes: n(bytes.unwrap_or(0)),
+            restores: n(restores),
+        })
+    }
+
     /// The bytes of the restore cache: of the restored copies kept, and of the
     /// restores that run.
     pub fn restore_cache_bytes(&self) -> Result<(u64, u64)> {
@@ -248,9 +281,12 @@ mod tests {
             let (sid, _) = c.put_object(&object("b", "s", "f2")).unwrap();
             let ids = |v: Vec<S3Object>| v.into_iter().map(|o| o.id).collect::<Vec<_>>();
             assert_eq!(ids(c.objects_to_archive(10).unwrap()), vec![id, sid]);
+            let sizes = g.size + object("b", "s", "f2").size;
+            assert_eq!(c.s3_waiting().unwrap(), S3Waiting { objects: 2, bytes: sizes, restores: 0 });
             c.objects_archived(&[id, sid], 42).unwrap();
             assert!(c.objects_to_archive(10).unwrap().is_empty());
             assert_eq!(c.s3_live_jobs().unwrap(), vec![42]);
+            assert_eq!(c.s3_waiting().unwrap(), S3Waiting::default());
             // Only the GLACIER object's disk copy may go.
             assert_eq!(ids(c.objects_to_release(10).unwrap()), vec![id]);
             assert!(c.release_object(id, 50).unwrap());
@@ -263,6 +299,7 @@ mod tests {
             assert_eq!(asked.len(), 1);
             assert_eq!((asked[0].restore.days, asked[0].restore.tier.as_deref()), (Some(2), Some("Bulk")));
             assert_eq!(c.restore_cache_bytes().unwrap(), (0, 3));
+            assert_eq!(c.s3_waiting().unwrap().restores, 1);
             assert_eq!(c.end_restore(id, "r1", 1000, 70).unwrap(), RestoreEnd::Kept { replaced: None });
             let o = c.object("b", b"g").unwrap().unwrap();
             assert_eq!((o.restore.asked_ns, o.restore.file.as_deref(), o.restore.until_ns), (None, Some("r1"), Some(1000)));

@@ -53,6 +53,34 @@ pub struct HsmFigures {
     pub bytes: ByState,
 }
 
+/// The S3 front end's figures: what waits for tape and for a restore, and the
+/// restore cache's use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct S3Figures {
+    /// Live objects not yet on tape.
+    pub objects_waiting: u64,
+    /// Their bytes.
+    pub bytes_waiting: u64,
+    /// Restores asked and not yet ended (waiting, or being read).
+    pub restores: u64,
+    /// Bytes of the restore cache in use: the restored copies kept and the
+    /// restores asked, as the cache counts them against its limit.
+    pub cache_bytes: u64,
+}
+
+/// The S3 front end's figures now.
+pub fn s3_figures(at: &impl Catalogued) -> Result<S3Figures> {
+    let cat = at.ops_catalog();
+    let w = cat.s3_waiting()?;
+    let (kept, asked) = cat.restore_cache_bytes()?;
+    Ok(S3Figures {
+        objects_waiting: w.objects,
+        bytes_waiting: w.bytes,
+        restores: w.restores,
+        cache_bytes: kept.saturating_add(asked),
+    })
+}
+
 /// The catalog's figures now.
 pub fn figures(at: &impl Catalogued) -> Result<Figures> {
     let cat = at.ops_catalog();

@@ -30,6 +30,9 @@ pub enum ServerError {
     /// An S3 restore order other than planned, block and asked.
     #[error("s3: restore_order takes planned, block or asked, not '{0}'")]
     BadRestoreOrder(String),
+    /// An S3 budget of nothing.
+    #[error("s3: max_requests and max_streams take a number from 1")]
+    BadS3Limits,
     /// A queue limit of nothing.
     #[error("queue: max_jobs_per_client, max_jobs_per_drive and spool_bytes take a number from 1, start_rate_mb_s one from 0")]
     BadQueue,

@@ -53,6 +53,11 @@ fn presigned_expiry(query: Option<&str>, now_s: i64) -> Option<u64> {
 #[async_trait::async_trait]
 impl S3Access for Keys {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        // The operation's name, for the server's metrics.
+        let name = cx.s3_op().name().to_string();
+        if let Some(named) = cx.extensions_mut().get::<crate::gate::Named>() {
+            let _ = named.0.set(name);
+        }
         let Some(creds) = cx.credentials() else {
             return Err(s3_error!(AccessDenied, "every request must be signed"));
         };

@@ -10,6 +10,7 @@ use s3s::{s3_error, S3Result};
 use std::path::PathBuf;
 use tapeloom_ops::s3::objects::Checksums;
 use tapeloom_ops::s3::Store;
+use tapeloom_ops::s3::{limits, Refused};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 /// An upload written to the S3 stage and flushed.
@@ -114,6 +115,13 @@ async fn write(
     if let Some(mut body) = body {
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| s3_error!(IncompleteBody, "the body broke off: {e}"))?;
+            // A body without a length in its head is held to the limit as it comes.
+            let now = size + chunk.len() as u64;
+            if now > limits::MAX_OBJECT_BYTES {
+                return Err(crate::error::s3(
+                    Refused::EntityTooLarge { size: now }.into(),
+                ));
+            }
             use s3s::crypto::Checksum as _;
             md5.update(&chunk);
             hasher.update(&chunk);

@@ -7,7 +7,11 @@
 //! payload form, the signed and unsigned `aws-chunked` bodies with their
 //! trailers included, and writing each operation's XML) is the `s3s` crate's,
 //! pinned at one release. It is kept behind this crate: only this crate names
-//! it, and the rest of tapeloom sees [`serve`] and [`Config`].
+//! it, and the rest of tapeloom sees [`serve`], [`Config`], the [`Service`]
+//! with its [`Limits`], and the [`Watch`] it tells what it answers.
+//!
+//! Every request passes `gate.rs` before s3s reads it: the limits of its head,
+//! and its place in the budget of control or of bulk requests.
 //!
 //! Each request's catalog work runs on a thread of tokio's blocking pool with a
 //! connection of its own ([`tapeloom_ops::Conn`]); bodies are streamed to and
@@ -19,13 +23,17 @@ mod body;
 mod copy;
 mod error;
 mod front;
+mod gate;
 mod listing;
 mod multipart;
 mod restore;
 mod shared;
 
+pub use gate::{Budget, Limits, Unwatched, Watch, UNKNOWN};
+
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the S3 front end serves.
 #[derive(Debug, Clone)]
@@ -37,10 +45,9 @@ pub struct Config {
     pub domain: Option<String>,
     /// The restore windows and the restore cache's limit.
     pub restores: tapeloom_ops::s3::restores::Settings,
+    /// The budgets of requests answered at once.
+    pub limits: Limits,
 }
-
-/// The S3 front end's service, for [`serve`].
-pub type Service = s3s::service::S3Service;
 
 /// Why the S3 front end cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -53,9 +60,18 @@ pub enum Error {
     BadDomain(String),
 }
 
-/// The S3 service of `config`, for hyper; it sweeps the S3 stage of the data
-/// files a killed server left first.
-pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
+/// The S3 front end's service, for [`serve`]: s3s's, behind the limits and
+/// budgets of `gate.rs`, telling what it answers to a [`Watch`].
+#[derive(Clone)]
+pub struct Service {
+    s3: s3s::service::S3Service,
+    gate: Arc<gate::Gate>,
+    watch: Arc<dyn Watch>,
+}
+
+/// The S3 service of `config`, for hyper, telling `watch` what it answers; it
+/// sweeps the S3 stage of the data files a killed server left first.
+pub fn service(config: &Config, watch: Arc<dyn Watch>) -> Result<Service, Error> {
     let store = tapeloom_ops::s3::Store::open(&config.home)?;
     let conn = tapeloom_ops::Conn::open(&config.home)?;
     let swept = store.sweep(&conn)?;
@@ -78,7 +94,18 @@ pub fn service(config: &Config) -> Result<s3s::service::S3Service, Error> {
         s3s::host::SingleDomain::new(domain).map_err(|_| Error::BadDomain(domain.clone()))?;
         b.set_host(Domain(domain.to_ascii_lowercase()));
     }
-    Ok(b.build())
+    // A body s3s reads whole (XML) without a length in its head stops at the
+    // same limit as one whose head gives it.
+    let mut s3s_config = s3s::config::S3Config::default();
+    s3s_config.xml_max_body_size = tapeloom_ops::s3::limits::MAX_XML_BYTES as usize;
+    b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
+        s3s_config,
+    ))));
+    Ok(Service {
+        s3: b.build(),
+        gate: Arc::new(gate::Gate::new(config.limits, config.domain.clone())),
+        watch,
+    })
 }
 
 /// Virtual-hosted addressing under one domain: a request to `BUCKET.DOMAIN`
@@ -107,10 +134,49 @@ impl s3s::host::S3Host for Domain {
     }
 }
 
-/// The S3 service, which closes the connection after answering a request that
-/// asked for `100 Continue` when its body may be left unread: an empty body, or
-/// a request refused (an answer other than 2xx), perhaps before its body was
-/// read.
+/// Whether `req` asks for `100 Continue`, and whether its body is empty.
+fn expecting(req: &http::Request<hyper::body::Incoming>) -> (bool, bool) {
+    let h = req.headers();
+    let expects = (h.get(http::header::EXPECT))
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let empty = (h.get(http::header::CONTENT_LENGTH)).is_some_and(|v| v.as_bytes() == b"0")
+        || !(h.contains_key(http::header::CONTENT_LENGTH)
+            || h.contains_key(http::header::TRANSFER_ENCODING));
+    (expects, empty)
+}
+
+impl Service {
+    /// The answer to a request refused before s3s saw it: counted, its body
+    /// (if any) read a little and dropped, its connection closed after it. The
+    /// body of a request that waits for `100 Continue` is not read: its client
+    /// sends none once it has the answer.
+    fn refuse(
+        &self,
+        req: http::Request<hyper::body::Incoming>,
+        name: &'static str,
+        (code, message): (s3s::S3ErrorCode, &str),
+    ) -> s3s::HttpResponse {
+        let (expects, empty) = expecting(&req);
+        let mut r = gate::refusal(code, message);
+        self.watch.answered(name, r.status().as_u16());
+        if !empty {
+            if !expects {
+                gate::drain(req.into_body());
+            }
+            let v = http::HeaderValue::from_static("close");
+            r.headers_mut().insert(http::header::CONNECTION, v);
+        }
+        r
+    }
+}
+
+/// Every S3 request passes here. It is classed, checked against the limits of
+/// its head and given a place in its budget (`gate.rs`), then answered by
+/// s3s; its answer is completed here as s3s cannot (a status, a storage class
+/// in an error), and the connection is closed after answering a request that
+/// asked for `100 Continue` when its body may be left unread: an empty body,
+/// or a request refused (an answer other than 2xx), perhaps before its body
+/// was read.
 ///
 /// A client that asked for `100 Continue` and got a final answer instead sends
 /// no body. hyper, which answered without reading the body, would read the
@@ -119,37 +185,42 @@ impl s3s::host::S3Host for Domain {
 /// status line for the next request on the connection and then waits a minute
 /// for it. Closing the connection makes the client open a new one, as RFC 9110
 /// (section 10.1.1) lets a server do.
-#[derive(Clone)]
-struct Closing(Service);
-
-/// Whether `req` asks for `100 Continue`, and whether its body is empty.
-fn expecting(req: &http::Request<hyper::body::Incoming>) -> (bool, bool) {
-    let h = req.headers();
-    let expects = (h.get(http::header::EXPECT))
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let empty = (h.get(http::header::CONTENT_LENGTH)).is_some_and(|v| v.as_bytes() == b"0");
-    (expects, empty)
-}
-
-impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Closing {
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Service {
     type Response = s3s::HttpResponse;
     type Error = s3s::HttpError;
     type Future = std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
     >;
 
-    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+    fn call(&self, mut req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let admitted = self.gate.admit(req.method(), req.uri(), req.headers());
+        let gate::Admitted { class, place } = match admitted {
+            Ok(a) => a,
+            Err(r) => {
+                if r.code == s3s::S3ErrorCode::SlowDown {
+                    self.watch.slowed_down(r.class.budget);
+                }
+                let r = self.refuse(req, r.class.name, (r.code, &r.message));
+                return Box::pin(async move { Ok(r) });
+            }
+        };
         let (expects, empty) = expecting(&req);
-        let answer = hyper::service::Service::call(&self.0, req);
+        let named = gate::Named::default();
+        req.extensions_mut().insert(named.clone());
+        let watch = self.watch.clone();
+        let req = req.map(|b| s3s::Body::http_body(gate::Counted::received(b, watch.clone())));
+        let s3 = self.s3.clone();
         Box::pin(async move {
-            let mut r = answer.await?;
+            let mut r = s3.call(req).await?;
             with_storage_class(&mut r);
             with_status(&mut r);
             if expects && (empty || !r.status().is_success()) {
                 let v = http::HeaderValue::from_static("close");
                 r.headers_mut().insert(http::header::CONNECTION, v);
             }
-            Ok(r)
+            let name = named.0.get().map_or(class.name, String::as_str);
+            watch.answered(name, r.status().as_u16());
+            Ok(r.map(|b| s3s::Body::http_body(gate::Counted::sent(b, watch, place))))
         })
     }
 }
@@ -191,52 +262,106 @@ fn with_status(r: &mut s3s::HttpResponse) {
     }
 }
 
-/// Serves S3 on `listener` until `stop` is notified: over TLS with `tls`, in
+/// Serves S3 on `listener` until `stop` turns true: over TLS with `tls`, in
 /// plain HTTP without it. Each connection is served by hyper (HTTP/1.1, and
-/// HTTP/2 where the client asks for it).
+/// HTTP/2 where the client asks for it). Once stopped it takes no connection,
+/// lets each request under way finish (a connection then closes after its
+/// answer, an idle one at once), and returns when every connection has closed
+/// or `grace` has passed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    service: s3s::service::S3Service,
-    stop: Arc<tokio::sync::Notify>,
+    service: Service,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    grace: Duration,
 ) {
-    let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
-        hyper_util::rt::TokioExecutor::new(),
-    ));
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // A client gets 30 s to send a request's head, and at most 100 headers.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_headers(100);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_header_list_size(tapeloom_ops::s3::limits::MAX_HEADER_BYTES as u32 * 4);
+    let builder = Arc::new(builder);
+    // Each connection's task holds a clone: the count of clones is the count
+    // of connections open, plus this one.
+    let open = Arc::new(());
     loop {
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!("S3: accept: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
-            () = stop.notified() => return,
+            () = stopped(&mut stop) => break,
         };
-        let (svc, builder, tls) = (Closing(service.clone()), builder.clone(), tls.clone());
+        let (svc, builder, tls) = (service.clone(), builder.clone(), tls.clone());
+        let (stop, open) = (stop.clone(), open.clone());
         tokio::spawn(async move {
             let r = match tls {
                 Some(tls) => match tls.accept(tcp).await {
-                    Ok(s) => {
-                        let io = hyper_util::rt::TokioIo::new(s);
-                        builder.serve_connection(io, svc).await
-                    }
+                    Ok(s) => connection(&builder, s, svc, stop).await,
                     Err(e) => {
                         tracing::debug!(peer = %peer, "S3: TLS: {e}");
                         return;
                     }
                 },
-                None => {
-                    let io = hyper_util::rt::TokioIo::new(tcp);
-                    builder.serve_connection(io, svc).await
-                }
+                None => connection(&builder, tcp, svc, stop).await,
             };
             if let Err(e) = r {
                 tracing::debug!(peer = %peer, "S3: connection: {e}");
             }
+            drop(open);
         });
+    }
+    drop(listener);
+    let until = tokio::time::Instant::now() + grace;
+    while Arc::strong_count(&open) > 1 && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = Arc::strong_count(&open) - 1;
+    if left > 0 {
+        tracing::warn!(connections = left, "S3: connections still open are cut");
+    } else {
+        tracing::info!("S3: every connection has closed");
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// How long a client may take to send a request's head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves one connection until it closes; once `stop` turns true, the request
+/// under way finishes and the connection closes.
+async fn connection<I>(
+    builder: &hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    io: I,
+    svc: Service,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stopped(&mut stop) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
     }
 }
 

@@ -59,7 +59,8 @@ pub fn answer(
         ["", "api", "site"] => Ok(site_doc(work.site.as_ref(), conn, &token)),
         ["", "api", "status"] => {
             let site = work.site.as_ref();
-            status::answer((&work.queue, seen), (home, site), conn, &token)
+            let s3 = metrics.s3().map(|m| &**m);
+            status::answer((&work.queue, seen, s3), (home, site), conn, &token)
         }
         ["", "api", "jobs", id, "report.svg"] => status::report_svg(conn, &token, id),
         ["", "api", "jobs", id, "files"] => list_files((home, conn), &token, id, req.param("path")),

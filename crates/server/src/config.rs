@@ -62,6 +62,10 @@ pub struct FileS3 {
     /// The order a batch of restores is read in: `planned` (the default),
     /// `block`, or `asked` (one after another, for comparison).
     pub restore_order: Option<String>,
+    /// S3 control requests (all but uploads and downloads) answered at once.
+    pub max_requests: Option<usize>,
+    /// S3 bulk requests (PutObject, UploadPart, GetObject) answered at once.
+    pub max_streams: Option<usize>,
 }
 
 /// The S3 front end's settings in force.
@@ -75,6 +79,8 @@ pub struct S3Settings {
     pub domain: Option<String>,
     /// The restore windows and the restore cache's limit.
     pub restores: tapeloom_ops::s3::restores::Settings,
+    /// The budgets of requests answered at once.
+    pub limits: tapeloom_s3::Limits,
 }
 
 /// `[site]` as written: how the server stands among the servers that share its
@@ -418,11 +424,20 @@ impl File {
                     .ok_or(ServerError::BadRestoreOrder(o))?,
             },
         };
+        let dl = tapeloom_s3::Limits::default();
+        let s3_limits = tapeloom_s3::Limits {
+            max_requests: (f.max_requests.or(c.max_requests)).unwrap_or(dl.max_requests),
+            max_streams: (f.max_streams.or(c.max_streams)).unwrap_or(dl.max_streams),
+        };
+        if s3_limits.max_requests == 0 || s3_limits.max_streams == 0 {
+            return Err(ServerError::BadS3Limits);
+        }
         let s3 = f.listen.or(c.listen).map(|listen| S3Settings {
             listen,
             plain: f.plain.or(c.plain).unwrap_or(false),
             domain: f.domain.or(c.domain),
             restores,
+            limits: s3_limits,
         });
         Ok(Config {
             site,
@@ -469,6 +484,30 @@ mod tests {
         assert_eq!((q.per_client, q.per_drive, q.spool_bytes), (1, 5, 1000));
         assert_eq!(q.spool_dir, Some("/s".into()));
         assert_eq!(q.start_rate_mb_s, Some(1.5));
+    }
+
+    #[test]
+    fn the_s3_budgets_parse_flags_win_and_none_may_be_zero() {
+        let f =
+            File::parse("[s3]\nlisten = \"127.0.0.1:9000\"\nmax_requests = 7\nmax_streams = 3\n")
+                .unwrap();
+        let flags = File {
+            s3: FileS3 {
+                max_streams: Some(2),
+                ..FileS3::default()
+            },
+            ..File::default()
+        };
+        let s3 = f.resolve(flags).unwrap().s3.unwrap();
+        assert_eq!((s3.limits.max_requests, s3.limits.max_streams), (7, 2));
+        let d = File::parse("[s3]\nlisten = \"127.0.0.1:9000\"\n").unwrap();
+        let s3 = d.resolve(File::default()).unwrap().s3.unwrap();
+        assert_eq!(s3.limits, tapeloom_s3::Limits::default());
+        for zero in ["max_requests = 0", "max_streams = 0"] {
+            let f = File::parse(&format!("[s3]\n{zero}\n")).unwrap();
+            let r = f.resolve(File::default());
+            assert!(matches!(r, Err(ServerError::BadS3Limits)), "{zero}");
+        }
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //!   (the server's place in its site), `keys.rs` (the `[[encryption_key]]` key
 //!   files the server holds, unlocked at its start) and `metrics.rs` (the
 //!   counters and gauges of `GET /metrics`, `prometheus-client`, bumped where
-//!   their events happen).
+//!   their events happen; `metrics_hsm.rs` and `metrics_s3.rs` hold those of
+//!   the managed folders and of the S3 front end).
 //! - The jobs: `admission.rs` lets a backup into the queue; `writer.rs` is the
 //!   drives' thread, which hands the jobs to the free drives, one job on each,
 //!   and each job's thread; `copies.rs` the copies a pool asks for;
@@ -62,6 +63,7 @@ mod inlet;
 mod keys;
 mod metrics;
 mod metrics_hsm;
+mod metrics_s3;
 mod queue;
 mod reads;
 mod restores;
@@ -148,11 +150,14 @@ impl Server {
             what: "read the address listened on".into(),
             source,
         })?;
+        let mut work = work::Work::new(dir.clone(), (config.limits, config.queue), &site);
         let s3 = match &config.s3 {
-            Some(s) => Some(serve::S3Front::bind(&dir, s)?),
+            Some(s) => {
+                let watch = work.metrics.s3_on(s.restores.cache_bytes);
+                Some(serve::S3Front::bind(&dir, s, watch)?)
+            }
             None => None,
         };
-        let mut work = work::Work::new(dir.clone(), (config.limits, config.queue), &site);
         work.keys = keys;
         work.queue = queue::Queue::new(work.metrics.jobs());
         if shared_catalog {

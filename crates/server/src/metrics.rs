@@ -15,6 +15,7 @@
 //! counted by the status the server answered (its own dozen codes), jobs by
 //! state, drives by index, stages by path (the admin's few).
 
+use crate::metrics_s3::{Reading, S3Metrics};
 use prometheus_client::encoding::{prometheus_text, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,7 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use tapeloom_engine::{Latest, Progress, Series};
 use tapeloom_ops::metrics::{ByState, Figures};
 use tapeloom_ops::Catalogued;
@@ -122,6 +123,7 @@ pub struct Metrics {
     panics: Family<ThreadLabel, Counter>,
     job_errors: Counter,
     jobs: Jobs,
+    s3: Option<Arc<S3Metrics>>,
 }
 
 impl Default for Metrics {
@@ -134,6 +136,7 @@ impl Default for Metrics {
             panics: Family::default(),
             job_errors: Counter::default(),
             jobs: Jobs::default(),
+            s3: None,
         };
         m.register()
     }
@@ -199,14 +202,34 @@ impl Metrics {
         self.job_errors.inc_by(n as u64);
     }
 
+    /// Counts what the S3 front end answers too, beside the restore cache's
+    /// limit `cache_limit`; what the front end tells.
+    pub fn s3_on(&mut self, cache_limit: u64) -> Arc<S3Metrics> {
+        let m = Arc::new(S3Metrics::new(cache_limit));
+        m.register(&mut self.registry);
+        self.s3 = Some(Arc::clone(&m));
+        m
+    }
+
+    /// What the S3 front end counts, when it is on.
+    pub fn s3(&self) -> Option<&Arc<S3Metrics>> {
+        self.s3.as_ref()
+    }
+
+    /// The restoring thread reads `n` restores from tape until the guard is
+    /// dropped.
+    pub fn s3_reading(&self, n: usize) -> Option<Reading> {
+        self.s3.as_ref().map(|m| m.reading(n))
+    }
+
     /// What the queue and the spools count; give it to the server's queue.
     pub fn jobs(&self) -> Jobs {
         self.jobs.clone()
     }
 
     /// The text format: every series the server counts, then the catalog's
-    /// levels as `at` holds them now, and the hierarchical storage's of the
-    /// home at `home`.
+    /// levels as `at` holds them now, the hierarchical storage's of the home
+    /// at `home`, and the S3 front end's when it is on.
     pub fn render(
         &self,
         at: &impl Catalogued,
@@ -215,6 +238,10 @@ impl Metrics {
         let figures = tapeloom_ops::metrics::figures(at)?;
         let mut levels = catalog_levels(&figures);
         super::metrics_hsm::levels(figures.hsm.as_ref(), home, &mut levels);
+        if let Some(m) = &self.s3 {
+            let f = tapeloom_ops::metrics::s3_figures(at)?;
+            super::metrics_s3::levels(&f, m, &mut levels);
+        }
         let mut s = String::new();
         // Writing to a String fails only when a value's own formatting does.
         let _ = prometheus_text::encode(&mut s, &self.registry);
@@ -453,7 +480,6 @@ fn catalog_levels(f: &Figures) -> Registry {
 mod tests {
     use super::*;
     use crate::queue::Queue;
-    use std::sync::Arc;
 
     fn value(text: &str, series: &str) -> Option<f64> {
         let line = text
@@ -523,6 +549,70 @@ mod tests {
         );
         assert_eq!(text.matches("# TYPE").count(), 14, "{text}");
         assert_eq!(text.matches("# HELP").count(), 14);
+    }
+
+    #[test]
+    fn the_s3_families_have_help_and_type_and_count_what_the_front_end_tells() {
+        use tapeloom_s3::{Budget, Watch};
+        let (_d, cat) = catalog();
+        let mut m = Metrics::default();
+        let watch = m.s3_on(4096);
+        watch.answered("PutObject", 200);
+        watch.answered("PutObject", 200);
+        watch.answered("PutObject", 503);
+        watch.answered("ListObjectsV2", 200);
+        watch.received(100);
+        watch.received(28);
+        watch.sent(7);
+        watch.slowed_down(Budget::Bulk);
+        let text = m
+            .render(&cat, std::path::Path::new("/nonexistent"))
+            .unwrap();
+        let req = |op: &str, status: u16| {
+            let series =
+                format!("tapeloom_s3_requests_total{{operation=\"{op}\",status=\"{status}\"}}");
+            value(&text, &series)
+        };
+        assert_eq!(req("PutObject", 200), Some(2.0));
+        assert_eq!(req("PutObject", 503), Some(1.0));
+        assert_eq!(req("ListObjectsV2", 200), Some(1.0));
+        assert_eq!(
+            value(&text, "tapeloom_s3_received_bytes_total"),
+            Some(128.0)
+        );
+        assert_eq!(value(&text, "tapeloom_s3_sent_bytes_total"), Some(7.0));
+        let slow = |b: &str| {
+            value(
+                &text,
+                &format!("tapeloom_s3_slow_down_total{{budget=\"{b}\"}}"),
+            )
+        };
+        assert_eq!((slow("bulk"), slow("control")), (Some(1.0), Some(0.0)));
+        assert_eq!(value(&text, "tapeloom_s3_objects_waiting"), Some(0.0));
+        assert_eq!(value(&text, "tapeloom_s3_objects_waiting_bytes"), Some(0.0));
+        assert_eq!(
+            value(&text, "tapeloom_s3_restores{state=\"waiting\"}"),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_s3_restores{state=\"running\"}"),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_s3_restore_cache_used_bytes"),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(&text, "tapeloom_s3_restore_cache_capacity_bytes"),
+            Some(4096.0)
+        );
+        // The S3 front end's 4 counters and 5 levels, each with its HELP and
+        // its TYPE, beside the server's own families.
+        assert_eq!(text.matches("# TYPE tapeloom_s3_").count(), 9, "{text}");
+        assert_eq!(text.matches("# HELP tapeloom_s3_").count(), 9);
+        assert_eq!(text.matches("# TYPE").count(), 22, "{text}");
+        assert_eq!(text.matches("# HELP").count(), 22);
+        assert_eq!(m.s3().map(|s| s.answered_total()), Some(4));
     }
 
     #[test]

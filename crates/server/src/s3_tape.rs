@@ -31,7 +31,7 @@ const IDLE: Duration = Duration::from_millis(500);
 const AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// The client name the S3 front end's jobs are shown under in the queue.
-const CLIENT: &str = "s3";
+pub(crate) const CLIENT: &str = "s3";
 
 /// Why an archive or a restore could not run.
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +215,7 @@ fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
     }
     let entry = work.queue.add(CLIENT, "s3-restore", "S3 restores");
     crate::admission::enter_scheduled(work, entry, CLIENT);
+    let _reading = work.metrics.s3_reading(on_tape.len());
     let r = read(work, &store, (&on_tape, settings.order));
     work.queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));

@@ -98,29 +98,36 @@ pub fn serve(
     s3: Option<S3Front>,
 ) -> io::Result<()> {
     let l = shared.work.limits;
+    // Each S3 request's catalog work and file I/O run on the blocking pool too.
+    let s3_places = s3.as_ref().map_or(0, |f| {
+        let b = f.limits;
+        b.max_requests + b.max_streams
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(NET_THREADS)
-        .max_blocking_threads(l.max_requests + l.max_streams + 16)
+        .max_blocking_threads(l.max_requests + l.max_streams + s3_places + 16)
         .thread_name("tapeloom-net")
         .enable_all()
         .build()?;
     rt.block_on(async {
         let stop = told_to_stop()?;
         let accepting = tokio::spawn(accept(listener, shared.clone()));
-        let s3_stop = Arc::new(tokio::sync::Notify::new());
+        let (s3_stop, stopped) = tokio::sync::watch::channel(false);
+        let mut s3_serving = None;
         if let Some(front) = s3 {
             let tls = (!front.plain).then(|| tokio_rustls::TlsAcceptor::from(shared.tls.clone()));
             front.listener.set_nonblocking(true)?;
             let listener = tokio::net::TcpListener::from_std(front.listener)?;
-            tokio::spawn(tapeloom_s3::serve(
+            s3_serving = Some(tokio::spawn(tapeloom_s3::serve(
                 listener,
                 tls,
                 front.service,
-                s3_stop.clone(),
-            ));
+                stopped,
+                DRAIN_GRACE,
+            )));
         }
         let signal = stop.await;
-        s3_stop.notify_waiters();
+        let _ = s3_stop.send(true);
         tracing::info!("{signal}: the server stops taking jobs and drains");
         let work = &shared.work;
         work.drain();
@@ -132,7 +139,13 @@ pub fn serve(
             }
         }
         admission::stop_admitting(work);
-        drain(work).await;
+        // The S3 requests under way finish beside the jobs' drain.
+        let s3_drained = async {
+            if let Some(h) = s3_serving {
+                let _ = h.await;
+            }
+        };
+        tokio::join!(drain(work), s3_drained);
         accepting.abort();
         Ok::<(), io::Error>(())
     })?;
@@ -142,26 +155,30 @@ pub fn serve(
     Ok(())
 }
 
-/// The S3 front end, bound: its listener and its service.
+/// The S3 front end, bound: its listener, its service and its budgets.
 pub(crate) struct S3Front {
     listener: std::net::TcpListener,
     addr: std::net::SocketAddr,
     plain: bool,
     service: tapeloom_s3::Service,
+    limits: tapeloom_s3::Limits,
 }
 
 impl S3Front {
-    /// Binds the S3 front end of home `dir` as `s` says.
+    /// Binds the S3 front end of home `dir` as `s` says, telling `watch` what
+    /// it answers.
     pub(crate) fn bind(
         dir: &std::path::Path,
         s: &super::config::S3Settings,
+        watch: Arc<dyn tapeloom_s3::Watch>,
     ) -> Result<S3Front, super::StartError> {
         let config = tapeloom_s3::Config {
             home: dir.to_path_buf(),
             domain: s.domain.clone(),
             restores: s.restores,
+            limits: s.limits,
         };
-        let service = tapeloom_s3::service(&config)?;
+        let service = tapeloom_s3::service(&config, watch)?;
         let listener =
             std::net::TcpListener::bind(&s.listen).map_err(|source| ServerError::Io {
                 what: format!("listen for S3 on {}", s.listen),
@@ -176,6 +193,7 @@ impl S3Front {
             addr,
             plain: s.plain,
             service,
+            limits: s.limits,
         })
     }
 
@@ -204,7 +222,7 @@ fn told_to_stop() -> io::Result<impl std::future::Future<Output = &'static str>>
 
 /// Waits for the jobs let in to end, for [`DRAIN_GRACE`] at most, and sooner
 /// once every stream of every job not ended is on the stages (its clients have
-/// nothing more to send); then stops the rest where they are and waits
+/// nothing more to send) and no job of the S3 front end runs; then stops the rest where they are and waits
 /// [`CUT_GRACE`] at most for their threads. A job stopped so keeps what it staged,
 /// and the next start writes it (`writer::recover`).
 async fn drain(work: &Arc<Work>) {
@@ -217,7 +235,7 @@ async fn drain(work: &Arc<Work>) {
             }
         }
     };
-    wait_for(DRAIN_GRACE, |w| w.backups.all_staged()).await;
+    wait_for(DRAIN_GRACE, |w| w.backups.all_staged() && s3_idle(w)).await;
     if work.backups.any_open() {
         work.halt();
         let w = work.clone();
@@ -229,6 +247,16 @@ async fn drain(work: &Arc<Work>) {
         })
         .await;
     }
+}
+
+/// Whether no job of the S3 front end runs: its archiving and restoring
+/// threads stop between two jobs, so the job of either that runs is waited
+/// for as the clients' are.
+fn s3_idle(w: &Work) -> bool {
+    let live = w.queue.live();
+    !live
+        .iter()
+        .any(|l| l.entry.client == crate::s3_tape::CLIENT)
 }
 
 /// Takes connections, each served by a task of its own.

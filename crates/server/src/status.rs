@@ -1,12 +1,13 @@
 //! The status page (`GET /`, `/status`) and its document (`GET /api/status`):
 //! the library's drives and cartridges, the jobs running with their bytes and
-//! rates per drive and per stream, the last jobs, and a job's plot
-//! (`GET /api/jobs/ID/report.svg`).
+//! rates per drive and per stream, the last jobs, the S3 front end's figures
+//! when it is on, and a job's plot (`GET /api/jobs/ID/report.svg`).
 //!
 //! What earlier requests saw, from which the rates are taken, and the library's
 //! last look are in `seen.rs`.
 
 use crate::http::Answer;
+use crate::metrics_s3::S3Metrics;
 use crate::queue::{Entry, Live, Queue};
 use crate::seen::{Drive, LibraryView, Rates, Seen};
 use crate::site::Site;
@@ -40,6 +41,44 @@ pub struct Status {
     /// The site's servers and queue, when the server is one of several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<tapeloom_proto::site::SiteDoc>,
+    /// The S3 front end's figures, when it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Status>,
+}
+
+/// What the S3 front end holds and did: what waits for tape and for a
+/// restore, the restore cache's use, and the requests it answered.
+#[derive(Serialize)]
+pub struct S3Status {
+    /// Objects not yet on tape.
+    pub objects_waiting: u64,
+    /// Their bytes.
+    pub bytes_waiting: u64,
+    /// Restores asked that wait: gathering, or for a drive.
+    pub restores_waiting: u64,
+    /// Restores being read from tape.
+    pub restores_running: u64,
+    /// Bytes of the restore cache in use.
+    pub cache_used_bytes: u64,
+    /// The restore cache's limit.
+    pub cache_limit_bytes: u64,
+    /// S3 requests answered since the server started.
+    pub requests_answered: u64,
+}
+
+/// The S3 front end's figures, from the catalog and from what `m` counted.
+fn s3_status(conn: &Conn, m: &S3Metrics) -> Result<S3Status, OpsError> {
+    let f = tapeloom_ops::metrics::s3_figures(conn)?;
+    let (restores_waiting, restores_running) = m.restores(f.restores);
+    Ok(S3Status {
+        objects_waiting: f.objects_waiting,
+        bytes_waiting: f.bytes_waiting,
+        restores_waiting,
+        restores_running,
+        cache_used_bytes: f.cache_bytes,
+        cache_limit_bytes: m.cache_limit(),
+        requests_answered: m.answered_total(),
+    })
 }
 
 /// A job not ended, with its figures per drive and per stream.
@@ -83,10 +122,10 @@ pub fn page() -> Answer {
 }
 
 /// `GET /api/status`: what `token` may see of the `queue`, of the library of the
-/// home at `home` (its last look in `seen`), of its catalog (`conn`) and of its
-/// `site`.
+/// home at `home` (its last look in `seen`), of its catalog (`conn`), of its
+/// `site`, and of the S3 front end (what `s3` counted) when it is on.
 pub fn answer(
-    (queue, seen): (&Queue, &Seen),
+    (queue, seen, s3): (&Queue, &Seen, Option<&S3Metrics>),
     (home, site): (&Path, Option<&Site>),
     conn: &Conn,
     token: &Token,
@@ -105,6 +144,7 @@ pub fn answer(
         jobs: jobs::list(conn, |j| may_see(token, j.client.as_deref()))?.last(LAST_JOBS),
         running,
         site: crate::site::view(site, conn, token).transpose()?,
+        s3: s3.map(|m| s3_status(conn, m)).transpose()?,
     };
     Ok(Answer::json(&doc))
 }

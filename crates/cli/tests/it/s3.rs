@@ -3,11 +3,18 @@
 //! over plain HTTP and once over TLS with the server's certificate as the CA
 //! bundle (tests/s3/walk.py checks every answer); restic, s3cmd and rclone
 //! storing and reading back a tree (tests/s3/clients.py).
+//!
+//! And the front end's manners as a daemon: slow uploads that fill the bulk
+//! budget get a third one answered 503 SlowDown while a listing still answers,
+//! `/metrics` counts it all, and SIGTERM lets an upload under way finish.
 
 use crate::common::ok;
-use crate::common::server_kit::Server;
+use crate::common::server_kit::{admin_token, get, Server};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 use tapeloom_testkit::need::{find_program, need, program};
 
 /// The Python that has boto3 and awscli: `TAPELOOM_TEST_S3_PYTHON` (the test
@@ -82,12 +89,12 @@ fn walk(plain: bool) {
     let (lak, lsk) = key(&home, "limited", Some("limited"));
     // Over plain HTTP the server also takes virtual-hosted requests
     // (BUCKET.s3.test), which walk.py makes when S3_DOMAIN names the domain.
-    let domain: &[&str] = if plain {
-        &["--s3-domain", "s3.test"]
+    let flags: &[&str] = if plain {
+        &["--s3-plain", "--s3-domain", "s3.test"]
     } else {
         &[]
     };
-    let (_server, url) = Server::start_s3_with(&home, plain, domain);
+    let (_server, url) = Server::start_s3_with(&home, flags);
     // The certificate names localhost, not the address.
     let url = url.replace("https://127.0.0.1", "https://localhost");
     let mut args = vec![url.as_str(), &ak, &sk, &lak, &lsk];
@@ -192,4 +199,237 @@ fn storage_classes_go_to_tape_and_answer_as_the_reference_does() {
     assert_eq!(report["differences"], serde_json::json!([]), "{report}");
     assert!(report["compared"].as_u64().unwrap() >= 40, "{report}");
     assert!(out.status.success(), "{report}");
+}
+
+/// Presigned URLs (SigV4, path-style) of `key`'s id and secret at `url`: a
+/// PutObject for each of `keys` in bucket `bucket`, then a ListObjectsV2 of it.
+fn presigned(
+    py: &Path,
+    url: &str,
+    (ak, sk): (&str, &str),
+    bucket: &str,
+    keys: &[&str],
+) -> Vec<String> {
+    let script = r#"
+import sys, boto3
+from botocore.config import Config
+url, ak, sk, bucket = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=ak, aws_secret_access_key=sk,
+                  region_name="us-east-1",
+                  config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+for key in sys.argv[5:]:
+    print(s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=600))
+print(s3.generate_presigned_url("list_objects_v2", Params={"Bucket": bucket}, ExpiresIn=600))
+"#;
+    let out = Command::new(py)
+        .args(["-c", script, url, ak, sk, bucket])
+        .args(keys)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A request by hand to the S3 front end: its connection, the request's head
+/// sent, and the body to send.
+struct Raw {
+    sock: TcpStream,
+}
+
+impl Raw {
+    /// Opens a connection to the host of `url` (`http://HOST:PORT/...`) and
+    /// sends the head of a `method` request on its path and query, with a body
+    /// of `length` bytes to come, and `first` of them.
+    fn begin(method: &str, url: &str, length: u64, first: &[u8]) -> Raw {
+        let rest = url.strip_prefix("http://").expect("a plain HTTP URL");
+        let (host, target) = rest.split_at(rest.find('/').unwrap());
+        let mut sock = TcpStream::connect(host).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let head = format!(
+            "{method} {target} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+        );
+        sock.write_all(head.as_bytes()).unwrap();
+        sock.write_all(first).unwrap();
+        Raw { sock }
+    }
+
+    /// Sends `rest` of the body and reads the whole answer: its status, its
+    /// head and its body.
+    fn finish(mut self, rest: &[u8]) -> (u16, String, String) {
+        // A refused request's body may be left unread: not an error.
+        let _ = self.sock.write_all(rest);
+        let mut got = Vec::new();
+        let _ = self.sock.read_to_end(&mut got);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").expect("an answer");
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head.to_ascii_lowercase(), body.to_string())
+    }
+}
+
+#[test]
+fn a_full_bulk_budget_answers_slow_down_while_a_listing_answers_and_metrics_count_it() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    ok(&home, &["s3", "bucket", "create", "slow"]);
+    let (ak, sk) = key(&home, "uploader", None);
+    let admin = admin_token(&home, "ops");
+    let args = [
+        "--s3-plain",
+        "--s3-max-streams",
+        "2",
+        "--s3-max-requests",
+        "4",
+    ];
+    let (server, url) = Server::start_s3_with(&home, &args);
+    let urls = presigned(&py, &url, (&ak, &sk), "slow", &["a", "b", "c"]);
+    let [a, b, c, list] = &urls[..] else {
+        panic!("{urls:?}")
+    };
+    // Two uploads send half their body and stall: they hold the bulk budget.
+    let body = vec![7u8; 4096];
+    let slow: Vec<Raw> = [a, b]
+        .iter()
+        .map(|u| Raw::begin("PUT", u, 4096, &body[..2048]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A third is refused at once, before its body is read.
+    let (status, head, xml) = Raw::begin("PUT", c, 4096, &body).finish(&[]);
+    assert_eq!(status, 503, "{head}{xml}");
+    assert!(head.contains("\r\nretry-after: 1"), "{head}");
+    assert!(xml.contains("<Code>SlowDown</Code>"), "{xml}");
+    // A listing is a control request: it answers while the uploads stall.
+    let (status, _, xml) = Raw::begin("GET", list, 0, &[]).finish(&[]);
+    assert_eq!(status, 200, "{xml}");
+    assert!(xml.contains("<ListBucketResult"), "{xml}");
+    // The stalled uploads finish and are stored.
+    for r in slow {
+        let (status, head, xml) = r.finish(&body[2048..]);
+        assert_eq!(status, 200, "{head}{xml}");
+    }
+    let (status, _, xml) = Raw::begin("GET", list, 0, &[]).finish(&[]);
+    assert_eq!(status, 200);
+    assert!(
+        xml.contains("<Key>a</Key>") && xml.contains("<Key>b</Key>"),
+        "{xml}"
+    );
+    assert!(!xml.contains("<Key>c</Key>"), "{xml}");
+    // An upload whose head says it is over 5 GiB is refused before its body.
+    let (status, _, xml) = Raw::begin("PUT", c, 6 << 30, &[]).finish(&[]);
+    assert_eq!(status, 400, "{xml}");
+    assert!(xml.contains("<Code>EntityTooLarge</Code>"), "{xml}");
+
+    let (status, text) = get(&server.addr, "/metrics", Some(&admin));
+    assert_eq!(status, 200, "{text}");
+    let value = |series: &str| -> Option<f64> {
+        let line =
+            (text.lines()).find(|l| l.strip_prefix(series).is_some_and(|r| r.starts_with(' ')))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    let req = |op: &str, status: u16| {
+        value(&format!(
+            "tapeloom_s3_requests_total{{operation=\"{op}\",status=\"{status}\"}}"
+        ))
+    };
+    assert_eq!(req("PutObject", 200), Some(2.0), "{text}");
+    assert_eq!(req("PutObject", 503), Some(1.0), "{text}");
+    assert_eq!(req("PutObject", 400), Some(1.0), "{text}");
+    assert_eq!(req("ListObjectsV2", 200), Some(2.0), "{text}");
+    assert_eq!(
+        value("tapeloom_s3_slow_down_total{budget=\"bulk\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value("tapeloom_s3_slow_down_total{budget=\"control\"}"),
+        Some(0.0)
+    );
+    // Both whole bodies came in; of the refused one, at most what was sent.
+    let received = value("tapeloom_s3_received_bytes_total").unwrap();
+    assert!((8192.0..=3.0 * 4096.0).contains(&received), "{received}");
+    assert!(value("tapeloom_s3_sent_bytes_total").unwrap() > 0.0);
+    for family in [
+        "tapeloom_s3_requests_total",
+        "tapeloom_s3_received_bytes_total",
+        "tapeloom_s3_sent_bytes_total",
+        "tapeloom_s3_slow_down_total",
+        "tapeloom_s3_objects_waiting",
+        "tapeloom_s3_objects_waiting_bytes",
+        "tapeloom_s3_restores",
+        "tapeloom_s3_restore_cache_used_bytes",
+        "tapeloom_s3_restore_cache_capacity_bytes",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family}\n{text}"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "{family}\n{text}"
+        );
+    }
+    assert_eq!(
+        value("tapeloom_s3_restore_cache_capacity_bytes"),
+        Some((64u64 << 30) as f64)
+    );
+    if need(program("promtool", "prometheus")) {
+        crate::metrics::promtool_check(&text);
+    }
+    // The status page's document has the front end's figures.
+    let (status, doc) = get(&server.addr, "/api/status", Some(&admin));
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    let answered = doc["s3"]["requests_answered"].as_u64().unwrap();
+    assert!(answered >= 5, "{doc}");
+    assert_eq!(
+        doc["s3"]["cache_limit_bytes"],
+        serde_json::json!(64u64 << 30)
+    );
+}
+
+#[test]
+fn sigterm_lets_an_upload_under_way_finish_and_takes_no_new_connection() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    ok(&home, &["s3", "bucket", "create", "drain"]);
+    let (ak, sk) = key(&home, "uploader", None);
+    let (mut server, url) = Server::start_s3_with(&home, &["--s3-plain"]);
+    let urls = presigned(&py, &url, (&ak, &sk), "drain", &["a"]);
+    let body = vec![1u8; 1 << 16];
+    let upload = Raw::begin("PUT", &urls[0], 1 << 16, &body[..1000]);
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(server.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let host = url.strip_prefix("http://").unwrap();
+    assert!(
+        TcpStream::connect(host).is_err(),
+        "the S3 front end still takes connections after SIGTERM"
+    );
+    let (status, head, xml) = upload.finish(&body[1000..]);
+    assert_eq!(status, 200, "{head}{xml}");
+    let (code, took) = server
+        .wait(Duration::from_secs(30))
+        .expect("the server stops");
+    assert_eq!(code, 0, "{}", server.log());
+    assert!(took < Duration::from_secs(25), "{took:?}");
+    // The object was stored whole before the server stopped.
+    let live = "SELECT COUNT(*) FROM s3_objects WHERE deleted_ns IS NULL AND size = 65536";
+    assert_eq!(crate::common::sql_i64(&home, live), 1);
 }

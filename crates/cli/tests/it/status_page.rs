@@ -2,7 +2,8 @@
 //! runs on a slow (modeled, real-clock) drive: the running job, its bytes rising
 //! between two loads, the drive it writes on, then its plot once it ended. The
 //! browser accepts the server's self-signed certificate by its key's pin only.
-//! And `/api/status` itself: a token needed, a client sees its own jobs.
+//! With S3 on, the page's S3 section shows the front end's figures. And
+//! `/api/status` itself: a token needed, a client sees its own jobs.
 
 use crate::common::server_kit::{admin_token, get, token, Server};
 use crate::common::*;
@@ -232,4 +233,45 @@ fn status_needs_a_token_and_shows_a_client_its_own_jobs() {
     assert!(svg.contains("<svg"), "{svg}");
     assert_eq!(get(&s.addr, "/api/jobs/1/report.svg", Some(&bob)).0, 404);
     assert_eq!(get(&s.addr, "/api/jobs/1/report.svg", None).0, 401);
+}
+
+#[test]
+fn with_s3_on_the_page_shows_the_front_ends_figures() {
+    if !need(program("chromium", "chromium")) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let root = admin_token(&home, "root");
+    let (s, s3) = Server::start_s3(&home, true);
+    // Two unsigned requests: each refused 403, and counted.
+    let host = s3.strip_prefix("http://").unwrap();
+    for _ in 0..2 {
+        let mut sock = std::net::TcpStream::connect(host).unwrap();
+        let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        std::io::Write::write_all(&mut sock, req.as_bytes()).unwrap();
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut sock, &mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    }
+    let url = format!("{}/?token={root}", s.url);
+    let dom = load_page(&url, &spki_pin(&home), &t.path().join("profile"));
+    let section = element(&dom, "<div id=\"s3\"", "</table>")
+        .unwrap_or_else(|| panic!("no S3 section in the page:\n{dom}"));
+    assert!(!section.starts_with("<div id=\"s3\" hidden"), "{section}");
+    let value = |class: &str| {
+        let td = element(section, &format!("<td class=\"{class}\""), ">").unwrap();
+        attr(td, "data-value")
+    };
+    assert_eq!(value("requests").as_deref(), Some("2"), "{section}");
+    assert_eq!(value("objects-waiting").as_deref(), Some("0"), "{section}");
+    assert_eq!(value("restores").as_deref(), Some("0"), "{section}");
+    assert_eq!(cell(section, "cache").as_deref(), Some("0 B of 68.7 GB"));
+    // Without S3 the section stays hidden.
+    let plain = t.path().join("plain");
+    let root = admin_token(&plain, "root");
+    let s = Server::start(&plain, None);
+    let url = format!("{}/?token={root}", s.url);
+    let dom = load_page(&url, &spki_pin(&plain), &t.path().join("profile-plain"));
+    assert!(dom.contains("<div id=\"s3\" hidden"), "{dom}");
 }

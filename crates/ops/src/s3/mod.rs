@@ -11,6 +11,7 @@
 
 pub mod buckets;
 pub mod keys;
+pub mod limits;
 pub mod objects;
 pub mod restores;
 mod store;
@@ -170,6 +171,39 @@ pub enum Refused {
         /// The number given.
         number: i64,
     },
+    /// A request whose headers are larger than [`limits::MAX_HEADER_BYTES`].
+    #[error(
+        "the request's headers are {bytes} bytes: at most {} are read",
+        limits::MAX_HEADER_BYTES
+    )]
+    HeadersTooLarge {
+        /// Their size.
+        bytes: usize,
+    },
+    /// User metadata (`x-amz-meta-*`) larger than [`limits::MAX_METADATA_BYTES`].
+    #[error(
+        "the user metadata is {bytes} bytes: at most {} are kept",
+        limits::MAX_METADATA_BYTES
+    )]
+    MetadataTooLarge {
+        /// Its size: the bytes of each name (after `x-amz-meta-`) and value.
+        bytes: usize,
+    },
+    /// An object or a part larger than [`limits::MAX_OBJECT_BYTES`].
+    #[error("an object or a part may be at most 5 GiB; this one is {size} bytes")]
+    EntityTooLarge {
+        /// Its size, as the request gave it or as far as it was read.
+        size: u64,
+    },
+    /// A body read whole (XML) larger than [`limits::MAX_XML_BYTES`].
+    #[error(
+        "the request's body is {size} bytes: at most {} are read",
+        limits::MAX_XML_BYTES
+    )]
+    MessageTooLarge {
+        /// Its size, as the request gave it.
+        size: u64,
+    },
 }
 
 impl Refused {
@@ -195,6 +229,10 @@ impl Refused {
             Refused::BadDays { .. } => "InvalidArgument",
             Refused::NotArchived { .. } => "InvalidObjectState",
             Refused::SlowDown { .. } => "SlowDown",
+            Refused::HeadersTooLarge { .. } => "RequestHeaderSectionTooLarge",
+            Refused::MetadataTooLarge { .. } => "MetadataTooLarge",
+            Refused::EntityTooLarge { .. } => "EntityTooLarge",
+            Refused::MessageTooLarge { .. } => "MaxMessageLengthExceeded",
         }
     }
 }

@@ -60,19 +60,29 @@ pub struct Args {
     /// cache_bytes`, else 64G.
     #[arg(long, value_name = "SIZE", value_parser = crate::size::within(1, crate::size::MAX))]
     s3_cache: Option<u64>,
-    /// How long Standard restores gather before they are read, in seconds.
-    /// Default: the configuration's, else 60.
-    #[arg(long, value_name = "SECS")]
+    /// How long Standard restores gather before they are read, in seconds (at
+    /// most a year). Default: the configuration's, else 60.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
     s3_standard_window: Option<u64>,
-    /// How long Bulk restores gather before they are read, in seconds.
-    /// Default: the configuration's, else 600.
-    #[arg(long, value_name = "SECS")]
+    /// How long Bulk restores gather before they are read, in seconds (at most
+    /// a year). Default: the configuration's, else 600.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
     s3_bulk_window: Option<u64>,
     /// The order a batch of S3 restores is read in: planned (each cartridge
     /// once, in the order its drive's model says is fastest), block, or asked
     /// (one object after another, as they came: for comparison).
     #[arg(long, value_name = "ORDER", value_parser = ["planned", "block", "asked"])]
     s3_restore_order: Option<String>,
+    /// S3 control requests (every request but uploads and downloads) answered
+    /// at once; more are answered 503 SlowDown. Default: the configuration's
+    /// `[s3] max_requests`, else 128.
+    #[arg(long, value_name = "N", value_parser = crate::commands::usize_in(1..=65_536))]
+    s3_max_requests: Option<usize>,
+    /// S3 bulk requests (PutObject, UploadPart, GetObject) answered at once;
+    /// more are answered 503 SlowDown. Default: the configuration's `[s3]
+    /// max_streams`, else 64.
+    #[arg(long, value_name = "N", value_parser = crate::commands::usize_in(1..=65_536))]
+    s3_max_streams: Option<usize>,
     /// The least severe events the log on stderr shows. Default: what RUST_LOG
     /// says, else info.
     #[arg(long, value_name = "LEVEL", value_enum)]
@@ -126,6 +136,8 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
             standard_window_seconds: a.s3_standard_window,
             bulk_window_seconds: a.s3_bulk_window,
             restore_order: a.s3_restore_order,
+            max_requests: a.s3_max_requests,
+            max_streams: a.s3_max_streams,
         },
         ..config::File::default()
     };

@@ -32,17 +32,15 @@ impl Server {
     /// A server that also serves S3 on a free port of 127.0.0.1 (over plain
     /// HTTP when `plain`), and the S3 front end's URL.
     pub fn start_s3(home: &Path, plain: bool) -> (Server, String) {
-        Self::start_s3_with(home, plain, &[])
+        Self::start_s3_with(home, if plain { &["--s3-plain"] } else { &[] })
     }
 
-    /// [`Server::start_s3`] with the further flags `more`.
-    pub fn start_s3_with(home: &Path, plain: bool, more: &[&str]) -> (Server, String) {
-        let mut args = vec!["--s3-listen", "127.0.0.1:0"];
-        if plain {
-            args.push("--s3-plain");
-        }
-        args.extend(more);
-        let (server, s3) = Self::start_with(home, None, &[], &args);
+    /// A server that also serves S3 on a free port of 127.0.0.1, with the
+    /// further flags `args`, and the S3 front end's URL.
+    pub fn start_s3_with(home: &Path, args: &[&str]) -> (Server, String) {
+        let mut all = vec!["--s3-listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let (server, s3) = Self::start_with(home, None, &[], &all);
         (server, s3.expect("the server names where it serves S3"))
     }
 
@@ -192,6 +190,12 @@ impl Server {
     pub fn term(&mut self, limit: Duration) -> Option<(i32, Duration)> {
         let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.wait(limit)
+    }
+
+    /// Waits up to `limit` for the server's end: its exit code and how long it
+    /// took; none when it still ran at the limit.
+    pub fn wait(&mut self, limit: Duration) -> Option<(i32, Duration)> {
         let started = std::time::Instant::now();
         while started.elapsed() < limit {
             if let Some(status) = self.child.try_wait().unwrap() {
