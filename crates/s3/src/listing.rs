@@ -57,6 +57,12 @@ fn contents(l: &Listing, url: bool, status: bool) -> (Vec<Object>, Vec<CommonPre
     (objects, prefixes)
 }
 
+/// Whether a listing's `x-amz-optional-object-attributes` asks for each
+/// object's RestoreStatus (ListObjects v1 and V2 alike).
+fn wants_restore_status(asked: &Option<OptionalObjectAttributesList>) -> bool {
+    (asked.iter().flatten()).any(|a| a.as_str() == OptionalObjectAttributes::RESTORE_STATUS)
+}
+
 fn is_url(e: &Option<EncodingType>) -> S3Result<bool> {
     match e.as_ref().map(EncodingType::as_str) {
         None => Ok(false),
@@ -86,8 +92,7 @@ pub(crate) async fn v2(
         max: max_keys(i.max_keys),
     };
     let l = page(shared, i.bucket.clone(), ask).await?;
-    let status = (i.optional_object_attributes.iter().flatten())
-        .any(|a| a.as_str() == OptionalObjectAttributes::RESTORE_STATUS);
+    let status = wants_restore_status(&i.optional_object_attributes);
     let (objects, prefixes) = contents(&l, url, status);
     let next = (l.truncated)
         .then(|| l.last.as_deref().map(hex::encode))
@@ -110,7 +115,8 @@ pub(crate) async fn v2(
 }
 
 /// ListObjects (v1): as V2, with a marker instead of a token; the next marker
-/// is given only when a delimiter was, as S3 does.
+/// is given only when a delimiter was, as S3 does. rclone lists with it for
+/// providers it does not know, its `backend restore-status` included.
 pub(crate) async fn v1(
     shared: &Arc<Shared>,
     i: ListObjectsInput,
@@ -123,7 +129,8 @@ pub(crate) async fn v1(
         max: max_keys(i.max_keys),
     };
     let l = page(shared, i.bucket.clone(), ask).await?;
-    let (objects, prefixes) = contents(&l, url, false);
+    let status = wants_restore_status(&i.optional_object_attributes);
+    let (objects, prefixes) = contents(&l, url, status);
     let next = (l.truncated && i.delimiter.is_some())
         .then(|| l.last.as_deref().map(|k| shown(k, url)))
         .flatten();
