@@ -280,6 +280,100 @@ def last_event(log_path, since):
             "last": lines[-1][:300] if lines else None}
 
 
+def kill_and_check(a, p, out, rng, at):
+    """Steps 1 to 4 of a trial on the started server of `p`; the figures go
+    to `out`."""
+    home, work = p.home, p.work
+    s3 = client(p)
+    # 1. The seeds, on tape only.
+    seeds = [f"seed/{i}" for i in range(a.seeds)]
+    digests, cls, sizes = {}, {}, {}
+    for k in seeds:
+        data = rng.randbytes(rng.randrange(64 << 10, MIB))
+        s3.put_object(Bucket=BUCKET, Key=k, Body=data, StorageClass="GLACIER")
+        digests[k], cls[k], sizes[k] = sha(data), "GLACIER", len(data)
+    until = time.monotonic() + a.timeout
+    while released(home, BUCKET, seeds) < len(seeds) and time.monotonic() < until:
+        time.sleep(0.5)
+    out["seeds_released"] = released(home, BUCKET, seeds)
+    if not p.check("the seeds were archived and released", out["seeds_released"] == len(seeds),
+                   out["seeds_released"]):
+        return
+
+    # 2. Clients and restorers; 3. the kill.
+    uploads, lock, restores = [], threading.Lock(), {}
+    stop, killed = threading.Event(), threading.Event()
+    log_at = os.path.getsize(os.path.join(work, "server.log"))
+    threads = [threading.Thread(target=client_loop,
+                                args=(p, i, random.Random(rng.random()), uploads, lock, stop,
+                                      killed))
+               for i in range(CLIENTS)]
+    halves = [seeds[i::RESTORERS] for i in range(RESTORERS)]
+    threads += [threading.Thread(target=restore_loop,
+                                 args=(p, tier, half, digests, restores, stop))
+                for tier, half in zip(["Expedited", "Standard"], halves)]
+    for t in threads:
+        t.start()
+    time.sleep(at)
+    # No upload or restore begins from here on; those in flight are cut.
+    stop.set()
+    p.server.p.kill()
+    killed.set()
+    in_flight = {k: sum(1 for u in uploads if u.state == "sending" and u.kind == k)
+                 for k in ("put", "multipart", "slow")}
+    p.server.p.wait()
+    p.server.err.close()
+    for t in threads:
+        t.join(timeout=180)
+    out["server_at_kill"] = last_event(os.path.join(work, "server.log"), log_at)
+    out["in_flight_at_kill"] = in_flight
+    states = {s: [u for u in uploads if u.state == s] for s in ("ok", "cut", "unanswered")}
+    out["uploads"] = {s: len(v) for s, v in states.items()}
+    out["uploads"].update(
+        ok_bytes=sum(u.size for u in states["ok"]),
+        ok_glacier=sum(1 for u in states["ok"] if u.cls == "GLACIER"),
+        ok_multipart=sum(1 for u in states["ok"] if u.kind == "multipart"),
+        still_sending=sum(1 for u in uploads if u.state == "sending"))
+    out["restores_before_kill"] = {s: sum(1 for v in restores.values() if v == s)
+                                   for s in ("asked", "read", "differs")}
+    p.check("no restore read before the kill gave other bytes",
+            out["restores_before_kill"]["differs"] == 0, restores)
+
+    # 4. Started again: the checks.
+    p.start()
+    for u in uploads:
+        digests[u.key], cls[u.key], sizes[u.key] = u.sha, u.cls, u.size
+    pending = [k for k, v in restores.items() if v == "asked"]
+    left = wait_restored(p, pending, a.timeout)
+    out["restores_finished_after"] = len(pending) - len(left)
+    p.check("restores: every restore asked before the kill ends after the restart",
+            not left, left)
+    listed = p.objects(BUCKET)
+    by_key = {u.key: u for u in uploads}
+    acked = seeds + [u.key for u in states["ok"]]
+    missing = [k for k in acked if k not in listed or listed[k]["Size"] != sizes[k]]
+    p.check("acknowledged: every acknowledged object is listed with its size", not missing,
+            missing[:5])
+    cut_listed = [u.key for u in states["cut"] if u.key in listed]
+    p.check("cut: no cut upload is listed", not cut_listed,
+            [by_key[k].doc() for k in cut_listed[:3]])
+    extra = sorted(set(listed) - set(seeds) - set(by_key))
+    p.check("nothing_else: the listing holds no other key", not extra, extra[:5])
+    unanswered = [u.key for u in states["unanswered"] + [u for u in uploads
+                                                           if u.state == "sending"]
+                  if u.key in listed]
+    to_read = [k for k in acked + unanswered if k in listed]
+    same, why = read_back(p, to_read, digests, cls, a.timeout)
+    out["read_back"] = {"objects": len(to_read), "identical": len(same),
+                        "unanswered_listed": len(unanswered)}
+    bad = {k: why.get(k) for k in acked if k in listed and k not in same}
+    p.check("acknowledged: every acknowledged object reads back identical", not bad,
+            list(bad.items())[:5])
+    bad = {k: why.get(k) for k in unanswered if k not in same}
+    p.check("unanswered: an upload without an answer that is listed is whole", not bad,
+            list(bad.items())[:5])
+
+
 def trial(a, c, n, at):
     work = os.path.join(a.work, f"t{n:02}")
     os.makedirs(work)
@@ -292,95 +386,7 @@ def trial(a, c, n, at):
     rng = random.Random(a.seed * 1000 + n)
     p.start()
     try:
-        s3 = client(p)
-        # 1. The seeds, on tape only.
-        seeds = [f"seed/{i}" for i in range(a.seeds)]
-        digests, cls = {}, {}
-        for k in seeds:
-            data = rng.randbytes(rng.randrange(64 << 10, MIB))
-            s3.put_object(Bucket=BUCKET, Key=k, Body=data, StorageClass="GLACIER")
-            digests[k], cls[k] = sha(data), "GLACIER"
-        until = time.monotonic() + a.timeout
-        while released(home, BUCKET, seeds) < len(seeds) and time.monotonic() < until:
-            time.sleep(0.5)
-        out["seeds_released"] = released(home, BUCKET, seeds)
-        if not p.check("the seeds were archived and released", out["seeds_released"] == len(seeds),
-                       out["seeds_released"]):
-            return out
-
-        # 2. Clients and restorers; 3. the kill.
-        uploads, lock, restores = [], threading.Lock(), {}
-        stop, killed = threading.Event(), threading.Event()
-        log_at = os.path.getsize(os.path.join(work, "server.log"))
-        threads = [threading.Thread(target=client_loop,
-                                    args=(p, i, random.Random(rng.random()), uploads, lock, stop,
-                                          killed))
-                   for i in range(CLIENTS)]
-        halves = [seeds[i::RESTORERS] for i in range(RESTORERS)]
-        threads += [threading.Thread(target=restore_loop,
-                                     args=(p, tier, half, digests, restores, stop))
-                    for tier, half in zip(["Expedited", "Standard"], halves)]
-        for t in threads:
-            t.start()
-        time.sleep(at)
-        # No upload or restore begins from here on; those in flight are cut.
-        stop.set()
-        p.server.p.kill()
-        killed.set()
-        in_flight = {k: sum(1 for u in uploads if u.state == "sending" and u.kind == k)
-                     for k in ("put", "multipart", "slow")}
-        p.server.p.wait()
-        p.server.err.close()
-        for t in threads:
-            t.join(timeout=180)
-        out["server_at_kill"] = last_event(os.path.join(work, "server.log"), log_at)
-        out["in_flight_at_kill"] = in_flight
-        states = {s: [u for u in uploads if u.state == s] for s in ("ok", "cut", "unanswered")}
-        out["uploads"] = {s: len(v) for s, v in states.items()}
-        out["uploads"].update(
-            ok_bytes=sum(u.size for u in states["ok"]),
-            ok_glacier=sum(1 for u in states["ok"] if u.cls == "GLACIER"),
-            ok_multipart=sum(1 for u in states["ok"] if u.kind == "multipart"),
-            still_sending=sum(1 for u in uploads if u.state == "sending"))
-        out["restores_before_kill"] = {s: sum(1 for v in restores.values() if v == s)
-                                       for s in ("asked", "read", "differs")}
-        p.check("no restore read before the kill gave other bytes",
-                out["restores_before_kill"]["differs"] == 0, restores)
-
-        # 4. Started again: the checks.
-        p.start()
-        for u in uploads:
-            digests[u.key], cls[u.key] = u.sha, u.cls
-        pending = [k for k, v in restores.items() if v == "asked"]
-        left = wait_restored(p, pending, a.timeout)
-        out["restores_finished_after"] = len(pending) - len(left)
-        p.check("restores: every restore asked before the kill ends after the restart",
-                not left, left)
-        listed = p.objects(BUCKET)
-        by_key = {u.key: u for u in uploads}
-        acked = seeds + [u.key for u in states["ok"]]
-        missing = [k for k in acked if k not in listed or listed[k]["Size"] != (
-            by_key[k].size if k in by_key else listed[k]["Size"])]
-        p.check("acknowledged: every acknowledged object is listed with its size", not missing,
-                missing[:5])
-        cut_listed = [u.key for u in states["cut"] if u.key in listed]
-        p.check("cut: no cut upload is listed", not cut_listed,
-                [by_key[k].doc() for k in cut_listed[:3]])
-        extra = sorted(set(listed) - set(seeds) - set(by_key))
-        p.check("nothing_else: the listing holds no other key", not extra, extra[:5])
-        unanswered = [u.key for u in states["unanswered"] + [u for u in uploads
-                                                               if u.state == "sending"]
-                      if u.key in listed]
-        to_read = [k for k in acked + unanswered if k in listed]
-        same, why = read_back(p, to_read, digests, cls, a.timeout)
-        out["read_back"] = {"objects": len(to_read), "identical": len(same),
-                            "unanswered_listed": len(unanswered)}
-        bad = {k: why.get(k) for k in acked if k in listed and k not in same}
-        p.check("acknowledged: every acknowledged object reads back identical", not bad,
-                list(bad.items())[:5])
-        bad = {k: why.get(k) for k in unanswered if k not in same}
-        p.check("unanswered: an upload without an answer that is listed is whole", not bad,
-                list(bad.items())[:5])
+        kill_and_check(a, p, out, rng, at)
     except Exception as e:  # noqa: BLE001 (a crash is a failed check, and the next trial runs)
         p.check("the trial ran to its end", False, f"{type(e).__name__}: {e}")
     finally:
