@@ -644,21 +644,30 @@ def make_files(a, work):
     return files
 
 
-def run_pass(a, c, transport, files, awss, rclone):
-    work = os.path.join(a.work, transport)
-    os.makedirs(work)
-    home = os.path.join(work, "home")
+def new_home(a, home, buckets, batch=(), drives=1):
+    """A home at `home` with a virtual library of `drives` drives and a.slots
+    cartridges of a.capacity bytes (the LTO-9 model scaled to that capacity,
+    the virtual clock), a pool `s3`, an access key, and `buckets` in that pool,
+    made with the bucket flags `batch`. Its key as (id, secret), and the scale."""
     scale = a.capacity / 18e12
-    subprocess.run([a.bin, "--home", home, "library", "create", "--drives", "1", "--slots",
+    subprocess.run([a.bin, "--home", home, "library", "create", "--drives", str(drives), "--slots",
                     str(a.slots), "--capacity", str(a.capacity), "--model", "lto9", "--clock",
                     "virtual", "--scale", repr(scale)], check=True, capture_output=True)
     tl(a, home, "pool", "create", "s3")
     k = tl(a, home, "s3", "key", "add", "glacier")
-    buckets = [w.bucket for w in awss] + (["rclone"] if rclone else []) + ["s3cmd"]
-    batch = ["--batch-age", str(a.batch_age)] if a.archive else []
     for b in buckets:
         tl(a, home, "s3", "bucket", "create", b, "--pool", "s3", *batch)
-    p = Pass(a, c, transport, (k["access_key"], k["secret"]), home, work)
+    return (k["access_key"], k["secret"]), scale
+
+
+def run_pass(a, c, transport, files, awss, rclone):
+    work = os.path.join(a.work, transport)
+    os.makedirs(work)
+    home = os.path.join(work, "home")
+    buckets = [w.bucket for w in awss] + (["rclone"] if rclone else []) + ["s3cmd"]
+    batch = ["--batch-age", str(a.batch_age)] if a.archive else []
+    key, scale = new_home(a, home, buckets, batch)
+    p = Pass(a, c, transport, key, home, work)
     out = {"scale": scale, "capacity": a.capacity}
     p.start()
     try:

@@ -115,7 +115,8 @@ pub(crate) async fn v2(
 }
 
 /// ListObjects (v1): as V2, with a marker instead of a token; the next marker
-/// is given only when a delimiter was, as S3 does.
+/// is given only when a delimiter was, as S3 does. rclone lists with it for
+/// providers it does not know, its `backend restore-status` included.
 pub(crate) async fn v1(
     shared: &Arc<Shared>,
     i: ListObjectsInput,

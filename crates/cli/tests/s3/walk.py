@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Walks the S3 front end with boto3 and aws-cli as their users would, and
-checks every answer: buckets, objects of each storage class, listings, ranges
+checks every answer: buckets, objects of each storage class, a restore's
+status in both listings (ListObjects and ListObjectsV2), listings, ranges
 and conditions, multipart uploads with the checksums that botocore sends by
 default since 1.36, copies, deletes, and bad input (a wrong secret, an unsigned
 request, a presigned URL of more than seven days, a bad checksum, keys S3 or
@@ -97,6 +98,14 @@ try:
     s3.get_object(Bucket=B, Key="cold/x")
 except ClientError as e:
     check("InvalidObjectState names the storage class", e.response["Error"].get("StorageClass") == "GLACIER", e.response["Error"])
+# A restore asked: both listings give its RestoreStatus when asked for it
+# (ongoing or ended, whichever it is by then).
+r = s3.restore_object(Bucket=B, Key="cold/x", RestoreRequest={"Days": 1, "GlacierJobParameters": {"Tier": "Expedited"}})
+check("restore_object of a GLACIER object starts a restore", r["ResponseMetadata"]["HTTPStatusCode"] == 202, r["ResponseMetadata"])
+for name, lister in (("list_objects", s3.list_objects), ("list_objects_v2", s3.list_objects_v2)):
+    l = lister(Bucket=B, Prefix="cold/", OptionalObjectAttributes=["RestoreStatus"])
+    entry = {o["Key"]: o for o in l.get("Contents", [])}.get("cold/x", {})
+    check(f"{name} with RestoreStatus gives the restore's status", "IsRestoreInProgress" in entry.get("RestoreStatus", {}), entry)
 check("an unknown storage class", code_of(lambda: s3.put_object(Bucket=B, Key="k", Body=b"", StorageClass="ONEZONE_IA"))[0] == "InvalidStorageClass")
 
 # Listings: prefixes, delimiters, pages.
