@@ -27,9 +27,12 @@ pub struct Args {
         value_parser = crate::commands::usize_in(1..=MAX_SLOTS as u64)
     )]
     slots: usize,
-    /// Capacity of each cartridge (for example 64M, 1T; at least 4M).
-    #[arg(long, default_value = "1T", value_parser = size::within(MIN_CAPACITY, size::MAX))]
-    capacity: u64,
+    /// Capacity of each cartridge (for example 64M, 1T; at least 4M). Default:
+    /// with --model, the generation's native capacity times --scale (the
+    /// smallest of a list's generations: its cartridges fit every drive), else
+    /// 1T.
+    #[arg(long, value_parser = size::within(MIN_CAPACITY, size::MAX))]
+    capacity: Option<u64>,
     /// Give the drives the timing of an LTO generation (lto1 .. lto10), or one
     /// per drive separated by commas (lto5,lto9: the last for the drives the list
     /// does not reach).
@@ -105,16 +108,30 @@ pub struct Created {
     dir: PathBuf,
 }
 
+/// The capacity of a cartridge when none is given: the native capacity of the
+/// smallest generation `model` names, times `scale`; 1 TiB without a model.
+fn default_capacity(model: Option<&str>, scale: Option<f64>) -> u64 {
+    let native = (model.unwrap_or("").split(','))
+        .filter_map(|m| tapeloom_device::lto::generation(m.trim()))
+        .map(|p| p.capacity_bytes)
+        .reduce(f64::min);
+    match native {
+        Some(bytes) => ((bytes * scale.unwrap_or(1.0)) as u64).max(MIN_CAPACITY),
+        None => 1 << 40,
+    }
+}
+
 pub fn run(a: Args, home: &Home) -> Result<Created> {
     let real = matches!(a.clock, Some(ClockArg::Real));
     if let Some(scale) = a.scale.filter(|f| *f < size::SCALE.0 && real) {
         let floor = size::SCALE.0;
         return Err(CliError::ScaleNeedsVirtualClock { scale, floor }.into());
     }
+    let capacity = (a.capacity).unwrap_or_else(|| default_capacity(a.model.as_deref(), a.scale));
     let cfg = LibraryConfig {
         drives: a.drives,
         slots: a.slots,
-        capacity: a.capacity,
+        capacity,
         model: a.model.clone(),
         clock: a.clock.map(Into::into),
         scale: a.scale,
@@ -127,7 +144,7 @@ pub fn run(a: Args, home: &Home) -> Result<Created> {
     Ok(Created {
         drives: a.drives,
         slots: a.slots,
-        capacity: a.capacity,
+        capacity,
         model: a.model,
         clock: lib.config().clock,
         scale: lib.config().scale,
@@ -149,5 +166,21 @@ impl Output for Created {
         if self.payload == Payload::None {
             outln!("its cartridges keep block headers only: for experiments, never for backups");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_models_cartridge_holds_its_generations_native_capacity() {
+        assert_eq!(default_capacity(None, None), 1 << 40);
+        assert_eq!(default_capacity(Some("lto3"), None), 400_000_000_000);
+        assert_eq!(default_capacity(Some("lto9"), Some(0.001)), 18_000_000_000);
+        // A list's cartridges fit its smallest generation.
+        assert_eq!(default_capacity(Some("lto5,lto9"), None), 1_500_000_000_000);
+        // A scale that would make it too small gives the least a cartridge holds.
+        assert_eq!(default_capacity(Some("lto1"), Some(0.000001)), MIN_CAPACITY);
     }
 }
