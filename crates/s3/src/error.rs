@@ -13,7 +13,7 @@ pub(crate) fn s3(f: S3Failure) -> S3Error {
             let mut e = S3Error::with_message(code, r.to_string());
             // S3 names the object's class in an InvalidObjectState error's body.
             if let Refused::NotArchived { class } = &r {
-                crate::shared::mark_class(&mut e, class);
+                mark_class(&mut e, class);
             }
             e
         }
@@ -36,3 +36,16 @@ pub(crate) fn internal(e: impl std::fmt::Display) -> S3Error {
     tracing::error!("S3: {e}");
     S3Error::with_message(S3ErrorCode::InternalError, e.to_string())
 }
+
+/// Marks error `e` with the storage class `class` its body must name.
+pub(crate) fn mark_class(e: &mut S3Error, class: &str) {
+    if let Ok(v) = http::HeaderValue::from_str(class) {
+        let mut h = http::HeaderMap::new();
+        h.insert(STORAGE_CLASS_MARK, v);
+        e.set_headers(h);
+    }
+}
+
+/// The header an error carries its object's storage class in, on its way to
+/// the error's body.
+pub(crate) const STORAGE_CLASS_MARK: &str = "x-tapeloom-storage-class";

@@ -229,7 +229,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Service {
 /// ([`shared::not_restored`]) into its XML body, as `<StorageClass>`, where S3
 /// sends it.
 fn with_storage_class(r: &mut s3s::HttpResponse) {
-    let Some(class) = r.headers_mut().remove(shared::STORAGE_CLASS_MARK) else {
+    let Some(class) = r.headers_mut().remove(error::STORAGE_CLASS_MARK) else {
         return;
     };
     let Some(body) = r.body_mut().take_bytes() else {

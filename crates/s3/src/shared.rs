@@ -68,7 +68,7 @@ pub(crate) fn given(
 
 /// The answer to a read of an archived object that is not restored.
 /// S3 names the object's storage class in this error's body, which s3s's error
-/// cannot hold: the class goes in the header [`STORAGE_CLASS_MARK`], and the
+/// cannot hold: the class goes in the header [`crate::error::STORAGE_CLASS_MARK`], and the
 /// service moves it into the body ([`crate::with_storage_class`]).
 pub(crate) fn not_restored(o: &S3Object) -> s3s::S3Error {
     let mut e = s3_error!(
@@ -76,22 +76,9 @@ pub(crate) fn not_restored(o: &S3Object) -> s3s::S3Error {
         "the object is in storage class {}: restore it first (RestoreObject)",
         o.class
     );
-    mark_class(&mut e, &o.class);
+    crate::error::mark_class(&mut e, &o.class);
     e
 }
-
-/// Marks error `e` with the storage class `class` its body must name.
-pub(crate) fn mark_class(e: &mut s3s::S3Error, class: &str) {
-    if let Ok(v) = http::HeaderValue::from_str(class) {
-        let mut h = http::HeaderMap::new();
-        h.insert(STORAGE_CLASS_MARK, v);
-        e.set_headers(h);
-    }
-}
-
-/// The header an error carries its object's storage class in, on its way to
-/// the error's body.
-pub(crate) const STORAGE_CLASS_MARK: &str = "x-tapeloom-storage-class";
 
 /// The header an answer carries the status it must have in, when s3s would
 /// answer another.

@@ -177,7 +177,7 @@ pub struct Listing {
     /// The last key or prefix of the page, from which the next page goes on.
     pub last: Option<Vec<u8>>,
     /// When it was read, by the engine's clock: what each object's restore
-    /// state is of ([`super::restores::state`]).
+    /// state is of (`restores::state`).
     pub now_ns: i64,
 }
 
