@@ -200,7 +200,6 @@ impl VirtualLibrary {
                 let (d, i) = VirtualTape::paths(&Self::tapes(dir), &b);
                 let _ = std::fs::remove_file(d);
                 let _ = std::fs::remove_file(i);
-                let _ = std::fs::remove_file(VirtualTape::directory_path(&Self::tapes(dir), &b));
             }
         }
         let t = Self::tapes(dir);
@@ -364,8 +363,7 @@ impl VirtualLibrary {
     /// Erases a cartridge back to blank (for scratch use by benchmarks).
     pub fn erase_cartridge(&mut self, barcode: &str) -> Result<()> {
         let (d, i) = VirtualTape::paths(&Self::tapes(&self.dir), barcode);
-        let pos = VirtualTape::directory_path(&Self::tapes(&self.dir), barcode);
-        for p in [d, i, pos] {
+        for p in [d, i] {
             if p.exists() {
                 io(|| format!("erase {}", p.display()), std::fs::write(&p, b""))?;
             }
