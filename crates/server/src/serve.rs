@@ -131,12 +131,19 @@ pub fn serve(
         tracing::info!("{signal}: the server stops taking jobs and drains");
         let work = &shared.work;
         work.drain();
-        if let Some(site) = &work.site {
-            // Its claims go back to the site's queue, for the other servers.
-            match tapeloom_ops::Conn::open(&work.home) {
-                Ok(conn) => site.stop(&conn),
-                Err(e) => tracing::warn!("site: open the catalog: {e}"),
-            }
+        if work.site.is_some() {
+            // Its claims go back to the site's queue, for the other servers. The
+            // catalog is worked on a blocking thread: PostgreSQL's client runs a
+            // runtime of its own, which cannot start inside this one.
+            let w = work.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let Some(site) = &w.site else { return };
+                match tapeloom_ops::Conn::open(&w.home) {
+                    Ok(conn) => site.stop(&conn),
+                    Err(e) => tracing::warn!("site: open the catalog: {e}"),
+                }
+            })
+            .await;
         }
         admission::stop_admitting(work);
         // The S3 requests under way finish beside the jobs' drain.
