@@ -414,7 +414,7 @@ mod tests {
     both! {
         fn jobs_files_and_prefixes() {
             let (_dir, c) = crate::tests::scratch();
-            assert_eq!(c.schema_version().unwrap(), 26);
+            assert_eq!(c.schema_version().unwrap(), 27);
             let v = c
                 .add_volume("TL0001L9", [3; 16], "default", 262144, 0)
                 .unwrap();

@@ -117,6 +117,9 @@ pub struct S3Object {
     pub released_ns: Option<i64>,
     /// Its restore from tape.
     pub restore: Restore,
+    /// The server whose disk holds its data file or its restored copy (the
+    /// home's name; empty on a catalog one home keeps).
+    pub host: String,
 }
 
 /// A multipart upload in progress.
@@ -134,6 +137,8 @@ pub struct Upload {
     pub meta: String,
     /// When it began, nanoseconds since the epoch.
     pub created_ns: i64,
+    /// The server whose disk holds its parts (as [`S3Object::host`]).
+    pub host: String,
 }
 
 /// One part of a multipart upload.
@@ -167,7 +172,7 @@ fn key_row(r: &crate::db::Row) -> crate::db::Result<S3Key> {
 
 pub(crate) const OBJECT_COLS: &str = "id, bucket, key, size, etag, class, meta, file, created_ns, \
      job_id, released_ns, restore_asked_ns, restore_days, restore_tier, restored_file, \
-     restored_until_ns, restored_used_ns";
+     restored_until_ns, restored_used_ns, host";
 
 pub(crate) fn object_row(r: &crate::db::Row) -> crate::db::Result<S3Object> {
     Ok(S3Object {
@@ -190,10 +195,11 @@ pub(crate) fn object_row(r: &crate::db::Row) -> crate::db::Result<S3Object> {
             until_ns: r.get(15)?,
             used_ns: r.get(16)?,
         },
+        host: r.get(17)?,
     })
 }
 
-const UPLOAD_COLS: &str = "id, bucket, key, class, meta, created_ns";
+const UPLOAD_COLS: &str = "id, bucket, key, class, meta, created_ns, host";
 
 fn upload_row(r: &crate::db::Row) -> crate::db::Result<Upload> {
     Ok(Upload {
@@ -203,6 +209,7 @@ fn upload_row(r: &crate::db::Row) -> crate::db::Result<Upload> {
         class: r.get(3)?,
         meta: r.get(4)?,
         created_ns: r.get(5)?,
+        host: r.get(6)?,
     })
 }
 
@@ -351,15 +358,16 @@ impl Catalog {
         Ok(n > 0)
     }
 
-    /// Records object `o` (its id is ignored) in place of the live object of the
-    /// same bucket and key, in one transaction: its new id, and the object it
-    /// replaced, whose data file is no longer needed.
+    /// Records object `o` (its id and host are ignored: its host is this
+    /// connection's) in place of the live object of the same bucket and key, in
+    /// one transaction: its new id, and the object it replaced, whose data file
+    /// is no longer needed.
     pub fn put_object(&self, o: &NewObject) -> Result<(i64, Option<S3Object>)> {
         let tx = write_tx(&self.conn).doing("store an object")?;
         let old = self.take_object(&o.bucket, &o.key, o.created_ns)?;
         let id = (tx.query_row(
-            "INSERT INTO s3_objects (bucket, key, size, etag, class, meta, file, created_ns) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+            "INSERT INTO s3_objects (bucket, key, size, etag, class, meta, file, created_ns, host) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
             params![
                 o.bucket,
                 o.key,
@@ -368,7 +376,8 @@ impl Catalog {
                 o.class,
                 o.meta,
                 o.file,
-                o.created_ns
+                o.created_ns,
+                self.host
             ],
             |r| r.get::<i64>(0),
         ))
@@ -436,12 +445,20 @@ impl Catalog {
         run().doing("list objects")
     }
 
-    /// Records a new multipart upload.
+    /// Records a new multipart upload (its host is this connection's).
     pub fn create_upload(&self, u: &Upload) -> Result<()> {
         (self.conn.execute(
-            "INSERT INTO s3_uploads (id, bucket, key, class, meta, created_ns) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![u.id, u.bucket, u.key, u.class, u.meta, u.created_ns],
+            "INSERT INTO s3_uploads (id, bucket, key, class, meta, created_ns, host) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                u.id,
+                u.bucket,
+                u.key,
+                u.class,
+                u.meta,
+                u.created_ns,
+                self.host
+            ],
         ))
         .doing("begin an upload")?;
         Ok(())
@@ -636,6 +653,7 @@ pub(crate) mod tests {
                 class: "GLACIER".into(),
                 meta: "{}".into(),
                 created_ns: 3,
+                host: String::new(),
             };
             c.create_upload(&u).unwrap();
             assert_eq!(c.upload("u1").unwrap(), Some(u.clone()));

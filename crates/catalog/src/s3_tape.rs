@@ -58,12 +58,13 @@ impl Catalog {
         run().doing(what)
     }
 
-    /// At most `limit` live objects that wait for tape, oldest first.
+    /// At most `limit` live objects that wait for tape whose data is on this
+    /// connection's host, oldest first.
     pub fn objects_to_archive(&self, limit: usize) -> Result<Vec<S3Object>> {
         self.objects_where(
             "list the objects waiting for tape",
-            "job_id IS NULL AND deleted_ns IS NULL ORDER BY id LIMIT ?1",
-            params![clamp(limit as u64)],
+            "job_id IS NULL AND deleted_ns IS NULL AND host = ?2 ORDER BY id LIMIT ?1",
+            params![clamp(limit as u64), self.host],
         )
     }
 
@@ -81,13 +82,13 @@ impl Catalog {
     }
 
     /// At most `limit` live archived objects of a class kept on tape only whose
-    /// data file is still kept, oldest first.
+    /// data file is still kept on this connection's host, oldest first.
     pub fn objects_to_release(&self, limit: usize) -> Result<Vec<S3Object>> {
         self.objects_where(
             "list the objects whose disk copy may go",
             "job_id IS NOT NULL AND released_ns IS NULL AND deleted_ns IS NULL \
-             AND class <> 'STANDARD' ORDER BY id LIMIT ?1",
-            params![clamp(limit as u64)],
+             AND class <> 'STANDARD' AND host = ?2 ORDER BY id LIMIT ?1",
+            params![clamp(limit as u64), self.host],
         )
     }
 
@@ -136,8 +137,8 @@ impl Catalog {
         )
     }
 
-    /// Ends the restore of object `id`: its restored copy is `file`, kept until
-    /// `until_ns`, used at `now_ns`.
+    /// Ends the restore of object `id`: its restored copy is `file` on this
+    /// connection's host, kept until `until_ns`, used at `now_ns`.
     pub fn end_restore(
         &self,
         id: i64,
@@ -159,8 +160,8 @@ impl Catalog {
         };
         (tx.execute(
             "UPDATE s3_objects SET restore_asked_ns = NULL, restored_file = ?2, \
-             restored_until_ns = ?3, restored_used_ns = ?4 WHERE id = ?1",
-            params![id, file, until_ns, now_ns],
+             restored_until_ns = ?3, restored_used_ns = ?4, host = ?5 WHERE id = ?1",
+            params![id, file, until_ns, now_ns, self.host],
         ))
         .doing(WHAT)?;
         tx.commit().doing(WHAT)?;
@@ -202,12 +203,13 @@ impl Catalog {
         Ok(())
     }
 
-    /// Every object with a restored copy, the least recently used first.
+    /// Every object with a restored copy on this connection's host, the least
+    /// recently used first.
     pub fn restored_copies(&self) -> Result<Vec<S3Object>> {
         self.objects_where(
             "list the restored copies",
-            "restored_file IS NOT NULL ORDER BY restored_used_ns, id",
-            params![],
+            "restored_file IS NOT NULL AND host = ?1 ORDER BY restored_used_ns, id",
+            params![self.host],
         )
     }
 
@@ -244,15 +246,15 @@ impl Catalog {
         })
     }
 
-    /// The bytes of the restore cache: of the restored copies kept, and of the
-    /// restores that run.
+    /// The bytes of the restore cache: of the restored copies this connection's
+    /// host keeps, and of the restores that run on the site.
     pub fn restore_cache_bytes(&self) -> Result<(u64, u64)> {
         let (kept, asked): (Option<i64>, Option<i64>) = (self.conn.query_row(
             "SELECT (SELECT CAST(SUM(size) AS BIGINT) FROM s3_objects \
-                     WHERE restored_file IS NOT NULL), \
+                     WHERE restored_file IS NOT NULL AND host = ?1), \
                     (SELECT CAST(SUM(size) AS BIGINT) FROM s3_objects \
                      WHERE restore_asked_ns IS NOT NULL AND deleted_ns IS NULL)",
-            params![],
+            params![self.host],
             |r| Ok((r.get(0)?, r.get(1)?)),
         ))
         .doing("sum the restore cache")?;
@@ -260,6 +262,45 @@ impl Catalog {
             kept.unwrap_or(0).max(0) as u64,
             asked.unwrap_or(0).max(0) as u64,
         ))
+    }
+
+    /// Records that object `id`, deleted or replaced through a server other
+    /// than its host, leaves the data files `files` on its host's disk, which
+    /// its host removes ([`Catalog::left_files`]).
+    pub fn leave_files(&self, id: i64, files: &[&str]) -> Result<()> {
+        (self.conn.execute(
+            "UPDATE s3_objects SET left_files = ?2 WHERE id = ?1",
+            params![id, files.join("\n")],
+        ))
+        .doing("record the files a deleted object leaves")?;
+        Ok(())
+    }
+
+    /// The objects whose data files other servers left for this connection's
+    /// host to remove, with the names of those files.
+    pub fn left_files(&self) -> Result<Vec<(i64, Vec<String>)>> {
+        let run = || -> crate::db::Result<Vec<(i64, String)>> {
+            let mut st = self.conn.prepare(
+                "SELECT id, left_files FROM s3_objects \
+                 WHERE left_files IS NOT NULL AND host = ?1 ORDER BY id",
+            )?;
+            st.query_map(params![self.host], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        };
+        let rows = run().doing("list the files deleted objects left")?;
+        Ok((rows.into_iter())
+            .map(|(id, f)| (id, f.lines().map(str::to_string).collect()))
+            .collect())
+    }
+
+    /// Records that the files object `id` left are removed.
+    pub fn left_files_removed(&self, id: i64) -> Result<()> {
+        (self.conn.execute(
+            "UPDATE s3_objects SET left_files = NULL WHERE id = ?1",
+            params![id],
+        ))
+        .doing("record the files a deleted object left removed")?;
+        Ok(())
     }
 }
 
@@ -269,6 +310,54 @@ mod tests {
     use crate::s3::tests::object;
     use crate::tests::{both, scratch};
     use crate::{Batching, Bucket};
+
+    both! {
+        fn each_server_of_a_site_archives_releases_and_keeps_what_its_disk_holds() {
+            let (_d, mut c) = scratch();
+            let b = Bucket { name: "b".into(), pool: "default".into(), created_ns: 1, batching: Batching::default() };
+            c.create_bucket(&b).unwrap();
+            c.register_server("a", "https://a:1", "aa", "{}").unwrap();
+            c.set_server_s3_url("a", Some("https://a:9000")).unwrap();
+            assert_eq!(c.servers().unwrap()[0].s3_url.as_deref(), Some("https://a:9000"));
+            c.set_host("a");
+            let mut g = object("b", "g", "f1");
+            g.class = "GLACIER".into();
+            let (id, _) = c.put_object(&g).unwrap();
+            let (sid, _) = c.put_object(&object("b", "s", "f2")).unwrap();
+            assert_eq!(c.object("b", b"g").unwrap().unwrap().host, "a");
+            let ids = |v: Vec<S3Object>| v.into_iter().map(|o| o.id).collect::<Vec<_>>();
+            // Server b sees the objects but archives and releases none of them.
+            c.set_host("b");
+            assert!(c.objects_to_archive(10).unwrap().is_empty());
+            c.set_host("a");
+            assert_eq!(ids(c.objects_to_archive(10).unwrap()), vec![id, sid]);
+            c.objects_archived(&[id, sid], 42).unwrap();
+            c.set_host("b");
+            assert!(c.objects_to_release(10).unwrap().is_empty());
+            c.set_host("a");
+            assert_eq!(ids(c.objects_to_release(10).unwrap()), vec![id]);
+            assert!(c.release_object(id, 50).unwrap());
+            // A restore asked through b, read by a: a's disk holds the copy.
+            c.set_host("b");
+            assert!(c.ask_restore(id, 1, "Bulk", 60).unwrap());
+            c.set_host("a");
+            c.end_restore(id, "r1", 1000, 70).unwrap();
+            assert_eq!(ids(c.restored_copies().unwrap()), vec![id]);
+            assert_eq!(c.restore_cache_bytes().unwrap(), (3, 0));
+            c.set_host("b");
+            assert!(c.restored_copies().unwrap().is_empty());
+            assert_eq!(c.restore_cache_bytes().unwrap(), (0, 0));
+            // Deleted through b: the files are a's to remove.
+            let old = c.delete_object("b", b"s", 80).unwrap().unwrap();
+            assert_eq!(old.host, "a");
+            c.leave_files(old.id, &["f2"]).unwrap();
+            assert!(c.left_files().unwrap().is_empty());
+            c.set_host("a");
+            assert_eq!(c.left_files().unwrap(), vec![(sid, vec!["f2".to_string()])]);
+            c.left_files_removed(sid).unwrap();
+            assert!(c.left_files().unwrap().is_empty());
+        }
+    }
 
     both! {
         fn an_object_is_archived_released_asked_restored_and_evicted() {

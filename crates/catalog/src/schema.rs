@@ -469,6 +469,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX s3_objects_to_archive ON s3_objects (id) WHERE job_id IS NULL AND deleted_ns IS NULL;
     CREATE INDEX s3_objects_restoring ON s3_objects (restore_asked_ns) WHERE restore_asked_ns IS NOT NULL;
     ",
+    // 27: the S3 front end on a site of several servers. Each object and each
+    // upload names the server whose disk holds its data (its host, as jobs and
+    // stages do); an object deleted or replaced through another server keeps
+    // the names of the data files its host must still remove; and each server
+    // says where it serves S3, so that the others can send requests on to it.
+    "
+    ALTER TABLE s3_objects ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    ALTER TABLE s3_objects ADD COLUMN left_files TEXT;
+    ALTER TABLE s3_uploads ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    ALTER TABLE servers ADD COLUMN s3_url TEXT;
+    CREATE INDEX s3_objects_left ON s3_objects (host) WHERE left_files IS NOT NULL;
+    ",
 ];
 
 /// The migrations of a PostgreSQL catalog past [`POSTGRES_SCHEMA`]: the one at
@@ -666,6 +678,14 @@ const POSTGRES_MIGRATIONS: &[&str] = &[
     ALTER TABLE s3_objects ADD COLUMN restored_used_ns BIGINT;
     CREATE INDEX s3_objects_to_archive ON s3_objects (id) WHERE job_id IS NULL AND deleted_ns IS NULL;
     CREATE INDEX s3_objects_restoring ON s3_objects (restore_asked_ns) WHERE restore_asked_ns IS NOT NULL;
+    ",
+    // 27: as SQLite's 27.
+    "
+    ALTER TABLE s3_objects ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    ALTER TABLE s3_objects ADD COLUMN left_files TEXT;
+    ALTER TABLE s3_uploads ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    ALTER TABLE servers ADD COLUMN s3_url TEXT;
+    CREATE INDEX s3_objects_left ON s3_objects (host) WHERE left_files IS NOT NULL;
     ",
 ];
 

@@ -47,6 +47,9 @@ pub struct ServerRow {
     pub silent_s: i64,
     /// `up`, `dead` (taken for dead by another server) or `stopped` (it said so).
     pub state: String,
+    /// Where it serves S3 (`https://HOST:PORT` or `http://HOST:PORT`), when it
+    /// does.
+    pub s3_url: Option<String>,
 }
 
 impl ServerRow {
@@ -180,6 +183,16 @@ impl Catalog {
         Ok(())
     }
 
+    /// Records where server `name` serves S3: `url`, or nowhere.
+    pub fn set_server_s3_url(&self, name: &str, url: Option<&str>) -> Result<()> {
+        (self.conn.execute(
+            "UPDATE servers SET s3_url = ?2 WHERE name = ?1",
+            params![name, url],
+        ))
+        .doing("record where the server serves S3")?;
+        Ok(())
+    }
+
     /// Server `name` is alive: its heartbeat is now. False when another server
     /// took it for dead meanwhile (it must register again).
     pub fn heartbeat(&self, name: &str) -> Result<bool> {
@@ -213,7 +226,7 @@ impl Catalog {
             .query_all(
                 &format!(
                     "SELECT name, url, fingerprint, libraries, started_s, heartbeat_s, state, \
-                     {now} - heartbeat_s FROM servers ORDER BY name"
+                     {now} - heartbeat_s, s3_url FROM servers ORDER BY name"
                 ),
                 &[],
             )
@@ -228,6 +241,7 @@ impl Catalog {
                 heartbeat_s: r.get(5)?,
                 state: r.get(6)?,
                 silent_s: r.get(7)?,
+                s3_url: r.get(8)?,
             })
         };
         rows.iter()

@@ -34,6 +34,9 @@ pub struct Member {
     /// How long, in seconds, a silent server is waited for before it is taken
     /// for dead.
     pub timeout_s: i64,
+    /// Where it serves S3, when it does: the other servers send on to it the
+    /// S3 requests whose data is on its disk.
+    pub s3_url: Option<String>,
 }
 
 /// Whether the catalog may be a site's: a PostgreSQL one, which other servers
@@ -48,6 +51,7 @@ pub fn join(at: &impl Catalogued, me: &Member) -> Result<u64> {
     let cat = at.ops_catalog();
     cat.register_server(&me.name, &me.url, &me.fingerprint, &me.libraries)?;
     cat.set_server_cartridges(&me.name, &me.barcodes)?;
+    cat.set_server_s3_url(&me.name, me.s3_url.as_deref())?;
     Ok(cat.unclaim_all(&me.name)?)
 }
 
@@ -223,6 +227,35 @@ pub fn job_begun(at: &impl Catalogued, id: i64, job: i64) -> Result<()> {
 /// Ticket `id`'s job ended: failed for `why`, or well.
 pub fn ended(at: &impl Catalogued, id: i64, why: Option<&str>) -> Result<()> {
     Ok(at.ops_catalog().end_ticket(id, why)?)
+}
+
+/// The name this connection's server has in the site (its home's).
+pub fn host(at: &impl Catalogued) -> String {
+    at.ops_catalog().host().to_string()
+}
+
+/// Where server `name` of the site serves S3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Peer {
+    /// Its S3 front end's URL (`https://HOST:PORT` or `http://HOST:PORT`).
+    pub url: String,
+    /// Its certificate's fingerprint, which the servers that send requests
+    /// on to it pin.
+    pub fingerprint: String,
+}
+
+/// Where server `name` serves S3; none when it is not registered, is not up
+/// or serves no S3.
+pub fn s3_peer(at: &impl Catalogued, name: &str) -> Result<Option<S3Peer>> {
+    let servers = at.ops_catalog().servers()?;
+    Ok((servers.into_iter())
+        .find(|s| s.name == name && s.state == "up")
+        .and_then(|s| {
+            Some(S3Peer {
+                url: s.s3_url?,
+                fingerprint: s.fingerprint,
+            })
+        }))
 }
 
 /// Server `name` of the site as clients reach it, seen by `me`; none when it is

@@ -15,6 +15,15 @@ pub(crate) fn s3(f: S3Failure) -> S3Error {
             if let Refused::NotArchived { class } = &r {
                 mark_class(&mut e, class);
             }
+            // The data is on another server of the site: the service sends
+            // the request on to it (`peer.rs`).
+            if let Refused::Elsewhere { server } = &r {
+                if let Ok(v) = http::HeaderValue::from_str(server) {
+                    let mut h = http::HeaderMap::new();
+                    h.insert(crate::peer::PEER_MARK, v);
+                    e.set_headers(h);
+                }
+            }
             e
         }
         S3Failure::Failed(e) => {

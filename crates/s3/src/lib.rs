@@ -26,6 +26,7 @@ mod front;
 mod gate;
 mod listing;
 mod multipart;
+mod peer;
 mod restore;
 mod shared;
 
@@ -67,6 +68,72 @@ pub struct Service {
     s3: s3s::service::S3Service,
     gate: Arc<gate::Gate>,
     watch: Arc<dyn Watch>,
+    /// On a site of several servers: this server's home and name, to find
+    /// the server a request must be sent on to (`peer.rs`).
+    site: Option<Arc<Site>>,
+}
+
+/// A server of a site, as its S3 front end sends requests on.
+struct Site {
+    home: PathBuf,
+    me: String,
+}
+
+/// Which server holds what a request needs.
+enum Holder {
+    /// This one.
+    Here,
+    /// Another, up and serving S3 there.
+    Peer(String, tapeloom_ops::site::S3Peer),
+    /// Another, which does not answer S3 now.
+    Away(String),
+}
+
+impl Site {
+    /// Which server holds upload `id`'s parts; here when the upload is unknown
+    /// (the operation answers NoSuchUpload).
+    async fn upload_holder(&self, id: String) -> Holder {
+        let home = self.home.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let conn = tapeloom_ops::Conn::open(&home)?;
+            tapeloom_ops::s3::uploads::elsewhere(&conn, &id)
+        })
+        .await;
+        match found {
+            Ok(Ok(Some(server))) => self.holder(server).await,
+            Ok(Ok(None)) => Holder::Here,
+            Ok(Err(e)) => {
+                tracing::warn!("S3: find an upload's server: {e}");
+                Holder::Here
+            }
+            Err(e) => {
+                tracing::warn!("S3: find an upload's server: {e}");
+                Holder::Here
+            }
+        }
+    }
+
+    /// Server `server`, as this one reaches its S3 front end.
+    async fn holder(&self, server: String) -> Holder {
+        let (home, name) = (self.home.clone(), server.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            let conn = tapeloom_ops::Conn::open(&home)?;
+            tapeloom_ops::site::s3_peer(&conn, &name)
+        })
+        .await;
+        match found {
+            Ok(Ok(Some(p))) => Holder::Peer(server, p),
+            Ok(Ok(None)) => Holder::Away(server),
+            Ok(Err(e)) => {
+                tracing::warn!("S3: find server {server}: {e}");
+                Holder::Away(server)
+            }
+            Err(e) => {
+                tracing::warn!("S3: find server {server}: {e}");
+                Holder::Away(server)
+            }
+        }
+    }
 }
 
 /// The S3 service of `config`, for hyper, telling `watch` what it answers; it
@@ -74,6 +141,12 @@ pub struct Service {
 pub fn service(config: &Config, watch: Arc<dyn Watch>) -> Result<Service, Error> {
     let store = tapeloom_ops::s3::Store::open(&config.home)?;
     let conn = tapeloom_ops::Conn::open(&config.home)?;
+    let site = tapeloom_ops::site::is_shared(&conn).then(|| {
+        Arc::new(Site {
+            home: config.home.clone(),
+            me: tapeloom_ops::site::host(&conn),
+        })
+    });
     let swept = store.sweep(&conn)?;
     store.clear_scratch()?;
     if swept > 0 {
@@ -105,6 +178,7 @@ pub fn service(config: &Config, watch: Arc<dyn Watch>) -> Result<Service, Error>
         s3: b.build(),
         gate: Arc::new(gate::Gate::new(config.limits, config.domain.clone())),
         watch,
+        site,
     })
 }
 
@@ -192,7 +266,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Service {
         Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
     >;
 
-    fn call(&self, mut req: http::Request<hyper::body::Incoming>) -> Self::Future {
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
         let admitted = self.gate.admit(req.method(), req.uri(), req.headers());
         let gate::Admitted { class, place } = match admitted {
             Ok(a) => a,
@@ -204,24 +278,89 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Service {
                 return Box::pin(async move { Ok(r) });
             }
         };
+        let svc = self.clone();
+        Box::pin(async move {
+            let (r, name) = svc.answer(req, class.name).await?;
+            svc.watch.answered(&name, r.status().as_u16());
+            let watch = svc.watch.clone();
+            Ok(r.map(|b| s3s::Body::http_body(gate::Counted::sent(b, watch, place))))
+        })
+    }
+}
+
+impl Service {
+    /// The answer to an admitted request of class `class` (by the name its
+    /// operation has once s3s named it): s3s's, or, on a site, that of the
+    /// server the request is sent on to.
+    async fn answer(
+        &self,
+        mut req: http::Request<hyper::body::Incoming>,
+        class: &'static str,
+    ) -> Result<(s3s::HttpResponse, String), s3s::HttpError> {
         let (expects, empty) = expecting(&req);
+        let site = (self.site.clone()).filter(|_| !peer::was_forwarded(&req));
+        let mut head = None;
+        if let Some(site) = &site {
+            match peer::upload_id(req.uri()) {
+                Some(id) => match site.upload_holder(id).await {
+                    Holder::Here => {}
+                    holder => {
+                        let req = req.map(|b| gate::Counted::received(b, self.watch.clone()));
+                        return Ok((self.sent_on(site, holder, req).await, class.into()));
+                    }
+                },
+                None if empty => head = Some(peer::Head::of(&req)),
+                None => {}
+            }
+        }
         let named = gate::Named::default();
         req.extensions_mut().insert(named.clone());
         let watch = self.watch.clone();
-        let req = req.map(|b| s3s::Body::http_body(gate::Counted::received(b, watch.clone())));
-        let s3 = self.s3.clone();
-        Box::pin(async move {
-            let mut r = s3.call(req).await?;
-            with_storage_class(&mut r);
-            with_status(&mut r);
-            if expects && (empty || !r.status().is_success()) {
-                let v = http::HeaderValue::from_static("close");
-                r.headers_mut().insert(http::header::CONNECTION, v);
+        let req = req.map(|b| s3s::Body::http_body(gate::Counted::received(b, watch)));
+        let mut r = self.s3.call(req).await?;
+        let name = named.0.get().cloned().unwrap_or_else(|| class.into());
+        if let Some(server) = r.headers_mut().remove(peer::PEER_MARK) {
+            if let (Some(site), Some(head)) = (&site, head) {
+                let server = String::from_utf8_lossy(server.as_bytes()).into_owned();
+                let holder = site.holder(server).await;
+                return Ok((self.sent_on(site, holder, head.request()).await, name));
             }
-            let name = named.0.get().map_or(class.name, String::as_str);
-            watch.answered(name, r.status().as_u16());
-            Ok(r.map(|b| s3s::Body::http_body(gate::Counted::sent(b, watch, place))))
-        })
+        }
+        with_storage_class(&mut r);
+        with_status(&mut r);
+        if expects && (empty || !r.status().is_success()) {
+            let v = http::HeaderValue::from_static("close");
+            r.headers_mut().insert(http::header::CONNECTION, v);
+        }
+        Ok((r, name))
+    }
+
+    /// The answer of `holder` to `req`, sent on to it from `site`'s server;
+    /// 503 ServiceUnavailable when it cannot be reached.
+    async fn sent_on<B>(
+        &self,
+        site: &Site,
+        holder: Holder,
+        req: http::Request<B>,
+    ) -> s3s::HttpResponse
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let refused = |why: String| {
+            tracing::warn!("S3: {why}");
+            gate::refusal(s3s::S3ErrorCode::ServiceUnavailable, &why)
+        };
+        match holder {
+            Holder::Here => refused("a request was sent on to this server itself".into()),
+            Holder::Away(server) => refused(format!(
+                "the data asked for is on server {server}, which does not answer S3 now"
+            )),
+            Holder::Peer(server, p) => match peer::forward((&server, &p), &site.me, req).await {
+                Ok(r) => r.map(s3s::Body::http_body),
+                Err(e) => refused(format!("the data asked for is on another server: {e}")),
+            },
+        }
     }
 }
 

@@ -163,12 +163,14 @@ impl Server {
         if shared_catalog {
             // A PostgreSQL catalog may be shared: the server joins its site.
             let url = (config.site.url.clone()).unwrap_or_else(|| format!("https://{addr}"));
-            work.site = Some(site::Site::new(
+            let s3_url = s3.as_ref().map(|f| f.site_url(&url));
+            let me = site::Site::new(
                 tapeloom_engine::home_name(&dir)?,
                 (url, fingerprint.clone()),
                 config.site.timeout,
                 (site.drives, barcodes),
-            ));
+            );
+            work.site = Some(me.with_s3(s3_url));
             work.queue = queue::Queue::numbered_from(work.metrics.jobs(), site::OWN_NUMBERS);
         }
         let work = Arc::new(work);

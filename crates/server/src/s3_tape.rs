@@ -178,8 +178,16 @@ fn archive(
     Ok((report.job_id, done))
 }
 
-/// Removes the disk copies of archived objects that may go.
+/// Removes the disk copies of archived objects that may go, and the files
+/// that objects deleted through another server of the site left here.
 fn release(conn: &Conn, store: &Store) -> Result<(), TapeError> {
+    let left = tape::remove_left(conn, store)?;
+    if left > 0 {
+        info!(
+            objects = left,
+            "S3 files of objects deleted elsewhere removed"
+        );
+    }
     let mut n = 0u64;
     for o in tape::releasable(conn, 10_000)? {
         if tape::release(conn, store, &o)? {

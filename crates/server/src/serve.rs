@@ -209,6 +209,24 @@ impl S3Front {
         let scheme = if self.plain { "http" } else { "https" };
         format!("{scheme}://{}", self.addr)
     }
+
+    /// Where the other servers of a site reach this S3 front end: its own
+    /// address, or, when it listens on every address (`0.0.0.0`, `[::]`), the
+    /// host of `site_url` (the URL the server registers for its clients) with
+    /// the S3 port.
+    pub(crate) fn site_url(&self, site_url: &str) -> String {
+        let scheme = if self.plain { "http" } else { "https" };
+        if !self.addr.ip().is_unspecified() {
+            return self.url();
+        }
+        let after = site_url.split_once("://").map_or(site_url, |(_, r)| r);
+        let authority = after.split('/').next().unwrap_or(after);
+        let host = match authority.rsplit_once(':') {
+            Some((h, p)) if p.parse::<u16>().is_ok() => h,
+            _ => authority,
+        };
+        format!("{scheme}://{host}:{}", self.addr.port())
+    }
 }
 
 /// Resolves at the first SIGTERM or SIGINT, with its name.

@@ -64,11 +64,19 @@ impl Site {
                 libraries,
                 barcodes,
                 timeout_s: timeout.as_secs() as i64,
+                s3_url: None,
             },
             timeout,
             claimed: Mutex::new(BTreeMap::new()),
             stopping: AtomicBool::new(false),
         }
+    }
+
+    /// The server serves S3 at `url` too; the other servers of the site send
+    /// on to it the S3 requests whose data is on its disk.
+    pub fn with_s3(mut self, url: Option<String>) -> Self {
+        self.member.s3_url = url;
+        self
     }
 
     /// Tickets it claimed whose clients have not come yet, and since when.

@@ -201,6 +201,45 @@ fn storage_classes_go_to_tape_and_answer_as_the_reference_does() {
     assert!(out.status.success(), "{report}");
 }
 
+/// A site: two servers on one PostgreSQL catalog, each with its own library.
+/// An object PUT through the first is restored and read through the second,
+/// identical; an upload begun through one goes on through the other; a delete
+/// through the second removes the data file from the first's disk
+/// (bench/s3_site.py checks each step).
+#[test]
+fn an_object_put_through_one_server_of_a_site_is_restored_and_read_through_the_other() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(e) => {
+            need(Err::<(), String>(e));
+            return;
+        }
+    };
+    if !need(tapeloom_testkit::postgres::server().map(|_| ())) {
+        return;
+    }
+    let url = tapeloom_testkit::postgres::server()
+        .unwrap()
+        .database()
+        .unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(py)
+        .arg(repo.join("bench/s3_site.py"))
+        .args(["--bin", crate::common::bin(), "--catalog", &url])
+        .args(["--size", "12M"])
+        .arg("--work")
+        .arg(dir.path().join("work"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["failed"], serde_json::json!([]), "{report}");
+    assert!(report["checks"].as_u64().unwrap() >= 17, "{report}");
+    assert!(out.status.success(), "{report}");
+}
+
 /// Presigned URLs (SigV4, path-style) of `key`'s id and secret at `url`: a
 /// PutObject for each of `keys` in bucket `bucket`, then a ListObjectsV2 of it.
 fn presigned(

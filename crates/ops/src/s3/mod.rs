@@ -157,6 +157,13 @@ pub enum Refused {
         /// Its class.
         class: String,
     },
+    /// The object's data is on another server of the site, whose front end
+    /// serves it (the request is sent on to it).
+    #[error("the object's data is on server {server}, which serves it")]
+    Elsewhere {
+        /// That server's name.
+        server: String,
+    },
     /// The restore cache has no room: its copies have not expired.
     #[error("the restore cache holds {used} of its {limit} bytes in copies that have not expired and restores that run: ask again later")]
     SlowDown {
@@ -229,6 +236,7 @@ impl Refused {
             Refused::BadDays { .. } => "InvalidArgument",
             Refused::NotArchived { .. } => "InvalidObjectState",
             Refused::SlowDown { .. } => "SlowDown",
+            Refused::Elsewhere { .. } => "ServiceUnavailable",
             Refused::HeadersTooLarge { .. } => "RequestHeaderSectionTooLarge",
             Refused::MetadataTooLarge { .. } => "MetadataTooLarge",
             Refused::EntityTooLarge { .. } => "EntityTooLarge",

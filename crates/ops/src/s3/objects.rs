@@ -112,22 +112,31 @@ pub fn put(at: &impl Catalogued, store: &Store, new: New) -> Result<S3Object> {
         meta: new.meta.to_json(),
         file: new.file,
         created_ns: now_ns()?,
+        host: at.ops_catalog().host().to_string(),
         ..S3Object::default()
     };
     let (id, old) = at.ops_catalog().put_object(&row)?;
     row.id = id;
     if let Some(old) = old {
-        forget(store, &old)?;
+        forget(at, store, &old)?;
     }
     Ok(row)
 }
 
 /// Removes the data files of object `o`, deleted or replaced: its own (gone
 /// already when it was released) and its restored copy. Its copy on tape stays
-/// until its job's space is reclaimed.
-pub(crate) fn forget(store: &Store, o: &S3Object) -> Result<()> {
-    store.remove(&o.file)?;
-    if let Some(f) = &o.restore.file {
+/// until its job's space is reclaimed. When the files are on another server's
+/// disk (a site's), the catalog keeps their names for that server, which
+/// removes them ([`super::tape::remove_left`]).
+pub(crate) fn forget(at: &impl Catalogued, store: &Store, o: &S3Object) -> Result<()> {
+    let files: Vec<&str> = std::iter::once(o.file.as_str())
+        .chain(o.restore.file.as_deref())
+        .collect();
+    if o.host != at.ops_catalog().host() {
+        at.ops_catalog().leave_files(o.id, &files)?;
+        return Ok(());
+    }
+    for f in files {
         store.remove(f)?;
     }
     Ok(())
@@ -160,7 +169,7 @@ pub fn delete(
     buckets::get(at, bucket)?;
     let old = at.ops_catalog().delete_object(bucket, key, now_ns()?)?;
     if let Some(o) = &old {
-        forget(store, o)?;
+        forget(at, store, o)?;
     }
     Ok(old)
 }

@@ -158,14 +158,24 @@ pub fn state_now(o: &S3Object) -> Result<State> {
 
 /// The data file object `o` is read from now: its own for a STANDARD object,
 /// its restored copy for an archived one that is restored; none when it must
-/// be restored first.
+/// be restored first. [`Refused::Elsewhere`] when that file is on another
+/// server's disk (a site's), which serves it.
 pub fn readable(at: &impl Catalogued, o: &S3Object) -> Result<Option<String>> {
+    let elsewhere = || -> Result<()> {
+        if o.host != at.ops_catalog().host() {
+            let server = o.host.clone();
+            return Err(Refused::Elsewhere { server }.into());
+        }
+        Ok(())
+    };
     if !archived_class(&o.class) {
+        elsewhere()?;
         return Ok(Some(o.file.clone()));
     }
     let now = now_ns()?;
     match (state(o, now), &o.restore.file) {
         (State::Restored(_), Some(file)) => {
+            elsewhere()?;
             at.ops_catalog().restored_used(o.id, now)?;
             Ok(Some(file.clone()))
         }

@@ -200,6 +200,21 @@ pub fn release(at: &impl Catalogued, store: &Store, o: &S3Object) -> Result<bool
     Ok(true)
 }
 
+/// Removes the data files that objects deleted or replaced through another
+/// server of the site left on this server's disk; how many objects' files
+/// were removed.
+pub fn remove_left(at: &impl Catalogued, store: &Store) -> Result<usize> {
+    let cat = at.ops_catalog();
+    let left = cat.left_files()?;
+    for (id, files) in &left {
+        for f in files {
+            store.remove(f)?;
+        }
+        cat.left_files_removed(*id)?;
+    }
+    Ok(left.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

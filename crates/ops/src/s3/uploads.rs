@@ -32,9 +32,18 @@ pub fn create(
         class: class.to_string(),
         meta: meta.to_json(),
         created_ns: now_ns()?,
+        host: at.ops_catalog().host().to_string(),
     };
     at.ops_catalog().create_upload(&u)?;
     Ok(u)
+}
+
+/// The server of the site whose disk holds upload `id`'s parts, when it is
+/// another one than this connection's; none when it is this one or the upload
+/// is unknown.
+pub fn elsewhere(at: &impl Catalogued, id: &str) -> Result<Option<String>> {
+    let cat = at.ops_catalog();
+    Ok((cat.upload(id)?).and_then(|u| (u.host != cat.host()).then_some(u.host)))
 }
 
 /// Upload `id` of `bucket` and `key`, or [`Refused::NoSuchUpload`].
@@ -164,6 +173,7 @@ pub fn finish(
         meta: meta.to_json(),
         file,
         created_ns: now_ns()?,
+        host: at.ops_catalog().host().to_string(),
         ..S3Object::default()
     };
     let all = parts(at, u)?;
@@ -171,7 +181,7 @@ pub fn finish(
     if let Some((id, old)) = stored {
         row.id = id;
         if let Some(old) = old {
-            super::objects::forget(store, &old)?;
+            super::objects::forget(at, store, &old)?;
         }
     }
     for p in all {
