@@ -234,6 +234,19 @@ pub trait TapeDrive: Send {
     fn block_offset(&self, _lbn: u64) -> Option<u64> {
         None
     }
+    /// Where block `lbn` lies along the tape, in native bytes from the beginning
+    /// (after the drive's compression), as the drive that wrote it recorded it
+    /// with [`TapeDrive::note_tape_offset`]: a modeled drive places the blocks of
+    /// a cartridge it did not write by it, as a real drive places them by the
+    /// directory in its cartridge memory. None where nothing was recorded.
+    fn tape_offset(&self, _lbn: u64) -> Option<f64> {
+        None
+    }
+    /// Records that block (or filemark) `lbn`, just written, lies `offset` native
+    /// bytes along the tape: what [`TapeDrive::tape_offset`] gives back, also
+    /// after the cartridge was unloaded. Drives that keep no such directory
+    /// ignore it.
+    fn note_tape_offset(&mut self, _lbn: u64, _offset: f64) {}
     /// Modeled seconds to get from block `from` to block `to` by locating and by
     /// reading through (infinite when `to` lies before `from`), for drives with a
     /// timing model. Restores use it to choose between the two, and to plan the

@@ -49,7 +49,16 @@ pub struct VirtualTape {
     dropped: u64,
     /// Data blocks keep their header only (a library made with `--payload none`).
     headers_only: bool,
+    /// The tape directory, `BARCODE.pos`: where each object lies along the tape
+    /// (native bytes, after the drive's compression), as the modeled drive that
+    /// wrote it recorded it; none on a read-only file system.
+    pos_file: Option<File>,
+    /// Its entries, for the objects from the first on.
+    tape_offsets: Vec<f64>,
 }
+
+/// Bytes of one entry of the tape directory (an `f64`, little-endian).
+const POS_LEN: u64 = 8;
 
 impl VirtualTape {
     /// The two files of cartridge `barcode` in `dir`.
@@ -58,6 +67,11 @@ impl VirtualTape {
             dir.join(format!("{barcode}.data")),
             dir.join(format!("{barcode}.idx")),
         )
+    }
+
+    /// The tape directory of cartridge `barcode` in `dir` (FORMAT.md 8).
+    pub fn directory_path(dir: &Path, barcode: &str) -> PathBuf {
+        dir.join(format!("{barcode}.pos"))
     }
 
     /// Opens (creating when missing) cartridge `barcode` in `dir`. `early_warning` is
@@ -112,6 +126,7 @@ impl VirtualTape {
         io(what, std::io::Read::read_to_end(&mut &idx, &mut raw))?;
         let data_len = io(what, data.metadata())?.len();
         let checked = virtual_index::check(&raw, &data, data_len, barcode)?;
+        let (pos_file, tape_offsets) = open_directory(dir, barcode, checked.objects.len());
         let tape = VirtualTape {
             name: barcode.to_string(),
             data,
@@ -127,6 +142,8 @@ impl VirtualTape {
             handed: 0,
             dropped: 0,
             headers_only: false,
+            pos_file,
+            tape_offsets,
         };
         if checked.changed && checked.certain && !tape.read_only {
             tape.write_index(&ip, &raw, checked.damaged)?;
@@ -162,6 +179,39 @@ impl VirtualTape {
         io(what, self.idx.sync_data())
     }
 
+    /// Ends the tape directory before object `at`, which is being written
+    /// again: its old place no longer holds (the drive that writes it notes the
+    /// new one).
+    fn cut_directory(&mut self, at: usize) {
+        if self.tape_offsets.len() > at {
+            self.tape_offsets.truncate(at);
+            if let Some(f) = &self.pos_file {
+                let _ = f.set_len(at as u64 * POS_LEN);
+            }
+        }
+    }
+
+    /// Records where object `lbn` lies along the tape; only a directory that
+    /// runs from the first object without a gap is kept.
+    fn note_tape_offset(&mut self, lbn: u64, offset: f64) {
+        let i = lbn as usize;
+        if i > self.tape_offsets.len() || i >= self.objects.len() {
+            return;
+        }
+        self.tape_offsets.truncate(i);
+        self.tape_offsets.push(offset);
+        if let Some(f) = &self.pos_file {
+            // Advisory, as a cartridge memory is: a write that fails leaves the
+            // directory shorter, and the blocks past it are placed by estimate.
+            if f.write_all_at(&offset.to_le_bytes(), lbn * POS_LEN)
+                .is_err()
+            {
+                self.tape_offsets.truncate(i);
+                let _ = f.set_len(lbn * POS_LEN);
+            }
+        }
+    }
+
     fn end_offset(&self) -> u64 {
         self.objects.last().map(|o| o.end()).unwrap_or(0)
     }
@@ -170,6 +220,7 @@ impl VirtualTape {
     /// it, as on tape), and cuts a torn write's bytes after the last object.
     fn truncate_files(&mut self, pos: usize) -> Result<()> {
         self.objects.truncate(pos);
+        self.cut_directory(pos);
         let end = self.end_offset();
         let what = || format!("truncate cartridge {}", self.name);
         io(what, self.data.set_len(end))?;
@@ -228,6 +279,7 @@ impl VirtualTape {
                 .write_all_at(&o.encode(), self.objects.len() as u64 * IDX_LEN),
         )?;
         self.data_len = self.data_len.max(o.end());
+        self.cut_directory(self.objects.len());
         self.objects.push(o);
         self.pos = self.objects.len();
         self.write_behind();
@@ -361,6 +413,17 @@ impl TapeDrive for VirtualDrive {
     fn rewind(&mut self) -> Result<()> {
         self.tape()?.pos = 0;
         Ok(())
+    }
+
+    fn tape_offset(&self, lbn: u64) -> Option<f64> {
+        let t = self.tape.as_ref()?;
+        t.tape_offsets.get(lbn as usize).copied()
+    }
+
+    fn note_tape_offset(&mut self, lbn: u64, offset: f64) {
+        if let Some(t) = self.tape.as_mut() {
+            t.note_tape_offset(lbn, offset);
+        }
     }
 
     fn block_offset(&self, lbn: u64) -> Option<u64> {
@@ -499,6 +562,46 @@ impl TapeDrive for VirtualDrive {
 }
 
 /// Whether opening a file to write failed because it may only be read.
+/// Opens the tape directory of cartridge `barcode` in `dir` (`BARCODE.pos`,
+/// made when missing), and reads its entries for the first `objects` objects;
+/// none that is not a finite, rising offset is kept, nor any after it. On a
+/// read-only file system the entries are read and none is written.
+fn open_directory(dir: &Path, barcode: &str, objects: usize) -> (Option<File>, Vec<f64>) {
+    let p = VirtualTape::directory_path(dir, barcode);
+    let rw = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&p);
+    let writable = rw.is_ok();
+    let f = match rw {
+        Ok(f) => Some(f),
+        Err(_) => OpenOptions::new().read(true).open(&p).ok(),
+    };
+    let mut raw = Vec::new();
+    if let Some(f) = &f {
+        let _ = std::io::Read::read_to_end(&mut &*f, &mut raw);
+    }
+    if objects == 0 {
+        // A blank cartridge: what a file left behind says is not of it.
+        if let (Some(f), true) = (&f, writable) {
+            let _ = f.set_len(0);
+        }
+        raw.clear();
+    }
+    let mut offsets = Vec::new();
+    for c in raw.chunks_exact(POS_LEN as usize).take(objects) {
+        let Ok(b) = <[u8; 8]>::try_from(c) else { break };
+        let o = f64::from_le_bytes(b);
+        if !o.is_finite() || o < 0.0 || offsets.last().is_some_and(|l: &f64| o < *l) {
+            break;
+        }
+        offsets.push(o);
+    }
+    (f.filter(|_| writable), offsets)
+}
+
 fn is_read_only(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),

@@ -200,6 +200,7 @@ impl VirtualLibrary {
                 let (d, i) = VirtualTape::paths(&Self::tapes(dir), &b);
                 let _ = std::fs::remove_file(d);
                 let _ = std::fs::remove_file(i);
+                let _ = std::fs::remove_file(VirtualTape::directory_path(&Self::tapes(dir), &b));
             }
         }
         let t = Self::tapes(dir);
@@ -363,7 +364,8 @@ impl VirtualLibrary {
     /// Erases a cartridge back to blank (for scratch use by benchmarks).
     pub fn erase_cartridge(&mut self, barcode: &str) -> Result<()> {
         let (d, i) = VirtualTape::paths(&Self::tapes(&self.dir), barcode);
-        for p in [d, i] {
+        let pos = VirtualTape::directory_path(&Self::tapes(&self.dir), barcode);
+        for p in [d, i, pos] {
             if p.exists() {
                 io(|| format!("erase {}", p.display()), std::fs::write(&p, b""))?;
             }

@@ -529,6 +529,14 @@ impl TapeDrive for FaultyDrive {
         self.inner.block_offset(lbn)
     }
 
+    fn tape_offset(&self, lbn: u64) -> Option<f64> {
+        self.inner.tape_offset(lbn)
+    }
+
+    fn note_tape_offset(&mut self, lbn: u64, offset: f64) {
+        self.inner.note_tape_offset(lbn, offset);
+    }
+
     fn travel_seconds(&self, from: u64, to: u64) -> Option<Travel> {
         match self.rao_reversed() {
             true => None,

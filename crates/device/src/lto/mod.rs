@@ -214,10 +214,15 @@ impl<D: TapeDrive> LtoDrive<D> {
     }
 
     /// Where block `lbn` lies on tape (native bytes), when known: as written by
-    /// this drive, else from the cartridge's block directory and the compression
-    /// seen when the first block was placed after the load.
+    /// this drive, else as the drive that wrote it recorded it on the cartridge
+    /// (its tape directory), else from the cartridge's block offsets and the
+    /// compression seen when the first block was placed after the load.
     fn known_offset(&self, lbn: u64) -> Option<f64> {
         if let Some(&o) = self.offsets.get(lbn as usize) {
+            return Some(o);
+        }
+        // Where the drive that wrote it recorded it on the cartridge.
+        if let Some(o) = self.inner.tape_offset(lbn) {
             return Some(o);
         }
         let b = self.inner.block_offset(lbn)?;
@@ -244,6 +249,8 @@ impl<D: TapeDrive> LtoDrive<D> {
     }
 
     fn note_offset(&mut self, lbn: u64, at: f64) {
+        // The cartridge keeps it too, for a drive that loads it later.
+        self.inner.note_tape_offset(lbn, at);
         let i = lbn as usize;
         if i < self.offsets.len() {
             self.offsets.truncate(i);
@@ -430,6 +437,14 @@ impl<D: TapeDrive> TapeDrive for LtoDrive<D> {
         self.inner.block_offset(lbn)
     }
 
+    fn tape_offset(&self, lbn: u64) -> Option<f64> {
+        self.known_offset(lbn)
+    }
+
+    fn note_tape_offset(&mut self, lbn: u64, offset: f64) {
+        self.inner.note_tape_offset(lbn, offset);
+    }
+
     fn set_compression(&mut self, on: bool) -> Result<bool> {
         self.compression = on;
         Ok(true)
@@ -515,6 +530,53 @@ mod tests {
             rate > 0.0 && rate <= p.native_mb_s * 1e6 * 1.001,
             "{rate} {s:?}"
         );
+    }
+
+    /// Blocks of data that compress about 2:1 (half random bytes, half zeros).
+    fn half_random(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        let mut b = vec![0u8; n];
+        for v in b.iter_mut().take(n / 2) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *v = x as u8;
+        }
+        b
+    }
+
+    #[test]
+    fn a_cartridge_loaded_again_is_placed_where_its_compressed_blocks_lie() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let t = crate::VirtualTape::open(dir.path(), "T1", 1 << 34, 1 << 20, false).unwrap();
+            crate::VirtualDrive::new("d", Some(t))
+        };
+        let p = generation("lto3").unwrap().scaled(0.001);
+        let mut d = LtoDrive::new(open(), p.clone(), Clock::Virtual, true);
+        for i in 0..64 {
+            d.write_block(&half_random(262144, i + 1)).unwrap();
+        }
+        d.write_filemarks(1, false).unwrap();
+        let written: Vec<f64> = (0..65).map(|l| d.known_offset(l).unwrap()).collect();
+        // Compressed about 2:1: the last block lies about half way along what
+        // the host bytes would take.
+        assert!(written[63] < 0.6 * 63.0 * 262144.0, "{}", written[63]);
+        drop(d);
+        // Loaded again by another drive: placed where they were written, not
+        // where the host bytes alone would put them.
+        let again = LtoDrive::new(open(), p.clone(), Clock::Virtual, true);
+        let placed: Vec<f64> = (0..65).map(|l| again.known_offset(l).unwrap()).collect();
+        assert_eq!(placed, written);
+        // A cartridge written again from block 10 by a drive with no model
+        // keeps its directory for the first 10 blocks only.
+        let mut plain = open();
+        plain.locate(10).unwrap();
+        plain.write_block(&half_random(262144, 99)).unwrap();
+        drop(plain);
+        let after = LtoDrive::new(open(), p, Clock::Virtual, true);
+        assert_eq!(after.inner.tape_offset(9), Some(written[9]));
+        assert_eq!(after.inner.tape_offset(10), None);
     }
 
     #[test]
