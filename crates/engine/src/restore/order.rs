@@ -9,6 +9,13 @@
 //! shortest locate time first (SLTF), a greedy walk that always goes next to the
 //! piece it reaches soonest from where the head stands. The block order is kept
 //! when the model says it is no slower (dense reads, where reading through wins).
+//! The greedy walk is then improved by Or-opt, the local search of the
+//! travelling-salesman literature that suits tape's one-way costs: a run of one
+//! to three units is moved to another place in the order whenever that shortens
+//! the reading, until no such move is left or the time given to planning ends
+//! ([`IMPROVE_FOR`]). The greedy walk leaves the units it passed over early to
+//! be fetched from far away at the end; moving each back beside its neighbours
+//! on the tape is most of what a better order gains.
 //! A drive without a timing model may give its own order (a SCSI drive's
 //! Recommended Access Order, [`follow`]); without either, the block order is kept.
 //!
@@ -23,6 +30,18 @@ use tapeloom_device::Travel;
 /// More free units than this on one cartridge are read in block order: the
 /// greedy walk looks at every unit left at each step.
 pub(crate) const MAX_PLANNED: usize = 4096;
+
+/// How long the order of one cartridge is improved after the greedy walk, at
+/// most.
+const IMPROVE_FOR: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// The most places before and after its own a run of units is tried at, in
+/// one step of the improvement: enough for every place of a small reading,
+/// and bounded so that a large one still improves within [`IMPROVE_FOR`].
+const IMPROVE_WINDOW: usize = 200;
+
+/// The longest run of units moved in one step of the improvement.
+const MAX_RUN: usize = 8;
 
 /// A piece of one cartridge's reading, read whole in block order.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,7 +121,8 @@ pub(crate) fn plan(
     if units.len() < 2 || units.len() > MAX_PLANNED {
         return Some(kept);
     }
-    let walk = sltf(at, units, travel)?;
+    let mut walk = sltf(at, units, travel)?;
+    improve(at, units, &mut walk, travel)?;
     let walk_cost = cost_of(at, units, &walk, travel)?;
     Some(match walk_cost < block_cost && walk != block {
         true => Planned {
@@ -122,6 +142,109 @@ fn sltf(
     travel: &dyn Fn(u64, u64) -> Option<Travel>,
 ) -> Option<Vec<usize>> {
     walk(at, units, |pos, i| hop(travel, pos, units[i].first))
+}
+
+/// Whether `order` keeps each job's rules: its carried unit before its others,
+/// its carrying one after them.
+fn keeps_rules(units: &[Unit], order: &[usize]) -> bool {
+    use std::collections::HashMap;
+    let mut seen: HashMap<i64, (usize, bool)> = HashMap::new();
+    let mut total: HashMap<i64, usize> = HashMap::new();
+    for u in units {
+        *total.entry(u.job).or_default() += 1;
+    }
+    for &i in order {
+        let u = &units[i];
+        let (n, carried_read) = seen.entry(u.job).or_default();
+        let has_carried = units.iter().any(|v| v.job == u.job && v.carried);
+        if (has_carried && !*carried_read && !u.carried)
+            || (u.carries && *n + 1 != total.get(&u.job).copied().unwrap_or(0))
+        {
+            return false;
+        }
+        *n += 1;
+        *carried_read |= u.carried;
+    }
+    true
+}
+
+/// Improves `order` (of `units`, read from block `at`) by Or-opt: a run of one
+/// to three units moved to another place when the reading gets shorter, the
+/// runs and places tried in turn until no move helps or [`IMPROVE_FOR`] has
+/// passed. The job rules hold after every move.
+fn improve(
+    at: u64,
+    units: &[Unit],
+    order: &mut Vec<usize>,
+    travel: &dyn Fn(u64, u64) -> Option<Travel>,
+) -> Option<()> {
+    let started = std::time::Instant::now();
+    let ruled = units.iter().any(|u| u.carried || u.carries);
+    let n = order.len();
+    let edge = |from: u64, to: Option<usize>| -> Option<f64> {
+        match to {
+            Some(u) => hop(travel, from, units[u].first),
+            None => Some(0.0),
+        }
+    };
+    let mut better = true;
+    while better && started.elapsed() < IMPROVE_FOR {
+        better = false;
+        for len in 1..=MAX_RUN.min(n.saturating_sub(1)) {
+            let mut i = 0;
+            while i + len <= n {
+                if started.elapsed() >= IMPROVE_FOR {
+                    return Some(());
+                }
+                let end_of = |k: usize| -> u64 {
+                    match k {
+                        0 => at,
+                        k => units[order[k - 1]].end,
+                    }
+                };
+                let (first, last_end) = (order[i], units[order[i + len - 1]].end);
+                let next = order.get(i + len).copied();
+                let p = end_of(i);
+                let out_gain =
+                    hop(travel, p, units[first].first)? + edge(last_end, next)? - edge(p, next)?;
+                let lo = i.saturating_sub(IMPROVE_WINDOW);
+                let hi = (i + len + IMPROVE_WINDOW).min(n);
+                let mut best: Option<(f64, usize)> = None;
+                for j in (lo..i).chain(i + len + 1..=hi) {
+                    let from = end_of(j);
+                    let target = order.get(j).copied();
+                    let cost = hop(travel, from, units[first].first)? + edge(last_end, target)?
+                        - edge(from, target)?;
+                    let delta = cost - out_gain;
+                    if delta < -1e-9 && best.is_none_or(|(d, _)| delta < d) {
+                        best = Some((delta, j));
+                    }
+                }
+                if let Some((_, j)) = best {
+                    let run: Vec<usize> = order[i..i + len].to_vec();
+                    let mut moved: Vec<usize> = Vec::with_capacity(n);
+                    for (k, &u) in order.iter().enumerate() {
+                        if k == j {
+                            moved.extend_from_slice(&run);
+                        }
+                        if !(i..i + len).contains(&k) {
+                            moved.push(u);
+                        }
+                    }
+                    if j == n {
+                        moved.extend_from_slice(&run);
+                    }
+                    if !ruled || keeps_rules(units, &moved) {
+                        *order = moved;
+                        better = true;
+                        continue;
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+    Some(())
 }
 
 /// The drive's own order of `units` (`drive`: their indices as the drive sent
@@ -239,9 +362,40 @@ mod tests {
         let units = [unit(1, 10), unit(1, 90), unit(1, 110), unit(1, 189)];
         let p = plan(0, &units, &travel).unwrap();
         assert!(p.reordered);
-        assert_eq!(p.order, vec![0, 3, 2, 1]);
+        // Each pair side by side, in one order or the other (0, 3, 2, 1 as
+        // the greedy walk goes; 3, 0, 2, 1 saves the read from metre 10 to
+        // 11 once more).
+        let at = |i: usize| p.order.iter().position(|&o| o == i).unwrap();
+        assert_eq!(at(0).abs_diff(at(3)), 1, "{:?}", p.order);
+        assert_eq!(at(1).abs_diff(at(2)), 1, "{:?}", p.order);
         let block = cost_of(0, &units, &[0, 1, 2, 3], &travel).unwrap();
         assert!(p.seconds < block * 0.7, "{} vs {block}", p.seconds);
+    }
+
+    #[test]
+    fn or_opt_fetches_a_unit_the_greedy_walk_passed_over_where_it_lies() {
+        // Greedy from block 0: 5 (metre 5), then 188 (metre 11 of wrap 1) is
+        // nearer than 40 (metre 40), and so on; the improved order is never
+        // longer than the greedy one, and here shorter.
+        let units = [
+            unit(1, 5),
+            unit(1, 40),
+            unit(1, 60),
+            unit(1, 120),
+            unit(1, 188),
+            unit(1, 250),
+        ];
+        let greedy = sltf(0, &units, &travel).unwrap();
+        let mut better = greedy.clone();
+        improve(0, &units, &mut better, &travel).unwrap();
+        let (g, b) = (
+            cost_of(0, &units, &greedy, &travel).unwrap(),
+            cost_of(0, &units, &better, &travel).unwrap(),
+        );
+        assert!(b <= g, "{b} vs {g}");
+        let mut sorted = better.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..units.len()).collect::<Vec<_>>());
     }
 
     #[test]
