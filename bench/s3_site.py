@@ -47,6 +47,7 @@ from botocore.exceptions import ClientError  # noqa: E402
 
 from engine import default_work_parent, log, parse_size, REPO  # noqa: E402
 from s3_glacier import Checks, RESTORED, run, tl  # noqa: E402
+from s3_order import stop, wait_for  # noqa: E402
 
 BUCKET = "site"
 
@@ -66,28 +67,10 @@ def start(a, home, log_path):
     return p, lines[2].removeprefix("S3 on ").replace("https://127.0.0.1", "https://localhost")
 
 
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def client(url, key, ca):
     return boto3.client("s3", endpoint_url=url, aws_access_key_id=key["access_key"],
                         aws_secret_access_key=key["secret"], region_name="us-east-1",
                         verify=ca, config=Config(s3={"addressing_style": "path"}))
-
-
-def wait_for(what, cond, timeout):
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise RuntimeError(f"{what}: not after {timeout} s")
-        time.sleep(0.5)
-    return round(time.monotonic() - t0, 1)
 
 
 def log_has(path, what):
