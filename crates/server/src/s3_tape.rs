@@ -1,8 +1,10 @@
 //! The S3 front end's tape side, run by the server: one thread archives the
-//! buckets' objects to tape in batches, another reads the restores asked of
-//! archived objects. Both take drives as a scheduled job does (a free drive of
-//! the server's, the home the jobs share) and show in the server's queue, so
-//! that the status page and `/metrics` count them with the clients' jobs.
+//! buckets' objects to tape in batches, another starts the readings of the
+//! restores asked of archived objects, one reading per free drive, each
+//! reading on a thread of its own. They take drives as a scheduled job does (a
+//! free drive of the server's, the home the jobs share) and show in the
+//! server's queue, so that the status page and `/metrics` count them with the
+//! clients' jobs.
 //!
 //! The rules are the operations layer's (`tapeloom_ops::s3::tape` and
 //! `tapeloom_ops::s3::restores`): which objects make a batch and when it is
@@ -14,9 +16,10 @@
 //! read again.
 
 use crate::work::Work;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tapeloom_engine::{BackupOptions, DriveSet, Progress, ReadOrder, RestoreOptions};
 use tapeloom_ops::s3::restores::{self, Order, Settings};
 use tapeloom_ops::s3::tape::{self, Batch};
@@ -29,6 +32,10 @@ const IDLE: Duration = Duration::from_millis(500);
 
 /// How long a thread waits after a failure before it tries again.
 const AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// When the server's S3 threads began: the origin of the times the restores'
+/// log lines give.
+static STARTED: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// The client name the S3 front end's jobs are shown under in the queue.
 pub(crate) const CLIENT: &str = "s3";
@@ -67,17 +74,19 @@ pub fn start(work: &Arc<Work>, settings: Settings) -> std::io::Result<()> {
     let w = Arc::clone(work);
     std::thread::Builder::new()
         .name("s3-archive".into())
-        .spawn(move || run_loop(&w, "archive", archive_once))?;
+        .spawn(move || run_loop(&w, "archive", |w| archive_once(w)))?;
+    LazyLock::force(&STARTED);
     let w = Arc::clone(work);
+    let running = Readings::default();
     std::thread::Builder::new()
         .name("s3-restore".into())
-        .spawn(move || run_loop(&w, "restore", |w| restore_once(w, &settings)))?;
+        .spawn(move || run_loop(&w, "restore", |w| restore_once(w, &settings, &running)))?;
     Ok(())
 }
 
 /// Runs `once` until the server drains: at once again when it did something,
 /// after a short wait when it had nothing to do or failed.
-fn run_loop(work: &Work, what: &str, once: impl Fn(&Work) -> Result<bool, TapeError>) {
+fn run_loop(work: &Arc<Work>, what: &str, once: impl Fn(&Arc<Work>) -> Result<bool, TapeError>) {
     while !work.draining() {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| once(work)));
         match r {
@@ -192,12 +201,35 @@ fn release(conn: &Conn, store: &Store) -> Result<(), TapeError> {
     Ok(())
 }
 
-/// Reads the restores due, if any: those whose data is still on disk at once,
-/// the others in one reading on a free drive; whether there were any.
-fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
+/// The restores being read now: their objects and cartridges, and the
+/// readings started that do not hold a drive yet.
+#[derive(Default)]
+struct Reading {
+    objects: HashSet<i64>,
+    cartridges: HashSet<String>,
+    starting: usize,
+}
+
+type Readings = Arc<Mutex<Reading>>;
+
+fn lock(r: &Readings) -> std::sync::MutexGuard<'_, Reading> {
+    r.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts the readings of the restores due, if any, beside those that run:
+/// those whose data is still on disk are restored at once, the others are
+/// gathered per cartridge and dealt to as many readings as there are free
+/// drives, each on a drive of its own (a cartridge a reading reads waits for
+/// it to end). Whether it started anything.
+fn restore_once(
+    work: &Arc<Work>,
+    settings: &Settings,
+    running: &Readings,
+) -> Result<bool, TapeError> {
     let conn = Conn::open(&work.home)?;
     let store = Store::open(&work.home)?;
-    let due = restores::due(&conn, settings)?;
+    let reading = lock(running).objects.clone();
+    let due = restores::due(&conn, settings, |o| reading.contains(&o.id))?;
     if due.is_empty() {
         return Ok(false);
     }
@@ -210,18 +242,124 @@ fn restore_once(work: &Work, settings: &Settings) -> Result<bool, TapeError> {
     for o in &on_disk {
         restores::from_disk(&conn, &store, o)?;
     }
-    if on_tape.is_empty() {
-        return Ok(true);
+    let mut placed = Vec::new();
+    for o in on_tape {
+        match restores::on_tape(&conn, o.clone())? {
+            Some(p) => placed.push(p),
+            None => {
+                warn!(
+                    object = o.id,
+                    job = ?o.job_id,
+                    "S3 restore: its job has no entry of it; the restore is given up"
+                );
+                restores::failed(&conn, &o)?;
+            }
+        }
     }
+    let started = start_readings(work, settings.order, placed, running);
+    Ok(started || !on_disk.is_empty())
+}
+
+/// Starts a reading of `placed` on each drive free now, leaving out the
+/// objects on a cartridge a running reading reads (they wait for it to end);
+/// whether it started one.
+fn start_readings(
+    work: &Arc<Work>,
+    order: Order,
+    placed: Vec<restores::OnTape>,
+    running: &Readings,
+) -> bool {
+    let mut r = lock(running);
+    let placed: Vec<restores::OnTape> = (placed.into_iter())
+        .filter(|p| !p.cartridges.iter().any(|c| r.cartridges.contains(c)))
+        .collect();
+    // Objects asked one by one, in the order asked, are read by one reading
+    // at a time: the yardstick of the planned order.
+    let free = match order {
+        Order::Asked if !r.objects.is_empty() || r.starting > 0 => 0,
+        Order::Asked => 1,
+        Order::Planned | Order::Block => work.drive_pool.free().saturating_sub(r.starting),
+    };
+    if placed.is_empty() || free == 0 {
+        return false;
+    }
+    let mut started = false;
+    for reading in restores::readings(placed, free) {
+        for p in &reading {
+            r.objects.insert(p.object.id);
+            r.cartridges.extend(p.cartridges.iter().cloned());
+        }
+        r.starting += 1;
+        let (w, mine) = (Arc::clone(work), Arc::clone(running));
+        let ids: Vec<i64> = reading.iter().map(|p| p.object.id).collect();
+        let cartridges: Vec<String> = (reading.iter())
+            .flat_map(|p| p.cartridges.iter().cloned())
+            .collect();
+        let spawned = std::thread::Builder::new()
+            .name("s3-reading".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    reading_on_a_drive(&w, &mine, (&reading, order))
+                }));
+                let mut g = lock(&mine);
+                for id in &ids {
+                    g.objects.remove(id);
+                }
+                for c in &cartridges {
+                    g.cartridges.remove(c);
+                }
+                drop(g);
+                match r {
+                    // The restores stay asked: read again at the next start.
+                    Ok(Ok(())) | Ok(Err(TapeError::Stopping)) => {}
+                    Ok(Err(e)) => warn!("S3 restore: {e}"),
+                    Err(panic) => warn!(
+                        "S3 restore: panicked: {}",
+                        crate::writer::panic_message(&panic)
+                    ),
+                }
+            });
+        match spawned {
+            Ok(_) => started = true,
+            Err(e) => {
+                warn!("S3 restore: start a reading: {e}");
+                r.starting -= 1;
+            }
+        }
+    }
+    started
+}
+
+/// One reading of `reading`, shown in the queue: it waits for its place and a
+/// free drive, reads, and keeps each whole object in the restore cache.
+fn reading_on_a_drive(
+    work: &Work,
+    running: &Readings,
+    (reading, order): (&[restores::OnTape], Order),
+) -> Result<(), TapeError> {
+    let mut starting = Some(Starting(running));
     let entry = work.queue.add(CLIENT, "s3-restore", "S3 restores");
     crate::admission::enter_scheduled(work, entry, CLIENT);
-    let _reading = work.metrics.s3_reading(on_tape.len());
-    let r = read(work, &store, (&on_tape, settings.order));
+    let _reading = work.metrics.s3_reading(reading.len());
+    let r = Store::open(&work.home)
+        .map_err(TapeError::from)
+        .and_then(|store| read(work, &store, (reading, order), &mut starting));
+    drop(starting);
     work.queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
     let (done, failed) = r?;
     info!(objects = done, failed, "S3 restores read");
-    Ok(true)
+    Ok(())
+}
+
+/// A reading counted as starting until it holds a drive (or ends).
+struct Starting<'a>(&'a Readings);
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        let mut r = lock(self.0);
+        r.starting = r.starting.saturating_sub(1);
+    }
 }
 
 /// The restores of `due` this server can serve: all of them, but on a site of
@@ -251,26 +389,26 @@ fn mine(
     Ok(out)
 }
 
-/// Reads the objects `asked` from tape in `order` (planned: one reading, each
-/// cartridge mounted once, its files in the order its drive's model says is
-/// fastest) into a
-/// scratch folder of the S3 stage, then keeps each whole one in the restore
-/// cache; how many were kept and how many failed.
+/// Reads the objects `asked` from tape in `order` on a free drive (planned:
+/// each cartridge mounted once, its files in the order its drive's model says
+/// is fastest) into a scratch folder of the S3 stage, then keeps each whole
+/// one in the restore cache; how many were kept and how many failed.
 fn read(
     work: &Work,
     store: &Store,
-    (asked, order): (&[S3Object], Order),
+    (asked, order): (&[restores::OnTape], Order),
+    starting: &mut Option<Starting<'_>>,
 ) -> Result<(u64, u64), TapeError> {
     let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
+    starting.take();
     let home = work.drive_pool.enter(&work.home)?;
     let scratch = store.scratch()?;
     let mut files: BTreeMap<i64, Vec<Vec<u8>>> = BTreeMap::new();
-    for o in asked {
-        if let Some(job) = o.job_id {
-            files
-                .entry(job)
-                .or_default()
-                .push(o.file.as_bytes().to_vec());
+    let mut one_by_one: Vec<(i64, Vec<u8>)> = Vec::new();
+    for p in asked {
+        if let Some(job) = p.object.job_id {
+            files.entry(job).or_default().push(p.path.clone());
+            one_by_one.push((job, p.path.clone()));
         }
     }
     let opts = RestoreOptions {
@@ -283,23 +421,30 @@ fn read(
         },
         ..RestoreOptions::default()
     };
+    let began = Instant::now();
     let report = match order {
-        Order::Asked => {
-            let one_by_one: Vec<(i64, Vec<u8>)> = (asked.iter())
-                .filter_map(|o| Some((o.job_id?, o.file.as_bytes().to_vec())))
-                .collect();
-            tapeloom_engine::restore_files_in_order(&home, &one_by_one, &opts)?
-        }
+        Order::Asked => tapeloom_engine::restore_files_in_order(&home, &one_by_one, &opts)?,
         Order::Planned | Order::Block => tapeloom_engine::restore_files(&home, &files, &opts)?,
     };
     for (path, why) in &report.errors {
         warn!("S3 restore: {path}: {why}");
     }
-    // One line a benchmark can read: what the reading took on the drives'
-    // model (-1 when the drives have none) and what its plan predicted.
+    let mut cartridges: Vec<&str> = (asked.iter())
+        .flat_map(|p| p.cartridges.iter().map(String::as_str))
+        .collect();
+    cartridges.sort_unstable();
+    cartridges.dedup();
+    // One line a benchmark can read: the drive and cartridges read, when the
+    // reading began and how long it took (milliseconds of the server's run),
+    // what it took on the drives' model (-1 when the drives have none) and what
+    // its plan predicted.
     info!(
         objects = asked.len(),
         order = ?order,
+        drive = drive.indexes.first().copied().unwrap_or(0),
+        cartridges = %cartridges.join(","),
+        began_ms = began.duration_since(*STARTED).as_millis() as u64,
+        took_ms = began.elapsed().as_millis() as u64,
         loads = report.loads,
         mounts = report.mounts,
         reordered = report.reordered,
@@ -310,9 +455,10 @@ fn read(
     drop(home);
     drop(drive);
     let (mut kept, mut failed) = (0, 0);
-    for o in asked {
-        let path = scratch.path().join(&o.file);
-        match restores::finished(&tapeloom_ops::Conn::open(&work.home)?, store, o, &path)? {
+    let conn = Conn::open(&work.home)?;
+    for p in asked {
+        let path = scratch.path().join(std::ffi::OsStr::from_bytes(&p.path));
+        match restores::finished(&conn, store, &p.object, &path)? {
             true => kept += 1,
             false => failed += 1,
         }

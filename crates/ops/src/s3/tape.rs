@@ -16,6 +16,7 @@
 use super::{now_ns, Bucket, Result, S3Object, Store};
 use crate::access::Catalogued;
 use std::collections::BTreeMap;
+use tapeloom_catalog::FileRow;
 use tapeloom_engine::{BackupOptions, BackupReport, Via};
 
 /// The most objects one look at the catalog considers for batches.
@@ -125,6 +126,28 @@ pub fn archive_options(at: &impl Catalogued, batch: &Batch) -> Result<BackupOpti
     })
 }
 
+/// The entry of data file `file` in job `job`: its path in the job and its
+/// row; none when the job has no entry of it. A batch archived as one stream
+/// names each file by its own name; one spread over several streams names it
+/// in its stream's folder (`STREAM/FILE`).
+pub fn entry(at: &impl Catalogued, job: i64, file: &str) -> Result<Option<(Vec<u8>, FileRow)>> {
+    let cat = at.ops_catalog();
+    if let Some(row) = cat.file(job, file.as_bytes())? {
+        return Ok(Some((file.as_bytes().to_vec(), row)));
+    }
+    let streams = cat.streams(job)?;
+    if streams.len() < 2 {
+        return Ok(None);
+    }
+    for s in streams {
+        let path = format!("{}/{file}", s.name).into_bytes();
+        if let Some(row) = cat.file(job, &path)? {
+            return Ok(Some((path, row)));
+        }
+    }
+    Ok(None)
+}
+
 /// What the catalog recorded of a batch's job.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Archived {
@@ -149,8 +172,8 @@ pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> R
     let cat = at.ops_catalog();
     let mut ids = Vec::new();
     for o in &batch.objects {
-        let whole = (cat.file(report.job_id, o.file.as_bytes())?)
-            .is_some_and(|row| row.size == o.size && !row.meta_only);
+        let whole = (entry(at, report.job_id, &o.file)?)
+            .is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
         match whole {
             true => {
                 ids.push(o.id);
