@@ -185,7 +185,7 @@ impl Server {
         })?;
         schedule::start(Arc::clone(&work), config.schedules)?;
         if let Some(s) = &config.s3 {
-            s3_tape::start(&work, s.restores).map_err(|source| ServerError::Io {
+            s3_tape::start(&work, s.restores, s.archive).map_err(|source| ServerError::Io {
                 what: "start the S3 front end's tape threads".into(),
                 source,
             })?;

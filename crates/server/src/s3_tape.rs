@@ -22,7 +22,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tapeloom_engine::{BackupOptions, DriveSet, Progress, ReadOrder, RestoreOptions};
 use tapeloom_ops::s3::restores::{self, Order, Settings};
-use tapeloom_ops::s3::tape::{self, Batch};
+use tapeloom_ops::s3::tape::{self, Batch, Spread};
 use tapeloom_ops::s3::{S3Object, Store};
 use tapeloom_ops::Conn;
 use tracing::{info, warn};
@@ -70,11 +70,11 @@ impl From<tapeloom_engine::Error> for TapeError {
 }
 
 /// Starts the archiving and the restoring threads.
-pub fn start(work: &Arc<Work>, settings: Settings) -> std::io::Result<()> {
+pub fn start(work: &Arc<Work>, settings: Settings, spread: Spread) -> std::io::Result<()> {
     let w = Arc::clone(work);
     std::thread::Builder::new()
         .name("s3-archive".into())
-        .spawn(move || run_loop(&w, "archive", |w| archive_once(w)))?;
+        .spawn(move || run_loop(&w, "archive", |w| archive_once(w, &spread)))?;
     LazyLock::force(&STARTED);
     let w = Arc::clone(work);
     let running = Readings::default();
@@ -108,16 +108,18 @@ fn run_loop(work: &Arc<Work>, what: &str, once: impl Fn(&Arc<Work>) -> Result<bo
     }
 }
 
-/// Releases the disk copies that may go, then archives the first batch due;
-/// whether there was a batch.
-fn archive_once(work: &Work) -> Result<bool, TapeError> {
+/// Releases the disk copies that may go, then archives the first batch due,
+/// in as many streams as `spread` and the free drives allow; whether there was
+/// a batch.
+fn archive_once(work: &Work, spread: &Spread) -> Result<bool, TapeError> {
     let conn = Conn::open(&work.home)?;
     let store = Store::open(&work.home)?;
     release(&conn, &store)?;
     let Some(mut batch) = tape::due(&conn)?.into_iter().next() else {
         return Ok(false);
     };
-    let folder = tape::gather(&store, &mut batch)?;
+    let streams = tape::streams(&batch, work.drive_pool.free(), spread);
+    let (folder, sources) = tape::gather(&store, &mut batch, streams)?;
     if batch.objects.is_empty() {
         // Every object of it was deleted meanwhile.
         return Ok(true);
@@ -127,7 +129,8 @@ fn archive_once(work: &Work) -> Result<bool, TapeError> {
         .queue
         .add(CLIENT, &name, &format!("S3 bucket {}", batch.bucket.name));
     crate::admission::enter_scheduled(work, entry, CLIENT);
-    let r = archive(work, (folder.path(), entry, &batch));
+    let r = archive(work, (&sources, entry, &batch));
+    drop(folder);
     work.queue
         .ended(entry, r.as_ref().err().map(ToString::to_string));
     let (job, done) = r?;
@@ -142,15 +145,19 @@ fn archive_once(work: &Work) -> Result<bool, TapeError> {
     Ok(true)
 }
 
-/// Writes `batch` as one job of `folder` (its data files' second names) on a
-/// free drive, records what it holds, and reads
-/// it back when it holds objects whose disk copy will go; the job's id and what
-/// it holds.
+/// Writes `batch` as one job of `sources` (its data files' second names, a
+/// stream per source) on free drives, one per stream when as many are free
+/// (at least one), records what it holds, and reads it back when it holds
+/// objects whose disk copy will go; the job's id and what it holds.
 fn archive(
     work: &Work,
-    (folder, entry, batch): (&std::path::Path, u64, &Batch),
+    (sources, entry, batch): (&[std::path::PathBuf], u64, &Batch),
 ) -> Result<(i64, tape::Archived), TapeError> {
-    let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
+    let mut drive =
+        (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
+    if sources.len() > 1 {
+        drive.more(sources.len() - 1);
+    }
     let mut home = work.drive_pool.enter(&work.home)?;
     let stages = home.stages.clone();
     let opts = tape::archive_options(&*home, batch)?;
@@ -161,13 +168,14 @@ fn archive(
     };
     tapeloom_ops::backup::prepare(&mut home, &mut opts, &work.keys)?;
     let progress = Arc::new(Progress::default());
-    let sources = [folder.to_path_buf()];
-    let report = tapeloom_engine::backup(&home, &sources, &opts, Arc::clone(&progress))?;
+    let report = tapeloom_engine::backup(&home, sources, &opts, Arc::clone(&progress))?;
     work.queue.writing(entry, report.job_id, progress);
     let done = tape::archived(&*home, batch, &report)?;
     info!(
         bucket = %batch.bucket.name,
         job = report.job_id,
+        streams = sources.len(),
+        drives = drive.indexes.len(),
         objects = done.objects,
         bytes = done.bytes,
         missed = done.missed,

@@ -10,7 +10,8 @@
 //!
 //! And its tape side on a library of two drives (tests/s3/tape.py stores
 //! GLACIER objects, restores them and reads them back): restores of two
-//! cartridges are read at once on both drives.
+//! cartridges are read at once on both drives, and a large batch is one job
+//! written on both drives at once.
 
 use crate::common::ok;
 use crate::common::server_kit::{admin_token, get, Server};
@@ -564,4 +565,63 @@ fn restores_of_two_cartridges_are_read_at_once_on_two_drives() {
             "a reading of several cartridges: {got:?}"
         );
     }
+}
+
+/// A batch large enough for two streams (`[s3] archive_stream_bytes` of
+/// 4 MiB, a batch of 18 MB) is archived as one job on the library's two
+/// drives at once: its blocks lie on two cartridges, one chain of each drive,
+/// each holding some of its objects, and every object restores identical.
+#[test]
+fn a_large_batch_is_one_job_written_on_two_drives_at_once() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let (ak, sk) = tape_home(&home, 2, &[("wide", "default")]);
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, "[s3]\narchive_stream_bytes = 4194304\n").unwrap();
+    let flags = [
+        "--s3-plain",
+        "--s3-standard-window",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let (server, url) = Server::start_s3_with(&home, &flags);
+    let objects: Vec<String> = (0..6)
+        .map(|i| format!("wide/o{i}:{}", (3 << 20) + i * 1000))
+        .collect();
+    tape_py(&py, (&url, &ak, &sk), &["put"], &objects);
+    released(&home, 6, 180);
+    let sql = |q: &str| crate::common::sql_i64(&home, q);
+    // One job holds them all, in two streams on two drives' chains.
+    let jobs = "SELECT COUNT(DISTINCT job_id) FROM s3_objects WHERE bucket = 'wide'";
+    assert_eq!(sql(jobs), 1, "{}", server.log());
+    let job = sql("SELECT MAX(job_id) FROM s3_objects WHERE bucket = 'wide'");
+    let volumes = format!("SELECT COUNT(DISTINCT volume_id) FROM job_volumes WHERE job_id = {job}");
+    assert_eq!(sql(&volumes), 2, "{}", server.log());
+    let chains = format!("SELECT COUNT(DISTINCT chain) FROM job_volumes WHERE job_id = {job}");
+    assert_eq!(sql(&chains), 2);
+    let streams = format!("SELECT COUNT(*) FROM streams WHERE job_id = {job}");
+    assert_eq!(sql(&streams), 2);
+    let cartridges = cartridges_of(&home, "wide");
+    assert_eq!(cartridges.len(), 2, "{cartridges:?}");
+    // Each cartridge holds whole objects of the job: three on each.
+    for seq in 0..2 {
+        let on = format!(
+            "SELECT COUNT(*) FROM files WHERE job_id = {job} AND start_seq = {seq} \
+             AND end_seq = {seq} AND size > 3000000"
+        );
+        assert_eq!(sql(&on), 3, "seq {seq}");
+    }
+    let log = server.log_with(&["S3 objects archived"]);
+    assert!(log.contains("streams=2 drives=2"), "{log}");
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["restore", "Standard", "180"],
+        &objects,
+    );
 }
