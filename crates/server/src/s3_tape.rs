@@ -12,8 +12,9 @@
 //! when an object's disk copy may go, how restores gather per tier and how the
 //! restore cache is kept. Everything either thread does is recorded in the
 //! catalog as it goes, so a server killed at any moment starts again where it
-//! was: a batch whose job did not end is archived again, a restore asked is
-//! read again.
+//! was: a batch whose job a stop cut is resumed from the stages as every job
+//! is, read back, and the objects it holds adopted ([`start`]); the others are
+//! archived again, and a restore asked is read again.
 
 use crate::work::Work;
 use std::collections::{BTreeMap, HashSet};
@@ -69,12 +70,26 @@ impl From<tapeloom_engine::Error> for TapeError {
     }
 }
 
-/// Starts the archiving and the restoring threads.
-pub fn start(work: &Arc<Work>, settings: Settings, spread: Spread) -> std::io::Result<()> {
+/// Starts the archiving and the restoring threads. `left` are the jobs a
+/// stopped server left on the stages, which the server resumes: those that
+/// archive a batch are waited for, and the objects they hold adopted.
+pub fn start(
+    work: &Arc<Work>,
+    (settings, spread): (Settings, Spread),
+    left: Vec<i64>,
+) -> std::io::Result<()> {
     let w = Arc::clone(work);
+    let left = Mutex::new(left);
     std::thread::Builder::new()
         .name("s3-archive".into())
-        .spawn(move || run_loop(&w, "archive", |w| archive_once(w, &spread)))?;
+        .spawn(move || {
+            run_loop(&w, "archive", |w| {
+                if adopt_left(w, &left)? {
+                    return Ok(false);
+                }
+                archive_once(w, &spread)
+            })
+        })?;
     LazyLock::force(&STARTED);
     let w = Arc::clone(work);
     let running = Readings::default();
@@ -106,6 +121,59 @@ fn run_loop(work: &Arc<Work>, what: &str, once: impl Fn(&Arc<Work>) -> Result<bo
             }
         }
     }
+}
+
+/// Adopts the objects that the archive jobs of `left` hold, each once its
+/// resume ended: its job read back whole, then each object of its bucket still
+/// waiting for tape that it holds whole recorded as on tape in it, so that
+/// only the others are archived again. Whether a job of `left` is still being
+/// resumed (no batch is archived until it ends).
+fn adopt_left(work: &Work, left: &Mutex<Vec<i64>>) -> Result<bool, TapeError> {
+    let jobs = left.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if jobs.is_empty() {
+        return Ok(false);
+    }
+    let resuming = (work.resuming.lock().unwrap_or_else(PoisonError::into_inner)).clone();
+    let conn = Conn::open(&work.home)?;
+    let mut waits = false;
+    for job in jobs {
+        if resuming.contains(&job) {
+            waits = true;
+            continue;
+        }
+        match tape::left(&conn, job)? {
+            tape::Left::NotMine => {}
+            tape::Left::Failed(bucket) => {
+                warn!(%bucket, job, "S3 archive: the job left by a stopped server failed; its objects are archived again");
+            }
+            tape::Left::Ended(bucket) => {
+                let drive = (work.drive_pool.wait_for_one(|| work.draining()))
+                    .ok_or(TapeError::Stopping)?;
+                let home = work.drive_pool.enter(&work.home)?;
+                let at = drive.indexes.first().copied();
+                let v = tapeloom_engine::verify_as(&home, job, at, "s3 archive")?;
+                drop(home);
+                drop(drive);
+                if v.ok {
+                    let done = tape::adopt(&conn, (job, &bucket))?;
+                    info!(
+                        %bucket,
+                        job,
+                        objects = done.objects,
+                        bytes = done.bytes,
+                        "S3 objects adopted from a job a stopped server left"
+                    );
+                    if done.objects > 0 {
+                        crate::copies::after_job(work, job, CLIENT);
+                    }
+                } else {
+                    warn!(%bucket, job, "S3 archive: the job left by a stopped server did not read back whole; its objects are archived again");
+                }
+            }
+        }
+        (left.lock().unwrap_or_else(PoisonError::into_inner)).retain(|j| *j != job);
+    }
+    Ok(waits)
 }
 
 /// Releases the disk copies that may go, then archives the first batch due,

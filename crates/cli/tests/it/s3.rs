@@ -11,7 +11,8 @@
 //! And its tape side on a library of two drives (tests/s3/tape.py stores
 //! GLACIER objects, restores them and reads them back): restores of two
 //! cartridges are read at once on both drives, and a large batch is one job
-//! written on both drives at once.
+//! written on both drives at once; and a batch's job cut by a kill is resumed
+//! at the next start and its objects adopted, not archived again.
 
 use crate::common::ok;
 use crate::common::server_kit::{admin_token, get, Server};
@@ -622,6 +623,67 @@ fn a_large_batch_is_one_job_written_on_two_drives_at_once() {
         &py,
         (&url, &ak, &sk),
         &["restore", "Standard", "180"],
+        &objects,
+    );
+}
+
+/// A server killed (SIGKILL) while a batch's job is on the drive (held there
+/// by a stall injected at its twelfth block): started again, it resumes the
+/// job from the stage, reads it back and adopts the objects it holds, so that
+/// they are archived once, in that job, and not again by a new one; every
+/// object restores identical.
+#[test]
+fn a_killed_archive_jobs_objects_are_adopted_not_archived_again() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    if !crate::common::test_hooks() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    crate::common::library(&home, 1, 4, "1G");
+    ok(
+        &home,
+        &["s3", "bucket", "create", "kept", "--batch-age", "1"],
+    );
+    let (ak, sk) = key(&home, "tape", None);
+    let flags = ["--s3-plain", "--s3-standard-window", "1"];
+    let stall = [("TAPELOOM_FAULTS", "stall=120s@lbn=12")];
+    let (mut server, url) = Server::start_s3_with_env(&home, &flags, &stall);
+    let objects: Vec<String> = (0..6)
+        .map(|i| format!("kept/o{i}:{}", (1 << 20) + i * 1000))
+        .collect();
+    tape_py(&py, (&url, &ak, &sk), &["put"], &objects);
+    let sql = |q: &str| crate::common::sql_i64(&home, q);
+    let running = "SELECT COUNT(*) FROM jobs WHERE name = 's3-kept' AND status = 'running'";
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while sql(running) == 0 {
+        assert!(std::time::Instant::now() < until, "{}", server.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // On the drive, held at its twelfth block.
+    std::thread::sleep(Duration::from_secs(2));
+    server.kill9();
+    let job = sql("SELECT MAX(id) FROM jobs WHERE name = 's3-kept'");
+    let waiting = "SELECT COUNT(*) FROM s3_objects WHERE bucket = 'kept' AND job_id IS NULL";
+    assert_eq!(sql(waiting), 6, "the job ended before the kill");
+
+    let (server, url) = Server::start_s3_with(&home, &flags);
+    released(&home, 6, 120);
+    let log = server.log_with(&["S3 objects adopted"]);
+    assert!(log.contains("resumed a job"), "{log}");
+    assert!(log.contains("S3 objects adopted"), "{log}");
+    // One job holds them all: the one the kill cut, and no other.
+    let jobs = "SELECT COUNT(*) FROM jobs WHERE name = 's3-kept'";
+    assert_eq!(sql(jobs), 1, "{log}");
+    let held = format!("SELECT COUNT(*) FROM s3_objects WHERE bucket = 'kept' AND job_id = {job}");
+    assert_eq!(sql(&held), 6, "{log}");
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["restore", "Standard", "120"],
         &objects,
     );
 }

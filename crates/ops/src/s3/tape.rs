@@ -16,7 +16,7 @@
 use super::{now_ns, Bucket, Result, S3Object, Store};
 use crate::access::Catalogued;
 use std::collections::BTreeMap;
-use tapeloom_catalog::FileRow;
+use tapeloom_catalog::{FileRow, JobState};
 use tapeloom_engine::{BackupOptions, BackupReport, Via};
 
 /// The most objects one look at the catalog considers for batches.
@@ -234,6 +234,63 @@ pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> R
         }
     }
     cat.objects_archived(&ids, report.job_id)?;
+    Ok(out)
+}
+
+/// What became of a job a stopped server left unfinished, once resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Left {
+    /// Not an archive job of a bucket there still is.
+    NotMine,
+    /// An archive job of this bucket that ended with what it holds (ok or
+    /// partial): its objects may be adopted ([`adopt`]).
+    Ended(String),
+    /// An archive job of this bucket that failed: it holds nothing to adopt.
+    Failed(String),
+}
+
+/// What became of job `job`, which a stopped server left unfinished and which
+/// was resumed since.
+pub fn left(at: &impl Catalogued, job: i64) -> Result<Left> {
+    let cat = at.ops_catalog();
+    let Some(j) = cat.job(job)? else {
+        return Ok(Left::NotMine);
+    };
+    let bucket = (cat.buckets()?.into_iter())
+        .find(|b| job_name(&b.name) == j.name && j.set == j.name)
+        .map(|b| b.name);
+    Ok(match (bucket, j.status) {
+        (None, _) => Left::NotMine,
+        (Some(b), JobState::Ok | JobState::Partial) => Left::Ended(b),
+        (Some(b), _) => Left::Failed(b),
+    })
+}
+
+/// Adopts what job `job`, an archive job of bucket `bucket` that a stopped
+/// server left and that was resumed and read back since, holds: each object of
+/// the bucket still waiting for tape that the job holds whole is recorded as on
+/// tape in it, so that it is not archived again. The others wait for the next
+/// batch.
+pub fn adopt(at: &impl Catalogued, (job, bucket): (i64, &str)) -> Result<Archived> {
+    let cat = at.ops_catalog();
+    let mut out = Archived::default();
+    let mut ids = Vec::new();
+    for o in cat.objects_to_archive(LOOK)? {
+        if o.bucket != bucket {
+            continue;
+        }
+        let whole =
+            (entry(at, job, &o.file)?).is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
+        match whole {
+            true => {
+                ids.push(o.id);
+                out.objects += 1;
+                out.bytes += o.size;
+            }
+            false => out.missed += 1,
+        }
+    }
+    cat.objects_archived(&ids, job)?;
     Ok(out)
 }
 
