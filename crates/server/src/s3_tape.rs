@@ -127,7 +127,8 @@ fn run_loop(work: &Arc<Work>, what: &str, once: impl Fn(&Arc<Work>) -> Result<bo
 /// resume ended: its job read back whole, then each object of its bucket still
 /// waiting for tape that it holds whole recorded as on tape in it, so that
 /// only the others are archived again. Whether a job of `left` is still being
-/// resumed (no batch is archived until it ends).
+/// resumed (no batch is archived until it ends; the jobs of `left` that are
+/// not a bucket's are let go at once).
 fn adopt_left(work: &Work, left: &Mutex<Vec<i64>>) -> Result<bool, TapeError> {
     let jobs = left.lock().unwrap_or_else(PoisonError::into_inner).clone();
     if jobs.is_empty() {
@@ -137,11 +138,12 @@ fn adopt_left(work: &Work, left: &Mutex<Vec<i64>>) -> Result<bool, TapeError> {
     let conn = Conn::open(&work.home)?;
     let mut waits = false;
     for job in jobs {
-        if resuming.contains(&job) {
+        let left_as = tape::left(&conn, job)?;
+        if left_as != tape::Left::NotMine && resuming.contains(&job) {
             waits = true;
             continue;
         }
-        match tape::left(&conn, job)? {
+        match left_as {
             tape::Left::NotMine => {}
             tape::Left::Failed(bucket) => {
                 warn!(%bucket, job, "S3 archive: the job left by a stopped server failed; its objects are archived again");
