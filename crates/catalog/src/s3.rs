@@ -113,7 +113,8 @@ pub struct S3Object {
     /// The job that holds it on tape; none while it waits for tape.
     pub job_id: Option<i64>,
     /// When its data file was removed, the object being on tape only (its
-    /// `file` still names its entry in its job); none while the file is kept.
+    /// `file` still names its entry in its job, in its stream's folder when
+    /// the job has several streams); none while the file is kept.
     pub released_ns: Option<i64>,
     /// Its restore from tape.
     pub restore: Restore,

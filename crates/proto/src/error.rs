@@ -33,6 +33,9 @@ pub enum ServerError {
     /// An S3 budget of nothing.
     #[error("s3: max_requests and max_streams take a number from 1")]
     BadS3Limits,
+    /// An S3 archive spread over no drive, or in streams of no byte.
+    #[error("s3: archive_drives and archive_stream_bytes take a number from 1")]
+    BadS3Spread,
     /// A queue limit of nothing.
     #[error("queue: max_jobs_per_client, max_jobs_per_drive and spool_bytes take a number from 1, start_rate_mb_s one from 0")]
     BadQueue,

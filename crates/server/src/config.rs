@@ -66,6 +66,12 @@ pub struct FileS3 {
     pub max_requests: Option<usize>,
     /// S3 bulk requests (PutObject, UploadPart, GetObject) answered at once.
     pub max_streams: Option<usize>,
+    /// The most drives one batch's archive job takes (default: as many as
+    /// are free).
+    pub archive_drives: Option<usize>,
+    /// The least bytes of each stream of a batch's archive job: a batch is
+    /// cut into a stream per this many bytes, each on a free drive of its own.
+    pub archive_stream_bytes: Option<u64>,
 }
 
 /// The S3 front end's settings in force.
@@ -81,6 +87,8 @@ pub struct S3Settings {
     pub restores: tapeloom_ops::s3::restores::Settings,
     /// The budgets of requests answered at once.
     pub limits: tapeloom_s3::Limits,
+    /// How batches are spread over drives.
+    pub archive: tapeloom_ops::s3::tape::Spread,
 }
 
 /// `[site]` as written: how the server stands among the servers that share its
@@ -432,12 +440,22 @@ impl File {
         if s3_limits.max_requests == 0 || s3_limits.max_streams == 0 {
             return Err(ServerError::BadS3Limits);
         }
+        let ds = tapeloom_ops::s3::tape::Spread::default();
+        let archive = tapeloom_ops::s3::tape::Spread {
+            drives: f.archive_drives.or(c.archive_drives),
+            stream_bytes: (f.archive_stream_bytes.or(c.archive_stream_bytes))
+                .unwrap_or(ds.stream_bytes),
+        };
+        if archive.drives == Some(0) || archive.stream_bytes == 0 {
+            return Err(ServerError::BadS3Spread);
+        }
         let s3 = f.listen.or(c.listen).map(|listen| S3Settings {
             listen,
             plain: f.plain.or(c.plain).unwrap_or(false),
             domain: f.domain.or(c.domain),
             restores,
             limits: s3_limits,
+            archive,
         });
         Ok(Config {
             site,
@@ -507,6 +525,27 @@ mod tests {
             let f = File::parse(&format!("[s3]\n{zero}\n")).unwrap();
             let r = f.resolve(File::default());
             assert!(matches!(r, Err(ServerError::BadS3Limits)), "{zero}");
+        }
+    }
+
+    #[test]
+    fn the_s3_archive_spread_parses_and_none_may_be_zero() {
+        let f = File::parse(
+            "[s3]\nlisten = \"127.0.0.1:9000\"\narchive_drives = 2\narchive_stream_bytes = 4096\n",
+        )
+        .unwrap();
+        let s3 = f.resolve(File::default()).unwrap().s3.unwrap();
+        assert_eq!(
+            (s3.archive.drives, s3.archive.stream_bytes),
+            (Some(2), 4096)
+        );
+        let d = File::parse("[s3]\nlisten = \"127.0.0.1:9000\"\n").unwrap();
+        let s3 = d.resolve(File::default()).unwrap().s3.unwrap();
+        assert_eq!(s3.archive, tapeloom_ops::s3::tape::Spread::default());
+        for zero in ["archive_drives = 0", "archive_stream_bytes = 0"] {
+            let f = File::parse(&format!("[s3]\n{zero}\n")).unwrap();
+            let r = f.resolve(File::default());
+            assert!(matches!(r, Err(ServerError::BadS3Spread)), "{zero}");
         }
     }
 

@@ -206,6 +206,16 @@ pub struct Held<'a> {
     pub indexes: Vec<usize>,
 }
 
+impl Held<'_> {
+    /// Takes up to `n` more drives of those free now.
+    pub fn more(&mut self, n: usize) {
+        if n > 0 {
+            let more = self.drives.take(n);
+            self.indexes.extend(more);
+        }
+    }
+}
+
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         self.drives.give(&self.indexes);
@@ -248,6 +258,15 @@ mod tests {
         assert_eq!(held.indexes, vec![0]);
         drop(held);
         assert_eq!((d.free(), gauge.get()), (1, 2));
+        // More drives for a holder: those free, given back with the first.
+        d.give(&[2]);
+        let mut held = d.wait_for_one(|| true).expect("drive 0 is free");
+        held.more(0);
+        assert_eq!(held.indexes, vec![0]);
+        held.more(5);
+        assert_eq!((held.indexes.clone(), d.free()), (vec![0, 2], 0));
+        drop(held);
+        assert_eq!((d.free(), gauge.get()), (2, 1));
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl Server {
             work.queue = queue::Queue::numbered_from(work.metrics.jobs(), site::OWN_NUMBERS);
         }
         let work = Arc::new(work);
-        writer::recover(&work, unfinished);
+        writer::recover(&work, unfinished.clone());
         if let Some(s) = &work.site {
             tickets::start(&work, s).map_err(|why| ServerError::Io {
                 what: "join the site".into(),
@@ -187,9 +187,11 @@ impl Server {
         })?;
         schedule::start(Arc::clone(&work), config.schedules)?;
         if let Some(s) = &config.s3 {
-            s3_tape::start(&work, s.restores).map_err(|source| ServerError::Io {
-                what: "start the S3 front end's tape threads".into(),
-                source,
+            s3_tape::start(&work, (s.restores, s.archive), unfinished).map_err(|source| {
+                ServerError::Io {
+                    what: "start the S3 front end's tape threads".into(),
+                    source,
+                }
             })?;
         }
         sample_drives(Arc::clone(&work)).map_err(|source| ServerError::Io {

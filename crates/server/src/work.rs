@@ -38,6 +38,9 @@ pub struct Work {
     pub keys: Keys,
     /// The server among the others of its site, when its catalog is shared.
     pub site: Option<Site>,
+    /// The jobs a stopped server left on the stages that are being resumed
+    /// (`writer::recover`), until each resume ends.
+    pub resuming: std::sync::Mutex<std::collections::BTreeSet<i64>>,
     /// Set once the server was told to stop (SIGTERM, SIGINT): it takes no new job.
     draining: AtomicBool,
     /// Set once the drain's grace ran out: the jobs stop where they are.
@@ -75,6 +78,7 @@ impl Work {
             drive_pool: Drives::new(library.drives, busy),
             keys: Default::default(),
             site: None,
+            resuming: Default::default(),
             draining: AtomicBool::new(false),
             halting: AtomicBool::new(false),
         }

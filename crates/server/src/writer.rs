@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 use tapeloom_engine::{
     BackupOptions, DriveSet, Inlet, Progress, ReceiveStop, Receiving, RemotePlan, RemoteStream,
@@ -552,6 +553,7 @@ fn record(home: &Path, m: &Unwritten, why: &str) -> tapeloom_ops::Result<()> {
 /// a stream whose end was staged is whole, a cut one is named among the job's
 /// errors and the job ends partial.
 pub fn recover(work: &Arc<Work>, unfinished: Vec<i64>) {
+    (work.resuming.lock().unwrap_or_else(PoisonError::into_inner)).extend(&unfinished);
     for id in unfinished {
         let s = Arc::clone(work);
         let spawned = std::thread::Builder::new()
@@ -559,12 +561,31 @@ pub fn recover(work: &Arc<Work>, unfinished: Vec<i64>) {
             .spawn(move || resume(&s, id));
         if let Err(e) = spawned {
             error!(job = id, "start the thread resuming the job: {e}");
+            (work.resuming.lock().unwrap_or_else(PoisonError::into_inner)).remove(&id);
         }
     }
 }
 
 /// Resumes job `id` on a free drive, shown in the queue as it goes.
 fn resume(work: &Work, id: i64) {
+    /// Takes the job off the list of those resuming however its resume ends.
+    struct Ended<'a>(&'a Work, i64);
+    impl Drop for Ended<'_> {
+        fn drop(&mut self) {
+            (self
+                .0
+                .resuming
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner))
+            .remove(&self.1);
+        }
+    }
+    let _ended = Ended(work, id);
+    resume_on_a_drive(work, id);
+}
+
+/// [`resume`]'s work: job `id` resumed on a free drive.
+fn resume_on_a_drive(work: &Work, id: i64) {
     let Some(drive) = work.drive_pool.wait_for_one(|| work.draining()) else {
         return;
     };

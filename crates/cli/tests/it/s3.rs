@@ -7,6 +7,12 @@
 //! And the front end's manners as a daemon: slow uploads that fill the bulk
 //! budget get a third one answered 503 SlowDown while a listing still answers,
 //! `/metrics` counts it all, and SIGTERM lets an upload under way finish.
+//!
+//! And its tape side on a library of two drives (tests/s3/tape.py stores
+//! GLACIER objects, restores them and reads them back): restores of two
+//! cartridges are read at once on both drives, and a large batch is one job
+//! written on both drives at once; and a batch's job cut by a kill is resumed
+//! at the next start and its objects adopted, not archived again.
 
 use crate::common::ok;
 use crate::common::server_kit::{admin_token, get, Server};
@@ -471,4 +477,252 @@ fn sigterm_lets_an_upload_under_way_finish_and_takes_no_new_connection() {
     // The object was stored whole before the server stopped.
     let live = "SELECT COUNT(*) FROM s3_objects WHERE deleted_ns IS NULL AND size = 65536";
     assert_eq!(crate::common::sql_i64(&home, live), 1);
+}
+
+/// A home whose library has `drives` LTO-3 drives at a twentieth of their
+/// speed (4 MB/s) on the real clock, so that a reading of a few MB takes
+/// seconds; the pool and the bucket named in each of `buckets` (archived in
+/// batches of one second), and an access key for them.
+fn tape_home(home: &Path, drives: u32, buckets: &[(&str, &str)]) -> (String, String) {
+    let model = ["--model", "lto3", "--clock", "real", "--scale", "0.05"];
+    crate::common::library_with(home, drives, 6, "4G", &model);
+    for (bucket, pool) in buckets {
+        if *pool != "default" {
+            ok(home, &["pool", "create", pool]);
+        }
+        let args = ["s3", "bucket", "create", bucket, "--pool", pool];
+        ok(home, &[&args[..], &["--batch-age", "1"]].concat());
+    }
+    key(home, "tape", None)
+}
+
+/// Runs tests/s3/tape.py in `mode` against `url` on `objects`
+/// (`BUCKET/KEY:SIZE`), after the mode's own arguments `more`.
+fn tape_py(py: &Path, (url, ak, sk): (&str, &str, &str), mode: &[&str], objects: &[String]) {
+    let mut args = vec![url, ak, sk];
+    args.extend_from_slice(mode);
+    args.extend(objects.iter().map(String::as_str));
+    let dir = tempfile::tempdir().unwrap();
+    report(py, ("tape.py", &args), dir.path(), objects.len() as u64);
+}
+
+/// Waits (up to `secs`) until `n` objects are on tape only: archived, read
+/// back, and their disk copies released.
+fn released(home: &Path, n: i64, secs: u64) {
+    let q = "SELECT COUNT(*) FROM s3_objects WHERE released_ns IS NOT NULL AND deleted_ns IS NULL";
+    let until = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = crate::common::sql_i64(home, q);
+        if got >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{got} of {n} objects released"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The cartridges (barcodes) that hold the files of the jobs of bucket
+/// `bucket`'s objects.
+fn cartridges_of(home: &Path, bucket: &str) -> Vec<String> {
+    let q = format!(
+        "SELECT DISTINCT v.barcode FROM s3_objects o \
+         JOIN files f ON f.job_id = o.job_id \
+         JOIN job_volumes jv ON jv.job_id = f.job_id AND jv.seq = f.start_seq \
+         JOIN volumes v ON v.id = jv.volume_id \
+         WHERE o.bucket = '{bucket}' AND o.deleted_ns IS NULL ORDER BY v.barcode"
+    );
+    (crate::common::sql(home, &q).into_iter())
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect()
+}
+
+/// The readings of restores the server logged: for each, its drive, its
+/// cartridges, and when it began and ended (milliseconds of the server's run).
+fn readings(log: &str) -> Vec<(u64, String, u64, u64)> {
+    let field = |line: &str, name: &str| -> Option<String> {
+        let at = line.find(&format!(" {name}="))? + name.len() + 2;
+        let rest = &line[at..];
+        Some(rest.split(' ').next()?.trim_matches('"').to_string())
+    };
+    (log.lines())
+        .filter(|l| l.contains("S3 restores: one reading"))
+        .filter_map(|l| {
+            let n = |name: &str| field(l, name)?.parse::<u64>().ok();
+            let began = n("began_ms")?;
+            Some((
+                n("drive")?,
+                field(l, "cartridges")?,
+                began,
+                began + n("took_ms")?,
+            ))
+        })
+        .collect()
+}
+
+/// Restores of objects on two cartridges are read at once on the library's
+/// two drives, one reading per cartridge, and every object reads back
+/// identical.
+#[test]
+fn restores_of_two_cartridges_are_read_at_once_on_two_drives() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    // Two pools: each bucket's objects go to cartridges of their own.
+    let (ak, sk) = tape_home(&home, 2, &[("left", "pl"), ("right", "pr")]);
+    let flags = ["--s3-plain", "--s3-standard-window", "2"];
+    let (server, url) = Server::start_s3_with(&home, &flags);
+    let objects: Vec<String> = (["left", "right"].iter())
+        .flat_map(|b| (0..3).map(move |i| format!("{b}/o{i}:{}", (3 << 20) + i * 1000)))
+        .collect();
+    tape_py(&py, (&url, &ak, &sk), &["put"], &objects);
+    released(&home, 6, 180);
+    let (left, right) = (cartridges_of(&home, "left"), cartridges_of(&home, "right"));
+    assert_eq!((left.len(), right.len()), (1, 1), "{left:?} {right:?}");
+    assert_ne!(left, right);
+
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["restore", "Standard", "180"],
+        &objects,
+    );
+    let log = server.log_with(&["S3 restores read"]);
+    let got = readings(&log);
+    // Two readings, one per cartridge, on two drives, whose times overlap.
+    let both = (got.iter()).any(|a| {
+        (got.iter()).any(|b| a.0 != b.0 && a.1 != b.1 && a.2 < b.3 && b.2 < a.3 && a.3 > a.2 + 500)
+    });
+    assert!(both, "{got:?}\n{log}");
+    for (_, cartridges, _, _) in &got {
+        assert!(
+            *cartridges == left[0] || *cartridges == right[0],
+            "a reading of several cartridges: {got:?}"
+        );
+    }
+}
+
+/// A batch large enough for two streams (`[s3] archive_stream_bytes` of
+/// 4 MiB, a batch of 18 MB) is archived as one job on the library's two
+/// drives at once: its blocks lie on two cartridges, one chain of each drive,
+/// each holding some of its objects, and every object restores identical.
+#[test]
+fn a_large_batch_is_one_job_written_on_two_drives_at_once() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let (ak, sk) = tape_home(&home, 2, &[("wide", "default")]);
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, "[s3]\narchive_stream_bytes = 4194304\n").unwrap();
+    let flags = [
+        "--s3-plain",
+        "--s3-standard-window",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let (server, url) = Server::start_s3_with(&home, &flags);
+    let objects: Vec<String> = (0..6)
+        .map(|i| format!("wide/o{i}:{}", (3 << 20) + i * 1000))
+        .collect();
+    tape_py(&py, (&url, &ak, &sk), &["put"], &objects);
+    released(&home, 6, 180);
+    let sql = |q: &str| crate::common::sql_i64(&home, q);
+    // One job holds them all, in two streams on two drives' chains.
+    let jobs = "SELECT COUNT(DISTINCT job_id) FROM s3_objects WHERE bucket = 'wide'";
+    assert_eq!(sql(jobs), 1, "{}", server.log());
+    let job = sql("SELECT MAX(job_id) FROM s3_objects WHERE bucket = 'wide'");
+    let volumes = format!("SELECT COUNT(DISTINCT volume_id) FROM job_volumes WHERE job_id = {job}");
+    assert_eq!(sql(&volumes), 2, "{}", server.log());
+    let chains = format!("SELECT COUNT(DISTINCT chain) FROM job_volumes WHERE job_id = {job}");
+    assert_eq!(sql(&chains), 2);
+    let streams = format!("SELECT COUNT(*) FROM streams WHERE job_id = {job}");
+    assert_eq!(sql(&streams), 2);
+    let cartridges = cartridges_of(&home, "wide");
+    assert_eq!(cartridges.len(), 2, "{cartridges:?}");
+    // Each cartridge holds whole objects of the job: three on each.
+    for seq in 0..2 {
+        let on = format!(
+            "SELECT COUNT(*) FROM files WHERE job_id = {job} AND start_seq = {seq} \
+             AND end_seq = {seq} AND size > 3000000"
+        );
+        assert_eq!(sql(&on), 3, "seq {seq}");
+    }
+    let log = server.log_with(&["S3 objects archived"]);
+    assert!(log.contains("streams=2 drives=2"), "{log}");
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["restore", "Standard", "180"],
+        &objects,
+    );
+}
+
+/// A server killed (SIGKILL) while a batch's job is on the drive (held there
+/// by a stall injected at its twelfth block): started again, it resumes the
+/// job from the stage, reads it back and adopts the objects it holds, so that
+/// they are archived once, in that job, and not again by a new one; every
+/// object restores identical.
+#[test]
+fn a_killed_archive_jobs_objects_are_adopted_not_archived_again() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    if !crate::common::test_hooks() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    crate::common::library(&home, 1, 4, "1G");
+    ok(
+        &home,
+        &["s3", "bucket", "create", "kept", "--batch-age", "1"],
+    );
+    let (ak, sk) = key(&home, "tape", None);
+    let flags = ["--s3-plain", "--s3-standard-window", "1"];
+    let stall = [("TAPELOOM_FAULTS", "stall=120s@lbn=12")];
+    let (mut server, url) = Server::start_s3_with_env(&home, &flags, &stall);
+    let objects: Vec<String> = (0..6)
+        .map(|i| format!("kept/o{i}:{}", (1 << 20) + i * 1000))
+        .collect();
+    tape_py(&py, (&url, &ak, &sk), &["put"], &objects);
+    let sql = |q: &str| crate::common::sql_i64(&home, q);
+    let running = "SELECT COUNT(*) FROM jobs WHERE name = 's3-kept' AND status = 'running'";
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while sql(running) == 0 {
+        assert!(std::time::Instant::now() < until, "{}", server.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // On the drive, held at its twelfth block.
+    std::thread::sleep(Duration::from_secs(2));
+    server.kill9();
+    let job = sql("SELECT MAX(id) FROM jobs WHERE name = 's3-kept'");
+    let waiting = "SELECT COUNT(*) FROM s3_objects WHERE bucket = 'kept' AND job_id IS NULL";
+    assert_eq!(sql(waiting), 6, "the job ended before the kill");
+
+    let (server, url) = Server::start_s3_with(&home, &flags);
+    released(&home, 6, 120);
+    let log = server.log_with(&["S3 objects adopted"]);
+    assert!(log.contains("resumed a job"), "{log}");
+    assert!(log.contains("S3 objects adopted"), "{log}");
+    // One job holds them all: the one the kill cut, and no other.
+    let jobs = "SELECT COUNT(*) FROM jobs WHERE name = 's3-kept'";
+    assert_eq!(sql(jobs), 1, "{log}");
+    let held = format!("SELECT COUNT(*) FROM s3_objects WHERE bucket = 'kept' AND job_id = {job}");
+    assert_eq!(sql(&held), 6, "{log}");
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["restore", "Standard", "120"],
+        &objects,
+    );
 }

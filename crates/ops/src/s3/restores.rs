@@ -1,8 +1,9 @@
 //! Restores of archived objects, as S3's RestoreObject asks them: recorded in
 //! the catalog at once (so a restart loses none), gathered per tier
-//! ([`due`]), read from tape by the server in one reading per batch, each
-//! cartridge in the order its drive's model says is fastest, and kept in the
-//! restore cache until an expiry ([`finished`]).
+//! ([`due`]), read from tape by the server in readings that run at once on
+//! free drives, gathered per cartridge ([`readings`]), each cartridge in the
+//! order its drive's model says is fastest, and kept in the restore cache until
+//! an expiry ([`finished`]).
 //!
 //! The state of an object's restore is S3's ([`state`]): none, ongoing, or
 //! restored until an expiry, which is the end of the restore plus the days
@@ -271,11 +272,16 @@ fn make_room(at: &impl Catalogued, store: &Store, need: u64, limit: u64) -> Resu
     Err(Refused::SlowDown { used, limit }.into())
 }
 
-/// The restores to read now: every restore asked, once one of them has waited
-/// its tier's window (so that a batch gathers every request there is); none
-/// while none has.
-pub fn due(at: &impl Catalogued, settings: &Settings) -> Result<Vec<S3Object>> {
-    let asked = at.ops_catalog().restores_asked()?;
+/// The restores to read now: every restore asked and not `reading` already,
+/// once one of them has waited its tier's window (so that a batch gathers
+/// every request there is); none while none has.
+pub fn due(
+    at: &impl Catalogued,
+    settings: &Settings,
+    reading: impl Fn(&S3Object) -> bool,
+) -> Result<Vec<S3Object>> {
+    let mut asked = at.ops_catalog().restores_asked()?;
+    asked.retain(|o| !reading(o));
     let now = now_ns()?;
     let ripe = asked.iter().any(|o| {
         let tier = Tier::named(o.restore.tier.as_deref()).unwrap_or(Tier::Standard);
@@ -335,6 +341,95 @@ pub fn cartridges(at: &impl Catalogued, job: i64) -> Result<Vec<String>> {
     Ok(vols.into_iter().map(|v| v.volume.barcode).collect())
 }
 
+/// An archived object to read from tape, and where it lies there.
+#[derive(Debug, Clone)]
+pub struct OnTape {
+    /// The object.
+    pub object: S3Object,
+    /// The path of its entry in its job (`S3Object::job_id`).
+    pub path: Vec<u8>,
+    /// The cartridges (barcodes) its data lies on, from its first block to its
+    /// last.
+    pub cartridges: Vec<String>,
+}
+
+/// Where archived object `o` lies on tape; none when it has no job or its job
+/// has no entry of it.
+pub fn on_tape(at: &impl Catalogued, o: S3Object) -> Result<Option<OnTape>> {
+    let Some(job) = o.job_id else {
+        return Ok(None);
+    };
+    let Some((path, row)) = super::tape::entry(at, job, &o.file)? else {
+        return Ok(None);
+    };
+    let vols = at.ops_catalog().job_volumes(job)?;
+    let cartridges = (vols.into_iter())
+        .filter(|v| (row.start_seq..=row.end_seq).contains(&v.seq))
+        .map(|v| v.volume.barcode)
+        .collect();
+    Ok(Some(OnTape {
+        object: o,
+        path,
+        cartridges,
+    }))
+}
+
+/// The objects of `asked` dealt to at most `drives` readings that may run at
+/// once, each on a drive of its own: objects that share a cartridge go to one
+/// reading (so that no two readings want one cartridge), and the groups so
+/// made go, the largest first, to the reading with the fewest bytes. A
+/// reading's objects keep the order they were asked in.
+pub fn readings(asked: Vec<OnTape>, drives: usize) -> Vec<Vec<OnTape>> {
+    // Each object starts in a group of its own; groups that share a cartridge
+    // are joined.
+    let mut group: Vec<usize> = (0..asked.len()).collect();
+    fn root(group: &mut [usize], mut i: usize) -> usize {
+        while group[i] != i {
+            group[i] = group[group[i]];
+            i = group[i];
+        }
+        i
+    }
+    let mut first_on: std::collections::HashMap<&str, usize> = Default::default();
+    for (i, o) in asked.iter().enumerate() {
+        for c in &o.cartridges {
+            match first_on.get(c.as_str()) {
+                Some(&j) => {
+                    let (a, b) = (root(&mut group, i), root(&mut group, j));
+                    group[a.max(b)] = a.min(b);
+                }
+                None => {
+                    first_on.insert(c, i);
+                }
+            }
+        }
+    }
+    let mut groups: std::collections::BTreeMap<usize, (u64, Vec<usize>)> = Default::default();
+    for (i, o) in asked.iter().enumerate() {
+        let r = root(&mut group, i);
+        let g = groups.entry(r).or_default();
+        g.0 += o.object.size;
+        g.1.push(i);
+    }
+    let mut groups: Vec<(u64, Vec<usize>)> = groups.into_values().collect();
+    groups.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let n = drives.max(1).min(groups.len());
+    let mut out: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); n];
+    for (bytes, members) in groups {
+        if let Some(least) = out.iter_mut().min_by_key(|r| r.0) {
+            least.0 += bytes;
+            least.1.extend(members);
+        }
+    }
+    let mut slots: Vec<Option<OnTape>> = asked.into_iter().map(Some).collect();
+    (out.into_iter())
+        .map(|(_, mut members)| {
+            members.sort_unstable();
+            members.iter().filter_map(|&i| slots[i].take()).collect()
+        })
+        .collect()
+}
+
 /// Gives up the restore of `o` (its data could not be read): it may be asked
 /// again.
 pub fn failed(at: &impl Catalogued, o: &S3Object) -> Result<()> {
@@ -354,6 +449,47 @@ mod tests {
         // From midnight exactly, the next midnight after the day.
         let midnight = 1_795_910_400 * 1_000_000_000;
         assert_eq!(expiry(midnight, 1), midnight + 2 * DAY_NS);
+    }
+
+    fn placed(id: i64, size: u64, cartridges: &[&str]) -> OnTape {
+        OnTape {
+            object: S3Object {
+                id,
+                size,
+                ..S3Object::default()
+            },
+            path: Vec::new(),
+            cartridges: cartridges.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn readings_keep_a_cartridge_in_one_and_share_the_bytes() {
+        let ids = |rs: &[Vec<OnTape>]| -> Vec<Vec<i64>> {
+            rs.iter()
+                .map(|r| r.iter().map(|o| o.object.id).collect())
+                .collect()
+        };
+        // A on A1 and A2 (one object spans both), B on B1, C on C1.
+        let asked = || {
+            vec![
+                placed(1, 10, &["A1"]),
+                placed(2, 10, &["B1"]),
+                placed(3, 10, &["A1", "A2"]),
+                placed(4, 10, &["A2"]),
+                placed(5, 15, &["C1"]),
+            ]
+        };
+        // One drive: one reading of everything, in the order asked.
+        assert_eq!(ids(&readings(asked(), 1)), vec![vec![1, 2, 3, 4, 5]]);
+        // Two drives: A's 30 bytes on one, B's and C's 25 on the other.
+        assert_eq!(ids(&readings(asked(), 2)), vec![vec![1, 3, 4], vec![2, 5]]);
+        // More drives than cartridge groups: one reading per group.
+        assert_eq!(
+            ids(&readings(asked(), 8)),
+            vec![vec![1, 3, 4], vec![5], vec![2]]
+        );
+        assert!(readings(Vec::new(), 2).is_empty());
     }
 
     #[test]

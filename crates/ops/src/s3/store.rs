@@ -58,21 +58,39 @@ impl Store {
     }
 
     /// A new folder beside the data files holding a second name (a hard link)
-    /// of each data file of `names` that is still there: the source of the job
-    /// that archives them, which a delete of one of them does not change. The
-    /// names linked, in the order given.
-    pub fn batch(&self, names: &[&str]) -> Result<(tempfile::TempDir, Vec<String>)> {
+    /// of each data file of `folders` that is still there: the source of the
+    /// job that archives them, which a delete of one of them does not change.
+    /// One list of names is linked in the folder itself; several are linked
+    /// in its subfolders `s1`, `s2`, ..., one per list (the job's streams).
+    /// The folder, the sources (the folder, or its subfolders) and the names
+    /// linked, in the order given.
+    pub fn batch(
+        &self,
+        folders: &[Vec<&str>],
+    ) -> Result<(tempfile::TempDir, Vec<PathBuf>, Vec<String>)> {
         let dir = self.folder_in(BATCHES)?;
-        let mut linked = Vec::with_capacity(names.len());
-        for name in names {
-            let to = dir.path().join(name);
-            match std::fs::hard_link(self.path(name), &to) {
-                Ok(()) => linked.push(name.to_string()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(format!("link {}", to.display()))(e)),
+        let mut sources = Vec::with_capacity(folders.len());
+        let mut linked = Vec::new();
+        for (i, names) in folders.iter().enumerate() {
+            let into = match folders.len() {
+                1 => dir.path().to_path_buf(),
+                _ => {
+                    let sub = dir.path().join(format!("s{}", i + 1));
+                    std::fs::create_dir(&sub).map_err(io(format!("make {}", sub.display())))?;
+                    sub
+                }
+            };
+            for name in names {
+                let to = into.join(name);
+                match std::fs::hard_link(self.path(name), &to) {
+                    Ok(()) => linked.push(name.to_string()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io(format!("link {}", to.display()))(e)),
+                }
             }
+            sources.push(into);
         }
-        Ok((dir, linked))
+        Ok((dir, sources, linked))
     }
 
     fn folder_in(&self, kind: &str) -> Result<tempfile::TempDir> {

@@ -16,6 +16,7 @@
 use super::{now_ns, Bucket, Result, S3Object, Store};
 use crate::access::Catalogued;
 use std::collections::BTreeMap;
+use tapeloom_catalog::{FileRow, JobState};
 use tapeloom_engine::{BackupOptions, BackupReport, Via};
 
 /// The most objects one look at the catalog considers for batches.
@@ -96,16 +97,66 @@ pub fn job_name(bucket: &str) -> String {
     format!("s3-{bucket}")
 }
 
-/// The folder a batch's job backs up: a second name of each data file of
-/// `batch` that is still there (an object deleted since is left out), so that
-/// each object's entry in the job is its data file's name, and a delete while
-/// the job runs does not cut it. `batch` keeps only the objects linked.
-pub fn gather(store: &Store, batch: &mut Batch) -> Result<tempfile::TempDir> {
-    let names: Vec<&str> = batch.objects.iter().map(|o| o.file.as_str()).collect();
-    let (dir, linked) = store.batch(&names)?;
+/// How the batches are spread over drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spread {
+    /// The most drives one batch's job takes; none: as many as are free.
+    pub drives: Option<usize>,
+    /// The least bytes each stream of a batch holds: a batch is cut into as
+    /// many streams as it holds this many bytes, at most one per free drive.
+    pub stream_bytes: u64,
+}
+
+impl Default for Spread {
+    /// Every free drive, once each stream holds 8 GiB: a drive that writes
+    /// 300 MB/s (LTO-9) takes half a minute over it, longer than a cartridge
+    /// takes to load, so that a second drive ends the batch sooner.
+    fn default() -> Spread {
+        Spread {
+            drives: None,
+            stream_bytes: 8 << 30,
+        }
+    }
+}
+
+/// The streams `batch` is written as when `free` drives are free, each on a
+/// drive of its own: one per `spread.stream_bytes` of it, at most one per
+/// object, per free drive and per drive `spread` allows, and at least one.
+pub fn streams(batch: &Batch, free: usize, spread: &Spread) -> usize {
+    let by_size = batch.bytes() / spread.stream_bytes.max(1);
+    let by_size = usize::try_from(by_size).unwrap_or(usize::MAX);
+    (free.min(spread.drives.unwrap_or(usize::MAX)))
+        .min(batch.objects.len())
+        .min(by_size)
+        .max(1)
+}
+
+/// The folder a batch's job backs up, and its sources: a second name of each
+/// data file of `batch` that is still there (an object deleted since is left
+/// out), so that each object's entry in the job is its data file's name (in
+/// its stream's folder when there are several, [`entry`]), and a delete while
+/// the job runs does not cut it. With `streams` over one, the objects are
+/// dealt to that many folders, the largest first to the one with the fewest
+/// bytes, each the source of a stream. `batch` keeps only the objects linked.
+pub fn gather(
+    store: &Store,
+    batch: &mut Batch,
+    streams: usize,
+) -> Result<(tempfile::TempDir, Vec<std::path::PathBuf>)> {
+    let mut folders: Vec<(u64, Vec<&str>)> = vec![(0, Vec::new()); streams.max(1)];
+    let mut by_size: Vec<&S3Object> = batch.objects.iter().collect();
+    by_size.sort_by(|a, b| b.size.cmp(&a.size).then(a.id.cmp(&b.id)));
+    for o in by_size {
+        if let Some(least) = folders.iter_mut().min_by_key(|f| f.0) {
+            least.0 += o.size;
+            least.1.push(o.file.as_str());
+        }
+    }
+    let folders: Vec<Vec<&str>> = folders.into_iter().map(|f| f.1).collect();
+    let (dir, sources, linked) = store.batch(&folders)?;
     let linked: std::collections::HashSet<String> = linked.into_iter().collect();
     batch.objects.retain(|o| linked.contains(&o.file));
-    Ok(dir)
+    Ok((dir, sources))
 }
 
 /// The backup that archives `batch`: a job of its bucket's pool, named and in
@@ -123,6 +174,28 @@ pub fn archive_options(at: &impl Catalogued, batch: &Batch) -> Result<BackupOpti
         via,
         ..BackupOptions::default()
     })
+}
+
+/// The entry of data file `file` in job `job`: its path in the job and its
+/// row; none when the job has no entry of it. A batch archived as one stream
+/// names each file by its own name; one spread over several streams names it
+/// in its stream's folder (`STREAM/FILE`).
+pub fn entry(at: &impl Catalogued, job: i64, file: &str) -> Result<Option<(Vec<u8>, FileRow)>> {
+    let cat = at.ops_catalog();
+    if let Some(row) = cat.file(job, file.as_bytes())? {
+        return Ok(Some((file.as_bytes().to_vec(), row)));
+    }
+    let streams = cat.streams(job)?;
+    if streams.len() < 2 {
+        return Ok(None);
+    }
+    for s in streams {
+        let path = format!("{}/{file}", s.name).into_bytes();
+        if let Some(row) = cat.file(job, &path)? {
+            return Ok(Some((path, row)));
+        }
+    }
+    Ok(None)
 }
 
 /// What the catalog recorded of a batch's job.
@@ -149,8 +222,8 @@ pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> R
     let cat = at.ops_catalog();
     let mut ids = Vec::new();
     for o in &batch.objects {
-        let whole = (cat.file(report.job_id, o.file.as_bytes())?)
-            .is_some_and(|row| row.size == o.size && !row.meta_only);
+        let whole = (entry(at, report.job_id, &o.file)?)
+            .is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
         match whole {
             true => {
                 ids.push(o.id);
@@ -161,6 +234,63 @@ pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> R
         }
     }
     cat.objects_archived(&ids, report.job_id)?;
+    Ok(out)
+}
+
+/// What became of a job a stopped server left unfinished, once resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Left {
+    /// Not an archive job of a bucket there still is.
+    NotMine,
+    /// An archive job of this bucket that ended with what it holds (ok or
+    /// partial): its objects may be adopted ([`adopt`]).
+    Ended(String),
+    /// An archive job of this bucket that failed: it holds nothing to adopt.
+    Failed(String),
+}
+
+/// What became of job `job`, which a stopped server left unfinished and which
+/// was resumed since.
+pub fn left(at: &impl Catalogued, job: i64) -> Result<Left> {
+    let cat = at.ops_catalog();
+    let Some(j) = cat.job(job)? else {
+        return Ok(Left::NotMine);
+    };
+    let bucket = (cat.buckets()?.into_iter())
+        .find(|b| job_name(&b.name) == j.name && j.set == j.name)
+        .map(|b| b.name);
+    Ok(match (bucket, j.status) {
+        (None, _) => Left::NotMine,
+        (Some(b), JobState::Ok | JobState::Partial) => Left::Ended(b),
+        (Some(b), _) => Left::Failed(b),
+    })
+}
+
+/// Adopts what job `job`, an archive job of bucket `bucket` that a stopped
+/// server left and that was resumed and read back since, holds: each object of
+/// the bucket still waiting for tape that the job holds whole is recorded as on
+/// tape in it, so that it is not archived again. The others wait for the next
+/// batch.
+pub fn adopt(at: &impl Catalogued, (job, bucket): (i64, &str)) -> Result<Archived> {
+    let cat = at.ops_catalog();
+    let mut out = Archived::default();
+    let mut ids = Vec::new();
+    for o in cat.objects_to_archive(LOOK)? {
+        if o.bucket != bucket {
+            continue;
+        }
+        let whole =
+            (entry(at, job, &o.file)?).is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
+        match whole {
+            true => {
+                ids.push(o.id);
+                out.objects += 1;
+                out.bytes += o.size;
+            }
+            false => out.missed += 1,
+        }
+    }
+    cat.objects_archived(&ids, job)?;
     Ok(out)
 }
 
@@ -228,6 +358,45 @@ mod tests {
             created_ns,
             ..S3Object::default()
         }
+    }
+
+    #[test]
+    fn a_batch_takes_a_drive_per_stream_of_its_size() {
+        let bucket = Bucket {
+            name: "b".into(),
+            pool: "default".into(),
+            created_ns: 0,
+            batching: Batching {
+                age_s: 10,
+                objects: 100,
+                bytes: 1 << 30,
+            },
+        };
+        let batch = |sizes: &[u64]| Batch {
+            bucket: bucket.clone(),
+            objects: (sizes.iter().enumerate())
+                .map(|(i, s)| object(i as i64, *s, 0))
+                .collect(),
+        };
+        let spread = Spread {
+            drives: None,
+            stream_bytes: 100,
+        };
+        // 450 bytes: four streams' worth, as many as drives are free.
+        assert_eq!(streams(&batch(&[150, 150, 150]), 2, &spread), 2);
+        assert_eq!(streams(&batch(&[150, 150, 150]), 8, &spread), 3);
+        assert_eq!(streams(&batch(&[200, 250]), 8, &spread), 2);
+        assert_eq!(streams(&batch(&[50; 9]), 8, &spread), 4);
+        // Under a stream's bytes, or no drive free: one stream.
+        assert_eq!(streams(&batch(&[99]), 8, &spread), 1);
+        assert_eq!(streams(&batch(&[500, 500]), 0, &spread), 1);
+        // The setting's most drives.
+        let two = Spread {
+            drives: Some(2),
+            ..spread
+        };
+        assert_eq!(streams(&batch(&[50; 20]), 8, &two), 2);
+        assert_eq!(streams(&batch(&[1 << 40]), 8, &Spread::default()), 1);
     }
 
     #[test]

@@ -138,6 +138,7 @@ fn run_server(a: Args, ctx: &Context) -> Result<i32> {
             restore_order: a.s3_restore_order,
             max_requests: a.s3_max_requests,
             max_streams: a.s3_max_streams,
+            ..config::FileS3::default()
         },
         ..config::File::default()
     };

@@ -44,6 +44,14 @@ impl Server {
         (server, s3.expect("the server names where it serves S3"))
     }
 
+    /// [`Server::start_s3_with`] with the variables `env` set.
+    pub fn start_s3_with_env(home: &Path, args: &[&str], env: &[(&str, &str)]) -> (Server, String) {
+        let mut all = vec!["--s3-listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let (server, s3) = Self::start_with(home, None, env, &all);
+        (server, s3.expect("the server names where it serves S3"))
+    }
+
     /// A server started with the variables `env` set and the further flags
     /// `args`, and the URL of its S3 front end when it has one.
     fn start_with(
