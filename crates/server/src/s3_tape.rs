@@ -149,14 +149,7 @@ fn adopt_left(work: &Work, left: &Mutex<Vec<i64>>) -> Result<bool, TapeError> {
                 warn!(%bucket, job, "S3 archive: the job left by a stopped server failed; its objects are archived again");
             }
             tape::Left::Ended(bucket) => {
-                let drive = (work.drive_pool.wait_for_one(|| work.draining()))
-                    .ok_or(TapeError::Stopping)?;
-                let home = work.drive_pool.enter(&work.home)?;
-                let at = drive.indexes.first().copied();
-                let v = tapeloom_engine::verify_as(&home, job, at, "s3 archive")?;
-                drop(home);
-                drop(drive);
-                if v.ok {
+                if read_back(work, job)? {
                     let done = tape::adopt(&conn, (job, &bucket))?;
                     info!(
                         %bucket,
@@ -185,6 +178,18 @@ fn archive_once(work: &Work, spread: &Spread) -> Result<bool, TapeError> {
     let conn = Conn::open(&work.home)?;
     let store = Store::open(&work.home)?;
     release(&conn, &store)?;
+    // A job written but not read back (the server stopped in between) is
+    // read back first, so that its objects' disk copies may go.
+    if let Some(&job) = tape::unread(&conn)?.first() {
+        if !read_back(work, job)? {
+            warn!(
+                job,
+                "S3 archive: the job did not read back whole; its objects keep their disk copies"
+            );
+        }
+        release(&conn, &store)?;
+        return Ok(true);
+    }
     let Some(mut batch) = tape::due(&conn)?.into_iter().next() else {
         return Ok(false);
     };
@@ -263,6 +268,15 @@ fn archive(
         }
     }
     Ok((report.job_id, done))
+}
+
+/// Reads job `job` back on a free drive; whether it read back whole.
+fn read_back(work: &Work, job: i64) -> Result<bool, TapeError> {
+    let drive = (work.drive_pool.wait_for_one(|| work.draining())).ok_or(TapeError::Stopping)?;
+    let home = work.drive_pool.enter(&work.home)?;
+    let at = drive.indexes.first().copied();
+    let v = tapeloom_engine::verify_as(&home, job, at, "s3 archive")?;
+    Ok(v.ok)
 }
 
 /// Removes the disk copies of archived objects that may go, and the files

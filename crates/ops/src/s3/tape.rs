@@ -294,6 +294,25 @@ pub fn adopt(at: &impl Catalogued, (job, bucket): (i64, &str)) -> Result<Archive
     Ok(out)
 }
 
+/// The archive jobs whose objects wait for a read-back that never ran (a
+/// server stopped between writing the job and reading it back): their disk
+/// copies go only once the job has read back whole.
+pub fn unread(at: &impl Catalogued) -> Result<Vec<i64>> {
+    let cat = at.ops_catalog();
+    let mut jobs: Vec<i64> = (cat.objects_to_release(10_000)?.iter())
+        .filter_map(|o| o.job_id)
+        .collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    let mut out = Vec::new();
+    for job in jobs {
+        if cat.last_verify(job)?.is_none() {
+            out.push(job);
+        }
+    }
+    Ok(out)
+}
+
 /// The archived objects (at most `limit`) whose disk copy may go now: of a
 /// class kept on tape only, their job read back whole and every copy their
 /// pool asks for on tape.
@@ -397,6 +416,46 @@ mod tests {
         };
         assert_eq!(streams(&batch(&[50; 20]), 8, &two), 2);
         assert_eq!(streams(&batch(&[1 << 40]), 8, &Spread::default()), 1);
+    }
+
+    #[test]
+    fn a_job_written_and_never_read_back_is_named_until_it_is() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        let home = tapeloom_engine::Home::open(d.path()).unwrap();
+        let store = Store::open(d.path()).unwrap();
+        super::super::buckets::create(&home, "bkt", None, Batching::default()).unwrap();
+        let (file, mut f) = store.create().unwrap();
+        f.write_all(b"cold").unwrap();
+        store.sync(&f).unwrap();
+        let new = super::super::objects::New {
+            bucket: "bkt".into(),
+            key: b"k".to_vec(),
+            size: 4,
+            etag: "e".into(),
+            class: "GLACIER",
+            meta: Default::default(),
+            file,
+        };
+        let o = super::super::objects::put(&home, &store, new).unwrap();
+        let cat = home.ops_catalog();
+        let job = cat.begin_job(1, "s3-bkt", 1, 262_144, &[]).unwrap();
+        assert!(unread(&home).unwrap().is_empty());
+        cat.objects_archived(&[o.id], job).unwrap();
+        // Written, not read back: named, and its object's disk copy stays.
+        assert_eq!(unread(&home).unwrap(), vec![job]);
+        assert!(releasable(&home, 10).unwrap().is_empty());
+        cat.record_verify(&tapeloom_catalog::LastVerify {
+            job_id: job,
+            at_ns: 2,
+            ok: true,
+            blocks: 1,
+            bad_blocks: 0,
+            how: "s3 archive".into(),
+        })
+        .unwrap();
+        assert!(unread(&home).unwrap().is_empty());
+        assert_eq!(releasable(&home, 10).unwrap().len(), 1);
     }
 
     #[test]
