@@ -190,11 +190,21 @@ fn storage_classes_go_to_tape_and_answer_as_the_reference_does() {
             return;
         }
     };
+    let (report, ran) = bench_script(&py, "s3_moto.py", &[]);
+    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
+    assert!(report["compared"].as_u64().unwrap() >= 40, "{report}");
+    assert!(ran, "{report}");
+}
+
+/// Runs bench script `script` with `py`, this binary, a work folder of its
+/// own and `args`: the JSON document it printed, and whether it exited 0.
+fn bench_script(py: &Path, script: &str, args: &[&str]) -> (serde_json::Value, bool) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(py)
-        .arg(repo.join("bench/s3_moto.py"))
+        .arg(repo.join("bench").join(script))
         .args(["--bin", crate::common::bin()])
+        .args(args)
         .arg("--work")
         .arg(dir.path().join("work"))
         .output()
@@ -202,9 +212,7 @@ fn storage_classes_go_to_tape_and_answer_as_the_reference_does() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: serde_json::Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
-    assert!(report["compared"].as_u64().unwrap() >= 40, "{report}");
-    assert!(out.status.success(), "{report}");
+    (report, out.status.success())
 }
 
 /// A site: two servers on one PostgreSQL catalog, each with its own library.
@@ -228,22 +236,10 @@ fn an_object_put_through_one_server_of_a_site_is_restored_and_read_through_the_o
         .unwrap()
         .database()
         .unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(py)
-        .arg(repo.join("bench/s3_site.py"))
-        .args(["--bin", crate::common::bin(), "--catalog", &url])
-        .args(["--size", "12M"])
-        .arg("--work")
-        .arg(dir.path().join("work"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: serde_json::Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let (report, ran) = bench_script(&py, "s3_site.py", &["--catalog", &url, "--size", "12M"]);
     assert_eq!(report["failed"], serde_json::json!([]), "{report}");
     assert!(report["checks"].as_u64().unwrap() >= 17, "{report}");
-    assert!(out.status.success(), "{report}");
+    assert!(ran, "{report}");
 }
 
 /// Presigned URLs (SigV4, path-style) of `key`'s id and secret at `url`: a

@@ -219,11 +219,21 @@ pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> R
         out.missed = batch.objects.len() as u64;
         return Ok(out);
     }
-    let cat = at.ops_catalog();
+    held(at, report.job_id, &batch.objects, out)
+}
+
+/// Records each of `objects` that job `job` holds whole as on tape in it,
+/// counting them in `out` (the others as missed).
+fn held(
+    at: &impl Catalogued,
+    job: i64,
+    objects: &[S3Object],
+    mut out: Archived,
+) -> Result<Archived> {
     let mut ids = Vec::new();
-    for o in &batch.objects {
-        let whole = (entry(at, report.job_id, &o.file)?)
-            .is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
+    for o in objects {
+        let whole =
+            (entry(at, job, &o.file)?).is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
         match whole {
             true => {
                 ids.push(o.id);
@@ -233,7 +243,7 @@ pub fn archived(at: &impl Catalogued, batch: &Batch, report: &BackupReport) -> R
             false => out.missed += 1,
         }
     }
-    cat.objects_archived(&ids, report.job_id)?;
+    at.ops_catalog().objects_archived(&ids, job)?;
     Ok(out)
 }
 
@@ -272,26 +282,10 @@ pub fn left(at: &impl Catalogued, job: i64) -> Result<Left> {
 /// tape in it, so that it is not archived again. The others wait for the next
 /// batch.
 pub fn adopt(at: &impl Catalogued, (job, bucket): (i64, &str)) -> Result<Archived> {
-    let cat = at.ops_catalog();
-    let mut out = Archived::default();
-    let mut ids = Vec::new();
-    for o in cat.objects_to_archive(LOOK)? {
-        if o.bucket != bucket {
-            continue;
-        }
-        let whole =
-            (entry(at, job, &o.file)?).is_some_and(|(_, row)| row.size == o.size && !row.meta_only);
-        match whole {
-            true => {
-                ids.push(o.id);
-                out.objects += 1;
-                out.bytes += o.size;
-            }
-            false => out.missed += 1,
-        }
-    }
-    cat.objects_archived(&ids, job)?;
-    Ok(out)
+    let waiting: Vec<S3Object> = (at.ops_catalog().objects_to_archive(LOOK)?.into_iter())
+        .filter(|o| o.bucket == bucket)
+        .collect();
+    held(at, job, &waiting, Archived::default())
 }
 
 /// The archive jobs whose objects wait for a read-back that never ran (a
