@@ -603,6 +603,66 @@ fn restores_of_two_cartridges_are_read_at_once_on_two_drives() {
     }
 }
 
+/// An Expedited restore asked while a Bulk reading of another cartridge runs
+/// starts at once on the other drive: it does not wait behind that reading.
+#[test]
+fn an_expedited_restore_starts_on_a_free_drive_while_a_reading_runs() {
+    let Ok(py) = python() else {
+        need(python().map(|_| ()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let (ak, sk) = tape_home(&home, 2, &[("bulk", "pb"), ("fast", "pf")]);
+    let flags = ["--s3-plain", "--s3-bulk-window", "1"];
+    let (server, url) = Server::start_s3_with(&home, &flags);
+    let of = |b: &'static str| -> Vec<String> {
+        (0..3)
+            .map(|i| format!("{b}/o{i}:{}", (3 << 20) + i * 1000))
+            .collect()
+    };
+    let (bulk, fast) = (of("bulk"), of("fast"));
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["put"],
+        &[bulk.clone(), fast.clone()].concat(),
+    );
+    released(&home, 6, 180);
+    let (b, f) = (cartridges_of(&home, "bulk"), cartridges_of(&home, "fast"));
+    assert_eq!((b.len(), f.len()), (1, 1), "{b:?} {f:?}");
+    assert_ne!(b, f);
+    // The Bulk restores first; once their window has passed and their
+    // reading runs, the Expedited ones.
+    let (py2, url2, ak2, sk2) = (py.clone(), url.clone(), ak.clone(), sk.clone());
+    let first = std::thread::spawn(move || {
+        tape_py(
+            &py2,
+            (&url2, &ak2, &sk2),
+            &["restore", "Bulk", "240"],
+            &bulk,
+        );
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    tape_py(
+        &py,
+        (&url, &ak, &sk),
+        &["restore", "Expedited", "240"],
+        &fast,
+    );
+    first.join().unwrap();
+    let log = server.log_with(&["S3 restores read"]);
+    let got = readings(&log);
+    let of_cartridge = |c: &str| got.iter().find(|r| r.1 == c).cloned();
+    let (Some(slow), Some(quick)) = (of_cartridge(&b[0]), of_cartridge(&f[0])) else {
+        panic!("no reading of each cartridge: {got:?}\n{log}");
+    };
+    // The Expedited reading began after the Bulk one and before it ended,
+    // on the other drive.
+    assert_ne!(slow.0, quick.0, "{got:?}");
+    assert!(slow.2 < quick.2 && quick.2 < slow.3, "{got:?}\n{log}");
+}
+
 /// A batch large enough for two streams (`[s3] archive_stream_bytes` of
 /// 4 MiB, a batch of 18 MB) is archived as one job on the library's two
 /// drives at once: its blocks lie on two cartridges, one chain of each drive,
