@@ -66,6 +66,7 @@ pub use restore::{
     Overwrite, ReadOrder, RestoreOptions, RestoreReport, SetBlockRestore, SetBlockSink, SetJob,
     SetSelection, SkipBy, Source,
 };
+pub use restore::order::{study_order, OrderStudy};
 pub use restore::{BlockVerify, Listed};
 pub use sampler::{Latest, Live, Series};
 pub use tapeloom_tree::pack::Compress;

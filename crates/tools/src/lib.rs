@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod benchdrive;
+pub mod benchorder;
 mod error;
 pub mod gen;
 pub mod pattern;

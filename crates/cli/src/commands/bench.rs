@@ -1,5 +1,6 @@
 //! `tapeloom bench drive` and `bench locate`: the drive model, or a library's drive,
-//! measured.
+//! measured; `bench order`: the recall planner's order against the best an
+//! offline search finds.
 
 use super::{ClockArg, Context};
 use crate::output::{emit, Output};
@@ -26,6 +27,9 @@ enum Cmd {
     Drive(DriveArgs),
     /// Model positioning between two offsets of the data on a full cartridge.
     Locate(LocateArgs),
+    /// Time the recall planner's order of random files against the block
+    /// order, the greedy walk alone and the best order an offline search finds.
+    Order(OrderArgs),
 }
 
 impl Args {
@@ -34,6 +38,7 @@ impl Args {
         match self.cmd {
             Cmd::Drive(a) => emit(&drive(a, ctx)?, ctx.json),
             Cmd::Locate(a) => emit(&locate(a)?, ctx.json),
+            Cmd::Order(a) => emit(&order(a)?, ctx.json),
         }
     }
 }
@@ -293,6 +298,91 @@ impl Output for Located {
             "{}: {} from {} to {}: {:.1} s modeled, equivalent {:.1} MB/s (wrap {} at {:.0} m to wrap {} at {:.0} m)",
             self.model, self.how, self.from, self.to, self.modeled_seconds, self.equivalent_mb_per_s,
             self.from_wrap, self.from_metres, self.to_wrap, self.to_metres
+        );
+    }
+}
+
+#[derive(clap::Args)]
+struct OrderArgs {
+    /// LTO generation to model.
+    #[arg(long, default_value = "lto9")]
+    model: String,
+    /// Files read, in all.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    files: u32,
+    /// Cartridges the files are dealt over.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    cartridges: u32,
+    /// Each file's size.
+    #[arg(long, default_value = "1M", value_parser = size::within(1, 1 << 40))]
+    file_size: u64,
+    /// The block size.
+    #[arg(long, default_value = "256K", value_parser = size::within(1, MAX_BLOCK_SIZE as u64))]
+    block_size: u64,
+    /// The seed of the files' places.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds the offline search may take for each cartridge.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    search_seconds: u32,
+}
+
+/// The recall planner's order against the others, summed over the cartridges.
+#[derive(Serialize)]
+pub struct Ordered {
+    model: String,
+    files: usize,
+    cartridges: usize,
+    block_seconds: f64,
+    sltf_seconds: f64,
+    planned_seconds: f64,
+    planning_seconds: f64,
+    offline_seconds: f64,
+    search_seconds: f64,
+    converged: bool,
+    planned_over_offline: f64,
+    sltf_over_offline: f64,
+}
+
+fn order(a: OrderArgs) -> Result<Ordered> {
+    let opts = tapeloom_tools::benchorder::OrderBenchOptions {
+        model: a.model.clone(),
+        files: a.files as usize,
+        cartridges: a.cartridges as usize,
+        file_bytes: a.file_size,
+        block_bytes: a.block_size,
+        seed: a.seed,
+        search_for: std::time::Duration::from_secs(a.search_seconds.into()),
+    };
+    let r = tapeloom_tools::benchorder::bench_order(&opts)?;
+    let over = |x: f64| match r.offline_seconds > 0.0 {
+        true => x / r.offline_seconds,
+        false => 1.0,
+    };
+    Ok(Ordered {
+        model: a.model,
+        files: r.files,
+        cartridges: r.cartridges,
+        block_seconds: r.block_seconds,
+        sltf_seconds: r.sltf_seconds,
+        planned_seconds: r.planned_seconds,
+        planning_seconds: r.planning_seconds,
+        offline_seconds: r.offline_seconds,
+        search_seconds: r.search_seconds,
+        converged: r.converged,
+        planned_over_offline: over(r.planned_seconds),
+        sltf_over_offline: over(r.sltf_seconds),
+    })
+}
+
+impl Output for Ordered {
+    fn print(&self) {
+        outln!(
+            "{} files over {} {} cartridges: block order {:.0} s, SLTF {:.0} s, planned {:.0} s ({:.3} s to plan), best found offline {:.0} s ({:.0} s of search{}); planned/offline {:.3}, SLTF/offline {:.3}",
+            self.files, self.cartridges, self.model, self.block_seconds, self.sltf_seconds,
+            self.planned_seconds, self.planning_seconds, self.offline_seconds, self.search_seconds,
+            if self.converged { ", converged" } else { ", cut at its limit" },
+            self.planned_over_offline, self.sltf_over_offline
         );
     }
 }

@@ -122,7 +122,7 @@ pub(crate) fn plan(
         return Some(kept);
     }
     let mut walk = sltf(at, units, travel)?;
-    improve(at, units, &mut walk, travel)?;
+    improve(at, units, &mut walk, travel, Search::PLANNER)?;
     let walk_cost = cost_of(at, units, &walk, travel)?;
     Some(match walk_cost < block_cost && walk != block {
         true => Planned {
@@ -168,16 +168,40 @@ fn keeps_rules(units: &[Unit], order: &[usize]) -> bool {
     true
 }
 
+/// How far the Or-opt search looks: the places tried before and after a run,
+/// the longest run moved, and how long it may take.
+#[derive(Debug, Clone, Copy)]
+struct Search {
+    window: usize,
+    max_run: usize,
+    time: std::time::Duration,
+}
+
+impl Search {
+    /// The planner's: bounded so that it ends within [`IMPROVE_FOR`].
+    const PLANNER: Search = Search {
+        window: IMPROVE_WINDOW,
+        max_run: MAX_RUN,
+        time: IMPROVE_FOR,
+    };
+}
+
 /// Improves `order` (of `units`, read from block `at`) by Or-opt: a run of one
-/// to three units moved to another place when the reading gets shorter, the
-/// runs and places tried in turn until no move helps or [`IMPROVE_FOR`] has
-/// passed. The job rules hold after every move.
+/// to `search.max_run` units moved to another place when the reading gets
+/// shorter, the runs and places tried in turn until no move helps or
+/// `search.time` has passed. The job rules hold after every move.
 fn improve(
     at: u64,
     units: &[Unit],
     order: &mut Vec<usize>,
     travel: &dyn Fn(u64, u64) -> Option<Travel>,
+    search: Search,
 ) -> Option<()> {
+    let Search {
+        window,
+        max_run,
+        time,
+    } = search;
     let started = std::time::Instant::now();
     let ruled = units.iter().any(|u| u.carried || u.carries);
     let n = order.len();
@@ -188,12 +212,12 @@ fn improve(
         }
     };
     let mut better = true;
-    while better && started.elapsed() < IMPROVE_FOR {
+    while better && started.elapsed() < time {
         better = false;
-        for len in 1..=MAX_RUN.min(n.saturating_sub(1)) {
+        for len in 1..=max_run.min(n.saturating_sub(1)) {
             let mut i = 0;
             while i + len <= n {
-                if started.elapsed() >= IMPROVE_FOR {
+                if started.elapsed() >= time {
                     return Some(());
                 }
                 let end_of = |k: usize| -> u64 {
@@ -207,8 +231,8 @@ fn improve(
                 let p = end_of(i);
                 let out_gain =
                     hop(travel, p, units[first].first)? + edge(last_end, next)? - edge(p, next)?;
-                let lo = i.saturating_sub(IMPROVE_WINDOW);
-                let hi = (i + len + IMPROVE_WINDOW).min(n);
+                let lo = i.saturating_sub(window);
+                let hi = (i + len + window).min(n);
                 let mut best: Option<(f64, usize)> = None;
                 for j in (lo..i).chain(i + len + 1..=hi) {
                     let from = end_of(j);
@@ -245,6 +269,77 @@ fn improve(
         }
     }
     Some(())
+}
+
+/// How the planner's order of one cartridge's reading compares with the
+/// block order, the greedy walk alone, and the best order an offline search
+/// finds (Or-opt over every place and runs of up to 16, from the planner's
+/// order, for as long as it is given).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OrderStudy {
+    /// Pieces read.
+    pub pieces: usize,
+    /// Modeled seconds in block order.
+    pub block_seconds: f64,
+    /// Modeled seconds in the greedy walk's order (SLTF).
+    pub sltf_seconds: f64,
+    /// Modeled seconds in the planner's order.
+    pub planned_seconds: f64,
+    /// Wall-clock seconds the planner took.
+    pub planning_seconds: f64,
+    /// Modeled seconds in the best order the offline search found.
+    pub offline_seconds: f64,
+    /// Wall-clock seconds the offline search took.
+    pub search_seconds: f64,
+    /// Whether the offline search ended because no move helped (else its
+    /// time ran out).
+    pub converged: bool,
+}
+
+/// Studies the reading of `pieces` (each its first block, the block after its
+/// last, and the modeled seconds of reading it; in block order, of one job)
+/// from block `at`, with the drive's model `travel`; the offline search runs
+/// for at most `search_for`. `None` when the model gives no time.
+pub fn study_order(
+    at: u64,
+    pieces: &[(u64, u64, f64)],
+    travel: &dyn Fn(u64, u64) -> Option<Travel>,
+    search_for: std::time::Duration,
+) -> Option<OrderStudy> {
+    let units: Vec<Unit> = (pieces.iter())
+        .map(|&(first, end, cost)| Unit {
+            job: 1,
+            first,
+            end,
+            cost,
+            carried: false,
+            carries: false,
+        })
+        .collect();
+    let block: Vec<usize> = (0..units.len()).collect();
+    let greedy = sltf(at, &units, travel)?;
+    let t = std::time::Instant::now();
+    let planned = plan(at, &units, travel)?;
+    let planning_seconds = t.elapsed().as_secs_f64();
+    let mut best = planned.order.clone();
+    let t = std::time::Instant::now();
+    let offline = Search {
+        window: units.len(),
+        max_run: 16,
+        time: search_for,
+    };
+    improve(at, &units, &mut best, travel, offline)?;
+    let search_seconds = t.elapsed().as_secs_f64();
+    Some(OrderStudy {
+        pieces: units.len(),
+        block_seconds: cost_of(at, &units, &block, travel)?,
+        sltf_seconds: cost_of(at, &units, &greedy, travel)?,
+        planned_seconds: planned.seconds,
+        planning_seconds,
+        offline_seconds: cost_of(at, &units, &best, travel)?,
+        search_seconds,
+        converged: search_seconds < search_for.as_secs_f64(),
+    })
 }
 
 /// The drive's own order of `units` (`drive`: their indices as the drive sent
@@ -387,7 +482,7 @@ mod tests {
         ];
         let greedy = sltf(0, &units, &travel).unwrap();
         let mut better = greedy.clone();
-        improve(0, &units, &mut better, &travel).unwrap();
+        improve(0, &units, &mut better, &travel, Search::PLANNER).unwrap();
         let (g, b) = (
             cost_of(0, &units, &greedy, &travel).unwrap(),
             cost_of(0, &units, &better, &travel).unwrap(),
