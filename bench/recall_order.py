@@ -4,7 +4,7 @@ and 10,000 by default) of --file-size over --cartridges full cartridges of the
 LTO-9 model, `tapeloom bench order` times the reading of each cartridge from
 the beginning of the tape in block order, in the greedy walk's order (SLTF),
 in the recall planner's order (the greedy walk improved by Or-opt for at most
-300 ms a cartridge), and in the best order an offline search finds (Or-opt over
+150 ms a cartridge), and in the best order an offline search finds (Or-opt over
 every place and runs of up to 16, from the planner's order, for up to
 --search-seconds a cartridge). One JSON document on stdout; it exits 1 when a
 check failed.

@@ -60,13 +60,13 @@ pub use media::trim::{trim, Trimmed};
 pub use migrate::{move_job, reclaim_candidates, repack, Candidate, MoveOptions, Moved, Repacked};
 pub use rebuild::{rebuild, RebuildReport, Unusable};
 pub use recover::{recover, RecoverReport};
+pub use restore::order::{study_order, OrderStudy};
 pub use restore::{
     normalize, read_blocks, read_set_blocks, restore, restore_files, restore_files_in_order,
     restore_set, set_job, set_jobs_read, set_tree, BlockRestore, BlockSink, Expect, Kept,
     Overwrite, ReadOrder, RestoreOptions, RestoreReport, SetBlockRestore, SetBlockSink, SetJob,
     SetSelection, SkipBy, Source,
 };
-pub use restore::order::{study_order, OrderStudy};
 pub use restore::{BlockVerify, Listed};
 pub use sampler::{Latest, Live, Series};
 pub use tapeloom_tree::pack::Compress;

@@ -33,7 +33,7 @@ pub(crate) const MAX_PLANNED: usize = 4096;
 
 /// How long the order of one cartridge is improved after the greedy walk, at
 /// most.
-const IMPROVE_FOR: std::time::Duration = std::time::Duration::from_millis(300);
+const IMPROVE_FOR: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// The most places before and after its own a run of units is tried at, in
 /// one step of the improvement: enough for every place of a small reading,
@@ -383,13 +383,16 @@ fn walk(
         let last_ok = !u.carries || left.get(&u.job).copied().unwrap_or(0) == 1;
         first_done && last_ok
     };
+    // Without a carried or carrying unit every unit is allowed at every step,
+    // and the maps are not asked.
+    let ruled = units.iter().any(|u| u.carried || u.carries);
     let mut done = vec![false; units.len()];
     let mut order = Vec::with_capacity(units.len());
     let mut pos = at;
     while order.len() < units.len() {
         let mut best: Option<(f64, usize)> = None;
         for (i, u) in units.iter().enumerate() {
-            if done[i] || !allowed(u, &left, &carried_left) {
+            if done[i] || (ruled && !allowed(u, &left, &carried_left)) {
                 continue;
             }
             let c = cost(pos, i)?;
