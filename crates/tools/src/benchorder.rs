@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::pattern::Noise;
 use tapeloom_device::lto::TapeModel;
 use tapeloom_device::Travel;
+use tapeloom_engine::OrderStudy;
 
 /// What the benchmark reads.
 #[derive(Debug, Clone)]
@@ -41,20 +42,8 @@ pub struct OrderBench {
     pub files: usize,
     /// Cartridges.
     pub cartridges: usize,
-    /// Modeled seconds in block order.
-    pub block_seconds: f64,
-    /// Modeled seconds in the greedy walk's order (SLTF).
-    pub sltf_seconds: f64,
-    /// Modeled seconds in the planner's order.
-    pub planned_seconds: f64,
-    /// Wall-clock seconds the planner took.
-    pub planning_seconds: f64,
-    /// Modeled seconds in the best order the offline search found.
-    pub offline_seconds: f64,
-    /// Wall-clock seconds the offline search took.
-    pub search_seconds: f64,
-    /// Whether the search ended on every cartridge because no move helped.
-    pub converged: bool,
+    /// The cartridges' studies, summed ([`OrderStudy::add`]).
+    pub sum: OrderStudy,
 }
 
 /// Runs the benchmark of `opts`.
@@ -80,8 +69,10 @@ pub fn bench_order(opts: &OrderBenchOptions) -> Result<OrderBench> {
     let mut out = OrderBench {
         files: opts.files,
         cartridges: carts,
-        converged: true,
-        ..OrderBench::default()
+        sum: OrderStudy {
+            converged: true,
+            ..OrderStudy::default()
+        },
     };
     for c in 0..carts {
         let n = opts.files / carts + usize::from(c < opts.files % carts);
@@ -99,13 +90,7 @@ pub fn bench_order(opts: &OrderBenchOptions) -> Result<OrderBench> {
         let Some(s) = tapeloom_engine::study_order(0, &pieces, &travel, opts.search_for) else {
             continue;
         };
-        out.block_seconds += s.block_seconds;
-        out.sltf_seconds += s.sltf_seconds;
-        out.planned_seconds += s.planned_seconds;
-        out.planning_seconds += s.planning_seconds;
-        out.offline_seconds += s.offline_seconds;
-        out.search_seconds += s.search_seconds;
-        out.converged &= s.converged;
+        out.sum.add(&s);
     }
     Ok(out)
 }
@@ -125,8 +110,9 @@ mod tests {
             seed: 3,
             search_for: std::time::Duration::from_secs(10),
         };
-        let b = bench_order(&opts).unwrap();
-        assert_eq!((b.files, b.cartridges), (60, 2));
+        let r = bench_order(&opts).unwrap();
+        assert_eq!((r.files, r.cartridges, r.sum.pieces), (60, 2, 60));
+        let b = r.sum;
         assert!(b.converged, "{b:?}");
         assert!(b.offline_seconds <= b.planned_seconds + 1e-6, "{b:?}");
         assert!(b.planned_seconds <= b.sltf_seconds + 1e-6, "{b:?}");

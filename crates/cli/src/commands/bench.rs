@@ -354,15 +354,16 @@ fn order(a: OrderArgs) -> Result<Ordered> {
         seed: a.seed,
         search_for: std::time::Duration::from_secs(a.search_seconds.into()),
     };
-    let r = tapeloom_tools::benchorder::bench_order(&opts)?;
+    let b = tapeloom_tools::benchorder::bench_order(&opts)?;
+    let r = &b.sum;
     let over = |x: f64| match r.offline_seconds > 0.0 {
         true => x / r.offline_seconds,
         false => 1.0,
     };
     Ok(Ordered {
         model: a.model,
-        files: r.files,
-        cartridges: r.cartridges,
+        files: b.files,
+        cartridges: b.cartridges,
         block_seconds: r.block_seconds,
         sltf_seconds: r.sltf_seconds,
         planned_seconds: r.planned_seconds,

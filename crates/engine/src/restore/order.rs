@@ -296,6 +296,21 @@ pub struct OrderStudy {
     pub converged: bool,
 }
 
+impl OrderStudy {
+    /// Adds the study of another cartridge's reading to this one: seconds
+    /// and pieces summed, converged when both did.
+    pub fn add(&mut self, o: &OrderStudy) {
+        self.pieces += o.pieces;
+        self.block_seconds += o.block_seconds;
+        self.sltf_seconds += o.sltf_seconds;
+        self.planned_seconds += o.planned_seconds;
+        self.planning_seconds += o.planning_seconds;
+        self.offline_seconds += o.offline_seconds;
+        self.search_seconds += o.search_seconds;
+        self.converged &= o.converged;
+    }
+}
+
 /// Studies the reading of `pieces` (each its first block, the block after its
 /// last, and the modeled seconds of reading it; in block order, of one job)
 /// from block `at`, with the drive's model `travel`; the offline search runs
