@@ -84,7 +84,9 @@ def wait_resumed(home, secs):
     while True:
         try:
             jobs, spooled = catalog(home)
-            if spooled == 0 and all(j["status"] != "running" for j in jobs.values()):
+            # A job the restarted server has yet to resume is still queued.
+            if spooled == 0 and all(j["status"] not in ("running", "queued")
+                                    for j in jobs.values()):
                 return jobs
         except sqlite3.Error:
             pass
